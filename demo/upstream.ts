@@ -1,0 +1,246 @@
+// A Stripe-like upstream API that counts side effects, for tests, the demo and the bench.
+// Every write (POST/PUT/PATCH/DELETE) is one effect unless an Idempotency-Key replays a stored
+// one: same key + same body → the stored response; same key + other body → 422; same key while
+// the first request is still in flight → 409. Faults are scripted per namespace (first path
+// segment after /ns/) and consumed in order, so parallel tests never see each other's faults.
+import { createServer, type IncomingMessage, type ServerResponse, type Server } from "node:http";
+import { createHash } from "node:crypto";
+import type { AddressInfo } from "node:net";
+
+export type Fault =
+  | { kind: "ok" }
+  | { kind: "status"; status: number; retryAfter?: string; commit?: boolean; body?: unknown }
+  | { kind: "commit_then_hang" }
+  | { kind: "commit_then_reset" }
+  | { kind: "hang" }
+  | { kind: "reset" }
+  | { kind: "slow"; delayMs: number }
+  | { kind: "invalid_json" }
+  | { kind: "wrong_shape" }
+  | { kind: "redirect"; location: string };
+
+type StoredResponse = { status: number; body: unknown };
+type KeyEntry = { bodyHash: string; response?: StoredResponse };
+type Effect = { id: string; method: string; path: string; key: string | null; body: unknown };
+type RequestLog = {
+  method: string;
+  path: string;
+  key: string | null;
+  fencingToken: string | null;
+  authorization: string | null;
+  body: unknown;
+};
+
+type Namespace = {
+  faults: Fault[];
+  requests: RequestLog[];
+  effects: Effect[];
+  keys: Map<string, KeyEntry>;
+  waiters: Array<{ count: number; resolve: () => void }>;
+};
+
+export type Upstream = { port: number; url: string; close(): Promise<void> };
+
+export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstream> {
+  const namespaces = new Map<string, Namespace>();
+  const ns = (name: string): Namespace => {
+    let found = namespaces.get(name);
+    if (!found) {
+      found = { faults: [], requests: [], effects: [], keys: new Map(), waiters: [] };
+      namespaces.set(name, found);
+    }
+    return found;
+  };
+  let effectSeq = 0;
+  const hanging = new Set<ServerResponse>();
+
+  const server: Server = createServer(async (req, res) => {
+    try {
+      const url = new URL(req.url ?? "/", "http://upstream.local");
+      const raw = await readBody(req);
+      if (url.pathname.startsWith("/_control/")) return control(url, raw, res);
+      const match = /^\/ns\/([^/]+)(\/.*)?$/.exec(url.pathname);
+      const space = ns(match?.[1] ?? "default");
+      const path = match ? (match[2] ?? "/") : url.pathname;
+      return await serve(space, req, res, path, url, raw);
+    } catch (error) {
+      json(res, 500, { error: String(error) });
+    }
+  });
+
+  function control(url: URL, raw: string, res: ServerResponse): void {
+    const space = ns(url.searchParams.get("ns") ?? "default");
+    switch (url.pathname) {
+      case "/_control/script":
+        space.faults.push(...(JSON.parse(raw || "[]") as Fault[]));
+        return json(res, 200, { queued: space.faults.length });
+      case "/_control/state":
+        return json(res, 200, {
+          requests: space.requests,
+          effects: space.effects,
+          effectsByKey: countBy(space.effects, (e) => e.key ?? "(none)"),
+          pendingFaults: space.faults.length,
+        });
+      case "/_control/wait": {
+        // Resolves once the namespace has seen `requests` requests (bounded by a 10 s cap).
+        const count = Number(url.searchParams.get("requests") ?? "1");
+        const done = () => json(res, 200, { requests: space.requests.length });
+        if (space.requests.length >= count) return done();
+        const timer = setTimeout(done, 10_000);
+        space.waiters.push({ count, resolve: () => (clearTimeout(timer), done()) });
+        return;
+      }
+      default:
+        return json(res, 404, { error: "unknown control endpoint" });
+    }
+  }
+
+  async function serve(
+    space: Namespace,
+    req: IncomingMessage,
+    res: ServerResponse,
+    path: string,
+    url: URL,
+    raw: string,
+  ): Promise<void> {
+    const method = req.method ?? "GET";
+    const key = header(req, "idempotency-key");
+    const body = parseJson(raw);
+    space.requests.push({
+      method,
+      path: path + url.search,
+      key,
+      fencingToken: header(req, "toolgate-fencing-token"),
+      authorization: header(req, "authorization"),
+      body,
+    });
+    for (const waiter of space.waiters.filter((w) => space.requests.length >= w.count)) {
+      space.waiters.splice(space.waiters.indexOf(waiter), 1);
+      waiter.resolve();
+    }
+    const fault = space.faults.shift() ?? { kind: "ok" };
+    const isWrite = method !== "GET" && method !== "HEAD";
+
+    // Status lookup: GET /effects?idempotency_key=K → 200 with the stored response body, or 404.
+    if (method === "GET" && path === "/effects") {
+      const lookupKey = url.searchParams.get("idempotency_key") ?? "";
+      const stored = space.keys.get(lookupKey)?.response;
+      return stored ? json(res, 200, stored.body) : json(res, 404, { error: "no such effect" });
+    }
+
+    const commit = (): StoredResponse => {
+      effectSeq += 1;
+      const id = `eff_${effectSeq}`;
+      space.effects.push({ id, method, path, key, body });
+      const response: StoredResponse = {
+        status: 200,
+        body: { id, status: "succeeded", ...(isObject(body) ? body : {}) },
+      };
+      if (key) space.keys.set(key, { bodyHash: sha(raw), response });
+      return response;
+    };
+
+    if (isWrite && key) {
+      const entry = space.keys.get(key);
+      if (entry && entry.bodyHash !== sha(raw)) {
+        return json(res, 422, { error: "idempotency key reused with a different request body" });
+      }
+      if (entry && !entry.response) return json(res, 409, { error: "request with this key in progress" });
+      if (entry?.response) return json(res, entry.response.status, entry.response.body, { "Idempotent-Replayed": "true" });
+    }
+
+    switch (fault.kind) {
+      case "ok":
+        if (!isWrite) return json(res, 200, { id: path.split("/").pop(), status: "ok", path });
+        return json(res, 200, commit().body);
+      case "status":
+        if (fault.commit && isWrite) commit();
+        return json(res, fault.status, fault.body ?? { error: `scripted ${fault.status}` }, fault.retryAfter ? { "Retry-After": fault.retryAfter } : {});
+      case "commit_then_hang":
+        if (isWrite) commit();
+        hanging.add(res);
+        return;
+      case "hang":
+        if (isWrite && key) space.keys.set(key, { bodyHash: sha(raw) }); // in flight: concurrent key → 409
+        hanging.add(res);
+        return;
+      case "commit_then_reset":
+        if (isWrite) commit();
+        req.socket.destroy();
+        return;
+      case "reset":
+        req.socket.destroy();
+        return;
+      case "slow": {
+        if (isWrite && key) space.keys.set(key, { bodyHash: sha(raw) });
+        await new Promise((resolve) => setTimeout(resolve, fault.delayMs));
+        if (!isWrite) return json(res, 200, { id: path.split("/").pop(), status: "ok", path });
+        return json(res, 200, commit().body);
+      }
+      case "invalid_json":
+        if (isWrite) commit();
+        res.writeHead(200, { "Content-Type": "application/json" });
+        res.end("{not json");
+        return;
+      case "wrong_shape":
+        if (isWrite) commit();
+        return json(res, 200, { unexpected: true });
+      case "redirect":
+        res.writeHead(302, { Location: fault.location });
+        res.end();
+        return;
+    }
+  }
+
+  await new Promise<void>((resolve) => server.listen(port, host, resolve));
+  const actualPort = (server.address() as AddressInfo).port;
+  return {
+    port: actualPort,
+    url: `http://${host}:${actualPort}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const res of hanging) res.socket?.destroy();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function header(req: IncomingMessage, name: string): string | null {
+  const value = req.headers[name];
+  return typeof value === "string" ? value : null;
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { "Content-Type": "application/json", ...headers });
+  res.end(JSON.stringify(body));
+}
+
+function parseJson(raw: string): unknown {
+  if (!raw) return null;
+  try {
+    return JSON.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+const isObject = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+
+const sha = (raw: string) => createHash("sha256").update(raw).digest("hex");
+
+function countBy<T>(items: T[], key: (item: T) => string): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const item of items) counts[key(item)] = (counts[key(item)] ?? 0) + 1;
+  return counts;
+}

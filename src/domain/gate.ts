@@ -1,0 +1,43 @@
+// The gate: decides, before any operation exists, whether a proposed call may become one.
+// Offered tools only; bound arguments come from the run's context and never from the model;
+// arguments must satisfy the tool's schema. Pure: plain data in, admitted input or a refusal out.
+import type { ToolSpec } from "../tools/spec.ts";
+import { err, ok, type Result } from "./result.ts";
+
+export type ProposedCall = { id: string; name: string; arguments: unknown };
+export type GateRefusal = { code: "unknown_tool" | "tool_not_allowed" | "invalid_arguments"; message: string };
+
+export function admitCall(
+  call: ProposedCall,
+  offered: ReadonlyMap<string, ToolSpec>,
+  context: Record<string, unknown>,
+): Result<{ spec: ToolSpec; input: Record<string, unknown> }, GateRefusal> {
+  const spec = offered.get(call.name);
+  if (!spec) {
+    return err({ code: "tool_not_allowed", message: `The tool "${call.name}" is not available in this conversation. Do not retry it; use one of the offered tools or tell the user.` });
+  }
+  let args = call.arguments;
+  if (typeof args === "string") {
+    try {
+      args = args.trim() === "" ? {} : JSON.parse(args);
+    } catch {
+      return err({ code: "invalid_arguments", message: "The arguments are not valid JSON. Send a JSON object matching the tool's schema." });
+    }
+  }
+  if (typeof args !== "object" || args === null || Array.isArray(args)) {
+    return err({ code: "invalid_arguments", message: "The arguments must be a JSON object matching the tool's schema." });
+  }
+  // Bound fields are identity, not model input: whatever the model wrote there is discarded.
+  const input: Record<string, unknown> = { ...(args as Record<string, unknown>) };
+  for (const [field, path] of Object.entries(spec.bind)) {
+    const value = context[path.slice("context.".length)];
+    if (value === undefined) return err({ code: "invalid_arguments", message: `This run has no ${path} to bind to ${field}; tell the user the tool is not set up for them.` });
+    input[field] = value;
+  }
+  const parsed = spec.input.safeParse(input);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`).join("; ");
+    return err({ code: "invalid_arguments", message: `The arguments do not match the tool's schema (${problems}). Fix them and call again, or ask the user.` });
+  }
+  return ok({ spec, input: parsed.data as Record<string, unknown> });
+}

@@ -1,0 +1,259 @@
+// The operation state machine: given the stored state, one event and the clock reading, return the
+// next state, the effects the shell must perform (send, set alarm) and the trace events to append.
+// Invariants: the idempotency key never changes; a result is applied only to the attempt that is in
+// flight (compare-and-set on attempt number); `recorded` is terminal and absorbs every later event.
+import { classify, type RepeatSafety, type UnknownCode } from "./classify.ts";
+import type { LookupObservation, Observation } from "./observation.ts";
+import { nextDelayMs, planRetry, type RetryPolicy } from "./retry.ts";
+import { err, ok, type Result } from "./result.ts";
+
+/** Frozen at validation and stored with the operation: everything a transition needs about the tool. */
+export type OperationPlan = {
+  operationId: string;
+  idempotencyKey: string;
+  safety: RepeatSafety;
+  retry: RetryPolicy;
+  timeoutMs: number;
+};
+
+export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
+export type Outcome =
+  | { status: "succeeded"; result: unknown }
+  | { status: Exclude<TerminalStatus, "succeeded">; code: string; message: string };
+
+export type OperationState =
+  | { phase: "executing"; attempt: number; keyIssuedAtMs: number; startedAtMs: number; firstAttemptAtMs: number }
+  | { phase: "retry_scheduled"; attempt: number; dueAtMs: number; firstAttemptAtMs: number; reason: string }
+  | {
+      phase: "outcome_unknown";
+      attempt: number;
+      firstAttemptAtMs: number;
+      code: UnknownCode;
+      reconcile: "resend" | "lookup" | "human";
+      dueAtMs: number | null;
+      lookups: number;
+      reason: string;
+    }
+  | { phase: "reconciling"; attempt: number; firstAttemptAtMs: number; code: UnknownCode; lookups: number; startedAtMs: number }
+  | { phase: "recorded"; outcome: Outcome; attempts: number; recordedAtMs: number; via: "attempt" | "reconcile" | "resolve" };
+
+export type OperationEvent =
+  | { type: "start"; inputHash: string; callId: string; tool: string }
+  | { type: "attempt_finished"; attempt: number; observation: Observation }
+  /** `inFlight`: this instance still has a request outstanding (memory survives only while the object lives). */
+  | { type: "alarm"; inFlight: boolean }
+  | { type: "lookup_finished"; lookups: number; observation: LookupObservation }
+  | { type: "resolve"; outcome: "succeeded" | "failed"; result: unknown; reason: string; by: string };
+
+export type Effect =
+  | { kind: "send_attempt"; attempt: number }
+  | { kind: "send_lookup"; lookups: number }
+  | { kind: "set_alarm"; atMs: number }
+  | { kind: "clear_alarm" };
+
+export type TraceEvent = { type: string; at_ms: number; [field: string]: unknown };
+
+export type Step = { state: OperationState; effects: Effect[]; trace: TraceEvent[]; changed: boolean };
+export type TransitionError =
+  | { code: "not_outcome_unknown"; phase: OperationState["phase"] }
+  | { code: "already_started" }
+  | { code: "not_started" };
+
+/** A watchdog fires this long after an attempt's own timeout if its result never got recorded. */
+export const WATCHDOG_GRACE_MS = 5_000;
+
+export function transition(
+  state: OperationState | null,
+  event: OperationEvent,
+  plan: OperationPlan,
+  nowMs: number,
+): Result<Step, TransitionError> {
+  if (event.type === "start") {
+    if (state !== null) return err({ code: "already_started" });
+    const next: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: nowMs, startedAtMs: nowMs, firstAttemptAtMs: nowMs };
+    return ok({
+      state: next,
+      effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }, { kind: "send_attempt", attempt: 1 }],
+      trace: [
+        { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
+        { type: "validated", at_ms: nowMs, input_hash: event.inputHash },
+        { type: "attempt_started", at_ms: nowMs, attempt: 1, idempotency_key: plan.idempotencyKey },
+      ],
+      changed: true,
+    });
+  }
+  if (state === null) return err({ code: "not_started" });
+  switch (event.type) {
+    case "attempt_finished":
+      if (state.phase !== "executing" || state.attempt !== event.attempt) return ok(unchanged(state));
+      return ok(afterAttempt(state, event.observation, plan, nowMs));
+    case "lookup_finished":
+      if (state.phase !== "reconciling" || state.lookups !== event.lookups) return ok(unchanged(state));
+      return ok(afterLookup(state, event.observation, plan, nowMs));
+    case "alarm":
+      return ok(onAlarm(state, event.inFlight, plan, nowMs));
+    case "resolve": {
+      if (state.phase !== "outcome_unknown") return err({ code: "not_outcome_unknown", phase: state.phase });
+      const outcome: Outcome =
+        event.outcome === "succeeded"
+          ? { status: "succeeded", result: event.result ?? null }
+          : { status: "failed", code: "permanent_failure", message: `A person confirmed this did not happen: ${event.reason}. Do not retry; tell the user.` };
+      return ok(record(state.attempt, outcome, "resolve", nowMs, [
+        { type: "resolved", at_ms: nowMs, outcome: event.outcome, reason: event.reason, by: event.by },
+      ]));
+    }
+  }
+}
+
+function afterAttempt(state: Extract<OperationState, { phase: "executing" }>, observed: Observation, plan: OperationPlan, nowMs: number): Step {
+  const finished: TraceEvent = { type: "attempt_finished", at_ms: nowMs, attempt: state.attempt, observed: summarize(observed) };
+  const decision = classify(plan.safety, observed);
+  switch (decision.kind) {
+    case "succeed":
+      return record(state.attempt, { status: "succeeded", result: decision.result }, "attempt", nowMs, [finished]);
+    case "fail":
+      return record(state.attempt, { status: decision.status, code: decision.code, message: decision.message }, "attempt", nowMs, [finished]);
+    case "retry": {
+      const retry = planRetry({ policy: plan.retry, operationId: plan.operationId, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, nowMs, retryAfterMs: decision.retryAfterMs });
+      if (retry.kind === "exhausted") return exhausted(state.attempt, retry.budget, decision.reason, nowMs, [finished]);
+      return {
+        state: { phase: "retry_scheduled", attempt: state.attempt, dueAtMs: retry.dueAtMs, firstAttemptAtMs: state.firstAttemptAtMs, reason: decision.reason },
+        effects: [{ kind: "set_alarm", atMs: retry.dueAtMs }],
+        trace: [finished, { type: "retry_scheduled", at_ms: nowMs, attempt: state.attempt, delay_ms: retry.delayMs, due_at_ms: retry.dueAtMs, reason: decision.reason }],
+        changed: true,
+      };
+    }
+    case "unknown": {
+      const base = { phase: "outcome_unknown" as const, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, code: decision.code, lookups: 0, reason: decision.reason };
+      const unknownEvent: TraceEvent = { type: "outcome_unknown", at_ms: nowMs, attempt: state.attempt, code: decision.code, reconcile: decision.reconcile };
+      if (decision.reconcile === "lookup") {
+        return startLookup({ ...base, reconcile: "lookup", dueAtMs: null }, plan, nowMs, [finished, unknownEvent]);
+      }
+      if (decision.reconcile === "resend") {
+        const retry = planRetry({ policy: plan.retry, operationId: plan.operationId, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, nowMs, retryAfterMs: null });
+        if (retry.kind === "retry") {
+          return {
+            state: { ...base, reconcile: "resend", dueAtMs: retry.dueAtMs },
+            effects: [{ kind: "set_alarm", atMs: retry.dueAtMs }],
+            trace: [finished, unknownEvent, { type: "retry_scheduled", at_ms: nowMs, attempt: state.attempt, delay_ms: retry.delayMs, due_at_ms: retry.dueAtMs, reason: "resend with the same idempotency key" }],
+            changed: true,
+          };
+        }
+      }
+      // No automatic way left to learn the truth: the operation waits for a person (POST .../resolve).
+      return {
+        state: { ...base, reconcile: "human", dueAtMs: null },
+        effects: [{ kind: "clear_alarm" }],
+        trace: [finished, { ...unknownEvent, reconcile: "human" }],
+        changed: true,
+      };
+    }
+  }
+}
+
+function afterLookup(state: Extract<OperationState, { phase: "reconciling" }>, observed: LookupObservation, plan: OperationPlan, nowMs: number): Step {
+  const finished: TraceEvent = { type: "reconcile_finished", at_ms: nowMs, lookups: state.lookups, found: observed.kind };
+  switch (observed.kind) {
+    case "found":
+      return record(state.attempt, { status: "succeeded", result: observed.result }, "reconcile", nowMs, [finished]);
+    case "not_found": {
+      // Definitely not applied: sending again with the same key is safe, within the attempt budget.
+      const retry = planRetry({ policy: plan.retry, operationId: plan.operationId, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, nowMs, retryAfterMs: null });
+      if (retry.kind === "exhausted") return exhausted(state.attempt, retry.budget, "the status lookup shows the effect did not happen", nowMs, [finished]);
+      return {
+        state: { phase: "retry_scheduled", attempt: state.attempt, dueAtMs: retry.dueAtMs, firstAttemptAtMs: state.firstAttemptAtMs, reason: "not applied upstream" },
+        effects: [{ kind: "set_alarm", atMs: retry.dueAtMs }],
+        trace: [finished, { type: "retry_scheduled", at_ms: nowMs, attempt: state.attempt, delay_ms: retry.delayMs, due_at_ms: retry.dueAtMs, reason: "not applied upstream" }],
+        changed: true,
+      };
+    }
+    case "inconclusive": {
+      const base = { phase: "outcome_unknown" as const, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, code: state.code, lookups: state.lookups, reason: observed.detail };
+      if (state.lookups >= plan.retry.maxAttempts) {
+        return { state: { ...base, reconcile: "human", dueAtMs: null }, effects: [{ kind: "clear_alarm" }], trace: [finished, { type: "outcome_unknown", at_ms: nowMs, code: state.code, reconcile: "human" }], changed: true };
+      }
+      const dueAtMs = nowMs + nextDelayMs(plan.retry, `${plan.operationId}:lookup`, state.lookups, null);
+      return { state: { ...base, reconcile: "lookup", dueAtMs }, effects: [{ kind: "set_alarm", atMs: dueAtMs }], trace: [finished], changed: true };
+    }
+  }
+}
+
+function onAlarm(state: OperationState, inFlight: boolean, plan: OperationPlan, nowMs: number): Step {
+  switch (state.phase) {
+    case "executing":
+      if (inFlight) return { ...unchanged(state), effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }] };
+      // The object restarted mid-attempt: the request may or may not have reached the upstream.
+      return afterAttempt(state, { kind: "crash" }, plan, nowMs);
+    case "reconciling":
+      if (inFlight) return { ...unchanged(state), effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }] };
+      return afterLookup(state, { kind: "inconclusive", detail: "toolgate restarted during the status lookup" }, plan, nowMs);
+    case "retry_scheduled":
+      return startAttempt(state.attempt + 1, state.firstAttemptAtMs, nowMs, plan);
+    case "outcome_unknown":
+      if (state.reconcile === "resend") return startAttempt(state.attempt + 1, state.firstAttemptAtMs, nowMs, plan);
+      if (state.reconcile === "lookup") return startLookup(state, plan, nowMs, []);
+      return unchanged(state);
+    case "recorded":
+      return unchanged(state);
+  }
+}
+
+function startAttempt(attempt: number, firstAttemptAtMs: number, nowMs: number, plan: OperationPlan): Step {
+  return {
+    state: { phase: "executing", attempt, keyIssuedAtMs: firstAttemptAtMs, startedAtMs: nowMs, firstAttemptAtMs },
+    effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }, { kind: "send_attempt", attempt }],
+    trace: [{ type: "attempt_started", at_ms: nowMs, attempt, idempotency_key: plan.idempotencyKey }],
+    changed: true,
+  };
+}
+
+function startLookup(state: Extract<OperationState, { phase: "outcome_unknown" }>, plan: OperationPlan, nowMs: number, trace: TraceEvent[]): Step {
+  const lookups = state.lookups + 1;
+  return {
+    state: { phase: "reconciling", attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, code: state.code, lookups, startedAtMs: nowMs },
+    effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }, { kind: "send_lookup", lookups }],
+    trace: [...trace, { type: "reconcile_started", at_ms: nowMs, lookups }],
+    changed: true,
+  };
+}
+
+function exhausted(attempts: number, budget: "attempts" | "elapsed", reason: string, nowMs: number, trace: TraceEvent[]): Step {
+  const limit = budget === "attempts" ? "its attempt budget" : "its time budget";
+  return record(attempts, { status: "budget_exhausted", code: "attempts_exhausted", message: `The tool kept failing (${reason}) and used up ${limit}. It did not take effect. Do not retry now; tell the user.` }, "attempt", nowMs, trace);
+}
+
+function record(attempts: number, outcome: Outcome, via: "attempt" | "reconcile" | "resolve", nowMs: number, trace: TraceEvent[]): Step {
+  return {
+    state: { phase: "recorded", outcome, attempts, recordedAtMs: nowMs, via },
+    effects: [{ kind: "clear_alarm" }],
+    trace: [...trace, { type: "recorded", at_ms: nowMs, status: outcome.status, ...(outcome.status === "succeeded" ? {} : { code: outcome.code }), via }],
+    changed: true,
+  };
+}
+
+const unchanged = (state: OperationState): Step => ({ state, effects: [], trace: [], changed: false });
+const watchdogAt = (plan: OperationPlan, nowMs: number) => nowMs + plan.timeoutMs + WATCHDOG_GRACE_MS;
+
+function summarize(observed: Observation): Record<string, unknown> {
+  switch (observed.kind) {
+    case "ok":
+      return { kind: "ok" };
+    case "http_error":
+      return { kind: "http_error", status: observed.status, retry_after_ms: observed.retryAfterMs };
+    case "crash":
+      return { kind: "crash" };
+    default:
+      return { kind: observed.kind, detail: observed.detail };
+  }
+}
+
+/** Settled = nothing more will happen without a person: the caller can stop waiting. */
+export const isSettled = (state: OperationState): boolean =>
+  state.phase === "recorded" || (state.phase === "outcome_unknown" && state.reconcile === "human");
+
+/** When the operation will next act by itself (null: in flight now, or never). */
+export function nextDueAtMs(state: OperationState): number | null {
+  if (state.phase === "retry_scheduled") return state.dueAtMs;
+  if (state.phase === "outcome_unknown") return state.dueAtMs;
+  return null;
+}

@@ -1,0 +1,57 @@
+// SQL schema and row codecs for every Durable Object. Each object creates its tables once, on its
+// first write (read paths never create storage, so probing a random id leaves nothing behind).
+// No AUTOINCREMENT and no secondary indexes: each would add rows written on the hot path.
+export const OPERATION_SCHEMA = `
+CREATE TABLE IF NOT EXISTS op (
+  id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
+  source TEXT NOT NULL, input TEXT NOT NULL, input_hash TEXT NOT NULL, plan TEXT NOT NULL,
+  state TEXT NOT NULL, version INTEGER NOT NULL, created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS op_events (seq INTEGER PRIMARY KEY, events TEXT NOT NULL);`;
+
+export const RUN_SCHEMA = `
+CREATE TABLE IF NOT EXISTS run (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, data TEXT NOT NULL, created_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS turns (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, calls TEXT NOT NULL, created_at INTEGER NOT NULL);`;
+
+export const TENANT_SCHEMA = `
+CREATE TABLE IF NOT EXISTS tools (name TEXT PRIMARY KEY, manifest TEXT NOT NULL, version INTEGER NOT NULL, updated_at INTEGER NOT NULL);`;
+
+/** Tracks rows written by this object instance (cursor.rowsWritten), reported for the benchmark. */
+export class SqlStore {
+  rowsWritten = 0;
+  private ready = false;
+  constructor(
+    private readonly sql: SqlStorage,
+    private readonly schema: string,
+  ) {}
+
+  ensureSchema(): void {
+    if (this.ready) return;
+    this.count(this.sql.exec(this.schema));
+    this.ready = true;
+  }
+
+  /** True once the tables exist (cheap: one read of sqlite_schema). */
+  exists(table: string): boolean {
+    if (this.ready) return true;
+    this.ready = this.sql.exec("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", table).toArray().length > 0;
+    return this.ready;
+  }
+
+  run(query: string, ...bindings: SqlStorageValue[]): void {
+    this.count(this.sql.exec(query, ...bindings));
+  }
+
+  one<T extends Record<string, SqlStorageValue>>(query: string, ...bindings: SqlStorageValue[]): T | null {
+    const rows = this.sql.exec<T>(query, ...bindings).toArray();
+    return rows[0] ?? null;
+  }
+
+  all<T extends Record<string, SqlStorageValue>>(query: string, ...bindings: SqlStorageValue[]): T[] {
+    return this.sql.exec<T>(query, ...bindings).toArray();
+  }
+
+  private count(cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): void {
+    cursor.toArray();
+    this.rowsWritten += cursor.rowsWritten;
+  }
+}

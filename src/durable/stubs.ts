@@ -1,0 +1,14 @@
+// Typed stubs. workers-types maps RPC return types through Rpc.Serializable, which erases any
+// branch holding `unknown` (our envelopes carry untrusted tool output typed as unknown); the
+// values cross the stub as structured clones, so the declared method types are the honest ones.
+import type { Env } from "../env.ts";
+import type { OperationObject } from "./operation-object.ts";
+import type { RunObject } from "./run-object.ts";
+import type { TenantObject } from "./tenant-object.ts";
+
+type Methods<T> = { [K in keyof T]: T[K] extends (...args: infer A) => Promise<infer R> ? (...args: A) => Promise<R> : never };
+
+export const operationStub = (env: Env, operationId: string) =>
+  env.OPERATIONS.get(env.OPERATIONS.idFromName(operationId)) as unknown as Methods<OperationObject>;
+export const runStub = (env: Env, runId: string) => env.RUNS.get(env.RUNS.idFromName(runId)) as unknown as Methods<RunObject>;
+export const tenantStub = (env: Env, tenantId: string) => env.TENANTS.get(env.TENANTS.idFromName(tenantId)) as unknown as Methods<TenantObject>;

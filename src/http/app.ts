@@ -1,0 +1,26 @@
+// The Hono app: body limit before parsing, authentication, the route groups, and the single
+// error boundary that turns ApiProblem (and anything unexpected) into problem+json.
+import { Hono } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { authenticate, type AppEnv } from "./auth.ts";
+import { operationRoutes } from "./operations-routes.ts";
+import { ApiProblem, problemResponse } from "./problem.ts";
+import { MAX_BODY_BYTES } from "./request.ts";
+import { runRoutes } from "./runs-routes.ts";
+import { toolRoutes } from "./tools-routes.ts";
+
+export const app = new Hono<AppEnv>();
+
+app.get("/healthz", (c) => c.json({ ok: true }));
+app.use("/v1/*", bodyLimit({ maxSize: MAX_BODY_BYTES, onError: () => problemResponse({ code: "payload_too_large", detail: `bodies are limited to ${MAX_BODY_BYTES} bytes` }) }));
+app.use("/v1/*", authenticate);
+app.route("/v1/tools", toolRoutes);
+app.route("/v1/runs", runRoutes);
+app.route("/v1/operations", operationRoutes);
+
+app.notFound(() => problemResponse({ code: "not_found", detail: "no such route" }));
+app.onError((error) => {
+  if (error instanceof ApiProblem) return problemResponse(error.error);
+  console.error("unhandled error", error);
+  return problemResponse({ code: "internal", detail: "internal error" });
+});

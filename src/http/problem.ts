@@ -1,0 +1,53 @@
+// The one place errors become HTTP: RFC 9457 problem+json with a stable `code`. The switch is
+// exhaustive with no default, so a new error code cannot ship without choosing its status.
+export type ApiError =
+  | { code: "unauthorized"; detail: string }
+  | { code: "forbidden"; detail: string }
+  | { code: "not_found"; detail: string }
+  | { code: "invalid_request"; detail: string }
+  | { code: "invalid_json"; detail: string }
+  | { code: "unsupported_media_type"; detail: string }
+  | { code: "payload_too_large"; detail: string }
+  | { code: "invalid_manifest"; detail: string }
+  | { code: "upstream_not_allowed"; detail: string }
+  | { code: "not_outcome_unknown"; detail: string }
+  | { code: "misconfigured"; detail: string }
+  | { code: "internal"; detail: string };
+
+function statusOf(error: ApiError): number {
+  switch (error.code) {
+    case "unauthorized":
+      return 401;
+    case "forbidden":
+    case "upstream_not_allowed":
+      return 403;
+    case "not_found":
+      return 404;
+    case "invalid_request":
+    case "invalid_json":
+      return 400;
+    case "unsupported_media_type":
+      return 415;
+    case "payload_too_large":
+      return 413;
+    case "invalid_manifest":
+      return 422;
+    case "not_outcome_unknown":
+      return 409;
+    case "misconfigured":
+    case "internal":
+      return 500;
+  }
+}
+
+export class ApiProblem extends Error {
+  constructor(readonly error: ApiError) {
+    super(error.detail);
+  }
+}
+
+export function problemResponse(error: ApiError): Response {
+  const status = statusOf(error);
+  const body = { type: `https://toolgate.dev/problems/${error.code}`, title: error.code.replace(/_/g, " "), status, code: error.code, detail: error.detail };
+  return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/problem+json" } });
+}

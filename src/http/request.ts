@@ -1,0 +1,67 @@
+// Edge helpers shared by the routes: JSON bodies (content type, size, syntax, schema), wait
+// durations (Prefer: wait=N or ?wait=N, capped), and Durable Object stubs by id.
+import type { Context } from "hono";
+import { z } from "zod";
+import type { AppEnv } from "./auth.ts";
+import { ApiProblem } from "./problem.ts";
+import * as stubs from "../durable/stubs.ts";
+
+export const MAX_BODY_BYTES = 256 * 1024;
+export const MAX_WAIT_MS = 30_000;
+export const DEFAULT_TURN_WAIT_MS = 10_000;
+
+export async function readJson<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.infer<S>> {
+  const type = c.req.header("Content-Type") ?? "";
+  if (!/^application\/([a-z.+-]*\+)?json\b/i.test(type)) throw new ApiProblem({ code: "unsupported_media_type", detail: "send Content-Type: application/json" });
+  const text = await c.req.text();
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new ApiProblem({ code: "invalid_json", detail: "the body is not valid JSON" });
+  }
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw new ApiProblem({ code: "invalid_request", detail: z.prettifyError(parsed.error) });
+  return parsed.data;
+}
+
+/** RFC 7240 `Prefer: wait=N` (seconds) or `?wait=N`; capped at MAX_WAIT_MS. */
+export function waitMs(c: Context<AppEnv>, fallbackMs: number): number {
+  const prefer = /(?:^|[,;\s])wait=(\d+(?:\.\d+)?)/.exec(c.req.header("Prefer") ?? "")?.[1];
+  const query = c.req.query("wait");
+  const seconds = prefer ?? query;
+  if (seconds === undefined) return fallbackMs;
+  const value = Number(seconds);
+  if (!Number.isFinite(value) || value < 0) throw new ApiProblem({ code: "invalid_request", detail: "wait must be a number of seconds" });
+  return Math.min(MAX_WAIT_MS, value * 1000);
+}
+
+export const RUN_ID = /^run_[0-9A-HJKMNP-TV-Z]{26}$/;
+export const OPERATION_ID = /^op_[0-9a-f]{32}$/;
+export const TURN_ID = /^turn_[0-9a-f]{26}$/;
+
+export function checkId(value: string, pattern: RegExp, what: string): string {
+  if (!pattern.test(value)) throw new ApiProblem({ code: "not_found", detail: `no such ${what}` });
+  return value;
+}
+
+export const runStub = (c: Context<AppEnv>, runId: string) => stubs.runStub(c.env, runId);
+export const operationStub = (c: Context<AppEnv>, operationId: string) => stubs.operationStub(c.env, operationId);
+export const tenantStub = (c: Context<AppEnv>, tenantId: string) => stubs.tenantStub(c.env, tenantId);
+
+/** Durable Object RPC results carry typed errors; this lifts them into the one HTTP mapping. */
+export function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: { code: string; detail?: string } }): T {
+  if (result.ok) return result.value;
+  const { code, detail } = result.error;
+  switch (code) {
+    case "not_found":
+      throw new ApiProblem({ code: "not_found", detail: detail ?? "not found" });
+    case "invalid_manifest":
+    case "upstream_not_allowed":
+    case "invalid_request":
+    case "not_outcome_unknown":
+      throw new ApiProblem({ code, detail: detail ?? code });
+    default:
+      throw new ApiProblem({ code: "internal", detail: `${code}${detail ? `: ${detail}` : ""}` });
+  }
+}

@@ -1,0 +1,8 @@
+// Worker entry: the HTTP app and the Durable Object classes it routes to.
+import { app } from "./http/app.ts";
+
+export { OperationObject } from "./durable/operation-object.ts";
+export { RunObject } from "./durable/run-object.ts";
+export { TenantObject } from "./durable/tenant-object.ts";
+
+export default app;

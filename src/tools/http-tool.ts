@@ -1,0 +1,125 @@
+// The HTTP executor: performs one attempt (or one reconcile lookup) and reports what it observed
+// as plain data. It never retries and never decides; classify() does. Redirects are not followed,
+// responses are size-capped and validated, and for writes that nothing makes safe to repeat a TCP
+// probe first proves whether the upstream is reachable, so "nothing was sent" is known, not guessed
+// (workerd reports a refused connection and a reset one with the same "Network connection lost").
+import { connect } from "cloudflare:sockets";
+import { parseRetryAfterMs } from "../domain/retry.ts";
+import type { LookupObservation, Observation } from "../domain/observation.ts";
+import type { RepeatSafety } from "../domain/classify.ts";
+import type { BuiltRequest, RequestContext, ToolSpec } from "./spec.ts";
+
+export const MAX_RESPONSE_BYTES = 1024 * 1024;
+
+export type AttemptContext = RequestContext & { safety: RepeatSafety; signal: AbortSignal | null; fencingToken: string | null };
+
+export async function sendAttempt(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: AttemptContext): Promise<Observation> {
+  const built = spec.buildRequest(input, canonicalInput, ctx);
+  if ("error" in built) return { kind: "config_error", detail: built.error };
+  if (spec.idempotency.mode === "header" && spec.idempotency.header) built.headers[spec.idempotency.header] = ctx.idempotencyKey;
+  if (ctx.fencingToken) built.headers["Toolgate-Fencing-Token"] = ctx.fencingToken;
+  if (ctx.safety === "neither" && !(await reachable(built.url))) {
+    return { kind: "not_sent", detail: "connection refused or host not found" };
+  }
+  let response: Response;
+  try {
+    response = await send(built, spec.timeoutMs, ctx.signal);
+  } catch (error) {
+    return isTimeout(error)
+      ? { kind: "timeout", detail: `no response within ${spec.timeoutMs} ms` }
+      : { kind: "connection_lost", detail: String(error) };
+  }
+  if (response.status < 200 || response.status >= 300) {
+    const detail = response.status >= 300 && response.status < 400 ? `redirect to ${response.headers.get("Location") ?? "?"} not followed` : await snippet(response);
+    return { kind: "http_error", status: response.status, retryAfterMs: parseRetryAfterMs(response.headers.get("Retry-After"), Date.now()), detail };
+  }
+  const body = await readCapped(response);
+  if (body === null) return { kind: "invalid_output", detail: `response larger than ${MAX_RESPONSE_BYTES} bytes` };
+  return validateOutput(spec, body);
+}
+
+export async function sendLookup(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
+  if (!spec.buildReconcile) return { kind: "inconclusive", detail: "the tool has no reconcile request" };
+  const built = spec.buildReconcile(input, canonicalInput, ctx);
+  if ("error" in built) return { kind: "inconclusive", detail: built.error };
+  try {
+    const response = await send(built, spec.timeoutMs, null);
+    if (response.status === 404) return { kind: "not_found" };
+    if (response.status !== 200) return { kind: "inconclusive", detail: `status lookup answered HTTP ${response.status}` };
+    const body = await readCapped(response);
+    const observed = body === null ? null : validateOutput(spec, body);
+    // The effect happened either way; a malformed lookup answer still isn't proof of absence.
+    return observed?.kind === "ok" ? { kind: "found", result: observed.result } : { kind: "inconclusive", detail: "status lookup answer was not valid output" };
+  } catch (error) {
+    return { kind: "inconclusive", detail: String(error) };
+  }
+}
+
+function send(built: BuiltRequest, timeoutMs: number, signal: AbortSignal | null): Promise<Response> {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  return fetch(built.url, {
+    method: built.method,
+    headers: built.headers,
+    body: built.body,
+    redirect: "manual",
+    signal: signal ? AbortSignal.any([timeout, signal]) : timeout,
+  });
+}
+
+function validateOutput(spec: ToolSpec, text: string): Observation {
+  let parsed: unknown;
+  try {
+    parsed = text.length === 0 ? null : JSON.parse(text);
+  } catch {
+    return { kind: "invalid_output", detail: "response is not JSON" };
+  }
+  if (!spec.output) return { kind: "ok", result: parsed };
+  const checked = spec.output.safeParse(parsed);
+  return checked.success
+    ? { kind: "ok", result: checked.data }
+    : { kind: "invalid_output", detail: `response does not match the output schema: ${checked.error.issues.map((i) => i.message).join("; ")}` };
+}
+
+async function readCapped(response: Response): Promise<string | null> {
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > MAX_RESPONSE_BYTES) {
+      await reader.cancel();
+      return null;
+    }
+    chunks.push(value);
+  }
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return new TextDecoder().decode(bytes);
+}
+
+async function snippet(response: Response): Promise<string> {
+  const text = (await readCapped(response)) ?? "";
+  return text.slice(0, 200);
+}
+
+async function reachable(url: string): Promise<boolean> {
+  const target = new URL(url);
+  const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));
+  try {
+    const socket = connect({ hostname: target.hostname.replace(/^\[|\]$/g, ""), port });
+    await socket.opened;
+    await socket.close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const isTimeout = (error: unknown) => error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");

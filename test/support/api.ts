@@ -1,0 +1,89 @@
+// Test helpers: everything goes through the public HTTP API (exports.default.fetch); the upstream
+// is the real fault-injecting server from demo/upstream.ts, one namespace per test.
+import { env, exports } from "cloudflare:workers";
+import { runDurableObjectAlarm } from "cloudflare:test";
+
+export const ADMIN = "test-admin-token";
+const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
+let counter = 0;
+export const unique = (prefix: string) => `${prefix}_${Date.now().toString(36)}${(counter++).toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+
+export async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Headers }> {
+  const init: RequestInit = { method, headers: { Authorization: `Bearer ${ADMIN}`, ...headers } };
+  if (body !== undefined) {
+    init.body = typeof body === "string" ? body : JSON.stringify(body);
+    (init.headers as Record<string, string>)["Content-Type"] ??= "application/json";
+  }
+  const response = await exports.default.fetch(new Request(`http://toolgate.test${path}`, init));
+  const text = await response.text();
+  let parsed: unknown = text;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {}
+  return { status: response.status, body: parsed, headers: response.headers };
+}
+
+export type UpstreamState = {
+  requests: Array<{ method: string; path: string; key: string | null; authorization: string | null; body: any }>;
+  effects: Array<{ id: string; key: string | null; body: any; path: string }>;
+  effectsByKey: Record<string, number>;
+};
+
+export function upstream() {
+  const ns = unique("ns");
+  const control = (path: string, init?: RequestInit) => fetch(`${upstreamBase}/_control/${path}${path.includes("?") ? "&" : "?"}ns=${ns}`, init);
+  return {
+    url: `${upstreamBase}/ns/${ns}`,
+    script: async (...faults: unknown[]) => void (await control("script", { method: "POST", body: JSON.stringify(faults) })),
+    state: async () => (await (await control("state")).json()) as UpstreamState,
+    /** Resolves once the upstream has received `count` requests (a long-poll, not a sleep). */
+    waitForRequests: async (count: number) => void (await (await control(`wait?requests=${count}`)).json()),
+  };
+}
+
+export const REFUSED_URL = "http://127.0.0.1:9";
+
+export function manifest(overrides: Record<string, unknown> & { url: string }) {
+  const { url, ...rest } = overrides;
+  return {
+    name: unique("tool"),
+    description: "Charge the customer's card.",
+    input_schema: {
+      type: "object",
+      additionalProperties: false,
+      properties: { amount: { type: "integer", exclusiveMinimum: 0 }, currency: { enum: ["usd", "eur"] } },
+      required: ["amount", "currency"],
+    },
+    output_schema: { type: "object", properties: { id: { type: "string" } }, required: ["id"] },
+    risk: "write",
+    request: { method: "POST", url: `${url}/charges` },
+    idempotency: { mode: "header", header: "Idempotency-Key" },
+    timeout_ms: 1000,
+    max_attempts: 4,
+    // Long delays: retries happen only when a test fires the alarm, never by wall clock.
+    retry: { initial_delay_ms: 60_000, max_delay_ms: 600_000, max_elapsed_ms: 3_600_000 },
+    ...rest,
+  };
+}
+
+export async function setup(tool: Record<string, unknown>, context: Record<string, unknown> = {}) {
+  const put = await api("PUT", `/v1/tools/${tool.name as string}`, tool);
+  if (put.status !== 201 && put.status !== 200) throw new Error(`tool registration failed: ${JSON.stringify(put.body)}`);
+  const run = await api("POST", "/v1/runs", { user: { id: "u1", scopes: [] }, tools: [tool.name], context });
+  if (run.status !== 201) throw new Error(`run creation failed: ${JSON.stringify(run.body)}`);
+  return { runId: run.body.run_id as string, runToken: run.body.run_token as string, name: tool.name as string };
+}
+
+export function turn(runId: string, calls: Array<{ id: string; name: string; arguments: unknown }>, waitSeconds = 5) {
+  return api("POST", `/v1/runs/${runId}/turns?format=native`, { calls }, { Prefer: `wait=${waitSeconds}` });
+}
+
+export const operation = (operationId: string, waitSeconds = 0) => api("GET", `/v1/operations/${operationId}?wait=${waitSeconds}`);
+
+export async function trace(runId: string): Promise<Array<Record<string, any>>> {
+  const response = await api("GET", `/v1/runs/${runId}/trace`);
+  return response.body.events;
+}
+
+export const opStub = (operationId: string) => (env as any).OPERATIONS.get((env as any).OPERATIONS.idFromName(operationId));
+export const fireAlarm = (operationId: string) => runDurableObjectAlarm(opStub(operationId));

@@ -1,0 +1,32 @@
+import { defineConfig } from "vitest/config";
+import { cloudflareTest } from "@cloudflare/vitest-plugin";
+
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node" },
+      },
+      {
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                UPSTREAM_URL: inject("upstreamUrl"),
+                TOOLGATE_ADMIN_TOKEN: "test-admin-token",
+                TOOLGATE_SIGNING_KEY: "test-signing-key",
+                TOOLGATE_ENV: "development",
+              },
+            },
+          })),
+        ],
+        test: {
+          name: "integration",
+          include: ["test/integration/**/*.test.ts"],
+          globalSetup: ["./test/support/global-setup.ts"],
+        },
+      },
+    ],
+  },
+});
