@@ -33,6 +33,8 @@ type RequestLog = {
 
 type Namespace = {
   faults: Fault[];
+  /** X-Client-Reference → stored response: searchable by the status lookup, never deduplicated. */
+  references: Map<string, StoredResponse>;
   requests: RequestLog[];
   effects: Effect[];
   keys: Map<string, KeyEntry>;
@@ -46,7 +48,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
   const ns = (name: string): Namespace => {
     let found = namespaces.get(name);
     if (!found) {
-      found = { faults: [], requests: [], effects: [], keys: new Map(), waiters: [] };
+      found = { faults: [], references: new Map(), requests: [], effects: [], keys: new Map(), waiters: [] };
       namespaces.set(name, found);
     }
     return found;
@@ -122,9 +124,10 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     const isWrite = method !== "GET" && method !== "HEAD";
 
     // Status lookup: GET /effects?idempotency_key=K → 200 with the stored response body, or 404.
+    // K matches an Idempotency-Key or an X-Client-Reference sent with the original write.
     if (method === "GET" && path === "/effects") {
       const lookupKey = url.searchParams.get("idempotency_key") ?? "";
-      const stored = space.keys.get(lookupKey)?.response;
+      const stored = space.keys.get(lookupKey)?.response ?? space.references.get(lookupKey);
       return stored ? json(res, 200, stored.body) : json(res, 404, { error: "no such effect" });
     }
 
@@ -137,6 +140,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         body: { id, status: "succeeded", ...(isObject(body) ? body : {}) },
       };
       if (key) space.keys.set(key, { bodyHash: sha(raw), response });
+      const reference = header(req, "x-client-reference");
+      if (reference) space.references.set(reference, response);
       return response;
     };
 

@@ -6,7 +6,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { repeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
-import { isSettled, transition, type OperationEvent, type OperationPlan, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
+import { isSettled, transition, type OperationPlan, type OperationEvent, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
@@ -39,11 +39,13 @@ export type OperationView = {
 };
 export type OperationError = { code: "not_found" } | TransitionError | { code: "invalid_tool"; detail: string };
 
-type OpRow = {
-  id: string; tenant_id: string; run_id: string; call_id: string; source: string; input: string;
-  input_hash: string; plan: string; state: string; version: number; created_at: number;
+/** The call as frozen at validation (row 1 of the log); it never changes afterwards. */
+type FrozenRow = {
+  id: string; tenant_id: string; run_id: string; call_id: string; source: ToolSource; input: string;
+  input_hash: string; plan: OperationPlan; created_at: number;
 };
-type Fixed = { spec: ToolSpec; input: Record<string, unknown>; canonicalInput: string; plan: OperationPlan };
+type Head = { seq: number; state: OperationState; frozen: FrozenRow };
+type Fixed = { spec: ToolSpec; input: Record<string, unknown> };
 
 export class OperationObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, OPERATION_SCHEMA);
@@ -52,11 +54,12 @@ export class OperationObject extends DurableObject<Env> {
   private readonly listeners = new Set<() => void>();
 
   async submit(req: SubmitRequest): Promise<Result<OperationReply, OperationError>> {
-    const existing = this.load();
-    if (existing && existing.input_hash !== req.inputHash) {
+    const rowsBefore = this.store.rowsWritten;
+    const existing = this.head();
+    if (existing && existing.frozen.input_hash !== req.inputHash) {
       // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
       const envelope = refusal("rejected", req.operationId, "idempotency_conflict", "This operation was already requested with different arguments; toolgate will not change it. Do not retry; tell the user what was already done.");
-      return ok({ envelope, settled: true, rowsWritten: this.store.rowsWritten });
+      return ok({ envelope, settled: true, rowsWritten: 0 });
     }
     if (!existing) {
       const spec = resolveTool(req.source, hostPolicy(this.env));
@@ -69,70 +72,61 @@ export class OperationObject extends DurableObject<Env> {
         timeoutMs: spec.value.timeoutMs,
       };
       this.store.ensureSchema();
-      const start: OperationEvent = { type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name };
-      const started = this.apply(start, plan, (state, trace, nowMs) => {
-        this.store.run(
-          "INSERT INTO op (id, tenant_id, run_id, call_id, source, input, input_hash, plan, state, version, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?)",
-          req.operationId, req.tenantId, req.runId, req.callId, JSON.stringify(req.source), req.canonicalInput, req.inputHash, JSON.stringify(plan), JSON.stringify(state), nowMs,
-        );
-        this.store.run("INSERT INTO op_events (seq, events) VALUES (1, ?)", JSON.stringify(trace));
-      });
+      const frozen: FrozenRow = {
+        id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
+        input: req.canonicalInput, input_hash: req.inputHash, plan, created_at: Date.now(),
+      };
+      const started = this.apply({ type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name }, frozen);
       if (!started.ok) return started;
     }
     await this.waitFor(Date.now() + req.waitMs);
-    return ok(this.reply());
+    return ok(this.reply(this.store.rowsWritten - rowsBefore));
   }
 
   async get(tenantId: string, waitMs: number): Promise<Result<OperationView, OperationError>> {
-    const row = this.loadFor(tenantId);
-    if (!row) return err({ code: "not_found" });
+    if (!this.headFor(tenantId)) return err({ code: "not_found" });
     await this.waitFor(Date.now() + waitMs);
     return ok(this.view());
   }
 
   async resolve(tenantId: string, verdict: { outcome: "succeeded" | "failed"; result: unknown; reason: string; by: string }): Promise<Result<OperationView, OperationError>> {
-    if (!this.loadFor(tenantId)) return err({ code: "not_found" });
-    const step = this.step({ type: "resolve", ...verdict });
+    if (!this.headFor(tenantId)) return err({ code: "not_found" });
+    const step = this.apply({ type: "resolve", ...verdict }, null);
     return step.ok ? ok(this.view()) : step;
   }
 
   async traceFor(tenantId: string): Promise<Result<TraceEvent[], OperationError>> {
-    if (!this.loadFor(tenantId)) return err({ code: "not_found" });
-    const rows = this.store.all<{ events: string }>("SELECT events FROM op_events ORDER BY seq");
+    if (!this.headFor(tenantId)) return err({ code: "not_found" });
+    const rows = this.store.all<{ events: string }>("SELECT events FROM op_log ORDER BY seq");
     return ok(rows.flatMap((row) => JSON.parse(row.events) as TraceEvent[]));
   }
 
   override async alarm(): Promise<void> {
-    if (!this.load()) return;
-    this.step({ type: "alarm", inFlight: this.inFlight !== null });
+    if (!this.head()) return;
+    this.apply({ type: "alarm", inFlight: this.inFlight !== null }, null);
     // Keep this event open while the attempt it started runs, so the object stays alive for it.
     await this.inFlight;
   }
 
   // ── shell ────────────────────────────────────────────────────────────────────────────────────
 
-  private step(event: OperationEvent): Result<OperationState, OperationError> {
-    return this.apply(event, null, (state, trace) => {
-      this.store.run("UPDATE op SET state = ?, version = version + 1", JSON.stringify(state));
-      const version = this.store.one<{ version: number }>("SELECT version FROM op")!.version;
-      this.store.run("INSERT INTO op_events (seq, events) VALUES (?, ?)", version, JSON.stringify(trace));
-    });
-  }
-
-  /** One transition = one synchronous transaction; effects run only after it committed locally. */
-  private apply(
-    event: OperationEvent,
-    startPlan: OperationPlan | null,
-    persist: (state: OperationState, trace: TraceEvent[], nowMs: number) => void,
-  ): Result<OperationState, OperationError> {
+  /**
+   * One transition = one synchronous transaction appending one log row (state + trace events);
+   * effects run only after it. `frozen` is given exactly once, for the `start` event.
+   */
+  private apply(event: OperationEvent, frozen: FrozenRow | null): Result<OperationState, OperationError> {
     const nowMs = Date.now();
     const result = this.ctx.storage.transactionSync((): Result<Step, OperationError> => {
-      const row = this.load();
-      const plan = row ? (JSON.parse(row.plan) as OperationPlan) : startPlan;
+      const head = this.head();
+      const plan = head?.frozen.plan ?? frozen?.plan;
       if (!plan) return err({ code: "not_found" });
-      const current = row ? (JSON.parse(row.state) as OperationState) : null;
-      const step = transition(current, event, plan, nowMs);
-      if (step.ok && step.value.changed) persist(step.value.state, step.value.trace, nowMs);
+      const step = transition(head?.state ?? null, event, plan, nowMs);
+      if (step.ok && step.value.changed) {
+        this.store.run(
+          "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, ?)",
+          (head?.seq ?? 0) + 1, nowMs, JSON.stringify(step.value.state), JSON.stringify(step.value.trace), head ? null : JSON.stringify(frozen),
+        );
+      }
       return step;
     });
     if (!result.ok) return result;
@@ -166,20 +160,20 @@ export class OperationObject extends DurableObject<Env> {
       fencingToken: null,
     });
     this.inFlight = null;
-    this.step({ type: "attempt_finished", attempt, observation });
+    this.apply({ type: "attempt_finished", attempt, observation }, null);
   }
 
   private async lookup(lookups: number): Promise<void> {
     const { spec, input, canonicalInput, plan } = this.loadFixed();
     const observation = await sendLookup(spec, input, canonicalInput, { idempotencyKey: plan.idempotencyKey, secrets: this.env });
     this.inFlight = null;
-    this.step({ type: "lookup_finished", lookups, observation });
+    this.apply({ type: "lookup_finished", lookups, observation }, null);
   }
 
   /** Waits until settled, or until the next self-driven step is due after the deadline. */
   private async waitFor(deadlineMs: number): Promise<void> {
     for (;;) {
-      const state = this.state();
+      const state = this.head()?.state;
       if (!state || isSettled(state)) return;
       const due = state.phase === "retry_scheduled" || state.phase === "outcome_unknown" ? state.dueAtMs : null;
       if ((state.phase === "retry_scheduled" || state.phase === "outcome_unknown") && (due === null || due > deadlineMs)) return;
@@ -201,51 +195,50 @@ export class OperationObject extends DurableObject<Env> {
     for (const listener of [...this.listeners]) listener();
   }
 
-  private load(): OpRow | null {
-    if (!this.store.exists("op")) return null;
-    return this.store.one<OpRow>("SELECT * FROM op");
+  private frozenRow: FrozenRow | null = null;
+
+  /** The newest log row; the frozen call is read once per instance (it is immutable). */
+  private head(): Head | null {
+    if (!this.store.exists("op_log")) return null;
+    const last = this.store.one<{ seq: number; state: string }>("SELECT seq, state FROM op_log ORDER BY seq DESC LIMIT 1");
+    if (!last) return null;
+    this.frozenRow ??= JSON.parse(this.store.one<{ frozen: string }>("SELECT frozen FROM op_log WHERE seq = 1")!.frozen) as FrozenRow;
+    return { seq: last.seq, state: JSON.parse(last.state) as OperationState, frozen: this.frozenRow };
   }
 
-  private loadFor(tenantId: string): OpRow | null {
-    const row = this.load();
-    return row && row.tenant_id === tenantId ? row : null;
+  private headFor(tenantId: string): Head | null {
+    const head = this.head();
+    return head && head.frozen.tenant_id === tenantId ? head : null;
   }
 
-  private state(): OperationState | null {
-    const row = this.load();
-    return row ? (JSON.parse(row.state) as OperationState) : null;
+  private loadFixed(): Fixed & { canonicalInput: string; plan: OperationPlan } {
+    const frozen = this.head()!.frozen;
+    if (!this.fixed) {
+      const spec = resolveTool(frozen.source, hostPolicy(this.env));
+      if (!spec.ok) throw new Error(`stored tool no longer compiles: ${spec.error.detail}`);
+      this.fixed = { spec: spec.value, input: JSON.parse(frozen.input) as Record<string, unknown> };
+    }
+    return { ...this.fixed, canonicalInput: frozen.input, plan: frozen.plan };
   }
 
-  /** The frozen parts of the row never change, so decoding them once per instance is safe. */
-  private loadFixed(): Fixed {
-    if (this.fixed) return this.fixed;
-    const row = this.load()!;
-    const spec = resolveTool(JSON.parse(row.source) as ToolSource, hostPolicy(this.env));
-    if (!spec.ok) throw new Error(`stored tool no longer compiles: ${spec.error.detail}`);
-    this.fixed = { spec: spec.value, input: JSON.parse(row.input) as Record<string, unknown>, canonicalInput: row.input, plan: JSON.parse(row.plan) as OperationPlan };
-    return this.fixed;
-  }
-
-  private reply(): OperationReply {
-    const row = this.load()!;
-    const state = JSON.parse(row.state) as OperationState;
-    return { envelope: envelopeFor(row.id, state), settled: isSettled(state), rowsWritten: this.store.rowsWritten };
+  /** `rowsWritten`: rows this instance wrote while serving the call (reported for the benchmark). */
+  private reply(rowsWritten: number): OperationReply {
+    const { state, frozen } = this.head()!;
+    return { envelope: envelopeFor(frozen.id, state), settled: isSettled(state), rowsWritten };
   }
 
   private view(): OperationView {
-    const row = this.load()!;
-    const state = JSON.parse(row.state) as OperationState;
-    const plan = JSON.parse(row.plan) as OperationPlan;
+    const { state, frozen } = this.head()!;
     return {
-      operation_id: row.id,
+      operation_id: frozen.id,
       tool: this.loadFixed().spec.name,
-      run_id: row.run_id,
-      call_id: row.call_id,
+      run_id: frozen.run_id,
+      call_id: frozen.call_id,
       phase: state.phase,
-      input_hash: row.input_hash,
-      idempotency_key: plan.idempotencyKey,
-      created_at: new Date(row.created_at).toISOString(),
-      result: envelopeFor(row.id, state),
+      input_hash: frozen.input_hash,
+      idempotency_key: frozen.plan.idempotencyKey,
+      created_at: new Date(frozen.created_at).toISOString(),
+      result: envelopeFor(frozen.id, state),
     };
   }
 }

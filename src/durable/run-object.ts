@@ -50,6 +50,7 @@ export class RunObject extends DurableObject<Env> {
   async postTurn(tenantId: string, calls: ProposedCall[], waitMs: number): Promise<Result<TurnReply, RunError>> {
     const run = this.loadFor(tenantId);
     if (!run) return err({ code: "not_found", detail: "no such run" });
+    const rowsBefore = this.store.rowsWritten;
     const turnId = `turn_${(await sha256Hex(canonicalJson(calls.map((call) => call.id)))).slice(0, 26)}`;
     if (!this.turnRow(turnId)) {
       const stored = await Promise.all(calls.map((call) => this.admit(run, call)));
@@ -59,12 +60,12 @@ export class RunObject extends DurableObject<Env> {
         this.store.run("INSERT INTO turns (id, seq, calls, created_at) VALUES (?, ?, ?, ?)", turnId, seq, JSON.stringify(stored), Date.now());
       }
     }
-    return this.settle(turnId, waitMs);
+    return this.settle(turnId, waitMs, this.store.rowsWritten - rowsBefore);
   }
 
   async getTurn(tenantId: string, turnId: string, waitMs: number): Promise<Result<TurnReply, RunError>> {
     if (!this.loadFor(tenantId) || !this.turnRow(turnId)) return err({ code: "not_found", detail: "no such turn" });
-    return this.settle(turnId, waitMs);
+    return this.settle(turnId, waitMs, 0);
   }
 
   async traceFor(tenantId: string): Promise<Result<{ run_id: string; events: TraceEvent[] }, RunError>> {
@@ -112,9 +113,10 @@ export class RunObject extends DurableObject<Env> {
     };
   }
 
-  private async settle(turnId: string, waitMs: number): Promise<Result<TurnReply, RunError>> {
+  /** Submits every call of the turn (a replay for existing operations) and collects envelopes in call order. */
+  private async settle(turnId: string, waitMs: number, rowsWrittenHere: number): Promise<Result<TurnReply, RunError>> {
     const calls = JSON.parse(this.turnRow(turnId)!.calls) as StoredCall[];
-    let rowsWritten = this.store.rowsWritten;
+    let rowsWritten = rowsWrittenHere;
     const replies = await Promise.all(
       calls.map(async (call) => {
         if ("refused" in call) return { envelope: call.refused, settled: true };

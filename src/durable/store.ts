@@ -1,19 +1,18 @@
 // SQL schema and row codecs for every Durable Object. Each object creates its tables once, on its
 // first write (read paths never create storage, so probing a random id leaves nothing behind).
 // No AUTOINCREMENT and no secondary indexes: each would add rows written on the hot path.
+// An operation is one append-only table: row N = transition N, holding the state it produced and
+// the trace events it emitted (so one transition = one row written); row 1 also holds the frozen
+// call. The current state is the last row; the primary key makes a concurrent append fail (CAS).
 export const OPERATION_SCHEMA = `
-CREATE TABLE IF NOT EXISTS op (
-  id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, run_id TEXT NOT NULL, call_id TEXT NOT NULL,
-  source TEXT NOT NULL, input TEXT NOT NULL, input_hash TEXT NOT NULL, plan TEXT NOT NULL,
-  state TEXT NOT NULL, version INTEGER NOT NULL, created_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS op_events (seq INTEGER PRIMARY KEY, events TEXT NOT NULL);`;
+CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT);`;
 
 export const RUN_SCHEMA = `
 CREATE TABLE IF NOT EXISTS run (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, data TEXT NOT NULL, created_at INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS turns (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, calls TEXT NOT NULL, created_at INTEGER NOT NULL);`;
+CREATE TABLE IF NOT EXISTS turns (id TEXT PRIMARY KEY, seq INTEGER NOT NULL, calls TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;`;
 
 export const TENANT_SCHEMA = `
-CREATE TABLE IF NOT EXISTS tools (name TEXT PRIMARY KEY, manifest TEXT NOT NULL, version INTEGER NOT NULL, updated_at INTEGER NOT NULL);`;
+CREATE TABLE IF NOT EXISTS tools (name TEXT PRIMARY KEY, manifest TEXT NOT NULL, version INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;`;
 
 /** Tracks rows written by this object instance (cursor.rowsWritten), reported for the benchmark. */
 export class SqlStore {

@@ -129,11 +129,13 @@ export function requestBuilder(method: string, urlTemplate: string, headerTempla
     const headers: Record<string, string> = {};
     for (const [name, template] of Object.entries(headerTemplates)) {
       let missing: string | null = null;
-      headers[name] = template.replace(/\{secret:([A-Za-z0-9_]+)\}/g, (_, secret: string) => {
-        const value = ctx.secrets[secret];
-        if (typeof value !== "string") missing = secret;
-        return typeof value === "string" ? value : "";
-      });
+      headers[name] = template
+        .replace(/\{idempotency_key\}/g, ctx.idempotencyKey)
+        .replace(/\{secret:([A-Za-z0-9_]+)\}/g, (_, secret: string) => {
+          const value = ctx.secrets[secret];
+          if (typeof value !== "string") missing = secret;
+          return typeof value === "string" ? value : "";
+        });
       if (missing) return { error: `secret ${missing} is not bound in this deployment` };
     }
     const body = sendsBody && method !== "GET" && method !== "DELETE" ? canonicalInput : null;

@@ -14,7 +14,7 @@ export async function api(method: string, path: string, body?: unknown, headers:
     init.body = typeof body === "string" ? body : JSON.stringify(body);
     (init.headers as Record<string, string>)["Content-Type"] ??= "application/json";
   }
-  const response = await exports.default.fetch(new Request(`http://toolgate.test${path}`, init));
+  const response = await (exports as unknown as { default: Fetcher }).default.fetch(new Request(`http://toolgate.test${path}`, init));
   const text = await response.text();
   let parsed: unknown = text;
   try {

@@ -1,0 +1,113 @@
+// Retries through the public API: one operation id, one idempotency key, one effect, backoff
+// delays exactly as the pure policy computes them; alarms are fired by the test, never waited for.
+import { describe, expect, it } from "vitest";
+import { nextDelayMs } from "../../src/domain/retry.ts";
+import { api, fireAlarm, manifest, operation, REFUSED_URL, setup, trace, turn, upstream } from "../support/api.ts";
+
+const charge = { amount: 500, currency: "usd" };
+
+describe("retries", () => {
+  it("rejects schema-invalid arguments without touching the upstream", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const res = await turn(runId, [{ id: "c1", name, arguments: { amount: -5, currency: "gbp" } }]);
+    expect(res.status).toBe(200);
+    expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "invalid_arguments", allowed_next_actions: ["fix_arguments", "tell_user"] });
+    expect((await up.state()).requests).toHaveLength(0);
+    const events = await trace(runId);
+    expect(events.filter((e) => e.type === "attempt_started")).toHaveLength(0);
+    expect(events.find((e) => e.type === "turn_received")?.calls[0].refused).toBe("rejected");
+  });
+
+  it("503, 503, 200: three attempts, one key, one effect, policy delays", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url });
+    const { runId, name } = await setup(tool);
+    await up.script({ kind: "status", status: 503 }, { kind: "status", status: 503 });
+
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(first.status).toBe(202);
+    expect(first.body.results[0]).toMatchObject({ status: "pending", code: "retry_scheduled" });
+    const operationId = first.body.results[0].operation_id as string;
+
+    expect(await fireAlarm(operationId)).toBe(true); // attempt 2 → 503
+    expect((await operation(operationId)).body.phase).toBe("retry_scheduled");
+    expect(await fireAlarm(operationId)).toBe(true); // attempt 3 → 200
+
+    const done = await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`);
+    expect(done.status).toBe(200);
+    expect(done.body.results[0]).toMatchObject({ status: "succeeded", operation_id: operationId, result: { id: expect.any(String) } });
+
+    const state = await up.state();
+    expect(state.requests).toHaveLength(3);
+    expect(new Set(state.requests.map((r) => r.key)).size).toBe(1);
+    expect(state.requests[0]!.key).toMatch(/^tg_/);
+    expect(state.effects).toHaveLength(1);
+
+    const events = await trace(runId);
+    expect(events.filter((e) => e.type === "attempt_started").map((e) => e.attempt)).toEqual([1, 2, 3]);
+    expect(new Set(events.filter((e) => e.type === "attempt_started").map((e) => e.idempotency_key)).size).toBe(1);
+    const policy = { maxAttempts: 4, initialDelayMs: 60_000, maxDelayMs: 600_000, maxElapsedMs: 3_600_000 };
+    const delays = events.filter((e) => e.type === "retry_scheduled").map((e) => e.delay_ms);
+    expect(delays).toEqual([nextDelayMs(policy, operationId, 1, null), nextDelayMs(policy, operationId, 2, null)]);
+    expect(delays[0]).toBeLessThanOrEqual(60_000);
+    expect(delays[1]).toBeLessThanOrEqual(120_000);
+  });
+
+  it("honours Retry-After on 429, clamped to the policy's cap", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, retry: { initial_delay_ms: 10, max_delay_ms: 5_000, max_elapsed_ms: 600_000 } }));
+    await up.script({ kind: "status", status: 429, retryAfter: "3" }, { kind: "status", status: 429, retryAfter: "3600" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
+    const operationId = first.body.results[0].operation_id as string;
+    await operation(operationId, 1); // returns once the retry is scheduled beyond the wait
+    expect(await fireAlarm(operationId)).toBe(true);
+    await operation(operationId, 1);
+    const delays = (await trace(runId)).filter((e) => e.type === "retry_scheduled").map((e) => e.delay_ms);
+    expect(delays).toEqual([3_000, 5_000]);
+    expect(await fireAlarm(operationId)).toBe(true);
+    expect((await operation(operationId)).body.result.status).toBe("succeeded");
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("retries a refused connection even for a non-idempotent write: nothing was sent", async () => {
+    const { runId, name } = await setup(manifest({ url: REFUSED_URL, idempotency: { mode: "none" } }));
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(first.status).toBe(202);
+    const operationId = first.body.results[0].operation_id as string;
+    expect(first.body.results[0]).toMatchObject({ status: "pending", code: "retry_scheduled" });
+    expect(await fireAlarm(operationId)).toBe(true);
+    const events = await trace(runId);
+    const finished = events.filter((e) => e.type === "attempt_finished");
+    expect(finished.map((e) => e.observed.kind)).toEqual(["not_sent", "not_sent"]);
+    expect(events.filter((e) => e.type === "outcome_unknown")).toHaveLength(0);
+  });
+
+  it("exhausts attempts into budget_exhausted when every failure was definite", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, max_attempts: 2 }));
+    await up.script({ kind: "status", status: 503 }, { kind: "status", status: 503 });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    const operationId = first.body.results[0].operation_id as string;
+    expect(await fireAlarm(operationId)).toBe(true);
+    const final = await operation(operationId);
+    expect(final.body.result).toMatchObject({ status: "budget_exhausted", code: "attempts_exhausted" });
+    expect(await fireAlarm(operationId)).toBe(false);
+    expect((await up.state()).requests).toHaveLength(2);
+  });
+
+  it("stays outcome_unknown when the last attempt was ambiguous", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, max_attempts: 2, timeout_ms: 300 }));
+    await up.script({ kind: "status", status: 503 }, { kind: "commit_then_hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    const operationId = first.body.results[0].operation_id as string;
+    expect(await fireAlarm(operationId)).toBe(true); // attempt 2 commits, then times out
+    const final = await operation(operationId);
+    expect(final.body.phase).toBe("outcome_unknown");
+    expect(final.body.result).toMatchObject({ status: "outcome_unknown", code: "timeout_unknown" });
+    expect(await fireAlarm(operationId)).toBe(false); // nothing automatic left: a person resolves it
+    expect((await up.state()).effects).toHaveLength(1);
+    void runId;
+  });
+});

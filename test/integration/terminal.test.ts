@@ -1,0 +1,49 @@
+// Definite outcomes are recorded once and never retried: each case sends exactly one request and
+// leaves no alarm behind.
+import { describe, expect, it } from "vitest";
+import { fireAlarm, manifest, setup, turn, upstream } from "../support/api.ts";
+
+const cases = [
+  { name: "400", fault: { kind: "status", status: 400 }, status: "rejected", code: "invalid_arguments" },
+  { name: "422", fault: { kind: "status", status: 422 }, status: "rejected", code: "invalid_arguments" },
+  { name: "401", fault: { kind: "status", status: 401 }, status: "failed", code: "upstream_forbidden" },
+  { name: "404", fault: { kind: "status", status: 404 }, status: "failed", code: "permanent_failure" },
+  { name: "410", fault: { kind: "status", status: 410 }, status: "failed", code: "permanent_failure" },
+  { name: "redirect", fault: { kind: "redirect", location: "http://127.0.0.1:1/elsewhere" }, status: "failed", code: "permanent_failure" },
+  { name: "invalid JSON output", fault: { kind: "invalid_json" }, status: "failed", code: "invalid_output", effects: 1 },
+  { name: "output not matching the schema", fault: { kind: "wrong_shape" }, status: "failed", code: "invalid_output", effects: 1 },
+] as const;
+
+describe("terminal outcomes", () => {
+  for (const c of cases) {
+    it(`${c.name} → ${c.status}/${c.code}, never retried`, async () => {
+      const up = upstream();
+      const { runId, name } = await setup(manifest({ url: up.url }));
+      await up.script(c.fault);
+      const res = await turn(runId, [{ id: "c1", name, arguments: { amount: 1, currency: "eur" } }]);
+      expect(res.status).toBe(200);
+      expect(res.body.results[0]).toMatchObject({ status: c.status, code: c.code });
+      expect(res.body.results[0].message).toMatch(/[Dd]o not/);
+      const operationId = res.body.results[0].operation_id as string;
+      expect(await fireAlarm(operationId)).toBe(false);
+      const state = await up.state();
+      expect(state.requests).toHaveLength(1);
+      expect(state.effects).toHaveLength("effects" in c ? c.effects : 0);
+      // A replay returns the stored failure; still one request.
+      const again = await turn(runId, [{ id: "c2", name, arguments: { amount: 1, currency: "eur" } }]);
+      expect(again.body.results[0]).toMatchObject({ status: c.status, code: c.code, operation_id: operationId });
+      expect((await up.state()).requests).toHaveLength(1);
+    });
+  }
+
+  it("a 5xx on a write with neither key nor lookup is outcome_unknown and is not retried", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, idempotency: { mode: "none" } }));
+    await up.script({ kind: "status", status: 503 });
+    const res = await turn(runId, [{ id: "c1", name, arguments: { amount: 1, currency: "eur" } }]);
+    expect(res.status).toBe(200);
+    expect(res.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "connection_lost", allowed_next_actions: ["wait", "tell_user"] });
+    expect(await fireAlarm(res.body.results[0].operation_id)).toBe(false);
+    expect((await up.state()).requests).toHaveLength(1);
+  });
+});
