@@ -1,0 +1,68 @@
+// Crashes at each transition: the object is aborted (memory gone, storage kept) and recovers
+// from storage alone when its watchdog alarm fires.
+import { describe, expect, it } from "vitest";
+import { runInDurableObject } from "cloudflare:test";
+import { api, fireAlarm, manifest, operation, opStub, setup, trace, turn, upstream } from "../support/api.ts";
+
+const charge = { amount: 900, currency: "eur" };
+
+async function crash(operationId: string) {
+  await runInDurableObject(opStub(operationId), (_instance: unknown, state: DurableObjectState) => state.abort("simulated crash")).catch(() => {});
+}
+
+describe("crash recovery", () => {
+  it("crash mid-attempt (after the attempt row, before the response): recovery reuses the key, one effect", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, timeout_ms: 5_000 }));
+    await up.script({ kind: "commit_then_hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
+    expect(first.status).toBe(202);
+    const operationId = first.body.results[0].operation_id as string;
+    await up.waitForRequests(1);
+    await crash(operationId);
+
+    expect(await fireAlarm(operationId)).toBe(true); // watchdog: finds the orphaned attempt
+    const unknown = await operation(operationId);
+    expect(unknown.body.result).toMatchObject({ status: "outcome_unknown", code: "crash_unknown" });
+    expect(await fireAlarm(operationId)).toBe(true); // resend with the same key
+    expect((await operation(operationId)).body.result.status).toBe("succeeded");
+
+    const state = await up.state();
+    expect(state.effects).toHaveLength(1);
+    expect(state.requests).toHaveLength(2);
+    expect(state.requests[1]!.key).toBe(state.requests[0]!.key);
+    const finished = (await trace(runId)).filter((e) => e.type === "attempt_finished").map((e) => e.observed.kind);
+    expect(finished).toEqual(["crash", "ok"]);
+  });
+
+  it("crash mid-attempt on a read: retried without fuss", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, risk: "read", request: { method: "GET", url: `${up.url}/orders/{currency}` }, timeout_ms: 5_000 }));
+    await up.script({ kind: "hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
+    const operationId = first.body.results[0].operation_id as string;
+    await up.waitForRequests(1);
+    await crash(operationId);
+    expect(await fireAlarm(operationId)).toBe(true);
+    expect((await operation(operationId)).body.result.status).toBe("pending");
+    expect(await fireAlarm(operationId)).toBe(true);
+    expect((await operation(operationId)).body.result).toMatchObject({ status: "succeeded", result: { path: "/orders/eur" } });
+    void runId;
+  });
+
+  it("crash after the result was recorded: no new attempt, the replay returns the stored result", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(first.body.results[0].status).toBe("succeeded");
+    const operationId = first.body.results[0].operation_id as string;
+    await crash(operationId);
+    expect(await fireAlarm(operationId)).toBe(false);
+    const again = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(again.body).toEqual(first.body);
+    const reproposed = await turn(runId, [{ id: "c9", name, arguments: charge }]);
+    expect(reproposed.body.results[0]).toEqual(first.body.results[0]);
+    expect((await up.state()).requests).toHaveLength(1);
+    expect((await api("GET", `/v1/operations/${operationId}`)).body.phase).toBe("recorded");
+  });
+});
