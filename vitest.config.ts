@@ -17,6 +17,8 @@ export default defineConfig({
                 TOOLGATE_ADMIN_TOKEN: "test-admin-token",
                 TOOLGATE_SIGNING_KEY: "test-signing-key",
                 TOOLGATE_ENV: "development",
+                SHOP_API_KEY: "sk_test_shop_secret",
+                DEMO_UPSTREAM_URL: `${inject("upstreamUrl")}/ns/code-tools`,
               },
             },
           })),
