@@ -2,6 +2,7 @@
 // error boundary that turns ApiProblem (and anything unexpected) into problem+json.
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { adminRoutes } from "./admin-routes.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
 import { operationRoutes } from "./operations-routes.ts";
 import { ApiProblem, problemResponse } from "./problem.ts";
@@ -14,6 +15,7 @@ export const app = new Hono<AppEnv>();
 app.get("/healthz", (c) => c.json({ ok: true }));
 app.use("/v1/*", bodyLimit({ maxSize: MAX_BODY_BYTES, onError: () => problemResponse({ code: "payload_too_large", detail: `bodies are limited to ${MAX_BODY_BYTES} bytes` }) }));
 app.use("/v1/*", authenticate);
+app.route("/v1/admin", adminRoutes);
 app.route("/v1/tools", toolRoutes);
 app.route("/v1/runs", runRoutes);
 app.route("/v1/operations", operationRoutes);

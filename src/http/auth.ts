@@ -1,42 +1,67 @@
-// Authentication. For now one deployment admin token (TOOLGATE_ADMIN_TOKEN) acts for the default
-// tenant; run tokens (HMAC-signed run id + expiry) let an agent drive exactly one run. Tokens are
-// compared in constant time; production has no default credentials (unset secret → 500, not open).
+// Authentication and authorization at the edge. Three kinds of bearer token:
+// - the deployment admin token (TOOLGATE_ADMIN_TOKEN): /v1/admin/* only;
+// - tenant API keys `tgk.<tenant>.<key_id>.<secret>`: verified (hashed, constant time) by the
+//   tenant's own object, carrying scopes;
+// - run tokens `rt.<tenant>.<run>.<expiry>.<hmac>`: let an agent drive exactly one run.
+// Production has no default credentials: an unset secret is a 500, never an open door.
 import type { Context, MiddlewareHandler } from "hono";
+import { z } from "zod";
 import type { Env } from "../env.ts";
+import { tenantStub } from "../durable/stubs.ts";
 import { ApiProblem } from "./problem.ts";
+import { constantTimeEqual, hmac } from "../crypto.ts";
 
-export const DEFAULT_TENANT = "t_default";
-export type Principal = { kind: "admin"; tenantId: string } | { kind: "run"; tenantId: string; runId: string };
+export const ApiScope = z.enum(["runs:write", "runs:read", "tools:write", "approvals:decide", "operations:resolve", "traces:read"]);
+export type ApiScope = z.infer<typeof ApiScope>;
+
+export type Principal =
+  | { kind: "admin" }
+  | { kind: "key"; tenantId: string; keyId: string; scopes: ApiScope[] }
+  | { kind: "run"; tenantId: string; runId: string };
 export type AppEnv = { Bindings: Env; Variables: { principal: Principal } };
 
 export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
-  const adminToken = c.env.TOOLGATE_ADMIN_TOKEN;
-  if (!adminToken) throw new ApiProblem({ code: "misconfigured", detail: "TOOLGATE_ADMIN_TOKEN is not set for this deployment" });
-  const header = c.req.header("Authorization") ?? "";
-  const token = /^Bearer (.+)$/.exec(header)?.[1];
+  const token = /^Bearer (\S+)$/.exec(c.req.header("Authorization") ?? "")?.[1];
   if (!token) throw new ApiProblem({ code: "unauthorized", detail: "send Authorization: Bearer <token>" });
-  if (await constantTimeEqual(token, adminToken)) {
-    c.set("principal", { kind: "admin", tenantId: DEFAULT_TENANT });
-    return next();
-  }
-  const run = await verifyRunToken(c.env, token);
-  if (!run) throw new ApiProblem({ code: "unauthorized", detail: "the token is not valid" });
-  c.set("principal", { kind: "run", tenantId: run.tenantId, runId: run.runId });
+  const principal = await identify(c.env, token);
+  if (!principal) throw new ApiProblem({ code: "unauthorized", detail: "the token is not valid" });
+  c.set("principal", principal);
   return next();
 };
 
-/** Admin-only routes; a run token is for driving its own run, nothing else. */
-export function requireAdmin(c: Context<AppEnv>): string {
+async function identify(env: Env, token: string): Promise<Principal | null> {
+  if (token.startsWith("tgk.")) {
+    const [, tenantId, keyId, secret, ...rest] = token.split(".");
+    if (!tenantId || !keyId || !secret || rest.length > 0 || !/^ten_[0-9A-Z]{26}$/.test(tenantId)) return null;
+    const verified = await tenantStub(env, tenantId).verifyKey(keyId, secret);
+    return verified.ok ? { kind: "key", tenantId, keyId, scopes: verified.value.scopes } : null;
+  }
+  if (token.startsWith("rt.")) return verifyRunToken(env, token);
+  const adminToken = env.TOOLGATE_ADMIN_TOKEN;
+  if (!adminToken) throw new ApiProblem({ code: "misconfigured", detail: "TOOLGATE_ADMIN_TOKEN is not set for this deployment" });
+  return (await constantTimeEqual(token, adminToken)) ? { kind: "admin" } : null;
+}
+
+export function requireAdminToken(c: Context<AppEnv>): void {
+  if (c.get("principal").kind !== "admin") throw new ApiProblem({ code: "forbidden", detail: "this needs the deployment admin token" });
+}
+
+/** Tenant-wide routes: an API key holding `scope`. Returns the tenant every read and write is scoped by. */
+export function requireScope(c: Context<AppEnv>, scope: ApiScope): string {
   const principal = c.get("principal");
-  if (principal.kind !== "admin") throw new ApiProblem({ code: "forbidden", detail: "a run token cannot do this" });
+  if (principal.kind !== "key") throw new ApiProblem({ code: "forbidden", detail: `this needs a tenant API key with scope ${scope}` });
+  if (!principal.scopes.includes(scope)) throw new ApiProblem({ code: "forbidden", detail: `this API key lacks the scope ${scope}` });
   return principal.tenantId;
 }
 
-/** The run a request may touch: any of the tenant's for the admin, only its own for a run token. */
-export function requireRun(c: Context<AppEnv>, runId: string): string {
+/** Run routes: the run's own run token, or an API key holding `scope`. Another run's token sees a 404. */
+export function requireRunAccess(c: Context<AppEnv>, runId: string, scope: ApiScope): string {
   const principal = c.get("principal");
-  if (principal.kind === "run" && principal.runId !== runId) throw new ApiProblem({ code: "not_found", detail: "no such run" });
-  return principal.tenantId;
+  if (principal.kind === "run") {
+    if (principal.runId !== runId) throw new ApiProblem({ code: "not_found", detail: "no such run" });
+    return principal.tenantId;
+  }
+  return requireScope(c, scope);
 }
 
 export async function signRunToken(env: Env, tenantId: string, runId: string, expiresAtMs: number): Promise<string> {
@@ -44,13 +69,13 @@ export async function signRunToken(env: Env, tenantId: string, runId: string, ex
   return `rt.${payload}.${await hmac(signingKey(env), payload)}`;
 }
 
-async function verifyRunToken(env: Env, token: string): Promise<{ tenantId: string; runId: string } | null> {
+async function verifyRunToken(env: Env, token: string): Promise<Principal | null> {
   const parts = token.split(".");
-  if (parts.length !== 5 || parts[0] !== "rt" || !env.TOOLGATE_SIGNING_KEY) return null;
+  if (parts.length !== 5) return null;
   const [, tenantId, runId, expires, signature] = parts as [string, string, string, string, string];
   const expected = await hmac(signingKey(env), `${tenantId}.${runId}.${expires}`);
   if (!(await constantTimeEqual(signature, expected))) return null;
-  return Number(expires) > Date.now() ? { tenantId, runId } : null;
+  return Number(expires) > Date.now() ? { kind: "run", tenantId, runId } : null;
 }
 
 function signingKey(env: Env): string {
@@ -58,14 +83,8 @@ function signingKey(env: Env): string {
   return env.TOOLGATE_SIGNING_KEY;
 }
 
-async function hmac(key: string, payload: string): Promise<string> {
-  const cryptoKey = await crypto.subtle.importKey("raw", new TextEncoder().encode(key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const signature = await crypto.subtle.sign("HMAC", cryptoKey, new TextEncoder().encode(payload));
-  return btoa(String.fromCharCode(...new Uint8Array(signature))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-/** Compares digests, so timing reveals nothing about the secret (workerd's timingSafeEqual needs equal lengths). */
-async function constantTimeEqual(a: string, b: string): Promise<boolean> {
-  const [da, db] = await Promise.all([a, b].map((s) => crypto.subtle.digest("SHA-256", new TextEncoder().encode(s))));
-  return crypto.subtle.timingSafeEqual(da!, db!);
+/** Who did it, for the trace: the key id or the run. */
+export function principalName(c: Context<AppEnv>): string {
+  const principal = c.get("principal");
+  return principal.kind === "admin" ? "admin" : principal.kind === "key" ? principal.keyId : principal.runId;
 }

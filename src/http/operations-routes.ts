@@ -1,7 +1,7 @@
 // /v1/operations: read one operation (long-poll with ?wait=) and resolve an outcome_unknown.
 import { Hono } from "hono";
 import { z } from "zod";
-import { requireAdmin, type AppEnv } from "./auth.ts";
+import { principalName, requireScope, type AppEnv } from "./auth.ts";
 import { checkId, OPERATION_ID, operationStub, readJson, unwrap, waitMs } from "./request.ts";
 
 const Resolve = z.object({ outcome: z.enum(["succeeded", "failed"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
@@ -9,12 +9,12 @@ const Resolve = z.object({ outcome: z.enum(["succeeded", "failed"]), result: z.u
 export const operationRoutes = new Hono<AppEnv>()
   .get("/:operation_id", async (c) => {
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
-    return c.json(unwrap(await operationStub(c, operationId).get(requireAdmin(c), waitMs(c, 0))));
+    return c.json(unwrap(await operationStub(c, operationId).get(requireScope(c, "runs:read"), waitMs(c, 0))));
   })
   .post("/:operation_id/resolve", async (c) => {
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
-    const tenantId = requireAdmin(c);
+    const tenantId = requireScope(c, "operations:resolve");
     const verdict = await readJson(c, Resolve);
-    const view = await operationStub(c, operationId).resolve(tenantId, { outcome: verdict.outcome, result: verdict.result ?? null, reason: verdict.reason, by: "admin" });
+    const view = await operationStub(c, operationId).resolve(tenantId, { outcome: verdict.outcome, result: verdict.result ?? null, reason: verdict.reason, by: principalName(c) });
     return c.json(unwrap(view));
   });

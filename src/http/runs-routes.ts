@@ -3,7 +3,7 @@ import { Hono } from "hono";
 import { ulid } from "ulid";
 import { z } from "zod";
 import { parseNativeTurn } from "../providers/native.ts";
-import { requireAdmin, requireRun, signRunToken, type AppEnv } from "./auth.ts";
+import { requireRunAccess, requireScope, signRunToken, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
 import { checkId, DEFAULT_TURN_WAIT_MS, readJson, RUN_ID, runStub, tenantStub, TURN_ID, unwrap, waitMs } from "./request.ts";
 import type { TurnReply } from "../durable/run-object.ts";
@@ -19,7 +19,7 @@ const CreateRun = z.object({
 
 export const runRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {
-    const tenantId = requireAdmin(c);
+    const tenantId = requireScope(c, "runs:write");
     const body = await readJson(c, CreateRun);
     const sources = unwrap(await tenantStub(c, tenantId).sources([...new Set(body.tools)]));
     const runId = `run_${ulid()}`;
@@ -29,11 +29,11 @@ export const runRoutes = new Hono<AppEnv>()
   })
   .get("/:run_id", async (c) => {
     const runId = checkId(c.req.param("run_id"), RUN_ID, "run");
-    return c.json(unwrap(await runStub(c, runId).get(requireRun(c, runId))));
+    return c.json(unwrap(await runStub(c, runId).get(requireRunAccess(c, runId, "runs:read"))));
   })
   .post("/:run_id/turns", async (c) => {
     const runId = checkId(c.req.param("run_id"), RUN_ID, "run");
-    const tenantId = requireRun(c, runId);
+    const tenantId = requireRunAccess(c, runId, "runs:write");
     const format = c.req.query("format") ?? "native";
     if (format !== "native") throw new ApiProblem({ code: "invalid_request", detail: `unsupported format ${format}; this deployment speaks native` });
     const parsed = parseNativeTurn(await readJson(c, z.unknown()));
@@ -44,12 +44,12 @@ export const runRoutes = new Hono<AppEnv>()
   .get("/:run_id/turns/:turn_id", async (c) => {
     const runId = checkId(c.req.param("run_id"), RUN_ID, "run");
     const turnId = checkId(c.req.param("turn_id"), TURN_ID, "turn");
-    const turn = unwrap(await runStub(c, runId).getTurn(requireRun(c, runId), turnId, waitMs(c, 0)));
+    const turn = unwrap(await runStub(c, runId).getTurn(requireRunAccess(c, runId, "runs:read"), turnId, waitMs(c, 0)));
     return turnResponse(c.req.url, runId, turn);
   })
   .get("/:run_id/trace", async (c) => {
     const runId = checkId(c.req.param("run_id"), RUN_ID, "run");
-    return c.json(unwrap(await runStub(c, runId).traceFor(requireRun(c, runId))));
+    return c.json(unwrap(await runStub(c, runId).traceFor(requireScope(c, "traces:read"))));
   });
 
 function turnResponse(requestUrl: string, runId: string, turn: TurnReply): Response {

@@ -8,8 +8,25 @@ const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
 let counter = 0;
 export const unique = (prefix: string) => `${prefix}_${Date.now().toString(36)}${(counter++).toString(36)}${Math.random().toString(36).slice(2, 6)}`;
 
+export const ALL_SCOPES = ["runs:write", "runs:read", "tools:write", "approvals:decide", "operations:resolve", "traces:read"];
+
+/** A tenant with an all-scopes key, created once per test file (storage is per file). */
+let tenant: Promise<{ tenantId: string; key: string }> | null = null;
+export function testTenant() {
+  tenant ??= newTenant(ALL_SCOPES);
+  return tenant;
+}
+
+export async function newTenant(scopes: string[]) {
+  const created = await api("POST", "/v1/admin/tenants", { name: unique("tenant") }, { Authorization: `Bearer ${ADMIN}` });
+  const issued = await api("POST", `/v1/admin/tenants/${created.body.tenant_id}/keys`, { name: "test", scopes }, { Authorization: `Bearer ${ADMIN}` });
+  if (issued.status !== 201) throw new Error(`key issue failed: ${JSON.stringify(issued.body)}`);
+  return { tenantId: created.body.tenant_id as string, key: issued.body.key as string, keyId: issued.body.key_id as string };
+}
+
 export async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Headers }> {
-  const init: RequestInit = { method, headers: { Authorization: `Bearer ${ADMIN}`, ...headers } };
+  const auth = headers.Authorization ?? `Bearer ${(await testTenant()).key}`;
+  const init: RequestInit = { method, headers: { ...headers, Authorization: auth } };
   if (body !== undefined) {
     init.body = typeof body === "string" ? body : JSON.stringify(body);
     (init.headers as Record<string, string>)["Content-Type"] ??= "application/json";

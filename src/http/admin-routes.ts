@@ -1,0 +1,31 @@
+// /v1/admin: tenants and their API keys, with the deployment admin token only.
+import { Hono } from "hono";
+import { ulid } from "ulid";
+import { z } from "zod";
+import { ApiScope, requireAdminToken, type AppEnv } from "./auth.ts";
+import { checkId, readJson, tenantStub, unwrap } from "./request.ts";
+
+const TENANT_ID = /^ten_[0-9A-Z]{26}$/;
+const CreateTenant = z.object({ name: z.string().min(1).max(200) });
+const IssueKey = z.object({ name: z.string().min(1).max(200), scopes: z.array(ApiScope).min(1) });
+
+export const adminRoutes = new Hono<AppEnv>()
+  .use(async (c, next) => {
+    requireAdminToken(c);
+    await next();
+  })
+  .post("/tenants", async (c) => {
+    const { name } = await readJson(c, CreateTenant);
+    const tenantId = `ten_${ulid()}`;
+    return c.json(unwrap(await tenantStub(c, tenantId).init(tenantId, name)), 201);
+  })
+  .post("/tenants/:tenant_id/keys", async (c) => {
+    const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
+    const { name, scopes } = await readJson(c, IssueKey);
+    return c.json(unwrap(await tenantStub(c, tenantId).issueKey(tenantId, name, [...new Set(scopes)])), 201);
+  })
+  .delete("/tenants/:tenant_id/keys/:key_id", async (c) => {
+    const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
+    unwrap(await tenantStub(c, tenantId).revokeKey(c.req.param("key_id")));
+    return c.body(null, 204);
+  });
