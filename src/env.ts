@@ -2,6 +2,7 @@
 import type { OperationObject } from "./durable/operation-object.ts";
 import type { RunObject } from "./durable/run-object.ts";
 import type { TenantObject } from "./durable/tenant-object.ts";
+import type { Price } from "./domain/pricing.ts";
 
 export type Env = {
   OPERATIONS: DurableObjectNamespace<OperationObject>;
@@ -15,6 +16,8 @@ export type Env = {
   TOOLGATE_UPSTREAM_ALLOWLIST?: string;
   /** "development" allows loopback upstreams; anything else is production. */
   TOOLGATE_ENV?: string;
+  /** JSON price table for model usage in cost units (see domain/pricing.ts). */
+  TOOLGATE_MODEL_PRICES?: string;
   /** Any other binding is a secret a tool header may reference as {secret:NAME}. */
   [secret: string]: unknown;
 };
@@ -24,4 +27,12 @@ export function hostPolicy(env: Env) {
     allowlist: (env.TOOLGATE_UPSTREAM_ALLOWLIST ?? "").split(",").map((h) => h.trim()).filter(Boolean),
     allowLoopback: env.TOOLGATE_ENV === "development",
   };
+}
+
+export function modelPrices(env: Env): Record<string, Price> {
+  try {
+    return env.TOOLGATE_MODEL_PRICES ? (JSON.parse(env.TOOLGATE_MODEL_PRICES) as Record<string, Price>) : {};
+  } catch {
+    return {};
+  }
 }

@@ -1,21 +1,26 @@
 // The gate: decides, before any operation exists, whether a proposed call may become one.
-// Offered tools only; bound arguments come from the run's context and never from the model;
-// arguments must satisfy the tool's schema. Pure: plain data in, admitted input or a refusal out.
+// Offered tools only; the user must hold the tool's scopes; bound arguments come from the run's
+// context and never from the model; arguments must satisfy the schema and the declarative limits.
+// Pure: plain data in, admitted input or a refusal out.
 import type { ToolSpec } from "../tools/spec.ts";
+import { checkLimits, checkScopes } from "./policy.ts";
 import { err, ok, type Result } from "./result.ts";
 
 export type ProposedCall = { id: string; name: string; arguments: unknown };
-export type GateRefusal = { code: "unknown_tool" | "tool_not_allowed" | "invalid_arguments"; message: string };
+export type GateRefusal = { code: "tool_not_allowed" | "invalid_arguments" | "forbidden" | "policy_denied"; message: string };
 
 export function admitCall(
   call: ProposedCall,
   offered: ReadonlyMap<string, ToolSpec>,
   context: Record<string, unknown>,
+  userScopes: readonly string[],
 ): Result<{ spec: ToolSpec; input: Record<string, unknown> }, GateRefusal> {
   const spec = offered.get(call.name);
   if (!spec) {
     return err({ code: "tool_not_allowed", message: `The tool "${call.name}" is not available in this conversation. Do not retry it; use one of the offered tools or tell the user.` });
   }
+  const scopes = checkScopes(spec.name, spec.requiresScopes, userScopes);
+  if (!scopes.ok) return scopes;
   let args = call.arguments;
   if (typeof args === "string") {
     try {
@@ -39,5 +44,8 @@ export function admitCall(
     const problems = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`).join("; ");
     return err({ code: "invalid_arguments", message: `The arguments do not match the tool's schema (${problems}). Fix them and call again, or ask the user.` });
   }
-  return ok({ spec, input: parsed.data as Record<string, unknown> });
+  const admitted = parsed.data as Record<string, unknown>;
+  const limits = checkLimits(spec.limits, admitted, context);
+  if (!limits.ok) return limits;
+  return ok({ spec, input: admitted });
 }

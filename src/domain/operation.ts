@@ -22,7 +22,8 @@ export type Outcome =
   | { status: Exclude<TerminalStatus, "succeeded">; code: string; message: string };
 
 export type OperationState =
-  | { phase: "executing"; attempt: number; keyIssuedAtMs: number; startedAtMs: number; firstAttemptAtMs: number }
+  /** `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late). */
+  | { phase: "executing"; attempt: number; keyIssuedAtMs: number; startedAtMs: number; firstAttemptAtMs: number; cancelRequested: boolean }
   | { phase: "retry_scheduled"; attempt: number; dueAtMs: number; firstAttemptAtMs: number; reason: string }
   | {
       phase: "outcome_unknown";
@@ -35,7 +36,7 @@ export type OperationState =
       reason: string;
     }
   | { phase: "reconciling"; attempt: number; firstAttemptAtMs: number; code: UnknownCode; lookups: number; startedAtMs: number }
-  | { phase: "recorded"; outcome: Outcome; attempts: number; recordedAtMs: number; via: "attempt" | "reconcile" | "resolve" };
+  | { phase: "recorded"; outcome: Outcome; attempts: number; recordedAtMs: number; via: "attempt" | "reconcile" | "resolve"; late: boolean };
 
 export type OperationEvent =
   | { type: "start"; inputHash: string; callId: string; tool: string }
@@ -43,13 +44,18 @@ export type OperationEvent =
   /** `inFlight`: this instance still has a request outstanding (memory survives only while the object lives). */
   | { type: "alarm"; inFlight: boolean }
   | { type: "lookup_finished"; lookups: number; observation: LookupObservation }
-  | { type: "resolve"; outcome: "succeeded" | "failed"; result: unknown; reason: string; by: string };
+  | { type: "resolve"; outcome: "succeeded" | "failed"; result: unknown; reason: string; by: string }
+  /** The run no longer allows the next attempt (scope revoked, deadline passed, tool withdrawn). */
+  | { type: "denied"; status: "rejected" | "budget_exhausted" | "cancelled"; code: string; message: string }
+  | { type: "cancel"; by: string };
 
 export type Effect =
   | { kind: "send_attempt"; attempt: number }
   | { kind: "send_lookup"; lookups: number }
   | { kind: "set_alarm"; atMs: number }
-  | { kind: "clear_alarm" };
+  | { kind: "clear_alarm" }
+  /** Abort the in-flight request: only ever emitted for reads, whose abort cannot hide an effect. */
+  | { kind: "abort_attempt" };
 
 export type TraceEvent = { type: string; at_ms: number; [field: string]: unknown };
 
@@ -70,7 +76,7 @@ export function transition(
 ): Result<Step, TransitionError> {
   if (event.type === "start") {
     if (state !== null) return err({ code: "already_started" });
-    const next: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: nowMs, startedAtMs: nowMs, firstAttemptAtMs: nowMs };
+    const next: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: nowMs, startedAtMs: nowMs, firstAttemptAtMs: nowMs, cancelRequested: false };
     return ok({
       state: next,
       effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }, { kind: "send_attempt", attempt: 1 }],
@@ -102,18 +108,65 @@ export function transition(
         { type: "resolved", at_ms: nowMs, outcome: event.outcome, reason: event.reason, by: event.by },
       ]));
     }
+    case "denied":
+      return ok(onDenied(state, event, nowMs));
+    case "cancel":
+      return ok(onCancel(state, event.by, plan, nowMs));
   }
+}
+
+/** Only work not yet sent can be refused; an operation that may have taken effect stays honest. */
+function onDenied(state: OperationState, event: Extract<OperationEvent, { type: "denied" }>, nowMs: number): Step {
+  const trace: TraceEvent = { type: "denied", at_ms: nowMs, code: event.code };
+  if (state.phase === "retry_scheduled") return record(state.attempt, { status: event.status, code: event.code, message: event.message }, "attempt", nowMs, [trace]);
+  if (state.phase === "outcome_unknown" && state.reconcile === "resend") return toHuman(state, event.message, nowMs, [trace]);
+  return unchanged(state);
+}
+
+function onCancel(state: OperationState, by: string, plan: OperationPlan, nowMs: number): Step {
+  const trace: TraceEvent = { type: "cancel_requested", at_ms: nowMs, by, phase: state.phase };
+  switch (state.phase) {
+    case "retry_scheduled":
+      return record(state.attempt, { status: "cancelled", code: "cancelled", message: CANCELLED }, "attempt", nowMs, [trace]);
+    case "executing":
+      if (state.cancelRequested) return unchanged(state);
+      return {
+        state: { ...state, cancelRequested: true },
+        effects: plan.safety === "read" ? [{ kind: "abort_attempt" }] : [],
+        trace: [trace],
+        changed: true,
+      };
+    case "outcome_unknown":
+      // Resending after a cancel could perform the effect now; a status lookup cannot.
+      return state.reconcile === "resend" ? toHuman(state, "cancelled while the outcome was unknown", nowMs, [trace]) : unchanged(state);
+    case "reconciling":
+    case "recorded":
+      return unchanged(state);
+  }
+}
+
+const CANCELLED = "This call was cancelled before it took effect. Do not retry; tell the user.";
+
+function toHuman(state: Extract<OperationState, { phase: "outcome_unknown" }>, reason: string, nowMs: number, trace: TraceEvent[]): Step {
+  return {
+    state: { ...state, reconcile: "human", dueAtMs: null, reason },
+    effects: [{ kind: "clear_alarm" }],
+    trace: [...trace, { type: "outcome_unknown", at_ms: nowMs, code: state.code, reconcile: "human" }],
+    changed: true,
+  };
 }
 
 function afterAttempt(state: Extract<OperationState, { phase: "executing" }>, observed: Observation, plan: OperationPlan, nowMs: number): Step {
   const finished: TraceEvent = { type: "attempt_finished", at_ms: nowMs, attempt: state.attempt, observed: summarize(observed) };
   const decision = classify(plan.safety, observed);
+  const late = state.cancelRequested;
   switch (decision.kind) {
     case "succeed":
-      return record(state.attempt, { status: "succeeded", result: decision.result }, "attempt", nowMs, [finished]);
+      return record(state.attempt, { status: "succeeded", result: decision.result }, "attempt", nowMs, [finished], late);
     case "fail":
-      return record(state.attempt, { status: decision.status, code: decision.code, message: decision.message }, "attempt", nowMs, [finished]);
+      return record(state.attempt, { status: decision.status, code: decision.code, message: decision.message }, "attempt", nowMs, [finished], late);
     case "retry": {
+      if (late) return record(state.attempt, { status: "cancelled", code: "cancelled", message: CANCELLED }, "attempt", nowMs, [finished]);
       const retry = planRetry({ policy: plan.retry, operationId: plan.operationId, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, nowMs, retryAfterMs: decision.retryAfterMs });
       if (retry.kind === "exhausted") return exhausted(state.attempt, retry.budget, decision.reason, nowMs, [finished]);
       return {
@@ -129,7 +182,7 @@ function afterAttempt(state: Extract<OperationState, { phase: "executing" }>, ob
       if (decision.reconcile === "lookup") {
         return startLookup({ ...base, reconcile: "lookup", dueAtMs: null }, plan, nowMs, [finished, unknownEvent]);
       }
-      if (decision.reconcile === "resend") {
+      if (decision.reconcile === "resend" && !late) {
         const retry = planRetry({ policy: plan.retry, operationId: plan.operationId, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, nowMs, retryAfterMs: null });
         if (retry.kind === "retry") {
           return {
@@ -200,7 +253,7 @@ function onAlarm(state: OperationState, inFlight: boolean, plan: OperationPlan, 
 
 function startAttempt(attempt: number, firstAttemptAtMs: number, nowMs: number, plan: OperationPlan): Step {
   return {
-    state: { phase: "executing", attempt, keyIssuedAtMs: firstAttemptAtMs, startedAtMs: nowMs, firstAttemptAtMs },
+    state: { phase: "executing", attempt, keyIssuedAtMs: firstAttemptAtMs, startedAtMs: nowMs, firstAttemptAtMs, cancelRequested: false },
     effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }, { kind: "send_attempt", attempt }],
     trace: [{ type: "attempt_started", at_ms: nowMs, attempt, idempotency_key: plan.idempotencyKey }],
     changed: true,
@@ -222,11 +275,11 @@ function exhausted(attempts: number, budget: "attempts" | "elapsed", reason: str
   return record(attempts, { status: "budget_exhausted", code: "attempts_exhausted", message: `The tool kept failing (${reason}) and used up ${limit}. It did not take effect. Do not retry now; tell the user.` }, "attempt", nowMs, trace);
 }
 
-function record(attempts: number, outcome: Outcome, via: "attempt" | "reconcile" | "resolve", nowMs: number, trace: TraceEvent[]): Step {
+function record(attempts: number, outcome: Outcome, via: "attempt" | "reconcile" | "resolve", nowMs: number, trace: TraceEvent[], late = false): Step {
   return {
-    state: { phase: "recorded", outcome, attempts, recordedAtMs: nowMs, via },
+    state: { phase: "recorded", outcome, attempts, recordedAtMs: nowMs, via, late },
     effects: [{ kind: "clear_alarm" }],
-    trace: [...trace, { type: "recorded", at_ms: nowMs, status: outcome.status, ...(outcome.status === "succeeded" ? {} : { code: outcome.code }), via }],
+    trace: [...trace, { type: "recorded", at_ms: nowMs, status: outcome.status, ...(outcome.status === "succeeded" ? {} : { code: outcome.code }), via, ...(late ? { late } : {}) }],
     changed: true,
   };
 }

@@ -13,6 +13,7 @@ import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
+import { runStub } from "./stubs.ts";
 
 export type SubmitRequest = {
   tenantId: string;
@@ -25,7 +26,8 @@ export type SubmitRequest = {
   idempotencyKey: string;
   waitMs: number;
 };
-export type OperationReply = { envelope: Envelope; settled: boolean; rowsWritten: number };
+/** `executedBy`: the call id that created the operation (a replay from another call did not execute it). */
+export type OperationReply = { envelope: Envelope; settled: boolean; executedBy: string; rowsWritten: number };
 export type OperationView = {
   operation_id: string;
   tool: string;
@@ -36,6 +38,8 @@ export type OperationView = {
   idempotency_key: string;
   created_at: string;
   result: Envelope;
+  /** The result arrived after the operation was cancelled; it was not reported to the closed turn. */
+  late: boolean;
 };
 export type OperationError = { code: "not_found" } | TransitionError | { code: "invalid_tool"; detail: string };
 
@@ -50,6 +54,7 @@ type Fixed = { spec: ToolSpec; input: Record<string, unknown> };
 export class OperationObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, OPERATION_SCHEMA);
   private inFlight: Promise<void> | null = null;
+  private abort: AbortController | null = null;
   private fixed: Fixed | null = null;
   private readonly listeners = new Set<() => void>();
 
@@ -59,7 +64,7 @@ export class OperationObject extends DurableObject<Env> {
     if (existing && existing.frozen.input_hash !== req.inputHash) {
       // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
       const envelope = refusal("rejected", req.operationId, "idempotency_conflict", "This operation was already requested with different arguments; toolgate will not change it. Do not retry; tell the user what was already done.");
-      return ok({ envelope, settled: true, rowsWritten: 0 });
+      return ok({ envelope, settled: true, executedBy: existing.frozen.call_id, rowsWritten: 0 });
     }
     if (!existing) {
       const spec = resolveTool(req.source, hostPolicy(this.env));
@@ -80,7 +85,7 @@ export class OperationObject extends DurableObject<Env> {
       if (!started.ok) return started;
     }
     await this.waitFor(Date.now() + req.waitMs);
-    return ok(this.reply(this.store.rowsWritten - rowsBefore));
+    return ok(this.reply(req, this.store.rowsWritten - rowsBefore));
   }
 
   async get(tenantId: string, waitMs: number): Promise<Result<OperationView, OperationError>> {
@@ -101,8 +106,25 @@ export class OperationObject extends DurableObject<Env> {
     return ok(rows.flatMap((row) => JSON.parse(row.events) as TraceEvent[]));
   }
 
+  async cancel(tenantId: string, by: string): Promise<Result<OperationView, OperationError>> {
+    if (!this.headFor(tenantId)) return err({ code: "not_found" });
+    const step = this.apply({ type: "cancel", by }, null);
+    return step.ok ? ok(this.view()) : step;
+  }
+
   override async alarm(): Promise<void> {
-    if (!this.head()) return;
+    const head = this.head();
+    if (!head) return;
+    // Before a retry or a resend, ask the run whether this may still execute: scopes may have
+    // been revoked, the tool withdrawn or the deadline passed while the alarm waited.
+    const sends = head.state.phase === "retry_scheduled" || (head.state.phase === "outcome_unknown" && head.state.reconcile === "resend");
+    if (sends) {
+      const verdict = await runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, this.loadFixed().spec.name);
+      if (!verdict.ok) {
+        this.apply({ type: "denied", ...verdict.error }, null);
+        return;
+      }
+    }
     this.apply({ type: "alarm", inFlight: this.inFlight !== null }, null);
     // Keep this event open while the attempt it started runs, so the object stays alive for it.
     await this.inFlight;
@@ -141,6 +163,9 @@ export class OperationObject extends DurableObject<Env> {
         case "send_attempt":
           this.inFlight = this.attempt(effect.attempt);
           break;
+        case "abort_attempt":
+          this.abort?.abort(new Error("cancelled"));
+          break;
         case "send_lookup":
           this.inFlight = this.lookup(effect.lookups);
           break;
@@ -152,14 +177,16 @@ export class OperationObject extends DurableObject<Env> {
 
   private async attempt(attempt: number): Promise<void> {
     const { spec, input, canonicalInput, plan } = this.loadFixed();
+    this.abort = new AbortController();
     const observation = await sendAttempt(spec, input, canonicalInput, {
       idempotencyKey: plan.idempotencyKey,
       secrets: this.env,
       safety: plan.safety,
-      signal: null,
+      signal: this.abort.signal,
       fencingToken: null,
     });
     this.inFlight = null;
+    this.abort = null;
     this.apply({ type: "attempt_finished", attempt, observation }, null);
   }
 
@@ -222,9 +249,10 @@ export class OperationObject extends DurableObject<Env> {
   }
 
   /** `rowsWritten`: rows this instance wrote while serving the call (reported for the benchmark). */
-  private reply(rowsWritten: number): OperationReply {
+  private reply(req: SubmitRequest, rowsWritten: number): OperationReply {
     const { state, frozen } = this.head()!;
-    return { envelope: envelopeFor(frozen.id, state), settled: isSettled(state), rowsWritten };
+    const executedBy = frozen.run_id === req.runId ? frozen.call_id : `${frozen.run_id}:${frozen.call_id}`;
+    return { envelope: envelopeFor(frozen.id, state), settled: isSettled(state), executedBy, rowsWritten };
   }
 
   private view(): OperationView {
@@ -239,6 +267,7 @@ export class OperationObject extends DurableObject<Env> {
       idempotency_key: frozen.plan.idempotencyKey,
       created_at: new Date(frozen.created_at).toISOString(),
       result: envelopeFor(frozen.id, state),
+      late: state.phase === "recorded" && state.late,
     };
   }
 }

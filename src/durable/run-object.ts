@@ -1,13 +1,16 @@
-// RunObject: one per run. Holds the offered tools (snapshotted at creation), bound context and
-// turns. A turn is admitted through the pure gate, written as one row (call → operation), and its
-// operations are submitted concurrently. The turn row stores each call's frozen submission, so
-// re-posting or polling a turn re-submits it: a no-op replay for every existing operation.
+// RunObject: one per run. Holds the offered tools (snapshotted from the tenant), the user's scopes,
+// bound context, budgets and turns. A turn is admitted through the pure gate and budget checks in
+// one synchronous block, written as one row (call → frozen submission), and its operations are
+// submitted concurrently. Polling or re-posting a turn re-submits it: a no-op replay for every
+// operation that exists. Usage (turns, calls, cost) is derived from the turn rows.
 import { DurableObject } from "cloudflare:workers";
+import { checkTurn, pastDeadline, reserveCall, type Budgets, type Usage } from "../domain/budget.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { refusal, type Envelope } from "../domain/envelope.ts";
 import { admitCall, type ProposedCall } from "../domain/gate.ts";
 import { freezeCall } from "../domain/identity.ts";
 import type { TraceEvent } from "../domain/operation.ts";
+import { checkScopes } from "../domain/policy.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
@@ -22,57 +25,121 @@ export type RunInit = {
   user: { id: string; scopes: string[] };
   tools: Record<string, ToolSource>;
   context: Record<string, unknown>;
-  budgets: Record<string, number>;
+  budgets: Budgets;
   expiresAtMs: number;
 };
-export type RunView = { run_id: string; user: RunInit["user"]; tools: string[]; context: Record<string, unknown>; budgets: Record<string, number>; created_at: string; expires_at: string; turns: number };
-export type TurnReply = { turn_id: string; status: "settled" | "pending"; results: Envelope[]; rowsWritten: number };
-export type RunError = { code: "not_found"; detail: string } | { code: "invalid_request"; detail: string } | { code: "internal"; detail: string };
+type RunData = RunInit & { createdAtMs: number; cancelledAtMs: number | null };
+export type RunView = {
+  run_id: string; status: "active" | "cancelled"; user: RunInit["user"]; tools: string[]; context: Record<string, unknown>;
+  budgets: Budgets; usage: { turns: number; tool_calls: number; cost: number }; created_at: string; expires_at: string;
+};
+export type TurnReply = { turn_id: string; status: "settled" | "pending"; calls: ProposedCall[]; results: Envelope[]; rowsWritten: number };
+export type RunError = { code: "not_found"; detail: string } | { code: "invalid_request"; detail: string };
+export type Denial = { status: "rejected" | "budget_exhausted" | "cancelled"; code: string; message: string };
 
-/** A call as stored in the turn row: either refused at the gate, or a frozen submission. */
-type StoredCall = { call_id: string; name: string } & ({ refused: Envelope } | { submit: Omit<SubmitRequest, "waitMs"> });
+/** A call as stored in the turn row: a fixed envelope (refused, or closed by a cancel), or a frozen submission. */
+type StoredCall = { call: ProposedCall } & ({ fixed: Envelope } | { submit: Omit<SubmitRequest, "waitMs">; cost: number });
+type TurnRow = { id: string; calls: string; reserved_cost: number; settled_cost: number | null };
 
 export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, RUN_SCHEMA);
-  private offered: Map<string, ToolSpec> | null = null;
+  private offered: { key: string; tools: Map<string, ToolSpec> } | null = null;
 
   async create(init: RunInit): Promise<Result<RunView, RunError>> {
     this.store.ensureSchema();
     if (this.load()) return err({ code: "invalid_request", detail: "run already exists" });
-    this.store.run("INSERT INTO run (id, tenant_id, data, created_at) VALUES (?, ?, ?, ?)", init.runId, init.tenantId, JSON.stringify(init), Date.now());
-    return ok(this.view()!);
+    const data: RunData = { ...init, createdAtMs: Date.now(), cancelledAtMs: null };
+    this.store.run("INSERT INTO run (id, tenant_id, data, created_at) VALUES (?, ?, ?, ?)", init.runId, init.tenantId, JSON.stringify(data), data.createdAtMs);
+    return ok(this.view(data));
   }
 
   async get(tenantId: string): Promise<Result<RunView, RunError>> {
-    return this.loadFor(tenantId) ? ok(this.view()!) : err({ code: "not_found", detail: "no such run" });
+    const run = this.loadFor(tenantId);
+    return run ? ok(this.view(run)) : notFound("run");
   }
 
-  async postTurn(tenantId: string, calls: ProposedCall[], waitMs: number): Promise<Result<TurnReply, RunError>> {
+  /** Scopes and offered tools may change mid-run; the next execution sees the change. */
+  async update(tenantId: string, patch: { scopes?: string[]; tools?: Record<string, ToolSource> }): Promise<Result<RunView, RunError>> {
     const run = this.loadFor(tenantId);
-    if (!run) return err({ code: "not_found", detail: "no such run" });
+    if (!run) return notFound("run");
+    const next: RunData = { ...run, user: { ...run.user, scopes: patch.scopes ?? run.user.scopes }, tools: patch.tools ?? run.tools };
+    this.save(next);
+    return ok(this.view(next));
+  }
+
+  async postTurn(tenantId: string, calls: ProposedCall[], modelCost: number, waitMs: number): Promise<Result<TurnReply, RunError>> {
+    const run = this.loadFor(tenantId);
+    if (!run) return notFound("run");
     const rowsBefore = this.store.rowsWritten;
     const turnId = `turn_${(await sha256Hex(canonicalJson(calls.map((call) => call.id)))).slice(0, 26)}`;
     if (!this.turnRow(turnId)) {
-      const stored = await Promise.all(calls.map((call) => this.admit(run, call)));
-      // Re-check after the await: a concurrent post of the same turn may have written it meanwhile.
-      if (!this.turnRow(turnId)) {
-        const seq = (this.store.one<{ n: number }>("SELECT COUNT(*) AS n FROM turns")?.n ?? 0) + 1;
-        this.store.run("INSERT INTO turns (id, seq, calls, created_at) VALUES (?, ?, ?, ?)", turnId, seq, JSON.stringify(stored), Date.now());
-      }
+      const admitted = await Promise.all(calls.map((call) => this.admit(run, call)));
+      // One synchronous block from the budget read to the turn write: concurrent turns serialize here.
+      if (!this.turnRow(turnId)) this.insertTurn(turnId, this.loadFor(tenantId)!, admitted, modelCost);
     }
     return this.settle(turnId, waitMs, this.store.rowsWritten - rowsBefore);
   }
 
   async getTurn(tenantId: string, turnId: string, waitMs: number): Promise<Result<TurnReply, RunError>> {
-    if (!this.loadFor(tenantId) || !this.turnRow(turnId)) return err({ code: "not_found", detail: "no such turn" });
+    if (!this.loadFor(tenantId) || !this.turnRow(turnId)) return notFound("turn");
     return this.settle(turnId, waitMs, 0);
+  }
+
+  /** Asked by an operation before each retry: may it still execute? */
+  async authorize(tenantId: string, tool: string): Promise<Result<true, Denial>> {
+    const run = this.loadFor(tenantId);
+    if (!run || run.cancelledAtMs !== null) return err({ status: "cancelled", code: "cancelled", message: "The run was cancelled before this call took effect. Do not retry; tell the user." });
+    if (pastDeadline(run.budgets, run.createdAtMs, Date.now())) return err({ status: "budget_exhausted", code: "deadline", message: "This conversation ran out of time before the call could be retried. It did not take effect. Do not retry; tell the user." });
+    const spec = this.offeredTools(run).get(tool);
+    if (!spec) return err({ status: "rejected", code: "tool_not_allowed", message: `The tool ${tool} was withdrawn from this conversation before it could run. Do not retry; tell the user.` });
+    const scopes = checkScopes(tool, spec.requiresScopes, run.user.scopes);
+    return scopes.ok ? ok(true) : err({ status: "rejected", code: scopes.error.code, message: scopes.error.message });
+  }
+
+  /** Cancels the run: closes every unsettled call of every turn and cancels its operation. */
+  async cancel(tenantId: string, by: string): Promise<Result<RunView, RunError>> {
+    const run = this.loadFor(tenantId);
+    if (!run) return notFound("run");
+    if (run.cancelledAtMs === null) this.save({ ...run, cancelledAtMs: Date.now() });
+    const operations = new Set<string>();
+    for (const turn of this.store.all<TurnRow>("SELECT id, calls, reserved_cost, settled_cost FROM turns")) {
+      for (const call of JSON.parse(turn.calls) as StoredCall[]) if ("submit" in call) operations.add(call.submit.operationId);
+    }
+    await Promise.all([...operations].map((operationId) => this.closeOperation(tenantId, operationId, by)));
+    return ok(this.view(this.load()!));
+  }
+
+  /**
+   * Closes the turns still waiting on `operationId` with a cancelled envelope, then cancels the
+   * operation. A result that arrives later is recorded on the operation (flagged late), never here.
+   */
+  async closeOperation(tenantId: string, operationId: string, by: string): Promise<Result<true, RunError>> {
+    if (!this.loadFor(tenantId)) return notFound("run");
+    const stub = operationStub(this.env, operationId);
+    for (const turn of this.store.all<TurnRow>("SELECT id, calls, reserved_cost, settled_cost FROM turns")) {
+      const calls = JSON.parse(turn.calls) as StoredCall[];
+      const index = calls.findIndex((call) => "submit" in call && call.submit.operationId === operationId);
+      const target = calls[index];
+      if (!target || !("submit" in target)) continue;
+      const current = await stub.submit({ ...target.submit, waitMs: 0 });
+      if (current.ok && current.value.settled) continue;
+      const envelope = current.ok ? current.value.envelope : null;
+      const waitingToRetry = envelope !== null && "code" in envelope && envelope.code === "retry_scheduled";
+      calls[index] = { call: target.call, fixed: refusal("cancelled", operationId, "cancelled", waitingToRetry
+        ? "Cancelled before it took effect. Do not retry; tell the user."
+        : `Cancelled while it was already running, so it may still complete; toolgate records the outcome on operation ${operationId}. Do not retry; tell the user.`) };
+      this.store.run("UPDATE turns SET calls = ? WHERE id = ?", JSON.stringify(calls), turn.id);
+    }
+    await stub.cancel(tenantId, by);
+    return ok(true);
   }
 
   async traceFor(tenantId: string): Promise<Result<{ run_id: string; events: TraceEvent[] }, RunError>> {
     const run = this.loadFor(tenantId);
-    if (!run) return err({ code: "not_found", detail: "no such run" });
+    if (!run) return notFound("run");
     const turns = this.store.all<{ id: string; calls: string; created_at: number }>("SELECT id, calls, created_at FROM turns ORDER BY seq");
-    const events: TraceEvent[] = [{ type: "run_created", at_ms: this.store.one<{ created_at: number }>("SELECT created_at FROM run")!.created_at, run_id: run.runId }];
+    const events: TraceEvent[] = [{ type: "run_created", at_ms: run.createdAtMs, run_id: run.runId }];
+    if (run.cancelledAtMs !== null) events.push({ type: "run_cancelled", at_ms: run.cancelledAtMs });
     const operations = new Set<string>();
     for (const turn of turns) {
       const calls = JSON.parse(turn.calls) as StoredCall[];
@@ -80,32 +147,36 @@ export class RunObject extends DurableObject<Env> {
         type: "turn_received",
         at_ms: turn.created_at,
         turn_id: turn.id,
-        calls: calls.map((call) => ({ call_id: call.call_id, name: call.name, ...("submit" in call ? { operation_id: call.submit.operationId } : { operation_id: call.refused.operation_id, refused: call.refused.status }) })),
+        calls: calls.map((stored) =>
+          "submit" in stored
+            ? { call_id: stored.call.id, name: stored.call.name, operation_id: stored.submit.operationId }
+            : { call_id: stored.call.id, name: stored.call.name, operation_id: stored.fixed.operation_id, fixed: stored.fixed.status, code: "code" in stored.fixed ? stored.fixed.code : null },
+        ),
       });
-      for (const call of calls) if ("submit" in call) operations.add(call.submit.operationId);
+      for (const stored of calls) if ("submit" in stored) operations.add(stored.submit.operationId);
     }
     for (const operationId of operations) {
-      const opTrace = await this.operation(operationId).traceFor(tenantId);
+      const opTrace = await operationStub(this.env, operationId).traceFor(tenantId);
       if (opTrace.ok) events.push(...opTrace.value.map((event) => ({ ...event, operation_id: operationId })));
     }
     events.sort((a, b) => a.at_ms - b.at_ms);
     return ok({ run_id: run.runId, events });
   }
 
-  private async admit(run: RunInit, call: ProposedCall): Promise<StoredCall> {
-    const admitted = admitCall(call, this.offeredTools(run), run.context);
-    if (!admitted.ok) {
-      const refusedId = `op_${(await sha256Hex(canonicalJson([run.tenantId, run.runId, "refused", call.id]))).slice(0, 32)}`;
-      return { call_id: call.id, name: call.name, refused: refusal("rejected", refusedId, admitted.error.code, admitted.error.message) };
-    }
+  // ── internals ───────────────────────────────────────────────────────────────────────────────
+
+  /** Gate + freeze, before any budget is touched (async: hashing). */
+  private async admit(run: RunData, call: ProposedCall): Promise<StoredCall> {
+    const admitted = admitCall(call, this.offeredTools(run), run.context, run.user.scopes);
+    if (!admitted.ok) return { call, fixed: refusal("rejected", await refusedId(run, call), admitted.error.code, admitted.error.message) };
     const { spec, input } = admitted.value;
     const frozen = await freezeCall({
       tenantId: run.tenantId, runId: run.runId, tool: spec.name, risk: spec.risk, scope: spec.operationScope,
       operationKey: spec.operationKey, input, callId: call.id,
     });
     return {
-      call_id: call.id,
-      name: call.name,
+      call,
+      cost: spec.cost,
       submit: {
         tenantId: run.tenantId, runId: run.runId, callId: call.id, source: run.tools[spec.name]!,
         canonicalInput: frozen.canonicalInput, inputHash: frozen.inputHash, operationId: frozen.operationId, idempotencyKey: frozen.idempotencyKey,
@@ -113,65 +184,106 @@ export class RunObject extends DurableObject<Env> {
     };
   }
 
+  /** Synchronous: reads usage, applies run state and budgets call by call, writes the turn row. */
+  private insertTurn(turnId: string, run: RunData, admitted: StoredCall[], modelCost: number): void {
+    let usage: Usage = { ...this.usage(), cost: this.usage().cost + modelCost };
+    const turnStop = run.cancelledAtMs !== null ? null : checkTurn(run.budgets, this.usage(), run.createdAtMs, Date.now());
+    let reserved = 0;
+    let count = 0;
+    const calls = admitted.map((stored): StoredCall => {
+      if (!("submit" in stored)) return stored;
+      const id = stored.submit.operationId;
+      if (run.cancelledAtMs !== null) return { call: stored.call, fixed: refusal("cancelled", id, "cancelled", "The run was cancelled; this call was not executed. Do not retry; tell the user.") };
+      if (turnStop) return { call: stored.call, fixed: refusal("budget_exhausted", id, turnStop.code, turnStop.message) };
+      const reservation = reserveCall(run.budgets, usage, stored.cost);
+      if (!reservation.ok) return { call: stored.call, fixed: refusal("budget_exhausted", id, reservation.error.code, reservation.error.message) };
+      usage = reservation.value;
+      reserved += stored.cost;
+      count += 1;
+      return stored;
+    });
+    const seq = (this.store.one<{ n: number }>("SELECT COUNT(*) AS n FROM turns")?.n ?? 0) + 1;
+    this.store.run(
+      "INSERT INTO turns (id, seq, calls, admitted, reserved_cost, settled_cost, model_cost, created_at) VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
+      turnId, seq, JSON.stringify(calls), count, reserved, modelCost, Date.now(),
+    );
+  }
+
   /** Submits every call of the turn (a replay for existing operations) and collects envelopes in call order. */
   private async settle(turnId: string, waitMs: number, rowsWrittenHere: number): Promise<Result<TurnReply, RunError>> {
-    const calls = JSON.parse(this.turnRow(turnId)!.calls) as StoredCall[];
+    const turn = this.turnRow(turnId)!;
+    const calls = JSON.parse(turn.calls) as StoredCall[];
     let rowsWritten = rowsWrittenHere;
     const replies = await Promise.all(
-      calls.map(async (call) => {
-        if ("refused" in call) return { envelope: call.refused, settled: true };
-        const reply = await this.operation(call.submit.operationId).submit({ ...call.submit, waitMs });
-        if (!reply.ok) return { envelope: refusal("failed", call.submit.operationId, "permanent_failure", `toolgate could not run this tool (${reply.error.code}). Do not retry; tell the user.`), settled: true };
+      calls.map(async (stored) => {
+        if ("fixed" in stored) return { envelope: stored.fixed, settled: true, spent: 0 };
+        const reply = await operationStub(this.env, stored.submit.operationId).submit({ ...stored.submit, waitMs });
+        if (!reply.ok) return { envelope: refusal("failed", stored.submit.operationId, "permanent_failure", `toolgate could not run this tool (${reply.error.code}). Do not retry; tell the user.`), settled: true, spent: 0 };
         rowsWritten += reply.value.rowsWritten;
-        return reply.value;
+        // Cost is reserved at admission and settled here: only a call that executed pays.
+        const executed = reply.value.executedBy === stored.call.id && reply.value.envelope.status !== "cancelled";
+        return { ...reply.value, spent: executed ? stored.cost : 0 };
       }),
     );
-    return ok({
-      turn_id: turnId,
-      status: replies.every((reply) => reply.settled) ? "settled" : "pending",
-      results: replies.map((reply) => reply.envelope),
-      rowsWritten,
-    });
+    const settled = replies.every((reply) => reply.settled);
+    const spent = replies.reduce((sum, reply) => sum + reply.spent, 0);
+    if (settled && turn.settled_cost === null && spent !== turn.reserved_cost) {
+      this.store.run("UPDATE turns SET settled_cost = ? WHERE id = ?", spent, turnId);
+    }
+    return ok({ turn_id: turnId, status: settled ? "settled" : "pending", calls: calls.map((stored) => stored.call), results: replies.map((reply) => reply.envelope), rowsWritten });
   }
 
-  private offeredTools(run: RunInit): Map<string, ToolSpec> {
-    if (this.offered) return this.offered;
-    const offered = new Map<string, ToolSpec>();
+  private usage(): Usage {
+    const row = this.store.one<{ turns: number; calls: number; cost: number }>(
+      "SELECT COUNT(*) AS turns, COALESCE(SUM(admitted), 0) AS calls, COALESCE(SUM(COALESCE(settled_cost, reserved_cost) + model_cost), 0) AS cost FROM turns",
+    )!;
+    return { turns: row.turns, toolCalls: row.calls, cost: row.cost };
+  }
+
+  private offeredTools(run: RunData): Map<string, ToolSpec> {
+    const key = JSON.stringify(Object.keys(run.tools));
+    if (this.offered?.key === key) return this.offered.tools;
+    const tools = new Map<string, ToolSpec>();
     for (const [name, source] of Object.entries(run.tools)) {
       const spec = resolveTool(source, hostPolicy(this.env));
-      if (spec.ok) offered.set(name, spec.value);
+      if (spec.ok) tools.set(name, spec.value);
     }
-    this.offered = offered;
-    return offered;
+    this.offered = { key, tools };
+    return tools;
   }
 
-  private operation(operationId: string) {
-    return operationStub(this.env, operationId);
-  }
-
-  private load(): RunInit | null {
+  private load(): RunData | null {
     if (!this.store.exists("run")) return null;
     const row = this.store.one<{ data: string }>("SELECT data FROM run");
-    return row ? (JSON.parse(row.data) as RunInit) : null;
+    return row ? (JSON.parse(row.data) as RunData) : null;
   }
 
-  private loadFor(tenantId: string): RunInit | null {
+  private loadFor(tenantId: string): RunData | null {
     const run = this.load();
     return run && run.tenantId === tenantId ? run : null;
   }
 
-  private turnRow(turnId: string) {
-    return this.store.one<{ calls: string }>("SELECT calls FROM turns WHERE id = ?", turnId);
+  private save(run: RunData): void {
+    this.store.run("UPDATE run SET data = ?", JSON.stringify(run));
   }
 
-  private view(): RunView | null {
-    const run = this.load();
-    if (!run) return null;
-    const created = this.store.one<{ created_at: number }>("SELECT created_at FROM run")!.created_at;
-    const turns = this.store.one<{ n: number }>("SELECT COUNT(*) AS n FROM turns")!.n;
+  private turnRow(turnId: string): TurnRow | null {
+    return this.store.one<TurnRow>("SELECT id, calls, reserved_cost, settled_cost FROM turns WHERE id = ?", turnId);
+  }
+
+  private view(run: RunData): RunView {
+    const usage = this.usage();
     return {
-      run_id: run.runId, user: run.user, tools: Object.keys(run.tools), context: run.context, budgets: run.budgets,
-      created_at: new Date(created).toISOString(), expires_at: new Date(run.expiresAtMs).toISOString(), turns,
+      run_id: run.runId, status: run.cancelledAtMs === null ? "active" : "cancelled", user: run.user, tools: Object.keys(run.tools),
+      context: run.context, budgets: run.budgets, usage: { turns: usage.turns, tool_calls: usage.toolCalls, cost: usage.cost },
+      created_at: new Date(run.createdAtMs).toISOString(), expires_at: new Date(run.expiresAtMs).toISOString(),
     };
   }
+}
+
+const notFound = (what: string): Result<never, RunError> => err({ code: "not_found", detail: `no such ${what}` });
+
+/** Calls refused at the gate get a stable id too, so every envelope carries an operation_id. */
+async function refusedId(run: RunData, call: ProposedCall): Promise<string> {
+  return `op_${(await sha256Hex(canonicalJson([run.tenantId, run.runId, "refused", call.id]))).slice(0, 32)}`;
 }

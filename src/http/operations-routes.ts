@@ -2,7 +2,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { principalName, requireScope, type AppEnv } from "./auth.ts";
-import { checkId, OPERATION_ID, operationStub, readJson, unwrap, waitMs } from "./request.ts";
+import { checkId, OPERATION_ID, operationStub, readJson, runStub, unwrap, waitMs } from "./request.ts";
 
 const Resolve = z.object({ outcome: z.enum(["succeeded", "failed"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
 
@@ -17,4 +17,13 @@ export const operationRoutes = new Hono<AppEnv>()
     const verdict = await readJson(c, Resolve);
     const view = await operationStub(c, operationId).resolve(tenantId, { outcome: verdict.outcome, result: verdict.result ?? null, reason: verdict.reason, by: principalName(c) });
     return c.json(unwrap(view));
+  })
+  .post("/:operation_id/cancel", async (c) => {
+    const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
+    const tenantId = requireScope(c, "runs:write");
+    const stub = operationStub(c, operationId);
+    const current = unwrap(await stub.get(tenantId, 0));
+    // The run closes its turns first, so a late result can never attach to them.
+    unwrap(await runStub(c, current.run_id).closeOperation(tenantId, operationId, principalName(c)));
+    return c.json(unwrap(await stub.get(tenantId, 0)));
   });

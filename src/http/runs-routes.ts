@@ -1,21 +1,33 @@
-// /v1/runs: create a run (snapshotting its offered tools), post and poll turns, read the trace.
-import { Hono } from "hono";
+// /v1/runs: create a run (snapshotting its offered tools), change its scopes and tools, cancel it,
+// post and poll turns in any provider format, export its tools, read its trace.
+import { Hono, type Context } from "hono";
 import { ulid } from "ulid";
 import { z } from "zod";
+import { modelCost } from "../domain/pricing.ts";
+import { modelPrices } from "../env.ts";
 import { parseNativeTurn } from "../providers/native.ts";
-import { requireRunAccess, requireScope, signRunToken, type AppEnv } from "./auth.ts";
+import type { TurnReply } from "../durable/run-object.ts";
+import { principalName, requireRunAccess, requireScope, signRunToken, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
 import { checkId, DEFAULT_TURN_WAIT_MS, readJson, RUN_ID, runStub, tenantStub, TURN_ID, unwrap, waitMs } from "./request.ts";
-import type { TurnReply } from "../durable/run-object.ts";
 
 const RUN_TTL_MS = 24 * 60 * 60_000;
 
-const CreateRun = z.object({
+export const CreateRun = z.object({
   user: z.object({ id: z.string().min(1).max(256), scopes: z.array(z.string()).default([]) }),
   tools: z.array(z.string()).min(1).max(128),
   context: z.record(z.string(), z.unknown()).default({}),
-  budgets: z.object({ max_turns: z.number().int().positive(), max_tool_calls: z.number().int().positive(), max_duration_ms: z.number().int().positive(), max_cost: z.number().positive() }).partial().default({}),
+  budgets: z
+    .object({ max_turns: z.number().int().positive(), max_tool_calls: z.number().int().positive(), max_duration_ms: z.number().int().positive(), max_cost: z.number().positive() })
+    .partial()
+    .strict()
+    .default({}),
 });
+export const PatchRun = z
+  .object({ user: z.object({ scopes: z.array(z.string()) }).strict(), tools: z.array(z.string()).min(1).max(128) })
+  .partial()
+  .strict()
+  .refine((patch) => patch.user !== undefined || patch.tools !== undefined, "send user.scopes and/or tools");
 
 export const runRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {
@@ -28,29 +40,43 @@ export const runRoutes = new Hono<AppEnv>()
     return c.json({ run_id: runId, run_token: await signRunToken(c.env, tenantId, runId, expiresAtMs), expires_at: run.expires_at, tools: run.tools }, 201);
   })
   .get("/:run_id", async (c) => {
-    const runId = checkId(c.req.param("run_id"), RUN_ID, "run");
+    const runId = runIdOf(c);
     return c.json(unwrap(await runStub(c, runId).get(requireRunAccess(c, runId, "runs:read"))));
   })
+  .patch("/:run_id", async (c) => {
+    const runId = runIdOf(c);
+    const tenantId = requireScope(c, "runs:write");
+    const patch = await readJson(c, PatchRun);
+    const tools = patch.tools ? unwrap(await tenantStub(c, tenantId).sources([...new Set(patch.tools)])) : undefined;
+    return c.json(unwrap(await runStub(c, runId).update(tenantId, { scopes: patch.user?.scopes, tools })));
+  })
+  .post("/:run_id/cancel", async (c) => {
+    const runId = runIdOf(c);
+    return c.json(unwrap(await runStub(c, runId).cancel(requireScope(c, "runs:write"), principalName(c))));
+  })
   .post("/:run_id/turns", async (c) => {
-    const runId = checkId(c.req.param("run_id"), RUN_ID, "run");
+    const runId = runIdOf(c);
     const tenantId = requireRunAccess(c, runId, "runs:write");
     const format = c.req.query("format") ?? "native";
     if (format !== "native") throw new ApiProblem({ code: "invalid_request", detail: `unsupported format ${format}; this deployment speaks native` });
     const parsed = parseNativeTurn(await readJson(c, z.unknown()));
     if (!parsed.ok) throw new ApiProblem({ code: "invalid_request", detail: parsed.detail });
-    const turn = unwrap(await runStub(c, runId).postTurn(tenantId, parsed.calls, waitMs(c, DEFAULT_TURN_WAIT_MS)));
+    const cost = modelCost(null, modelPrices(c.env));
+    const turn = unwrap(await runStub(c, runId).postTurn(tenantId, parsed.calls, cost, waitMs(c, DEFAULT_TURN_WAIT_MS)));
     return turnResponse(c.req.url, runId, turn);
   })
   .get("/:run_id/turns/:turn_id", async (c) => {
-    const runId = checkId(c.req.param("run_id"), RUN_ID, "run");
+    const runId = runIdOf(c);
     const turnId = checkId(c.req.param("turn_id"), TURN_ID, "turn");
     const turn = unwrap(await runStub(c, runId).getTurn(requireRunAccess(c, runId, "runs:read"), turnId, waitMs(c, 0)));
     return turnResponse(c.req.url, runId, turn);
   })
   .get("/:run_id/trace", async (c) => {
-    const runId = checkId(c.req.param("run_id"), RUN_ID, "run");
+    const runId = runIdOf(c);
     return c.json(unwrap(await runStub(c, runId).traceFor(requireScope(c, "traces:read"))));
   });
+
+const runIdOf = (c: Context<AppEnv>) => checkId(c.req.param("run_id") ?? "", RUN_ID, "run");
 
 function turnResponse(requestUrl: string, runId: string, turn: TurnReply): Response {
   const pollUrl = new URL(`/v1/runs/${runId}/turns/${turn.turn_id}`, requestUrl).toString();

@@ -53,7 +53,7 @@ describe("bad input changes nothing", () => {
       expect({ what, status: res.status, code: res.body?.code }).toEqual({ what, status, code });
     }
     expect((await up.state()).requests).toHaveLength(0);
-    expect((await api("GET", `/v1/runs/${runId}`)).body.turns).toBe(0);
+    expect((await api("GET", `/v1/runs/${runId}`)).body.usage).toEqual({ turns: 0, tool_calls: 0, cost: 0 });
   });
 
   it("validates manifests: bad schema, placeholders in the host, hosts off the allow-list", async () => {

@@ -16,7 +16,7 @@ describe("retries", () => {
     expect((await up.state()).requests).toHaveLength(0);
     const events = await trace(runId);
     expect(events.filter((e) => e.type === "attempt_started")).toHaveLength(0);
-    expect(events.find((e) => e.type === "turn_received")?.calls[0].refused).toBe("rejected");
+    expect(events.find((e) => e.type === "turn_received")?.calls[0]).toMatchObject({ fixed: "rejected", code: "invalid_arguments" });
   });
 
   it("503, 503, 200: three attempts, one key, one effect, policy delays", async () => {
