@@ -1,14 +1,16 @@
 // Retry timing: capped exponential backoff with full jitter, seeded by (operation id, attempt) so
 // a replay computes the same delay; Retry-After honoured but clamped to the cap; attempt and
 // elapsed-time budgets. Pure: the caller passes the clock reading.
-export type RetryPolicy = { maxAttempts: number; initialDelayMs: number; maxDelayMs: number; maxElapsedMs: number };
+/** `minDelayMs` is a floor under the jitter (default 0: pure full jitter). */
+export type RetryPolicy = { maxAttempts: number; minDelayMs: number; initialDelayMs: number; maxDelayMs: number; maxElapsedMs: number };
 
-export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 4, initialDelayMs: 500, maxDelayMs: 30_000, maxElapsedMs: 300_000 };
+export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 4, minDelayMs: 0, initialDelayMs: 500, maxDelayMs: 30_000, maxElapsedMs: 300_000 };
 
 /** Delay before attempt `attempt + 1`, after attempt `attempt` (1-based) failed retryably. */
 export function nextDelayMs(policy: RetryPolicy, operationId: string, attempt: number, retryAfterMs: number | null): number {
   const ceiling = Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** Math.max(0, attempt - 1));
-  const jittered = Math.floor(seededUnit(`${operationId}:${attempt}`) * ceiling);
+  const floor = Math.min(policy.minDelayMs, ceiling);
+  const jittered = floor + Math.floor(seededUnit(`${operationId}:${attempt}`) * (ceiling - floor));
   if (retryAfterMs === null) return jittered;
   return Math.min(policy.maxDelayMs, Math.max(jittered, retryAfterMs));
 }

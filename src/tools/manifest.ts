@@ -41,10 +41,11 @@ export const Manifest = z.object({
   timeout_ms: z.number().int().min(1).max(120_000).default(10_000),
   max_attempts: z.number().int().min(1).max(20).default(DEFAULT_RETRY.maxAttempts),
   retry: z.object({
+    min_delay_ms: z.number().int().min(0).default(DEFAULT_RETRY.minDelayMs),
     initial_delay_ms: z.number().int().min(0).default(DEFAULT_RETRY.initialDelayMs),
     max_delay_ms: z.number().int().min(0).default(DEFAULT_RETRY.maxDelayMs),
     max_elapsed_ms: z.number().int().min(0).default(DEFAULT_RETRY.maxElapsedMs),
-  }).default({ initial_delay_ms: DEFAULT_RETRY.initialDelayMs, max_delay_ms: DEFAULT_RETRY.maxDelayMs, max_elapsed_ms: DEFAULT_RETRY.maxElapsedMs }),
+  }).default({ min_delay_ms: DEFAULT_RETRY.minDelayMs, initial_delay_ms: DEFAULT_RETRY.initialDelayMs, max_delay_ms: DEFAULT_RETRY.maxDelayMs, max_elapsed_ms: DEFAULT_RETRY.maxElapsedMs }),
   cost: z.number().min(0).default(1),
   redact: z.array(z.string()).default([]),
 });
@@ -91,7 +92,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     approval,
     limits: m.limits,
     timeoutMs: m.timeout_ms,
-    retry: { maxAttempts: m.max_attempts, initialDelayMs: m.retry.initial_delay_ms, maxDelayMs: m.retry.max_delay_ms, maxElapsedMs: m.retry.max_elapsed_ms },
+    retry: { maxAttempts: m.max_attempts, minDelayMs: m.retry.min_delay_ms, initialDelayMs: m.retry.initial_delay_ms, maxDelayMs: m.retry.max_delay_ms, maxElapsedMs: m.retry.max_elapsed_ms },
     cost: m.cost,
     redact: m.redact,
   });

@@ -47,16 +47,17 @@ describe("retries", () => {
     const events = await trace(runId);
     expect(events.filter((e) => e.type === "attempt_started").map((e) => e.attempt)).toEqual([1, 2, 3]);
     expect(new Set(events.filter((e) => e.type === "attempt_started").map((e) => e.idempotency_key)).size).toBe(1);
-    const policy = { maxAttempts: 4, initialDelayMs: 60_000, maxDelayMs: 600_000, maxElapsedMs: 3_600_000 };
+    const policy = { maxAttempts: 4, minDelayMs: 30_000, initialDelayMs: 60_000, maxDelayMs: 600_000, maxElapsedMs: 3_600_000 };
     const delays = events.filter((e) => e.type === "retry_scheduled").map((e) => e.delay_ms);
     expect(delays).toEqual([nextDelayMs(policy, operationId, 1, null), nextDelayMs(policy, operationId, 2, null)]);
+    expect(delays[0]).toBeGreaterThanOrEqual(30_000);
     expect(delays[0]).toBeLessThanOrEqual(60_000);
     expect(delays[1]).toBeLessThanOrEqual(120_000);
   });
 
   it("honours Retry-After on 429, clamped to the policy's cap", async () => {
     const up = upstream();
-    const { runId, name } = await setup(manifest({ url: up.url, retry: { initial_delay_ms: 10, max_delay_ms: 5_000, max_elapsed_ms: 600_000 } }));
+    const { runId, name } = await setup(manifest({ url: up.url, retry: { min_delay_ms: 0, initial_delay_ms: 10, max_delay_ms: 5_000, max_elapsed_ms: 600_000 } }));
     await up.script({ kind: "status", status: 429, retryAfter: "3" }, { kind: "status", status: 429, retryAfter: "3600" });
     const first = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
     const operationId = first.body.results[0].operation_id as string;

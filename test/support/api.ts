@@ -77,8 +77,8 @@ export function manifest(overrides: Record<string, unknown> & { url: string }) {
     idempotency: { mode: "header", header: "Idempotency-Key" },
     timeout_ms: 1000,
     max_attempts: 4,
-    // Long delays: retries happen only when a test fires the alarm, never by wall clock.
-    retry: { initial_delay_ms: 60_000, max_delay_ms: 600_000, max_elapsed_ms: 3_600_000 },
+    // Long delays (30 s floor under the jitter): retries happen only when a test fires the alarm.
+    retry: { min_delay_ms: 30_000, initial_delay_ms: 60_000, max_delay_ms: 600_000, max_elapsed_ms: 3_600_000 },
     ...rest,
   };
 }
