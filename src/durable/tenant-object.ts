@@ -7,7 +7,7 @@ import { sha256Hex } from "../domain/canonical-json.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { constantTimeEqual, randomSecret } from "../crypto.ts";
 import { hostPolicy, type Env } from "../env.ts";
-import type { ApiScope } from "../http/auth.ts";
+import type { ApiScope } from "../http/schemas.ts";
 import { compileManifest, type ManifestError } from "../tools/manifest.ts";
 import { CODE_TOOLS } from "../tools/code-tools.ts";
 import type { ToolSource } from "../tools/spec.ts";

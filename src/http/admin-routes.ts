@@ -1,13 +1,11 @@
 // /v1/admin: tenants and their API keys, with the deployment admin token only.
 import { Hono } from "hono";
 import { ulid } from "ulid";
-import { z } from "zod";
-import { ApiScope, requireAdminToken, type AppEnv } from "./auth.ts";
+import { requireAdminToken, type AppEnv } from "./auth.ts";
+import { CreateTenant, IssueKey } from "./schemas.ts";
 import { checkId, readJson, tenantStub, unwrap } from "./request.ts";
 
 const TENANT_ID = /^ten_[0-9A-Z]{26}$/;
-const CreateTenant = z.object({ name: z.string().min(1).max(200) });
-const IssueKey = z.object({ name: z.string().min(1).max(200), scopes: z.array(ApiScope).min(1) });
 
 export const adminRoutes = new Hono<AppEnv>()
   .use(async (c, next) => {

@@ -4,6 +4,7 @@ import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { adminRoutes } from "./admin-routes.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
+import { docsRoutes } from "./openapi.ts";
 import { operationRoutes } from "./operations-routes.ts";
 import { ApiProblem, problemResponse } from "./problem.ts";
 import { MAX_BODY_BYTES } from "./request.ts";
@@ -13,6 +14,7 @@ import { toolRoutes } from "./tools-routes.ts";
 export const app = new Hono<AppEnv>();
 
 app.get("/healthz", (c) => c.json({ ok: true }));
+app.route("/", docsRoutes);
 app.use("/v1/*", bodyLimit({ maxSize: MAX_BODY_BYTES, onError: () => problemResponse({ code: "payload_too_large", detail: `bodies are limited to ${MAX_BODY_BYTES} bytes` }) }));
 app.use("/v1/*", authenticate);
 app.route("/v1/admin", adminRoutes);

@@ -5,14 +5,13 @@
 // - run tokens `rt.<tenant>.<run>.<expiry>.<hmac>`: let an agent drive exactly one run.
 // Production has no default credentials: an unset secret is a 500, never an open door.
 import type { Context, MiddlewareHandler } from "hono";
-import { z } from "zod";
+import type { ApiScope } from "./schemas.ts";
 import type { Env } from "../env.ts";
 import { tenantStub } from "../durable/stubs.ts";
 import { ApiProblem } from "./problem.ts";
 import { constantTimeEqual, hmac } from "../crypto.ts";
 
-export const ApiScope = z.enum(["runs:write", "runs:read", "tools:write", "approvals:decide", "operations:resolve", "traces:read"]);
-export type ApiScope = z.infer<typeof ApiScope>;
+export { ApiScope } from "./schemas.ts";
 
 export type Principal =
   | { kind: "admin" }

@@ -1,10 +1,9 @@
 // /v1/operations: read one operation (long-poll with ?wait=) and resolve an outcome_unknown.
 import { Hono } from "hono";
-import { z } from "zod";
+import { Resolve } from "./schemas.ts";
 import { principalName, requireScope, type AppEnv } from "./auth.ts";
 import { checkId, OPERATION_ID, operationStub, readJson, runStub, unwrap, waitMs } from "./request.ts";
 
-const Resolve = z.object({ outcome: z.enum(["succeeded", "failed"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
 
 export const operationRoutes = new Hono<AppEnv>()
   .get("/:operation_id", async (c) => {

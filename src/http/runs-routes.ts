@@ -9,25 +9,10 @@ import { parseNativeTurn } from "../providers/native.ts";
 import type { TurnReply } from "../durable/run-object.ts";
 import { principalName, requireRunAccess, requireScope, signRunToken, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
+import { CreateRun, PatchRun } from "./schemas.ts";
 import { checkId, DEFAULT_TURN_WAIT_MS, readJson, RUN_ID, runStub, tenantStub, TURN_ID, unwrap, waitMs } from "./request.ts";
 
 const RUN_TTL_MS = 24 * 60 * 60_000;
-
-export const CreateRun = z.object({
-  user: z.object({ id: z.string().min(1).max(256), scopes: z.array(z.string()).default([]) }),
-  tools: z.array(z.string()).min(1).max(128),
-  context: z.record(z.string(), z.unknown()).default({}),
-  budgets: z
-    .object({ max_turns: z.number().int().positive(), max_tool_calls: z.number().int().positive(), max_duration_ms: z.number().int().positive(), max_cost: z.number().positive() })
-    .partial()
-    .strict()
-    .default({}),
-});
-export const PatchRun = z
-  .object({ user: z.object({ scopes: z.array(z.string()) }).strict(), tools: z.array(z.string()).min(1).max(128) })
-  .partial()
-  .strict()
-  .refine((patch) => patch.user !== undefined || patch.tools !== undefined, "send user.scopes and/or tools");
 
 export const runRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {

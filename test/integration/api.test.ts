@@ -127,3 +127,19 @@ describe("tools and policy at the edge", () => {
     expect(res.body.results[0]).toMatchObject({ status: "succeeded", result: { weight_grams: 1250 } });
   });
 });
+
+describe("documentation", () => {
+  it("serves an OpenAPI document generated from the request schemas, and a docs page", async () => {
+    const doc = await fetchRaw("/openapi.json", {});
+    expect(doc.status).toBe(200);
+    const spec = (await doc.json()) as any;
+    expect(spec.openapi).toBe("3.1.0");
+    const createRun = spec.paths["/v1/runs"].post.requestBody.content["application/json"].schema;
+    expect(createRun.required).toEqual(expect.arrayContaining(["user", "tools"]));
+    expect(Object.keys(createRun.properties.budgets.properties)).toEqual(["max_turns", "max_tool_calls", "max_duration_ms", "max_cost"]);
+    expect(spec.paths["/v1/tools/{name}"].put.requestBody.content["application/json"].schema.properties.idempotency).toBeDefined();
+    const docs = await fetchRaw("/docs", {});
+    expect(docs.headers.get("Content-Type")).toMatch(/text\/html/);
+    expect(await docs.text()).toContain("/v1/runs/{run_id}/turns");
+  });
+});

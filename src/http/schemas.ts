@@ -1,0 +1,49 @@
+// Wire schemas of the public API, in one place: routes parse requests with them and /openapi.json
+// is generated from them, so the documentation cannot drift from what the code accepts.
+import { z } from "zod";
+
+export const ApiScope = z.enum(["runs:write", "runs:read", "tools:write", "approvals:decide", "operations:resolve", "traces:read"]);
+export type ApiScope = z.infer<typeof ApiScope>;
+
+export const CreateTenant = z.object({ name: z.string().min(1).max(200) });
+export const IssueKey = z.object({ name: z.string().min(1).max(200), scopes: z.array(ApiScope).min(1) });
+
+export const Budgets = z
+  .object({ max_turns: z.number().int().positive(), max_tool_calls: z.number().int().positive(), max_duration_ms: z.number().int().positive(), max_cost: z.number().positive() })
+  .partial()
+  .strict();
+
+export const CreateRun = z.object({
+  user: z.object({ id: z.string().min(1).max(256), scopes: z.array(z.string()).default([]) }),
+  tools: z.array(z.string()).min(1).max(128),
+  context: z.record(z.string(), z.unknown()).default({}),
+  budgets: Budgets.default({}),
+});
+
+export const PatchRun = z
+  .object({ user: z.object({ scopes: z.array(z.string()) }).strict(), tools: z.array(z.string()).min(1).max(128) })
+  .partial()
+  .strict()
+  .refine((patch) => patch.user !== undefined || patch.tools !== undefined, "send user.scopes and/or tools");
+
+export const Resolve = z.object({ outcome: z.enum(["succeeded", "failed"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
+
+export const Envelope = z.union([
+  z.object({ status: z.literal("succeeded"), operation_id: z.string(), result: z.unknown() }),
+  z.object({
+    status: z.enum(["rejected", "failed", "budget_exhausted", "cancelled", "outcome_unknown", "awaiting_approval", "pending"]),
+    operation_id: z.string(),
+    code: z.string(),
+    message: z.string(),
+    allowed_next_actions: z.array(z.string()),
+  }),
+]);
+
+export const TurnResponse = z.object({
+  turn_id: z.string(),
+  status: z.enum(["settled", "pending"]),
+  results: z.unknown().describe("Ready to append to the conversation, in the provider's format (native: an array of envelopes)"),
+  poll_url: z.string().optional(),
+});
+
+export const Problem = z.object({ type: z.string(), title: z.string(), status: z.number(), code: z.string(), detail: z.string() });
