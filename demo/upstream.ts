@@ -17,6 +17,7 @@ export type Fault =
   | { kind: "slow"; delayMs: number }
   | { kind: "invalid_json" }
   | { kind: "wrong_shape" }
+  | { kind: "huge"; bytes: number }
   | { kind: "redirect"; location: string };
 
 type StoredResponse = { status: number; body: unknown };
@@ -190,6 +191,9 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       case "wrong_shape":
         if (isWrite) commit();
         return json(res, 200, { unexpected: true });
+      case "huge":
+        if (isWrite) commit();
+        return json(res, 200, { id: "eff_huge", padding: "x".repeat(fault.bytes) });
       case "redirect":
         res.writeHead(302, { Location: fault.location });
         res.end();

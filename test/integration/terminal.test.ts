@@ -11,6 +11,7 @@ const cases = [
   { name: "410", fault: { kind: "status", status: 410 }, status: "failed", code: "permanent_failure" },
   { name: "redirect", fault: { kind: "redirect", location: "http://127.0.0.1:1/elsewhere" }, status: "failed", code: "permanent_failure" },
   { name: "invalid JSON output", fault: { kind: "invalid_json" }, status: "failed", code: "invalid_output", effects: 1 },
+  { name: "a response over the 1 MiB cap", fault: { kind: "huge", bytes: 2 * 1024 * 1024 }, status: "failed", code: "invalid_output", effects: 1 },
   { name: "output not matching the schema", fault: { kind: "wrong_shape" }, status: "failed", code: "invalid_output", effects: 1 },
 ] as const;
 
