@@ -1,9 +1,15 @@
 // Small Web Crypto helpers shared by the edge (tokens) and the tenant object (API keys).
 export const base64url = (bytes: Uint8Array) => btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 
+const importedKeys = new Map<string, Promise<CryptoKey>>();
+
 export async function hmac(key: string, payload: string): Promise<string> {
-  const cryptoKey = await crypto.subtle.importKey("raw", new TextEncoder().encode(key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  return base64url(new Uint8Array(await crypto.subtle.sign("HMAC", cryptoKey, new TextEncoder().encode(payload))));
+  let cryptoKey = importedKeys.get(key);
+  if (!cryptoKey) {
+    cryptoKey = crypto.subtle.importKey("raw", new TextEncoder().encode(key), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    importedKeys.set(key, cryptoKey);
+  }
+  return base64url(new Uint8Array(await crypto.subtle.sign("HMAC", await cryptoKey, new TextEncoder().encode(payload))));
 }
 
 /** Compares digests, so timing reveals nothing about either value (timingSafeEqual needs equal lengths). */
