@@ -5,6 +5,16 @@ import { api, fireAlarm, manifest, operation, setup, trace, turn, upstream } fro
 
 const charge = { amount: 700, currency: "usd" };
 
+/** No idempotency support upstream, but the write carries a reference the status lookup can find. */
+const reconcileOnly = (url: string) =>
+  manifest({
+    url,
+    timeout_ms: 300,
+    idempotency: { mode: "none" },
+    request: { method: "POST", url: `${url}/charges`, headers: { "X-Client-Reference": "{idempotency_key}" } },
+    reconcile: { url: `${url}/effects?idempotency_key={idempotency_key}` },
+  });
+
 describe("write committed, response timed out", () => {
   it("header-idempotent tool: outcome_unknown, then a resend with the same key gets the stored result", async () => {
     const up = upstream();
@@ -27,14 +37,7 @@ describe("write committed, response timed out", () => {
 
   it("reconcile-only tool: the status lookup finds the effect and no second write is sent", async () => {
     const up = upstream();
-    const tool = manifest({
-      url: up.url,
-      timeout_ms: 300,
-      idempotency: { mode: "none" },
-      request: { method: "POST", url: `${up.url}/charges`, headers: { "X-Client-Reference": "{idempotency_key}" } },
-      reconcile: { method: "GET", url: `${up.url}/effects?idempotency_key={idempotency_key}` },
-    });
-    const { runId, name } = await setup(tool);
+    const { runId, name } = await setup(reconcileOnly(up.url));
     await up.script({ kind: "commit_then_hang" });
     const res = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     expect(res.status).toBe(200);
@@ -48,14 +51,7 @@ describe("write committed, response timed out", () => {
 
   it("reconcile-only tool: a lookup that finds nothing sends again with the same reference", async () => {
     const up = upstream();
-    const tool = manifest({
-      url: up.url,
-      timeout_ms: 300,
-      idempotency: { mode: "none" },
-      request: { method: "POST", url: `${up.url}/charges`, headers: { "X-Client-Reference": "{idempotency_key}" } },
-      reconcile: { url: `${up.url}/effects?idempotency_key={idempotency_key}` },
-    });
-    const { runId, name } = await setup(tool);
+    const { runId, name } = await setup(reconcileOnly(up.url));
     await up.script({ kind: "hang" });
     const res = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     expect(res.body.results[0]).toMatchObject({ status: "pending", code: "retry_scheduled" });
