@@ -83,6 +83,8 @@ export class OperationObject extends DurableObject<Env> {
       };
       const started = this.apply({ type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name }, frozen);
       if (!started.ok) return started;
+    } else {
+      this.recoverOrphan();
     }
     await this.waitFor(Date.now() + req.waitMs);
     return ok(this.reply(req, this.store.rowsWritten - rowsBefore));
@@ -90,6 +92,7 @@ export class OperationObject extends DurableObject<Env> {
 
   async get(tenantId: string, waitMs: number): Promise<Result<OperationView, OperationError>> {
     if (!this.headFor(tenantId)) return err({ code: "not_found" });
+    this.recoverOrphan();
     await this.waitFor(Date.now() + waitMs);
     return ok(this.view());
   }
@@ -131,6 +134,15 @@ export class OperationObject extends DurableObject<Env> {
   }
 
   // ── shell ────────────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * A stored attempt or lookup that this instance is not running belongs to a previous instance
+   * that died: classify it now (as the watchdog alarm would) instead of making callers wait.
+   */
+  private recoverOrphan(): void {
+    const phase = this.head()?.state.phase;
+    if ((phase === "executing" || phase === "reconciling") && this.inFlight === null) this.apply({ type: "alarm", inFlight: false }, null);
+  }
 
   /**
    * One transition = one synchronous transaction appending one log row (state + trace events);

@@ -66,3 +66,20 @@ describe("crash recovery", () => {
     expect((await api("GET", `/v1/operations/${operationId}`)).body.phase).toBe("recorded");
   });
 });
+
+describe("recovery on demand", () => {
+  it("a duplicate arriving after a crash recovers the orphaned attempt without waiting for the watchdog", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, timeout_ms: 5_000 }));
+    await up.script({ kind: "commit_then_hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
+    const operationId = first.body.results[0].operation_id as string;
+    await up.waitForRequests(1);
+    await crash(operationId);
+    const again = await turn(runId, [{ id: "c2", name, arguments: charge }], 0);
+    expect(again.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "crash_unknown", operation_id: operationId });
+    expect(await fireAlarm(operationId)).toBe(true); // the scheduled resend, same key
+    expect((await operation(operationId)).body.result.status).toBe("succeeded");
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+});
