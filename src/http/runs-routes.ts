@@ -5,7 +5,7 @@ import { ulid } from "ulid";
 import { z } from "zod";
 import { modelCost } from "../domain/pricing.ts";
 import { modelPrices } from "../env.ts";
-import { parseNativeTurn } from "../providers/native.ts";
+import { MAX_ARGUMENT_BYTES, parseNativeTurn } from "../providers/native.ts";
 import type { TurnReply } from "../durable/run-object.ts";
 import { principalName, requireRunAccess, requireScope, signRunToken, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
@@ -46,6 +46,8 @@ export const runRoutes = new Hono<AppEnv>()
     if (format !== "native") throw new ApiProblem({ code: "invalid_request", detail: `unsupported format ${format}; this deployment speaks native` });
     const parsed = parseNativeTurn(await readJson(c, z.unknown()));
     if (!parsed.ok) throw new ApiProblem({ code: "invalid_request", detail: parsed.detail });
+    const oversized = parsed.calls.find((call) => JSON.stringify(call.arguments).length > MAX_ARGUMENT_BYTES);
+    if (oversized) throw new ApiProblem({ code: "invalid_request", detail: `the arguments of call ${oversized.id} exceed ${MAX_ARGUMENT_BYTES} bytes` });
     const cost = modelCost(null, modelPrices(c.env));
     const turn = unwrap(await runStub(c, runId).postTurn(tenantId, parsed.calls, cost, waitMs(c, DEFAULT_TURN_WAIT_MS)));
     return turnResponse(c.req.url, runId, turn);

@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { ProposedCall } from "../domain/gate.ts";
 
 export const MAX_CALLS_PER_TURN = 64;
+export const MAX_ARGUMENT_BYTES = 32 * 1024;
 
 export const NativeTurn = z.object({
   calls: z

@@ -45,6 +45,7 @@ describe("bad input changes nothing", () => {
       ["too many calls", await api("POST", path, { calls: Array.from({ length: 65 }, (_, i) => ({ ...call, id: `c${i}` })) }), 400, "invalid_request"],
       ["no calls", await api("POST", path, { calls: [] }), 400, "invalid_request"],
       ["unknown format", await api("POST", `${path}?format=smoke-signals`, { calls: [call] }), 400, "invalid_request"],
+      ["oversized arguments", await api("POST", path, { calls: [{ ...call, arguments: { pad: "x".repeat(40_000) } }] }), 400, "invalid_request"],
       ["oversized body", await api("POST", path, { calls: [{ ...call, arguments: { pad: "x".repeat(300_000) } }] }), 413, "payload_too_large"],
       ["unknown run", await api("POST", "/v1/runs/run_01M8WCZ1504KEP70F8BRJDTEY0/turns", { calls: [call] }), 404, "not_found"],
       ["malformed run id", await api("POST", "/v1/runs/../turns", { calls: [call] }), 404, "not_found"],

@@ -1,7 +1,7 @@
 // Duplicates of every kind map to one logical operation and one effect: the same turn posted
 // twice, the model re-proposing a write with a new call id, and many identical turns at once.
 import { describe, expect, it } from "vitest";
-import { manifest, setup, trace, turn, upstream } from "../support/api.ts";
+import { api, manifest, setup, trace, turn, upstream } from "../support/api.ts";
 
 const charge = { amount: 1200, currency: "usd" };
 
@@ -29,6 +29,19 @@ describe("deduplication", () => {
     const c = await turn(runId, [{ id: "c3", name, arguments: { amount: 1300, currency: "usd" } }]);
     expect(c.body.results[0].operation_id).not.toBe(a.body.results[0].operation_id);
     expect((await up.state()).effects).toHaveLength(2);
+  });
+
+  it("calls in one turn run concurrently", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, timeout_ms: 8_000 }));
+    await up.script({ kind: "hang" });
+    const res = await turn(runId, [{ id: "c1", name, arguments: charge }, { id: "c2", name, arguments: { ...charge, amount: 1 } }], 0);
+    expect(res.status).toBe(202);
+    await up.waitForRequests(2);
+    // The second call reached the upstream while the first is still hanging.
+    const firstOp = await api("GET", `/v1/operations/${res.body.results[0].operation_id}`);
+    expect(firstOp.body.phase).toBe("executing");
+    expect((await up.state()).requests).toHaveLength(2);
   });
 
   it("20 concurrent identical turns produce one effect", async () => {
