@@ -1,0 +1,87 @@
+// Local toolgate for the demo and the benchmark: the fake upstream, `wrangler dev` as a child
+// process (on this very Node binary, so Node 24 from the `node` devDependency), readiness checks,
+// and the demo tenant/tools/run. Everything binds to 127.0.0.1.
+import { spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
+export const DEV_VARS = {
+  TOOLGATE_ADMIN_TOKEN: "dev-admin-token",
+  TOOLGATE_SIGNING_KEY: "dev-signing-key",
+  TOOLGATE_ENV: "development",
+  SHOP_API_KEY: "demo-shop-key",
+};
+
+/** Starts `wrangler dev` for `config` on `port`; resolves once GET /healthz answers (60 s cap). */
+export async function startWrangler({ config = join(ROOT, "wrangler.toml"), port, vars = {}, persistTo, quiet = false }) {
+  const args = [join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"), "dev", "--config", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(port + 1000), "--show-interactive-dev-session=false", "--log-level", quiet ? "error" : "info"];
+  if (persistTo) args.push("--persist-to", persistTo);
+  for (const [name, value] of Object.entries(vars)) args.push("--var", `${name}:${value}`);
+  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: process.env.CI ?? "" }, stdio: ["ignore", quiet ? "ignore" : "inherit", "inherit"], detached: true });
+  const url = `http://127.0.0.1:${port}`;
+  const stop = () => {
+    try {
+      process.kill(-child.pid, "SIGTERM");
+    } catch {}
+  };
+  const exited = new Promise((_, reject) => child.once("exit", (code) => reject(new Error(`wrangler dev exited with ${code}`))));
+  try {
+    await Promise.race([waitForHealth(url, 60_000), exited]);
+  } catch (error) {
+    stop();
+    throw error;
+  }
+  return { url, stop };
+}
+
+async function waitForHealth(url, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    try {
+      const res = await fetch(`${url}/healthz`);
+      if (res.ok) return;
+    } catch {}
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+  throw new Error(`${url}/healthz did not answer within ${timeoutMs} ms`);
+}
+
+export async function call(url, method, path, token, body) {
+  const res = await fetch(`${url}${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  const parsed = text ? JSON.parse(text) : null;
+  if (!res.ok) throw new Error(`${method} ${path} → ${res.status} ${text}`);
+  return { status: res.status, body: parsed, headers: res.headers };
+}
+
+export function demoTools(upstreamUrl) {
+  return JSON.parse(readFileSync(join(ROOT, "demo", "tools.json"), "utf8").replaceAll("{{UPSTREAM}}", upstreamUrl));
+}
+
+/** Creates a tenant with an all-scopes key, registers the demo tools and opens one run. */
+export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets = {} } = {}) {
+  const admin = DEV_VARS.TOOLGATE_ADMIN_TOKEN;
+  const tenant = (await call(url, "POST", "/v1/admin/tenants", admin, { name: "demo" })).body;
+  const scopes = ["runs:write", "runs:read", "tools:write", "approvals:decide", "operations:resolve", "traces:read"];
+  const key = (await call(url, "POST", `/v1/admin/tenants/${tenant.tenant_id}/keys`, admin, { name: "demo", scopes })).body.key;
+  const tools = demoTools(upstreamUrl);
+  for (const tool of tools) await call(url, "PUT", `/v1/tools/${tool.name}`, key, tool);
+  const run = await createRun(url, key, tools.map((t) => t.name), runContext, budgets);
+  return { tenantId: tenant.tenant_id, key, run };
+}
+
+export async function createRun(url, key, tools, context = {}, budgets = {}) {
+  const body = {
+    user: { id: "demo_user", scopes: ["payments:charge"] },
+    tools,
+    context: { customer_id: "cus_demo", charge_limit: 50_000, refund_limit: 100, ...context },
+    budgets,
+  };
+  return (await call(url, "POST", "/v1/runs", key, body)).body;
+}
