@@ -26,8 +26,11 @@ export type SubmitRequest = {
   idempotencyKey: string;
   waitMs: number;
 };
-/** `executedBy`: the call id that created the operation (a replay from another call did not execute it). */
-export type OperationReply = { envelope: Envelope; settled: boolean; executedBy: string; rowsWritten: number };
+/**
+ * `executedBy`: the call that created the operation (a replay from another call did not execute it).
+ * `terminal`: recorded, so this envelope will never change and callers may keep it.
+ */
+export type OperationReply = { envelope: Envelope; settled: boolean; terminal: boolean; inputHash: string; executedBy: string; rowsWritten: number };
 export type OperationView = {
   operation_id: string;
   tool: string;
@@ -64,7 +67,7 @@ export class OperationObject extends DurableObject<Env> {
     if (existing && existing.frozen.input_hash !== req.inputHash) {
       // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
       const envelope = refusal("rejected", req.operationId, "idempotency_conflict", "This operation was already requested with different arguments; toolgate will not change it. Do not retry; tell the user what was already done.");
-      return ok({ envelope, settled: true, executedBy: existing.frozen.call_id, rowsWritten: 0 });
+      return ok({ envelope, settled: true, terminal: false, inputHash: req.inputHash, executedBy: existing.frozen.call_id, rowsWritten: 0 });
     }
     if (!existing) {
       const spec = resolveTool(req.source, hostPolicy(this.env));
@@ -264,7 +267,7 @@ export class OperationObject extends DurableObject<Env> {
   private reply(req: SubmitRequest, rowsWritten: number): OperationReply {
     const { state, frozen } = this.head()!;
     const executedBy = frozen.run_id === req.runId ? frozen.call_id : `${frozen.run_id}:${frozen.call_id}`;
-    return { envelope: envelopeFor(frozen.id, state), settled: isSettled(state), executedBy, rowsWritten };
+    return { envelope: envelopeFor(frozen.id, state), settled: isSettled(state), terminal: state.phase === "recorded", inputHash: frozen.input_hash, executedBy, rowsWritten };
   }
 
   private view(): OperationView {

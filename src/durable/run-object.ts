@@ -15,7 +15,7 @@ import { err, ok, type Result } from "../domain/result.ts";
 import { hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
-import type { SubmitRequest } from "./operation-object.ts";
+import type { OperationReply, SubmitRequest } from "./operation-object.ts";
 import { RUN_SCHEMA, SqlStore } from "./store.ts";
 import { operationStub } from "./stubs.ts";
 
@@ -38,18 +38,22 @@ export type RunError = { code: "not_found"; detail: string } | { code: "invalid_
 export type Denial = { status: "rejected" | "budget_exhausted" | "cancelled"; code: string; message: string };
 
 /** A call as stored in the turn row: a fixed envelope (refused, or closed by a cancel), or a frozen submission. */
-type StoredCall = { call: ProposedCall } & ({ fixed: Envelope } | { submit: Omit<SubmitRequest, "waitMs">; cost: number });
+type StoredSubmit = Omit<SubmitRequest, "waitMs">;
+type StoredCall = { call: ProposedCall } & ({ fixed: Envelope } | { submit: StoredSubmit; cost: number });
 type TurnRow = { id: string; calls: string; reserved_cost: number; settled_cost: number | null };
 
 export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, RUN_SCHEMA);
   private offered: { key: string; tools: Map<string, ToolSpec> } | null = null;
+  /** Recorded outcomes are immutable, so replays can be answered from here without a hop. */
+  private readonly terminal = new Map<string, OperationReply>();
 
   async create(init: RunInit): Promise<Result<RunView, RunError>> {
     this.store.ensureSchema();
     if (this.load()) return err({ code: "invalid_request", detail: "run already exists" });
     const data: RunData = { ...init, createdAtMs: Date.now(), cancelledAtMs: null };
     this.store.run("INSERT INTO run (id, tenant_id, data, created_at) VALUES (?, ?, ?, ?)", init.runId, init.tenantId, JSON.stringify(data), data.createdAtMs);
+    this.store.run("INSERT INTO usage (k, turns, calls, cost) VALUES (1, 0, 0, 0)");
     return ok(this.view(data));
   }
 
@@ -186,8 +190,9 @@ export class RunObject extends DurableObject<Env> {
 
   /** Synchronous: reads usage, applies run state and budgets call by call, writes the turn row. */
   private insertTurn(turnId: string, run: RunData, admitted: StoredCall[], modelCost: number): void {
-    let usage: Usage = { ...this.usage(), cost: this.usage().cost + modelCost };
-    const turnStop = run.cancelledAtMs !== null ? null : checkTurn(run.budgets, this.usage(), run.createdAtMs, Date.now());
+    const before = this.usage();
+    let usage: Usage = { ...before, cost: before.cost + modelCost };
+    const turnStop = run.cancelledAtMs !== null ? null : checkTurn(run.budgets, before, run.createdAtMs, Date.now());
     let reserved = 0;
     let count = 0;
     const calls = admitted.map((stored): StoredCall => {
@@ -202,11 +207,11 @@ export class RunObject extends DurableObject<Env> {
       count += 1;
       return stored;
     });
-    const seq = (this.store.one<{ n: number }>("SELECT COUNT(*) AS n FROM turns")?.n ?? 0) + 1;
     this.store.run(
       "INSERT INTO turns (id, seq, calls, admitted, reserved_cost, settled_cost, model_cost, created_at) VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
-      turnId, seq, JSON.stringify(calls), count, reserved, modelCost, Date.now(),
+      turnId, before.turns + 1, JSON.stringify(calls), count, reserved, modelCost, Date.now(),
     );
+    this.store.run("UPDATE usage SET turns = ?, calls = ?, cost = ?", before.turns + 1, usage.toolCalls, usage.cost);
   }
 
   /** Submits every call of the turn (a replay for existing operations) and collects envelopes in call order. */
@@ -217,26 +222,35 @@ export class RunObject extends DurableObject<Env> {
     const replies = await Promise.all(
       calls.map(async (stored) => {
         if ("fixed" in stored) return { envelope: stored.fixed, settled: true, spent: 0 };
-        const reply = await operationStub(this.env, stored.submit.operationId).submit({ ...stored.submit, waitMs });
-        if (!reply.ok) return { envelope: refusal("failed", stored.submit.operationId, "permanent_failure", `toolgate could not run this tool (${reply.error.code}). Do not retry; tell the user.`), settled: true, spent: 0 };
-        rowsWritten += reply.value.rowsWritten;
-        // Cost is reserved at admission and settled here: only a call that executed pays.
-        const executed = reply.value.executedBy === stored.call.id && reply.value.envelope.status !== "cancelled";
-        return { ...reply.value, spent: executed ? stored.cost : 0 };
+        const reply = await this.submit(stored.submit, waitMs);
+        if (!reply) return { envelope: refusal("failed", stored.submit.operationId, "permanent_failure", "toolgate could not run this tool. Do not retry; tell the user."), settled: true, spent: 0 };
+        rowsWritten += reply.rowsWritten;
+        // Cost is reserved at admission and settled here: only the call that executed pays.
+        const executed = reply.executedBy === stored.call.id && reply.envelope.status !== "cancelled";
+        return { ...reply, spent: executed ? stored.cost : 0 };
       }),
     );
     const settled = replies.every((reply) => reply.settled);
     const spent = replies.reduce((sum, reply) => sum + reply.spent, 0);
     if (settled && turn.settled_cost === null && spent !== turn.reserved_cost) {
       this.store.run("UPDATE turns SET settled_cost = ? WHERE id = ?", spent, turnId);
+      this.store.run("UPDATE usage SET cost = cost - ?", turn.reserved_cost - spent);
     }
     return ok({ turn_id: turnId, status: settled ? "settled" : "pending", calls: calls.map((stored) => stored.call), results: replies.map((reply) => reply.envelope), rowsWritten });
   }
 
+  private async submit(submit: StoredSubmit, waitMs: number): Promise<OperationReply | null> {
+    const known = this.terminal.get(submit.operationId);
+    if (known && known.inputHash === submit.inputHash) return { ...known, rowsWritten: 0 };
+    const reply = await operationStub(this.env, submit.operationId).submit({ ...submit, waitMs });
+    if (!reply.ok) return null;
+    if (reply.value.terminal) this.terminal.set(submit.operationId, reply.value);
+    return reply.value;
+  }
+
+  /** Kept as one row, updated in the same synchronous block as each turn (O(1), not a scan). */
   private usage(): Usage {
-    const row = this.store.one<{ turns: number; calls: number; cost: number }>(
-      "SELECT COUNT(*) AS turns, COALESCE(SUM(admitted), 0) AS calls, COALESCE(SUM(COALESCE(settled_cost, reserved_cost) + model_cost), 0) AS cost FROM turns",
-    )!;
+    const row = this.store.one<{ turns: number; calls: number; cost: number }>("SELECT turns, calls, cost FROM usage")!;
     return { turns: row.turns, toolCalls: row.calls, cost: row.cost };
   }
 
