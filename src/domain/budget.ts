@@ -28,3 +28,23 @@ export function reserveCall(budgets: Budgets, usage: Usage, cost: number): Resul
 /** Deadline check for work that happens later than admission (retries scheduled by alarm). */
 export const pastDeadline = (budgets: Budgets, createdAtMs: number, nowMs: number) =>
   budgets.max_duration_ms !== undefined && nowMs - createdAtMs >= budgets.max_duration_ms;
+
+export type TurnAdmission = { verdicts: Array<BudgetRefusal | null>; usage: Usage };
+
+/**
+ * Admits one turn: the turn budgets first, then each call's reservation in call order. `costs`
+ * holds null for calls the gate already refused (they use no budget). `usage.turns` counts this turn.
+ */
+export function admitTurn(budgets: Budgets, usage: Usage, costs: Array<number | null>, createdAtMs: number, nowMs: number): TurnAdmission {
+  const turnStop = checkTurn(budgets, usage, createdAtMs, nowMs);
+  let next: Usage = { ...usage, turns: usage.turns + 1 };
+  const verdicts = costs.map((cost): BudgetRefusal | null => {
+    if (cost === null) return null;
+    if (turnStop) return turnStop;
+    const reservation = reserveCall(budgets, next, cost);
+    if (!reservation.ok) return reservation.error;
+    next = reservation.value;
+    return null;
+  });
+  return { verdicts, usage: next };
+}

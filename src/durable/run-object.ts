@@ -4,7 +4,7 @@
 // submitted concurrently. Polling or re-posting a turn re-submits it: a no-op replay for every
 // operation that exists. Usage (turns, calls, cost) is derived from the turn rows.
 import { DurableObject } from "cloudflare:workers";
-import { checkTurn, pastDeadline, reserveCall, type Budgets, type Usage } from "../domain/budget.ts";
+import { admitTurn, pastDeadline, type Budgets, type Usage } from "../domain/budget.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { refusal, type Envelope } from "../domain/envelope.ts";
 import { admitCall, type ProposedCall } from "../domain/gate.ts";
@@ -41,6 +41,8 @@ export type Denial = { status: "rejected" | "budget_exhausted" | "cancelled"; co
 type StoredSubmit = Omit<SubmitRequest, "waitMs">;
 type StoredCall = { call: ProposedCall } & ({ fixed: Envelope } | { submit: StoredSubmit; cost: number });
 type TurnRow = { id: string; calls: string; reserved_cost: number; settled_cost: number | null };
+type Turn = { id: string; calls: StoredCall[]; reserved_cost: number; settled_cost: number | null };
+type PlannedTurn = Turn & { seq: number; admitted: number; modelCost: number; usage: Usage };
 
 export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, RUN_SCHEMA);
@@ -74,19 +76,29 @@ export class RunObject extends DurableObject<Env> {
   async postTurn(tenantId: string, calls: ProposedCall[], modelCost: number, waitMs: number): Promise<Result<TurnReply, RunError>> {
     const run = this.loadFor(tenantId);
     if (!run) return notFound("run");
-    const rowsBefore = this.store.rowsWritten;
     const turnId = `turn_${(await sha256Hex(canonicalJson(calls.map((call) => call.id)))).slice(0, 26)}`;
     if (!this.turnRow(turnId)) {
       const admitted = await Promise.all(calls.map((call) => this.admit(run, call)));
-      // One synchronous block from the budget read to the turn write: concurrent turns serialize here.
-      if (!this.turnRow(turnId)) this.insertTurn(turnId, this.loadFor(tenantId)!, admitted, modelCost);
+      // One synchronous block from reading the budgets to writing the turn: concurrent turns
+      // serialize here. The operations are dispatched *before* the turn row is written, so that
+      // commit overlaps their work instead of holding the dispatch behind the output gate; the
+      // reply still waits for it. (A crash inside that window loses only the reservation: the
+      // operations themselves are keyed, and re-posting the turn joins them.)
+      if (!this.turnRow(turnId)) {
+        const turn = this.planTurn(turnId, this.loadFor(tenantId)!, admitted, modelCost);
+        const rowsBefore = this.store.rowsWritten;
+        const settling = this.settle(turn, waitMs);
+        this.persistTurn(turn);
+        const rowsHere = this.store.rowsWritten - rowsBefore;
+        return settling.then((reply) => ok({ ...reply, rowsWritten: reply.rowsWritten + rowsHere }));
+      }
     }
-    return this.settle(turnId, waitMs, this.store.rowsWritten - rowsBefore);
+    return ok(await this.settle(this.turnRow(turnId)!, waitMs));
   }
 
   async getTurn(tenantId: string, turnId: string, waitMs: number): Promise<Result<TurnReply, RunError>> {
-    if (!this.loadFor(tenantId) || !this.turnRow(turnId)) return notFound("turn");
-    return this.settle(turnId, waitMs, 0);
+    const turn = this.loadFor(tenantId) ? this.turnRow(turnId) : null;
+    return turn ? ok(await this.settle(turn, waitMs)) : notFound("turn");
   }
 
   /** Asked by an operation before each retry: may it still execute? */
@@ -188,37 +200,36 @@ export class RunObject extends DurableObject<Env> {
     };
   }
 
-  /** Synchronous: reads usage, applies run state and budgets call by call, writes the turn row. */
-  private insertTurn(turnId: string, run: RunData, admitted: StoredCall[], modelCost: number): void {
+  /** Synchronous and pure but for reading usage: the run's state and budgets decide each call. */
+  private planTurn(turnId: string, run: RunData, admitted: StoredCall[], modelCost: number): PlannedTurn {
     const before = this.usage();
-    let usage: Usage = { ...before, cost: before.cost + modelCost };
-    const turnStop = run.cancelledAtMs !== null ? null : checkTurn(run.budgets, before, run.createdAtMs, Date.now());
-    let reserved = 0;
-    let count = 0;
-    const calls = admitted.map((stored): StoredCall => {
+    const costs = admitted.map((stored) => ("submit" in stored ? stored.cost : null));
+    const { verdicts, usage } = admitTurn(run.budgets, { ...before, cost: before.cost + modelCost }, costs, run.createdAtMs, Date.now());
+    const calls = admitted.map((stored, index): StoredCall => {
       if (!("submit" in stored)) return stored;
       const id = stored.submit.operationId;
       if (run.cancelledAtMs !== null) return { call: stored.call, fixed: refusal("cancelled", id, "cancelled", "The run was cancelled; this call was not executed. Do not retry; tell the user.") };
-      if (turnStop) return { call: stored.call, fixed: refusal("budget_exhausted", id, turnStop.code, turnStop.message) };
-      const reservation = reserveCall(run.budgets, usage, stored.cost);
-      if (!reservation.ok) return { call: stored.call, fixed: refusal("budget_exhausted", id, reservation.error.code, reservation.error.message) };
-      usage = reservation.value;
-      reserved += stored.cost;
-      count += 1;
-      return stored;
+      const verdict = verdicts[index];
+      return verdict ? { call: stored.call, fixed: refusal("budget_exhausted", id, verdict.code, verdict.message) } : stored;
     });
+    const live = calls.filter((stored) => "submit" in stored);
+    const reserved = live.reduce((sum, stored) => sum + ("submit" in stored ? stored.cost : 0), 0);
+    return { id: turnId, calls, reserved_cost: reserved, settled_cost: null, seq: before.turns + 1, admitted: live.length, modelCost, usage: run.cancelledAtMs === null ? usage : { ...before, turns: before.turns + 1 } };
+  }
+
+  private persistTurn(turn: PlannedTurn): void {
     this.store.run(
       "INSERT INTO turns (id, seq, calls, admitted, reserved_cost, settled_cost, model_cost, created_at) VALUES (?, ?, ?, ?, ?, NULL, ?, ?)",
-      turnId, before.turns + 1, JSON.stringify(calls), count, reserved, modelCost, Date.now(),
+      turn.id, turn.seq, JSON.stringify(turn.calls), turn.admitted, turn.reserved_cost, turn.modelCost, Date.now(),
     );
-    this.store.run("UPDATE usage SET turns = ?, calls = ?, cost = ?", before.turns + 1, usage.toolCalls, usage.cost);
+    this.store.run("UPDATE usage SET turns = ?, calls = ?, cost = ?", turn.usage.turns, turn.usage.toolCalls, turn.usage.cost);
   }
 
   /** Submits every call of the turn (a replay for existing operations) and collects envelopes in call order. */
-  private async settle(turnId: string, waitMs: number, rowsWrittenHere: number): Promise<Result<TurnReply, RunError>> {
-    const turn = this.turnRow(turnId)!;
-    const calls = JSON.parse(turn.calls) as StoredCall[];
-    let rowsWritten = rowsWrittenHere;
+  private async settle(turn: Turn, waitMs: number): Promise<TurnReply> {
+    const calls = turn.calls;
+    const turnId = turn.id;
+    let rowsWritten = 0;
     const replies = await Promise.all(
       calls.map(async (stored) => {
         if ("fixed" in stored) return { envelope: stored.fixed, settled: true, spent: 0 };
@@ -236,7 +247,7 @@ export class RunObject extends DurableObject<Env> {
       this.store.run("UPDATE turns SET settled_cost = ? WHERE id = ?", spent, turnId);
       this.store.run("UPDATE usage SET cost = cost - ?", turn.reserved_cost - spent);
     }
-    return ok({ turn_id: turnId, status: settled ? "settled" : "pending", calls: calls.map((stored) => stored.call), results: replies.map((reply) => reply.envelope), rowsWritten });
+    return { turn_id: turnId, status: settled ? "settled" : "pending", calls: calls.map((stored) => stored.call), results: replies.map((reply) => reply.envelope), rowsWritten };
   }
 
   private async submit(submit: StoredSubmit, waitMs: number): Promise<OperationReply | null> {
@@ -281,8 +292,9 @@ export class RunObject extends DurableObject<Env> {
     this.store.run("UPDATE run SET data = ?", JSON.stringify(run));
   }
 
-  private turnRow(turnId: string): TurnRow | null {
-    return this.store.one<TurnRow>("SELECT id, calls, reserved_cost, settled_cost FROM turns WHERE id = ?", turnId);
+  private turnRow(turnId: string): Turn | null {
+    const row = this.store.one<TurnRow>("SELECT id, calls, reserved_cost, settled_cost FROM turns WHERE id = ?", turnId);
+    return row ? { ...row, calls: JSON.parse(row.calls) as StoredCall[] } : null;
   }
 
   private view(run: RunData): RunView {
