@@ -18,6 +18,7 @@ export default defineConfig({
                 TOOLGATE_SIGNING_KEY: "test-signing-key",
                 TOOLGATE_ENV: "development",
                 SHOP_API_KEY: "sk_test_shop_secret",
+                TOOLGATE_MODEL_PRICES: JSON.stringify({ "*": { input_per_mtok: 1000, output_per_mtok: 2000 } }),
                 DEMO_UPSTREAM_URL: `${inject("upstreamUrl")}/ns/code-tools`,
               },
             },

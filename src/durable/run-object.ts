@@ -14,7 +14,7 @@ import { checkScopes } from "../domain/policy.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
-import type { ToolSource, ToolSpec } from "../tools/spec.ts";
+import type { ToolDefinition, ToolSource, ToolSpec } from "../tools/spec.ts";
 import type { OperationReply, SubmitRequest } from "./operation-object.ts";
 import { RUN_SCHEMA, SqlStore } from "./store.ts";
 import { operationStub } from "./stubs.ts";
@@ -99,6 +99,13 @@ export class RunObject extends DurableObject<Env> {
   async getTurn(tenantId: string, turnId: string, waitMs: number): Promise<Result<TurnReply, RunError>> {
     const turn = this.loadFor(tenantId) ? this.turnRow(turnId) : null;
     return turn ? ok(await this.settle(turn, waitMs)) : notFound("turn");
+  }
+
+  /** The offered tools as plain data, for exporting definitions to the model. */
+  async toolDefinitions(tenantId: string): Promise<Result<ToolDefinition[], RunError>> {
+    const run = this.loadFor(tenantId);
+    if (!run) return notFound("run");
+    return ok([...this.offeredTools(run).values()].map((spec) => ({ name: spec.name, description: spec.description, inputJsonSchema: spec.inputJsonSchema, bound: Object.keys(spec.bind) })));
   }
 
   /** Asked by an operation before each retry: may it still execute? */

@@ -5,7 +5,9 @@ import { ulid } from "ulid";
 import { z } from "zod";
 import { modelCost } from "../domain/pricing.ts";
 import { modelPrices } from "../env.ts";
-import { MAX_ARGUMENT_BYTES, parseNativeTurn } from "../providers/native.ts";
+import { adapters, exportTools } from "../providers/index.ts";
+import { MAX_ARGUMENT_BYTES } from "../providers/native.ts";
+import { ToolsFormat, TurnFormat } from "../providers/types.ts";
 import type { TurnReply } from "../durable/run-object.ts";
 import { principalName, requireRunAccess, requireScope, signRunToken, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
@@ -21,8 +23,11 @@ export const runRoutes = new Hono<AppEnv>()
     const sources = unwrap(await tenantStub(c, tenantId).sources([...new Set(body.tools)]));
     const runId = `run_${ulid()}`;
     const expiresAtMs = Date.now() + RUN_TTL_MS;
-    const run = unwrap(await runStub(c, runId).create({ runId, tenantId, user: body.user, tools: sources, context: body.context, budgets: body.budgets, expiresAtMs }));
-    return c.json({ run_id: runId, run_token: await signRunToken(c.env, tenantId, runId, expiresAtMs), expires_at: run.expires_at, tools: run.tools }, 201);
+    const format = toolsFormat(c);
+    const stub = runStub(c, runId);
+    const run = unwrap(await stub.create({ runId, tenantId, user: body.user, tools: sources, context: body.context, budgets: body.budgets, expiresAtMs }));
+    const tools = exportTools(unwrap(await stub.toolDefinitions(tenantId)), format);
+    return c.json({ run_id: runId, run_token: await signRunToken(c.env, tenantId, runId, expiresAtMs), expires_at: run.expires_at, tools }, 201);
   })
   .get("/:run_id", async (c) => {
     const runId = runIdOf(c);
@@ -42,21 +47,28 @@ export const runRoutes = new Hono<AppEnv>()
   .post("/:run_id/turns", async (c) => {
     const runId = runIdOf(c);
     const tenantId = requireRunAccess(c, runId, "runs:write");
-    const format = c.req.query("format") ?? "native";
-    if (format !== "native") throw new ApiProblem({ code: "invalid_request", detail: `unsupported format ${format}; this deployment speaks native` });
-    const parsed = parseNativeTurn(await readJson(c, z.unknown()));
-    if (!parsed.ok) throw new ApiProblem({ code: "invalid_request", detail: parsed.detail });
-    const oversized = parsed.calls.find((call) => JSON.stringify(call.arguments).length > MAX_ARGUMENT_BYTES);
+    const format = turnFormat(c);
+    const parsed = adapters[format].parse(await readJson(c, z.unknown()));
+    if (!parsed.ok) throw new ApiProblem(parsed.error);
+    const { calls, usage } = parsed.value;
+    const oversized = calls.find((call) => JSON.stringify(call.arguments).length > MAX_ARGUMENT_BYTES);
     if (oversized) throw new ApiProblem({ code: "invalid_request", detail: `the arguments of call ${oversized.id} exceed ${MAX_ARGUMENT_BYTES} bytes` });
-    const cost = modelCost(null, modelPrices(c.env));
-    const turn = unwrap(await runStub(c, runId).postTurn(tenantId, parsed.calls, cost, waitMs(c, DEFAULT_TURN_WAIT_MS)));
-    return turnResponse(c.req.url, runId, turn);
+    const cost = modelCost(usage, modelPrices(c.env));
+    const turn = unwrap(await runStub(c, runId).postTurn(tenantId, calls, cost, waitMs(c, DEFAULT_TURN_WAIT_MS)));
+    return turnResponse(c.req.url, runId, format, turn);
   })
   .get("/:run_id/turns/:turn_id", async (c) => {
     const runId = runIdOf(c);
     const turnId = checkId(c.req.param("turn_id"), TURN_ID, "turn");
+    const format = turnFormat(c);
     const turn = unwrap(await runStub(c, runId).getTurn(requireRunAccess(c, runId, "runs:read"), turnId, waitMs(c, 0)));
-    return turnResponse(c.req.url, runId, turn);
+    return turnResponse(c.req.url, runId, format, turn);
+  })
+  .get("/:run_id/tools", async (c) => {
+    const runId = runIdOf(c);
+    const format = toolsFormat(c);
+    const tools = unwrap(await runStub(c, runId).toolDefinitions(requireRunAccess(c, runId, "runs:read")));
+    return c.json({ format, tools: exportTools(tools, format) });
   })
   .get("/:run_id/trace", async (c) => {
     const runId = runIdOf(c);
@@ -65,9 +77,23 @@ export const runRoutes = new Hono<AppEnv>()
 
 const runIdOf = (c: Context<AppEnv>) => checkId(c.req.param("run_id") ?? "", RUN_ID, "run");
 
-function turnResponse(requestUrl: string, runId: string, turn: TurnReply): Response {
-  const pollUrl = new URL(`/v1/runs/${runId}/turns/${turn.turn_id}`, requestUrl).toString();
-  const body = { turn_id: turn.turn_id, status: turn.status, results: turn.results, ...(turn.status === "pending" ? { poll_url: pollUrl } : {}) };
+function toolsFormat(c: Context<AppEnv>): ToolsFormat {
+  const parsed = ToolsFormat.safeParse(c.req.query("format") ?? "native");
+  if (!parsed.success) throw new ApiProblem({ code: "invalid_request", detail: `format must be one of ${ToolsFormat.options.join(", ")}` });
+  return parsed.data;
+}
+
+function turnFormat(c: Context<AppEnv>): TurnFormat {
+  const parsed = TurnFormat.safeParse(c.req.query("format") ?? "native");
+  if (!parsed.success) throw new ApiProblem({ code: "invalid_request", detail: `format must be one of ${TurnFormat.options.join(", ")}` });
+  return parsed.data;
+}
+
+/** The results, in the provider's own shape, are ready to append to the conversation. */
+function turnResponse(requestUrl: string, runId: string, format: TurnFormat, turn: TurnReply): Response {
+  const pollUrl = new URL(`/v1/runs/${runId}/turns/${turn.turn_id}?format=${format}`, requestUrl).toString();
+  const results = adapters[format].format(turn.calls.map((call, index) => ({ call, envelope: turn.results[index]! })));
+  const body = { turn_id: turn.turn_id, status: turn.status, results, ...(turn.status === "pending" ? { poll_url: pollUrl } : {}) };
   const headers: Record<string, string> = { "Content-Type": "application/json", "Toolgate-Rows-Written": String(turn.rowsWritten) };
   if (turn.status === "pending") headers["Location"] = pollUrl;
   return new Response(JSON.stringify(body), { status: turn.status === "settled" ? 200 : 202, headers });

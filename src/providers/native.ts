@@ -1,24 +1,19 @@
-// The native turn format: { calls: [{ id, name, arguments }] } in, envelopes out (call order).
+// The native format: { calls: [{ id, name, arguments }] } in, envelopes out (call order).
 import { z } from "zod";
-import type { ProposedCall } from "../domain/gate.ts";
+import type { Result } from "../domain/result.ts";
+import { checkCalls, parseWith, type ParsedTurn, type ParseError, type ResultItem, type TurnAdapter } from "./types.ts";
 
-export const MAX_CALLS_PER_TURN = 64;
+export { MAX_CALLS_PER_TURN } from "./types.ts";
 export const MAX_ARGUMENT_BYTES = 32 * 1024;
 
 export const NativeTurn = z.object({
-  calls: z
-    .array(z.object({ id: z.string().min(1).max(128), name: z.string().min(1).max(128), arguments: z.union([z.record(z.string(), z.unknown()), z.string()]).default({}) }))
-    .min(1)
-    .max(MAX_CALLS_PER_TURN),
+  calls: z.array(z.object({ id: z.string().min(1).max(128), name: z.string().min(1).max(128), arguments: z.union([z.record(z.string(), z.unknown()), z.string()]).default({}) })),
 });
 
-export function parseNativeTurn(body: unknown): { ok: true; calls: ProposedCall[] } | { ok: false; detail: string } {
-  const parsed = NativeTurn.safeParse(body);
-  if (!parsed.success) return { ok: false, detail: z.prettifyError(parsed.error) };
-  const ids = new Set<string>();
-  for (const call of parsed.data.calls) {
-    if (ids.has(call.id)) return { ok: false, detail: `duplicate call id ${call.id} in one turn` };
-    ids.add(call.id);
-  }
-  return { ok: true, calls: parsed.data.calls };
-}
+export const native: TurnAdapter = {
+  parse(body: unknown): Result<ParsedTurn, ParseError> {
+    const parsed = parseWith(NativeTurn, body, "a native turn ({ calls: [...] })");
+    return parsed.ok ? checkCalls(parsed.value.calls, null) : parsed;
+  },
+  format: (results: ResultItem[]) => results.map((item) => item.envelope),
+};

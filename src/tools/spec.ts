@@ -40,3 +40,6 @@ export type ToolSpec = {
 
 /** How a tool travels inside toolgate: manifests as their JSON, code tools by catalog name. */
 export type ToolSource = { kind: "manifest"; manifest: unknown } | { kind: "code"; name: string };
+
+/** What a model is shown of a tool (plain data: it crosses Durable Object stubs). */
+export type ToolDefinition = { name: string; description: string; inputJsonSchema: Record<string, unknown>; bound: string[] };
