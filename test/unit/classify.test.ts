@@ -1,0 +1,71 @@
+// Outcome classification, as DESIGN.md's table: every observation × every repeat-safety class.
+import { describe, expect, it } from "vitest";
+import { classify, repeatSafety, type RepeatSafety } from "../../src/domain/classify.ts";
+import type { Observation } from "../../src/domain/observation.ts";
+
+const http = (status: number, retryAfterMs: number | null = null): Observation => ({ kind: "http_error", status, retryAfterMs, detail: "x" });
+type Row = [string, Observation, Record<RepeatSafety, string>];
+
+// Expected decision per class, written as kind[/status/code][/reconcile].
+const table: Row[] = [
+  ["2xx valid", { kind: "ok", result: { id: 1 } }, { read: "succeed", keyed: "succeed", lookup: "succeed", neither: "succeed" }],
+  ["2xx invalid", { kind: "invalid_output", detail: "x" }, { read: "fail/failed/invalid_output", keyed: "fail/failed/invalid_output", lookup: "fail/failed/invalid_output", neither: "fail/failed/invalid_output" }],
+  ["400", http(400), { read: "fail/rejected/invalid_arguments", keyed: "fail/rejected/invalid_arguments", lookup: "fail/rejected/invalid_arguments", neither: "fail/rejected/invalid_arguments" }],
+  ["422", http(422), { read: "fail/rejected/invalid_arguments", keyed: "fail/rejected/invalid_arguments", lookup: "fail/rejected/invalid_arguments", neither: "fail/rejected/invalid_arguments" }],
+  ["401", http(401), { read: "fail/failed/upstream_forbidden", keyed: "fail/failed/upstream_forbidden", lookup: "fail/failed/upstream_forbidden", neither: "fail/failed/upstream_forbidden" }],
+  ["403", http(403), { read: "fail/failed/upstream_forbidden", keyed: "fail/failed/upstream_forbidden", lookup: "fail/failed/upstream_forbidden", neither: "fail/failed/upstream_forbidden" }],
+  ["404", http(404), { read: "fail/failed/permanent_failure", keyed: "fail/failed/permanent_failure", lookup: "fail/failed/permanent_failure", neither: "fail/failed/permanent_failure" }],
+  ["409", http(409), { read: "fail/failed/permanent_failure", keyed: "retry", lookup: "fail/failed/permanent_failure", neither: "fail/failed/permanent_failure" }],
+  ["410", http(410), { read: "fail/failed/permanent_failure", keyed: "fail/failed/permanent_failure", lookup: "fail/failed/permanent_failure", neither: "fail/failed/permanent_failure" }],
+  ["302 redirect", http(302), { read: "fail/failed/permanent_failure", keyed: "fail/failed/permanent_failure", lookup: "fail/failed/permanent_failure", neither: "fail/failed/permanent_failure" }],
+  ["408", http(408), { read: "retry", keyed: "retry", lookup: "unknown/connection_lost/lookup", neither: "unknown/connection_lost/human" }],
+  ["429", http(429), { read: "retry", keyed: "retry", lookup: "retry", neither: "retry" }],
+  ["500", http(500), { read: "retry", keyed: "retry", lookup: "unknown/connection_lost/lookup", neither: "unknown/connection_lost/human" }],
+  ["503", http(503), { read: "retry", keyed: "retry", lookup: "unknown/connection_lost/lookup", neither: "unknown/connection_lost/human" }],
+  ["not sent", { kind: "not_sent", detail: "refused" }, { read: "retry", keyed: "retry", lookup: "retry", neither: "retry" }],
+  ["timeout after send", { kind: "timeout", detail: "x" }, { read: "retry", keyed: "unknown/timeout_unknown/resend", lookup: "unknown/timeout_unknown/lookup", neither: "unknown/timeout_unknown/human" }],
+  ["connection lost", { kind: "connection_lost", detail: "x" }, { read: "retry", keyed: "unknown/connection_lost/resend", lookup: "unknown/connection_lost/lookup", neither: "unknown/connection_lost/human" }],
+  ["crash mid-attempt", { kind: "crash" }, { read: "retry", keyed: "unknown/crash_unknown/resend", lookup: "unknown/crash_unknown/lookup", neither: "unknown/crash_unknown/human" }],
+  ["misconfigured", { kind: "config_error", detail: "x" }, { read: "fail/failed/permanent_failure", keyed: "fail/failed/permanent_failure", lookup: "fail/failed/permanent_failure", neither: "fail/failed/permanent_failure" }],
+];
+
+function summary(safety: RepeatSafety, observation: Observation): string {
+  const d = classify(safety, observation);
+  switch (d.kind) {
+    case "succeed":
+    case "retry":
+      return d.kind;
+    case "fail":
+      return `fail/${d.status}/${d.code}`;
+    case "unknown":
+      return `unknown/${d.code}/${d.reconcile}`;
+  }
+}
+
+describe("classify", () => {
+  for (const [what, observation, expected] of table) {
+    it(what, () => {
+      const actual = Object.fromEntries((["read", "keyed", "lookup", "neither"] as const).map((s) => [s, summary(s, observation)]));
+      expect(actual).toEqual(expected);
+    });
+  }
+
+  it("carries Retry-After on retries", () => {
+    expect(classify("neither", http(429, 2000))).toMatchObject({ kind: "retry", retryAfterMs: 2000 });
+    expect(classify("keyed", http(503, 5000))).toMatchObject({ kind: "retry", retryAfterMs: 5000 });
+  });
+
+  it("refusal messages tell the model not to retry", () => {
+    const d = classify("keyed", http(404));
+    expect(d.kind === "fail" && d.message).toMatch(/Do not retry/);
+  });
+
+  it("maps risk × idempotency mode × reconcile to a repeat-safety class", () => {
+    expect(repeatSafety("read", "none", false)).toBe("read");
+    expect(repeatSafety("write", "header", false)).toBe("keyed");
+    expect(repeatSafety("irreversible_write", "header", true)).toBe("keyed");
+    expect(repeatSafety("write", "natural", false)).toBe("keyed");
+    expect(repeatSafety("write", "none", true)).toBe("lookup");
+    expect(repeatSafety("write", "none", false)).toBe("neither");
+  });
+});
