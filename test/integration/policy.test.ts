@@ -122,7 +122,7 @@ describe("cancellation", () => {
   it("a slow write cancelled mid-flight: the turn says cancelled, the late result is recorded on the operation", async () => {
     const up = upstream();
     const { runId, name } = await runWith(manifest({ url: up.url }), {});
-    await up.script({ kind: "slow", delayMs: 400 });
+    await up.script({ kind: "slow", delayMs: 1_500 }); // long enough that the cancel lands mid-flight even on a loaded machine
     const first = await turn(runId, [{ id: "c1", name, arguments: charge(9) }], 0);
     expect(first.status).toBe(202);
     const operationId = first.body.results[0].operation_id as string;
@@ -133,7 +133,7 @@ describe("cancellation", () => {
     const closed = await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}?wait=2`);
     expect(closed.status).toBe(200);
     expect(closed.body.results[0]).toMatchObject({ status: "cancelled", code: "cancelled", operation_id: operationId });
-    const settled = await operation(operationId, 2);
+    const settled = await operation(operationId, 5);
     expect(settled.body).toMatchObject({ phase: "recorded", late: true, result: { status: "succeeded" } });
     // Still closed after the late result arrived.
     expect((await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`)).body.results[0].status).toBe("cancelled");
