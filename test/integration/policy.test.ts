@@ -121,7 +121,7 @@ describe("budgets", () => {
 describe("cancellation", () => {
   it("a slow write cancelled mid-flight: the turn says cancelled, the late result is recorded on the operation", async () => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url }), {});
+    const { runId, name } = await runWith(manifest({ url: up.url, timeout_ms: 5_000 }), {});
     await up.script({ kind: "slow", delayMs: 1_500 }); // long enough that the cancel lands mid-flight even on a loaded machine
     const first = await turn(runId, [{ id: "c1", name, arguments: charge(9) }], 0);
     expect(first.status).toBe(202);
