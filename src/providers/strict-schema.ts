@@ -1,49 +1,276 @@
-// Tool input schemas as models see them: bound fields removed (identity comes from the run, so the
-// model must not even be asked for it), and shaped for OpenAI and Anthropic strict mode — every
-// object closed, every property required, optional ones nullable, and only the keywords both
-// accept. Other constraints move into the description: the model still reads them, and toolgate
-// still enforces them on every call.
+// Tool input schemas as models see them. Bound fields are removed (identity comes from the run, so
+// the model is never asked for it), and the rest is shaped for OpenAI *and* Anthropic strict mode:
+// every object closed, every property required, originally-optional ones nullable, and only
+// keywords both accept (the intersection of the official SDKs' strict transforms: openai
+// `lib/transform.mjs`, @anthropic-ai/sdk `lib/transform-json-schema.mjs`). Other constraints move
+// into the description as `{keyword: value}`, the form Anthropic's SDK uses: the model still reads
+// them and toolgate still enforces the original schema on every call. Schemas strict mode cannot
+// express without changing their meaning are reported in `problems` (and exported non-strict).
 type Schema = Record<string, unknown>;
 
-const KEPT = new Set(["type", "properties", "required", "additionalProperties", "enum", "const", "anyOf", "items", "description", "$defs", "$ref", "title"]);
+export type StrictSchema = { schema: Schema; strict: boolean; problems: string[] };
 
+/** String formats both providers accept in strict mode (Anthropic also takes `uri`, OpenAI not). */
+const FORMATS = new Set(["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"]);
+/** Annotations with no meaning for the model. */
+const SILENT = new Set(["$schema", "$id", "$comment", "$anchor", "readOnly", "writeOnly", "deprecated"]);
+/** Constraints that change the value's shape: moving them to the description would misstate it. */
+const SHAPING = new Set(["prefixItems", "additionalItems", "patternProperties", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"]);
+/** OpenAI: at most 10 levels of object nesting in a strict schema. */
+const MAX_DEPTH = 10;
+const NULL = { type: "null" } as const;
+
+type Context = { root: Schema; problems: string[]; inlining: Set<string> };
+
+/** The strict-mode schema for a tool's input (see toStrictSchema for whether it is faithful). */
 export function exportSchema(schema: Schema, boundFields: readonly string[]): Schema {
-  const top = { ...schema };
-  if (top.properties && typeof top.properties === "object") {
-    const properties = { ...(top.properties as Record<string, Schema>) };
-    for (const field of boundFields) delete properties[field];
-    top.properties = properties;
-    if (Array.isArray(top.required)) top.required = top.required.filter((field) => !boundFields.includes(field as string));
-  }
-  return strict(top);
+  return toStrictSchema(schema, boundFields).schema;
 }
 
-function strict(schema: Schema): Schema {
-  const out: Schema = {};
-  const moved: string[] = [];
-  for (const [key, value] of Object.entries(schema)) {
-    if (KEPT.has(key)) out[key] = value;
-    else if (key !== "$schema") moved.push(`${key}: ${JSON.stringify(value)}`);
+export function toStrictSchema(schema: Schema, boundFields: readonly string[]): StrictSchema {
+  const source = withoutBound(schema, boundFields);
+  const ctx: Context = { root: source, problems: [], inlining: new Set() };
+  const out = strict(source, "", ctx, 0, true);
+  if (out.type !== "object" || out.anyOf !== undefined) ctx.problems.push("the root schema must be a plain object (type: \"object\", no union)");
+  for (const name of recursiveDefinitions(out)) ctx.problems.push(`${name} refers to itself (Anthropic strict mode rejects recursive schemas)`);
+  return { schema: out, strict: ctx.problems.length === 0, problems: ctx.problems };
+}
+
+/** The schema with bound (top-level) fields gone from `properties` and `required`. */
+export function withoutBound(schema: Schema, boundFields: readonly string[]): Schema {
+  if (boundFields.length === 0) return schema;
+  const out: Schema = { ...schema };
+  if (isSchema(schema.properties)) out.properties = Object.fromEntries(Object.entries(schema.properties).filter(([name]) => !boundFields.includes(name)));
+  if (Array.isArray(schema.required)) out.required = schema.required.filter((name) => !boundFields.includes(name as string));
+  return out;
+}
+
+function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot = false): Schema {
+  if (!isSchema(node)) {
+    ctx.problems.push(`${path || "/"}: ${JSON.stringify(node)} is not a schema object`);
+    return {};
   }
-  if (moved.length > 0) out.description = [out.description, `Constraints: ${moved.join("; ")}.`].filter(Boolean).join(" ");
-  if (Array.isArray(out.anyOf)) out.anyOf = (out.anyOf as Schema[]).map(strict);
-  if (out.items && typeof out.items === "object") out.items = strict(out.items as Schema);
-  if (out.$defs && typeof out.$defs === "object") out.$defs = Object.fromEntries(Object.entries(out.$defs as Record<string, Schema>).map(([k, v]) => [k, strict(v)]));
-  const isObject = out.type === "object" || (out.properties !== undefined && out.type === undefined);
-  if (isObject) {
-    const properties = (out.properties ?? {}) as Record<string, Schema>;
-    const required = new Set(Array.isArray(out.required) ? (out.required as string[]) : []);
-    out.type = "object";
-    out.properties = Object.fromEntries(Object.entries(properties).map(([name, property]) => [name, required.has(name) ? strict(property) : nullable(strict(property))]));
+  let s = node;
+  if (typeof s.$ref === "string" && Object.keys(s).some((key) => key !== "$ref" && key !== "$defs" && key !== "definitions")) {
+    // OpenAI rejects keywords beside $ref (Anthropic's SDK drops them): inline the definition.
+    const ref = s.$ref;
+    const target = resolveRef(ctx.root, ref);
+    if (!target || ctx.inlining.has(ref)) {
+      ctx.problems.push(`${path || "/"}: $ref ${ref} has sibling keywords and cannot be inlined`);
+      return { $ref: ref };
+    }
+    const { $ref: _, ...siblings } = s;
+    ctx.inlining.add(ref);
+    const inlined = strict(merge(target, siblings), path, ctx, depth, isRoot);
+    ctx.inlining.delete(ref);
+    return inlined;
+  }
+  if (Array.isArray(s.allOf)) {
+    // OpenAI has no allOf: fold an intersection of object schemas into one object.
+    const { allOf, ...rest } = s;
+    const branches = allOf.map((branch) => (isSchema(branch) && typeof branch.$ref === "string" ? resolveRef(ctx.root, branch.$ref) : branch));
+    if (branches.every(isSchema)) s = [...branches, rest].reduce<Schema>((acc, branch) => merge(acc, branch), {});
+  }
+  if (s.oneOf !== undefined && s.anyOf === undefined) {
+    // Exclusivity is lost; toolgate still validates against the original oneOf.
+    const { oneOf, ...rest } = s;
+    s = { ...rest, anyOf: oneOf };
+  }
+  if (s.type === undefined && s.enum === undefined && s.const === undefined && s.anyOf === undefined && s.$ref === undefined) {
+    if (s.properties !== undefined || isRoot) s = { type: "object", ...s };
+    else if (s.items !== undefined) s = { type: "array", ...s };
+  }
+
+  const out: Schema = {};
+  const moved: Schema = {};
+  for (const [key, value] of Object.entries(s)) {
+    switch (key) {
+      case "type":
+      case "$ref":
+        out[key] = value;
+        break;
+      case "description":
+      case "title":
+        if (typeof value === "string") out[key] = value;
+        break;
+      case "enum":
+        if (Array.isArray(value) && value.length > 0 && value.every(isPrimitive)) out.enum = value;
+        else unsupported(key, value, "an enum of non-primitive values");
+        break;
+      case "const":
+        if (isPrimitive(value)) out.const = value;
+        else unsupported(key, value, "a non-primitive const");
+        break;
+      case "format":
+        if (typeof value === "string" && FORMATS.has(value)) out.format = value;
+        else moved[key] = value;
+        break;
+      case "minItems": // Anthropic accepts only 0 and 1
+        if (value === 0 || value === 1) out.minItems = value;
+        else moved[key] = value;
+        break;
+      case "anyOf":
+        if (Array.isArray(value)) out.anyOf = value.map((branch, i) => strict(branch, `${path}/anyOf/${i}`, ctx, depth));
+        else unsupported(key, value, "a non-array anyOf");
+        break;
+      case "$defs":
+      case "definitions":
+        if (isSchema(value)) out[key] = Object.fromEntries(Object.entries(value).map(([name, def]) => [name, strict(def, `/${key}/${name}`, ctx, 0)]));
+        break;
+      case "allOf": // left over only when a branch could not be resolved
+        unsupported(key, value, "an allOf that cannot be merged into one object");
+        break;
+      case "properties":
+      case "required":
+      case "additionalProperties":
+      case "items":
+        break; // shaped below, by type
+      default:
+        if (SHAPING.has(key)) unsupported(key, value, `${key}, which strict mode cannot express`);
+        else if (!SILENT.has(key)) moved[key] = value;
+    }
+  }
+
+  const types = Array.isArray(out.type) ? out.type : [out.type];
+  if (types.includes("object")) {
+    const properties = isSchema(s.properties) ? s.properties : {};
+    const required = new Set(Array.isArray(s.required) ? s.required : []);
+    const extra = s.additionalProperties;
+    if (extra !== undefined && extra !== false) unsupported("additionalProperties", extra, "an object with free-form keys");
+    else if (extra === undefined && Object.keys(properties).length === 0 && !isRoot) ctx.problems.push(`${path || "/"}: an object with no declared properties (free-form keys)`);
+    if (depth >= MAX_DEPTH) ctx.problems.push(`${path || "/"}: objects nest deeper than ${MAX_DEPTH} levels`);
+    out.properties = Object.fromEntries(
+      Object.entries(properties).map(([name, property]) => {
+        const exported = strict(property, `${path}/properties/${name}`, ctx, depth + 1);
+        return [name, required.has(name) ? exported : nullable(exported)];
+      }),
+    );
     out.required = Object.keys(properties);
     out.additionalProperties = false;
+  }
+  if (types.includes("array")) {
+    if (isSchema(s.items)) out.items = strict(s.items, `${path}/items`, ctx, depth + 1);
+    else ctx.problems.push(`${path || "/"}: an array needs one items schema (tuples and untyped arrays cannot be strict)`);
+  }
+  if (out.type === undefined && out.enum === undefined && out.const === undefined && out.anyOf === undefined && out.$ref === undefined) {
+    ctx.problems.push(`${path || "/"}: a value with no type`);
+  }
+  if (Object.keys(moved).length > 0) {
+    const text = `{${Object.entries(moved).map(([key, value]) => `${key}: ${JSON.stringify(value)}`).join(", ")}}`;
+    out.description = typeof out.description === "string" ? `${out.description}\n\n${text}` : text;
+  }
+  return out;
+
+  function unsupported(key: string, value: unknown, what: string) {
+    ctx.problems.push(`${path || "/"}: ${what}`);
+    moved[key] = value;
+  }
+}
+
+/** Strict mode has no optional properties: an optional one becomes "this, or null". */
+function nullable(schema: Schema): Schema {
+  if (acceptsNull(schema, {})) return schema;
+  if (schema.$ref !== undefined || schema.const !== undefined) return { anyOf: [schema, NULL] };
+  if (Array.isArray(schema.anyOf)) return { ...schema, anyOf: [...schema.anyOf, NULL] };
+  const out: Schema = { ...schema };
+  if (Array.isArray(schema.enum)) out.enum = [...schema.enum, null];
+  if (typeof schema.type === "string") out.type = [schema.type, "null"];
+  else if (Array.isArray(schema.type)) out.type = [...schema.type, "null"];
+  else if (!Array.isArray(schema.enum)) return { anyOf: [schema, NULL] };
+  return out;
+}
+
+/**
+ * Undoes the optional-to-nullable rewrite on a strict-mode model's arguments: a `null` given for a
+ * property the original schema made optional and not nullable is dropped, recursively, so the
+ * original schema validates. Everything else is returned as is. For the gate, before validation.
+ */
+export function dropNullOptionals(schema: Schema, value: unknown, root: Schema = schema): unknown {
+  const s = typeof schema.$ref === "string" ? (resolveRef(root, schema.$ref) ?? schema) : schema;
+  if (Array.isArray(value)) return isSchema(s.items) ? value.map((item) => dropNullOptionals(s.items as Schema, item, root)) : value;
+  if (!isSchema(value) || !isSchema(s.properties)) return value;
+  const properties = s.properties;
+  const required = new Set(Array.isArray(s.required) ? s.required : []);
+  const out: Schema = {};
+  for (const [name, item] of Object.entries(value)) {
+    const property = properties[name];
+    if (!isSchema(property)) out[name] = item;
+    else if (item === null && !required.has(name) && !acceptsNull(property, root)) continue;
+    else out[name] = dropNullOptionals(property, item, root);
   }
   return out;
 }
 
-/** Strict mode has no optional properties: an optional one becomes "this type, or null". */
-function nullable(schema: Schema): Schema {
-  if (typeof schema.type === "string") return { ...schema, type: [schema.type, "null"], ...(Array.isArray(schema.enum) ? { enum: [...schema.enum, null] } : {}) };
-  if (Array.isArray(schema.type)) return schema.type.includes("null") ? schema : { ...schema, type: [...schema.type, "null"] };
-  return { anyOf: [schema, { type: "null" }] };
+function acceptsNull(schema: Schema, root: Schema, seen = new Set<string>()): boolean {
+  if (schema.type === "null" || (Array.isArray(schema.type) && schema.type.includes("null"))) return true;
+  if (schema.const === null || (Array.isArray(schema.enum) && schema.enum.includes(null))) return true;
+  const branches = [...(Array.isArray(schema.anyOf) ? schema.anyOf : []), ...(Array.isArray(schema.oneOf) ? schema.oneOf : [])];
+  if (branches.some((branch) => isSchema(branch) && acceptsNull(branch, root, seen))) return true;
+  if (typeof schema.$ref === "string" && !seen.has(schema.$ref)) {
+    const target = resolveRef(root, schema.$ref);
+    return target !== null && acceptsNull(target, root, seen.add(schema.$ref));
+  }
+  return false;
+}
+
+/** Local refs only (`#/$defs/X`, `#/definitions/X`, any JSON pointer into the root). */
+function resolveRef(root: Schema, ref: string): Schema | null {
+  if (!ref.startsWith("#")) return null;
+  let node: unknown = root;
+  for (const token of ref.slice(1).split("/").slice(1)) {
+    if (!isSchema(node)) return null;
+    node = node[token.replaceAll("~1", "/").replaceAll("~0", "~")];
+  }
+  return isSchema(node) ? node : null;
+}
+
+/** Definitions that reach themselves through $refs. */
+function recursiveDefinitions(root: Schema): string[] {
+  const refsOf = (node: unknown, into: Set<string>): Set<string> => {
+    if (Array.isArray(node)) node.forEach((item) => refsOf(item, into));
+    else if (isSchema(node)) {
+      for (const [key, value] of Object.entries(node)) {
+        if (key === "$ref" && typeof value === "string") into.add(value);
+        else refsOf(value, into);
+      }
+    }
+    return into;
+  };
+  if (refsOf({ ...root, $defs: undefined, definitions: undefined }, new Set()).has("#")) return ["the root schema"];
+  const found: string[] = [];
+  for (const key of ["$defs", "definitions"]) {
+    if (!isSchema(root[key])) continue;
+    for (const name of Object.keys(root[key])) {
+      const self = `#/${key}/${name}`;
+      const seen = new Set<string>();
+      const queue = [...refsOf(resolveRef(root, self), new Set())];
+      while (queue.length > 0) {
+        const ref = queue.pop()!;
+        if (ref === self || ref === "#") {
+          found.push(self);
+          break;
+        }
+        if (seen.has(ref)) continue;
+        seen.add(ref);
+        queue.push(...refsOf(resolveRef(root, ref), new Set()));
+      }
+    }
+  }
+  return found;
+}
+
+/** Two schemas as one: later keywords win, except properties (united) and required (united). */
+function merge(a: Schema, b: Schema): Schema {
+  const out: Schema = { ...a, ...b };
+  if (isSchema(a.properties) || isSchema(b.properties)) out.properties = { ...(isSchema(a.properties) ? a.properties : {}), ...(isSchema(b.properties) ? b.properties : {}) };
+  if (Array.isArray(a.required) || Array.isArray(b.required)) out.required = [...new Set([...(Array.isArray(a.required) ? a.required : []), ...(Array.isArray(b.required) ? b.required : [])])];
+  return out;
+}
+
+function isSchema(value: unknown): value is Schema {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function isPrimitive(value: unknown): boolean {
+  return value === null || typeof value !== "object";
 }

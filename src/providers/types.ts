@@ -1,44 +1,46 @@
-// What every provider adapter does: parse the provider's own response object into proposed calls
-// (and model usage), format toolgate's envelopes as the next conversation items, and export tool
-// definitions. Adapters are pure functions; they never see Durable Objects or HTTP.
+// What every provider adapter speaks: the formats by name, the turn a parse yields (proposed calls
+// plus model usage), the (call, envelope) pairs a format turns into conversation items, and the
+// provider-neutral tool definition an export wraps. Plain data only; adapters are pure functions
+// and never see Durable Objects or HTTP.
 import { z } from "zod";
 import type { Envelope } from "../domain/envelope.ts";
 import type { ProposedCall } from "../domain/gate.ts";
 import type { ModelUsage } from "../domain/pricing.ts";
-import { err, ok, type Result } from "../domain/result.ts";
+import type { Result } from "../domain/result.ts";
 
-export const TurnFormat = z.enum(["anthropic", "openai-responses", "openai-chat", "native"]);
-export type TurnFormat = z.infer<typeof TurnFormat>;
-export const ToolsFormat = z.enum(["anthropic", "openai-responses", "openai-chat", "mcp", "native"]);
-export type ToolsFormat = z.infer<typeof ToolsFormat>;
+/** Formats a turn can be posted and answered in. */
+export const ProviderFormat = z.enum(["anthropic", "openai-responses", "openai-chat", "native"]);
+export type ProviderFormat = z.infer<typeof ProviderFormat>;
+/** Formats tools can be exported in: every provider format, plus MCP `tools/list`. */
+export const ExportFormat = z.enum([...ProviderFormat.options, "mcp"]);
+export type ExportFormat = z.infer<typeof ExportFormat>;
 
-export type ParsedTurn = { calls: ProposedCall[]; usage: ModelUsage | null };
+/** @deprecated older names, kept for src/http until it moves to ProviderFormat/ExportFormat. */
+export const TurnFormat = ProviderFormat;
+export type TurnFormat = ProviderFormat;
+/** @deprecated see TurnFormat. */
+export const ToolsFormat = ExportFormat;
+export type ToolsFormat = ExportFormat;
+
+export type Usage = ModelUsage; // { model: string | null; input_tokens: number; output_tokens: number }
+export type ParsedTurn = { calls: ProposedCall[]; usage: Usage | null };
 export type ParseError = { code: "invalid_request"; detail: string };
 export type ResultItem = { call: ProposedCall; envelope: Envelope };
 
-export type TurnAdapter = {
+/**
+ * A tool as the model is shown it, before a provider wraps it. `input_schema` is already the
+ * exported schema (bound fields removed). `strict: false` marks a schema that strict mode cannot
+ * express without changing its meaning (open maps, untyped values, tuples, recursion); exporters
+ * then offer it non-strict instead of sending a schema the provider rejects. Absent means strict.
+ */
+export type ExportedTool = { name: string; description: string; input_schema: Record<string, unknown>; strict?: boolean };
+
+export type ProviderAdapter = {
   parse(body: unknown): Result<ParsedTurn, ParseError>;
   format(results: ResultItem[]): unknown;
+  exportTools(tools: ExportedTool[]): unknown[];
 };
 
 export const MAX_CALLS_PER_TURN = 64;
-
-/** Shared rules for every format: 1..64 calls, non-empty unique ids. */
-export function checkCalls(calls: ProposedCall[], usage: ModelUsage | null): Result<ParsedTurn, ParseError> {
-  if (calls.length === 0) return err({ code: "invalid_request", detail: "no tool calls in this turn" });
-  if (calls.length > MAX_CALLS_PER_TURN) return err({ code: "invalid_request", detail: `at most ${MAX_CALLS_PER_TURN} tool calls per turn` });
-  const seen = new Set<string>();
-  for (const call of calls) {
-    if (seen.has(call.id)) return err({ code: "invalid_request", detail: `duplicate call id ${call.id} in one turn` });
-    seen.add(call.id);
-  }
-  return ok({ calls, usage });
-}
-
-export function parseWith<S extends z.ZodType>(schema: S, body: unknown, what: string): Result<z.infer<S>, ParseError> {
-  const parsed = schema.safeParse(body);
-  return parsed.success ? ok(parsed.data) : err({ code: "invalid_request", detail: `not ${what}: ${z.prettifyError(parsed.error)}` });
-}
-
-/** The envelope as the tool result text every provider carries. */
-export const resultText = (envelope: Envelope) => JSON.stringify(envelope);
+export const MAX_CALL_ID_LENGTH = 128;
+export const MAX_TOOL_NAME_LENGTH = 128;
