@@ -16,7 +16,10 @@ export default defineConfig({
                 UPSTREAM_URL: inject("upstreamUrl"),
                 TOOLGATE_ADMIN_TOKEN: "test-admin-token",
                 TOOLGATE_SIGNING_KEY: "test-signing-key",
+                TOOLGATE_SECRETS_KEY: "test-secrets-key-0123456789abcdef",
                 TOOLGATE_ENV: "development",
+                // Hosts for allow-list tests only (never contacted): a default-port host and a pinned port.
+                TOOLGATE_UPSTREAM_ALLOWLIST: "api.example.test,pinned.example.test:8443",
                 SHOP_API_KEY: "sk_test_shop_secret",
                 TOOLGATE_MODEL_PRICES: JSON.stringify({ "*": { input_per_mtok: 1000, output_per_mtok: 2000 } }),
                 DEMO_UPSTREAM_URL: `${inject("upstreamUrl")}/ns/code-tools`,

@@ -18,7 +18,9 @@ export type Fault =
   | { kind: "invalid_json" }
   | { kind: "wrong_shape" }
   | { kind: "huge"; bytes: number }
-  | { kind: "redirect"; location: string };
+  | { kind: "redirect"; location: string }
+  /** Answers `status` with the request's headers in the body (an upstream that echoes credentials). */
+  | { kind: "echo"; status?: number };
 
 type StoredResponse = { status: number; body: unknown };
 type KeyEntry = { bodyHash: string; response?: StoredResponse };
@@ -29,6 +31,7 @@ type RequestLog = {
   key: string | null;
   fencingToken: string | null;
   authorization: string | null;
+  headers: Record<string, string | string[] | undefined>;
   body: unknown;
 };
 
@@ -115,6 +118,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       key,
       fencingToken: header(req, "toolgate-fencing-token"),
       authorization: header(req, "authorization"),
+      headers: req.headers,
       body,
     });
     for (const waiter of space.waiters.filter((w) => space.requests.length >= w.count)) {
@@ -194,6 +198,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       case "huge":
         if (isWrite) commit();
         return json(res, 200, { id: "eff_huge", padding: "x".repeat(fault.bytes) });
+      case "echo":
+        return json(res, fault.status ?? 200, { id: "echo", headers: req.headers });
       case "redirect":
         res.writeHead(302, { Location: fault.location });
         res.end();

@@ -12,19 +12,34 @@ export type Env = {
   TOOLGATE_ADMIN_TOKEN?: string;
   /** Secret: HMAC key for run tokens. */
   TOOLGATE_SIGNING_KEY?: string;
+  /** Secret: root key that tenant secrets are encrypted under (HKDF per tenant, AES-GCM). */
+  TOOLGATE_SECRETS_KEY?: string;
   /** Comma-separated hosts (or *.suffix) that tool URLs may target. */
   TOOLGATE_UPSTREAM_ALLOWLIST?: string;
   /** "development" allows loopback upstreams; anything else is production. */
   TOOLGATE_ENV?: string;
   /** JSON price table for model usage in cost units (see domain/pricing.ts). */
   TOOLGATE_MODEL_PRICES?: string;
-  /** Any other binding is a secret a tool header may reference as {secret:NAME}. */
-  [secret: string]: unknown;
+  /**
+   * Other plain variables a code tool may declare it reads (`defineTool({ config: [...] })`), e.g.
+   * DEMO_UPSTREAM_URL. Manifests can never read any binding: {secret:NAME} names tenant secrets.
+   */
+  [variable: string]: unknown;
 };
+
+/** Exactly the variables a code tool declared, as strings; TOOLGATE_* are refused at defineTool. */
+export function configFor(env: Env, names: readonly string[]): Record<string, string> {
+  const config: Record<string, string> = {};
+  for (const name of names) {
+    const value = env[name];
+    if (!name.startsWith("TOOLGATE_") && typeof value === "string") config[name] = value;
+  }
+  return config;
+}
 
 export function hostPolicy(env: Env) {
   return {
-    allowlist: (env.TOOLGATE_UPSTREAM_ALLOWLIST ?? "").split(",").map((h) => h.trim()).filter(Boolean),
+    allowlist: (env.TOOLGATE_UPSTREAM_ALLOWLIST ?? "").split(",").map((h) => h.trim().toLowerCase()).filter(Boolean),
     allowLoopback: env.TOOLGATE_ENV === "development",
   };
 }

@@ -10,9 +10,12 @@ export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const DEV_VARS = {
   TOOLGATE_ADMIN_TOKEN: "dev-admin-token",
   TOOLGATE_SIGNING_KEY: "dev-signing-key",
+  TOOLGATE_SECRETS_KEY: "dev-secrets-key",
   TOOLGATE_ENV: "development",
-  SHOP_API_KEY: "demo-shop-key",
 };
+
+/** The demo shop's API key, registered as the demo tenant's secret SHOP_API_KEY. */
+export const DEMO_SHOP_API_KEY = "sk_demo_shop_0123456789";
 
 /** Starts `wrangler dev` for `config` on `port`; resolves once GET /healthz answers (60 s cap). */
 export async function startWrangler({ config = join(ROOT, "wrangler.toml"), port, vars = {}, persistTo, quiet = false }) {
@@ -68,8 +71,10 @@ export function demoTools(upstreamUrl) {
 export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets = {} } = {}) {
   const admin = DEV_VARS.TOOLGATE_ADMIN_TOKEN;
   const tenant = (await call(url, "POST", "/v1/admin/tenants", admin, { name: "demo" })).body;
-  const scopes = ["runs:write", "runs:read", "tools:write", "approvals:decide", "operations:resolve", "traces:read"];
+  const scopes = ["runs:write", "runs:read", "tools:write", "secrets:write", "approvals:decide", "operations:resolve", "traces:read"];
   const key = (await call(url, "POST", `/v1/admin/tenants/${tenant.tenant_id}/keys`, admin, { name: "demo", scopes })).body.key;
+  // The shop's API key is the tenant's own secret: tools reference it as {secret:SHOP_API_KEY}.
+  await call(url, "PUT", "/v1/secrets/SHOP_API_KEY", key, { value: DEMO_SHOP_API_KEY });
   const tools = demoTools(upstreamUrl);
   for (const tool of tools) await call(url, "PUT", `/v1/tools/${tool.name}`, key, tool);
   const run = await createRun(url, key, tools.map((t) => t.name), runContext, budgets);

@@ -1,8 +1,11 @@
 // The gate: decides, before any operation exists, whether a proposed call may become one.
 // Offered tools only; the user must hold the tool's scopes; bound arguments come from the run's
-// context and never from the model; arguments must satisfy the schema and the declarative limits.
+// context and never from the model; arguments must be exactly what the exported schema describes
+// (one schema: a strict-mode null for an optional field reads as absent, an undeclared field is
+// refused by name) and satisfy the declarative limits and the tool's URL rules.
 // Pure: plain data in, admitted input or a refusal out.
 import type { ToolSpec } from "../tools/spec.ts";
+import { normalizeArguments } from "./json-schema.ts";
 import { checkLimits, checkScopes } from "./policy.ts";
 import { err, ok, type Result } from "./result.ts";
 
@@ -32,8 +35,13 @@ export function admitCall(
   if (typeof args !== "object" || args === null || Array.isArray(args)) {
     return err({ code: "invalid_arguments", message: "The arguments must be a JSON object matching the tool's schema." });
   }
-  // Bound fields are identity, not model input: whatever the model wrote there is discarded.
-  const input: Record<string, unknown> = { ...(args as Record<string, unknown>) };
+  // Bound fields are identity, not model input: the export never shows them, so a model that sends
+  // one is told so instead of having it silently replaced.
+  const sentBound = Object.keys(spec.bind).find((field) => Object.hasOwn(args as object, field));
+  if (sentBound) return err({ code: "invalid_arguments", message: `${sentBound} is filled in by toolgate for this conversation; call again without it.` });
+  const normalized = normalizeArguments(spec.inputJsonSchema, args, spec.strictExport);
+  if (!normalized.ok) return err({ code: "invalid_arguments", message: `The arguments do not match the tool's schema (${normalized.error.message}). Fix them and call again, or ask the user.` });
+  const input: Record<string, unknown> = { ...(normalized.value as Record<string, unknown>) };
   for (const [field, path] of Object.entries(spec.bind)) {
     const value = context[path.slice("context.".length)];
     if (value === undefined) return err({ code: "invalid_arguments", message: `This run has no ${path} to bind to ${field}; tell the user the tool is not set up for them.` });
@@ -45,6 +53,8 @@ export function admitCall(
     return err({ code: "invalid_arguments", message: `The arguments do not match the tool's schema (${problems}). Fix them and call again, or ask the user.` });
   }
   const admitted = parsed.data as Record<string, unknown>;
+  const unusable = spec.checkArguments(admitted);
+  if (unusable) return err({ code: "invalid_arguments", message: `The arguments cannot be used (${unusable}). Fix them and call again, or ask the user.` });
   const limits = checkLimits(spec.limits, admitted, context);
   if (!limits.ok) return limits;
   return ok({ spec, input: admitted });

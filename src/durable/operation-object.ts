@@ -8,12 +8,12 @@ import { repeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
 import { isSettled, transition, type OperationPlan, type OperationEvent, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
 import { err, ok, type Result } from "../domain/result.ts";
-import { hostPolicy, type Env } from "../env.ts";
+import { configFor, hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
-import { runStub } from "./stubs.ts";
+import { runStub, tenantStub } from "./stubs.ts";
 
 export type SubmitRequest = {
   tenantId: string;
@@ -53,6 +53,8 @@ type FrozenRow = {
 };
 type Head = { seq: number; state: OperationState; frozen: FrozenRow };
 type Fixed = { spec: ToolSpec; input: Record<string, unknown> };
+/** The tenant secrets one attempt may use, fetched before its row is written (no await between row and fetch). */
+type Secrets = Result<Record<string, string>, string>;
 
 export class OperationObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, OPERATION_SCHEMA);
@@ -72,20 +74,26 @@ export class OperationObject extends DurableObject<Env> {
     if (!existing) {
       const spec = resolveTool(req.source, hostPolicy(this.env));
       if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
-      const plan: OperationPlan = {
-        operationId: req.operationId,
-        idempotencyKey: req.idempotencyKey,
-        safety: repeatSafety(spec.value.risk, spec.value.idempotency.mode, spec.value.buildReconcile !== null),
-        retry: spec.value.retry,
-        timeoutMs: spec.value.timeoutMs,
-      };
-      this.store.ensureSchema();
-      const frozen: FrozenRow = {
-        id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
-        input: req.canonicalInput, input_hash: req.inputHash, plan, created_at: Date.now(),
-      };
-      const started = this.apply({ type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name }, frozen);
-      if (!started.ok) return started;
+      const secrets = await this.secretsFor(req.tenantId, spec.value);
+      // The await let other calls in: one of them may have started this operation meanwhile.
+      if (!this.head()) {
+        const plan: OperationPlan = {
+          operationId: req.operationId,
+          idempotencyKey: req.idempotencyKey,
+          safety: repeatSafety(spec.value.risk, spec.value.idempotency.mode, spec.value.buildReconcile !== null),
+          retry: spec.value.retry,
+          timeoutMs: spec.value.timeoutMs,
+        };
+        this.store.ensureSchema();
+        const frozen: FrozenRow = {
+          id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
+          input: req.canonicalInput, input_hash: req.inputHash, plan, created_at: Date.now(),
+        };
+        const started = this.apply({ type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name }, frozen, secrets);
+        if (!started.ok) return started;
+      } else if (this.head()!.frozen.input_hash !== req.inputHash) {
+        return this.submit(req);
+      }
     } else {
       this.recoverOrphan();
     }
@@ -124,14 +132,17 @@ export class OperationObject extends DurableObject<Env> {
     // Before a retry or a resend, ask the run whether this may still execute: scopes may have
     // been revoked, the tool withdrawn or the deadline passed while the alarm waited.
     const sends = head.state.phase === "retry_scheduled" || (head.state.phase === "outcome_unknown" && head.state.reconcile === "resend");
+    let secrets: Secrets | null = null;
     if (sends) {
-      const verdict = await runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, this.loadFixed().spec.name);
+      const { spec } = this.loadFixed();
+      const [verdict, resolved] = await Promise.all([runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, spec.name), this.secretsFor(head.frozen.tenant_id, spec)]);
       if (!verdict.ok) {
         this.apply({ type: "denied", ...verdict.error }, null);
         return;
       }
+      secrets = resolved;
     }
-    this.apply({ type: "alarm", inFlight: this.inFlight !== null }, null);
+    this.apply({ type: "alarm", inFlight: this.inFlight !== null }, null, secrets);
     // Keep this event open while the attempt it started runs, so the object stays alive for it.
     await this.inFlight;
   }
@@ -151,7 +162,7 @@ export class OperationObject extends DurableObject<Env> {
    * One transition = one synchronous transaction appending one log row (state + trace events);
    * effects run only after it. `frozen` is given exactly once, for the `start` event.
    */
-  private apply(event: OperationEvent, frozen: FrozenRow | null): Result<OperationState, OperationError> {
+  private apply(event: OperationEvent, frozen: FrozenRow | null, secrets: Secrets | null = null): Result<OperationState, OperationError> {
     const nowMs = Date.now();
     const result = this.ctx.storage.transactionSync((): Result<Step, OperationError> => {
       const head = this.head();
@@ -176,7 +187,7 @@ export class OperationObject extends DurableObject<Env> {
           void this.ctx.storage.deleteAlarm();
           break;
         case "send_attempt":
-          this.inFlight = this.attempt(effect.attempt);
+          this.inFlight = this.attempt(effect.attempt, secrets);
           break;
         case "abort_attempt":
           this.abort?.abort(new Error("cancelled"));
@@ -190,16 +201,25 @@ export class OperationObject extends DurableObject<Env> {
     return ok(result.value.state);
   }
 
-  private async attempt(attempt: number): Promise<void> {
+  /**
+   * `secrets` were fetched before the attempt row was written; an attempt started without them
+   * (no caller fetched them first) fetches them here, before any byte is sent. A secret that is
+   * gone is a configuration failure observed without sending: typed, never a throw.
+   */
+  private async attempt(attempt: number, prefetched: Secrets | null): Promise<void> {
     const { spec, input, canonicalInput, plan } = this.loadFixed();
     this.abort = new AbortController();
-    const observation = await sendAttempt(spec, input, canonicalInput, {
-      idempotencyKey: plan.idempotencyKey,
-      secrets: this.env,
-      safety: plan.safety,
-      signal: this.abort.signal,
-      fencingToken: null,
-    });
+    const secrets = prefetched ?? (await this.secretsFor(this.head()!.frozen.tenant_id, spec));
+    const observation = !secrets.ok
+      ? { kind: "config_error" as const, detail: secrets.error }
+      : await sendAttempt(spec, input, canonicalInput, {
+          idempotencyKey: plan.idempotencyKey,
+          secrets: secrets.value,
+          config: configFor(this.env, spec.configNames),
+          safety: plan.safety,
+          signal: this.abort.signal,
+          fencingToken: null,
+        });
     this.inFlight = null;
     this.abort = null;
     this.apply({ type: "attempt_finished", attempt, observation }, null);
@@ -207,9 +227,19 @@ export class OperationObject extends DurableObject<Env> {
 
   private async lookup(lookups: number): Promise<void> {
     const { spec, input, canonicalInput, plan } = this.loadFixed();
-    const observation = await sendLookup(spec, input, canonicalInput, { idempotencyKey: plan.idempotencyKey, secrets: this.env });
+    const secrets = await this.secretsFor(this.head()!.frozen.tenant_id, spec);
+    const observation = secrets.ok
+      ? await sendLookup(spec, input, canonicalInput, { idempotencyKey: plan.idempotencyKey, secrets: secrets.value, config: configFor(this.env, spec.configNames) })
+      : { kind: "inconclusive" as const, detail: secrets.error };
     this.inFlight = null;
     this.apply({ type: "lookup_finished", lookups, observation }, null);
+  }
+
+  /** Exactly the tenant secrets `spec` names, from this operation's own tenant. */
+  private async secretsFor(tenantId: string, spec: ToolSpec): Promise<Secrets> {
+    if (spec.secretNames.length === 0) return ok({});
+    const resolved = await tenantStub(this.env, tenantId).secretsFor(tenantId, spec.secretNames);
+    return resolved.ok ? ok(resolved.value) : err(resolved.error.detail);
   }
 
   /** Waits until settled, or until the next self-driven step is due after the deadline. */

@@ -17,12 +17,14 @@ CREATE TABLE IF NOT EXISTS turns (
 export const TENANT_SCHEMA = `
 CREATE TABLE IF NOT EXISTS tenant (id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, name TEXT NOT NULL, scopes TEXT NOT NULL, secret_hash TEXT NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS tools (name TEXT PRIMARY KEY, manifest TEXT NOT NULL, version INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;`;
+CREATE TABLE IF NOT EXISTS tools (name TEXT PRIMARY KEY, manifest TEXT NOT NULL, version INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, iv TEXT NOT NULL, ciphertext TEXT NOT NULL, fingerprint TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;`;
 
 /** Tracks rows written by this object instance (cursor.rowsWritten), reported for the benchmark. */
 export class SqlStore {
   rowsWritten = 0;
   private ready = false;
+  private readonly seen = new Set<string>();
   constructor(
     private readonly sql: SqlStorage,
     private readonly schema: string,
@@ -34,11 +36,15 @@ export class SqlStore {
     this.ready = true;
   }
 
-  /** True once the tables exist (cheap: one read of sqlite_schema). */
+  /**
+   * True once `table` exists (cheap: one read of sqlite_schema, then remembered). Per table, not
+   * "any table": an object created by an older schema lacks the newer tables until its next write.
+   */
   exists(table: string): boolean {
-    if (this.ready) return true;
-    this.ready = this.sql.exec("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", table).toArray().length > 0;
-    return this.ready;
+    if (this.ready || this.seen.has(table)) return true;
+    const found = this.sql.exec("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", table).toArray().length > 0;
+    if (found) this.seen.add(table);
+    return found;
   }
 
   run(query: string, ...bindings: SqlStorageValue[]): void {

@@ -1,11 +1,13 @@
 // TenantObject: one per tenant. Holds the tenant record, its API keys (only SHA-256 hashes of
-// the secrets, compared in constant time; revocable) and its tool registry. Code tools from the
-// catalog are offered by name unless a manifest of the same name overrides them.
+// the secrets, compared in constant time; revocable), its upstream secrets (write-only, AES-GCM
+// under a per-tenant key derived from TOOLGATE_SECRETS_KEY; only operations of this tenant get
+// them decrypted, and only the names their tool references) and its tool registry. Code tools
+// from the catalog are offered by name unless a manifest of the same name overrides them.
 import { DurableObject } from "cloudflare:workers";
 import { ulid } from "ulid";
 import { sha256Hex } from "../domain/canonical-json.ts";
 import { err, ok, type Result } from "../domain/result.ts";
-import { constantTimeEqual, randomSecret } from "../crypto.ts";
+import { constantTimeEqual, openSecret, randomSecret, sealSecret, secretFingerprint } from "../crypto.ts";
 import { hostPolicy, type Env } from "../env.ts";
 import type { ApiScope } from "../http/schemas.ts";
 import { compileManifest, type ManifestError } from "../tools/manifest.ts";
@@ -14,8 +16,11 @@ import type { ToolSource } from "../tools/spec.ts";
 import { SqlStore, TENANT_SCHEMA } from "./store.ts";
 
 export type ToolRecord = { name: string; manifest: unknown; version: number; updated_at: string };
-export type TenantError = ManifestError | { code: "not_found"; detail: string } | { code: "invalid_request"; detail: string };
+export type SecretRecord = { name: string; fingerprint: string; created_at: string; updated_at: string };
+export type SecretsError = { code: "unknown_secret"; detail: string } | { code: "misconfigured"; detail: string };
+export type TenantError = ManifestError | SecretsError | { code: "not_found"; detail: string } | { code: "invalid_request"; detail: string };
 type ToolRow = { name: string; manifest: string; version: number; updated_at: number };
+type SecretRow = { name: string; iv: string; ciphertext: string; fingerprint: string; created_at: number; updated_at: number };
 
 export class TenantObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, TENANT_SCHEMA);
@@ -53,6 +58,9 @@ export class TenantObject extends DurableObject<Env> {
     const compiled = compileManifest(manifest, hostPolicy(this.env));
     if (!compiled.ok) return compiled;
     if (compiled.value.name !== name) return err({ code: "invalid_manifest", detail: `manifest name "${compiled.value.name}" does not match the URL's "${name}"` });
+    // Only this tenant's own secrets resolve; deployment bindings never do.
+    const unknown = compiled.value.secretNames.filter((secret) => !this.secretRow(secret));
+    if (unknown.length > 0) return err({ code: "unknown_secret", detail: `no secret named ${unknown.join(", ")} in this tenant; register it first with PUT /v1/secrets/{name}` });
     this.store.ensureSchema();
     const previous = this.store.one<{ version: number }>("SELECT version FROM tools WHERE name = ?", name);
     const version = (previous?.version ?? 0) + 1;
@@ -76,6 +84,44 @@ export class TenantObject extends DurableObject<Env> {
     return ok(true);
   }
 
+  async putSecret(tenantId: string, name: string, value: string): Promise<Result<SecretRecord & { created: boolean }, TenantError>> {
+    if (!this.tenant()) return err({ code: "not_found", detail: "no such tenant" });
+    const master = this.secretsKey();
+    if (!master.ok) return master;
+    const [sealed, fingerprint] = await Promise.all([sealSecret(master.value, tenantId, name, value), secretFingerprint(master.value, tenantId, value)]);
+    const previous = this.secretRow(name);
+    const now = Date.now();
+    this.store.ensureSchema();
+    this.store.run(
+      "INSERT OR REPLACE INTO secrets (name, iv, ciphertext, fingerprint, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
+      name, sealed.iv, sealed.ciphertext, fingerprint, previous?.created_at ?? now, now,
+    );
+    return ok({ ...toSecretRecord(this.secretRow(name)!), created: previous === null });
+  }
+
+  async listSecrets(): Promise<SecretRecord[]> {
+    return this.store.exists("secrets") ? this.store.all<SecretRow>("SELECT * FROM secrets ORDER BY name").map(toSecretRecord) : [];
+  }
+
+  async deleteSecret(name: string): Promise<Result<true, TenantError>> {
+    if (!this.secretRow(name)) return err({ code: "not_found", detail: `no secret named ${name}` });
+    this.store.run("DELETE FROM secrets WHERE name = ?", name);
+    return ok(true);
+  }
+
+  /** The decrypted values of exactly `names`, for one attempt of one of this tenant's operations. */
+  async secretsFor(tenantId: string, names: string[]): Promise<Result<Record<string, string>, SecretsError>> {
+    const master = this.secretsKey();
+    if (!master.ok) return master;
+    const values: Record<string, string> = {};
+    for (const name of names) {
+      const row = this.tenant()?.id === tenantId ? this.secretRow(name) : null;
+      if (!row) return err({ code: "unknown_secret", detail: `the tenant secret ${name} is not defined (it was deleted after the tool was registered)` });
+      values[name] = await openSecret(master.value, tenantId, name, row);
+    }
+    return ok(values);
+  }
+
   /** Snapshots the named tools for a run; every name must resolve. */
   async sources(names: string[]): Promise<Result<Record<string, ToolSource>, TenantError>> {
     const sources: Record<string, ToolSource> = {};
@@ -88,9 +134,25 @@ export class TenantObject extends DurableObject<Env> {
     return ok(sources);
   }
 
+  private secretRow(name: string): SecretRow | null {
+    return this.store.exists("secrets") ? this.store.one<SecretRow>("SELECT * FROM secrets WHERE name = ?", name) : null;
+  }
+
+  private secretsKey(): Result<string, SecretsError> {
+    const key = this.env.TOOLGATE_SECRETS_KEY;
+    return key ? ok(key) : err({ code: "misconfigured", detail: "TOOLGATE_SECRETS_KEY is not set for this deployment (wrangler secret put TOOLGATE_SECRETS_KEY)" });
+  }
+
   private tenant(): { id: string } | null {
     return this.store.exists("tenant") ? this.store.one<{ id: string }>("SELECT id FROM tenant") : null;
   }
 }
 
 const toRecord = (row: ToolRow): ToolRecord => ({ name: row.name, manifest: JSON.parse(row.manifest), version: row.version, updated_at: new Date(row.updated_at).toISOString() });
+
+const toSecretRecord = (row: SecretRow): SecretRecord => ({
+  name: row.name,
+  fingerprint: row.fingerprint,
+  created_at: new Date(row.created_at).toISOString(),
+  updated_at: new Date(row.updated_at).toISOString(),
+});

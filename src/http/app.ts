@@ -9,6 +9,7 @@ import { operationRoutes } from "./operations-routes.ts";
 import { ApiProblem, problemResponse } from "./problem.ts";
 import { MAX_BODY_BYTES } from "./request.ts";
 import { runRoutes } from "./runs-routes.ts";
+import { secretRoutes } from "./secrets-routes.ts";
 import { toolRoutes } from "./tools-routes.ts";
 
 export const app = new Hono<AppEnv>();
@@ -19,6 +20,7 @@ app.use("/v1/*", bodyLimit({ maxSize: MAX_BODY_BYTES, onError: () => problemResp
 app.use("/v1/*", authenticate);
 app.route("/v1/admin", adminRoutes);
 app.route("/v1/tools", toolRoutes);
+app.route("/v1/secrets", secretRoutes);
 app.route("/v1/runs", runRoutes);
 app.route("/v1/operations", operationRoutes);
 

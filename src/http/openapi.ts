@@ -4,7 +4,7 @@ import { z } from "zod";
 import { NativeTurn } from "../providers/native.ts";
 import { Manifest } from "../tools/manifest.ts";
 import type { AppEnv } from "./auth.ts";
-import { CreateRun, CreateTenant, Envelope, IssueKey, PatchRun, Problem, Resolve, TurnResponse } from "./schemas.ts";
+import { CreateRun, CreateTenant, Envelope, IssueKey, PatchRun, Problem, PutSecret, Resolve, SecretRecord, TurnResponse } from "./schemas.ts";
 
 type Route = { method: string; path: string; summary: string; auth: string; body?: z.ZodType; response?: z.ZodType; query?: string[] };
 
@@ -16,6 +16,9 @@ const ROUTES: Route[] = [
   { method: "get", path: "/v1/tools", summary: "List tool manifests", auth: "tools:write" },
   { method: "get", path: "/v1/tools/{name}", summary: "Read a tool manifest", auth: "tools:write" },
   { method: "delete", path: "/v1/tools/{name}", summary: "Delete a tool manifest", auth: "tools:write" },
+  { method: "put", path: "/v1/secrets/{name}", summary: "Register or rotate a tenant secret (write-only; referenced by tools as {secret:NAME})", auth: "secrets:write", body: PutSecret, response: SecretRecord },
+  { method: "get", path: "/v1/secrets", summary: "List secret names, fingerprints and times (never values)", auth: "secrets:write" },
+  { method: "delete", path: "/v1/secrets/{name}", summary: "Delete a tenant secret", auth: "secrets:write" },
   { method: "post", path: "/v1/runs", summary: "Create a run → run_id, run_token, tools", auth: "runs:write", body: CreateRun },
   { method: "get", path: "/v1/runs/{run_id}", summary: "Read a run (scopes, tools, budgets, usage)", auth: "runs:read or run token" },
   { method: "patch", path: "/v1/runs/{run_id}", summary: "Change the user's scopes and/or the offered tools", auth: "runs:write", body: PatchRun },

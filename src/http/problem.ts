@@ -10,6 +10,8 @@ export type ApiError =
   | { code: "payload_too_large"; detail: string }
   | { code: "invalid_manifest"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
+  | { code: "unsupported_field"; detail: string }
+  | { code: "unknown_secret"; detail: string }
   | { code: "not_outcome_unknown"; detail: string }
   | { code: "misconfigured"; detail: string }
   | { code: "internal"; detail: string };
@@ -31,6 +33,8 @@ function statusOf(error: ApiError): number {
     case "payload_too_large":
       return 413;
     case "invalid_manifest":
+    case "unsupported_field":
+    case "unknown_secret":
       return 422;
     case "not_outcome_unknown":
       return 409;

@@ -57,6 +57,9 @@ export function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: {
     case "not_found":
       throw new ApiProblem({ code: "not_found", detail: detail ?? "not found" });
     case "invalid_manifest":
+    case "unsupported_field":
+    case "unknown_secret":
+    case "misconfigured":
     case "upstream_not_allowed":
     case "invalid_request":
     case "not_outcome_unknown":

@@ -2,7 +2,7 @@
 // is generated from them, so the documentation cannot drift from what the code accepts.
 import { z } from "zod";
 
-export const ApiScope = z.enum(["runs:write", "runs:read", "tools:write", "approvals:decide", "operations:resolve", "traces:read"]);
+export const ApiScope = z.enum(["runs:write", "runs:read", "tools:write", "secrets:write", "approvals:decide", "operations:resolve", "traces:read"]);
 export type ApiScope = z.infer<typeof ApiScope>;
 
 export const CreateTenant = z.object({ name: z.string().min(1).max(200) });
@@ -25,6 +25,15 @@ export const PatchRun = z
   .partial()
   .strict()
   .refine((patch) => patch.user !== undefined || patch.tools !== undefined, "send user.scopes and/or tools");
+
+/** Tenant secret names: what `{secret:NAME}` references. TOOLGATE_* is the deployment's own namespace. */
+export const SecretName = z
+  .string()
+  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, "secret names are 1-64 letters, digits or _, not starting with a digit")
+  .refine((name) => !name.toUpperCase().startsWith("TOOLGATE_"), "names starting with TOOLGATE_ are reserved for the deployment");
+/** At least 8 characters: every value is scrubbed from upstream text, so a short one would mangle results. */
+export const PutSecret = z.strictObject({ value: z.string().min(8, "secret values are at least 8 characters").max(8192) });
+export const SecretRecord = z.object({ name: z.string(), fingerprint: z.string(), created_at: z.string(), updated_at: z.string() });
 
 export const Resolve = z.object({ outcome: z.enum(["succeeded", "failed"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
 

@@ -6,7 +6,7 @@
 // into the description as `{keyword: value}`, the form Anthropic's SDK uses: the model still reads
 // them and toolgate still enforces the original schema on every call. Schemas strict mode cannot
 // express without changing their meaning are reported in `problems` (and exported non-strict).
-type Schema = Record<string, unknown>;
+import { acceptsNull, isSchema, merge, resolveRef, type Schema } from "../domain/json-schema.ts";
 
 export type StrictSchema = { schema: Schema; strict: boolean; problems: string[] };
 
@@ -172,56 +172,16 @@ function nullable(schema: Schema): Schema {
   if (acceptsNull(schema, {})) return schema;
   if (schema.$ref !== undefined || schema.const !== undefined) return { anyOf: [schema, NULL] };
   if (Array.isArray(schema.anyOf)) return { ...schema, anyOf: [...schema.anyOf, NULL] };
+  // Objects and arrays as a union, never a type array: the Anthropic SDK's strict transform drops
+  // `properties` and `items` from a schema whose type is an array of names.
+  const structured = ["object", "array"];
+  if (structured.includes(schema.type as string) || (Array.isArray(schema.type) && schema.type.some((t) => structured.includes(t)))) return { anyOf: [schema, NULL] };
   const out: Schema = { ...schema };
   if (Array.isArray(schema.enum)) out.enum = [...schema.enum, null];
   if (typeof schema.type === "string") out.type = [schema.type, "null"];
   else if (Array.isArray(schema.type)) out.type = [...schema.type, "null"];
   else if (!Array.isArray(schema.enum)) return { anyOf: [schema, NULL] };
   return out;
-}
-
-/**
- * Undoes the optional-to-nullable rewrite on a strict-mode model's arguments: a `null` given for a
- * property the original schema made optional and not nullable is dropped, recursively, so the
- * original schema validates. Everything else is returned as is. For the gate, before validation.
- */
-export function dropNullOptionals(schema: Schema, value: unknown, root: Schema = schema): unknown {
-  const s = typeof schema.$ref === "string" ? (resolveRef(root, schema.$ref) ?? schema) : schema;
-  if (Array.isArray(value)) return isSchema(s.items) ? value.map((item) => dropNullOptionals(s.items as Schema, item, root)) : value;
-  if (!isSchema(value) || !isSchema(s.properties)) return value;
-  const properties = s.properties;
-  const required = new Set(Array.isArray(s.required) ? s.required : []);
-  const out: Schema = {};
-  for (const [name, item] of Object.entries(value)) {
-    const property = properties[name];
-    if (!isSchema(property)) out[name] = item;
-    else if (item === null && !required.has(name) && !acceptsNull(property, root)) continue;
-    else out[name] = dropNullOptionals(property, item, root);
-  }
-  return out;
-}
-
-function acceptsNull(schema: Schema, root: Schema, seen = new Set<string>()): boolean {
-  if (schema.type === "null" || (Array.isArray(schema.type) && schema.type.includes("null"))) return true;
-  if (schema.const === null || (Array.isArray(schema.enum) && schema.enum.includes(null))) return true;
-  const branches = [...(Array.isArray(schema.anyOf) ? schema.anyOf : []), ...(Array.isArray(schema.oneOf) ? schema.oneOf : [])];
-  if (branches.some((branch) => isSchema(branch) && acceptsNull(branch, root, seen))) return true;
-  if (typeof schema.$ref === "string" && !seen.has(schema.$ref)) {
-    const target = resolveRef(root, schema.$ref);
-    return target !== null && acceptsNull(target, root, seen.add(schema.$ref));
-  }
-  return false;
-}
-
-/** Local refs only (`#/$defs/X`, `#/definitions/X`, any JSON pointer into the root). */
-function resolveRef(root: Schema, ref: string): Schema | null {
-  if (!ref.startsWith("#")) return null;
-  let node: unknown = root;
-  for (const token of ref.slice(1).split("/").slice(1)) {
-    if (!isSchema(node)) return null;
-    node = node[token.replaceAll("~1", "/").replaceAll("~0", "~")];
-  }
-  return isSchema(node) ? node : null;
 }
 
 /** Definitions that reach themselves through $refs. */
@@ -257,18 +217,6 @@ function recursiveDefinitions(root: Schema): string[] {
     }
   }
   return found;
-}
-
-/** Two schemas as one: later keywords win, except properties (united) and required (united). */
-function merge(a: Schema, b: Schema): Schema {
-  const out: Schema = { ...a, ...b };
-  if (isSchema(a.properties) || isSchema(b.properties)) out.properties = { ...(isSchema(a.properties) ? a.properties : {}), ...(isSchema(b.properties) ? b.properties : {}) };
-  if (Array.isArray(a.required) || Array.isArray(b.required)) out.required = [...new Set([...(Array.isArray(a.required) ? a.required : []), ...(Array.isArray(b.required) ? b.required : [])])];
-  return out;
-}
-
-function isSchema(value: unknown): value is Schema {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
 function isPrimitive(value: unknown): boolean {

@@ -13,9 +13,10 @@ const createShipment = defineTool({
   risk: "write",
   idempotency: { mode: "header" },
   operationKey: ["order_id"],
+  config: ["DEMO_UPSTREAM_URL"],
   request: (input, ctx) => {
-    const base = ctx.secrets["DEMO_UPSTREAM_URL"];
-    if (typeof base !== "string") return { error: "DEMO_UPSTREAM_URL is not configured" };
+    const base = ctx.config["DEMO_UPSTREAM_URL"];
+    if (base === undefined) return { error: "DEMO_UPSTREAM_URL is not configured" };
     const body = JSON.stringify({ order_id: input.order_id, weight_grams: Math.round(input.weight_kg * 1000) });
     return { method: "POST", url: `${base}/shipments`, headers: { "Content-Type": "application/json" }, body };
   },

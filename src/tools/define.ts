@@ -1,10 +1,15 @@
 // defineTool: a ToolSpec from code, for tools whose request needs logic. The tool still only
-// *builds* its request; toolgate's executor sends it, classifies it and owns every retry.
+// *builds* its request; toolgate's executor sends it, classifies it and owns every retry. It sees
+// only the tenant secrets and deployment variables it declares (`secrets`, `config`), and a field
+// toolgate does not enforce yet fails at definition, like a manifest's `unsupported_field`.
 import { z } from "zod";
+import { closeSchema } from "../domain/json-schema.ts";
+import { toStrictSchema } from "../providers/strict-schema.ts";
+import { unsupportedField } from "./manifest.ts";
 import { DEFAULT_RETRY, type RetryPolicy } from "../domain/retry.ts";
 import type { IdempotencyMode } from "../domain/classify.ts";
 import type { OperationScope, Risk } from "../domain/identity.ts";
-import type { ApprovalRule, Limit, RequestBuilder, ToolSpec } from "./spec.ts";
+import type { ApprovalRule, Limit, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
 
 export type ToolDefinition<I extends z.ZodObject> = {
   name: string;
@@ -13,7 +18,11 @@ export type ToolDefinition<I extends z.ZodObject> = {
   output?: z.ZodType;
   risk: Risk;
   idempotency?: { mode: IdempotencyMode; header?: string };
-  request: (input: z.infer<I>, ctx: { idempotencyKey: string; secrets: Record<string, unknown> }) => ReturnType<RequestBuilder>;
+  request: (input: z.infer<I>, ctx: RequestContext) => ReturnType<RequestBuilder>;
+  /** Tenant secrets the request uses (ctx.secrets). */
+  secrets?: string[];
+  /** Deployment variables the request reads (ctx.config); TOOLGATE_* are never readable. */
+  config?: string[];
   reconcile?: RequestBuilder;
   operationKey?: string[];
   operationScope?: OperationScope;
@@ -30,13 +39,23 @@ export type ToolDefinition<I extends z.ZodObject> = {
 
 export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolSpec {
   const mode = def.idempotency?.mode ?? "none";
+  const approval = def.approval ?? { mode: def.risk === "irreversible_write" ? "always" : "never", when: null, expiresInMs: 15 * 60_000 };
+  const unsupported = unsupportedField({ risk: def.risk, approval: approval.mode === "never" ? "never" : "always", resource: def.resource, redact: def.redact ?? [] });
+  if (unsupported) throw new Error(`defineTool ${def.name}: ${unsupported}`);
+  const reserved = (def.config ?? []).filter((name) => name.startsWith("TOOLGATE_"));
+  if (reserved.length > 0) throw new Error(`defineTool ${def.name}: deployment secrets are never readable by tools (${reserved.join(", ")})`);
+  const inputJsonSchema = closeSchema(z.toJSONSchema(def.input) as Record<string, unknown>);
   return {
     name: def.name,
     description: def.description,
     risk: def.risk,
     input: def.input,
     output: def.output ?? null,
-    inputJsonSchema: z.toJSONSchema(def.input) as Record<string, unknown>,
+    inputJsonSchema,
+    strictExport: toStrictSchema(inputJsonSchema, Object.keys(def.bind ?? {})).strict,
+    checkArguments: () => null,
+    secretNames: def.secrets ?? [],
+    configNames: def.config ?? [],
     idempotency: { mode, header: mode === "header" ? (def.idempotency?.header ?? "Idempotency-Key") : null },
     buildRequest: (input, _canonical, ctx) => def.request(input as z.infer<I>, ctx),
     buildReconcile: def.reconcile ?? null,
@@ -45,7 +64,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     resource: def.resource ?? null,
     bind: def.bind ?? {},
     requiresScopes: def.requiresScopes ?? [],
-    approval: def.approval ?? { mode: def.risk === "irreversible_write" ? "always" : "never", when: null, expiresInMs: 15 * 60_000 },
+    approval,
     limits: def.limits ?? {},
     timeoutMs: def.timeoutMs ?? 10_000,
     retry: { ...DEFAULT_RETRY, ...def.retry },

@@ -7,6 +7,7 @@ import { connect } from "cloudflare:sockets";
 import { parseRetryAfterMs } from "../domain/retry.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
 import type { RepeatSafety } from "../domain/classify.ts";
+import { isLoopback } from "./manifest.ts";
 import type { BuiltRequest, RequestContext, ToolSpec } from "./spec.ts";
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
@@ -14,8 +15,18 @@ export const MAX_RESPONSE_BYTES = 1024 * 1024;
 export type AttemptContext = RequestContext & { safety: RepeatSafety; signal: AbortSignal | null; fencingToken: string | null };
 
 export async function sendAttempt(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: AttemptContext): Promise<Observation> {
+  return scrubSecrets(await attemptOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
+}
+
+export async function sendLookup(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
+  return scrubSecrets(await lookupOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
+}
+
+async function attemptOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: AttemptContext): Promise<Observation> {
   const built = spec.buildRequest(input, canonicalInput, ctx);
   if ("error" in built) return { kind: "config_error", detail: built.error };
+  const insecure = insecureForSecrets(built.url, ctx);
+  if (insecure) return { kind: "config_error", detail: insecure };
   if (spec.idempotency.mode === "header" && spec.idempotency.header) built.headers[spec.idempotency.header] = ctx.idempotencyKey;
   if (ctx.fencingToken) built.headers["Toolgate-Fencing-Token"] = ctx.fencingToken;
   if (ctx.safety === "neither" && !(await reachable(built.url))) {
@@ -38,10 +49,12 @@ export async function sendAttempt(spec: ToolSpec, input: Record<string, unknown>
   return validateOutput(spec, body);
 }
 
-export async function sendLookup(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
+async function lookupOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
   if (!spec.buildReconcile) return { kind: "inconclusive", detail: "the tool has no reconcile request" };
   const built = spec.buildReconcile(input, canonicalInput, ctx);
   if ("error" in built) return { kind: "inconclusive", detail: built.error };
+  const insecure = insecureForSecrets(built.url, ctx);
+  if (insecure) return { kind: "inconclusive", detail: insecure };
   try {
     const response = await send(built, spec.timeoutMs, null);
     if (response.status === 404) return { kind: "not_found" };
@@ -120,6 +133,29 @@ async function reachable(url: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** Secrets travel only over https (plain http to loopback is development's upstream). */
+function insecureForSecrets(url: string, ctx: RequestContext): string | null {
+  if (Object.keys(ctx.secrets).length === 0) return null;
+  const target = new URL(url);
+  return target.protocol === "https:" || isLoopback(target.hostname) ? null : `refusing to send secrets over plain http to ${target.host}`;
+}
+
+/**
+ * Upstream text (error snippets, results, connection errors) can echo a credential back; every
+ * injected secret value is replaced before anything is stored in the trace or shown to the model.
+ */
+export function scrubSecrets<T>(value: T, secrets: readonly string[]): T {
+  const live = secrets.filter((secret) => secret.length > 0);
+  if (live.length === 0) return value;
+  const scrub = (item: unknown): unknown => {
+    if (typeof item === "string") return live.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), item);
+    if (Array.isArray(item)) return item.map(scrub);
+    if (typeof item === "object" && item !== null) return Object.fromEntries(Object.entries(item).map(([key, inner]) => [scrub(key) as string, scrub(inner)]));
+    return item;
+  };
+  return scrub(value) as T;
 }
 
 const isTimeout = (error: unknown) => error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");

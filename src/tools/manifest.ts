@@ -1,24 +1,31 @@
 // JSON tool manifests (DESIGN.md "Tools") → ToolSpec. The manifest schema is the wire contract for
-// PUT /v1/tools/{name}; compilation turns JSON Schema into zod (z.fromJSONSchema) and the URL
-// template into a request builder whose scheme, host and port no argument can change.
+// PUT /v1/tools/{name}: every object is strict (an unknown field is refused, never ignored), and a
+// field toolgate does not enforce yet is refused as `unsupported_field`. Compilation closes the
+// input schema (domain/json-schema.ts) and turns it into zod (z.fromJSONSchema); the URL template
+// becomes a builder whose scheme, host, port and static path prefix no argument can change
+// (encodeURIComponent keeps "." and the URL parser removes dot segments, so "", "." and ".." are
+// refused outright and the parsed path is checked against the prefix). Secrets are the tenant's
+// own, named in headers only, and travel only over https (plain http only to loopback in development).
 import { z } from "zod";
+import { closeSchema } from "../domain/json-schema.ts";
 import { DEFAULT_RETRY } from "../domain/retry.ts";
 import { err, ok, type Result } from "../domain/result.ts";
+import { toStrictSchema } from "../providers/strict-schema.ts";
 import type { ApprovalRule, RequestBuilder, ToolSpec } from "./spec.ts";
 
-const Comparison = z.object({ gt: z.number(), gte: z.number(), lt: z.number(), lte: z.number(), eq: z.unknown(), in: z.array(z.unknown()) }).partial();
+const Comparison = z.strictObject({ gt: z.number(), gte: z.number(), lt: z.number(), lte: z.number(), eq: z.unknown(), in: z.array(z.unknown()) }).partial();
 const Approval = z.union([
   z.enum(["always", "never"]),
-  z.object({ when: z.record(z.string(), Comparison) }),
-  z.object({ mode: z.enum(["always", "never"]), when: z.record(z.string(), Comparison).optional(), expires_in_ms: z.number().int().positive().optional() }),
+  z.strictObject({ when: z.record(z.string(), Comparison) }),
+  z.strictObject({ mode: z.enum(["always", "never"]), when: z.record(z.string(), Comparison).optional(), expires_in_ms: z.number().int().positive().optional() }),
 ]);
-const RequestTemplate = z.object({
+const RequestTemplate = z.strictObject({
   method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]),
   url: z.string().max(2048),
   headers: z.record(z.string(), z.string()).default({}),
 });
 
-export const Manifest = z.object({
+export const Manifest = z.strictObject({
   name: z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "tool names are 1-64 letters, digits, _ or -, starting with a letter"),
   description: z.string().min(1).max(4096),
   input_schema: z.record(z.string(), z.unknown()),
@@ -26,9 +33,9 @@ export const Manifest = z.object({
   risk: z.enum(["read", "write", "irreversible_write"]),
   request: RequestTemplate,
   idempotency: z.discriminatedUnion("mode", [
-    z.object({ mode: z.literal("header"), header: z.string().min(1).default("Idempotency-Key") }),
-    z.object({ mode: z.literal("natural") }),
-    z.object({ mode: z.literal("none") }),
+    z.strictObject({ mode: z.literal("header"), header: z.string().min(1).default("Idempotency-Key") }),
+    z.strictObject({ mode: z.literal("natural") }),
+    z.strictObject({ mode: z.literal("none") }),
   ]).default({ mode: "none" }),
   reconcile: RequestTemplate.partial({ method: true }).optional(),
   operation_key: z.array(z.string()).default([]),
@@ -37,10 +44,10 @@ export const Manifest = z.object({
   bind: z.record(z.string(), z.string().regex(/^context\.[a-zA-Z0-9_]+$/, "bind values look like context.field")).default({}),
   requires_scopes: z.array(z.string()).default([]),
   approval: Approval.optional(),
-  limits: z.record(z.string(), z.object({ max: z.union([z.number(), z.string()]), min: z.union([z.number(), z.string()]), enum: z.array(z.unknown()) }).partial()).default({}),
+  limits: z.record(z.string(), z.strictObject({ max: z.union([z.number(), z.string()]), min: z.union([z.number(), z.string()]), enum: z.array(z.unknown()) }).partial()).default({}),
   timeout_ms: z.number().int().min(1).max(120_000).default(10_000),
   max_attempts: z.number().int().min(1).max(20).default(DEFAULT_RETRY.maxAttempts),
-  retry: z.object({
+  retry: z.strictObject({
     min_delay_ms: z.number().int().min(0).default(DEFAULT_RETRY.minDelayMs),
     initial_delay_ms: z.number().int().min(0).default(DEFAULT_RETRY.initialDelayMs),
     max_delay_ms: z.number().int().min(0).default(DEFAULT_RETRY.maxDelayMs),
@@ -51,45 +58,70 @@ export const Manifest = z.object({
 });
 export type Manifest = z.infer<typeof Manifest>;
 
-export type ManifestError = { code: "invalid_manifest"; detail: string } | { code: "upstream_not_allowed"; detail: string };
+export type ManifestError =
+  | { code: "invalid_manifest"; detail: string }
+  | { code: "upstream_not_allowed"; detail: string }
+  | { code: "unsupported_field"; detail: string };
 
-/** Hosts tools may target: the deployment allow-list (exact or `*.suffix`), plus loopback in development. */
+/**
+ * Hosts tools may target: the deployment allow-list — `host`, `*.suffix`, either with `:port` to
+ * pin a port (without one, only the scheme's default port) — plus loopback on any port in development.
+ */
 export type HostPolicy = { allowlist: string[]; allowLoopback: boolean };
+
+const SECRET_REF = /\{secret:([A-Za-z0-9_]+)\}/g;
 
 export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpec, ManifestError> {
   const parsed = Manifest.safeParse(raw);
   if (!parsed.success) return err({ code: "invalid_manifest", detail: z.prettifyError(parsed.error) });
   const m = parsed.data;
+  const unsupported = unsupportedField(m);
+  if (unsupported) return err({ code: "unsupported_field", detail: unsupported });
+  const inputJsonSchema = closeSchema(m.input_schema);
   let input: z.ZodType;
   let output: z.ZodType | null = null;
   try {
-    input = z.fromJSONSchema(m.input_schema as never);
+    input = z.fromJSONSchema(inputJsonSchema as never);
     if (m.output_schema) output = z.fromJSONSchema(m.output_schema as never);
   } catch (error) {
     return err({ code: "invalid_manifest", detail: `schema could not be compiled: ${String(error)}` });
   }
-  const templates = [m.request.url, ...(m.reconcile?.url ? [m.reconcile.url] : [])];
-  for (const url of templates) {
-    const checked = checkUrlTemplate(url, hosts);
+  const templates = [m.request, ...(m.reconcile?.url ? [{ method: m.reconcile.method ?? "GET", url: m.reconcile.url, headers: m.reconcile.headers ?? {} }] : [])];
+  const secretNames = new Set<string>();
+  for (const template of templates) {
+    const checked = checkTemplate(template, hosts);
     if (!checked.ok) return checked;
+    checked.value.forEach((name) => secretNames.add(name));
   }
-  const approval: ApprovalRule = normalizeApproval(m);
+  const request = requestBuilder(m.request.method, m.request.url, m.request.headers, true);
+  const reconcile = m.reconcile?.url ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers ?? {}, false) : null;
+  const urls = [m.request.url, ...(m.reconcile?.url ? [m.reconcile.url] : [])];
   return ok({
     name: m.name,
     description: m.description,
     risk: m.risk,
     input,
     output,
-    inputJsonSchema: m.input_schema,
+    inputJsonSchema,
+    strictExport: toStrictSchema(inputJsonSchema, Object.keys(m.bind)).strict,
+    checkArguments: (args) => {
+      for (const url of urls) {
+        const built = buildUrl(url, args, "k");
+        if (!built.ok) return built.error;
+      }
+      return null;
+    },
+    secretNames: [...secretNames],
+    configNames: [],
     idempotency: m.idempotency.mode === "header" ? { mode: "header", header: m.idempotency.header } : { mode: m.idempotency.mode, header: null },
-    buildRequest: requestBuilder(m.request.method, m.request.url, m.request.headers, true),
-    buildReconcile: m.reconcile?.url ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers ?? {}, false) : null,
+    buildRequest: request,
+    buildReconcile: reconcile,
     operationKey: m.operation_key,
     operationScope: m.operation_scope,
     resource: m.resource ?? null,
     bind: m.bind,
     requiresScopes: m.requires_scopes,
-    approval,
+    approval: normalizeApproval(m),
     limits: m.limits,
     timeoutMs: m.timeout_ms,
     retry: { maxAttempts: m.max_attempts, minDelayMs: m.retry.min_delay_ms, initialDelayMs: m.retry.initial_delay_ms, maxDelayMs: m.retry.max_delay_ms, maxElapsedMs: m.retry.max_elapsed_ms },
@@ -98,7 +130,23 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
   });
 }
 
-function normalizeApproval(m: Manifest): ApprovalRule {
+/**
+ * Fields toolgate parses but does not enforce yet are refused rather than silently ignored (a
+ * manifest that says "ask a person" must never run unasked). Lifted as approvals, resource locks
+ * and trace redaction land.
+ */
+export function unsupportedField(m: Pick<Manifest, "risk" | "approval" | "resource" | "redact">): string | null {
+  if (normalizeApproval(m).mode !== "never") {
+    return m.approval === undefined
+      ? "approval: an irreversible_write asks a person by default, and approvals are not enforced by this deployment yet; set \"approval\": \"never\" or use risk \"write\""
+      : "approval: only \"never\" is enforced by this deployment yet";
+  }
+  if (m.resource !== undefined) return "resource: resource locks are not enforced by this deployment yet";
+  if (m.redact.length > 0) return "redact: trace redaction is not enforced by this deployment yet";
+  return null;
+}
+
+function normalizeApproval(m: Pick<Manifest, "risk" | "approval">): ApprovalRule {
   const expiresInMs = 15 * 60_000;
   const a = m.approval;
   if (a === undefined) return { mode: m.risk === "irreversible_write" ? "always" : "never", when: null, expiresInMs };
@@ -108,40 +156,90 @@ function normalizeApproval(m: Manifest): ApprovalRule {
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
+export const isLoopback = (hostname: string) => LOOPBACK.has(hostname);
 
-function checkUrlTemplate(template: string, hosts: HostPolicy): Result<true, ManifestError> {
+/** Checks one request template; returns the tenant secrets its headers name. */
+function checkTemplate(template: { url: string; headers: Record<string, string> }, hosts: HostPolicy): Result<string[], ManifestError> {
   // Placeholders may only appear after the authority: no argument can alter scheme, host or port.
-  const authority = /^(https?):\/\/([^/?#]+)/.exec(template);
-  if (!authority) return err({ code: "invalid_manifest", detail: `url must be absolute http(s): ${template}` });
+  const authority = /^(https?):\/\/([^/?#]+)/.exec(template.url);
+  if (!authority) return err({ code: "invalid_manifest", detail: `url must be absolute http(s): ${template.url}` });
   if (authority[2]!.includes("{")) return err({ code: "invalid_manifest", detail: "placeholders are not allowed in the scheme, host or port" });
-  const host = new URL(`${authority[1]}://${authority[2]}`).hostname;
-  const allowed =
-    (hosts.allowLoopback && LOOPBACK.has(host)) ||
-    hosts.allowlist.some((entry) => (entry.startsWith("*.") ? host.endsWith(entry.slice(1)) : host === entry));
-  return allowed ? ok(true) : err({ code: "upstream_not_allowed", detail: `host ${host} is not on TOOLGATE_UPSTREAM_ALLOWLIST` });
+  if (template.url.includes("{secret:")) return err({ code: "invalid_manifest", detail: "secrets may be referenced in headers only, never in a url" });
+  let origin: URL;
+  try {
+    origin = new URL(`${authority[1]}://${authority[2]}`);
+    buildUrl(template.url, {}, "k");
+  } catch {
+    return err({ code: "invalid_manifest", detail: `url is not a valid URL template: ${template.url}` });
+  }
+  const port = Number(origin.port || (origin.protocol === "https:" ? 443 : 80));
+  const host = origin.hostname;
+  const loopback = hosts.allowLoopback && isLoopback(host);
+  if (!loopback && !hosts.allowlist.some((entry) => allows(entry, host, port, origin.protocol))) {
+    return err({ code: "upstream_not_allowed", detail: `${host}:${port} is not on TOOLGATE_UPSTREAM_ALLOWLIST` });
+  }
+  const names: string[] = [];
+  for (const [header, value] of Object.entries(template.headers)) {
+    const refs = [...value.matchAll(SECRET_REF)].map((match) => match[1]!);
+    if (value.replace(SECRET_REF, "").includes("{secret:")) return err({ code: "invalid_manifest", detail: `header ${header}: secret names are letters, digits and _` });
+    names.push(...refs);
+  }
+  if (names.length > 0 && origin.protocol !== "https:" && !loopback) {
+    return err({ code: "invalid_manifest", detail: `secrets are sent only over https; ${template.url} is plain http` });
+  }
+  return ok(names);
 }
 
-/** `{field}` → the URL-encoded argument, `{idempotency_key}` → the key, `{secret:NAME}` → a binding (headers only). */
+function allows(entry: string, host: string, port: number, protocol: string): boolean {
+  const pinned = /^(.*):(\d{1,5})$/.exec(entry);
+  const pattern = pinned ? pinned[1]! : entry;
+  const allowedPort = pinned ? Number(pinned[2]) : protocol === "https:" ? 443 : 80;
+  const hostMatches = pattern.startsWith("*.") ? host.endsWith(pattern.slice(1)) : host === pattern;
+  return hostMatches && port === allowedPort;
+}
+
+/**
+ * The URL for `input`: `{field}` → the URL-encoded argument, `{idempotency_key}` → the key. A path
+ * value of "", "." or ".." is refused, and the parsed URL must keep the template's origin and its
+ * static path prefix (everything before the first placeholder).
+ */
+export function buildUrl(template: string, input: Record<string, unknown>, idempotencyKey: string): Result<string, string> {
+  const queryAt = template.search(/[?#]/);
+  const pathEnd = queryAt === -1 ? template.length : queryAt;
+  const firstPlaceholder = template.indexOf("{");
+  const prefix = new URL(template.slice(0, firstPlaceholder === -1 || firstPlaceholder > pathEnd ? pathEnd : firstPlaceholder));
+  let problem: string | null = null;
+  const url = template.replace(/\{([a-zA-Z0-9_]+)\}/g, (_, field: string, offset: number) => {
+    const value = field === "idempotency_key" ? idempotencyKey : stringify(input[field]);
+    if (offset < pathEnd && (value === "" || value === "." || value === "..")) problem ??= `${field} cannot be ${JSON.stringify(value)}: it is a segment of the tool's URL path`;
+    return encodeURIComponent(value);
+  });
+  if (problem) return err(problem);
+  const built = new URL(url);
+  if (built.origin !== prefix.origin || !built.pathname.startsWith(prefix.pathname)) return err(`the arguments would move the request outside ${prefix.origin}${prefix.pathname}`);
+  return ok(built.toString());
+}
+
+/** `{secret:NAME}` → the tenant's secret (headers only), `{idempotency_key}` → the key; the body is the frozen input. */
 export function requestBuilder(method: string, urlTemplate: string, headerTemplates: Record<string, string>, sendsBody: boolean): RequestBuilder {
   return (input, canonicalInput, ctx) => {
-    const url = urlTemplate.replace(/\{([a-zA-Z0-9_]+)\}/g, (_, field: string) =>
-      encodeURIComponent(field === "idempotency_key" ? ctx.idempotencyKey : stringify(input[field])),
-    );
+    const url = buildUrl(urlTemplate, input, ctx.idempotencyKey);
+    if (!url.ok) return { error: url.error };
     const headers: Record<string, string> = {};
     for (const [name, template] of Object.entries(headerTemplates)) {
       let missing: string | null = null;
       headers[name] = template
         .replace(/\{idempotency_key\}/g, ctx.idempotencyKey)
-        .replace(/\{secret:([A-Za-z0-9_]+)\}/g, (_, secret: string) => {
+        .replace(SECRET_REF, (_, secret: string) => {
           const value = ctx.secrets[secret];
-          if (typeof value !== "string") missing = secret;
-          return typeof value === "string" ? value : "";
+          if (value === undefined) missing = secret;
+          return value ?? "";
         });
-      if (missing) return { error: `secret ${missing} is not bound in this deployment` };
+      if (missing) return { error: `the tenant secret ${missing} is not defined (was it deleted?)` };
     }
     const body = sendsBody && method !== "GET" && method !== "DELETE" ? canonicalInput : null;
     if (body !== null) headers["Content-Type"] = "application/json";
-    return { method, url, headers, body };
+    return { method, url: url.value, headers, body };
   };
 }
 

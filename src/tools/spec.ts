@@ -11,7 +11,12 @@ export type Comparison = { gt?: number; gte?: number; lt?: number; lte?: number;
 export type Limit = { max?: number | string; min?: number | string; enum?: unknown[] };
 
 export type BuiltRequest = { method: string; url: string; headers: Record<string, string>; body: string | null };
-export type RequestContext = { idempotencyKey: string; secrets: Record<string, unknown> };
+/**
+ * What a request may draw on besides the frozen input: the key, exactly the tenant secrets the tool
+ * names (`secretNames`, decrypted for this attempt only) and, for code tools, exactly the deployment
+ * variables they declare (`config`). Never the Worker's env.
+ */
+export type RequestContext = { idempotencyKey: string; secrets: Record<string, string>; config: Record<string, string> };
 export type RequestBuilder = (input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext) => BuiltRequest | { error: string };
 
 export type ToolSpec = {
@@ -20,8 +25,16 @@ export type ToolSpec = {
   risk: Risk;
   input: z.ZodType;
   output: z.ZodType | null;
-  /** JSON Schema for export to models (bound fields are removed at export). */
+  /** The enforced JSON Schema (closed objects, see domain/json-schema.ts); exported minus bound fields. */
   inputJsonSchema: Record<string, unknown>;
+  /** Exported in strict mode, so a null for an optional property means "absent". */
+  strictExport: boolean;
+  /** Why these arguments cannot form a request (a path segment of "", "." or ".."), or null. Pure. */
+  checkArguments: (input: Record<string, unknown>) => string | null;
+  /** Tenant secrets the request references as {secret:NAME}. */
+  secretNames: string[];
+  /** Deployment variables a code tool reads (never TOOLGATE_*). */
+  configNames: string[];
   idempotency: { mode: IdempotencyMode; header: string | null };
   buildRequest: RequestBuilder;
   buildReconcile: RequestBuilder | null;

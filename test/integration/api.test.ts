@@ -97,7 +97,7 @@ describe("tools and policy at the edge", () => {
     expect((await up.state()).requests).toHaveLength(0);
   });
 
-  it("bound arguments come from the run context; a model-supplied customer_id never reaches the upstream", async () => {
+  it("bound arguments come from the run context; a model-supplied customer_id is refused and never reaches the upstream", async () => {
     const up = upstream();
     const tool = manifest({
       url: up.url,
@@ -108,17 +108,17 @@ describe("tools and policy at the edge", () => {
         required: ["amount", "currency", "customer_id"],
       },
       bind: { customer_id: "context.customer_id" },
-      request: { method: "POST", url: `${up.url}/charges`, headers: { Authorization: "Bearer {secret:SHOP_API_KEY}" } },
     });
     const { runId, name } = await setup(tool, { customer_id: "cus_real" });
-    const res = await turn(runId, [{ id: "c1", name, arguments: { amount: 5, currency: "usd", customer_id: "cus_attacker" } }]);
+    const attack = await turn(runId, [{ id: "c1", name, arguments: { amount: 5, currency: "usd", customer_id: "cus_attacker" } }]);
+    expect(attack.body.results[0]).toMatchObject({ status: "rejected", code: "invalid_arguments" });
+    expect(attack.body.results[0].message).toContain("customer_id");
+    expect((await up.state()).requests).toHaveLength(0);
+    const res = await turn(runId, [{ id: "c2", name, arguments: { amount: 5, currency: "usd" } }]);
     expect(res.body.results[0].status).toBe("succeeded");
     const state = await up.state();
-    expect(state.requests[0]!.body.customer_id).toBe("cus_real");
-    expect(state.requests[0]!.authorization).toBe("Bearer sk_test_shop_secret");
-    const traceText = JSON.stringify(await trace(runId));
-    expect(traceText).not.toContain("sk_test_shop_secret");
-    expect(traceText).not.toContain("cus_attacker");
+    expect(state.requests.map((r) => r.body.customer_id)).toEqual(["cus_real"]);
+    expect(JSON.stringify(await trace(runId))).not.toContain("cus_attacker");
   });
 
   it("a code tool (defineTool) runs through the same executor", async () => {

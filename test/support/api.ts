@@ -8,7 +8,7 @@ const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
 let counter = 0;
 export const unique = (prefix: string) => `${prefix}_${Date.now().toString(36)}${(counter++).toString(36)}${Math.random().toString(36).slice(2, 6)}`;
 
-export const ALL_SCOPES = ["runs:write", "runs:read", "tools:write", "approvals:decide", "operations:resolve", "traces:read"];
+export const ALL_SCOPES = ["runs:write", "runs:read", "tools:write", "secrets:write", "approvals:decide", "operations:resolve", "traces:read"];
 
 /** A tenant with an all-scopes key, created once per test file (storage is per file). */
 let tenant: Promise<{ tenantId: string; key: string }> | null = null;
@@ -41,7 +41,7 @@ export async function api(method: string, path: string, body?: unknown, headers:
 }
 
 export type UpstreamState = {
-  requests: Array<{ method: string; path: string; key: string | null; authorization: string | null; body: any }>;
+  requests: Array<{ method: string; path: string; key: string | null; authorization: string | null; headers: Record<string, string>; body: any }>;
   effects: Array<{ id: string; key: string | null; body: any; path: string }>;
   effectsByKey: Record<string, number>;
 };

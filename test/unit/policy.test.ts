@@ -43,9 +43,12 @@ describe("admitCall", () => {
     expect(code(admitCall(call, offered, ctx, held))).toBe(expected);
   });
 
-  it("a bound field comes from the context, whatever the model wrote", () => {
-    const admitted = admitCall({ id: "c", name: "refund", arguments: { amount: 5, customer_id: "cus_attacker" } }, offered, context, scopes);
+  it("a bound field comes from the context; a model that sends one is refused, naming it", () => {
+    const admitted = admitCall({ id: "c", name: "refund", arguments: { amount: 5 } }, offered, context, scopes);
     expect(admitted.ok && admitted.value.input).toEqual({ amount: 5, customer_id: "cus_real" });
+    const sent = admitCall({ id: "c", name: "refund", arguments: { amount: 5, customer_id: "cus_attacker" } }, offered, context, scopes);
+    expect(sent.ok).toBe(false);
+    if (!sent.ok) expect(sent.error).toMatchObject({ code: "invalid_arguments", message: expect.stringContaining("customer_id is filled in by toolgate") });
   });
 });
 
