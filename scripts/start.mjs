@@ -40,6 +40,10 @@ KEY='${demo.key}'
 RUN=${demo.run.run_id}
 RT='${demo.run.run_token}'
 
+# 0. The shop's API key is the demo tenant's own secret, write-only (tools say {secret:SHOP_API_KEY}):
+curl -s $TG/v1/secrets -H "Authorization: Bearer $KEY" | jq      # names and fingerprints, never values
+curl -s $UP/_control/state | jq '.requests[-1].authorization'  # what the shop receives, after step 1
+
 # 1. The model proposes a charge: it runs once.
 ${turn("call_1", 500)}
 
