@@ -126,6 +126,18 @@ export class OperationObject extends DurableObject<Env> {
     return step.ok ? ok(this.view()) : step;
   }
 
+  // ── resource locks (issue 8): the lock object asks and tells the operations that use it ─────
+
+  /** Asked by a ResourceLockObject whose lease for this operation expired: does it still need it? */
+  async lockHolderStatus(): Promise<"active" | "settled" | "gone"> {
+    const head = this.head();
+    if (!head) return "gone";
+    return head.state.phase === "recorded" ? "settled" : "active";
+  }
+
+  /** Told by a ResourceLockObject that this operation now holds `resource` (FIFO turn reached). */
+  async onLockGranted(_resource: string, _fencingToken: number): Promise<void> {}
+
   override async alarm(): Promise<void> {
     const head = this.head();
     if (!head) return;
