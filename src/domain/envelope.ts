@@ -23,7 +23,7 @@ const NEXT_ACTIONS: Record<Exclude<ModelStatus, "succeeded">, string[]> = {
   budget_exhausted: ["tell_user"],
   cancelled: ["tell_user"],
   outcome_unknown: ["wait", "tell_user"],
-  awaiting_approval: ["wait", "tell_user"],
+  awaiting_approval: ["wait", "check_status", "tell_user"],
   pending: ["wait"],
 };
 
@@ -34,6 +34,13 @@ export function refusal(status: Exclude<ModelStatus, "succeeded">, operationId: 
 
 export function envelopeFor(operationId: string, state: OperationState): Envelope {
   switch (state.phase) {
+    case "awaiting_approval":
+      return refusal(
+        "awaiting_approval",
+        operationId,
+        "approval_required",
+        "A person must approve this call before it runs; nothing has been done yet. Do not call it again: its result will arrive when the person decides (keep polling this turn, or ask toolgate_check_status with this operation_id). Tell the user it is waiting for approval.",
+      );
     case "recorded":
       return state.outcome.status === "succeeded"
         ? { status: "succeeded", operation_id: operationId, result: state.outcome.result }

@@ -2,6 +2,7 @@
 // next state, the effects the shell must perform (send, set alarm) and the trace events to append.
 // Invariants: the idempotency key never changes; a result is applied only to the attempt that is in
 // flight (compare-and-set on attempt number); `recorded` is terminal and absorbs every later event.
+import { checkDecision, type ApprovalRequest, type Decision, type DecisionRefusal } from "./approval.ts";
 import { classify, type RepeatSafety, type UnknownCode } from "./classify.ts";
 import type { LookupObservation, Observation } from "./observation.ts";
 import { nextDelayMs, planRetry, type RetryPolicy } from "./retry.ts";
@@ -14,6 +15,8 @@ export type OperationPlan = {
   safety: RepeatSafety;
   retry: RetryPolicy;
   timeoutMs: number;
+  /** Set when a person must decide before the first attempt; bound to input hash + policy version. */
+  approval: ApprovalRequest | null;
 };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
@@ -22,6 +25,8 @@ export type Outcome =
   | { status: Exclude<TerminalStatus, "succeeded">; code: string; message: string };
 
 export type OperationState =
+  /** Nothing has been sent; a person decides (plan.approval). Expires at plan.approval.expiresAtMs. */
+  | { phase: "awaiting_approval"; requestedAtMs: number }
   /** `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late). */
   | { phase: "executing"; attempt: number; keyIssuedAtMs: number; startedAtMs: number; firstAttemptAtMs: number; cancelRequested: boolean }
   | { phase: "retry_scheduled"; attempt: number; dueAtMs: number; firstAttemptAtMs: number; reason: string }
@@ -47,7 +52,9 @@ export type OperationEvent =
   | { type: "resolve"; outcome: "succeeded" | "failed"; result: unknown; reason: string; by: string }
   /** The run no longer allows the next attempt (scope revoked, deadline passed, tool withdrawn). */
   | { type: "denied"; status: "rejected" | "budget_exhausted" | "cancelled"; code: string; message: string }
-  | { type: "cancel"; by: string };
+  | { type: "cancel"; by: string }
+  /** A person's decision; `denial`: what the run says about executing now (approval is not authorization). */
+  | { type: "decide"; decision: Decision; denial: { status: "rejected" | "failed" | "budget_exhausted" | "cancelled"; code: string; message: string } | null };
 
 export type Effect =
   | { kind: "send_attempt"; attempt: number }
@@ -55,13 +62,17 @@ export type Effect =
   | { kind: "set_alarm"; atMs: number }
   | { kind: "clear_alarm" }
   /** Abort the in-flight request: only ever emitted for reads, whose abort cannot hide an effect. */
-  | { kind: "abort_attempt" };
+  | { kind: "abort_attempt" }
+  /** Keep the tenant's approvals inbox in step: a request opened, or closed with how it ended. */
+  | { kind: "inbox"; state: "pending" | "approved" | "rejected" | "expired" | "cancelled" };
 
 export type TraceEvent = { type: string; at_ms: number; [field: string]: unknown };
 
 export type Step = { state: OperationState; effects: Effect[]; trace: TraceEvent[]; changed: boolean };
 export type TransitionError =
   | { code: "not_outcome_unknown"; phase: OperationState["phase"] }
+  | { code: "not_awaiting_approval"; phase: OperationState["phase"] }
+  | DecisionRefusal
   | { code: "already_started" }
   | { code: "not_started" };
 
@@ -76,6 +87,18 @@ export function transition(
 ): Result<Step, TransitionError> {
   if (event.type === "start") {
     if (state !== null) return err({ code: "already_started" });
+    if (plan.approval) {
+      return ok({
+        state: { phase: "awaiting_approval", requestedAtMs: nowMs },
+        effects: [{ kind: "set_alarm", atMs: plan.approval.expiresAtMs }, { kind: "inbox", state: "pending" }],
+        trace: [
+          { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
+          { type: "validated", at_ms: nowMs, input_hash: event.inputHash },
+          { type: "awaiting_approval", at_ms: nowMs, policy_version: plan.approval.policyVersion, requested_by: plan.approval.requestedBy, expires_at_ms: plan.approval.expiresAtMs },
+        ],
+        changed: true,
+      });
+    }
     const next: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: nowMs, startedAtMs: nowMs, firstAttemptAtMs: nowMs, cancelRequested: false };
     return ok({
       state: next,
@@ -112,12 +135,39 @@ export function transition(
       return ok(onDenied(state, event, nowMs));
     case "cancel":
       return ok(onCancel(state, event.by, plan, nowMs));
+    case "decide":
+      return onDecide(state, event, plan, nowMs);
   }
 }
+
+/** A person's decision on an awaiting call: expired, refused (four eyes, mismatch), rejected, or the first attempt. */
+function onDecide(state: OperationState, event: Extract<OperationEvent, { type: "decide" }>, plan: OperationPlan, nowMs: number): Result<Step, TransitionError> {
+  if (state.phase !== "awaiting_approval" || !plan.approval) return err({ code: "not_awaiting_approval", phase: state.phase });
+  if (nowMs >= plan.approval.expiresAtMs) return ok(expireApproval(state, nowMs));
+  const checked = checkDecision(plan.approval, event.decision);
+  if (!checked.ok) return checked;
+  const { verdict, approverId, reason } = event.decision;
+  const decided: TraceEvent = { type: "approval_decided", at_ms: nowMs, verdict, by: approverId, reason };
+  if (verdict === "reject") {
+    const why = reason ? `: ${reason}` : "";
+    return ok(closeApproval(record(0, { status: "rejected", code: "approval_rejected", message: `A person rejected this call${why}. It was not executed. Do not retry; tell the user.` }, "attempt", nowMs, [decided]), "rejected"));
+  }
+  if (event.denial) return ok(closeApproval(record(0, event.denial, "attempt", nowMs, [decided, { type: "denied", at_ms: nowMs, code: event.denial.code }]), "approved"));
+  const started = startAttempt(1, nowMs, nowMs, plan);
+  return ok({ ...started, effects: [...started.effects, { kind: "inbox", state: "approved" }], trace: [decided, ...started.trace] });
+}
+
+function expireApproval(state: Extract<OperationState, { phase: "awaiting_approval" }>, nowMs: number): Step {
+  const outcome: Outcome = { status: "rejected", code: "approval_expired", message: "Nobody approved this call in time, so it was not executed. Do not retry now; tell the user it needs a person's approval." };
+  return closeApproval(record(0, outcome, "attempt", nowMs, [{ type: "approval_expired", at_ms: nowMs, requested_at_ms: state.requestedAtMs }]), "expired");
+}
+
+const closeApproval = (step: Step, how: "approved" | "rejected" | "expired" | "cancelled"): Step => ({ ...step, effects: [...step.effects, { kind: "inbox", state: how }] });
 
 /** Only work not yet sent can be refused; an operation that may have taken effect stays honest. */
 function onDenied(state: OperationState, event: Extract<OperationEvent, { type: "denied" }>, nowMs: number): Step {
   const trace: TraceEvent = { type: "denied", at_ms: nowMs, code: event.code };
+  if (state.phase === "awaiting_approval") return closeApproval(record(0, { status: event.status, code: event.code, message: event.message }, "attempt", nowMs, [trace]), "cancelled");
   if (state.phase === "retry_scheduled") return record(state.attempt, { status: event.status, code: event.code, message: event.message }, "attempt", nowMs, [trace]);
   if (state.phase === "outcome_unknown" && state.reconcile === "resend") return toHuman(state, event.message, nowMs, [trace]);
   return unchanged(state);
@@ -126,6 +176,8 @@ function onDenied(state: OperationState, event: Extract<OperationEvent, { type: 
 function onCancel(state: OperationState, by: string, plan: OperationPlan, nowMs: number): Step {
   const trace: TraceEvent = { type: "cancel_requested", at_ms: nowMs, by, phase: state.phase };
   switch (state.phase) {
+    case "awaiting_approval":
+      return closeApproval(record(0, { status: "cancelled", code: "cancelled", message: CANCELLED }, "attempt", nowMs, [trace]), "cancelled");
     case "retry_scheduled":
       return record(state.attempt, { status: "cancelled", code: "cancelled", message: CANCELLED }, "attempt", nowMs, [trace]);
     case "executing":
@@ -233,6 +285,10 @@ function afterLookup(state: Extract<OperationState, { phase: "reconciling" }>, o
 
 function onAlarm(state: OperationState, inFlight: boolean, plan: OperationPlan, nowMs: number): Step {
   switch (state.phase) {
+    case "awaiting_approval":
+      // Alarms are at-least-once and may fire early after a restart: expire only when due.
+      if (plan.approval && nowMs < plan.approval.expiresAtMs) return { ...unchanged(state), effects: [{ kind: "set_alarm", atMs: plan.approval.expiresAtMs }] };
+      return expireApproval(state, nowMs);
     case "executing":
       if (inFlight) return { ...unchanged(state), effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }] };
       // The object restarted mid-attempt: the request may or may not have reached the upstream.

@@ -4,6 +4,8 @@
 // until the write is confirmed); results are applied by compare-and-set on the attempt number.
 // Memory holds only what cannot be stored: whether this instance has a request in flight.
 import { DurableObject } from "cloudflare:workers";
+import { needsApproval, type Decision } from "../domain/approval.ts";
+import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { repeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
 import { isSettled, transition, type OperationPlan, type OperationEvent, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
@@ -24,6 +26,8 @@ export type SubmitRequest = {
   inputHash: string;
   operationId: string;
   idempotencyKey: string;
+  /** The run's end user: who asked, for the approvals inbox and four eyes. */
+  userId: string;
   waitMs: number;
 };
 /**
@@ -43,8 +47,23 @@ export type OperationView = {
   result: Envelope;
   /** The result arrived after the operation was cancelled; it was not reported to the closed turn. */
   late: boolean;
+  /** Present when the call needed a person's decision. */
+  approval: ApprovalView | null;
+};
+export type ApprovalView = {
+  state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
+  requested_by: string;
+  requested_at: string;
+  expires_at: string;
+  input_hash: string;
+  policy_version: string;
+  four_eyes: boolean;
+  decided_by: string | null;
+  decided_at: string | null;
+  reason: string | null;
 };
 export type OperationError = { code: "not_found" } | TransitionError | { code: "invalid_tool"; detail: string };
+export type ApprovalDecision = Decision;
 
 /** The call as frozen at validation (row 1 of the log); it never changes afterwards. */
 type FrozenRow = {
@@ -62,6 +81,8 @@ export class OperationObject extends DurableObject<Env> {
   private abort: AbortController | null = null;
   private fixed: Fixed | null = null;
   private readonly listeners = new Set<() => void>();
+  /** Inbox updates, in order; replies wait for them so a listing right after sees the change. */
+  private inboxWrites: Promise<void> = Promise.resolve();
 
   async submit(req: SubmitRequest): Promise<Result<OperationReply, OperationError>> {
     const rowsBefore = this.store.rowsWritten;
@@ -74,7 +95,11 @@ export class OperationObject extends DurableObject<Env> {
     if (!existing) {
       const spec = resolveTool(req.source, hostPolicy(this.env));
       if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
-      const secrets = await this.secretsFor(req.tenantId, spec.value);
+      const rule = spec.value.approval;
+      const asks = needsApproval(rule, JSON.parse(req.canonicalInput) as Record<string, unknown>);
+      // The approval binds to this exact tool source (its hash is the policy version).
+      const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
+      const secrets = asks ? null : await this.secretsFor(req.tenantId, spec.value);
       // The await let other calls in: one of them may have started this operation meanwhile.
       if (!this.head()) {
         const plan: OperationPlan = {
@@ -83,6 +108,7 @@ export class OperationObject extends DurableObject<Env> {
           safety: repeatSafety(spec.value.risk, spec.value.idempotency.mode, spec.value.buildReconcile !== null),
           retry: spec.value.retry,
           timeoutMs: spec.value.timeoutMs,
+          approval: policyVersion === null ? null : { inputHash: req.inputHash, policyVersion, requestedBy: req.userId, fourEyes: rule.fourEyes, expiresAtMs: Date.now() + rule.expiresInMs },
         };
         this.store.ensureSchema();
         const frozen: FrozenRow = {
@@ -97,6 +123,7 @@ export class OperationObject extends DurableObject<Env> {
     } else {
       this.recoverOrphan();
     }
+    await this.inboxWrites;
     await this.waitFor(Date.now() + req.waitMs);
     return ok(this.reply(req, this.store.rowsWritten - rowsBefore));
   }
@@ -105,6 +132,36 @@ export class OperationObject extends DurableObject<Env> {
     if (!this.headFor(tenantId)) return err({ code: "not_found" });
     this.recoverOrphan();
     await this.waitFor(Date.now() + waitMs);
+    return ok(this.view());
+  }
+
+  /**
+   * A person's decision on a call awaiting approval. Decided once: a later decision (or one that
+   * lost a race) gets the recorded one back. Approval is not authorization: before the first
+   * attempt the run checks scopes, deadline, cancellation and that the tool is still this version.
+   */
+  async decide(tenantId: string, decision: Decision): Promise<Result<OperationView, OperationError>> {
+    const head = this.headFor(tenantId);
+    if (!head) return err({ code: "not_found" });
+    const approval = head.frozen.plan.approval;
+    if (!approval) return err({ code: "not_awaiting_approval", phase: head.state.phase });
+    let denial: Extract<OperationEvent, { type: "decide" }>["denial"] = null;
+    let secrets: Secrets | null = null;
+    if (head.state.phase === "awaiting_approval" && decision.verdict === "approve") {
+      const fixed = this.tryFixed();
+      if (!fixed.ok) denial = { status: "failed", code: "permanent_failure", message: fixed.error };
+      else {
+        const [verdict, resolved] = await Promise.all([
+          runStub(this.env, head.frozen.run_id).authorize(tenantId, fixed.value.spec.name, approval.policyVersion),
+          this.secretsFor(tenantId, fixed.value.spec),
+        ]);
+        denial = verdict.ok ? null : verdict.error;
+        secrets = resolved;
+      }
+    }
+    const step = this.apply({ type: "decide", decision, denial }, null, secrets);
+    await this.inboxWrites;
+    if (!step.ok && step.error.code !== "not_awaiting_approval") return step;
     return ok(this.view());
   }
 
@@ -123,6 +180,7 @@ export class OperationObject extends DurableObject<Env> {
   async cancel(tenantId: string, by: string): Promise<Result<OperationView, OperationError>> {
     if (!this.headFor(tenantId)) return err({ code: "not_found" });
     const step = this.apply({ type: "cancel", by }, null);
+    await this.inboxWrites;
     return step.ok ? ok(this.view()) : step;
   }
 
@@ -130,6 +188,7 @@ export class OperationObject extends DurableObject<Env> {
 
   /** Asked by a ResourceLockObject whose lease for this operation expired: does it still need it? */
   async lockHolderStatus(): Promise<"active" | "settled" | "gone"> {
+    // (awaiting_approval holds no lease: the lease is taken before the first attempt.)
     const head = this.head();
     if (!head) return "gone";
     return head.state.phase === "recorded" ? "settled" : "active";
@@ -155,6 +214,7 @@ export class OperationObject extends DurableObject<Env> {
       secrets = resolved;
     }
     this.apply({ type: "alarm", inFlight: this.inFlight !== null }, null, secrets);
+    await this.inboxWrites;
     // Keep this event open while the attempt it started runs, so the object stays alive for it.
     await this.inFlight;
   }
@@ -207,6 +267,9 @@ export class OperationObject extends DurableObject<Env> {
         case "send_lookup":
           this.inFlight = this.lookup(effect.lookups);
           break;
+        case "inbox":
+          this.inboxWrites = this.inboxWrites.then(() => this.writeInbox(effect.state));
+          break;
       }
     }
     if (result.value.changed) this.notify();
@@ -245,6 +308,39 @@ export class OperationObject extends DurableObject<Env> {
       : { kind: "inconclusive" as const, detail: secrets.error };
     this.inFlight = null;
     this.apply({ type: "lookup_finished", lookups, observation }, null);
+  }
+
+  /**
+   * Mirrors an approval request into the tenant's inbox (GET /v1/approvals, the console). The
+   * operation's own log is authoritative; the inbox row is derived and rewritten idempotently.
+   */
+  private async writeInbox(state: ApprovalView["state"]): Promise<void> {
+    const head = this.head();
+    const approval = head?.frozen.plan.approval;
+    const fixed = this.tryFixed();
+    if (!head || !approval) return;
+    const view = this.view();
+    try {
+      await tenantStub(this.env, head.frozen.tenant_id).upsertApproval({
+        operation_id: head.frozen.id,
+        run_id: head.frozen.run_id,
+        call_id: head.frozen.call_id,
+        tool: view.tool,
+        target: fixed.ok ? fixed.value.spec.describeTarget(fixed.value.input) : "(the tool no longer compiles)",
+        arguments: fixed.ok ? fixed.value.input : {},
+        state,
+        requested_by: approval.requestedBy,
+        requested_at_ms: head.frozen.created_at,
+        expires_at_ms: approval.expiresAtMs,
+        input_hash: approval.inputHash,
+        policy_version: approval.policyVersion,
+        decided_by: view.approval?.decided_by ?? null,
+        decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,
+        reason: view.approval?.reason ?? null,
+      });
+    } catch (error) {
+      console.error("approvals inbox update failed", head.frozen.id, String(error));
+    }
   }
 
   /** Exactly the tenant secrets `spec` names, from this operation's own tenant. */
@@ -295,6 +391,14 @@ export class OperationObject extends DurableObject<Env> {
     return head && head.frozen.tenant_id === tenantId ? head : null;
   }
 
+  private tryFixed(): Result<Fixed, string> {
+    try {
+      return ok(this.loadFixed());
+    } catch (error) {
+      return err(String(error));
+    }
+  }
+
   private loadFixed(): Fixed & { canonicalInput: string; plan: OperationPlan } {
     const frozen = this.head()!.frozen;
     if (!this.fixed) {
@@ -325,6 +429,30 @@ export class OperationObject extends DurableObject<Env> {
       created_at: new Date(frozen.created_at).toISOString(),
       result: envelopeFor(frozen.id, state),
       late: state.phase === "recorded" && state.late,
+      approval: this.approvalView(),
+    };
+  }
+
+  /** The approval's story, from the log: requested, then decided, expired or cancelled. */
+  private approvalView(): ApprovalView | null {
+    const { state, frozen } = this.head()!;
+    const approval = frozen.plan.approval;
+    if (!approval) return null;
+    const events = this.store.all<{ events: string }>("SELECT events FROM op_log ORDER BY seq").flatMap((row) => JSON.parse(row.events) as TraceEvent[]);
+    const decided = events.find((event) => event.type === "approval_decided");
+    const verdictState = decided ? (decided.verdict === "approve" ? "approved" : "rejected") : null;
+    const closed = events.some((event) => event.type === "approval_expired") ? "expired" : state.phase === "awaiting_approval" ? "pending" : "cancelled";
+    return {
+      state: verdictState ?? closed,
+      requested_by: approval.requestedBy,
+      requested_at: new Date(frozen.created_at).toISOString(),
+      expires_at: new Date(approval.expiresAtMs).toISOString(),
+      input_hash: approval.inputHash,
+      policy_version: approval.policyVersion,
+      four_eyes: approval.fourEyes,
+      decided_by: typeof decided?.by === "string" ? decided.by : null,
+      decided_at: decided ? new Date(decided.at_ms).toISOString() : null,
+      reason: typeof decided?.reason === "string" ? decided.reason : null,
     };
   }
 }

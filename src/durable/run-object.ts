@@ -108,15 +108,23 @@ export class RunObject extends DurableObject<Env> {
     return ok([...this.offeredTools(run).values()].map((spec) => ({ name: spec.name, description: spec.description, inputJsonSchema: spec.inputJsonSchema, bound: Object.keys(spec.bind) })));
   }
 
-  /** Asked by an operation before each retry: may it still execute? */
-  async authorize(tenantId: string, tool: string): Promise<Result<true, Denial>> {
+  /**
+   * Asked by an operation before each retry, and after an approval: may it still execute?
+   * `policyVersion` (approvals): the hash of the tool source the person saw; a tool changed since
+   * then cannot ride that approval.
+   */
+  async authorize(tenantId: string, tool: string, policyVersion: string | null = null): Promise<Result<true, Denial>> {
     const run = this.loadFor(tenantId);
     if (!run || run.cancelledAtMs !== null) return err({ status: "cancelled", code: "cancelled", message: "The run was cancelled before this call took effect. Do not retry; tell the user." });
     if (pastDeadline(run.budgets, run.createdAtMs, Date.now())) return err({ status: "budget_exhausted", code: "deadline", message: "This conversation ran out of time before the call could be retried. It did not take effect. Do not retry; tell the user." });
     const spec = this.offeredTools(run).get(tool);
     if (!spec) return err({ status: "rejected", code: "tool_not_allowed", message: `The tool ${tool} was withdrawn from this conversation before it could run. Do not retry; tell the user.` });
     const scopes = checkScopes(tool, spec.requiresScopes, run.user.scopes);
-    return scopes.ok ? ok(true) : err({ status: "rejected", code: scopes.error.code, message: scopes.error.message });
+    if (!scopes.ok) return err({ status: "rejected", code: scopes.error.code, message: scopes.error.message });
+    if (policyVersion !== null && (await sha256Hex(canonicalJson(run.tools[tool]))) !== policyVersion) {
+      return err({ status: "rejected", code: "approval_expired", message: `The tool ${tool} changed while this call waited for approval, so that approval no longer applies and nothing was executed. Do not retry; tell the user.` });
+    }
+    return ok(true);
   }
 
   /** Cancels the run: closes every unsettled call of every turn and cancels its operation. */
@@ -201,7 +209,7 @@ export class RunObject extends DurableObject<Env> {
       call,
       cost: spec.cost,
       submit: {
-        tenantId: run.tenantId, runId: run.runId, callId: call.id, source: run.tools[spec.name]!,
+        tenantId: run.tenantId, runId: run.runId, callId: call.id, source: run.tools[spec.name]!, userId: run.user.id,
         canonicalInput: frozen.canonicalInput, inputHash: frozen.inputHash, operationId: frozen.operationId, idempotencyKey: frozen.idempotencyKey,
       },
     };

@@ -16,6 +16,13 @@ import type { ToolSource } from "../tools/spec.ts";
 import { SqlStore, TENANT_SCHEMA } from "./store.ts";
 
 export type ToolRecord = { name: string; manifest: unknown; version: number; updated_at: string };
+/** One approval request as the inbox shows it (derived from the operation's log, which is authoritative). */
+export type ApprovalItem = {
+  operation_id: string; run_id: string; call_id: string; tool: string; target: string; arguments: Record<string, unknown>;
+  state: "pending" | "approved" | "rejected" | "expired" | "cancelled"; requested_by: string; requested_at_ms: number; expires_at_ms: number;
+  input_hash: string; policy_version: string; decided_by: string | null; decided_at_ms: number | null; reason: string | null;
+};
+export type ApprovalPage = { items: Array<Omit<ApprovalItem, "requested_at_ms" | "expires_at_ms" | "decided_at_ms"> & { requested_at: string; expires_at: string; decided_at: string | null }>; next_cursor: string | null };
 export type SecretRecord = { name: string; fingerprint: string; created_at: string; updated_at: string };
 export type SecretsError = { code: "unknown_secret"; detail: string } | { code: "misconfigured"; detail: string };
 export type TenantError = ManifestError | SecretsError | { code: "not_found"; detail: string } | { code: "invalid_request"; detail: string };
@@ -47,11 +54,11 @@ export class TenantObject extends DurableObject<Env> {
     return ok(true);
   }
 
-  async verifyKey(keyId: string, secret: string): Promise<Result<{ scopes: ApiScope[] }, TenantError>> {
-    const row = this.tenant() ? this.store.one<{ scopes: string; secret_hash: string }>("SELECT scopes, secret_hash FROM api_keys WHERE id = ? AND revoked_at IS NULL", keyId) : null;
+  async verifyKey(keyId: string, secret: string): Promise<Result<{ scopes: ApiScope[]; name: string }, TenantError>> {
+    const row = this.tenant() ? this.store.one<{ scopes: string; secret_hash: string; name: string }>("SELECT scopes, secret_hash, name FROM api_keys WHERE id = ? AND revoked_at IS NULL", keyId) : null;
     // Hash and compare even for unknown keys, so timing does not reveal which key ids exist.
     const matches = await constantTimeEqual(await sha256Hex(secret), row?.secret_hash ?? "0".repeat(64));
-    return row && matches ? ok({ scopes: JSON.parse(row.scopes) as ApiScope[] }) : err({ code: "not_found", detail: "no such key" });
+    return row && matches ? ok({ scopes: JSON.parse(row.scopes) as ApiScope[], name: row.name }) : err({ code: "not_found", detail: "no such key" });
   }
 
   async putTool(name: string, manifest: unknown): Promise<Result<ToolRecord & { created: boolean }, TenantError>> {
@@ -120,6 +127,30 @@ export class TenantObject extends DurableObject<Env> {
       values[name] = await openSecret(master.value, tenantId, name, row);
     }
     return ok(values);
+  }
+
+  /** Written by operations: one row per approval request, rewritten as it is decided. */
+  async upsertApproval(item: ApprovalItem): Promise<void> {
+    this.store.ensureSchema();
+    this.store.run("INSERT OR REPLACE INTO approvals (operation_id, state, requested_at, data) VALUES (?, ?, ?, ?)", item.operation_id, item.state, item.requested_at_ms, JSON.stringify(item));
+  }
+
+  /** Newest first; `pending` = still waiting for a person, `decided` = everything else. Cursor = the last item's (time, id). */
+  async listApprovals(state: "pending" | "decided", cursor: string | null, limit: number): Promise<ApprovalPage> {
+    if (!this.store.exists("approvals")) return { items: [], next_cursor: null };
+    const [beforeMs, beforeId] = cursor ? [Number(cursor.split(":")[0]), cursor.split(":")[1] ?? ""] : [Number.MAX_SAFE_INTEGER, ""];
+    const rows = this.store.all<{ data: string; requested_at: number; operation_id: string }>(
+      `SELECT data, requested_at, operation_id FROM approvals WHERE ${state === "pending" ? "state = 'pending'" : "state != 'pending'"}
+       AND (requested_at < ? OR (requested_at = ? AND operation_id < ?)) ORDER BY requested_at DESC, operation_id DESC LIMIT ?`,
+      beforeMs, beforeMs, cursor ? beforeId : "\uffff", limit + 1,
+    );
+    const items = rows.slice(0, limit).map((row) => {
+      const { requested_at_ms, expires_at_ms, decided_at_ms, ...rest } = JSON.parse(row.data) as ApprovalItem;
+      const iso = (ms: number) => new Date(ms).toISOString();
+      return { ...rest, requested_at: iso(requested_at_ms), expires_at: iso(expires_at_ms), decided_at: decided_at_ms === null ? null : iso(decided_at_ms) };
+    });
+    const last = rows[limit - 1];
+    return { items, next_cursor: rows.length > limit && last ? `${last.requested_at}:${last.operation_id}` : null };
   }
 
   /** Snapshots the named tools for a run; every name must resolve. */

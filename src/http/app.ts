@@ -5,7 +5,7 @@ import { bodyLimit } from "hono/body-limit";
 import { adminRoutes } from "./admin-routes.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
 import { docsRoutes } from "./openapi.ts";
-import { operationRoutes } from "./operations-routes.ts";
+import { approvalRoutes, operationRoutes } from "./operations-routes.ts";
 import { ApiProblem, problemResponse } from "./problem.ts";
 import { MAX_BODY_BYTES } from "./request.ts";
 import { runRoutes } from "./runs-routes.ts";
@@ -23,6 +23,7 @@ app.route("/v1/tools", toolRoutes);
 app.route("/v1/secrets", secretRoutes);
 app.route("/v1/runs", runRoutes);
 app.route("/v1/operations", operationRoutes);
+app.route("/v1/approvals", approvalRoutes);
 
 app.notFound(() => problemResponse({ code: "not_found", detail: "no such route" }));
 app.onError((error) => {

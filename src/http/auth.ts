@@ -15,7 +15,7 @@ export { ApiScope } from "./schemas.ts";
 
 export type Principal =
   | { kind: "admin" }
-  | { kind: "key"; tenantId: string; keyId: string; scopes: ApiScope[] }
+  | { kind: "key"; tenantId: string; keyId: string; keyName: string; scopes: ApiScope[] }
   | { kind: "run"; tenantId: string; runId: string };
 export type AppEnv = { Bindings: Env; Variables: { principal: Principal } };
 
@@ -33,7 +33,7 @@ async function identify(env: Env, token: string): Promise<Principal | null> {
     const [, tenantId, keyId, secret, ...rest] = token.split(".");
     if (!tenantId || !keyId || !secret || rest.length > 0 || !/^ten_[0-9A-Z]{26}$/.test(tenantId)) return null;
     const verified = await tenantStub(env, tenantId).verifyKey(keyId, secret);
-    return verified.ok ? { kind: "key", tenantId, keyId, scopes: verified.value.scopes } : null;
+    return verified.ok ? { kind: "key", tenantId, keyId, keyName: verified.value.name, scopes: verified.value.scopes } : null;
   }
   if (token.startsWith("rt.")) return verifyRunToken(env, token);
   const adminToken = env.TOOLGATE_ADMIN_TOKEN;
@@ -80,6 +80,16 @@ async function verifyRunToken(env: Env, token: string): Promise<Principal | null
 function signingKey(env: Env): string {
   if (!env.TOOLGATE_SIGNING_KEY) throw new ApiProblem({ code: "misconfigured", detail: "TOOLGATE_SIGNING_KEY is not set for this deployment" });
   return env.TOOLGATE_SIGNING_KEY;
+}
+
+/**
+ * Who decides an approval: the deciding key's name, optionally narrowed to a person by
+ * `{ approver: { id } }` (a service that holds approvals:decide deciding on someone's behalf).
+ */
+export function approverId(c: Context<AppEnv>, named: { id: string } | undefined): string {
+  const principal = c.get("principal");
+  if (named) return named.id;
+  return principal.kind === "key" ? principal.keyName : principalName(c);
 }
 
 /** Who did it, for the trace: the key id or the run. */

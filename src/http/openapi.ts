@@ -4,7 +4,7 @@ import { z } from "zod";
 import { NativeTurn } from "../providers/native.ts";
 import { Manifest } from "../tools/manifest.ts";
 import type { AppEnv } from "./auth.ts";
-import { CreateRun, CreateTenant, Envelope, IssueKey, PatchRun, Problem, PutSecret, Resolve, SecretRecord, TurnResponse } from "./schemas.ts";
+import { Approve, CreateRun, CreateTenant, Envelope, IssueKey, PatchRun, Problem, PutSecret, Reject, Resolve, SecretRecord, TurnResponse } from "./schemas.ts";
 
 type Route = { method: string; path: string; summary: string; auth: string; body?: z.ZodType; response?: z.ZodType; query?: string[] };
 
@@ -29,6 +29,9 @@ const ROUTES: Route[] = [
   { method: "get", path: "/v1/runs/{run_id}/trace", summary: "Every transition of the run and its operations", auth: "traces:read" },
   { method: "get", path: "/v1/operations/{operation_id}", summary: "Read or long-poll one operation", auth: "runs:read", query: ["wait"] },
   { method: "post", path: "/v1/operations/{operation_id}/cancel", summary: "Cancel one operation", auth: "runs:write" },
+  { method: "post", path: "/v1/operations/{operation_id}/approve", summary: "Approve a call awaiting approval (decided once; four eyes by default)", auth: "approvals:decide", body: Approve },
+  { method: "post", path: "/v1/operations/{operation_id}/reject", summary: "Reject a call awaiting approval", auth: "approvals:decide", body: Reject },
+  { method: "get", path: "/v1/approvals", summary: "The approvals inbox, newest first (state=pending|decided, cursor, limit)", auth: "approvals:decide", query: ["state", "cursor", "limit"] },
   { method: "post", path: "/v1/operations/{operation_id}/resolve", summary: "A person's verdict on an outcome_unknown", auth: "operations:resolve", body: Resolve },
   { method: "get", path: "/healthz", summary: "Liveness", auth: "none" },
 ];

@@ -1,8 +1,25 @@
-// /v1/operations: read one operation (long-poll with ?wait=) and resolve an outcome_unknown.
-import { Hono } from "hono";
-import { Resolve } from "./schemas.ts";
-import { principalName, requireScope, type AppEnv } from "./auth.ts";
-import { checkId, OPERATION_ID, operationStub, readJson, runStub, unwrap, waitMs } from "./request.ts";
+// /v1/operations: read one operation (long-poll with ?wait=), decide an approval, resolve an
+// outcome_unknown, cancel. /v1/approvals: the tenant's inbox of approval requests.
+import { Hono, type Context } from "hono";
+import type { z } from "zod";
+import { Approve, ApprovalsQuery, Reject, Resolve } from "./schemas.ts";
+import { approverId, principalName, requireScope, type AppEnv } from "./auth.ts";
+import { ApiProblem } from "./problem.ts";
+import { checkId, OPERATION_ID, operationStub, readJson, runStub, tenantStub, unwrap, waitMs } from "./request.ts";
+
+async function decide(c: Context<AppEnv>, verdict: "approve" | "reject", body: z.infer<typeof Approve>) {
+  const operationId = checkId(c.req.param("operation_id") ?? "", OPERATION_ID, "operation");
+  const tenantId = requireScope(c, "approvals:decide");
+  const decision = { verdict, approverId: approverId(c, body.approver), reason: body.reason ?? null, inputHash: body.input_hash ?? null, policyVersion: body.policy_version ?? null };
+  return c.json(unwrap(await operationStub(c, operationId).decide(tenantId, decision)));
+}
+
+export const approvalRoutes = new Hono<AppEnv>().get("/", async (c) => {
+  const tenantId = requireScope(c, "approvals:decide");
+  const query = ApprovalsQuery.safeParse(c.req.query());
+  if (!query.success) throw new ApiProblem({ code: "invalid_request", detail: "state is pending or decided; limit 1-100; cursor from next_cursor" });
+  return c.json(await tenantStub(c, tenantId).listApprovals(query.data.state, query.data.cursor ?? null, query.data.limit));
+});
 
 
 export const operationRoutes = new Hono<AppEnv>()
@@ -10,6 +27,8 @@ export const operationRoutes = new Hono<AppEnv>()
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
     return c.json(unwrap(await operationStub(c, operationId).get(requireScope(c, "runs:read"), waitMs(c, 0))));
   })
+  .post("/:operation_id/approve", async (c) => decide(c, "approve", await readJson(c, Approve)))
+  .post("/:operation_id/reject", async (c) => decide(c, "reject", await readJson(c, Reject)))
   .post("/:operation_id/resolve", async (c) => {
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
     const tenantId = requireScope(c, "operations:resolve");

@@ -13,6 +13,9 @@ export type ApiError =
   | { code: "unsupported_field"; detail: string }
   | { code: "unknown_secret"; detail: string }
   | { code: "not_outcome_unknown"; detail: string }
+  | { code: "not_awaiting_approval"; detail: string }
+  | { code: "approval_mismatch"; detail: string }
+  | { code: "self_approval"; detail: string }
   | { code: "misconfigured"; detail: string }
   | { code: "internal"; detail: string };
 
@@ -22,6 +25,7 @@ function statusOf(error: ApiError): number {
       return 401;
     case "forbidden":
     case "upstream_not_allowed":
+    case "self_approval":
       return 403;
     case "not_found":
       return 404;
@@ -37,6 +41,8 @@ function statusOf(error: ApiError): number {
     case "unknown_secret":
       return 422;
     case "not_outcome_unknown":
+    case "not_awaiting_approval":
+    case "approval_mismatch":
       return 409;
     case "misconfigured":
     case "internal":

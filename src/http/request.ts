@@ -63,6 +63,9 @@ export function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: {
     case "upstream_not_allowed":
     case "invalid_request":
     case "not_outcome_unknown":
+    case "not_awaiting_approval":
+    case "approval_mismatch":
+    case "self_approval":
       throw new ApiProblem({ code, detail: detail ?? code });
     default:
       throw new ApiProblem({ code: "internal", detail: `${code}${detail ? `: ${detail}` : ""}` });

@@ -35,6 +35,21 @@ export const SecretName = z
 export const PutSecret = z.strictObject({ value: z.string().min(8, "secret values are at least 8 characters").max(8192) });
 export const SecretRecord = z.object({ name: z.string(), fingerprint: z.string(), created_at: z.string(), updated_at: z.string() });
 
+const Approver = z.strictObject({ id: z.string().min(1).max(256) }).describe("Who decides, when a service key decides on a person's behalf; default: the API key's name");
+/** `input_hash` / `policy_version`: optional, what the approver saw; a mismatch is refused (409). */
+export const Approve = z.strictObject({
+  reason: z.string().min(1).max(2000).optional(),
+  approver: Approver.optional(),
+  input_hash: z.string().optional(),
+  policy_version: z.string().optional(),
+});
+export const Reject = Approve.extend({ reason: z.string().min(1).max(2000) });
+export const ApprovalsQuery = z.object({
+  state: z.enum(["pending", "decided"]).default("pending"),
+  cursor: z.string().regex(/^\d+:op_[0-9a-f]{32}$/).optional(),
+  limit: z.coerce.number().int().min(1).max(100).default(50),
+});
+
 export const Resolve = z.object({ outcome: z.enum(["succeeded", "failed"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
 
 export const Envelope = z.union([

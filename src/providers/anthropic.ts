@@ -1,7 +1,8 @@
 // Anthropic Messages. In: a Message response, its assistant message, or its content array; each
 // `tool_use` block (id, name, input) is a call, in content order. Text, thinking, server-tool and
 // unknown blocks, and unknown fields such as `caller`, are ignored. Out: the next `user` message,
-// whose content is only `tool_result` blocks in call order (the API requires them to come first).
+// whose content is only `tool_result` blocks in call order (the API requires them to come first);
+// `is_error` marks refusals and failures, never a call that is still running or awaiting approval.
 // Tools export with `strict: true` unless their schema cannot be expressed strictly.
 import { z } from "zod";
 import type { Result } from "../domain/result.ts";
@@ -60,10 +61,13 @@ function format(results: ResultItem[]): AnthropicToolResultMessage {
       type: "tool_result",
       tool_use_id: call.id,
       content: resultText(envelope),
-      is_error: envelope.status !== "succeeded",
+      is_error: isError(envelope),
     })),
   };
 }
+
+/** Waiting is not failing: a call still running or waiting for a person is not an error. */
+const isError = (envelope: ResultItem["envelope"]) => envelope.status !== "succeeded" && envelope.status !== "pending" && envelope.status !== "awaiting_approval";
 
 function exportTools(tools: ExportedTool[]): AnthropicTool[] {
   return tools.map((tool) => ({

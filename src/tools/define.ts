@@ -3,6 +3,7 @@
 // only the tenant secrets and deployment variables it declares (`secrets`, `config`), and a field
 // toolgate does not enforce yet fails at definition, like a manifest's `unsupported_field`.
 import { z } from "zod";
+import { DEFAULT_APPROVAL_TTL_MS } from "../domain/approval.ts";
 import { closeSchema } from "../domain/json-schema.ts";
 import { toStrictSchema } from "../providers/strict-schema.ts";
 import { unsupportedField } from "./manifest.ts";
@@ -39,8 +40,8 @@ export type ToolDefinition<I extends z.ZodObject> = {
 
 export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolSpec {
   const mode = def.idempotency?.mode ?? "none";
-  const approval = def.approval ?? { mode: def.risk === "irreversible_write" ? "always" : "never", when: null, expiresInMs: 15 * 60_000 };
-  const unsupported = unsupportedField({ risk: def.risk, approval: approval.mode === "never" ? "never" : "always", resource: def.resource, redact: def.redact ?? [] });
+  const approval = def.approval ?? { mode: def.risk === "irreversible_write" ? "always" : "never", when: null, expiresInMs: DEFAULT_APPROVAL_TTL_MS, fourEyes: true };
+  const unsupported = unsupportedField({ resource: def.resource, redact: def.redact ?? [] });
   if (unsupported) throw new Error(`defineTool ${def.name}: ${unsupported}`);
   const reserved = (def.config ?? []).filter((name) => name.startsWith("TOOLGATE_"));
   if (reserved.length > 0) throw new Error(`defineTool ${def.name}: deployment secrets are never readable by tools (${reserved.join(", ")})`);
@@ -54,6 +55,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     inputJsonSchema,
     strictExport: toStrictSchema(inputJsonSchema, Object.keys(def.bind ?? {})).strict,
     checkArguments: () => null,
+    describeTarget: () => `code tool ${def.name}`,
     secretNames: def.secrets ?? [],
     configNames: def.config ?? [],
     idempotency: { mode, header: mode === "header" ? (def.idempotency?.header ?? "Idempotency-Key") : null },

@@ -7,6 +7,7 @@
 // refused outright and the parsed path is checked against the prefix). Secrets are the tenant's
 // own, named in headers only, and travel only over https (plain http only to loopback in development).
 import { z } from "zod";
+import { DEFAULT_APPROVAL_TTL_MS } from "../domain/approval.ts";
 import { closeSchema } from "../domain/json-schema.ts";
 import { DEFAULT_RETRY } from "../domain/retry.ts";
 import { err, ok, type Result } from "../domain/result.ts";
@@ -16,8 +17,14 @@ import type { ApprovalRule, RequestBuilder, ToolSpec } from "./spec.ts";
 const Comparison = z.strictObject({ gt: z.number(), gte: z.number(), lt: z.number(), lte: z.number(), eq: z.unknown(), in: z.array(z.unknown()) }).partial();
 const Approval = z.union([
   z.enum(["always", "never"]),
-  z.strictObject({ when: z.record(z.string(), Comparison) }),
-  z.strictObject({ mode: z.enum(["always", "never"]), when: z.record(z.string(), Comparison).optional(), expires_in_ms: z.number().int().positive().optional() }),
+  z
+    .strictObject({
+      mode: z.enum(["always", "never"]).optional(),
+      when: z.record(z.string(), Comparison).optional(),
+      expires_in_ms: z.number().int().min(1_000).max(7 * 24 * 60 * 60_000).optional(),
+      four_eyes: z.boolean().optional(),
+    })
+    .refine((a) => a.mode !== undefined || a.when !== undefined, "approval needs a mode or a when rule"),
 ]);
 const RequestTemplate = z.strictObject({
   method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]),
@@ -111,6 +118,10 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
       }
       return null;
     },
+    describeTarget: (args) => {
+      const built = buildUrl(m.request.url, args, "{idempotency_key}");
+      return built.ok ? `${m.request.method} ${built.value}` : `${m.request.method} ${m.request.url}`;
+    },
     secretNames: [...secretNames],
     configNames: [],
     idempotency: m.idempotency.mode === "header" ? { mode: "header", header: m.idempotency.header } : { mode: m.idempotency.mode, header: null },
@@ -132,27 +143,22 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
 
 /**
  * Fields toolgate parses but does not enforce yet are refused rather than silently ignored (a
- * manifest that says "ask a person" must never run unasked). Lifted as approvals, resource locks
- * and trace redaction land.
+ * manifest that says "one write at a time on this order" must never run unserialized). Lifted as
+ * resource locks and trace redaction land.
  */
-export function unsupportedField(m: Pick<Manifest, "risk" | "approval" | "resource" | "redact">): string | null {
-  if (normalizeApproval(m).mode !== "never") {
-    return m.approval === undefined
-      ? "approval: an irreversible_write asks a person by default, and approvals are not enforced by this deployment yet; set \"approval\": \"never\" or use risk \"write\""
-      : "approval: only \"never\" is enforced by this deployment yet";
-  }
+export function unsupportedField(m: Pick<Manifest, "resource" | "redact">): string | null {
   if (m.resource !== undefined) return "resource: resource locks are not enforced by this deployment yet";
   if (m.redact.length > 0) return "redact: trace redaction is not enforced by this deployment yet";
   return null;
 }
 
-function normalizeApproval(m: Pick<Manifest, "risk" | "approval">): ApprovalRule {
-  const expiresInMs = 15 * 60_000;
+/** `irreversible_write` asks a person by default; a `when` rule wins over a mode. */
+export function normalizeApproval(m: Pick<Manifest, "risk" | "approval">): ApprovalRule {
+  const expiresInMs = DEFAULT_APPROVAL_TTL_MS;
   const a = m.approval;
-  if (a === undefined) return { mode: m.risk === "irreversible_write" ? "always" : "never", when: null, expiresInMs };
-  if (a === "always" || a === "never") return { mode: a, when: null, expiresInMs };
-  if (!("mode" in a)) return { mode: "when", when: a.when, expiresInMs };
-  return { mode: a.when ? "when" : a.mode, when: a.when ?? null, expiresInMs: a.expires_in_ms ?? expiresInMs };
+  if (a === undefined) return { mode: m.risk === "irreversible_write" ? "always" : "never", when: null, expiresInMs, fourEyes: true };
+  if (a === "always" || a === "never") return { mode: a, when: null, expiresInMs, fourEyes: true };
+  return { mode: a.when ? "when" : a.mode!, when: a.when ?? null, expiresInMs: a.expires_in_ms ?? expiresInMs, fourEyes: a.four_eyes ?? true };
 }
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);

@@ -6,7 +6,8 @@ import type { IdempotencyMode } from "../domain/classify.ts";
 import type { OperationScope, Risk } from "../domain/identity.ts";
 import type { RetryPolicy } from "../domain/retry.ts";
 
-export type ApprovalRule = { mode: "always" | "never" | "when"; when: Record<string, Comparison> | null; expiresInMs: number };
+/** `fourEyes`: the approver must not be the run's own user (default). */
+export type ApprovalRule = { mode: "always" | "never" | "when"; when: Record<string, Comparison> | null; expiresInMs: number; fourEyes: boolean };
 export type Comparison = { gt?: number; gte?: number; lt?: number; lte?: number; eq?: unknown; in?: unknown[] };
 export type Limit = { max?: number | string; min?: number | string; enum?: unknown[] };
 
@@ -31,6 +32,8 @@ export type ToolSpec = {
   strictExport: boolean;
   /** Why these arguments cannot form a request (a path segment of "", "." or ".."), or null. Pure. */
   checkArguments: (input: Record<string, unknown>) => string | null;
+  /** What a person deciding on this call is told it will do, e.g. "POST https://…/refunds". */
+  describeTarget: (input: Record<string, unknown>) => string;
   /** Tenant secrets the request references as {secret:NAME}. */
   secretNames: string[];
   /** Deployment variables a code tool reads (never TOOLGATE_*). */

@@ -336,10 +336,6 @@ describe("the gate accepts exactly what the export describes", () => {
 
 describe("nothing accepted and ignored", () => {
   it.each([
-    ["approval: always", { approval: "always" }, "approval"],
-    ["approval: when", { approval: { when: { amount: { gt: 100 } } } }, "approval"],
-    ["approval: mode always", { approval: { mode: "always", expires_in_ms: 60_000 } }, "approval"],
-    ["irreversible_write's default approval", { risk: "irreversible_write" }, "approval"],
     ["resource", { resource: "order:{order_id}" }, "resource"],
     ["redact", { redact: ["/customer_id"] }, "redact"],
   ])("%s → unsupported_field", async (_what, fields, named) => {
@@ -352,7 +348,7 @@ describe("nothing accepted and ignored", () => {
     expect((await t.call("GET", `/v1/tools/${tool.name}`)).status).toBe(404);
   });
 
-  it("approval never is accepted, also for an irreversible write; an unknown field is refused by name", async () => {
+  it("an unknown field is refused by name", async () => {
     const t = await tenant();
     const ok = { ...manifest({ url: upstream().url }), risk: "irreversible_write", approval: "never" };
     expect((await t.call("PUT", `/v1/tools/${ok.name}`, ok)).status).toBe(201);

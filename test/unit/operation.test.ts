@@ -12,6 +12,7 @@ const plan = (safety: RepeatSafety, maxAttempts = 4): OperationPlan => ({
   safety,
   retry: { maxAttempts, minDelayMs: 0, initialDelayMs: 1_000, maxDelayMs: 60_000, maxElapsedMs: 3_600_000 },
   timeoutMs: 2_000,
+  approval: null,
 });
 const executing = (attempt = 1, cancelRequested = false): OperationState => ({ phase: "executing", attempt, keyIssuedAtMs: 0, startedAtMs: 0, firstAttemptAtMs: 0, cancelRequested });
 const T = 10_000;
