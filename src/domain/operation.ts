@@ -16,7 +16,7 @@ export type OperationPlan = {
   retry: RetryPolicy;
   timeoutMs: number;
   /** Set when a person must decide before the first attempt; bound to input hash + policy version. */
-  approval: ApprovalRequest | null;
+  approval: (ApprovalRequest & { preview: boolean }) | null;
 };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
@@ -53,6 +53,8 @@ export type OperationEvent =
   /** The run no longer allows the next attempt (scope revoked, deadline passed, tool withdrawn). */
   | { type: "denied"; status: "rejected" | "budget_exhausted" | "cancelled"; code: string; message: string }
   | { type: "cancel"; by: string }
+  /** The approver's preview came back (shown with the request; it changes nothing else). */
+  | { type: "preview_finished"; preview: { status: number | null; body: unknown; detail: string | null } }
   /** A person's decision; `denial`: what the run says about executing now (approval is not authorization). */
   | { type: "decide"; decision: Decision; denial: { status: "rejected" | "failed" | "budget_exhausted" | "cancelled"; code: string; message: string } | null };
 
@@ -64,7 +66,9 @@ export type Effect =
   /** Abort the in-flight request: only ever emitted for reads, whose abort cannot hide an effect. */
   | { kind: "abort_attempt" }
   /** Keep the tenant's approvals inbox in step: a request opened, or closed with how it ended. */
-  | { kind: "inbox"; state: "pending" | "approved" | "rejected" | "expired" | "cancelled" };
+  | { kind: "inbox"; state: "pending" | "approved" | "rejected" | "expired" | "cancelled" }
+  /** Send the tool's preview request once, for the approver. */
+  | { kind: "send_preview" };
 
 export type TraceEvent = { type: string; at_ms: number; [field: string]: unknown };
 
@@ -90,7 +94,7 @@ export function transition(
     if (plan.approval) {
       return ok({
         state: { phase: "awaiting_approval", requestedAtMs: nowMs },
-        effects: [{ kind: "set_alarm", atMs: plan.approval.expiresAtMs }, { kind: "inbox", state: "pending" }],
+        effects: [{ kind: "set_alarm", atMs: plan.approval.expiresAtMs }, { kind: "inbox", state: "pending" }, ...(plan.approval.preview ? [{ kind: "send_preview" } as const] : [])],
         trace: [
           { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
           { type: "validated", at_ms: nowMs, input_hash: event.inputHash },
@@ -137,6 +141,9 @@ export function transition(
       return ok(onCancel(state, event.by, plan, nowMs));
     case "decide":
       return onDecide(state, event, plan, nowMs);
+    case "preview_finished":
+      if (state.phase !== "awaiting_approval") return ok(unchanged(state));
+      return ok({ state, effects: [{ kind: "inbox", state: "pending" }], trace: [{ type: "preview", at_ms: nowMs, ...event.preview }], changed: true });
   }
 }
 

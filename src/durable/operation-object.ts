@@ -12,7 +12,7 @@ import { isSettled, transition, type OperationPlan, type OperationEvent, type Op
 import { err, ok, type Result } from "../domain/result.ts";
 import { configFor, hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
-import { sendAttempt, sendLookup } from "../tools/http-tool.ts";
+import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
 import { runStub, tenantStub } from "./stubs.ts";
@@ -58,6 +58,8 @@ export type ApprovalView = {
   input_hash: string;
   policy_version: string;
   four_eyes: boolean;
+  /** The tool's preview answer, when it has one (null while it runs or when it has none). */
+  preview: Preview | null;
   decided_by: string | null;
   decided_at: string | null;
   reason: string | null;
@@ -81,6 +83,8 @@ export class OperationObject extends DurableObject<Env> {
   private abort: AbortController | null = null;
   private fixed: Fixed | null = null;
   private readonly listeners = new Set<() => void>();
+  /** The approver's preview request, while it runs (bounded by the tool's timeout). */
+  private previewing: Promise<void> = Promise.resolve();
   /** Inbox updates, in order; replies wait for them so a listing right after sees the change. */
   private inboxWrites: Promise<void> = Promise.resolve();
 
@@ -102,18 +106,19 @@ export class OperationObject extends DurableObject<Env> {
       const secrets = asks ? null : await this.secretsFor(req.tenantId, spec.value);
       // The await let other calls in: one of them may have started this operation meanwhile.
       if (!this.head()) {
+        const nowMs = Date.now();
         const plan: OperationPlan = {
           operationId: req.operationId,
           idempotencyKey: req.idempotencyKey,
           safety: repeatSafety(spec.value.risk, spec.value.idempotency.mode, spec.value.buildReconcile !== null),
           retry: spec.value.retry,
           timeoutMs: spec.value.timeoutMs,
-          approval: policyVersion === null ? null : { inputHash: req.inputHash, policyVersion, requestedBy: req.userId, fourEyes: rule.fourEyes, expiresAtMs: Date.now() + rule.expiresInMs },
+          approval: policyVersion === null ? null : { inputHash: req.inputHash, policyVersion, requestedBy: req.userId, fourEyes: rule.fourEyes, expiresAtMs: nowMs + rule.expiresInMs, preview: spec.value.buildPreview !== null },
         };
         this.store.ensureSchema();
         const frozen: FrozenRow = {
           id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
-          input: req.canonicalInput, input_hash: req.inputHash, plan, created_at: Date.now(),
+          input: req.canonicalInput, input_hash: req.inputHash, plan, created_at: nowMs,
         };
         const started = this.apply({ type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name }, frozen, secrets);
         if (!started.ok) return started;
@@ -123,6 +128,7 @@ export class OperationObject extends DurableObject<Env> {
     } else {
       this.recoverOrphan();
     }
+    await this.previewing;
     await this.inboxWrites;
     await this.waitFor(Date.now() + req.waitMs);
     return ok(this.reply(req, this.store.rowsWritten - rowsBefore));
@@ -270,6 +276,9 @@ export class OperationObject extends DurableObject<Env> {
         case "inbox":
           this.inboxWrites = this.inboxWrites.then(() => this.writeInbox(effect.state));
           break;
+        case "send_preview":
+          this.previewing = this.preview();
+          break;
       }
     }
     if (result.value.changed) this.notify();
@@ -334,6 +343,7 @@ export class OperationObject extends DurableObject<Env> {
         expires_at_ms: approval.expiresAtMs,
         input_hash: approval.inputHash,
         policy_version: approval.policyVersion,
+        preview: view.approval?.preview ?? null,
         decided_by: view.approval?.decided_by ?? null,
         decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,
         reason: view.approval?.reason ?? null,
@@ -341,6 +351,20 @@ export class OperationObject extends DurableObject<Env> {
     } catch (error) {
       console.error("approvals inbox update failed", head.frozen.id, String(error));
     }
+  }
+
+  private async preview(): Promise<void> {
+    const fixed = this.tryFixed();
+    const head = this.head()!;
+    let preview: Preview = { status: null, body: null, detail: fixed.ok ? null : fixed.error };
+    if (fixed.ok) {
+      const { spec, input } = fixed.value;
+      const secrets = await this.secretsFor(head.frozen.tenant_id, spec);
+      preview = secrets.ok
+        ? await sendPreview(spec, input, head.frozen.input, { idempotencyKey: head.frozen.plan.idempotencyKey, secrets: secrets.value, config: configFor(this.env, spec.configNames) })
+        : { status: null, body: null, detail: secrets.error };
+    }
+    this.apply({ type: "preview_finished", preview }, null);
   }
 
   /** Exactly the tenant secrets `spec` names, from this operation's own tenant. */
@@ -440,6 +464,7 @@ export class OperationObject extends DurableObject<Env> {
     if (!approval) return null;
     const events = this.store.all<{ events: string }>("SELECT events FROM op_log ORDER BY seq").flatMap((row) => JSON.parse(row.events) as TraceEvent[]);
     const decided = events.find((event) => event.type === "approval_decided");
+    const preview = events.find((event) => event.type === "preview");
     const verdictState = decided ? (decided.verdict === "approve" ? "approved" : "rejected") : null;
     const closed = events.some((event) => event.type === "approval_expired") ? "expired" : state.phase === "awaiting_approval" ? "pending" : "cancelled";
     return {
@@ -450,6 +475,7 @@ export class OperationObject extends DurableObject<Env> {
       input_hash: approval.inputHash,
       policy_version: approval.policyVersion,
       four_eyes: approval.fourEyes,
+      preview: preview ? { status: (preview.status as number | null) ?? null, body: preview.body ?? null, detail: (preview.detail as string | null) ?? null } : null,
       decided_by: typeof decided?.by === "string" ? decided.by : null,
       decided_at: decided ? new Date(decided.at_ms).toISOString() : null,
       reason: typeof decided?.reason === "string" ? decided.reason : null,

@@ -20,7 +20,7 @@ export type ToolRecord = { name: string; manifest: unknown; version: number; upd
 export type ApprovalItem = {
   operation_id: string; run_id: string; call_id: string; tool: string; target: string; arguments: Record<string, unknown>;
   state: "pending" | "approved" | "rejected" | "expired" | "cancelled"; requested_by: string; requested_at_ms: number; expires_at_ms: number;
-  input_hash: string; policy_version: string; decided_by: string | null; decided_at_ms: number | null; reason: string | null;
+  input_hash: string; policy_version: string; preview: { status: number | null; body: unknown; detail: string | null } | null; decided_by: string | null; decided_at_ms: number | null; reason: string | null;
 };
 export type ApprovalPage = { items: Array<Omit<ApprovalItem, "requested_at_ms" | "expires_at_ms" | "decided_at_ms"> & { requested_at: string; expires_at: string; decided_at: string | null }>; next_cursor: string | null };
 export type SecretRecord = { name: string; fingerprint: string; created_at: string; updated_at: string };

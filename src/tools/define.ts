@@ -61,6 +61,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     idempotency: { mode, header: mode === "header" ? (def.idempotency?.header ?? "Idempotency-Key") : null },
     buildRequest: (input, _canonical, ctx) => def.request(input as z.infer<I>, ctx),
     buildReconcile: def.reconcile ?? null,
+    buildPreview: null,
     operationKey: def.operationKey ?? [],
     operationScope: def.operationScope ?? "run",
     resource: def.resource ?? null,

@@ -49,6 +49,33 @@ async function attemptOnce(spec: ToolSpec, input: Record<string, unknown>, canon
   return validateOutput(spec, body);
 }
 
+/** What the approver is shown: the upstream's answer to the preview request (scrubbed, capped), or why there is none. */
+export type Preview = { status: number | null; body: unknown; detail: string | null };
+
+export async function sendPreview(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<Preview> {
+  return scrubSecrets(await previewOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
+}
+
+async function previewOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<Preview> {
+  if (!spec.buildPreview) return { status: null, body: null, detail: "the tool has no preview" };
+  const built = spec.buildPreview(input, canonicalInput, ctx);
+  if ("error" in built) return { status: null, body: null, detail: built.error };
+  const insecure = insecureForSecrets(built.url, ctx);
+  if (insecure) return { status: null, body: null, detail: insecure };
+  try {
+    const response = await send(built, spec.timeoutMs, null);
+    const text = await readCapped(response);
+    if (text === null) return { status: response.status, body: null, detail: `preview larger than ${MAX_RESPONSE_BYTES} bytes` };
+    let body: unknown = text;
+    try {
+      body = JSON.parse(text);
+    } catch {}
+    return { status: response.status, body, detail: null };
+  } catch (error) {
+    return { status: null, body: null, detail: String(error) };
+  }
+}
+
 async function lookupOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
   if (!spec.buildReconcile) return { kind: "inconclusive", detail: "the tool has no reconcile request" };
   const built = spec.buildReconcile(input, canonicalInput, ctx);

@@ -45,6 +45,8 @@ export const Manifest = z.strictObject({
     z.strictObject({ mode: z.literal("none") }),
   ]).default({ mode: "none" }),
   reconcile: RequestTemplate.partial({ method: true }).optional(),
+  /** A read the approver sees before deciding (a quote, a dry run): sent once, when approval is asked. */
+  preview: RequestTemplate.extend({ method: z.enum(["GET", "POST"]).default("GET") }).optional(),
   operation_key: z.array(z.string()).default([]),
   operation_scope: z.enum(["run", "tenant"]).default("run"),
   resource: z.string().optional(),
@@ -93,7 +95,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
   } catch (error) {
     return err({ code: "invalid_manifest", detail: `schema could not be compiled: ${String(error)}` });
   }
-  const templates = [m.request, ...(m.reconcile?.url ? [{ method: m.reconcile.method ?? "GET", url: m.reconcile.url, headers: m.reconcile.headers ?? {} }] : [])];
+  const templates = [m.request, ...(m.reconcile ? [{ method: m.reconcile.method ?? "GET", url: m.reconcile.url, headers: m.reconcile.headers }] : []), ...(m.preview ? [m.preview] : [])];
   const secretNames = new Set<string>();
   for (const template of templates) {
     const checked = checkTemplate(template, hosts);
@@ -101,8 +103,9 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     checked.value.forEach((name) => secretNames.add(name));
   }
   const request = requestBuilder(m.request.method, m.request.url, m.request.headers, true);
-  const reconcile = m.reconcile?.url ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers ?? {}, false) : null;
-  const urls = [m.request.url, ...(m.reconcile?.url ? [m.reconcile.url] : [])];
+  if (m.preview && normalizeApproval(m).mode === "never") return err({ code: "invalid_manifest", detail: "preview: shown to an approver, so it needs an approval rule that can ask" });
+  const reconcile = m.reconcile ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers, false) : null;
+  const urls = templates.map((template) => template.url);
   return ok({
     name: m.name,
     description: m.description,
@@ -127,6 +130,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     idempotency: m.idempotency.mode === "header" ? { mode: "header", header: m.idempotency.header } : { mode: m.idempotency.mode, header: null },
     buildRequest: request,
     buildReconcile: reconcile,
+    buildPreview: m.preview ? requestBuilder(m.preview.method, m.preview.url, m.preview.headers, true) : null,
     operationKey: m.operation_key,
     operationScope: m.operation_scope,
     resource: m.resource ?? null,

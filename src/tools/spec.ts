@@ -41,6 +41,8 @@ export type ToolSpec = {
   idempotency: { mode: IdempotencyMode; header: string | null };
   buildRequest: RequestBuilder;
   buildReconcile: RequestBuilder | null;
+  /** Optional read shown to an approver (manifest `preview`); never sent for calls that need no approval. */
+  buildPreview: RequestBuilder | null;
   operationKey: string[];
   operationScope: OperationScope;
   resource: string | null;

@@ -155,7 +155,7 @@ describe("approvals", () => {
 
   it("a when rule: 50 runs at once, the 150s wait and the 50s run", async () => {
     const up = upstream();
-    const tool = manifest({ url: up.url, approval: { when: { amount: { gt: 100 } } } });
+    const tool = manifest({ url: up.url, approval: { when: { amount: { gt: 100 } } }, timeout_ms: 20_000 });
     expect((await api("PUT", `/v1/tools/${tool.name}`, tool)).status).toBe(201);
     const outcomes = await Promise.all(
       Array.from({ length: 50 }, async (_, index) => {
@@ -190,5 +190,21 @@ describe("approvals", () => {
     expect(mine).toEqual([...ops].reverse());
     expect(page1.body.items).toHaveLength(2);
     expect((await api("GET", "/v1/approvals?state=maybe")).body.code).toBe("invalid_request");
+  });
+
+  it("an approver preview: one read when approval is asked, stored with the request, nothing committed", async () => {
+    const up = upstream();
+    const { tool, name, runId } = await approvalRun({ preview: { url: `${up.url}/quotes/{currency}?amount={amount}` } });
+    void tool;
+    const op = (await charge(runId, name, 120)).body.results[0].operation_id;
+    const view = await operation(op);
+    expect(view.body.approval.preview).toMatchObject({ status: 200, body: { path: "/quotes/usd" }, detail: null });
+    const item = (await api("GET", "/v1/approvals?state=pending")).body.items.find((i: any) => i.operation_id === op);
+    expect(item.preview).toEqual(view.body.approval.preview);
+    const state = await up.state();
+    expect(state.requests.map((r) => [r.method, r.path])).toEqual([["GET", "/quotes/usd?amount=120"]]);
+    expect(state.effects).toHaveLength(0);
+    const never = manifest({ url: up.url, approval: "never", preview: { url: `${up.url}/quotes` } });
+    expect((await api("PUT", `/v1/tools/${never.name}`, never)).body.code).toBe("invalid_manifest");
   });
 });

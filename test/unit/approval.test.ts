@@ -29,7 +29,7 @@ describe("awaiting_approval", () => {
   const plan: OperationPlan = {
     operationId: "op_a", idempotencyKey: "tg_a", safety: "keyed", timeoutMs: 2_000,
     retry: { maxAttempts: 3, minDelayMs: 0, initialDelayMs: 1_000, maxDelayMs: 10_000, maxElapsedMs: 60_000 },
-    approval: { inputHash: "h1", policyVersion: "v1", requestedBy: "alice", fourEyes: true, expiresAtMs: T + 60_000 },
+    approval: { inputHash: "h1", policyVersion: "v1", requestedBy: "alice", fourEyes: true, expiresAtMs: T + 60_000, preview: false },
   };
   const waiting: OperationState = { phase: "awaiting_approval", requestedAtMs: T };
   const decision = (over: Partial<Decision> = {}): Decision => ({ verdict: "approve", approverId: "bob", reason: null, inputHash: null, policyVersion: null, ...over });
