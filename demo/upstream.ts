@@ -10,6 +10,8 @@ import type { AddressInfo } from "node:net";
 export type Fault =
   | { kind: "ok" }
   | { kind: "status"; status: number; retryAfter?: string; commit?: boolean; body?: unknown }
+  /** Answered by a proxy in front of the API (a load balancer, Cloudflare's edge): the API and its idempotency layer never see the request. */
+  | { kind: "gateway"; status: number; retryAfter?: string }
   | { kind: "commit_then_hang" }
   | { kind: "commit_then_reset" }
   | { kind: "hang" }
@@ -150,6 +152,10 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       if (reference) space.references.set(reference, response);
       return response;
     };
+
+    if (fault.kind === "gateway") {
+      return json(res, fault.status, { error: `gateway answered ${fault.status}` }, { Server: "cloudflare", ...(fault.retryAfter ? { "Retry-After": fault.retryAfter } : {}) });
+    }
 
     if (isWrite && key) {
       const entry = space.keys.get(key);

@@ -2,10 +2,12 @@
 // row, call transition(), persist state + trace in one transactionSync, then perform the effects.
 // The attempt is durable before fetch with no await in between (the output gate holds the request
 // until the write is confirmed); results are applied by compare-and-set on the attempt number.
-// Memory holds only what cannot be stored: whether this instance has a request in flight.
+// Memory holds only what cannot be stored: whether this instance has a request in flight. Nothing
+// here throws across the stub: a stored tool that no longer compiles is an observation, not an error.
 import { DurableObject } from "cloudflare:workers";
 import { repeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
+import type { LookupObservation, Observation } from "../domain/observation.ts";
 import { isSettled, transition, type OperationPlan, type OperationEvent, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { hostPolicy, type Env } from "../env.ts";
@@ -45,6 +47,7 @@ export type OperationView = {
   late: boolean;
 };
 export type OperationError = { code: "not_found" } | TransitionError | { code: "invalid_tool"; detail: string };
+export type Verdict = { outcome: "succeeded" | "failed" | "resend"; result: unknown; reason: string; by: string };
 
 /** The call as frozen at validation (row 1 of the log); it never changes afterwards. */
 type FrozenRow = {
@@ -53,6 +56,7 @@ type FrozenRow = {
 };
 type Head = { seq: number; state: OperationState; frozen: FrozenRow };
 type Fixed = { spec: ToolSpec; input: Record<string, unknown> };
+type Loaded = Fixed & { canonicalInput: string; plan: OperationPlan };
 
 export class OperationObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, OPERATION_SCHEMA);
@@ -78,6 +82,8 @@ export class OperationObject extends DurableObject<Env> {
         safety: repeatSafety(spec.value.risk, spec.value.idempotency.mode, spec.value.buildReconcile !== null),
         retry: spec.value.retry,
         timeoutMs: spec.value.timeoutMs,
+        hasLookup: spec.value.buildReconcile !== null,
+        settleMs: spec.value.reconcileSettleMs,
       };
       this.store.ensureSchema();
       const frozen: FrozenRow = {
@@ -100,8 +106,14 @@ export class OperationObject extends DurableObject<Env> {
     return ok(this.view());
   }
 
-  async resolve(tenantId: string, verdict: { outcome: "succeeded" | "failed"; result: unknown; reason: string; by: string }): Promise<Result<OperationView, OperationError>> {
-    if (!this.headFor(tenantId)) return err({ code: "not_found" });
+  async resolve(tenantId: string, verdict: Verdict): Promise<Result<OperationView, OperationError>> {
+    const head = this.headFor(tenantId);
+    if (!head) return err({ code: "not_found" });
+    if (verdict.outcome === "resend" && head.state.phase === "outcome_unknown" && head.frozen.plan.safety === "keyed") {
+      // A resend is a new execution: the run must still allow it, exactly as before a retry.
+      const allowed = await runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen));
+      if (!allowed.ok) return err({ code: "resend_not_allowed", detail: allowed.error.message });
+    }
     const step = this.apply({ type: "resolve", ...verdict }, null);
     return step.ok ? ok(this.view()) : step;
   }
@@ -125,7 +137,7 @@ export class OperationObject extends DurableObject<Env> {
     // been revoked, the tool withdrawn or the deadline passed while the alarm waited.
     const sends = head.state.phase === "retry_scheduled" || (head.state.phase === "outcome_unknown" && head.state.reconcile === "resend");
     if (sends) {
-      const verdict = await runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, this.loadFixed().spec.name);
+      const verdict = await runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen));
       if (!verdict.ok) {
         this.apply({ type: "denied", ...verdict.error }, null);
         return;
@@ -176,13 +188,13 @@ export class OperationObject extends DurableObject<Env> {
           void this.ctx.storage.deleteAlarm();
           break;
         case "send_attempt":
-          this.inFlight = this.attempt(effect.attempt);
+          this.track(() => this.attempt(effect.attempt));
           break;
         case "abort_attempt":
           this.abort?.abort(new Error("cancelled"));
           break;
         case "send_lookup":
-          this.inFlight = this.lookup(effect.lookups);
+          this.track(() => this.lookup(effect.lookups));
           break;
       }
     }
@@ -190,25 +202,45 @@ export class OperationObject extends DurableObject<Env> {
     return ok(result.value.state);
   }
 
+  /**
+   * Runs one request and always clears `inFlight` afterwards, so nothing can wedge the object: if
+   * anything unforeseen throws, the watchdog alarm finds no request in flight and classifies it as
+   * a crash. (`await` always yields first, so `running` is assigned before `finally` runs.)
+   */
+  private track(work: () => Promise<void>): void {
+    let running: Promise<void> | null = null;
+    running = (async () => {
+      try {
+        await work();
+      } catch (error) {
+        console.error("operation request failed unexpectedly; the watchdog will classify it", error);
+      } finally {
+        // A transition inside `work` may already have started the next request (a lookup).
+        if (this.inFlight === running) this.inFlight = null;
+      }
+    })();
+    this.inFlight = running;
+  }
+
   private async attempt(attempt: number): Promise<void> {
-    const { spec, input, canonicalInput, plan } = this.loadFixed();
-    this.abort = new AbortController();
-    const observation = await sendAttempt(spec, input, canonicalInput, {
-      idempotencyKey: plan.idempotencyKey,
-      secrets: this.env,
-      safety: plan.safety,
-      signal: this.abort.signal,
-      fencingToken: null,
-    });
-    this.inFlight = null;
-    this.abort = null;
-    this.apply({ type: "attempt_finished", attempt, observation }, null);
+    const loaded = this.loadFixed();
+    const abort = new AbortController();
+    this.abort = abort;
+    try {
+      const observation: Observation = loaded.ok
+        ? await sendAttempt(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, { idempotencyKey: loaded.value.plan.idempotencyKey, secrets: this.env, signal: abort.signal, fencingToken: null })
+        : { kind: "config_error", detail: loaded.error };
+      this.apply({ type: "attempt_finished", attempt, observation }, null);
+    } finally {
+      if (this.abort === abort) this.abort = null;
+    }
   }
 
   private async lookup(lookups: number): Promise<void> {
-    const { spec, input, canonicalInput, plan } = this.loadFixed();
-    const observation = await sendLookup(spec, input, canonicalInput, { idempotencyKey: plan.idempotencyKey, secrets: this.env });
-    this.inFlight = null;
+    const loaded = this.loadFixed();
+    const observation: LookupObservation = loaded.ok
+      ? await sendLookup(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, { idempotencyKey: loaded.value.plan.idempotencyKey, secrets: this.env })
+      : { kind: "inconclusive", detail: loaded.error };
     this.apply({ type: "lookup_finished", lookups, observation }, null);
   }
 
@@ -253,36 +285,44 @@ export class OperationObject extends DurableObject<Env> {
     return head && head.frozen.tenant_id === tenantId ? head : null;
   }
 
-  private loadFixed(): Fixed & { canonicalInput: string; plan: OperationPlan } {
+  /** The stored tool, compiled under today's deployment; an error (never a throw) if it no longer compiles. */
+  private loadFixed(): Result<Loaded, string> {
     const frozen = this.head()!.frozen;
     if (!this.fixed) {
       const spec = resolveTool(frozen.source, hostPolicy(this.env));
-      if (!spec.ok) throw new Error(`stored tool no longer compiles: ${spec.error.detail}`);
+      if (!spec.ok) return err(`the stored tool no longer compiles in this deployment: ${spec.error.detail}`);
       this.fixed = { spec: spec.value, input: JSON.parse(frozen.input) as Record<string, unknown> };
     }
-    return { ...this.fixed, canonicalInput: frozen.input, plan: frozen.plan };
+    return ok({ ...this.fixed, canonicalInput: frozen.input, plan: frozen.plan });
   }
 
   /** `rowsWritten`: rows this instance wrote while serving the call (reported for the benchmark). */
   private reply(req: SubmitRequest, rowsWritten: number): OperationReply {
     const { state, frozen } = this.head()!;
     const executedBy = frozen.run_id === req.runId ? frozen.call_id : `${frozen.run_id}:${frozen.call_id}`;
-    return { envelope: envelopeFor(frozen.id, state), settled: isSettled(state), terminal: state.phase === "recorded", inputHash: frozen.input_hash, executedBy, rowsWritten };
+    return { envelope: envelopeFor(frozen.id, state, frozen.plan.safety), settled: isSettled(state), terminal: state.phase === "recorded", inputHash: frozen.input_hash, executedBy, rowsWritten };
   }
 
   private view(): OperationView {
     const { state, frozen } = this.head()!;
     return {
       operation_id: frozen.id,
-      tool: this.loadFixed().spec.name,
+      tool: toolName(frozen),
       run_id: frozen.run_id,
       call_id: frozen.call_id,
       phase: state.phase,
       input_hash: frozen.input_hash,
       idempotency_key: frozen.plan.idempotencyKey,
       created_at: new Date(frozen.created_at).toISOString(),
-      result: envelopeFor(frozen.id, state),
+      result: envelopeFor(frozen.id, state, frozen.plan.safety),
       late: state.phase === "recorded" && state.late,
     };
   }
+}
+
+/** The tool's name from the stored source itself, so it is known even when the tool no longer compiles. */
+function toolName(frozen: FrozenRow): string {
+  if (frozen.source.kind === "code") return frozen.source.name;
+  const name = (frozen.source.manifest as { name?: unknown } | null)?.name;
+  return typeof name === "string" ? name : "(unnamed tool)";
 }

@@ -1,4 +1,5 @@
-// /v1/operations: read one operation (long-poll with ?wait=) and resolve an outcome_unknown.
+// /v1/operations: read one operation (long-poll with ?wait=), resolve an outcome_unknown (succeeded,
+// failed, or resend with the same idempotency key: keyed tools only) and cancel.
 import { Hono } from "hono";
 import { Resolve } from "./schemas.ts";
 import { principalName, requireScope, type AppEnv } from "./auth.ts";

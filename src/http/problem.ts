@@ -11,6 +11,7 @@ export type ApiError =
   | { code: "invalid_manifest"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
   | { code: "not_outcome_unknown"; detail: string }
+  | { code: "resend_not_allowed"; detail: string }
   | { code: "misconfigured"; detail: string }
   | { code: "internal"; detail: string };
 
@@ -33,6 +34,7 @@ function statusOf(error: ApiError): number {
     case "invalid_manifest":
       return 422;
     case "not_outcome_unknown":
+    case "resend_not_allowed":
       return 409;
     case "misconfigured":
     case "internal":

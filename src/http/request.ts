@@ -60,6 +60,7 @@ export function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: {
     case "upstream_not_allowed":
     case "invalid_request":
     case "not_outcome_unknown":
+    case "resend_not_allowed":
       throw new ApiProblem({ code, detail: detail ?? code });
     default:
       throw new ApiProblem({ code: "internal", detail: `${code}${detail ? `: ${detail}` : ""}` });

@@ -26,7 +26,8 @@ export const PatchRun = z
   .strict()
   .refine((patch) => patch.user !== undefined || patch.tools !== undefined, "send user.scopes and/or tools");
 
-export const Resolve = z.object({ outcome: z.enum(["succeeded", "failed"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
+/** A person's verdict on an outcome_unknown; "resend" (keyed tools only) sends once more with the same key. */
+export const Resolve = z.object({ outcome: z.enum(["succeeded", "failed", "resend"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
 
 export const Envelope = z.union([
   z.object({ status: z.literal("succeeded"), operation_id: z.string(), result: z.unknown() }),

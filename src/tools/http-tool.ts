@@ -1,26 +1,25 @@
-// The HTTP executor: performs one attempt (or one reconcile lookup) and reports what it observed
-// as plain data. It never retries and never decides; classify() does. Redirects are not followed,
-// responses are size-capped and validated, and for writes that nothing makes safe to repeat a TCP
-// probe first proves whether the upstream is reachable, so "nothing was sent" is known, not guessed
-// (workerd reports a refused connection and a reset one with the same "Network connection lost").
-import { connect } from "cloudflare:sockets";
+// The HTTP executor: performs one attempt (or one reconcile lookup) and reports exactly one
+// observation as plain data, whatever fails: it never throws, never retries and never decides
+// (classify() does). Redirects are not followed; bodies are size-capped and read under the same
+// timeout as the request. It never claims "nothing was sent": workerd reports a refused, a reset and
+// a dropped connection alike ("Network connection lost."), so only Cloudflare's 521/522/523 prove it.
 import { parseRetryAfterMs } from "../domain/retry.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
-import type { RepeatSafety } from "../domain/classify.ts";
-import type { BuiltRequest, RequestContext, ToolSpec } from "./spec.ts";
+import type { BuiltRequest, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
-export type AttemptContext = RequestContext & { safety: RepeatSafety; signal: AbortSignal | null; fencingToken: string | null };
+export type AttemptContext = RequestContext & { signal: AbortSignal | null; fencingToken: string | null };
 
+// A host that does not resolve is not special-cased: workerd (local, compatibility date 2026-11-01)
+// rejects fetch("http://nonexistent.invalid/") with a generic `Error: internal error; reference = …`
+// (its log: "failed to lookup address information: Name or service not known"), the same error any
+// internal failure produces, so it cannot prove that nothing was sent. It is `connection_lost`.
 export async function sendAttempt(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: AttemptContext): Promise<Observation> {
-  const built = spec.buildRequest(input, canonicalInput, ctx);
+  const built = build(spec.buildRequest, input, canonicalInput, ctx);
   if ("error" in built) return { kind: "config_error", detail: built.error };
   if (spec.idempotency.mode === "header" && spec.idempotency.header) built.headers[spec.idempotency.header] = ctx.idempotencyKey;
   if (ctx.fencingToken) built.headers["Toolgate-Fencing-Token"] = ctx.fencingToken;
-  if (ctx.safety === "neither" && !(await reachable(built.url))) {
-    return { kind: "not_sent", detail: "connection refused or host not found" };
-  }
   let response: Response;
   try {
     response = await send(built, spec.timeoutMs, ctx.signal);
@@ -33,14 +32,21 @@ export async function sendAttempt(spec: ToolSpec, input: Record<string, unknown>
     const detail = response.status >= 300 && response.status < 400 ? `redirect to ${response.headers.get("Location") ?? "?"} not followed` : await snippet(response);
     return { kind: "http_error", status: response.status, retryAfterMs: parseRetryAfterMs(response.headers.get("Retry-After"), Date.now()), detail };
   }
-  const body = await readCapped(response);
+  // The fetch signal also aborts the body stream (observed in workerd: a body that stalls after
+  // the headers rejects the read with TimeoutError when `timeout_ms` runs out).
+  let body: string | null;
+  try {
+    body = await readCapped(response);
+  } catch (error) {
+    return { kind: "body_lost", timedOut: isTimeout(error), detail: `HTTP ${response.status} arrived but its body could not be read (${isTimeout(error) ? `not complete within ${spec.timeoutMs} ms` : String(error)})` };
+  }
   if (body === null) return { kind: "invalid_output", detail: `response larger than ${MAX_RESPONSE_BYTES} bytes` };
   return validateOutput(spec, body);
 }
 
 export async function sendLookup(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
   if (!spec.buildReconcile) return { kind: "inconclusive", detail: "the tool has no reconcile request" };
-  const built = spec.buildReconcile(input, canonicalInput, ctx);
+  const built = build(spec.buildReconcile, input, canonicalInput, ctx);
   if ("error" in built) return { kind: "inconclusive", detail: built.error };
   try {
     const response = await send(built, spec.timeoutMs, null);
@@ -52,6 +58,15 @@ export async function sendLookup(spec: ToolSpec, input: Record<string, unknown>,
     return observed?.kind === "ok" ? { kind: "found", result: observed.result } : { kind: "inconclusive", detail: "status lookup answer was not valid output" };
   } catch (error) {
     return { kind: "inconclusive", detail: String(error) };
+  }
+}
+
+/** A code tool's builder is code: if it throws, nothing was sent and the call is misconfigured. */
+function build(builder: RequestBuilder, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): BuiltRequest | { error: string } {
+  try {
+    return builder(input, canonicalInput, ctx);
+  } catch (error) {
+    return { error: `the request could not be built: ${String(error)}` };
   }
 }
 
@@ -104,21 +119,12 @@ async function readCapped(response: Response): Promise<string | null> {
   return new TextDecoder().decode(bytes);
 }
 
+/** The start of an error body, for the model; the status alone decides, so an unreadable body is fine. */
 async function snippet(response: Response): Promise<string> {
-  const text = (await readCapped(response)) ?? "";
-  return text.slice(0, 200);
-}
-
-async function reachable(url: string): Promise<boolean> {
-  const target = new URL(url);
-  const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));
   try {
-    const socket = connect({ hostname: target.hostname.replace(/^\[|\]$/g, ""), port });
-    await socket.opened;
-    await socket.close();
-    return true;
+    return ((await readCapped(response)) ?? "").slice(0, 200);
   } catch {
-    return false;
+    return "(the error body could not be read)";
   }
 }
 
