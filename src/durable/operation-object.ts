@@ -139,7 +139,9 @@ export class OperationObject extends DurableObject<Env> {
     if (sends) {
       const verdict = await runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen));
       if (!verdict.ok) {
+        // After an ambiguous attempt a denial may start a status lookup: keep the event open for it.
         this.apply({ type: "denied", ...verdict.error }, null);
+        await this.inFlight;
         return;
       }
     }
