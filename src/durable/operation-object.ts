@@ -112,7 +112,7 @@ export class OperationObject extends DurableObject<Env> {
     if (verdict.outcome === "resend" && head.state.phase === "outcome_unknown" && head.frozen.plan.safety === "keyed") {
       // A resend is a new execution: the run must still allow it, exactly as before a retry.
       const allowed = await runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen));
-      if (!allowed.ok) return err({ code: "resend_not_allowed", detail: allowed.error.message });
+      if (!allowed.ok) return err({ code: "resend_not_allowed", detail: `the run no longer allows sending it (${allowed.error.code}); resolve it as succeeded or failed` });
     }
     const step = this.apply({ type: "resolve", ...verdict }, null);
     return step.ok ? ok(this.view()) : step;

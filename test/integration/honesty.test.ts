@@ -92,6 +92,23 @@ describe("(a) keyed write: commit, then timeout, then 503 until exhaustion", () 
     expect((await up.state()).requests).toHaveLength(1);
   });
 
+  it("a resend is a new execution: refused once the run no longer allows it (scope revoked)", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url, timeout_ms: 300, max_attempts: 1, requires_scopes: ["payments:charge"] });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool)).status).toBe(201);
+    const run = await api("POST", "/v1/runs", { user: { id: "u1", scopes: ["payments:charge"] }, tools: [tool.name] });
+    await up.script({ kind: "commit_then_hang" });
+    const first = await turn(run.body.run_id, [{ id: "c1", name: tool.name, arguments: charge }]);
+    expect(first.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "timeout_unknown" });
+    const operationId = first.body.results[0].operation_id as string;
+    expect((await api("PATCH", `/v1/runs/${run.body.run_id}`, { user: { scopes: [] } })).status).toBe(200);
+    const refused = await api("POST", `/v1/operations/${operationId}/resolve`, { outcome: "resend", reason: "send it again" });
+    expect(refused.status).toBe(409);
+    expect(refused.body).toMatchObject({ code: "resend_not_allowed", detail: expect.stringMatching(/forbidden/) });
+    expect((await operation(operationId)).body.phase).toBe("outcome_unknown");
+    expect((await up.state()).requests).toHaveLength(1);
+  });
+
   it("keyed: slow commit outliving the timeout, then 409 'in progress' until exhaustion → outcome_unknown, one effect", async () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url, timeout_ms: 300, max_attempts: 2 }));
@@ -112,7 +129,7 @@ describe("(b) lookup-only write whose slow answer outlives the timeout and commi
   it("a 404 inside the settle window does not trigger a resend; the later lookup finds the one effect", async () => {
     const up = upstream();
     const { runId, name } = await setup(lookupOnly(up.url, { reconcile: { url: `${up.url}/effects?idempotency_key={idempotency_key}`, settle_ms: 600_000 } }));
-    await up.script({ kind: "slow", delayMs: 1_500 });
+    await up.script({ kind: "slow", delayMs: 3_000 }); // commits long after the 300 ms timeout and the first lookup
     const first = await turn(runId, [{ id: "c1", name, arguments: charge }], 1);
     expect(first.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "timeout_unknown" });
     const operationId = first.body.results[0].operation_id as string;
