@@ -75,8 +75,9 @@ function classifyStatus(safety: RepeatSafety, status: number, retryAfterMs: numb
   if (status === 401 || status === 403) {
     return { ...fail("failed", "upstream_forbidden", `The tool refused toolgate's credentials (HTTP ${status}). ${DO_NOT_RETRY}`), coversEarlierAttempts: false };
   }
-  // The only proof that no byte reached the origin (Cloudflare docs, "5xx errors": 521/522/523 are
-  // answered by the edge before any request is forwarded). 520 and 524 come after forwarding.
+  // The only proof that the origin never took the request (Cloudflare docs, "Error 521/522/523"):
+  // it refused the connection, never completed the TCP handshake or never acknowledged the request
+  // bytes (522 covers both), or could not be routed to. 520 and 524 come after the origin had it.
   const notSent = NOT_SENT[status];
   if (notSent) return { kind: "retry", retryAfterMs, reason: `nothing was sent: ${notSent}`, mayHaveApplied: null };
   // A 3xx to a write means the upstream took the request and pointed elsewhere: a 303 after a POST

@@ -228,21 +228,30 @@ export class OperationObject extends DurableObject<Env> {
     const loaded = this.loadFixed();
     const abort = new AbortController();
     this.abort = abort;
+    let observation: Observation;
     try {
-      const observation: Observation = loaded.ok
+      observation = loaded.ok
         ? await sendAttempt(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, { idempotencyKey: loaded.value.plan.idempotencyKey, secrets: this.env, signal: abort.signal, fencingToken: null })
         : { kind: "config_error", detail: loaded.error };
-      this.apply({ type: "attempt_finished", attempt, observation }, null);
+    } catch (error) {
+      // sendAttempt never throws by contract; if it does, the request may already have gone out.
+      observation = { kind: "connection_lost", detail: `toolgate failed while handling the attempt: ${String(error)}` };
     } finally {
       if (this.abort === abort) this.abort = null;
     }
+    this.apply({ type: "attempt_finished", attempt, observation }, null);
   }
 
   private async lookup(lookups: number): Promise<void> {
     const loaded = this.loadFixed();
-    const observation: LookupObservation = loaded.ok
-      ? await sendLookup(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, { idempotencyKey: loaded.value.plan.idempotencyKey, secrets: this.env })
-      : { kind: "inconclusive", detail: loaded.error };
+    let observation: LookupObservation;
+    try {
+      observation = loaded.ok
+        ? await sendLookup(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, { idempotencyKey: loaded.value.plan.idempotencyKey, secrets: this.env })
+        : { kind: "inconclusive", detail: loaded.error };
+    } catch (error) {
+      observation = { kind: "inconclusive", detail: `toolgate failed while handling the lookup: ${String(error)}` };
+    }
     this.apply({ type: "lookup_finished", lookups, observation }, null);
   }
 
