@@ -335,3 +335,43 @@ describe("(g) a stored tool that no longer compiles (e.g. the upstream allow-lis
     void runId;
   });
 });
+
+describe("denial and cancellation after an ambiguous attempt", () => {
+  it("cancel while a keyed resend is pending → outcome_unknown for a person; the turn never says it did not take effect", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, timeout_ms: 300 }));
+    await up.script({ kind: "commit_then_hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(first.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "timeout_unknown" });
+    const operationId = first.body.results[0].operation_id as string;
+    const cancelled = await api("POST", `/v1/operations/${operationId}/cancel`);
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.body).toMatchObject({ phase: "outcome_unknown", result: { status: "outcome_unknown" } });
+    const polled = await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`);
+    expect(JSON.stringify([cancelled.body, polled.body])).not.toMatch(NOT_APPLIED);
+    expect(await fireAlarm(operationId)).toBe(false); // nothing is resent after a cancel
+    const refused = await api("POST", `/v1/operations/${operationId}/resolve`, { outcome: "resend", reason: "r" });
+    expect(refused.body.code).toBe("resend_not_allowed");
+    expect((await up.state()).requests).toHaveLength(1);
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("scope revoked while a resend waits (after timeout, then 503) → outcome_unknown, not rejected 'did not take effect'", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url, timeout_ms: 300, requires_scopes: ["payments:charge"] });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool)).status).toBe(201);
+    const run = await api("POST", "/v1/runs", { user: { id: "u1", scopes: ["payments:charge"] }, tools: [tool.name] });
+    await up.script({ kind: "commit_then_hang" }, { kind: "gateway", status: 503 });
+    const first = await turn(run.body.run_id, [{ id: "c1", name: tool.name, arguments: charge }]);
+    const operationId = first.body.results[0].operation_id as string;
+    expect(await fireAlarm(operationId)).toBe(true); // resend → 503: retry scheduled, flag set
+    expect((await operation(operationId)).body.phase).toBe("retry_scheduled");
+    expect((await api("PATCH", `/v1/runs/${run.body.run_id}`, { user: { scopes: [] } })).status).toBe(200);
+    expect(await fireAlarm(operationId)).toBe(true); // the run denies the next send
+    const final = await operation(operationId);
+    expect(final.body).toMatchObject({ phase: "outcome_unknown", result: { status: "outcome_unknown" } });
+    expect(JSON.stringify(final.body)).not.toMatch(NOT_APPLIED);
+    expect((await trace(run.body.run_id)).find((e) => e.type === "denied")).toMatchObject({ code: "forbidden" });
+    expect((await up.state()).requests).toHaveLength(2);
+  });
+});
