@@ -10,6 +10,8 @@ import type { AddressInfo } from "node:net";
 export type Fault =
   | { kind: "ok" }
   | { kind: "status"; status: number; retryAfter?: string; commit?: boolean; body?: unknown }
+  /** Answered by a proxy in front of the API (a load balancer, Cloudflare's edge): the API and its idempotency layer never see the request. */
+  | { kind: "gateway"; status: number; retryAfter?: string }
   | { kind: "commit_then_hang" }
   | { kind: "commit_then_reset" }
   | { kind: "hang" }
@@ -18,7 +20,11 @@ export type Fault =
   | { kind: "invalid_json" }
   | { kind: "wrong_shape" }
   | { kind: "huge"; bytes: number }
-  | { kind: "redirect"; location: string }
+  | { kind: "redirect"; location: string; status?: number; commit?: boolean }
+  /** 200 and the headers, a first chunk of the body, then nothing more (the connection stays open). */
+  | { kind: "headers_then_stall"; commit?: boolean }
+  /** 200 and the headers, a first chunk of the body, then the connection is destroyed. */
+  | { kind: "headers_then_drop"; commit?: boolean }
   /** Answers `status` with the request's headers in the body (an upstream that echoes credentials). */
   | { kind: "echo"; status?: number };
 
@@ -42,7 +48,7 @@ type Namespace = {
   requests: RequestLog[];
   effects: Effect[];
   keys: Map<string, KeyEntry>;
-  waiters: Array<{ count: number; resolve: () => void }>;
+  waiters: Array<{ count: number; what: "requests" | "effects"; resolve: () => void }>;
 };
 
 export type Upstream = { port: number; url: string; close(): Promise<void> };
@@ -88,12 +94,15 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
           pendingFaults: space.faults.length,
         });
       case "/_control/wait": {
-        // Resolves once the namespace has seen `requests` requests (bounded by a 10 s cap).
-        const count = Number(url.searchParams.get("requests") ?? "1");
-        const done = () => json(res, 200, { requests: space.requests.length });
-        if (space.requests.length >= count) return done();
+        // Resolves once the namespace has seen `requests` requests, or committed `effects` effects
+        // (bounded by a 10 s cap).
+        const what = url.searchParams.has("effects") ? "effects" : "requests";
+        const count = Number(url.searchParams.get(what) ?? "1");
+        const seen = () => (what === "effects" ? space.effects.length : space.requests.length);
+        const done = () => json(res, 200, { requests: space.requests.length, effects: space.effects.length });
+        if (seen() >= count) return done();
         const timer = setTimeout(done, 10_000);
-        space.waiters.push({ count, resolve: () => (clearTimeout(timer), done()) });
+        space.waiters.push({ count, what, resolve: () => (clearTimeout(timer), done()) });
         return;
       }
       default:
@@ -121,10 +130,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       headers: req.headers,
       body,
     });
-    for (const waiter of space.waiters.filter((w) => space.requests.length >= w.count)) {
-      space.waiters.splice(space.waiters.indexOf(waiter), 1);
-      waiter.resolve();
-    }
+    wake(space);
     const fault = space.faults.shift() ?? { kind: "ok" };
     const isWrite = method !== "GET" && method !== "HEAD";
 
@@ -140,6 +146,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       effectSeq += 1;
       const id = `eff_${effectSeq}`;
       space.effects.push({ id, method, path, key, body });
+      wake(space);
       const response: StoredResponse = {
         status: 200,
         body: { id, status: "succeeded", ...(isObject(body) ? body : {}) },
@@ -149,6 +156,10 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       if (reference) space.references.set(reference, response);
       return response;
     };
+
+    if (fault.kind === "gateway") {
+      return json(res, fault.status, { error: `gateway answered ${fault.status}` }, { Server: "cloudflare", ...(fault.retryAfter ? { "Retry-After": fault.retryAfter } : {}) });
+    }
 
     if (isWrite && key) {
       const entry = space.keys.get(key);
@@ -201,9 +212,23 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       case "echo":
         return json(res, fault.status ?? 200, { id: "echo", headers: req.headers });
       case "redirect":
-        res.writeHead(302, { Location: fault.location });
+        if (fault.commit && isWrite) commit();
+        res.writeHead(fault.status ?? 302, { Location: fault.location });
         res.end();
         return;
+      case "headers_then_stall":
+      case "headers_then_drop": {
+        const stored = fault.commit !== false && isWrite ? commit().body : { id: path.split("/").pop(), status: "ok", path };
+        const text = JSON.stringify(stored);
+        // Content-Length promises the whole body; only its first half is ever written.
+        res.writeHead(200, { "Content-Type": "application/json", "Content-Length": String(text.length) });
+        hanging.add(res);
+        // The callback runs once the chunk is handed to the socket, so the client has the headers.
+        res.write(text.slice(0, Math.floor(text.length / 2)), () => {
+          if (fault.kind === "headers_then_drop") res.socket?.destroy();
+        });
+        return;
+      }
     }
   }
 
@@ -219,6 +244,14 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         server.close(() => resolve());
       }),
   };
+}
+
+function wake(space: Namespace): void {
+  const seen = { requests: space.requests.length, effects: space.effects.length };
+  for (const waiter of space.waiters.filter((w) => seen[w.what] >= w.count)) {
+    space.waiters.splice(space.waiters.indexOf(waiter), 1);
+    waiter.resolve();
+  }
 }
 
 function header(req: IncomingMessage, name: string): string | null {

@@ -1,6 +1,7 @@
 // The result envelope the model reads (before a provider adapter wraps it): status, operation id,
 // and either the result or code + message + allowed next actions. Messages tell the model what to
 // do, because the model will act on them: refusals say "do not retry; tell the user".
+import type { RepeatSafety } from "./classify.ts";
 import type { OperationState } from "./operation.ts";
 
 export type ModelStatus =
@@ -32,7 +33,8 @@ export function refusal(status: Exclude<ModelStatus, "succeeded">, operationId: 
   return { status, operation_id: operationId, code, message, allowed_next_actions: actions };
 }
 
-export function envelopeFor(operationId: string, state: OperationState): Envelope {
+/** `safety` picks the truthful words for an unknown outcome: what toolgate can and cannot do about it. */
+export function envelopeFor(operationId: string, state: OperationState, safety: RepeatSafety): Envelope {
   switch (state.phase) {
     case "awaiting_approval":
       return refusal(
@@ -48,17 +50,20 @@ export function envelopeFor(operationId: string, state: OperationState): Envelop
     case "executing":
       return refusal("pending", operationId, "executing", `toolgate is running this call (attempt ${state.attempt}). Wait for its result; do not call it again.`);
     case "retry_scheduled":
+      // After an ambiguous attempt the next one is a resend with the same key, not a first try:
+      // "pending" would let a cancel claim it never took effect.
+      if (state.mayHaveApplied) return refusal("outcome_unknown", operationId, state.mayHaveApplied.code, `It is not yet known whether this took effect: an earlier attempt may have reached the tool. toolgate will send it again with the same idempotency key by itself. Do not retry; wait or tell the user it is being checked.`);
       return refusal("pending", operationId, "retry_scheduled", `The tool failed transiently (${state.reason}); toolgate will retry it by itself. Wait; do not call it again.`);
     case "reconciling":
       return refusal("outcome_unknown", operationId, state.code, "It is not yet known whether this took effect; toolgate is checking with the tool. Do not retry; wait or tell the user it is being checked.");
     case "outcome_unknown":
-      return refusal(
-        "outcome_unknown",
-        operationId,
-        state.code,
-        state.reconcile === "human"
-          ? "It is not known whether this took effect, and the tool cannot tell. A person will confirm it. Do not retry; tell the user it is being checked."
-          : "It is not yet known whether this took effect; toolgate is reconciling it safely. Do not retry; wait or tell the user it is being checked.",
-      );
+      return refusal("outcome_unknown", operationId, state.code, state.reconcile === "human" ? WAITING_FOR_PERSON[safety] : "It is not yet known whether this took effect; toolgate is reconciling it safely. Do not retry; wait or tell the user it is being checked.");
   }
 }
+
+const WAITING_FOR_PERSON: Record<RepeatSafety, string> = {
+  keyed: "toolgate could not confirm whether this reached the tool and took effect. It will not repeat it except with the same idempotency key, and only if a person decides so; a person is checking. Do not retry; tell the user it is being checked.",
+  lookup: "It is not known whether this took effect: the tool's status lookup gave no clear answer. A person is checking. Do not retry; tell the user it is being checked.",
+  neither: "It is not known whether this took effect, and this tool offers no safe way to check or to repeat it. A person is checking. Do not retry; tell the user it is being checked.",
+  read: "This read could not be completed and a person is checking. Do not retry; tell the user.",
+};

@@ -1,7 +1,8 @@
 // The operation state machine: given the stored state, one event and the clock reading, return the
 // next state, the effects the shell must perform (send, set alarm) and the trace events to append.
 // Invariants: the idempotency key never changes; a result is applied only to the attempt that is in
-// flight (compare-and-set on attempt number); `recorded` is terminal and absorbs every later event.
+// flight (compare-and-set on attempt number); `recorded` is terminal and absorbs every later event;
+// once any attempt may have applied, no outcome saying it did not is recorded without proof.
 import { checkDecision, type ApprovalRequest, type Decision, type DecisionRefusal } from "./approval.ts";
 import { classify, type RepeatSafety, type UnknownCode } from "./classify.ts";
 import type { LookupObservation, Observation } from "./observation.ts";
@@ -17,6 +18,10 @@ export type OperationPlan = {
   timeoutMs: number;
   /** Set when a person must decide before the first attempt; bound to input hash + policy version. */
   approval: (ApprovalRequest & { preview: boolean }) | null;
+  /** The tool has a status lookup (always for `lookup`; a `keyed` tool may have one too). */
+  hasLookup: boolean;
+  /** A lookup's "not found" is trusted only from (ambiguous attempt start + timeoutMs + settleMs). */
+  settleMs: number;
 };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
@@ -24,23 +29,37 @@ export type Outcome =
   | { status: "succeeded"; result: unknown }
   | { status: Exclude<TerminalStatus, "succeeded">; code: string; message: string };
 
+/** The latest attempt that may have applied: when it started (the settle window counts from there) and why. */
+export type Ambiguity = { atMs: number; code: UnknownCode };
+
 export type OperationState =
   /** Nothing has been sent; a person decides (plan.approval). Expires at plan.approval.expiresAtMs. */
   | { phase: "awaiting_approval"; requestedAtMs: number }
-  /** `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late). */
-  | { phase: "executing"; attempt: number; keyIssuedAtMs: number; startedAtMs: number; firstAttemptAtMs: number; cancelRequested: boolean }
-  | { phase: "retry_scheduled"; attempt: number; dueAtMs: number; firstAttemptAtMs: number; reason: string }
+  /**
+   * `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late).
+   * `mayHaveApplied` (here and in `retry_scheduled`): set once any attempt was ambiguous, so that
+   * exhaustion, denial and cancellation end `outcome_unknown` instead of claiming no effect.
+   */
+  | { phase: "executing"; attempt: number; keyIssuedAtMs: number; startedAtMs: number; firstAttemptAtMs: number; cancelRequested: boolean; mayHaveApplied: Ambiguity | null }
+  | { phase: "retry_scheduled"; attempt: number; dueAtMs: number; firstAttemptAtMs: number; reason: string; mayHaveApplied: Ambiguity | null }
+  /**
+   * `ambiguousAtMs`: start of the latest attempt that may have applied. `ifNotApplied`: what to
+   * record once a trusted lookup proves it did not happen (null: send again); set by exhaustion,
+   * denial or cancellation, which forbid further sends.
+   */
   | {
       phase: "outcome_unknown";
       attempt: number;
       firstAttemptAtMs: number;
       code: UnknownCode;
+      ambiguousAtMs: number;
       reconcile: "resend" | "lookup" | "human";
       dueAtMs: number | null;
       lookups: number;
       reason: string;
+      ifNotApplied: Outcome | null;
     }
-  | { phase: "reconciling"; attempt: number; firstAttemptAtMs: number; code: UnknownCode; lookups: number; startedAtMs: number }
+  | { phase: "reconciling"; attempt: number; firstAttemptAtMs: number; code: UnknownCode; ambiguousAtMs: number; lookups: number; startedAtMs: number; ifNotApplied: Outcome | null }
   | { phase: "recorded"; outcome: Outcome; attempts: number; recordedAtMs: number; via: "attempt" | "reconcile" | "resolve"; late: boolean };
 
 export type OperationEvent =
@@ -49,7 +68,8 @@ export type OperationEvent =
   /** `inFlight`: this instance still has a request outstanding (memory survives only while the object lives). */
   | { type: "alarm"; inFlight: boolean }
   | { type: "lookup_finished"; lookups: number; observation: LookupObservation }
-  | { type: "resolve"; outcome: "succeeded" | "failed"; result: unknown; reason: string; by: string }
+  /** A person's verdict on an outcome_unknown; `resend` (keyed tools only) sends once more with the same key. */
+  | { type: "resolve"; outcome: "succeeded" | "failed" | "resend"; result: unknown; reason: string; by: string }
   /** The run no longer allows the next attempt (scope revoked, deadline passed, tool withdrawn). */
   | { type: "denied"; status: "rejected" | "budget_exhausted" | "cancelled"; code: string; message: string }
   | { type: "cancel"; by: string }
@@ -77,6 +97,7 @@ export type TransitionError =
   | { code: "not_outcome_unknown"; phase: OperationState["phase"] }
   | { code: "not_awaiting_approval"; phase: OperationState["phase"] }
   | DecisionRefusal
+  | { code: "resend_not_allowed"; detail: string }
   | { code: "already_started" }
   | { code: "not_started" };
 
@@ -103,7 +124,7 @@ export function transition(
         changed: true,
       });
     }
-    const next: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: nowMs, startedAtMs: nowMs, firstAttemptAtMs: nowMs, cancelRequested: false };
+    const next: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: nowMs, startedAtMs: nowMs, firstAttemptAtMs: nowMs, cancelRequested: false, mayHaveApplied: null };
     return ok({
       state: next,
       effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }, { kind: "send_attempt", attempt: 1 }],
@@ -125,18 +146,10 @@ export function transition(
       return ok(afterLookup(state, event.observation, plan, nowMs));
     case "alarm":
       return ok(onAlarm(state, event.inFlight, plan, nowMs));
-    case "resolve": {
-      if (state.phase !== "outcome_unknown") return err({ code: "not_outcome_unknown", phase: state.phase });
-      const outcome: Outcome =
-        event.outcome === "succeeded"
-          ? { status: "succeeded", result: event.result ?? null }
-          : { status: "failed", code: "permanent_failure", message: `A person confirmed this did not happen: ${event.reason}. Do not retry; tell the user.` };
-      return ok(record(state.attempt, outcome, "resolve", nowMs, [
-        { type: "resolved", at_ms: nowMs, outcome: event.outcome, reason: event.reason, by: event.by },
-      ]));
-    }
+    case "resolve":
+      return onResolve(state, event, plan, nowMs);
     case "denied":
-      return ok(onDenied(state, event, nowMs));
+      return ok(onDenied(state, event, plan, nowMs));
     case "cancel":
       return ok(onCancel(state, event.by, plan, nowMs));
     case "decide":
@@ -160,8 +173,8 @@ function onDecide(state: OperationState, event: Extract<OperationEvent, { type: 
     return ok(closeApproval(record(0, { status: "rejected", code: "approval_rejected", message: `A person rejected this call${why}. It was not executed. Do not retry; tell the user.` }, "attempt", nowMs, [decided]), "rejected"));
   }
   if (event.denial) return ok(closeApproval(record(0, event.denial, "attempt", nowMs, [decided, { type: "denied", at_ms: nowMs, code: event.denial.code }]), "approved"));
-  const started = startAttempt(1, nowMs, nowMs, plan);
-  return ok({ ...started, effects: [...started.effects, { kind: "inbox", state: "approved" }], trace: [decided, ...started.trace] });
+  const started = startAttempt(1, nowMs, nowMs, plan, null, [decided]);
+  return ok({ ...started, effects: [...started.effects, { kind: "inbox", state: "approved" }] });
 }
 
 function expireApproval(state: Extract<OperationState, { phase: "awaiting_approval" }>, nowMs: number): Step {
@@ -171,12 +184,35 @@ function expireApproval(state: Extract<OperationState, { phase: "awaiting_approv
 
 const closeApproval = (step: Step, how: "approved" | "rejected" | "expired" | "cancelled"): Step => ({ ...step, effects: [...step.effects, { kind: "inbox", state: how }] });
 
-/** Only work not yet sent can be refused; an operation that may have taken effect stays honest. */
-function onDenied(state: OperationState, event: Extract<OperationEvent, { type: "denied" }>, nowMs: number): Step {
+function onResolve(state: OperationState, event: Extract<OperationEvent, { type: "resolve" }>, plan: OperationPlan, nowMs: number): Result<Step, TransitionError> {
+  if (state.phase !== "outcome_unknown") return err({ code: "not_outcome_unknown", phase: state.phase });
+  const resolved: TraceEvent = { type: "resolved", at_ms: nowMs, outcome: event.outcome, reason: event.reason, by: event.by };
+  switch (event.outcome) {
+    case "succeeded":
+      return ok(record(state.attempt, { status: "succeeded", result: event.result ?? null }, "resolve", nowMs, [resolved]));
+    case "failed":
+      return ok(record(state.attempt, { status: "failed", code: "permanent_failure", message: `A person confirmed this did not happen: ${event.reason}. Do not retry; tell the user.` }, "resolve", nowMs, [resolved]));
+    case "resend":
+      // Only the same key makes a repeat harmless; without one a resend could apply it twice.
+      if (plan.safety !== "keyed") return err({ code: "resend_not_allowed", detail: "only a tool with an idempotency key can be sent again safely; resolve it as succeeded or failed" });
+      if (state.ifNotApplied?.status === "cancelled") return err({ code: "resend_not_allowed", detail: "the call was cancelled; resolve it as succeeded or failed" });
+      return ok(startAttempt(state.attempt + 1, state.firstAttemptAtMs, nowMs, plan, { atMs: state.ambiguousAtMs, code: state.code }, [resolved]));
+  }
+}
+
+/**
+ * Only work not yet sent can be refused outright. Once an attempt may have applied, the refusal
+ * only stops further sends: the operation stays outcome_unknown until a lookup or a person settles it.
+ */
+function onDenied(state: OperationState, event: Extract<OperationEvent, { type: "denied" }>, plan: OperationPlan, nowMs: number): Step {
   const trace: TraceEvent = { type: "denied", at_ms: nowMs, code: event.code };
-  if (state.phase === "awaiting_approval") return closeApproval(record(0, { status: event.status, code: event.code, message: event.message }, "attempt", nowMs, [trace]), "cancelled");
-  if (state.phase === "retry_scheduled") return record(state.attempt, { status: event.status, code: event.code, message: event.message }, "attempt", nowMs, [trace]);
-  if (state.phase === "outcome_unknown" && state.reconcile === "resend") return toHuman(state, event.message, nowMs, [trace]);
+  const denial: Outcome = { status: event.status, code: event.code, message: event.message };
+  if (state.phase === "awaiting_approval") return closeApproval(record(0, denial, "attempt", nowMs, [trace]), "cancelled");
+  if (state.phase === "retry_scheduled") {
+    if (!state.mayHaveApplied) return record(state.attempt, denial, "attempt", nowMs, [trace]);
+    return stayUnknown(state, state.mayHaveApplied, denial, `denied: ${event.message}`, plan, nowMs, [trace]);
+  }
+  if (state.phase === "outcome_unknown" && state.reconcile === "resend") return stayUnknown(state, ambiguityOf(state), denial, `denied: ${event.message}`, plan, nowMs, [trace]);
   return unchanged(state);
 }
 
@@ -184,9 +220,10 @@ function onCancel(state: OperationState, by: string, plan: OperationPlan, nowMs:
   const trace: TraceEvent = { type: "cancel_requested", at_ms: nowMs, by, phase: state.phase };
   switch (state.phase) {
     case "awaiting_approval":
-      return closeApproval(record(0, { status: "cancelled", code: "cancelled", message: CANCELLED }, "attempt", nowMs, [trace]), "cancelled");
+      return closeApproval(record(0, CANCELLED, "attempt", nowMs, [trace]), "cancelled");
     case "retry_scheduled":
-      return record(state.attempt, { status: "cancelled", code: "cancelled", message: CANCELLED }, "attempt", nowMs, [trace]);
+      if (!state.mayHaveApplied) return record(state.attempt, CANCELLED, "attempt", nowMs, [trace]);
+      return stayUnknown(state, state.mayHaveApplied, CANCELLED, "cancelled while the outcome was unknown", plan, nowMs, [trace]);
     case "executing":
       if (state.cancelRequested) return unchanged(state);
       return {
@@ -197,22 +234,40 @@ function onCancel(state: OperationState, by: string, plan: OperationPlan, nowMs:
       };
     case "outcome_unknown":
       // Resending after a cancel could perform the effect now; a status lookup cannot.
-      return state.reconcile === "resend" ? toHuman(state, "cancelled while the outcome was unknown", nowMs, [trace]) : unchanged(state);
+      if (state.reconcile === "resend") return stayUnknown(state, ambiguityOf(state), CANCELLED, "cancelled while the outcome was unknown", plan, nowMs, [trace]);
+    // falls through: a lookup or a person still settles it, but "not applied" now means cancelled
+    // (and a person may no longer resend it).
     case "reconciling":
+      if (state.ifNotApplied?.status === "cancelled") return unchanged(state);
+      return { state: { ...state, ifNotApplied: CANCELLED }, effects: [], trace: [trace], changed: true };
     case "recorded":
       return unchanged(state);
   }
 }
 
-const CANCELLED = "This call was cancelled before it took effect. Do not retry; tell the user.";
+const CANCELLED: Outcome = { status: "cancelled", code: "cancelled", message: "This call was cancelled before it took effect. Do not retry; tell the user." };
 
-function toHuman(state: Extract<OperationState, { phase: "outcome_unknown" }>, reason: string, nowMs: number, trace: TraceEvent[]): Step {
-  return {
-    state: { ...state, reconcile: "human", dueAtMs: null, reason },
-    effects: [{ kind: "clear_alarm" }],
-    trace: [...trace, { type: "outcome_unknown", at_ms: nowMs, code: state.code, reconcile: "human" }],
-    changed: true,
-  };
+const ambiguityOf = (state: { ambiguousAtMs: number; code: UnknownCode }): Ambiguity => ({ atMs: state.ambiguousAtMs, code: state.code });
+
+/**
+ * No further automatic send is allowed (exhausted, denied, cancelled) but an attempt may have
+ * applied: ask the status lookup if the tool has one (`ifNotApplied` is recorded only once it
+ * proves nothing happened), else wait for a person.
+ */
+function stayUnknown(
+  from: { attempt: number; firstAttemptAtMs: number },
+  ambiguity: Ambiguity,
+  ifNotApplied: Outcome,
+  reason: string,
+  plan: OperationPlan,
+  nowMs: number,
+  trace: TraceEvent[],
+): Step {
+  const base = { phase: "outcome_unknown" as const, attempt: from.attempt, firstAttemptAtMs: from.firstAttemptAtMs, code: ambiguity.code, ambiguousAtMs: ambiguity.atMs, lookups: 0, reason, ifNotApplied };
+  const reconcile = plan.hasLookup ? "lookup" : "human";
+  const unknownEvent: TraceEvent = { type: "outcome_unknown", at_ms: nowMs, attempt: from.attempt, code: ambiguity.code, reconcile };
+  if (reconcile === "lookup") return startLookup({ ...base, reconcile, dueAtMs: null }, plan, nowMs, [...trace, unknownEvent]);
+  return { state: { ...base, reconcile, dueAtMs: null }, effects: [{ kind: "clear_alarm" }], trace: [...trace, unknownEvent], changed: true };
 }
 
 function afterAttempt(state: Extract<OperationState, { phase: "executing" }>, observed: Observation, plan: OperationPlan, nowMs: number): Step {
@@ -222,41 +277,51 @@ function afterAttempt(state: Extract<OperationState, { phase: "executing" }>, ob
   switch (decision.kind) {
     case "succeed":
       return record(state.attempt, { status: "succeeded", result: decision.result }, "attempt", nowMs, [finished], late);
-    case "fail":
-      return record(state.attempt, { status: decision.status, code: decision.code, message: decision.message }, "attempt", nowMs, [finished], late);
+    case "fail": {
+      const outcome: Outcome = { status: decision.status, code: decision.code, message: decision.message };
+      // This answer says nothing about an earlier attempt that may have applied (e.g. the tool
+      // no longer compiles, or the credentials were refused before the key was looked at).
+      if (state.mayHaveApplied && !decision.coversEarlierAttempts) return stayUnknown(state, state.mayHaveApplied, outcome, decision.message, plan, nowMs, [finished]);
+      return record(state.attempt, outcome, "attempt", nowMs, [finished], late);
+    }
     case "retry": {
-      if (late) return record(state.attempt, { status: "cancelled", code: "cancelled", message: CANCELLED }, "attempt", nowMs, [finished]);
+      const ambiguity = decision.mayHaveApplied ? { atMs: state.startedAtMs, code: decision.mayHaveApplied } : state.mayHaveApplied;
+      if (late) return ambiguity ? stayUnknown(state, ambiguity, CANCELLED, "cancelled while the outcome was unknown", plan, nowMs, [finished]) : record(state.attempt, CANCELLED, "attempt", nowMs, [finished]);
       const retry = planRetry({ policy: plan.retry, operationId: plan.operationId, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, nowMs, retryAfterMs: decision.retryAfterMs });
-      if (retry.kind === "exhausted") return exhausted(state.attempt, retry.budget, decision.reason, nowMs, [finished]);
+      if (retry.kind === "exhausted") {
+        const outcome = exhaustedOutcome(retry.budget, decision.reason);
+        return ambiguity ? stayUnknown(state, ambiguity, outcome, decision.reason, plan, nowMs, [finished]) : record(state.attempt, outcome, "attempt", nowMs, [finished]);
+      }
       return {
-        state: { phase: "retry_scheduled", attempt: state.attempt, dueAtMs: retry.dueAtMs, firstAttemptAtMs: state.firstAttemptAtMs, reason: decision.reason },
+        state: { phase: "retry_scheduled", attempt: state.attempt, dueAtMs: retry.dueAtMs, firstAttemptAtMs: state.firstAttemptAtMs, reason: decision.reason, mayHaveApplied: ambiguity },
         effects: [{ kind: "set_alarm", atMs: retry.dueAtMs }],
         trace: [finished, { type: "retry_scheduled", at_ms: nowMs, attempt: state.attempt, delay_ms: retry.delayMs, due_at_ms: retry.dueAtMs, reason: decision.reason }],
         changed: true,
       };
     }
     case "unknown": {
-      const base = { phase: "outcome_unknown" as const, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, code: decision.code, lookups: 0, reason: decision.reason };
+      const ambiguity: Ambiguity = { atMs: state.startedAtMs, code: decision.code };
+      const base = { phase: "outcome_unknown" as const, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, code: decision.code, ambiguousAtMs: state.startedAtMs, lookups: 0, reason: decision.reason };
       const unknownEvent: TraceEvent = { type: "outcome_unknown", at_ms: nowMs, attempt: state.attempt, code: decision.code, reconcile: decision.reconcile };
-      if (decision.reconcile === "lookup") {
-        return startLookup({ ...base, reconcile: "lookup", dueAtMs: null }, plan, nowMs, [finished, unknownEvent]);
+      if (late) return stayUnknown(state, ambiguity, CANCELLED, "cancelled while the outcome was unknown", plan, nowMs, [finished]);
+      if (decision.reconcile === "lookup" || (decision.reconcile === "human" && plan.hasLookup)) {
+        return startLookup({ ...base, reconcile: "lookup", dueAtMs: null, ifNotApplied: null }, plan, nowMs, [finished, { ...unknownEvent, reconcile: "lookup" }]);
       }
-      if (decision.reconcile === "resend" && !late) {
+      if (decision.reconcile === "resend") {
         const retry = planRetry({ policy: plan.retry, operationId: plan.operationId, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, nowMs, retryAfterMs: null });
-        if (retry.kind === "retry") {
-          return {
-            state: { ...base, reconcile: "resend", dueAtMs: retry.dueAtMs },
-            effects: [{ kind: "set_alarm", atMs: retry.dueAtMs }],
-            trace: [finished, unknownEvent, { type: "retry_scheduled", at_ms: nowMs, attempt: state.attempt, delay_ms: retry.delayMs, due_at_ms: retry.dueAtMs, reason: "resend with the same idempotency key" }],
-            changed: true,
-          };
-        }
+        if (retry.kind === "exhausted") return stayUnknown(state, ambiguity, exhaustedOutcome(retry.budget, decision.reason), decision.reason, plan, nowMs, [finished]);
+        return {
+          state: { ...base, reconcile: "resend", dueAtMs: retry.dueAtMs, ifNotApplied: null },
+          effects: [{ kind: "set_alarm", atMs: retry.dueAtMs }],
+          trace: [finished, unknownEvent, { type: "retry_scheduled", at_ms: nowMs, attempt: state.attempt, delay_ms: retry.delayMs, due_at_ms: retry.dueAtMs, reason: "resend with the same idempotency key" }],
+          changed: true,
+        };
       }
       // No automatic way left to learn the truth: the operation waits for a person (POST .../resolve).
       return {
-        state: { ...base, reconcile: "human", dueAtMs: null },
+        state: { ...base, reconcile: "human", dueAtMs: null, ifNotApplied: null },
         effects: [{ kind: "clear_alarm" }],
-        trace: [finished, { ...unknownEvent, reconcile: "human" }],
+        trace: [finished, unknownEvent],
         changed: true,
       };
     }
@@ -265,27 +330,39 @@ function afterAttempt(state: Extract<OperationState, { phase: "executing" }>, ob
 
 function afterLookup(state: Extract<OperationState, { phase: "reconciling" }>, observed: LookupObservation, plan: OperationPlan, nowMs: number): Step {
   const finished: TraceEvent = { type: "reconcile_finished", at_ms: nowMs, lookups: state.lookups, found: observed.kind };
+  const base = { phase: "outcome_unknown" as const, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, code: state.code, ambiguousAtMs: state.ambiguousAtMs, lookups: state.lookups, ifNotApplied: state.ifNotApplied };
   switch (observed.kind) {
     case "found":
       return record(state.attempt, { status: "succeeded", result: observed.result }, "reconcile", nowMs, [finished]);
     case "not_found": {
+      // A 404 proves only "not applied yet": the abandoned request may still commit. It is
+      // trusted once that request cannot still be running (its timeout) plus the settle margin.
+      const trustedFromMs = state.ambiguousAtMs + plan.timeoutMs + plan.settleMs;
+      if (nowMs < trustedFromMs) {
+        return {
+          state: { ...base, reconcile: "lookup", dueAtMs: trustedFromMs, reason: "the status lookup found nothing yet; asking again after the settle window" },
+          effects: [{ kind: "set_alarm", atMs: trustedFromMs }],
+          trace: [finished, { type: "reconcile_deferred", at_ms: nowMs, until_ms: trustedFromMs }],
+          changed: true,
+        };
+      }
+      if (state.ifNotApplied) return record(state.attempt, state.ifNotApplied, "reconcile", nowMs, [finished]);
       // Definitely not applied: sending again with the same key is safe, within the attempt budget.
       const retry = planRetry({ policy: plan.retry, operationId: plan.operationId, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, nowMs, retryAfterMs: null });
-      if (retry.kind === "exhausted") return exhausted(state.attempt, retry.budget, "the status lookup shows the effect did not happen", nowMs, [finished]);
+      if (retry.kind === "exhausted") return record(state.attempt, exhaustedOutcome(retry.budget, "the status lookup shows the effect did not happen"), "attempt", nowMs, [finished]);
       return {
-        state: { phase: "retry_scheduled", attempt: state.attempt, dueAtMs: retry.dueAtMs, firstAttemptAtMs: state.firstAttemptAtMs, reason: "not applied upstream" },
+        state: { phase: "retry_scheduled", attempt: state.attempt, dueAtMs: retry.dueAtMs, firstAttemptAtMs: state.firstAttemptAtMs, reason: "not applied upstream", mayHaveApplied: null },
         effects: [{ kind: "set_alarm", atMs: retry.dueAtMs }],
         trace: [finished, { type: "retry_scheduled", at_ms: nowMs, attempt: state.attempt, delay_ms: retry.delayMs, due_at_ms: retry.dueAtMs, reason: "not applied upstream" }],
         changed: true,
       };
     }
     case "inconclusive": {
-      const base = { phase: "outcome_unknown" as const, attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, code: state.code, lookups: state.lookups, reason: observed.detail };
       if (state.lookups >= plan.retry.maxAttempts) {
-        return { state: { ...base, reconcile: "human", dueAtMs: null }, effects: [{ kind: "clear_alarm" }], trace: [finished, { type: "outcome_unknown", at_ms: nowMs, code: state.code, reconcile: "human" }], changed: true };
+        return { state: { ...base, reconcile: "human", dueAtMs: null, reason: observed.detail }, effects: [{ kind: "clear_alarm" }], trace: [finished, { type: "outcome_unknown", at_ms: nowMs, code: state.code, reconcile: "human" }], changed: true };
       }
       const dueAtMs = nowMs + nextDelayMs(plan.retry, `${plan.operationId}:lookup`, state.lookups, null);
-      return { state: { ...base, reconcile: "lookup", dueAtMs }, effects: [{ kind: "set_alarm", atMs: dueAtMs }], trace: [finished], changed: true };
+      return { state: { ...base, reconcile: "lookup", dueAtMs, reason: observed.detail }, effects: [{ kind: "set_alarm", atMs: dueAtMs }], trace: [finished], changed: true };
     }
   }
 }
@@ -304,9 +381,9 @@ function onAlarm(state: OperationState, inFlight: boolean, plan: OperationPlan, 
       if (inFlight) return { ...unchanged(state), effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }] };
       return afterLookup(state, { kind: "inconclusive", detail: "toolgate restarted during the status lookup" }, plan, nowMs);
     case "retry_scheduled":
-      return startAttempt(state.attempt + 1, state.firstAttemptAtMs, nowMs, plan);
+      return startAttempt(state.attempt + 1, state.firstAttemptAtMs, nowMs, plan, state.mayHaveApplied, []);
     case "outcome_unknown":
-      if (state.reconcile === "resend") return startAttempt(state.attempt + 1, state.firstAttemptAtMs, nowMs, plan);
+      if (state.reconcile === "resend") return startAttempt(state.attempt + 1, state.firstAttemptAtMs, nowMs, plan, ambiguityOf(state), []);
       if (state.reconcile === "lookup") return startLookup(state, plan, nowMs, []);
       return unchanged(state);
     case "recorded":
@@ -314,11 +391,11 @@ function onAlarm(state: OperationState, inFlight: boolean, plan: OperationPlan, 
   }
 }
 
-function startAttempt(attempt: number, firstAttemptAtMs: number, nowMs: number, plan: OperationPlan): Step {
+function startAttempt(attempt: number, firstAttemptAtMs: number, nowMs: number, plan: OperationPlan, mayHaveApplied: Ambiguity | null, trace: TraceEvent[]): Step {
   return {
-    state: { phase: "executing", attempt, keyIssuedAtMs: firstAttemptAtMs, startedAtMs: nowMs, firstAttemptAtMs, cancelRequested: false },
+    state: { phase: "executing", attempt, keyIssuedAtMs: firstAttemptAtMs, startedAtMs: nowMs, firstAttemptAtMs, cancelRequested: false, mayHaveApplied },
     effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }, { kind: "send_attempt", attempt }],
-    trace: [{ type: "attempt_started", at_ms: nowMs, attempt, idempotency_key: plan.idempotencyKey }],
+    trace: [...trace, { type: "attempt_started", at_ms: nowMs, attempt, idempotency_key: plan.idempotencyKey }],
     changed: true,
   };
 }
@@ -326,16 +403,17 @@ function startAttempt(attempt: number, firstAttemptAtMs: number, nowMs: number, 
 function startLookup(state: Extract<OperationState, { phase: "outcome_unknown" }>, plan: OperationPlan, nowMs: number, trace: TraceEvent[]): Step {
   const lookups = state.lookups + 1;
   return {
-    state: { phase: "reconciling", attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, code: state.code, lookups, startedAtMs: nowMs },
+    state: { phase: "reconciling", attempt: state.attempt, firstAttemptAtMs: state.firstAttemptAtMs, code: state.code, ambiguousAtMs: state.ambiguousAtMs, lookups, startedAtMs: nowMs, ifNotApplied: state.ifNotApplied },
     effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }, { kind: "send_lookup", lookups }],
     trace: [...trace, { type: "reconcile_started", at_ms: nowMs, lookups }],
     changed: true,
   };
 }
 
-function exhausted(attempts: number, budget: "attempts" | "elapsed", reason: string, nowMs: number, trace: TraceEvent[]): Step {
+/** Only ever recorded when no attempt may have applied (or a trusted lookup proved none did). */
+function exhaustedOutcome(budget: "attempts" | "elapsed", reason: string): Outcome {
   const limit = budget === "attempts" ? "its attempt budget" : "its time budget";
-  return record(attempts, { status: "budget_exhausted", code: "attempts_exhausted", message: `The tool kept failing (${reason}) and used up ${limit}. It did not take effect. Do not retry now; tell the user.` }, "attempt", nowMs, trace);
+  return { status: "budget_exhausted", code: "attempts_exhausted", message: `The tool kept failing (last attempt: ${reason}) and used up ${limit}. It did not take effect. Do not retry now; tell the user.` };
 }
 
 function record(attempts: number, outcome: Outcome, via: "attempt" | "reconcile" | "resolve", nowMs: number, trace: TraceEvent[], late = false): Step {
@@ -358,6 +436,8 @@ function summarize(observed: Observation): Record<string, unknown> {
       return { kind: "http_error", status: observed.status, retry_after_ms: observed.retryAfterMs };
     case "crash":
       return { kind: "crash" };
+    case "body_lost":
+      return { kind: "body_lost", timed_out: observed.timedOut, detail: observed.detail };
     default:
       return { kind: observed.kind, detail: observed.detail };
   }

@@ -2,12 +2,16 @@
 // row, call transition(), persist state + trace in one transactionSync, then perform the effects.
 // The attempt is durable before fetch with no await in between (the output gate holds the request
 // until the write is confirmed); results are applied by compare-and-set on the attempt number.
-// Memory holds only what cannot be stored: whether this instance has a request in flight.
+// Memory holds only what cannot be stored: whether this instance has a request in flight. Nothing
+// here throws across the stub: a stored tool that no longer compiles is an observation, not an error.
+// Tenant secrets are fetched for each attempt before its row is written (never cached, never
+// stored); approvals mirror into the tenant's inbox, which is derived from this log.
 import { DurableObject } from "cloudflare:workers";
 import { needsApproval, type Decision } from "../domain/approval.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { repeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
+import type { LookupObservation, Observation } from "../domain/observation.ts";
 import { isSettled, transition, type OperationPlan, type OperationEvent, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { configFor, hostPolicy, type Env } from "../env.ts";
@@ -65,7 +69,7 @@ export type ApprovalView = {
   reason: string | null;
 };
 export type OperationError = { code: "not_found" } | TransitionError | { code: "invalid_tool"; detail: string };
-export type ApprovalDecision = Decision;
+export type Verdict = { outcome: "succeeded" | "failed" | "resend"; result: unknown; reason: string; by: string };
 
 /** The call as frozen at validation (row 1 of the log); it never changes afterwards. */
 type FrozenRow = {
@@ -74,6 +78,7 @@ type FrozenRow = {
 };
 type Head = { seq: number; state: OperationState; frozen: FrozenRow };
 type Fixed = { spec: ToolSpec; input: Record<string, unknown> };
+type Loaded = Fixed & { canonicalInput: string; plan: OperationPlan };
 /** The tenant secrets one attempt may use, fetched before its row is written (no await between row and fetch). */
 type Secrets = Result<Record<string, string>, string>;
 
@@ -104,27 +109,26 @@ export class OperationObject extends DurableObject<Env> {
       // The approval binds to this exact tool source (its hash is the policy version).
       const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
       const secrets = asks ? null : await this.secretsFor(req.tenantId, spec.value);
-      // The await let other calls in: one of them may have started this operation meanwhile.
-      if (!this.head()) {
-        const nowMs = Date.now();
-        const plan: OperationPlan = {
-          operationId: req.operationId,
-          idempotencyKey: req.idempotencyKey,
-          safety: repeatSafety(spec.value.risk, spec.value.idempotency.mode, spec.value.buildReconcile !== null),
-          retry: spec.value.retry,
-          timeoutMs: spec.value.timeoutMs,
-          approval: policyVersion === null ? null : { inputHash: req.inputHash, policyVersion, requestedBy: req.userId, fourEyes: rule.fourEyes, expiresAtMs: nowMs + rule.expiresInMs, preview: spec.value.buildPreview !== null },
-        };
-        this.store.ensureSchema();
-        const frozen: FrozenRow = {
-          id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
-          input: req.canonicalInput, input_hash: req.inputHash, plan, created_at: nowMs,
-        };
-        const started = this.apply({ type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name }, frozen, secrets);
-        if (!started.ok) return started;
-      } else if (this.head()!.frozen.input_hash !== req.inputHash) {
-        return this.submit(req);
-      }
+      // The awaits let other calls in: one of them may have started this operation meanwhile.
+      if (this.head()) return this.submit(req);
+      const nowMs = Date.now();
+      const plan: OperationPlan = {
+        operationId: req.operationId,
+        idempotencyKey: req.idempotencyKey,
+        safety: repeatSafety(spec.value.risk, spec.value.idempotency.mode, spec.value.buildReconcile !== null),
+        retry: spec.value.retry,
+        timeoutMs: spec.value.timeoutMs,
+        hasLookup: spec.value.buildReconcile !== null,
+        settleMs: spec.value.reconcileSettleMs,
+        approval: policyVersion === null ? null : { inputHash: req.inputHash, policyVersion, requestedBy: req.userId, fourEyes: rule.fourEyes, expiresAtMs: nowMs + rule.expiresInMs, preview: spec.value.buildPreview !== null },
+      };
+      this.store.ensureSchema();
+      const frozen: FrozenRow = {
+        id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
+        input: req.canonicalInput, input_hash: req.inputHash, plan, created_at: nowMs,
+      };
+      const started = this.apply({ type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name }, frozen, secrets);
+      if (!started.ok) return started;
     } else {
       this.recoverOrphan();
     }
@@ -154,12 +158,12 @@ export class OperationObject extends DurableObject<Env> {
     let denial: Extract<OperationEvent, { type: "decide" }>["denial"] = null;
     let secrets: Secrets | null = null;
     if (head.state.phase === "awaiting_approval" && decision.verdict === "approve") {
-      const fixed = this.tryFixed();
-      if (!fixed.ok) denial = { status: "failed", code: "permanent_failure", message: fixed.error };
+      const loaded = this.loadFixed();
+      if (!loaded.ok) denial = { status: "failed", code: "permanent_failure", message: `toolgate could not run this tool (${loaded.error}). It was not executed. Do not retry; tell the user.` };
       else {
         const [verdict, resolved] = await Promise.all([
-          runStub(this.env, head.frozen.run_id).authorize(tenantId, fixed.value.spec.name, approval.policyVersion),
-          this.secretsFor(tenantId, fixed.value.spec),
+          runStub(this.env, head.frozen.run_id).authorize(tenantId, loaded.value.spec.name, approval.policyVersion),
+          this.secretsFor(tenantId, loaded.value.spec),
         ]);
         denial = verdict.ok ? null : verdict.error;
         secrets = resolved;
@@ -171,9 +175,21 @@ export class OperationObject extends DurableObject<Env> {
     return ok(this.view());
   }
 
-  async resolve(tenantId: string, verdict: { outcome: "succeeded" | "failed"; result: unknown; reason: string; by: string }): Promise<Result<OperationView, OperationError>> {
-    if (!this.headFor(tenantId)) return err({ code: "not_found" });
-    const step = this.apply({ type: "resolve", ...verdict }, null);
+  async resolve(tenantId: string, verdict: Verdict): Promise<Result<OperationView, OperationError>> {
+    const head = this.headFor(tenantId);
+    if (!head) return err({ code: "not_found" });
+    let secrets: Secrets | null = null;
+    if (verdict.outcome === "resend" && head.state.phase === "outcome_unknown" && head.frozen.plan.safety === "keyed") {
+      // A resend is a new execution: the run must still allow it, exactly as before a retry.
+      const loaded = this.loadFixed();
+      const [allowed, resolved] = await Promise.all([
+        runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen)),
+        loaded.ok ? this.secretsFor(tenantId, loaded.value.spec) : Promise.resolve(null),
+      ]);
+      if (!allowed.ok) return err({ code: "resend_not_allowed", detail: `the run no longer allows sending it (${allowed.error.code}); resolve it as succeeded or failed` });
+      secrets = resolved;
+    }
+    const step = this.apply({ type: "resolve", ...verdict }, null, secrets);
     return step.ok ? ok(this.view()) : step;
   }
 
@@ -190,11 +206,10 @@ export class OperationObject extends DurableObject<Env> {
     return step.ok ? ok(this.view()) : step;
   }
 
-  // ── resource locks (issue 8): the lock object asks and tells the operations that use it ─────
+  // ── resource locks: the lock object asks and tells the operations that use it ──────────────
 
   /** Asked by a ResourceLockObject whose lease for this operation expired: does it still need it? */
   async lockHolderStatus(): Promise<"active" | "settled" | "gone"> {
-    // (awaiting_approval holds no lease: the lease is taken before the first attempt.)
     const head = this.head();
     if (!head) return "gone";
     return head.state.phase === "recorded" ? "settled" : "active";
@@ -211,10 +226,15 @@ export class OperationObject extends DurableObject<Env> {
     const sends = head.state.phase === "retry_scheduled" || (head.state.phase === "outcome_unknown" && head.state.reconcile === "resend");
     let secrets: Secrets | null = null;
     if (sends) {
-      const { spec } = this.loadFixed();
-      const [verdict, resolved] = await Promise.all([runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, spec.name), this.secretsFor(head.frozen.tenant_id, spec)]);
+      const loaded = this.loadFixed();
+      const [verdict, resolved] = await Promise.all([
+        runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen)),
+        loaded.ok ? this.secretsFor(head.frozen.tenant_id, loaded.value.spec) : Promise.resolve(null),
+      ]);
       if (!verdict.ok) {
+        // After an ambiguous attempt a denial may start a status lookup: keep the event open for it.
         this.apply({ type: "denied", ...verdict.error }, null);
+        await this.inFlight;
         return;
       }
       secrets = resolved;
@@ -265,13 +285,13 @@ export class OperationObject extends DurableObject<Env> {
           void this.ctx.storage.deleteAlarm();
           break;
         case "send_attempt":
-          this.inFlight = this.attempt(effect.attempt, secrets);
+          this.track(() => this.attempt(effect.attempt, secrets));
           break;
         case "abort_attempt":
           this.abort?.abort(new Error("cancelled"));
           break;
         case "send_lookup":
-          this.inFlight = this.lookup(effect.lookups);
+          this.track(() => this.lookup(effect.lookups));
           break;
         case "inbox":
           this.inboxWrites = this.inboxWrites.then(() => this.writeInbox(effect.state));
@@ -286,37 +306,85 @@ export class OperationObject extends DurableObject<Env> {
   }
 
   /**
-   * `secrets` were fetched before the attempt row was written; an attempt started without them
-   * (no caller fetched them first) fetches them here, before any byte is sent. A secret that is
-   * gone is a configuration failure observed without sending: typed, never a throw.
+   * Runs one request and always clears `inFlight` afterwards, so nothing can wedge the object: if
+   * anything unforeseen throws, the watchdog alarm finds no request in flight and classifies it as
+   * a crash. (`await` always yields first, so `running` is assigned before `finally` runs.)
+   */
+  private track(work: () => Promise<void>): void {
+    let running: Promise<void> | null = null;
+    running = (async () => {
+      try {
+        await work();
+      } catch (error) {
+        console.error("operation request failed unexpectedly; the watchdog will classify it", error);
+      } finally {
+        // A transition inside `work` may already have started the next request (a lookup).
+        if (this.inFlight === running) this.inFlight = null;
+      }
+    })();
+    this.inFlight = running;
+  }
+
+  /**
+   * `prefetched`: the secrets fetched before the attempt row was written; an attempt started without
+   * them fetches them here, before any byte is sent. A secret that is gone is a configuration
+   * failure observed without sending: typed, never a throw.
    */
   private async attempt(attempt: number, prefetched: Secrets | null): Promise<void> {
-    const { spec, input, canonicalInput, plan } = this.loadFixed();
-    this.abort = new AbortController();
-    const secrets = prefetched ?? (await this.secretsFor(this.head()!.frozen.tenant_id, spec));
-    const observation = !secrets.ok
-      ? { kind: "config_error" as const, detail: secrets.error }
-      : await sendAttempt(spec, input, canonicalInput, {
-          idempotencyKey: plan.idempotencyKey,
-          secrets: secrets.value,
-          config: configFor(this.env, spec.configNames),
-          safety: plan.safety,
-          signal: this.abort.signal,
-          fencingToken: null,
-        });
-    this.inFlight = null;
-    this.abort = null;
+    const loaded = this.loadFixed();
+    const abort = new AbortController();
+    this.abort = abort;
+    let observation: Observation;
+    try {
+      const secrets = !loaded.ok ? null : (prefetched ?? (await this.secretsFor(this.head()!.frozen.tenant_id, loaded.value.spec)));
+      observation = !loaded.ok
+        ? { kind: "config_error", detail: loaded.error }
+        : !secrets!.ok
+          ? { kind: "config_error", detail: secrets!.error }
+          : await sendAttempt(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, {
+              idempotencyKey: loaded.value.plan.idempotencyKey,
+              secrets: secrets!.value,
+              config: configFor(this.env, loaded.value.spec.configNames),
+              signal: abort.signal,
+              fencingToken: null,
+            });
+    } catch (error) {
+      // sendAttempt never throws by contract; if it does, the request may already have gone out.
+      observation = { kind: "connection_lost", detail: `toolgate failed while handling the attempt: ${String(error)}` };
+    } finally {
+      if (this.abort === abort) this.abort = null;
+    }
     this.apply({ type: "attempt_finished", attempt, observation }, null);
   }
 
   private async lookup(lookups: number): Promise<void> {
-    const { spec, input, canonicalInput, plan } = this.loadFixed();
-    const secrets = await this.secretsFor(this.head()!.frozen.tenant_id, spec);
-    const observation = secrets.ok
-      ? await sendLookup(spec, input, canonicalInput, { idempotencyKey: plan.idempotencyKey, secrets: secrets.value, config: configFor(this.env, spec.configNames) })
-      : { kind: "inconclusive" as const, detail: secrets.error };
-    this.inFlight = null;
+    const loaded = this.loadFixed();
+    let observation: LookupObservation;
+    try {
+      const secrets = loaded.ok ? await this.secretsFor(this.head()!.frozen.tenant_id, loaded.value.spec) : null;
+      observation = !loaded.ok
+        ? { kind: "inconclusive", detail: loaded.error }
+        : !secrets!.ok
+          ? { kind: "inconclusive", detail: secrets!.error }
+          : await sendLookup(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, { idempotencyKey: loaded.value.plan.idempotencyKey, secrets: secrets!.value, config: configFor(this.env, loaded.value.spec.configNames) });
+    } catch (error) {
+      observation = { kind: "inconclusive", detail: `toolgate failed while handling the lookup: ${String(error)}` };
+    }
     this.apply({ type: "lookup_finished", lookups, observation }, null);
+  }
+
+  private async preview(): Promise<void> {
+    const loaded = this.loadFixed();
+    const head = this.head()!;
+    let preview: Preview = { status: null, body: null, detail: loaded.ok ? null : loaded.error };
+    if (loaded.ok) {
+      const { spec, input } = loaded.value;
+      const secrets = await this.secretsFor(head.frozen.tenant_id, spec);
+      preview = secrets.ok
+        ? await sendPreview(spec, input, head.frozen.input, { idempotencyKey: head.frozen.plan.idempotencyKey, secrets: secrets.value, config: configFor(this.env, spec.configNames) })
+        : { status: null, body: null, detail: secrets.error };
+    }
+    this.apply({ type: "preview_finished", preview }, null);
   }
 
   /**
@@ -326,8 +394,8 @@ export class OperationObject extends DurableObject<Env> {
   private async writeInbox(state: ApprovalView["state"]): Promise<void> {
     const head = this.head();
     const approval = head?.frozen.plan.approval;
-    const fixed = this.tryFixed();
     if (!head || !approval) return;
+    const loaded = this.loadFixed();
     const view = this.view();
     try {
       await tenantStub(this.env, head.frozen.tenant_id).upsertApproval({
@@ -335,8 +403,8 @@ export class OperationObject extends DurableObject<Env> {
         run_id: head.frozen.run_id,
         call_id: head.frozen.call_id,
         tool: view.tool,
-        target: fixed.ok ? fixed.value.spec.describeTarget(fixed.value.input) : "(the tool no longer compiles)",
-        arguments: fixed.ok ? fixed.value.input : {},
+        target: loaded.ok ? loaded.value.spec.describeTarget(loaded.value.input) : "(the tool no longer compiles)",
+        arguments: JSON.parse(head.frozen.input) as Record<string, unknown>,
         state,
         requested_by: approval.requestedBy,
         requested_at_ms: head.frozen.created_at,
@@ -351,20 +419,6 @@ export class OperationObject extends DurableObject<Env> {
     } catch (error) {
       console.error("approvals inbox update failed", head.frozen.id, String(error));
     }
-  }
-
-  private async preview(): Promise<void> {
-    const fixed = this.tryFixed();
-    const head = this.head()!;
-    let preview: Preview = { status: null, body: null, detail: fixed.ok ? null : fixed.error };
-    if (fixed.ok) {
-      const { spec, input } = fixed.value;
-      const secrets = await this.secretsFor(head.frozen.tenant_id, spec);
-      preview = secrets.ok
-        ? await sendPreview(spec, input, head.frozen.input, { idempotencyKey: head.frozen.plan.idempotencyKey, secrets: secrets.value, config: configFor(this.env, spec.configNames) })
-        : { status: null, body: null, detail: secrets.error };
-    }
-    this.apply({ type: "preview_finished", preview }, null);
   }
 
   /** Exactly the tenant secrets `spec` names, from this operation's own tenant. */
@@ -415,43 +469,36 @@ export class OperationObject extends DurableObject<Env> {
     return head && head.frozen.tenant_id === tenantId ? head : null;
   }
 
-  private tryFixed(): Result<Fixed, string> {
-    try {
-      return ok(this.loadFixed());
-    } catch (error) {
-      return err(String(error));
-    }
-  }
-
-  private loadFixed(): Fixed & { canonicalInput: string; plan: OperationPlan } {
+  /** The stored tool, compiled under today's deployment; an error (never a throw) if it no longer compiles. */
+  private loadFixed(): Result<Loaded, string> {
     const frozen = this.head()!.frozen;
     if (!this.fixed) {
       const spec = resolveTool(frozen.source, hostPolicy(this.env));
-      if (!spec.ok) throw new Error(`stored tool no longer compiles: ${spec.error.detail}`);
+      if (!spec.ok) return err(`the stored tool no longer compiles in this deployment: ${spec.error.detail}`);
       this.fixed = { spec: spec.value, input: JSON.parse(frozen.input) as Record<string, unknown> };
     }
-    return { ...this.fixed, canonicalInput: frozen.input, plan: frozen.plan };
+    return ok({ ...this.fixed, canonicalInput: frozen.input, plan: frozen.plan });
   }
 
   /** `rowsWritten`: rows this instance wrote while serving the call (reported for the benchmark). */
   private reply(req: SubmitRequest, rowsWritten: number): OperationReply {
     const { state, frozen } = this.head()!;
     const executedBy = frozen.run_id === req.runId ? frozen.call_id : `${frozen.run_id}:${frozen.call_id}`;
-    return { envelope: envelopeFor(frozen.id, state), settled: isSettled(state), terminal: state.phase === "recorded", inputHash: frozen.input_hash, executedBy, rowsWritten };
+    return { envelope: envelopeFor(frozen.id, state, frozen.plan.safety), settled: isSettled(state), terminal: state.phase === "recorded", inputHash: frozen.input_hash, executedBy, rowsWritten };
   }
 
   private view(): OperationView {
     const { state, frozen } = this.head()!;
     return {
       operation_id: frozen.id,
-      tool: this.loadFixed().spec.name,
+      tool: toolName(frozen),
       run_id: frozen.run_id,
       call_id: frozen.call_id,
       phase: state.phase,
       input_hash: frozen.input_hash,
       idempotency_key: frozen.plan.idempotencyKey,
       created_at: new Date(frozen.created_at).toISOString(),
-      result: envelopeFor(frozen.id, state),
+      result: envelopeFor(frozen.id, state, frozen.plan.safety),
       late: state.phase === "recorded" && state.late,
       approval: this.approvalView(),
     };
@@ -481,4 +528,11 @@ export class OperationObject extends DurableObject<Env> {
       reason: typeof decided?.reason === "string" ? decided.reason : null,
     };
   }
+}
+
+/** The tool's name from the stored source itself, so it is known even when the tool no longer compiles. */
+function toolName(frozen: FrozenRow): string {
+  if (frozen.source.kind === "code") return frozen.source.name;
+  const name = (frozen.source.manifest as { name?: unknown } | null)?.name;
+  return typeof name === "string" ? name : "(unnamed tool)";
 }

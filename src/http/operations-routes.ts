@@ -1,5 +1,6 @@
 // /v1/operations: read one operation (long-poll with ?wait=), decide an approval, resolve an
-// outcome_unknown, cancel. /v1/approvals: the tenant's inbox of approval requests.
+// outcome_unknown (succeeded, failed, or resend with the same idempotency key: keyed tools only)
+// and cancel. /v1/approvals: the tenant's inbox of approval requests.
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import { Approve, ApprovalsQuery, Reject, Resolve } from "./schemas.ts";

@@ -16,6 +16,7 @@ export type ApiError =
   | { code: "not_awaiting_approval"; detail: string }
   | { code: "approval_mismatch"; detail: string }
   | { code: "self_approval"; detail: string }
+  | { code: "resend_not_allowed"; detail: string }
   | { code: "misconfigured"; detail: string }
   | { code: "internal"; detail: string };
 
@@ -43,6 +44,7 @@ function statusOf(error: ApiError): number {
     case "not_outcome_unknown":
     case "not_awaiting_approval":
     case "approval_mismatch":
+    case "resend_not_allowed":
       return 409;
     case "misconfigured":
     case "internal":

@@ -66,6 +66,7 @@ export function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: {
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "self_approval":
+    case "resend_not_allowed":
       throw new ApiProblem({ code, detail: detail ?? code });
     default:
       throw new ApiProblem({ code: "internal", detail: `${code}${detail ? `: ${detail}` : ""}` });

@@ -50,7 +50,8 @@ export const ApprovalsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(50),
 });
 
-export const Resolve = z.object({ outcome: z.enum(["succeeded", "failed"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
+/** A person's verdict on an outcome_unknown; "resend" (keyed tools only) sends once more with the same key. */
+export const Resolve = z.object({ outcome: z.enum(["succeeded", "failed", "resend"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
 
 export const Envelope = z.union([
   z.object({ status: z.literal("succeeded"), operation_id: z.string(), result: z.unknown() }),

@@ -33,6 +33,8 @@ export type ToolDefinition<I extends z.ZodObject> = {
   approval?: ApprovalRule;
   limits?: Record<string, Limit>;
   timeoutMs?: number;
+  /** Settle window after an ambiguous attempt before a reconcile 404 is trusted; default timeoutMs. */
+  reconcileSettleMs?: number;
   retry?: Partial<RetryPolicy>;
   cost?: number;
   redact?: string[];
@@ -70,6 +72,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     approval,
     limits: def.limits ?? {},
     timeoutMs: def.timeoutMs ?? 10_000,
+    reconcileSettleMs: def.reconcileSettleMs ?? def.timeoutMs ?? 10_000,
     retry: { ...DEFAULT_RETRY, ...def.retry },
     cost: def.cost ?? 1,
     redact: def.redact ?? [],

@@ -1,19 +1,23 @@
-// The HTTP executor: performs one attempt (or one reconcile lookup) and reports what it observed
-// as plain data. It never retries and never decides; classify() does. Redirects are not followed,
-// responses are size-capped and validated, and for writes that nothing makes safe to repeat a TCP
-// probe first proves whether the upstream is reachable, so "nothing was sent" is known, not guessed
-// (workerd reports a refused connection and a reset one with the same "Network connection lost").
-import { connect } from "cloudflare:sockets";
+// The HTTP executor: performs one attempt (or one reconcile lookup) and reports exactly one
+// observation as plain data, whatever fails: it never throws, never retries and never decides
+// (classify() does). Redirects are not followed; bodies are size-capped and read under the same
+// timeout as the request. It never claims "nothing was sent": workerd reports a refused, a reset and
+// a dropped connection alike ("Network connection lost."), so only Cloudflare's 521/522/523 prove it.
+// Secrets travel only over https (loopback http in development), and every injected secret value
+// is scrubbed from whatever upstream text comes back before anyone stores or shows it.
 import { parseRetryAfterMs } from "../domain/retry.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
-import type { RepeatSafety } from "../domain/classify.ts";
 import { isLoopback } from "./manifest.ts";
-import type { BuiltRequest, RequestContext, ToolSpec } from "./spec.ts";
+import type { BuiltRequest, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
-export type AttemptContext = RequestContext & { safety: RepeatSafety; signal: AbortSignal | null; fencingToken: string | null };
+export type AttemptContext = RequestContext & { signal: AbortSignal | null; fencingToken: string | null };
 
+// A host that does not resolve is not special-cased: workerd (local, compatibility date 2026-11-01)
+// rejects fetch("http://nonexistent.invalid/") with a generic `Error: internal error; reference = …`
+// (its log: "failed to lookup address information: Name or service not known"), the same error any
+// internal failure produces, so it cannot prove that nothing was sent. It is `connection_lost`.
 export async function sendAttempt(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: AttemptContext): Promise<Observation> {
   return scrubSecrets(await attemptOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
 }
@@ -22,16 +26,20 @@ export async function sendLookup(spec: ToolSpec, input: Record<string, unknown>,
   return scrubSecrets(await lookupOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
 }
 
+/** What the approver is shown: the upstream's answer to the preview request (scrubbed, capped), or why there is none. */
+export type Preview = { status: number | null; body: unknown; detail: string | null };
+
+export async function sendPreview(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<Preview> {
+  return scrubSecrets(await previewOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
+}
+
 async function attemptOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: AttemptContext): Promise<Observation> {
-  const built = spec.buildRequest(input, canonicalInput, ctx);
+  const built = build(spec.buildRequest, input, canonicalInput, ctx);
   if ("error" in built) return { kind: "config_error", detail: built.error };
   const insecure = insecureForSecrets(built.url, ctx);
   if (insecure) return { kind: "config_error", detail: insecure };
   if (spec.idempotency.mode === "header" && spec.idempotency.header) built.headers[spec.idempotency.header] = ctx.idempotencyKey;
   if (ctx.fencingToken) built.headers["Toolgate-Fencing-Token"] = ctx.fencingToken;
-  if (ctx.safety === "neither" && !(await reachable(built.url))) {
-    return { kind: "not_sent", detail: "connection refused or host not found" };
-  }
   let response: Response;
   try {
     response = await send(built, spec.timeoutMs, ctx.signal);
@@ -44,21 +52,40 @@ async function attemptOnce(spec: ToolSpec, input: Record<string, unknown>, canon
     const detail = response.status >= 300 && response.status < 400 ? `redirect to ${response.headers.get("Location") ?? "?"} not followed` : await snippet(response);
     return { kind: "http_error", status: response.status, retryAfterMs: parseRetryAfterMs(response.headers.get("Retry-After"), Date.now()), detail };
   }
-  const body = await readCapped(response);
+  // The fetch signal also aborts the body stream (observed in workerd: a body that stalls after
+  // the headers rejects the read with TimeoutError when `timeout_ms` runs out).
+  let body: string | null;
+  try {
+    body = await readCapped(response);
+  } catch (error) {
+    return { kind: "body_lost", timedOut: isTimeout(error), detail: `HTTP ${response.status} arrived but its body could not be read (${isTimeout(error) ? `not complete within ${spec.timeoutMs} ms` : String(error)})` };
+  }
   if (body === null) return { kind: "invalid_output", detail: `response larger than ${MAX_RESPONSE_BYTES} bytes` };
   return validateOutput(spec, body);
 }
 
-/** What the approver is shown: the upstream's answer to the preview request (scrubbed, capped), or why there is none. */
-export type Preview = { status: number | null; body: unknown; detail: string | null };
-
-export async function sendPreview(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<Preview> {
-  return scrubSecrets(await previewOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
+async function lookupOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
+  if (!spec.buildReconcile) return { kind: "inconclusive", detail: "the tool has no reconcile request" };
+  const built = build(spec.buildReconcile, input, canonicalInput, ctx);
+  if ("error" in built) return { kind: "inconclusive", detail: built.error };
+  const insecure = insecureForSecrets(built.url, ctx);
+  if (insecure) return { kind: "inconclusive", detail: insecure };
+  try {
+    const response = await send(built, spec.timeoutMs, null);
+    if (response.status === 404) return { kind: "not_found" };
+    if (response.status !== 200) return { kind: "inconclusive", detail: `status lookup answered HTTP ${response.status}` };
+    const body = await readCapped(response);
+    const observed = body === null ? null : validateOutput(spec, body);
+    // The effect happened either way; a malformed lookup answer still isn't proof of absence.
+    return observed?.kind === "ok" ? { kind: "found", result: observed.result } : { kind: "inconclusive", detail: "status lookup answer was not valid output" };
+  } catch (error) {
+    return { kind: "inconclusive", detail: String(error) };
+  }
 }
 
 async function previewOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<Preview> {
   if (!spec.buildPreview) return { status: null, body: null, detail: "the tool has no preview" };
-  const built = spec.buildPreview(input, canonicalInput, ctx);
+  const built = build(spec.buildPreview, input, canonicalInput, ctx);
   if ("error" in built) return { status: null, body: null, detail: built.error };
   const insecure = insecureForSecrets(built.url, ctx);
   if (insecure) return { status: null, body: null, detail: insecure };
@@ -76,22 +103,35 @@ async function previewOnce(spec: ToolSpec, input: Record<string, unknown>, canon
   }
 }
 
-async function lookupOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
-  if (!spec.buildReconcile) return { kind: "inconclusive", detail: "the tool has no reconcile request" };
-  const built = spec.buildReconcile(input, canonicalInput, ctx);
-  if ("error" in built) return { kind: "inconclusive", detail: built.error };
-  const insecure = insecureForSecrets(built.url, ctx);
-  if (insecure) return { kind: "inconclusive", detail: insecure };
+/** Secrets travel only over https (plain http to loopback is development's upstream). */
+function insecureForSecrets(url: string, ctx: RequestContext): string | null {
+  if (Object.keys(ctx.secrets).length === 0) return null;
+  const target = new URL(url);
+  return target.protocol === "https:" || isLoopback(target.hostname) ? null : `refusing to send secrets over plain http to ${target.host}`;
+}
+
+/**
+ * Upstream text (error snippets, results, connection errors) can echo a credential back; every
+ * injected secret value is replaced before anything is stored in the trace or shown to the model.
+ */
+export function scrubSecrets<T>(value: T, secrets: readonly string[]): T {
+  const live = secrets.filter((secret) => secret.length > 0);
+  if (live.length === 0) return value;
+  const scrub = (item: unknown): unknown => {
+    if (typeof item === "string") return live.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), item);
+    if (Array.isArray(item)) return item.map(scrub);
+    if (typeof item === "object" && item !== null) return Object.fromEntries(Object.entries(item).map(([key, inner]) => [scrub(key) as string, scrub(inner)]));
+    return item;
+  };
+  return scrub(value) as T;
+}
+
+/** A code tool's builder is code: if it throws, nothing was sent and the call is misconfigured. */
+function build(builder: RequestBuilder, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): BuiltRequest | { error: string } {
   try {
-    const response = await send(built, spec.timeoutMs, null);
-    if (response.status === 404) return { kind: "not_found" };
-    if (response.status !== 200) return { kind: "inconclusive", detail: `status lookup answered HTTP ${response.status}` };
-    const body = await readCapped(response);
-    const observed = body === null ? null : validateOutput(spec, body);
-    // The effect happened either way; a malformed lookup answer still isn't proof of absence.
-    return observed?.kind === "ok" ? { kind: "found", result: observed.result } : { kind: "inconclusive", detail: "status lookup answer was not valid output" };
+    return builder(input, canonicalInput, ctx);
   } catch (error) {
-    return { kind: "inconclusive", detail: String(error) };
+    return { error: `the request could not be built: ${String(error)}` };
   }
 }
 
@@ -144,45 +184,13 @@ async function readCapped(response: Response): Promise<string | null> {
   return new TextDecoder().decode(bytes);
 }
 
+/** The start of an error body, for the model; the status alone decides, so an unreadable body is fine. */
 async function snippet(response: Response): Promise<string> {
-  const text = (await readCapped(response)) ?? "";
-  return text.slice(0, 200);
-}
-
-async function reachable(url: string): Promise<boolean> {
-  const target = new URL(url);
-  const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));
   try {
-    const socket = connect({ hostname: target.hostname.replace(/^\[|\]$/g, ""), port });
-    await socket.opened;
-    await socket.close();
-    return true;
+    return ((await readCapped(response)) ?? "").slice(0, 200);
   } catch {
-    return false;
+    return "(the error body could not be read)";
   }
-}
-
-/** Secrets travel only over https (plain http to loopback is development's upstream). */
-function insecureForSecrets(url: string, ctx: RequestContext): string | null {
-  if (Object.keys(ctx.secrets).length === 0) return null;
-  const target = new URL(url);
-  return target.protocol === "https:" || isLoopback(target.hostname) ? null : `refusing to send secrets over plain http to ${target.host}`;
-}
-
-/**
- * Upstream text (error snippets, results, connection errors) can echo a credential back; every
- * injected secret value is replaced before anything is stored in the trace or shown to the model.
- */
-export function scrubSecrets<T>(value: T, secrets: readonly string[]): T {
-  const live = secrets.filter((secret) => secret.length > 0);
-  if (live.length === 0) return value;
-  const scrub = (item: unknown): unknown => {
-    if (typeof item === "string") return live.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), item);
-    if (Array.isArray(item)) return item.map(scrub);
-    if (typeof item === "object" && item !== null) return Object.fromEntries(Object.entries(item).map(([key, inner]) => [scrub(key) as string, scrub(inner)]));
-    return item;
-  };
-  return scrub(value) as T;
 }
 
 const isTimeout = (error: unknown) => error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");

@@ -44,7 +44,8 @@ export const Manifest = z.strictObject({
     z.strictObject({ mode: z.literal("natural") }),
     z.strictObject({ mode: z.literal("none") }),
   ]).default({ mode: "none" }),
-  reconcile: RequestTemplate.partial({ method: true }).optional(),
+  // settle_ms: how long after an ambiguous attempt's own timeout a 404 still only means "not yet".
+  reconcile: RequestTemplate.partial({ method: true }).extend({ settle_ms: z.number().int().min(0).max(3_600_000).optional() }).optional(),
   /** A read the approver sees before deciding (a quote, a dry run): sent once, when approval is asked. */
   preview: RequestTemplate.extend({ method: z.enum(["GET", "POST"]).default("GET") }).optional(),
   operation_key: z.array(z.string()).default([]),
@@ -139,6 +140,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     approval: normalizeApproval(m),
     limits: m.limits,
     timeoutMs: m.timeout_ms,
+    reconcileSettleMs: m.reconcile?.settle_ms ?? m.timeout_ms,
     retry: { maxAttempts: m.max_attempts, minDelayMs: m.retry.min_delay_ms, initialDelayMs: m.retry.initial_delay_ms, maxDelayMs: m.retry.max_delay_ms, maxElapsedMs: m.retry.max_elapsed_ms },
     cost: m.cost,
     redact: m.redact,

@@ -51,6 +51,8 @@ export type ToolSpec = {
   approval: ApprovalRule;
   limits: Record<string, Limit>;
   timeoutMs: number;
+  /** How long after an ambiguous attempt's timeout a status lookup's 404 is still "not yet" (DESIGN: settle window). */
+  reconcileSettleMs: number;
   retry: RetryPolicy;
   cost: number;
   redact: string[];

@@ -23,7 +23,7 @@ describe("scopes and limits", () => {
   it("a scope revoked mid-run stops the next execution with rejected/forbidden", async () => {
     const up = upstream();
     const { runId, name } = await runWith(manifest({ url: up.url, requires_scopes: ["payments:charge"] }), { user: { id: "u1", scopes: ["payments:charge"] } });
-    await up.script({ kind: "status", status: 503 });
+    await up.script({ kind: "status", status: 429 }); // not processed: nothing may have applied
     const first = await turn(runId, [{ id: "c1", name, arguments: charge(5) }]);
     expect(first.body.results[0]).toMatchObject({ status: "pending", code: "retry_scheduled" });
     const patched = await api("PATCH", `/v1/runs/${runId}`, { user: { scopes: [] } });
@@ -147,7 +147,7 @@ describe("cancellation", () => {
   it("cancelling an operation waiting to retry records cancelled and sends nothing more", async () => {
     const up = upstream();
     const { runId, name } = await runWith(manifest({ url: up.url }), {});
-    await up.script({ kind: "status", status: 503 });
+    await up.script({ kind: "status", status: 429 }); // not processed: nothing may have applied
     const first = await turn(runId, [{ id: "c1", name, arguments: charge(3) }]);
     const operationId = first.body.results[0].operation_id as string;
     const res = await api("POST", `/v1/operations/${operationId}/cancel`);

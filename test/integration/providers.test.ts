@@ -74,7 +74,7 @@ describe("provider formats", () => {
 
   it("OpenAI Chat: tool_calls in, role: tool messages out; polling the turn keeps the format", async () => {
     const { up, runId, name } = await runWithTools();
-    await up.script({ kind: "status", status: 503 });
+    await up.script({ kind: "status", status: 429 });
     const completion = {
       id: "chatcmpl_1", object: "chat.completion", created: 1, model: "gpt-4.1",
       choices: [{ index: 0, finish_reason: "tool_calls", logprobs: null, message: { role: "assistant", content: null, refusal: null, tool_calls: [{ id: "call_x", type: "function", function: { name, arguments: '{"amount":7,"currency":"usd"}' } }] } }],

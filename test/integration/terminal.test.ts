@@ -9,7 +9,6 @@ const cases = [
   { name: "401", fault: { kind: "status", status: 401 }, status: "failed", code: "upstream_forbidden" },
   { name: "404", fault: { kind: "status", status: 404 }, status: "failed", code: "permanent_failure" },
   { name: "410", fault: { kind: "status", status: 410 }, status: "failed", code: "permanent_failure" },
-  { name: "redirect", fault: { kind: "redirect", location: "http://127.0.0.1:1/elsewhere" }, status: "failed", code: "permanent_failure" },
   { name: "invalid JSON output", fault: { kind: "invalid_json" }, status: "failed", code: "invalid_output", effects: 1 },
   { name: "a response over the 1 MiB cap", fault: { kind: "huge", bytes: 2 * 1024 * 1024 }, status: "failed", code: "invalid_output", effects: 1 },
   { name: "output not matching the schema", fault: { kind: "wrong_shape" }, status: "failed", code: "invalid_output", effects: 1 },
@@ -36,6 +35,16 @@ describe("terminal outcomes", () => {
       expect((await up.state()).requests).toHaveLength(1);
     });
   }
+
+  it("a redirect answering a read → failed/permanent_failure (not followed), never retried", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, risk: "read", request: { method: "GET", url: `${up.url}/orders/{currency}` } }));
+    await up.script({ kind: "redirect", location: "http://127.0.0.1:1/elsewhere" });
+    const res = await turn(runId, [{ id: "c1", name, arguments: { amount: 1, currency: "eur" } }]);
+    expect(res.body.results[0]).toMatchObject({ status: "failed", code: "permanent_failure", message: expect.stringMatching(/redirect/) });
+    expect(await fireAlarm(res.body.results[0].operation_id)).toBe(false);
+    expect((await up.state()).requests).toHaveLength(1);
+  });
 
   it("a 5xx on a write with neither key nor lookup is outcome_unknown and is not retried", async () => {
     const up = upstream();

@@ -49,9 +49,11 @@ describe("write committed, response timed out", () => {
     expect(events).toEqual(expect.arrayContaining(["outcome_unknown", "reconcile_started", "reconcile_finished"]));
   });
 
-  it("reconcile-only tool: a lookup that finds nothing sends again with the same reference", async () => {
+  it("reconcile-only tool: a lookup that finds nothing after the settle window sends again with the same reference", async () => {
     const up = upstream();
-    const { runId, name } = await setup(reconcileOnly(up.url));
+    // settle_ms 0: the lookup runs after the attempt's own timeout, so its 404 is trusted at once
+    // (the window itself is tested in honesty.test.ts).
+    const { runId, name } = await setup({ ...reconcileOnly(up.url), reconcile: { url: `${up.url}/effects?idempotency_key={idempotency_key}`, settle_ms: 0 } });
     await up.script({ kind: "hang" });
     const res = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     expect(res.body.results[0]).toMatchObject({ status: "pending", code: "retry_scheduled" });

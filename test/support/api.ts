@@ -55,6 +55,8 @@ export function upstream() {
     state: async () => (await (await control("state")).json()) as UpstreamState,
     /** Resolves once the upstream has received `count` requests (a long-poll, not a sleep). */
     waitForRequests: async (count: number) => void (await (await control(`wait?requests=${count}`)).json()),
+    /** Resolves once the upstream has committed `count` effects (a long-poll, not a sleep). */
+    waitForEffects: async (count: number) => void (await (await control(`wait?effects=${count}`)).json()),
   };
 }
 

@@ -27,7 +27,7 @@ describe("needsApproval", () => {
 describe("awaiting_approval", () => {
   const T = 100_000;
   const plan: OperationPlan = {
-    operationId: "op_a", idempotencyKey: "tg_a", safety: "keyed", timeoutMs: 2_000,
+    operationId: "op_a", idempotencyKey: "tg_a", safety: "keyed", timeoutMs: 2_000, hasLookup: false, settleMs: 2_000,
     retry: { maxAttempts: 3, minDelayMs: 0, initialDelayMs: 1_000, maxDelayMs: 10_000, maxElapsedMs: 60_000 },
     approval: { inputHash: "h1", policyVersion: "v1", requestedBy: "alice", fourEyes: true, expiresAtMs: T + 60_000, preview: false },
   };
@@ -70,7 +70,7 @@ describe("awaiting_approval", () => {
   });
 
   it("a decision after the call left awaiting_approval is refused (the shell answers with the recorded one)", () => {
-    const executing: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: T, startedAtMs: T, firstAttemptAtMs: T, cancelRequested: false };
+    const executing: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: T, startedAtMs: T, firstAttemptAtMs: T, cancelRequested: false, mayHaveApplied: null };
     const step = at(executing, { type: "decide", decision: decision(), denial: null });
     expect(!step.ok && step.error.code).toBe("not_awaiting_approval");
   });
