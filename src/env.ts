@@ -1,5 +1,6 @@
 // Bindings and configuration of one deployment (wrangler.toml + `wrangler secret put`).
 import type { OperationObject } from "./durable/operation-object.ts";
+import type { ResourceLockObject } from "./durable/resource-lock-object.ts";
 import type { RunObject } from "./durable/run-object.ts";
 import type { TenantObject } from "./durable/tenant-object.ts";
 import type { Price } from "./domain/pricing.ts";
@@ -8,6 +9,7 @@ export type Env = {
   OPERATIONS: DurableObjectNamespace<OperationObject>;
   RUNS: DurableObjectNamespace<RunObject>;
   TENANTS: DurableObjectNamespace<TenantObject>;
+  LOCKS: DurableObjectNamespace<ResourceLockObject>;
   /** Secret: bearer token for the API until per-tenant keys exist. */
   TOOLGATE_ADMIN_TOKEN?: string;
   /** Secret: HMAC key for run tokens. */

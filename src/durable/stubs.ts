@@ -3,6 +3,7 @@
 // values cross the stub as structured clones, so the declared method types are the honest ones.
 import type { Env } from "../env.ts";
 import type { OperationObject } from "./operation-object.ts";
+import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RunObject } from "./run-object.ts";
 import type { TenantObject } from "./tenant-object.ts";
 
@@ -12,3 +13,6 @@ export const operationStub = (env: Env, operationId: string) =>
   env.OPERATIONS.get(env.OPERATIONS.idFromName(operationId)) as unknown as Methods<OperationObject>;
 export const runStub = (env: Env, runId: string) => env.RUNS.get(env.RUNS.idFromName(runId)) as unknown as Methods<RunObject>;
 export const tenantStub = (env: Env, tenantId: string) => env.TENANTS.get(env.TENANTS.idFromName(tenantId)) as unknown as Methods<TenantObject>;
+/** One lock object per tenant + resource key (e.g. `order:ord_1`): tenants never share a lock. */
+export const lockStub = (env: Env, tenantId: string, resource: string) =>
+  env.LOCKS.get(env.LOCKS.idFromName(`${tenantId}:${resource}`)) as unknown as Methods<ResourceLockObject>;
