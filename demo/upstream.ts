@@ -49,6 +49,9 @@ type Namespace = {
   effects: Effect[];
   keys: Map<string, KeyEntry>;
   waiters: Array<{ count: number; what: "requests" | "effects"; resolve: () => void }>;
+  /** Writes in flight now, and the most ever in flight at once, per path and in all (lock tests). */
+  inFlight: Map<string, number>;
+  maxInFlight: Record<string, number>;
 };
 
 export type Upstream = { port: number; url: string; close(): Promise<void> };
@@ -58,7 +61,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
   const ns = (name: string): Namespace => {
     let found = namespaces.get(name);
     if (!found) {
-      found = { faults: [], references: new Map(), requests: [], effects: [], keys: new Map(), waiters: [] };
+      found = { faults: [], references: new Map(), requests: [], effects: [], keys: new Map(), waiters: [], inFlight: new Map(), maxInFlight: {} };
       namespaces.set(name, found);
     }
     return found;
@@ -91,6 +94,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
           requests: space.requests,
           effects: space.effects,
           effectsByKey: countBy(space.effects, (e) => e.key ?? "(none)"),
+          maxInFlight: space.maxInFlight,
           pendingFaults: space.faults.length,
         });
       case "/_control/wait": {
@@ -132,6 +136,20 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     });
     wake(space);
     const fault = space.faults.shift() ?? { kind: "ok" };
+    if (method !== "GET" && method !== "HEAD") {
+      // Overlap accounting: a write counts from its arrival until its response ends or its socket closes.
+      for (const scope of [path, "*"]) {
+        const now = (space.inFlight.get(scope) ?? 0) + 1;
+        space.inFlight.set(scope, now);
+        space.maxInFlight[scope] = Math.max(space.maxInFlight[scope] ?? 0, now);
+      }
+      let counted = true;
+      res.once("close", () => {
+        if (!counted) return;
+        counted = false;
+        for (const scope of [path, "*"]) space.inFlight.set(scope, (space.inFlight.get(scope) ?? 1) - 1);
+      });
+    }
     const isWrite = method !== "GET" && method !== "HEAD";
 
     // Status lookup: GET /effects?idempotency_key=K → 200 with the stored response body, or 404.

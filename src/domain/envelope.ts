@@ -36,6 +36,15 @@ export function refusal(status: Exclude<ModelStatus, "succeeded">, operationId: 
 /** `safety` picks the truthful words for an unknown outcome: what toolgate can and cannot do about it. */
 export function envelopeFor(operationId: string, state: OperationState, safety: RepeatSafety): Envelope {
   switch (state.phase) {
+    case "awaiting_lock":
+      return refusal(
+        "pending",
+        operationId,
+        "resource_locked",
+        state.blockedBy
+          ? `Another change to the same resource (operation ${state.blockedBy}) is still being settled; nothing has been done for this call yet and it runs as soon as that one is settled. Wait; do not call it again.`
+          : "Waiting for its turn on the resource this call changes; nothing has been done yet and it runs as soon as the resource is free. Wait; do not call it again.",
+      );
     case "awaiting_approval":
       return refusal(
         "awaiting_approval",

@@ -18,6 +18,8 @@ export type OperationPlan = {
   timeoutMs: number;
   /** Set when a person must decide before the first attempt; bound to input hash + policy version. */
   approval: (ApprovalRequest & { preview: boolean }) | null;
+  /** The resource lock key (tool `resource` template applied to the input): attempts run under its lease. */
+  resource: string | null;
   /** The tool has a status lookup (always for `lookup`; a `keyed` tool may have one too). */
   hasLookup: boolean;
   /** A lookup's "not found" is trusted only from (ambiguous attempt start + timeoutMs + settleMs). */
@@ -35,6 +37,8 @@ export type Ambiguity = { atMs: number; code: UnknownCode };
 export type OperationState =
   /** Nothing has been sent; a person decides (plan.approval). Expires at plan.approval.expiresAtMs. */
   | { phase: "awaiting_approval"; requestedAtMs: number }
+  /** Nothing has been sent; another operation holds plan.resource (`blockedBy`, when the lock said who). */
+  | { phase: "awaiting_lock"; requestedAtMs: number; blockedBy: string | null }
   /**
    * `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late).
    * `mayHaveApplied` (here and in `retry_scheduled`): set once any attempt was ambiguous, so that
@@ -75,6 +79,9 @@ export type OperationEvent =
   | { type: "cancel"; by: string }
   /** The approver's preview came back (shown with the request; it changes nothing else). */
   | { type: "preview_finished"; preview: { status: number | null; body: unknown; detail: string | null } }
+  /** The resource lock answered: this operation holds it (with its fencing token), or waits behind `blockedBy`. */
+  | { type: "lock_granted"; fencingToken: number }
+  | { type: "lock_queued"; blockedBy: string }
   /** A person's decision; `denial`: what the run says about executing now (approval is not authorization). */
   | { type: "decide"; decision: Decision; denial: { status: "rejected" | "failed" | "budget_exhausted" | "cancelled"; code: string; message: string } | null };
 
@@ -88,7 +95,10 @@ export type Effect =
   /** Keep the tenant's approvals inbox in step: a request opened, or closed with how it ended. */
   | { kind: "inbox"; state: "pending" | "approved" | "rejected" | "expired" | "cancelled" }
   /** Send the tool's preview request once, for the approver. */
-  | { kind: "send_preview" };
+  | { kind: "send_preview" }
+  /** Ask plan.resource's lock for the lease (idempotent), or give it back once the outcome is settled. */
+  | { kind: "acquire_lock" }
+  | { kind: "release_lock" };
 
 export type TraceEvent = { type: string; at_ms: number; [field: string]: unknown };
 
@@ -103,13 +113,20 @@ export type TransitionError =
 
 /** A watchdog fires this long after an attempt's own timeout if its result never got recorded. */
 export const WATCHDOG_GRACE_MS = 5_000;
+/** While waiting for a resource lock, ask it again this often (a grant notice may have been lost). */
+export const LOCK_RECHECK_MS = 30_000;
 
-export function transition(
-  state: OperationState | null,
-  event: OperationEvent,
-  plan: OperationPlan,
-  nowMs: number,
-): Result<Step, TransitionError> {
+/**
+ * The lease on plan.resource is held from the first attempt until the outcome is settled: every
+ * transition into `recorded` gives it back, wherever it comes from (an outcome_unknown keeps it).
+ */
+export function transition(state: OperationState | null, event: OperationEvent, plan: OperationPlan, nowMs: number): Result<Step, TransitionError> {
+  const step = decideStep(state, event, plan, nowMs);
+  if (!step.ok || !plan.resource || !step.value.changed || step.value.state.phase !== "recorded" || state?.phase === "recorded") return step;
+  return ok({ ...step.value, effects: [...step.value.effects, { kind: "release_lock" }] });
+}
+
+function decideStep(state: OperationState | null, event: OperationEvent, plan: OperationPlan, nowMs: number): Result<Step, TransitionError> {
   if (event.type === "start") {
     if (state !== null) return err({ code: "already_started" });
     if (plan.approval) {
@@ -124,17 +141,10 @@ export function transition(
         changed: true,
       });
     }
-    const next: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: nowMs, startedAtMs: nowMs, firstAttemptAtMs: nowMs, cancelRequested: false, mayHaveApplied: null };
-    return ok({
-      state: next,
-      effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }, { kind: "send_attempt", attempt: 1 }],
-      trace: [
-        { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
-        { type: "validated", at_ms: nowMs, input_hash: event.inputHash },
-        { type: "attempt_started", at_ms: nowMs, attempt: 1, idempotency_key: plan.idempotencyKey },
-      ],
-      changed: true,
-    });
+    return ok(beginExecution(plan, nowMs, [
+      { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
+      { type: "validated", at_ms: nowMs, input_hash: event.inputHash },
+    ]));
   }
   if (state === null) return err({ code: "not_started" });
   switch (event.type) {
@@ -157,7 +167,26 @@ export function transition(
     case "preview_finished":
       if (state.phase !== "awaiting_approval") return ok(unchanged(state));
       return ok({ state, effects: [{ kind: "inbox", state: "pending" }], trace: [{ type: "preview", at_ms: nowMs, ...event.preview }], changed: true });
+    case "lock_granted":
+      // Granted after this operation already ended (cancelled while queued): give it straight back.
+      if (state.phase === "recorded") return ok({ ...unchanged(state), effects: [{ kind: "release_lock" }] });
+      if (state.phase !== "awaiting_lock") return ok(unchanged(state));
+      return ok(startAttempt(1, nowMs, nowMs, plan, null, [{ type: "lock_granted", at_ms: nowMs, resource: plan.resource, fencing_token: event.fencingToken }]));
+    case "lock_queued":
+      if (state.phase !== "awaiting_lock" || state.blockedBy === event.blockedBy) return ok(unchanged(state));
+      return ok({ state: { ...state, blockedBy: event.blockedBy }, effects: [], trace: [{ type: "lock_queued", at_ms: nowMs, resource: plan.resource, blocked_by: event.blockedBy }], changed: true });
   }
+}
+
+/** The first attempt, or, for a tool with a resource, the wait for its lease first (nothing sent until granted). */
+function beginExecution(plan: OperationPlan, nowMs: number, trace: TraceEvent[]): Step {
+  if (!plan.resource) return startAttempt(1, nowMs, nowMs, plan, null, trace);
+  return {
+    state: { phase: "awaiting_lock", requestedAtMs: nowMs, blockedBy: null },
+    effects: [{ kind: "set_alarm", atMs: nowMs + LOCK_RECHECK_MS }, { kind: "acquire_lock" }],
+    trace: [...trace, { type: "awaiting_lock", at_ms: nowMs, resource: plan.resource }],
+    changed: true,
+  };
 }
 
 /** A person's decision on an awaiting call: expired, refused (four eyes, mismatch), rejected, or the first attempt. */
@@ -173,7 +202,7 @@ function onDecide(state: OperationState, event: Extract<OperationEvent, { type: 
     return ok(closeApproval(record(0, { status: "rejected", code: "approval_rejected", message: `A person rejected this call${why}. It was not executed. Do not retry; tell the user.` }, "attempt", nowMs, [decided]), "rejected"));
   }
   if (event.denial) return ok(closeApproval(record(0, event.denial, "attempt", nowMs, [decided, { type: "denied", at_ms: nowMs, code: event.denial.code }]), "approved"));
-  const started = startAttempt(1, nowMs, nowMs, plan, null, [decided]);
+  const started = beginExecution(plan, nowMs, [decided]);
   return ok({ ...started, effects: [...started.effects, { kind: "inbox", state: "approved" }] });
 }
 
@@ -208,6 +237,7 @@ function onDenied(state: OperationState, event: Extract<OperationEvent, { type: 
   const trace: TraceEvent = { type: "denied", at_ms: nowMs, code: event.code };
   const denial: Outcome = { status: event.status, code: event.code, message: event.message };
   if (state.phase === "awaiting_approval") return closeApproval(record(0, denial, "attempt", nowMs, [trace]), "cancelled");
+  if (state.phase === "awaiting_lock") return record(0, denial, "attempt", nowMs, [trace]);
   if (state.phase === "retry_scheduled") {
     if (!state.mayHaveApplied) return record(state.attempt, denial, "attempt", nowMs, [trace]);
     return stayUnknown(state, state.mayHaveApplied, denial, `denied: ${event.message}`, plan, nowMs, [trace]);
@@ -221,6 +251,8 @@ function onCancel(state: OperationState, by: string, plan: OperationPlan, nowMs:
   switch (state.phase) {
     case "awaiting_approval":
       return closeApproval(record(0, CANCELLED, "attempt", nowMs, [trace]), "cancelled");
+    case "awaiting_lock":
+      return record(0, CANCELLED, "attempt", nowMs, [trace]);
     case "retry_scheduled":
       if (!state.mayHaveApplied) return record(state.attempt, CANCELLED, "attempt", nowMs, [trace]);
       return stayUnknown(state, state.mayHaveApplied, CANCELLED, "cancelled while the outcome was unknown", plan, nowMs, [trace]);
@@ -373,6 +405,8 @@ function onAlarm(state: OperationState, inFlight: boolean, plan: OperationPlan, 
       // Alarms are at-least-once and may fire early after a restart: expire only when due.
       if (plan.approval && nowMs < plan.approval.expiresAtMs) return { ...unchanged(state), effects: [{ kind: "set_alarm", atMs: plan.approval.expiresAtMs }] };
       return expireApproval(state, nowMs);
+    case "awaiting_lock":
+      return { ...unchanged(state), effects: [{ kind: "set_alarm", atMs: nowMs + LOCK_RECHECK_MS }, { kind: "acquire_lock" }] };
     case "executing":
       if (inFlight) return { ...unchanged(state), effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }] };
       // The object restarted mid-attempt: the request may or may not have reached the upstream.

@@ -12,14 +12,14 @@ import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { repeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
-import { isSettled, transition, type OperationPlan, type OperationEvent, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
+import { isSettled, transition, WATCHDOG_GRACE_MS, type OperationPlan, type OperationEvent, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { configFor, hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
-import { runStub, tenantStub } from "./stubs.ts";
+import { lockStub, runStub, tenantStub } from "./stubs.ts";
 
 export type SubmitRequest = {
   tenantId: string;
@@ -90,6 +90,8 @@ export class OperationObject extends DurableObject<Env> {
   private readonly listeners = new Set<() => void>();
   /** The approver's preview request, while it runs (bounded by the tool's timeout). */
   private previewing: Promise<void> = Promise.resolve();
+  /** Lock requests and releases, in order; replies wait for them so the envelope shows the standing. */
+  private lockWork: Promise<void> = Promise.resolve();
   /** Inbox updates, in order; replies wait for them so a listing right after sees the change. */
   private inboxWrites: Promise<void> = Promise.resolve();
 
@@ -105,7 +107,8 @@ export class OperationObject extends DurableObject<Env> {
       const spec = resolveTool(req.source, hostPolicy(this.env));
       if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
       const rule = spec.value.approval;
-      const asks = needsApproval(rule, JSON.parse(req.canonicalInput) as Record<string, unknown>);
+      const input = JSON.parse(req.canonicalInput) as Record<string, unknown>;
+      const asks = needsApproval(rule, input);
       // The approval binds to this exact tool source (its hash is the policy version).
       const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
       const secrets = asks ? null : await this.secretsFor(req.tenantId, spec.value);
@@ -121,6 +124,7 @@ export class OperationObject extends DurableObject<Env> {
         hasLookup: spec.value.buildReconcile !== null,
         settleMs: spec.value.reconcileSettleMs,
         approval: policyVersion === null ? null : { inputHash: req.inputHash, policyVersion, requestedBy: req.userId, fourEyes: rule.fourEyes, expiresAtMs: nowMs + rule.expiresInMs, preview: spec.value.buildPreview !== null },
+        resource: spec.value.risk === "read" ? null : spec.value.resourceKey(input),
       };
       this.store.ensureSchema();
       const frozen: FrozenRow = {
@@ -132,8 +136,7 @@ export class OperationObject extends DurableObject<Env> {
     } else {
       this.recoverOrphan();
     }
-    await this.previewing;
-    await this.inboxWrites;
+    await Promise.all([this.previewing, this.inboxWrites, this.lockWork]);
     await this.waitFor(Date.now() + req.waitMs);
     return ok(this.reply(req, this.store.rowsWritten - rowsBefore));
   }
@@ -216,7 +219,10 @@ export class OperationObject extends DurableObject<Env> {
   }
 
   /** Told by a ResourceLockObject that this operation now holds `resource` (FIFO turn reached). */
-  async onLockGranted(_resource: string, _fencingToken: number): Promise<void> {}
+  async onLockGranted(resource: string, fencingToken: number): Promise<void> {
+    if (this.head()?.frozen.plan.resource !== resource) return;
+    await this.startUnderLease(fencingToken);
+  }
 
   override async alarm(): Promise<void> {
     const head = this.head();
@@ -240,7 +246,7 @@ export class OperationObject extends DurableObject<Env> {
       secrets = resolved;
     }
     this.apply({ type: "alarm", inFlight: this.inFlight !== null }, null, secrets);
-    await this.inboxWrites;
+    await Promise.all([this.inboxWrites, this.lockWork]);
     // Keep this event open while the attempt it started runs, so the object stays alive for it.
     await this.inFlight;
   }
@@ -272,6 +278,8 @@ export class OperationObject extends DurableObject<Env> {
           "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, ?)",
           (head?.seq ?? 0) + 1, nowMs, JSON.stringify(step.value.state), JSON.stringify(step.value.trace), head ? null : JSON.stringify(frozen),
         );
+        // The lease's fencing token, durable with the transition that starts the first attempt under it.
+        if (event.type === "lock_granted") this.store.run("INSERT OR REPLACE INTO op_lease (k, resource, fencing_token) VALUES (1, ?, ?)", plan.resource ?? "", event.fencingToken);
       }
       return step;
     });
@@ -298,6 +306,12 @@ export class OperationObject extends DurableObject<Env> {
           break;
         case "send_preview":
           this.previewing = this.preview();
+          break;
+        case "acquire_lock":
+          this.lockWork = this.lockWork.then(() => this.acquireLock());
+          break;
+        case "release_lock":
+          this.lockWork = this.lockWork.then(() => this.releaseLock());
           break;
       }
     }
@@ -346,7 +360,7 @@ export class OperationObject extends DurableObject<Env> {
               secrets: secrets!.value,
               config: configFor(this.env, loaded.value.spec.configNames),
               signal: abort.signal,
-              fencingToken: null,
+              fencingToken: this.fencingToken(),
             });
     } catch (error) {
       // sendAttempt never throws by contract; if it does, the request may already have gone out.
@@ -419,6 +433,63 @@ export class OperationObject extends DurableObject<Env> {
     } catch (error) {
       console.error("approvals inbox update failed", head.frozen.id, String(error));
     }
+  }
+
+  /** Asks the resource's lock for the lease (idempotent: the holder gets its token back). */
+  private async acquireLock(): Promise<void> {
+    const head = this.head();
+    const resource = head?.frozen.plan.resource;
+    if (!head || !resource || head.state.phase !== "awaiting_lock") return;
+    const leaseMs = Math.max(60_000, 2 * head.frozen.plan.timeoutMs + WATCHDOG_GRACE_MS);
+    try {
+      const reply = await lockStub(this.env, head.frozen.tenant_id, resource).acquire({ tenantId: head.frozen.tenant_id, resource, operationId: head.frozen.id, leaseMs });
+      if (!reply.ok) throw new Error(reply.error.code);
+      if (reply.value.state === "held") await this.startUnderLease(reply.value.fencingToken);
+      else this.apply({ type: "lock_queued", blockedBy: reply.value.blockedBy }, null);
+    } catch (error) {
+      // Nothing was sent; the awaiting_lock alarm asks again.
+      console.error("resource lock request failed; retrying by alarm", head.frozen.id, String(error));
+    }
+  }
+
+  /**
+   * The lease is ours: the first attempt may start. After waiting behind another write the run is
+   * asked again first (scopes may have been revoked, the deadline passed, the run cancelled).
+   */
+  private async startUnderLease(fencingToken: number): Promise<void> {
+    const head = this.head();
+    if (!head) return;
+    if (head.state.phase === "recorded") {
+      this.apply({ type: "lock_granted", fencingToken }, null);
+      return;
+    }
+    if (head.state.phase !== "awaiting_lock") return;
+    const loaded = this.loadFixed();
+    const waited = head.state.blockedBy !== null;
+    const [verdict, secrets] = await Promise.all([
+      waited ? runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen)) : Promise.resolve(ok(true as const)),
+      loaded.ok ? this.secretsFor(head.frozen.tenant_id, loaded.value.spec) : Promise.resolve(null),
+    ]);
+    if (!verdict.ok) this.apply({ type: "denied", ...verdict.error }, null);
+    else this.apply({ type: "lock_granted", fencingToken }, null, secrets);
+  }
+
+  private async releaseLock(): Promise<void> {
+    const head = this.head();
+    const resource = head?.frozen.plan.resource;
+    if (!head || !resource) return;
+    try {
+      await lockStub(this.env, head.frozen.tenant_id, resource).release({ tenantId: head.frozen.tenant_id, operationId: head.frozen.id });
+    } catch (error) {
+      // The lock's lease expiry asks this operation, which answers "settled": released then.
+      console.error("resource lock release failed; the lease expiry will release it", head.frozen.id, String(error));
+    }
+  }
+
+  private fencingToken(): string | null {
+    if (!this.head()?.frozen.plan.resource || !this.store.exists("op_lease")) return null;
+    const row = this.store.one<{ fencing_token: number }>("SELECT fencing_token FROM op_lease WHERE k = 1");
+    return row ? String(row.fencing_token) : null;
   }
 
   /** Exactly the tenant secrets `spec` names, from this operation's own tenant. */

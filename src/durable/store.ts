@@ -5,7 +5,8 @@
 // the trace events it emitted (so one transition = one row written); row 1 also holds the frozen
 // call. The current state is the last row; the primary key makes a concurrent append fail (CAS).
 export const OPERATION_SCHEMA = `
-CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT);`;
+CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT);
+CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);`;
 
 export const RUN_SCHEMA = `
 CREATE TABLE IF NOT EXISTS run (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, data TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;

@@ -6,7 +6,7 @@ import { z } from "zod";
 import { DEFAULT_APPROVAL_TTL_MS } from "../domain/approval.ts";
 import { closeSchema } from "../domain/json-schema.ts";
 import { toStrictSchema } from "../providers/strict-schema.ts";
-import { unsupportedField } from "./manifest.ts";
+import { resourceKeyFor, unsupportedField } from "./manifest.ts";
 import { DEFAULT_RETRY, type RetryPolicy } from "../domain/retry.ts";
 import type { IdempotencyMode } from "../domain/classify.ts";
 import type { OperationScope, Risk } from "../domain/identity.ts";
@@ -43,7 +43,7 @@ export type ToolDefinition<I extends z.ZodObject> = {
 export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolSpec {
   const mode = def.idempotency?.mode ?? "none";
   const approval = def.approval ?? { mode: def.risk === "irreversible_write" ? "always" : "never", when: null, expiresInMs: DEFAULT_APPROVAL_TTL_MS, fourEyes: true };
-  const unsupported = unsupportedField({ resource: def.resource, redact: def.redact ?? [] });
+  const unsupported = unsupportedField({ redact: def.redact ?? [] });
   if (unsupported) throw new Error(`defineTool ${def.name}: ${unsupported}`);
   const reserved = (def.config ?? []).filter((name) => name.startsWith("TOOLGATE_"));
   if (reserved.length > 0) throw new Error(`defineTool ${def.name}: deployment secrets are never readable by tools (${reserved.join(", ")})`);
@@ -67,6 +67,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     operationKey: def.operationKey ?? [],
     operationScope: def.operationScope ?? "run",
     resource: def.resource ?? null,
+    resourceKey: resourceKeyFor(def.resource ?? null),
     bind: def.bind ?? {},
     requiresScopes: def.requiresScopes ?? [],
     approval,

@@ -50,7 +50,7 @@ export const Manifest = z.strictObject({
   preview: RequestTemplate.extend({ method: z.enum(["GET", "POST"]).default("GET") }).optional(),
   operation_key: z.array(z.string()).default([]),
   operation_scope: z.enum(["run", "tenant"]).default("run"),
-  resource: z.string().optional(),
+  resource: z.string().min(1).max(256).regex(/^[^{}]*(\{[a-zA-Z0-9_]+\}[^{}]*)*$/, "resource templates look like order:{order_id}").optional(),
   bind: z.record(z.string(), z.string().regex(/^context\.[a-zA-Z0-9_]+$/, "bind values look like context.field")).default({}),
   requires_scopes: z.array(z.string()).default([]),
   approval: Approval.optional(),
@@ -104,6 +104,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     checked.value.forEach((name) => secretNames.add(name));
   }
   const request = requestBuilder(m.request.method, m.request.url, m.request.headers, true);
+  if (m.resource !== undefined && m.risk === "read") return err({ code: "invalid_manifest", detail: "resource: only writes take a resource lock (reads never conflict)" });
   if (m.preview && normalizeApproval(m).mode === "never") return err({ code: "invalid_manifest", detail: "preview: shown to an approver, so it needs an approval rule that can ask" });
   const reconcile = m.reconcile ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers, false) : null;
   const urls = templates.map((template) => template.url);
@@ -135,6 +136,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     operationKey: m.operation_key,
     operationScope: m.operation_scope,
     resource: m.resource ?? null,
+    resourceKey: resourceKeyFor(m.resource ?? null),
     bind: m.bind,
     requiresScopes: m.requires_scopes,
     approval: normalizeApproval(m),
@@ -149,11 +151,9 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
 
 /**
  * Fields toolgate parses but does not enforce yet are refused rather than silently ignored (a
- * manifest that says "one write at a time on this order" must never run unserialized). Lifted as
- * resource locks and trace redaction land.
+ * manifest that says "redact this" must never store it in the clear). Lifted when trace redaction lands.
  */
-export function unsupportedField(m: Pick<Manifest, "resource" | "redact">): string | null {
-  if (m.resource !== undefined) return "resource: resource locks are not enforced by this deployment yet";
+export function unsupportedField(m: Pick<Manifest, "redact">): string | null {
   if (m.redact.length > 0) return "redact: trace redaction is not enforced by this deployment yet";
   return null;
 }
@@ -253,6 +253,15 @@ export function requestBuilder(method: string, urlTemplate: string, headerTempla
     if (body !== null) headers["Content-Type"] = "application/json";
     return { method, url: url.value, headers, body };
   };
+}
+
+/**
+ * `order:{order_id}` → `order:ord%2F1`: argument values URL-encoded into the lock key, so no value
+ * can make two different resources share a key (or one resource have two).
+ */
+export function resourceKeyFor(template: string | null): (input: Record<string, unknown>) => string | null {
+  if (template === null) return () => null;
+  return (input) => template.replace(/\{([a-zA-Z0-9_]+)\}/g, (_, field: string) => encodeURIComponent(stringify(input[field])));
 }
 
 const stringify = (value: unknown): string => (typeof value === "string" ? value : value === undefined ? "" : JSON.stringify(value));

@@ -45,7 +45,10 @@ export type ToolSpec = {
   buildPreview: RequestBuilder | null;
   operationKey: string[];
   operationScope: OperationScope;
+  /** The tool's `resource` template (e.g. `order:{order_id}`), or null: no lock. */
   resource: string | null;
+  /** The lock key for `input`: the template with URL-encoded argument values, or null for no lock. */
+  resourceKey: (input: Record<string, unknown>) => string | null;
   bind: Record<string, string>;
   requiresScopes: string[];
   approval: ApprovalRule;

@@ -131,7 +131,7 @@ describe("ResourceLockObject", () => {
   it("lease expiry: a live operation (retry scheduled) is active and keeps the lock; a settled one hands it on", async () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
-    await up.script({ kind: "status", status: 503 });
+    await up.script({ kind: "status", status: 429 });
     const waiting = await turn(runId, [{ id: "c1", name, arguments: { amount: 100, currency: "usd" } }]);
     expect(waiting.body.results[0]).toMatchObject({ status: "pending" });
     const activeOp = waiting.body.results[0].operation_id as string;

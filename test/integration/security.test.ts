@@ -336,7 +336,6 @@ describe("the gate accepts exactly what the export describes", () => {
 
 describe("nothing accepted and ignored", () => {
   it.each([
-    ["resource", { resource: "order:{order_id}" }, "resource"],
     ["redact", { redact: ["/customer_id"] }, "redact"],
   ])("%s → unsupported_field", async (_what, fields, named) => {
     const t = await tenant();

@@ -41,9 +41,11 @@ export async function api(method: string, path: string, body?: unknown, headers:
 }
 
 export type UpstreamState = {
-  requests: Array<{ method: string; path: string; key: string | null; authorization: string | null; headers: Record<string, string>; body: any }>;
+  requests: Array<{ method: string; path: string; key: string | null; fencingToken: string | null; authorization: string | null; headers: Record<string, string>; body: any }>;
   effects: Array<{ id: string; key: string | null; body: any; path: string }>;
   effectsByKey: Record<string, number>;
+  /** The most writes ever in flight at once, per path, and in all under "*". */
+  maxInFlight: Record<string, number>;
 };
 
 export function upstream() {

@@ -27,7 +27,7 @@ describe("needsApproval", () => {
 describe("awaiting_approval", () => {
   const T = 100_000;
   const plan: OperationPlan = {
-    operationId: "op_a", idempotencyKey: "tg_a", safety: "keyed", timeoutMs: 2_000, hasLookup: false, settleMs: 2_000,
+    operationId: "op_a", idempotencyKey: "tg_a", safety: "keyed", timeoutMs: 2_000, hasLookup: false, settleMs: 2_000, resource: null,
     retry: { maxAttempts: 3, minDelayMs: 0, initialDelayMs: 1_000, maxDelayMs: 10_000, maxElapsedMs: 60_000 },
     approval: { inputHash: "h1", policyVersion: "v1", requestedBy: "alice", fourEyes: true, expiresAtMs: T + 60_000, preview: false },
   };

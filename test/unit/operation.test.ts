@@ -14,6 +14,7 @@ const plan = (safety: RepeatSafety, maxAttempts = 4, hasLookup = safety === "loo
   retry: { maxAttempts, minDelayMs: 0, initialDelayMs: 1_000, maxDelayMs: 60_000, maxElapsedMs: 3_600_000 },
   timeoutMs: 2_000,
   approval: null,
+  resource: null,
   hasLookup,
   settleMs: 5_000,
 });
