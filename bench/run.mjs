@@ -1,7 +1,8 @@
 // npm run bench: one table from one run. Starts the local upstream, toolgate and the baseline
 // worker under `wrangler dev` (fresh local storage), then runs each scenario from a separate load
 // process on loopback: (a) direct fetch, (b) minimal durable floor, (c) toolgate new write op,
-// (d) toolgate replay of a settled op; at concurrency 1 and 16.
+// (d) toolgate replay of a settled op, (e) a new write under an uncontended resource lock, (f) all
+// writes on one hot resource (serialized by its lock); at concurrency 1 and 16.
 import { execFile } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -37,14 +38,25 @@ function load(scenario) {
 const log = (message) => process.stderr.write(`bench: ${message}\n`);
 
 const charge = (id) => `{"amount":${id},"currency":"usd"}`;
+/** A keyed write that takes a resource lock per account: uncontended in (e), one hot account in (f). */
+const LOCKED = {
+  name: "bench_locked_write",
+  description: "Charge one account (benchmark tool: takes the account's resource lock).",
+  input_schema: { type: "object", additionalProperties: false, properties: { account: { type: "string" }, amount: { type: "integer" } }, required: ["account", "amount"] },
+  risk: "write",
+  idempotency: { mode: "header", header: "Idempotency-Key" },
+  resource: "account:{account}",
+  timeout_ms: 5000,
+};
 const json = { "Content-Type": "application/json" };
 const rows = [];
 
 try {
   const demo = await registerDemo(toolgate.url, upstream.url, { runContext: { charge_limit: 10_000_000 } });
+  await call(toolgate.url, "PUT", `/v1/tools/${LOCKED.name}`, demo.key, { ...LOCKED, request: { method: "POST", url: `${upstream.url}/accounts/{account}/charges` } });
   // One run per concurrent client: a real deployment has one run per conversation.
-  const runs = [demo.run];
-  for (let i = 1; i < 16; i++) runs.push(await createRun(toolgate.url, demo.key, ["charge_card"], { charge_limit: 10_000_000 }));
+  const runs = [];
+  for (let i = 0; i < 16; i++) runs.push(await createRun(toolgate.url, demo.key, ["charge_card", LOCKED.name], { charge_limit: 10_000_000 }));
   const turnLane = (run, body) => ({ url: `${toolgate.url}/v1/runs/${run.run_id}/turns?format=native`, headers: { ...json, Authorization: `Bearer ${run.run_token}` }, body });
   // Settle one operation per run for the replay scenario (amount = 1 + lane index).
   for (const [lane, run] of runs.entries()) {
@@ -59,6 +71,8 @@ try {
       ["(b) durable floor", { ...common, rowsHeader: "X-Rows-Written", lanes: [{ url: `${baseline.url}/durable`, headers: json, body: charge("{{n}}") }] }],
       ["(c) toolgate new write", { ...common, rowsHeader: "Toolgate-Rows-Written", expectSucceeded: true, offset, lanes: runs.map((run) => turnLane(run, `{"calls":[{"id":"b{{n}}","name":"charge_card","arguments":${charge("{{n}}")}}]}`)) }],
       ["(d) toolgate replay", { ...common, rowsHeader: "Toolgate-Rows-Written", expectSucceeded: true, offset, lanes: runs.map((run, lane) => turnLane(run, `{"calls":[{"id":"r{{n}}","name":"charge_card","arguments":${charge(1 + lane)}}]}`)) }],
+      ["(e) write under a lock", { ...common, rowsHeader: "Toolgate-Rows-Written", expectSucceeded: true, offset, lanes: runs.map((run) => turnLane(run, `{"calls":[{"id":"l{{n}}","name":"${LOCKED.name}","arguments":{"account":"acct_{{n}}","amount":{{n}}}}]}`)) }],
+      ["(f) one hot resource", { ...common, rowsHeader: "Toolgate-Rows-Written", expectSucceeded: true, offset, lanes: runs.map((run) => turnLane(run, `{"calls":[{"id":"h{{n}}","name":"${LOCKED.name}","arguments":{"account":"hot_${concurrency}","amount":{{n}}}}]}`)) }],
     ];
     offset += 40_000; // charge_card allows amounts up to 100000: stay inside the schema
     for (const [name, scenario] of scenarios) {
@@ -85,7 +99,7 @@ for (const r of rows) {
   }
   const a = find("(a)", r.concurrency);
   const b = find("(b)", r.concurrency);
-  const vsB = r.name.startsWith("(c)") || r.name.startsWith("(d)");
+  const vsB = !r.name.startsWith("(a)") && !r.name.startsWith("(b)");
   console.log(
     `${r.name.padEnd(25)} ${String(r.concurrency).padStart(4)} ${String(r.n).padStart(5)} ${fmt(r.p50).padStart(8)} ${fmt(r.p99).padStart(8)} ${fmt(r.throughput, 0).padStart(9)}` +
       ` ${fmt(r.p50 / a?.p50).padStart(8)} ${fmt(r.throughput / a?.throughput).padStart(8)} ${(vsB ? fmt(r.p50 / b?.p50) : "").padStart(8)} ${(vsB ? fmt(r.throughput / b?.throughput) : "").padStart(8)} ${fmt(r.rowsPerOp, 1).padStart(8)}`,
