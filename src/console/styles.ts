@@ -42,6 +42,8 @@ p { margin: 0.5rem 0; }
 .lede { color: var(--muted); max-width: 45rem; }
 .site-footer { max-width: 72rem; margin: 0 auto; padding: 1rem 1.25rem 2rem; color: var(--muted); font-size: 0.85rem; border-top: 1px solid var(--line); }
 
+.panel > h2:first-child, .panel > h1:first-child { margin-top: 0; }
+section > h3 { margin: 1.25rem 0 0.5rem; }
 .panel { background: var(--panel); border: 1px solid var(--line); border-radius: var(--radius); padding: 1rem 1.25rem; }
 .grid { display: grid; gap: 1rem; grid-template-columns: repeat(auto-fit, minmax(16rem, 1fr)); }
 .card { border: 1px solid var(--line); border-radius: var(--radius); padding: 1rem 1.25rem; background: var(--bg); }
@@ -84,7 +86,7 @@ button:hover { background: #0842a0; }
 .op > header { display: flex; flex-wrap: wrap; gap: 0.5rem 1rem; align-items: baseline; padding: 0.75rem 1rem; background: var(--panel); border-bottom: 1px solid var(--line); border-radius: var(--radius) var(--radius) 0 0; }
 .op > header .ids { color: var(--muted); font-size: 0.85rem; }
 ol.timeline { list-style: none; margin: 0; padding: 0.5rem 1rem 0.75rem; }
-ol.timeline > li { display: grid; grid-template-columns: 9.5rem 12rem 1fr; gap: 0.25rem 1rem; padding: 0.4rem 0; border-bottom: 1px dashed var(--line); }
+ol.timeline > li { display: grid; grid-template-columns: 9.5rem 13.5rem 1fr; gap: 0.25rem 1rem; padding: 0.4rem 0; border-bottom: 1px dashed var(--line); }
 ol.timeline > li:last-child { border-bottom: 0; }
 ol.timeline time { color: var(--muted); font-variant-numeric: tabular-nums; font-size: 0.9rem; }
 ol.timeline .what { font-weight: 600; }

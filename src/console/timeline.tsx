@@ -80,6 +80,8 @@ function flatten(prefix: string, value: unknown): Array<[string, unknown]> {
   return Object.entries(value as Record<string, unknown>).map(([name, inner]) => [name === "kind" ? prefix : name, inner]);
 }
 
+/** Identifiers read better in a fixed-width face. */
+const MONO = /(^|_)(id|key|hash|tool|code|token)$/;
 const humanize = (name: string) => name.replace(/_/g, " ").replace(/^./, (ch) => ch.toUpperCase());
 const show = (value: unknown) => (typeof value === "string" ? value : value === null ? "null" : JSON.stringify(value));
 
@@ -97,7 +99,7 @@ const Fields: FC<{ fields: Array<[string, unknown]> }> = ({ fields }) => (
       .filter(([, value]) => value !== undefined && value !== null && value !== "")
       .map(([name, value]) => (
         <span class="kv">
-          <b>{name.replace(/_/g, " ")}</b> <span class={typeof value === "string" && /^[A-Za-z0-9_:.\-]{12,}$/.test(value) ? "mono" : undefined}>{show(value)}</span>
+          <b>{name.replace(/_/g, " ")}</b> <span class={MONO.test(name) ? "mono" : undefined}>{show(value)}</span>
         </span>
       ))}
   </>
