@@ -3,7 +3,7 @@
 // (refused) and the right one, open the run an agent drove through the API, and read its
 // timeline; a POST forged outside the page (the cookie, but no CSRF token) is refused. Every wait
 // is on a selector, a URL or a response, never on time. Screenshots: test-results/console/*.png.
-import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
@@ -27,6 +27,7 @@ let demo: Awaited<ReturnType<typeof registerDemo>>;
 let base: string;
 
 beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does this), or set CHROMIUM_PATH`);
   mkdirSync(SHOTS, { recursive: true });
   state = mkdtempSync(join(tmpdir(), "toolgate-e2e-"));
   upstream = await startUpstream();
@@ -46,7 +47,10 @@ afterAll(async () => {
   await browser?.close();
   toolgate?.stop();
   await upstream?.close();
-  if (state) rmSync(state, { recursive: true, force: true });
+  // wrangler may still be flushing as it exits; a leftover temp dir is harmless, a failed hook is not.
+  try {
+    if (state) rmSync(state, { recursive: true, force: true, maxRetries: 3 });
+  } catch {}
 });
 
 const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
