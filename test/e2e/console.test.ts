@@ -38,7 +38,8 @@ beforeAll(async () => {
     executablePath: CHROMIUM,
     args: ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
   });
-  context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  // JavaScript off: the console must work as plain HTML forms and links.
+  context = await browser.newContext({ viewport: { width: 1280, height: 900 }, javaScriptEnabled: false });
   page = await context.newPage();
   page.setDefaultTimeout(60_000);
 }, 240_000);
@@ -99,6 +100,9 @@ describe("console in a real browser", () => {
     expect(session).toMatchObject({ httpOnly: true, secure: true, sameSite: "Strict", path: "/console" });
     await page.getByRole("heading", { name: "toolgate console" }).waitFor();
     expect(await page.locator(".who").innerText()).toContain(demo.tenantId);
+    // Keyboard first: the first Tab lands on the skip link.
+    await page.keyboard.press("Tab");
+    expect(await page.locator(":focus").innerText()).toBe("Skip to content");
     await shot("03-home");
 
     await page.getByLabel("Run id").fill(demo.run.run_id);
