@@ -33,6 +33,10 @@ export default defineConfig({
           globalSetup: ["./test/support/global-setup.ts"],
         },
       },
+      {
+        // wrangler dev + headless Chromium: readiness is waited for (selectors, responses), never slept on.
+        test: { name: "e2e", include: ["test/e2e/**/*.test.ts"], environment: "node", testTimeout: 180_000, hookTimeout: 300_000 },
+      },
     ],
   },
 });

@@ -31,6 +31,7 @@ const turn = (id, amount, extra = "") =>
 console.log(`
 ────────────────────────────────────────────────────────────────────────────────
  toolgate is running on ${TG}   (docs: ${TG}/docs, spec: ${TG}/openapi.json)
+ Console for people: http://localhost:${port}/console — sign in with the KEY below.
 
  Demo tenant ${demo.tenantId} with tools charge_card, lookup_order, refund_order, send_email.
  Paste these into another terminal:

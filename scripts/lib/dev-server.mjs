@@ -17,9 +17,9 @@ export const DEV_VARS = {
 /** The demo shop's API key, registered as the demo tenant's secret SHOP_API_KEY. */
 export const DEMO_SHOP_API_KEY = "sk_demo_shop_0123456789";
 
-/** Starts `wrangler dev` for `config` on `port`; resolves once GET /healthz answers (60 s cap). */
-export async function startWrangler({ config = join(ROOT, "wrangler.toml"), port, vars = {}, persistTo, quiet = false }) {
-  const args = [join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"), "dev", "--config", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(port + 1000), "--show-interactive-dev-session=false", "--log-level", quiet ? "error" : "info"];
+/** Starts `wrangler dev` for `config` on `port`; resolves once GET /healthz answers (`readyTimeoutMs`, 60 s by default). */
+export async function startWrangler({ config = join(ROOT, "wrangler.toml"), port, inspectorPort = port + 1000, vars = {}, persistTo, quiet = false, readyTimeoutMs = 60_000 }) {
+  const args = [join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"), "dev", "--config", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort), "--show-interactive-dev-session=false", "--log-level", quiet ? "error" : "info"];
   if (persistTo) args.push("--persist-to", persistTo);
   for (const [name, value] of Object.entries(vars)) args.push("--var", `${name}:${value}`);
   const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: process.env.CI ?? "" }, stdio: ["ignore", quiet ? "ignore" : "inherit", "inherit"], detached: true });
@@ -31,7 +31,7 @@ export async function startWrangler({ config = join(ROOT, "wrangler.toml"), port
   };
   const exited = new Promise((_, reject) => child.once("exit", (code) => reject(new Error(`wrangler dev exited with ${code}`))));
   try {
-    await Promise.race([waitForHealth(url, 60_000), exited]);
+    await Promise.race([waitForHealth(url, readyTimeoutMs), exited]);
   } catch (error) {
     stop();
     throw error;

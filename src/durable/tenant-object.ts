@@ -61,6 +61,12 @@ export class TenantObject extends DurableObject<Env> {
     return row && matches ? ok({ scopes: JSON.parse(row.scopes) as ApiScope[], name: row.name }) : err({ code: "not_found", detail: "no such key" });
   }
 
+  /** A key that is still valid (not revoked): its name and scopes. The console re-checks it on every request. */
+  async keyInfo(keyId: string): Promise<Result<{ name: string; scopes: ApiScope[] }, TenantError>> {
+    const row = this.tenant() ? this.store.one<{ name: string; scopes: string }>("SELECT name, scopes FROM api_keys WHERE id = ? AND revoked_at IS NULL", keyId) : null;
+    return row ? ok({ name: row.name, scopes: JSON.parse(row.scopes) as ApiScope[] }) : err({ code: "not_found", detail: "no such key" });
+  }
+
   async putTool(name: string, manifest: unknown): Promise<Result<ToolRecord & { created: boolean }, TenantError>> {
     const compiled = compileManifest(manifest, hostPolicy(this.env));
     if (!compiled.ok) return compiled;

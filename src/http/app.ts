@@ -2,6 +2,7 @@
 // error boundary that turns ApiProblem (and anything unexpected) into problem+json.
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { consoleApp } from "../console/app.tsx";
 import { adminRoutes } from "./admin-routes.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
 import { docsRoutes } from "./openapi.ts";
@@ -24,6 +25,8 @@ app.route("/v1/secrets", secretRoutes);
 app.route("/v1/runs", runRoutes);
 app.route("/v1/operations", operationRoutes);
 app.route("/v1/approvals", approvalRoutes);
+// People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
+app.route("/console", consoleApp);
 
 app.notFound(() => problemResponse({ code: "not_found", detail: "no such route" }));
 app.onError((error) => {

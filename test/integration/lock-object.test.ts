@@ -70,6 +70,23 @@ describe("ResourceLockObject", () => {
     expect(await l.acquire("op_a")).toEqual({ ok: true, value: { state: "held", fencingToken: 3 } });
   });
 
+  it("concurrent acquires: exactly one holder, the rest queued at distinct places, granted in that order", async () => {
+    const l = lock();
+    const ops = Array.from({ length: 20 }, (_, i) => `op_${String(i).padStart(2, "0")}`);
+    const replies = await Promise.all(ops.map((op) => l.acquire(op)));
+    const held = replies.filter((r) => r.ok && r.value.state === "held");
+    expect(held).toEqual([{ ok: true, value: { state: "held", fencingToken: 1 } }]);
+    const positions = replies.flatMap((r) => (r.ok && r.value.state === "queued" ? [r.value.position] : []));
+    expect(positions.sort((a, b) => a - b)).toEqual(Array.from({ length: 19 }, (_, i) => i + 1));
+    const line = (await l.status()).queue.map((w) => w.operation_id);
+    let holder = (await l.status()).holder!.operation_id;
+    for (const [index, next] of line.entries()) {
+      expect(await l.release(holder)).toEqual({ ok: true, value: { was: "held" } });
+      expect(await l.acquire(next)).toEqual({ ok: true, value: { state: "held", fencingToken: index + 2 } });
+      holder = next;
+    }
+  });
+
   it("is tenant-scoped: another tenant's id sees not_found and changes nothing", async () => {
     const l = lock();
     await l.acquire("op_a");

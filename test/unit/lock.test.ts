@@ -149,3 +149,60 @@ describe("lock scenarios", () => {
     expect(late.state.holder).toMatchObject({ operationId: "op_2", fencingToken: 2 });
   });
 });
+
+describe("lock invariants over random event sequences (seeded)", () => {
+  /** mulberry32: a fixed seed gives the same sequence on every run. */
+  const rng = (seed: number) => () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const answers = ["active", "settled", "gone", "unreachable"] as const;
+
+  it.each([1, 2, 3, 4, 5, 6, 7, 8])("seed %i: one holder, FIFO grants, tokens only ever increase", (seed) => {
+    const random = rng(seed);
+    const pick = <T>(items: readonly T[]) => items[Math.floor(random() * items.length)]!;
+    const ops = ["op_a", "op_b", "op_c", "op_d", "op_e"];
+    let state: LockState = EMPTY_LOCK;
+    let nowMs = 0;
+    let lastGranted = 0;
+    for (let i = 0; i < 400; i++) {
+      nowMs += Math.floor(random() * 40_000);
+      const roll = random();
+      const event: LockEvent =
+        roll < 0.35 ? acquire(pick(ops), 1_000 + Math.floor(random() * 60_000))
+        : roll < 0.6 ? release(pick(ops))
+        : roll < 0.7 ? { type: "renew", operationId: pick(ops), leaseMs: 30_000 }
+        : roll < 0.8 ? { type: "alarm" }
+        : { type: "lease_expired", operationId: state.holder?.operationId ?? pick(ops), fencingToken: state.holder?.fencingToken ?? 0, answer: pick(answers) };
+      const before = state;
+      const result = transition(state, event, nowMs);
+      if (!result.ok) {
+        expect(result.error.code).toBe("not_holder");
+        continue;
+      }
+      state = result.value.state;
+      // Free only when nobody waits; nobody both holds and waits; nobody waits twice.
+      if (state.holder === null) expect(state.queue).toEqual([]);
+      const waiting = state.queue.map((w) => w.operationId);
+      expect(new Set(waiting).size).toBe(waiting.length);
+      if (state.holder) expect(waiting).not.toContain(state.holder.operationId);
+      // Tokens: never decrease, and a new holder always gets a token above every earlier one.
+      expect(state.lastToken).toBeGreaterThanOrEqual(before.lastToken);
+      if (state.holder && state.holder.fencingToken !== before.holder?.fencingToken) {
+        expect(state.holder.fencingToken).toBeGreaterThan(lastGranted);
+        lastGranted = state.holder.fencingToken;
+        // FIFO: a new holder taken from the queue is the one that was first in line.
+        if (before.holder) expect(state.holder.operationId).toBe(before.queue[0]!.operationId);
+      }
+      // Expiry alone never frees a holder that answered active or could not be asked.
+      if (event.type === "lease_expired" && before.holder && (event.answer === "active" || event.answer === "unreachable")) {
+        expect(state.holder).toMatchObject({ operationId: before.holder.operationId, fencingToken: before.holder.fencingToken });
+      }
+      if (event.type === "alarm") expect(state).toBe(before);
+    }
+    // The sequence really exercised hand-overs (not just a lock that stayed free).
+    expect(lastGranted).toBeGreaterThan(20);
+  });
+});

@@ -1,0 +1,9 @@
+// Every console page, in navigation order. Adding a page = one file exporting definePage(...) plus
+// its line here; the header nav is built from this list.
+import { approvalsPage } from "./approvals.tsx";
+import { homePage } from "./home.tsx";
+import type { ConsolePage } from "./page.ts";
+import { runPage } from "./run-page.tsx";
+import { unknownOutcomesPage } from "./unknown-outcomes.tsx";
+
+export const PAGES: ConsolePage[] = [homePage, approvalsPage, unknownOutcomesPage, runPage];

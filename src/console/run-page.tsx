@@ -1,0 +1,154 @@
+// /console/runs/{run_id}: one run — its user, offered tools, bound context, budgets against usage —
+// and the timeline of every turn and every operation's transitions and attempts, from the same
+// run trace the API serves (GET /v1/runs/{id}/trace). Needs runs:read and traces:read.
+import type { Context } from "hono";
+import type { RunView } from "../durable/run-object.ts";
+import { runStub } from "../durable/stubs.ts";
+import { RUN_ID } from "../http/request.ts";
+import type { ApiScope } from "../http/schemas.ts";
+import { problemPage, render } from "./layout.tsx";
+import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
+import { Badge, clock, EventRow, groupTrace, OperationCard, since } from "./timeline.tsx";
+
+const NEEDS: ApiScope[] = ["runs:read", "traces:read"];
+
+async function showRun(c: Context<ConsoleEnv>) {
+  const session = c.get("session");
+  const runId = c.req.param("run_id") ?? "";
+  const missing = NEEDS.filter((scope) => !session.scopes.includes(scope));
+  if (missing.length > 0) return problemPage(c, 403, "Not allowed", `Viewing a run needs an API key with the scopes ${missing.join(" and ")}.`);
+  // Another tenant's run is indistinguishable from a missing one.
+  if (!RUN_ID.test(runId)) return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
+  const stub = runStub(c.env, runId);
+  const [run, trace] = await Promise.all([stub.get(session.tenantId), stub.traceFor(session.tenantId)]);
+  if (!run.ok || !trace.ok) return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
+  const grouped = groupTrace(trace.value.events);
+  const originMs = Date.parse(run.value.created_at);
+  return render(
+    c,
+    `Run ${runId}`,
+    <>
+      <p class="hint">
+        <a href="/console">Home</a> › Run
+      </p>
+      <h1>
+        Run <span class="mono">{runId}</span> <Badge status={run.value.status} />
+      </h1>
+      <Summary run={run.value} />
+      <h2 id="timeline">Timeline</h2>
+      <p class="hint">Times are UTC, with the offset from the run's creation. Newest last.</p>
+      <section aria-labelledby="turns-title">
+        <h3 id="turns-title">Run and turns</h3>
+        <ol class="timeline" aria-label="Run and turns">
+          {[...grouped.run, ...grouped.turns]
+            .sort((a, b) => a.at_ms - b.at_ms)
+            .map((event) => (event.type === "turn_received" ? <TurnRow event={event as (typeof grouped.turns)[number]} originMs={originMs} /> : <EventRow event={event} originMs={originMs} />))}
+        </ol>
+      </section>
+      <h2 id="operations-title">Operations</h2>
+      {grouped.operations.length === 0 ? <p>No operation has started in this run yet.</p> : grouped.operations.map((op) => <OperationCard op={op} originMs={originMs} />)}
+    </>,
+  );
+}
+
+const Summary = ({ run }: { run: RunView }) => {
+  const rows: Array<[string, number, number | undefined]> = [
+    ["Turns", run.usage.turns, run.budgets.max_turns],
+    ["Tool calls", run.usage.tool_calls, run.budgets.max_tool_calls],
+    ["Cost (units)", run.usage.cost, run.budgets.max_cost],
+  ];
+  const context = Object.entries(run.context);
+  return (
+    <div class="grid">
+      <section class="card" aria-labelledby="run-facts">
+        <h2 id="run-facts">Run</h2>
+        <dl class="facts">
+          <dt>User</dt>
+          <dd class="mono">{run.user.id}</dd>
+          <dt>User scopes</dt>
+          <dd>{run.user.scopes.length > 0 ? run.user.scopes.join(", ") : "none"}</dd>
+          <dt>Tools</dt>
+          <dd>{run.tools.join(", ")}</dd>
+          <dt>Created</dt>
+          <dd>{stamp(run.created_at)}</dd>
+          <dt>Expires</dt>
+          <dd>{stamp(run.expires_at)}</dd>
+        </dl>
+      </section>
+      <section class="card" aria-labelledby="run-budgets">
+        <h2 id="run-budgets">Budgets and usage</h2>
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Budget</th>
+              <th scope="col" class="num">Used</th>
+              <th scope="col" class="num">Limit</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map(([name, used, limit]) => (
+              <tr>
+                <th scope="row">{name}</th>
+                <td class="num">{String(used)}</td>
+                <td class="num">{limit === undefined ? "none" : String(limit)}</td>
+              </tr>
+            ))}
+            <tr>
+              <th scope="row">Duration</th>
+              <td class="num">—</td>
+              <td class="num">{run.budgets.max_duration_ms === undefined ? "none" : `${run.budgets.max_duration_ms / 1000} s`}</td>
+            </tr>
+          </tbody>
+        </table>
+      </section>
+      {context.length > 0 && (
+        <section class="card" aria-labelledby="run-context">
+          <h2 id="run-context">Bound context</h2>
+          <dl class="facts">
+            {context.map(([name, value]) => (
+              <>
+                <dt>{name}</dt>
+                <dd class="mono">{typeof value === "string" ? value : JSON.stringify(value)}</dd>
+              </>
+            ))}
+          </dl>
+        </section>
+      )}
+    </div>
+  );
+};
+
+const TurnRow = ({ event, originMs }: { event: { at_ms: number; turn_id?: unknown; calls: Array<{ call_id: string; name: string; operation_id: string; fixed?: string; code?: string | null }> }; originMs: number }) => (
+  <li data-event="turn_received">
+    <span>
+      <time datetime={new Date(event.at_ms).toISOString()}>{clock(event.at_ms)}</time> <span class="hint">{since(event.at_ms, originMs)}</span>
+    </span>
+    <span class="what">Turn received</span>
+    <span class="details">
+      <span class="kv">
+        <b>turn</b> <span class="mono">{String(event.turn_id)}</span>
+      </span>
+      <ul>
+        {event.calls.map((call) => (
+          <li>
+            <span class="mono">{call.call_id}</span> → {call.name}{" "}
+            {call.fixed ? (
+              <>
+                <Badge status={call.fixed} /> {call.code && <code>{call.code}</code>}
+              </>
+            ) : (
+              <a href={`#${call.operation_id}`}>operation</a>
+            )}
+          </li>
+        ))}
+      </ul>
+    </span>
+  </li>
+);
+
+const stamp = (iso: string) => <time datetime={iso}>{iso.replace("T", " ").slice(0, 19)} UTC</time>;
+
+export const runPage = definePage({
+  nav: null,
+  routes: consoleRoutes().get("/runs/:run_id", showRun),
+});

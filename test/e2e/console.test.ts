@@ -1,0 +1,152 @@
+// The console end to end, as a person uses it: `wrangler dev` with the demo upstream and tenant,
+// real headless Chromium (Debian's package, driven by playwright-core). Sign in with a wrong key
+// (refused) and the right one, open the run an agent drove through the API, and read its
+// timeline; a POST forged outside the page (the cookie, but no CSRF token) is refused. Every wait
+// is on a selector, a URL or a response, never on time. Screenshots: test-results/console/*.png.
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startUpstream, type Upstream } from "../../demo/upstream.ts";
+import { call, DEV_VARS, registerDemo, ROOT, startWrangler } from "../../scripts/lib/dev-server.mjs";
+
+const PORT = 8950;
+const INSPECTOR_PORT = 8951;
+const SHOTS = join(ROOT, "test-results", "console");
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+
+let upstream: Upstream;
+let toolgate: { url: string; stop: () => void };
+let state: string;
+let browser: Browser;
+let context: BrowserContext;
+let page: Page;
+let demo: Awaited<ReturnType<typeof registerDemo>>;
+/** The browser talks to `localhost` (a secure context, so Secure cookies are kept over http). */
+let base: string;
+
+beforeAll(async () => {
+  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does this), or set CHROMIUM_PATH`);
+  mkdirSync(SHOTS, { recursive: true });
+  state = mkdtempSync(join(tmpdir(), "toolgate-e2e-"));
+  upstream = await startUpstream();
+  toolgate = await startWrangler({ port: PORT, inspectorPort: INSPECTOR_PORT, vars: { ...DEV_VARS, DEMO_UPSTREAM_URL: upstream.url }, persistTo: state, quiet: true, readyTimeoutMs: 180_000 });
+  base = `http://localhost:${PORT}`;
+  demo = await registerDemo(toolgate.url, upstream.url);
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+  });
+  // JavaScript off: the console must work as plain HTML forms and links.
+  context = await browser.newContext({ viewport: { width: 1280, height: 900 }, javaScriptEnabled: false });
+  page = await context.newPage();
+  page.setDefaultTimeout(60_000);
+}, 240_000);
+
+afterAll(async () => {
+  await browser?.close();
+  toolgate?.stop();
+  await upstream?.close();
+  // wrangler may still be flushing as it exits; a leftover temp dir is harmless, a failed hook is not.
+  try {
+    if (state) rmSync(state, { recursive: true, force: true, maxRetries: 3 });
+  } catch {}
+});
+
+const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+
+/** The agent's side: two turns through the public API with the run token. */
+async function agentTurns(): Promise<{ chargeOp: string; lookupOp: string }> {
+  const { run_id: runId, run_token: runToken } = demo.run;
+  // The shop answers the first charge with a 503: toolgate retries it (same key) by alarm.
+  await fetch(`${upstream.url}/_control/script`, { method: "POST", body: JSON.stringify([{ kind: "status", status: 503 }]) });
+  const first = await call(toolgate.url, "POST", `/v1/runs/${runId}/turns?format=native`, runToken, { calls: [{ id: "call_charge", name: "charge_card", arguments: { amount: 500, currency: "usd" } }] });
+  let charge = first.body;
+  // Long-poll the turn until the retry has settled it (bounded; each poll waits on the server).
+  for (let poll = 0; poll < 4 && charge.status !== "settled"; poll++) {
+    charge = (await call(toolgate.url, "GET", `/v1/runs/${runId}/turns/${charge.turn_id}?format=native&wait=30`, runToken)).body;
+  }
+  expect(charge.results[0]).toMatchObject({ status: "succeeded" });
+  const second = await call(toolgate.url, "POST", `/v1/runs/${runId}/turns?format=native`, runToken, {
+    calls: [
+      { id: "call_lookup", name: "lookup_order", arguments: { order_id: "ord_1001" } },
+      { id: "call_unknown", name: "drop_database", arguments: {} },
+    ],
+  });
+  expect(second.body.results.map((r: { status: string }) => r.status)).toEqual(["succeeded", "rejected"]);
+  return { chargeOp: charge.results[0].operation_id, lookupOp: second.body.results[0].operation_id };
+}
+
+describe("console in a real browser", () => {
+  it("refuses a wrong key with a visible error on the sign-in page", async () => {
+    await page.goto(`${base}/console`);
+    await page.waitForURL(/\/console\/sign-in\?next=/);
+    await expect(page.getByLabel("Tenant API key").isVisible()).resolves.toBe(true);
+    await shot("01-sign-in");
+    await page.getByLabel("Tenant API key").fill(`${demo.key.slice(0, -4)}nope`);
+    await Promise.all([page.waitForResponse((r) => r.url().endsWith("/console/sign-in") && r.request().method() === "POST"), page.getByRole("button", { name: "Sign in" }).click()]);
+    await page.locator("#sign-in-error").waitFor();
+    expect(await page.locator("#sign-in-error").innerText()).toContain("That API key is not valid");
+    expect((await context.cookies()).some((c) => c.name === "tg_console")).toBe(false);
+    await shot("02-sign-in-wrong-key");
+  });
+
+  it("signs in, opens the run the agent drove, and shows its timeline", async () => {
+    const { chargeOp, lookupOp } = await agentTurns();
+    await page.getByLabel("Tenant API key").fill(demo.key);
+    await Promise.all([page.waitForURL(`${base}/console`), page.getByRole("button", { name: "Sign in" }).click()]);
+    const session = (await context.cookies()).find((c) => c.name === "tg_console");
+    expect(session).toMatchObject({ httpOnly: true, secure: true, sameSite: "Strict", path: "/console" });
+    await page.getByRole("heading", { name: "toolgate console" }).waitFor();
+    expect(await page.locator(".who").innerText()).toContain(demo.tenantId);
+    // Keyboard first: the first Tab lands on the skip link.
+    await page.keyboard.press("Tab");
+    expect(await page.locator(":focus").innerText()).toBe("Skip to content");
+    await shot("03-home");
+
+    await page.getByLabel("Run id").fill(demo.run.run_id);
+    await Promise.all([page.waitForURL(`${base}/console/runs/${demo.run.run_id}`), page.getByRole("button", { name: "Open run" }).click()]);
+    const charge = page.locator(`section.op[id="${chargeOp}"]`);
+    await charge.waitFor();
+    expect(await charge.getAttribute("data-status")).toBe("succeeded");
+    const steps = await charge.locator("ol.timeline > li .what").allInnerTexts();
+    expect(steps).toEqual(["Proposed", "Validated and frozen", "Attempt 1 sent", "Attempt 1 answered", "Retry scheduled", "Attempt 2 sent", "Attempt 2 answered", "Recorded: succeeded"]);
+    expect(await charge.locator('li[data-event="attempt_finished"]').first().innerText()).toContain("503");
+    expect(await page.locator(`section.op[id="${lookupOp}"]`).getAttribute("data-status")).toBe("succeeded");
+    const turns = await page.locator('li[data-event="turn_received"]').allInnerTexts();
+    expect(turns).toHaveLength(2);
+    expect(turns[1]).toContain("drop_database");
+    expect(turns[1]).toContain("tool_not_allowed");
+    expect(await page.locator("#run-budgets").locator("xpath=..").innerText()).toMatch(/Turns\s+2\s+none\s+Tool calls\s+2\s+none/);
+    await shot("04-run");
+
+    await page.getByRole("link", { name: "Pending approvals" }).click();
+    await page.getByRole("heading", { name: "Pending approvals" }).waitFor();
+    await shot("05-approvals-placeholder");
+  });
+
+  it("refuses a POST forged outside the page (the session cookie, no CSRF token); the page's own form works", async () => {
+    const cookie = (await context.cookies()).find((c) => c.name === "tg_console")!;
+    const forge = (body: Record<string, string>) =>
+      fetch(`${base}/console/sign-out`, {
+        method: "POST",
+        redirect: "manual",
+        headers: { Cookie: `${cookie.name}=${cookie.value}`, "Content-Type": "application/x-www-form-urlencoded", Origin: base },
+        body: new URLSearchParams(body).toString(),
+      });
+    const forged = await forge({});
+    expect(forged.status).toBe(403);
+    expect(await forged.text()).toContain("Request refused");
+    const guessed = await forge({ csrf: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" });
+    expect(guessed.status).toBe(403);
+
+    // The session is untouched, and the real form (carrying the token) signs out.
+    await page.goto(`${base}/console/runs/${demo.run.run_id}`);
+    await page.locator("section.op").first().waitFor();
+    await Promise.all([page.waitForURL(/\/console\/sign-in\?ended=signed_out/), page.getByRole("button", { name: "Sign out" }).click()]);
+    await page.getByText("You are signed out.").waitFor();
+    expect((await context.cookies()).some((c) => c.name === "tg_console")).toBe(false);
+    await shot("06-signed-out");
+  });
+});
