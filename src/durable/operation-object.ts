@@ -12,6 +12,7 @@ import { hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
+import type { FrozenInput } from "../domain/turn.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
 import { runStub } from "./stubs.ts";
 
@@ -20,8 +21,8 @@ export type SubmitRequest = {
   runId: string;
   callId: string;
   source: ToolSource;
-  canonicalInput: string;
-  inputHash: string;
+  /** The call's input as frozen by the run: value, canonical JSON text and its hash, as one value. */
+  input: FrozenInput;
   operationId: string;
   idempotencyKey: string;
   waitMs: number;
@@ -64,10 +65,10 @@ export class OperationObject extends DurableObject<Env> {
   async submit(req: SubmitRequest): Promise<Result<OperationReply, OperationError>> {
     const rowsBefore = this.store.rowsWritten;
     const existing = this.head();
-    if (existing && existing.frozen.input_hash !== req.inputHash) {
+    if (existing && existing.frozen.input_hash !== req.input.hash) {
       // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
       const envelope = refusal("rejected", req.operationId, "idempotency_conflict", "This operation was already requested with different arguments; toolgate will not change it. Do not retry; tell the user what was already done.");
-      return ok({ envelope, settled: true, terminal: false, inputHash: req.inputHash, executedBy: existing.frozen.call_id, rowsWritten: 0 });
+      return ok({ envelope, settled: true, terminal: false, inputHash: req.input.hash, executedBy: existing.frozen.call_id, rowsWritten: 0 });
     }
     if (!existing) {
       const spec = resolveTool(req.source, hostPolicy(this.env));
@@ -82,9 +83,9 @@ export class OperationObject extends DurableObject<Env> {
       this.store.ensureSchema();
       const frozen: FrozenRow = {
         id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
-        input: req.canonicalInput, input_hash: req.inputHash, plan, created_at: Date.now(),
+        input: req.input.canonical, input_hash: req.input.hash, plan, created_at: Date.now(),
       };
-      const started = this.apply({ type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name }, frozen);
+      const started = this.apply({ type: "start", inputHash: req.input.hash, callId: req.callId, tool: spec.value.name }, frozen);
       if (!started.ok) return started;
     } else {
       this.recoverOrphan();
