@@ -9,6 +9,7 @@ import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { refusal, RUN_TEXT, type Envelope } from "./envelope.ts";
 import { admitCall, type GateRefusal, type ProposedCall } from "./gate.ts";
 import { freezeCall } from "./identity.ts";
+import type { TraceEvent } from "./operation.ts";
 import { checkScopes } from "./policy.ts";
 import { err, ok, type Result } from "./result.ts";
 
@@ -230,3 +231,15 @@ export function mayExecute(run: RunState | null, offered: ReadonlyMap<string, To
 
 /** Content hash of a run's offered tool sources (their canonical JSON). */
 export const hashTools = async (tools: Record<string, ToolSource>): Promise<string> => sha256Hex(canonicalJson(tools));
+
+/** The run's trace event for one turn: each call with its operation, and how a fixed call ended. */
+export const turnReceived = (turn: TurnRecord): TraceEvent => ({
+  type: "turn_received",
+  at_ms: turn.createdAtMs,
+  turn_id: turn.id,
+  calls: turn.calls.map((stored) =>
+    "submit" in stored
+      ? { call_id: stored.call.id, name: stored.call.name, operation_id: stored.submit.operationId }
+      : { call_id: stored.call.id, name: stored.call.name, operation_id: stored.fixed.operation_id, fixed: stored.fixed.status, code: "code" in stored.fixed ? stored.fixed.code : null },
+  ),
+});

@@ -11,7 +11,7 @@ import type { ProposedCall } from "../domain/gate.ts";
 import type { TraceEvent } from "../domain/operation.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
-  closeCalls, freezeTurn, gateTurn, hashTools, mayExecute, openOperations, planTurn, settleTurn, turnIdentity, unofferedNames,
+  closeCalls, freezeTurn, gateTurn, hashTools, mayExecute, openOperations, planTurn, settleTurn, turnIdentity, turnReceived, unofferedNames,
   type CallObservation, type Denial, type RunState, type Submission, type TurnRecord, type TurnResult,
 } from "../domain/turn.ts";
 import { hostPolicy, type Env } from "../env.ts";
@@ -30,7 +30,6 @@ export type RunView = {
 /** `results`: each call's envelope paired with the call, in call order. */
 export type TurnReply = { turn_id: string; status: "settled" | "pending"; results: TurnResult[]; rowsWritten: number };
 export type RunError = { code: "not_found"; detail: string } | { code: "invalid_request"; detail: string } | { code: "turn_conflict"; detail: string };
-export type { Denial };
 
 /** Recorded outcomes are immutable, so replays are answered from memory: bounded by count and bytes. */
 const RECORDED_CACHE = { maxEntries: 256, maxBytes: 4 * 1024 * 1024 };
@@ -143,16 +142,9 @@ export class RunObject extends DurableObject<Env> {
     if (!run) return notFound("run");
     const events: TraceEvent[] = [{ type: "run_created", at_ms: run.createdAtMs, run_id: run.runId }];
     if (run.cancelledAtMs !== null) events.push({ type: "run_cancelled", at_ms: run.cancelledAtMs });
-    const operations = new Set<string>();
-    for (const turn of this.turns()) {
-      const calls = turn.calls.map((stored) =>
-        "submit" in stored
-          ? { call_id: stored.call.id, name: stored.call.name, operation_id: stored.submit.operationId }
-          : { call_id: stored.call.id, name: stored.call.name, operation_id: stored.fixed.operation_id, fixed: stored.fixed.status, code: "code" in stored.fixed ? stored.fixed.code : null },
-      );
-      events.push({ type: "turn_received", at_ms: turn.createdAtMs, turn_id: turn.id, calls });
-      for (const stored of turn.calls) if ("submit" in stored) operations.add(stored.submit.operationId);
-    }
+    const turns = this.turns();
+    events.push(...turns.map(turnReceived));
+    const operations = new Set(turns.flatMap((turn) => turn.calls.flatMap((stored) => ("submit" in stored ? [stored.submit.operationId] : []))));
     for (const operationId of operations) {
       const opTrace = await operationStub(this.env, operationId).traceFor(tenantId);
       if (opTrace.ok) events.push(...opTrace.value.map((event) => ({ ...event, operation_id: operationId })));
