@@ -102,7 +102,8 @@ describe("cancellation", () => {
   it("cancel closes every in-flight call of a turn; late results stay on the operations", async () => {
     const up = upstream();
     const { runId, name } = await runWith(manifest({ url: up.url, timeout_ms: 5_000 }), {});
-    await up.script({ kind: "slow", delayMs: 1_500 }, { kind: "slow", delayMs: 1_500 }, { kind: "slow", delayMs: 1_500 }, { kind: "slow", delayMs: 1_500 });
+    // Slow enough that the cancel lands while all four are in flight, even on a loaded machine.
+    await up.script(...[1, 2, 3, 4].map(() => ({ kind: "slow", delayMs: 2_500 })));
     const calls = [1, 2, 3, 4].map((n) => ({ id: `c${n}`, name, arguments: charge(n) }));
     const first = await turn(runId, calls, 0);
     expect(first.status).toBe(202);
