@@ -161,8 +161,8 @@ export class RunObject extends DurableObject<Env> {
    * cancelled. The refund is a compare-and-set on `settled_cost`: it applies once, however many
    * settles race (issue 7: three concurrent polls each refunded).
    */
-  private async settle(record: TurnRecord, waitMs: number, rowsBefore: number): Promise<TurnReply> {
-    let rowsWritten = rowsBefore;
+  private async settle(record: TurnRecord, waitMs: number, rowsHere: number): Promise<TurnReply> {
+    let rowsWritten = rowsHere;
     const run = this.load()!;
     const observed = await Promise.all(
       record.calls.map(async (stored): Promise<CallObservation | null> => {
