@@ -102,6 +102,8 @@ const StoredCallCodec = z.union([
   }),
 ]);
 type StoredCall = z.infer<typeof StoredCallCodec>;
+const StoredCallsCodec = z.array(StoredCallCodec);
+const InputValueCodec = z.record(z.string(), z.unknown());
 const UsageRowCodec = z.object({ turns: z.number(), calls: z.number(), cost: z.number() });
 const TurnRowCodec = z.object({
   id: z.string(), seq: z.number(), content_hash: z.string(), calls: z.string(),
@@ -141,10 +143,10 @@ export function encodeTurnCalls(calls: readonly TurnCall[]): string {
 
 export function decodeTurn(row: unknown): TurnRecord {
   const turn = decodeWith(TurnRowCodec, row, "turn");
-  const calls = decodeWith(z.array(StoredCallCodec), parseJson(turn.calls, "turn"), "turn").map((stored): TurnCall => {
+  const calls = decodeWith(StoredCallsCodec, parseJson(turn.calls, "turn"), "turn").map((stored): TurnCall => {
     if ("fixed" in stored) return stored;
     const { canonical, hash, ...submit } = stored.submit;
-    const value = decodeWith(z.record(z.string(), z.unknown()), parseJson(canonical, "turn"), "turn input");
+    const value = decodeWith(InputValueCodec, parseJson(canonical, "turn"), "turn input");
     return { call: stored.call, submit: { ...submit, input: { value, canonical, hash } }, closed: stored.closed };
   });
   return {
