@@ -146,9 +146,13 @@ async function failNextTurnWrite(runId: string) {
 const abortRun = (runId: string) => runInDurableObject(runObject(runId), (_i: unknown, state: DurableObjectState) => state.abort("simulated crash")).catch(() => {});
 
 describe("crash window", () => {
-  it("a run object crashing as it writes a turn loses no budget: max_tool_calls holds in effects", async () => {
+  it.each([
+    ["max_tool_calls", { max_tool_calls: 1 }],
+    ["max_turns", { max_turns: 1 }],
+    ["max_cost", { max_cost: 1 }],
+  ] as const)("a run object crashing as it writes a turn loses no budget: %s holds in effects", async (code, budgets) => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url }), { budgets: { max_tool_calls: 1 } });
+    const { runId, name } = await runWith(manifest({ url: up.url, cost: 1 }), { budgets });
     await failNextTurnWrite(runId);
     const crashed = await turn(runId, [{ id: "c1", name, arguments: charge(1) }]);
     expect(crashed.status).toBe(500);
@@ -156,11 +160,11 @@ describe("crash window", () => {
     // The agent carries on with another call, then re-posts the crashed turn.
     const next = await turn(runId, [{ id: "c2", name, arguments: charge(2) }]);
     const reposted = await turn(runId, [{ id: "c1", name, arguments: charge(1) }]);
-    const statuses = [next.body.results[0].status, reposted.body.results[0].status].sort();
-    expect(statuses).toEqual(["budget_exhausted", "succeeded"]);
-    // Wait out anything the crashed instance may have started, then count effects.
-    for (const result of [next.body.results[0], reposted.body.results[0]]) await operation(result.operation_id, 2);
-    expect((await up.state()).effects).toHaveLength(1);
-    expect((await usage(runId)).tool_calls).toBe(1);
+    expect(next.body.results[0].status).toBe("succeeded");
+    expect(reposted.body.results[0]).toMatchObject({ status: "budget_exhausted", code });
+    // Wait out anything the crashed instance may have started (the re-posted call's operation), then count effects.
+    await operation(reposted.body.results[0].operation_id, 2);
+    expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([2]);
+    expect(await usage(runId)).toEqual({ turns: 2, tool_calls: 1, cost: 1 });
   });
 });
