@@ -195,6 +195,12 @@ function executedHere(envelope: Envelope, executedBy: string, callId: string): b
   return !(envelope.status === "rejected" && envelope.code === "idempotency_conflict");
 }
 
+/** The gate's verdicts depend on the offered tools and the user's scopes (the context never changes). */
+export const sameGateInputs = (a: RunState, b: RunState): boolean =>
+  a.toolsHash === b.toolsHash && a.user.scopes.length === b.user.scopes.length && a.user.scopes.every((scope, i) => scope === b.user.scopes[i]);
+
+export const operationIds = (record: TurnRecord): string[] => record.calls.flatMap((stored) => ("submit" in stored ? [stored.submit.operationId] : []));
+
 /** Operations a cancel must ask about: every submitted call not yet closed. */
 export const openOperations = (record: TurnRecord): string[] =>
   record.calls.flatMap((stored) => ("submit" in stored && stored.closed === null ? [stored.submit.operationId] : []));

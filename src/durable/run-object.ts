@@ -11,7 +11,7 @@ import type { ProposedCall } from "../domain/gate.ts";
 import type { TraceEvent } from "../domain/operation.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
-  closeCalls, freezeTurn, gateTurn, hashTools, mayExecute, openOperations, planTurn, settleTurn, turnIdentity, turnReceived, unofferedNames,
+  closeCalls, freezeTurn, gateTurn, hashTools, mayExecute, openOperations, operationIds, planTurn, sameGateInputs, settleTurn, turnIdentity, turnReceived, unofferedNames,
   type CallObservation, type Denial, type RunState, type Submission, type TurnRecord, type TurnResult,
 } from "../domain/turn.ts";
 import { hostPolicy, type Env } from "../env.ts";
@@ -86,7 +86,7 @@ export class RunObject extends DurableObject<Env> {
       const rowsBefore = this.store.rowsWritten;
       const plan = this.ctx.storage.transactionSync(() => {
         const now = this.loadFor(tenantId)!;
-        if (this.turn(identity.id) || now.toolsHash !== run.toolsHash || now.user.scopes.join("\n") !== run.user.scopes.join("\n")) return null;
+        if (this.turn(identity.id) || !sameGateInputs(run, now)) return null;
         const plan = planTurn(now, this.usage(), identity, frozen, modelCost, Date.now());
         const { record, usage } = plan;
         this.store.run(
@@ -144,8 +144,7 @@ export class RunObject extends DurableObject<Env> {
     if (run.cancelledAtMs !== null) events.push({ type: "run_cancelled", at_ms: run.cancelledAtMs });
     const turns = this.turns();
     events.push(...turns.map(turnReceived));
-    const operations = new Set(turns.flatMap((turn) => turn.calls.flatMap((stored) => ("submit" in stored ? [stored.submit.operationId] : []))));
-    for (const operationId of operations) {
+    for (const operationId of new Set(turns.flatMap(operationIds))) {
       const opTrace = await operationStub(this.env, operationId).traceFor(tenantId);
       if (opTrace.ok) events.push(...opTrace.value.map((event) => ({ ...event, operation_id: operationId })));
     }
@@ -207,8 +206,9 @@ export class RunObject extends DurableObject<Env> {
    */
   private async close(tenantId: string, only: string | null, by: string): Promise<void> {
     const open = new Set(this.turns().flatMap(openOperations).filter((id) => (only === null || id === only) && !this.recorded.get(id)));
-    const states = await Promise.all([...open].map(async (id) => ({ id, view: await operationStub(this.env, id).get(tenantId, 0) })));
-    const unsettled = new Set(states.filter(({ view }) => !view.ok || view.value.phase !== "recorded").map(({ id }) => id));
+    // An operation that cannot be asked (or does not exist yet) counts as not recorded: its call is closed.
+    const states = await Promise.all([...open].map(async (id) => ({ id, view: await operationStub(this.env, id).get(tenantId, 0).catch(() => null) })));
+    const unsettled = new Set(states.filter(({ view }) => !view?.ok || view.value.phase !== "recorded").map(({ id }) => id));
     this.ctx.storage.transactionSync(() => {
       for (const turn of this.turns()) {
         const closed = closeCalls(turn, unsettled);
@@ -216,17 +216,14 @@ export class RunObject extends DurableObject<Env> {
       }
     });
     if (only !== null) unsettled.add(only);
-    await Promise.all([...unsettled].map((id) => operationStub(this.env, id).cancel(tenantId, by)));
+    // Best effort: a missed cancel leaves the call closed ("may still complete"); in a cancelled run the
+    // operation is still refused at its next retry (authorize).
+    await Promise.allSettled([...unsettled].map((id) => operationStub(this.env, id).cancel(tenantId, by)));
   }
 
-  /** Which of `names` the tenant knows; asked only for names the run does not offer. */
+  /** Which of `names` the tenant knows; asked only for names the run does not offer (an unreachable tenant keeps tool_not_allowed). */
   private async registered(tenantId: string, names: string[]): Promise<Set<string>> {
-    if (names.length === 0) return new Set();
-    try {
-      return new Set(await tenantStub(this.env, tenantId).knownTools(names));
-    } catch {
-      return new Set(names); // unreachable tenant: keep the plain refusal (tool_not_allowed)
-    }
+    return new Set(names.length === 0 ? [] : await tenantStub(this.env, tenantId).knownTools(names).catch(() => names));
   }
 
   /** Compiled offered tools, keyed by the content hash of their sources (never by names). */
