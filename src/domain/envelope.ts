@@ -66,7 +66,7 @@ export const RUN_TEXT = {
   cancelledBeforeRetry: "The run was cancelled before this call took effect. Do not retry; tell the user.",
   deadlineBeforeRetry: "This conversation ran out of time before the call could be retried. It did not take effect. Do not retry; tell the user.",
   withdrawnBeforeRetry: (tool: string) => `The tool ${tool} was withdrawn from this conversation before it could run. Do not retry; tell the user.`,
-  closedBeforeEffect: "Cancelled before it took effect. Do not retry; tell the user.",
+  /** A closed call never claims "it did not take effect": a sent attempt may still commit. */
   closedWhileRunning: (operationId: string) =>
     `Cancelled while it was already running or starting, so it may still complete; toolgate records the outcome on operation ${operationId}. Do not retry; tell the user.`,
   toolUnavailable: "toolgate could not run this tool. Do not retry; tell the user.",

@@ -94,7 +94,7 @@ function turnFormat(c: Context<AppEnv>): TurnFormat {
 /** The results, in the provider's own shape, are ready to append to the conversation. */
 function turnResponse(requestUrl: string, runId: string, format: TurnFormat, turn: TurnReply): Response {
   const pollUrl = new URL(`/v1/runs/${runId}/turns/${turn.turn_id}?format=${format}`, requestUrl).toString();
-  // Formatters correlate by the call's id; the stored turn keeps the arguments once, in the operations.
+  // Formatters correlate by the call's id; the turn row keeps each call's frozen input once, not its raw arguments.
   const results = adapters[format].format(turn.results.map(({ call, envelope }) => ({ call: { ...call, arguments: null }, envelope })));
   const body = { turn_id: turn.turn_id, status: turn.status, results, ...(turn.status === "pending" ? { poll_url: pollUrl } : {}) };
   const headers: Record<string, string> = { "Content-Type": "application/json", "Toolgate-Rows-Written": String(turn.rowsWritten) };
