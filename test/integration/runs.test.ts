@@ -98,6 +98,19 @@ describe("turn identity", () => {
   });
 });
 
+describe("turn identity under concurrency", () => {
+  it("the same turn posted five times at once is one turn, one reservation, one effect", async () => {
+    const up = upstream();
+    const { runId, name } = await runWith(manifest({ url: up.url, cost: 1 }), { budgets: { max_cost: 5 } });
+    const calls = [{ id: "c1", name, arguments: charge(7) }];
+    const posts = await Promise.all([1, 2, 3, 4, 5].map(() => turn(runId, calls)));
+    expect(new Set(posts.map((p) => p.body.turn_id)).size).toBe(1);
+    for (const p of posts) expect(p.body.results[0].status).toBe("succeeded");
+    expect(await usage(runId)).toEqual({ turns: 1, tool_calls: 1, cost: 1 });
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+});
+
 describe("cancellation", () => {
   it("cancel closes every in-flight call of a turn; late results stay on the operations", async () => {
     const up = upstream();
