@@ -1,4 +1,6 @@
 // Bindings and configuration of one deployment (wrangler.toml + `wrangler secret put`).
+import { z } from "zod";
+import { err, ok, type Result } from "./domain/result.ts";
 import type { OperationObject } from "./durable/operation-object.ts";
 import type { ResourceLockObject } from "./durable/resource-lock-object.ts";
 import type { RunObject } from "./durable/run-object.ts";
@@ -46,10 +48,22 @@ export function hostPolicy(env: Env) {
   };
 }
 
-export function modelPrices(env: Env): Record<string, Price> {
+const PriceTable = z.record(z.string(), z.object({ input_per_mtok: z.number().nonnegative(), output_per_mtok: z.number().nonnegative() }).strict());
+export type ConfigError = { code: "misconfigured"; detail: string };
+
+/**
+ * The model price table. Unset means no model is priced (budgets count tool cost only); a value
+ * that is not a valid table is a deployment error, never silently zero cost.
+ */
+export function modelPrices(env: Env): Result<Record<string, Price>, ConfigError> {
+  if (env.TOOLGATE_MODEL_PRICES === undefined || env.TOOLGATE_MODEL_PRICES === "") return ok({});
+  let raw: unknown;
   try {
-    return env.TOOLGATE_MODEL_PRICES ? (JSON.parse(env.TOOLGATE_MODEL_PRICES) as Record<string, Price>) : {};
+    raw = JSON.parse(env.TOOLGATE_MODEL_PRICES);
   } catch {
-    return {};
+    return err({ code: "misconfigured", detail: "TOOLGATE_MODEL_PRICES is not valid JSON" });
   }
+  const parsed = PriceTable.safeParse(raw);
+  if (!parsed.success) return err({ code: "misconfigured", detail: `TOOLGATE_MODEL_PRICES: ${z.prettifyError(parsed.error)}` });
+  return ok(parsed.data);
 }

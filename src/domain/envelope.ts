@@ -76,3 +76,21 @@ const WAITING_FOR_PERSON: Record<RepeatSafety, string> = {
   neither: "It is not known whether this took effect, and this tool offers no safe way to check or to repeat it. A person is checking. Do not retry; tell the user it is being checked.",
   read: "This read could not be completed and a person is checking. Do not retry; tell the user.",
 };
+
+/**
+ * Run-level texts: what the model reads when the run (not the tool) decides a call's fate. Each
+ * says whether the call took effect only where toolgate knows it, and what to do next.
+ */
+export const RUN_TEXT = {
+  unknownTool: (name: string) => `There is no tool named "${name}". Do not retry it; use one of the offered tools or tell the user.`,
+  runCancelled: "The run was cancelled; this call was not executed. Do not retry; tell the user.",
+  cancelledBeforeRetry: "The run was cancelled before this call took effect. Do not retry; tell the user.",
+  deadlineBeforeRetry: "This conversation ran out of time before the call could be retried. It did not take effect. Do not retry; tell the user.",
+  withdrawnBeforeRetry: (tool: string) => `The tool ${tool} was withdrawn from this conversation before it could run. Do not retry; tell the user.`,
+  /** A closed call never claims "it did not take effect": a sent attempt may still commit. */
+  closedWhileRunning: (operationId: string) =>
+    `Cancelled while it was already running or starting, so it may still complete; toolgate records the outcome on operation ${operationId}. Do not retry; tell the user.`,
+  toolUnavailable: "toolgate could not run this tool. Do not retry; tell the user.",
+  toolChangedWhileWaiting: (tool: string) => `The tool ${tool} changed while this call waited for approval, so that approval no longer applies and nothing was executed. Do not retry; tell the user.`,
+  toolBusy: "toolgate could not read this call's state just now; it may be running. Wait for its result; do not call it again.",
+} as const;

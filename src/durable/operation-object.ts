@@ -18,6 +18,7 @@ import { configFor, hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
+import type { FrozenInput } from "../domain/turn.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
 import { lockStub, runStub, tenantStub } from "./stubs.ts";
 
@@ -26,8 +27,8 @@ export type SubmitRequest = {
   runId: string;
   callId: string;
   source: ToolSource;
-  canonicalInput: string;
-  inputHash: string;
+  /** The call's input as frozen by the run: value, canonical JSON text and its hash, as one value. */
+  input: FrozenInput;
   operationId: string;
   idempotencyKey: string;
   /** The run's end user: who asked, for the approvals inbox and four eyes. */
@@ -98,16 +99,16 @@ export class OperationObject extends DurableObject<Env> {
   async submit(req: SubmitRequest): Promise<Result<OperationReply, OperationError>> {
     const rowsBefore = this.store.rowsWritten;
     const existing = this.head();
-    if (existing && existing.frozen.input_hash !== req.inputHash) {
+    if (existing && existing.frozen.input_hash !== req.input.hash) {
       // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
       const envelope = refusal("rejected", req.operationId, "idempotency_conflict", "This operation was already requested with different arguments; toolgate will not change it. Do not retry; tell the user what was already done.");
-      return ok({ envelope, settled: true, terminal: false, inputHash: req.inputHash, executedBy: existing.frozen.call_id, rowsWritten: 0 });
+      return ok({ envelope, settled: true, terminal: false, inputHash: req.input.hash, executedBy: existing.frozen.call_id, rowsWritten: 0 });
     }
     if (!existing) {
       const spec = resolveTool(req.source, hostPolicy(this.env));
       if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
       const rule = spec.value.approval;
-      const input = JSON.parse(req.canonicalInput) as Record<string, unknown>;
+      const input = JSON.parse(req.input.canonical) as Record<string, unknown>;
       const asks = needsApproval(rule, input);
       // The approval binds to this exact tool source (its hash is the policy version).
       const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
@@ -123,15 +124,15 @@ export class OperationObject extends DurableObject<Env> {
         timeoutMs: spec.value.timeoutMs,
         hasLookup: spec.value.buildReconcile !== null,
         settleMs: spec.value.reconcileSettleMs,
-        approval: policyVersion === null ? null : { inputHash: req.inputHash, policyVersion, requestedBy: req.userId, fourEyes: rule.fourEyes, expiresAtMs: nowMs + rule.expiresInMs, preview: spec.value.buildPreview !== null },
+        approval: policyVersion === null ? null : { inputHash: req.input.hash, policyVersion, requestedBy: req.userId, fourEyes: rule.fourEyes, expiresAtMs: nowMs + rule.expiresInMs, preview: spec.value.buildPreview !== null },
         resource: spec.value.risk === "read" ? null : spec.value.resourceKey(input),
       };
       this.store.ensureSchema();
       const frozen: FrozenRow = {
         id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
-        input: req.canonicalInput, input_hash: req.inputHash, plan, created_at: nowMs,
+        input: req.input.canonical, input_hash: req.input.hash, plan, created_at: nowMs,
       };
-      const started = this.apply({ type: "start", inputHash: req.inputHash, callId: req.callId, tool: spec.value.name }, frozen, secrets);
+      const started = this.apply({ type: "start", inputHash: req.input.hash, callId: req.callId, tool: spec.value.name }, frozen, secrets);
       if (!started.ok) return started;
     } else {
       this.recoverOrphan();

@@ -4,6 +4,14 @@
 // An operation is one append-only table: row N = transition N, holding the state it produced and
 // the trace events it emitted (so one transition = one row written); row 1 also holds the frozen
 // call. The current state is the last row; the primary key makes a concurrent append fail (CAS).
+// A run is three tables: the run row, one usage row, and one row per turn; `decode*` below are
+// their typed codecs (a row that does not decode is corrupt storage: a thrown error, never a guess).
+import { z } from "zod";
+import type { Usage } from "../domain/budget.ts";
+import type { Envelope } from "../domain/envelope.ts";
+import type { RunState, TurnCall, TurnRecord } from "../domain/turn.ts";
+import type { ToolSource } from "../tools/spec.ts";
+
 export const OPERATION_SCHEMA = `
 CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT);
 CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);`;
@@ -12,7 +20,7 @@ export const RUN_SCHEMA = `
 CREATE TABLE IF NOT EXISTS run (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, data TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS usage (k INTEGER PRIMARY KEY CHECK (k = 1), turns INTEGER NOT NULL, calls INTEGER NOT NULL, cost REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS turns (
-  id TEXT PRIMARY KEY, seq INTEGER NOT NULL, calls TEXT NOT NULL, admitted INTEGER NOT NULL,
+  id TEXT PRIMARY KEY, seq INTEGER NOT NULL, content_hash TEXT NOT NULL, calls TEXT NOT NULL, admitted INTEGER NOT NULL,
   reserved_cost REAL NOT NULL, settled_cost REAL, model_cost REAL NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;`;
 
 export const TENANT_SCHEMA = `
@@ -55,8 +63,9 @@ export class SqlStore {
     return found;
   }
 
-  run(query: string, ...bindings: SqlStorageValue[]): void {
-    this.count(this.sql.exec(query, ...bindings));
+  /** Runs a statement; returns the rows it wrote (a compare-and-set checks this). */
+  run(query: string, ...bindings: SqlStorageValue[]): number {
+    return this.count(this.sql.exec(query, ...bindings));
   }
 
   one<T extends Record<string, SqlStorageValue>>(query: string, ...bindings: SqlStorageValue[]): T | null {
@@ -68,8 +77,94 @@ export class SqlStore {
     return this.sql.exec<T>(query, ...bindings).toArray();
   }
 
-  private count(cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): void {
+  private count(cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): number {
     cursor.toArray();
     this.rowsWritten += cursor.rowsWritten;
+    return cursor.rowsWritten;
   }
+}
+
+// ── RunObject row codecs ─────────────────────────────────────────────────────────────────────────
+
+const ToolSourceCodec: z.ZodType<ToolSource> = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("manifest"), manifest: z.unknown() }),
+  z.object({ kind: z.literal("code"), name: z.string() }),
+]);
+const EnvelopeCodec: z.ZodType<Envelope> = z.union([
+  z.object({ status: z.literal("succeeded"), operation_id: z.string(), result: z.unknown() }),
+  z.object({
+    status: z.enum(["rejected", "failed", "budget_exhausted", "cancelled", "outcome_unknown", "awaiting_approval", "pending"]),
+    operation_id: z.string(), code: z.string(), message: z.string(), allowed_next_actions: z.array(z.string()),
+  }),
+]);
+const RunCodec: z.ZodType<RunState> = z.object({
+  runId: z.string(), tenantId: z.string(),
+  user: z.object({ id: z.string(), scopes: z.array(z.string()) }),
+  tools: z.record(z.string(), ToolSourceCodec), toolsHash: z.string(),
+  context: z.record(z.string(), z.unknown()),
+  budgets: z.object({ max_turns: z.number(), max_tool_calls: z.number(), max_duration_ms: z.number(), max_cost: z.number() }).partial(),
+  createdAtMs: z.number(), expiresAtMs: z.number(), cancelledAtMs: z.number().nullable(),
+});
+const CallRefCodec = z.object({ id: z.string(), name: z.string() });
+/** Stored without the input's value: it is the canonical text, parsed back (the arguments are kept once). */
+const StoredCallCodec = z.union([
+  z.object({ call: CallRefCodec, fixed: EnvelopeCodec }),
+  z.object({
+    call: CallRefCodec,
+    submit: z.object({ operationId: z.string(), idempotencyKey: z.string(), canonical: z.string(), hash: z.string(), source: ToolSourceCodec, cost: z.number() }),
+    closed: EnvelopeCodec.nullable(),
+  }),
+]);
+type StoredCall = z.infer<typeof StoredCallCodec>;
+const StoredCallsCodec = z.array(StoredCallCodec);
+const InputValueCodec = z.record(z.string(), z.unknown());
+const UsageRowCodec = z.object({ turns: z.number(), calls: z.number(), cost: z.number() });
+const TurnRowCodec = z.object({
+  id: z.string(), seq: z.number(), content_hash: z.string(), calls: z.string(),
+  reserved_cost: z.number(), settled_cost: z.number().nullable(), model_cost: z.number(), created_at: z.number(),
+});
+export type TurnRow = z.infer<typeof TurnRowCodec>;
+export const TURN_COLUMNS = "id, seq, content_hash, calls, reserved_cost, settled_cost, model_cost, created_at";
+
+function decodeWith<T>(codec: z.ZodType<T>, value: unknown, what: string): T {
+  const parsed = codec.safeParse(value);
+  if (!parsed.success) throw new Error(`corrupt ${what} row: ${z.prettifyError(parsed.error)}`);
+  return parsed.data;
+}
+function parseJson(text: string, what: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new Error(`corrupt ${what} row: not JSON`);
+  }
+}
+
+export const encodeRun = (run: RunState): string => JSON.stringify(run);
+export const decodeRun = (data: string): RunState => decodeWith(RunCodec, parseJson(data, "run"), "run");
+export const decodeUsage = (row: unknown): Usage => {
+  const usage = decodeWith(UsageRowCodec, row, "usage");
+  return { turns: usage.turns, toolCalls: usage.calls, cost: usage.cost };
+};
+
+export function encodeTurnCalls(calls: readonly TurnCall[]): string {
+  const stored = calls.map((call): StoredCall => {
+    if ("fixed" in call) return call;
+    const { input, ...submit } = call.submit;
+    return { call: call.call, submit: { ...submit, canonical: input.canonical, hash: input.hash }, closed: call.closed };
+  });
+  return JSON.stringify(stored);
+}
+
+export function decodeTurn(row: unknown): TurnRecord {
+  const turn = decodeWith(TurnRowCodec, row, "turn");
+  const calls = decodeWith(StoredCallsCodec, parseJson(turn.calls, "turn"), "turn").map((stored): TurnCall => {
+    if ("fixed" in stored) return stored;
+    const { canonical, hash, ...submit } = stored.submit;
+    const value = decodeWith(InputValueCodec, parseJson(canonical, "turn"), "turn input");
+    return { call: stored.call, submit: { ...submit, input: { value, canonical, hash } }, closed: stored.closed };
+  });
+  return {
+    id: turn.id, contentHash: turn.content_hash, seq: turn.seq, calls,
+    reservedCost: turn.reserved_cost, settledCost: turn.settled_cost, modelCost: turn.model_cost, createdAtMs: turn.created_at,
+  };
 }

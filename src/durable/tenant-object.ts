@@ -171,6 +171,12 @@ export class TenantObject extends DurableObject<Env> {
     return ok(sources);
   }
 
+  /** Which of `names` this tenant knows at all (a registered manifest or a code tool). Read-only. */
+  async knownTools(names: string[]): Promise<string[]> {
+    const manifests = this.store.exists("tools") ? names.filter((name) => this.store.one("SELECT name FROM tools WHERE name = ?", name) !== null) : [];
+    return names.filter((name) => manifests.includes(name) || CODE_TOOLS[name] !== undefined);
+  }
+
   private secretRow(name: string): SecretRow | null {
     return this.store.exists("secrets") ? this.store.one<SecretRow>("SELECT * FROM secrets WHERE name = ?", name) : null;
   }

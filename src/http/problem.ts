@@ -1,5 +1,15 @@
-// The one place errors become HTTP: RFC 9457 problem+json with a stable `code`. The switch is
-// exhaustive with no default, so a new error code cannot ship without choosing its status.
+// The one place errors become HTTP: RFC 9457 problem+json with a stable `code`. Both switches are
+// exhaustive with no default: a new Durable Object error arm cannot compile without an API error,
+// and a new API error cannot compile without its status.
+import type { OperationError } from "../durable/operation-object.ts";
+import type { RunError } from "../durable/run-object.ts";
+import type { TenantError } from "../durable/tenant-object.ts";
+import type { ConfigError } from "../env.ts";
+import type { ManifestError } from "../tools/manifest.ts";
+
+/** Every error a Durable Object RPC (or the deployment's configuration) can return. */
+export type ObjectError = RunError | TenantError | OperationError | ManifestError | ConfigError;
+
 export type ApiError =
   | { code: "unauthorized"; detail: string }
   | { code: "forbidden"; detail: string }
@@ -17,10 +27,39 @@ export type ApiError =
   | { code: "approval_mismatch"; detail: string }
   | { code: "self_approval"; detail: string }
   | { code: "resend_not_allowed"; detail: string }
+  | { code: "turn_conflict"; detail: string }
   | { code: "misconfigured"; detail: string }
   | { code: "internal"; detail: string };
 
-function statusOf(error: ApiError): number {
+export function toApiError(error: ObjectError): ApiError {
+  switch (error.code) {
+    case "not_found":
+      return { code: "not_found", detail: "detail" in error ? error.detail : "not found" };
+    case "invalid_request":
+    case "invalid_manifest":
+    case "upstream_not_allowed":
+    case "turn_conflict":
+    case "misconfigured":
+    case "unsupported_field":
+    case "unknown_secret":
+    case "resend_not_allowed":
+    case "self_approval":
+    case "approval_mismatch":
+      return { code: error.code, detail: error.detail };
+    case "not_awaiting_approval":
+      return { code: "not_awaiting_approval", detail: `the operation is ${error.phase}, not awaiting approval` };
+    case "not_outcome_unknown":
+      return { code: "not_outcome_unknown", detail: `the operation is ${error.phase}, not outcome_unknown` };
+    case "invalid_tool":
+      // A stored tool that no longer compiles (e.g. the host allow-list shrank): the deployment's doing.
+      return { code: "misconfigured", detail: `the tool no longer compiles: ${error.detail}` };
+    case "already_started":
+    case "not_started":
+      return { code: "internal", detail: error.code };
+  }
+}
+
+export function statusOf(error: ApiError): number {
   switch (error.code) {
     case "unauthorized":
       return 401;
@@ -45,6 +84,7 @@ function statusOf(error: ApiError): number {
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "resend_not_allowed":
+    case "turn_conflict":
       return 409;
     case "misconfigured":
     case "internal":

@@ -3,7 +3,7 @@
 import type { Context } from "hono";
 import { z } from "zod";
 import type { AppEnv } from "./auth.ts";
-import { ApiProblem } from "./problem.ts";
+import { ApiProblem, toApiError, type ObjectError } from "./problem.ts";
 import * as stubs from "../durable/stubs.ts";
 
 export const MAX_BODY_BYTES = 256 * 1024;
@@ -50,25 +50,7 @@ export const operationStub = (c: Context<AppEnv>, operationId: string) => stubs.
 export const tenantStub = (c: Context<AppEnv>, tenantId: string) => stubs.tenantStub(c.env, tenantId);
 
 /** Durable Object RPC results carry typed errors; this lifts them into the one HTTP mapping. */
-export function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: { code: string; detail?: string } }): T {
+export function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: ObjectError }): T {
   if (result.ok) return result.value;
-  const { code, detail } = result.error;
-  switch (code) {
-    case "not_found":
-      throw new ApiProblem({ code: "not_found", detail: detail ?? "not found" });
-    case "invalid_manifest":
-    case "unsupported_field":
-    case "unknown_secret":
-    case "misconfigured":
-    case "upstream_not_allowed":
-    case "invalid_request":
-    case "not_outcome_unknown":
-    case "not_awaiting_approval":
-    case "approval_mismatch":
-    case "self_approval":
-    case "resend_not_allowed":
-      throw new ApiProblem({ code, detail: detail ?? code });
-    default:
-      throw new ApiProblem({ code: "internal", detail: `${code}${detail ? `: ${detail}` : ""}` });
-  }
+  throw new ApiProblem(toApiError(result.error));
 }

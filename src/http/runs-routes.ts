@@ -53,7 +53,9 @@ export const runRoutes = new Hono<AppEnv>()
     const { calls, usage } = parsed.value;
     const oversized = calls.find((call) => JSON.stringify(call.arguments).length > MAX_ARGUMENT_BYTES);
     if (oversized) throw new ApiProblem({ code: "invalid_request", detail: `the arguments of call ${oversized.id} exceed ${MAX_ARGUMENT_BYTES} bytes` });
-    const cost = modelCost(usage, modelPrices(c.env));
+    // Prices are needed only to price usage; a malformed table is then a 500 `misconfigured`, never zero cost.
+    const prices = usage ? unwrap(modelPrices(c.env)) : {};
+    const cost = modelCost(usage, prices);
     const turn = unwrap(await runStub(c, runId).postTurn(tenantId, calls, cost, waitMs(c, DEFAULT_TURN_WAIT_MS)));
     return turnResponse(c.req.url, runId, format, turn);
   })
@@ -92,7 +94,8 @@ function turnFormat(c: Context<AppEnv>): TurnFormat {
 /** The results, in the provider's own shape, are ready to append to the conversation. */
 function turnResponse(requestUrl: string, runId: string, format: TurnFormat, turn: TurnReply): Response {
   const pollUrl = new URL(`/v1/runs/${runId}/turns/${turn.turn_id}?format=${format}`, requestUrl).toString();
-  const results = adapters[format].format(turn.calls.map((call, index) => ({ call, envelope: turn.results[index]! })));
+  // Formatters correlate by the call's id; the turn row keeps each call's frozen input once, not its raw arguments.
+  const results = adapters[format].format(turn.results.map(({ call, envelope }) => ({ call: { ...call, arguments: null }, envelope })));
   const body = { turn_id: turn.turn_id, status: turn.status, results, ...(turn.status === "pending" ? { poll_url: pollUrl } : {}) };
   const headers: Record<string, string> = { "Content-Type": "application/json", "Toolgate-Rows-Written": String(turn.rowsWritten) };
   if (turn.status === "pending") headers["Location"] = pollUrl;

@@ -117,7 +117,7 @@ describe("console in a real browser", () => {
     const turns = await page.locator('li[data-event="turn_received"]').allInnerTexts();
     expect(turns).toHaveLength(2);
     expect(turns[1]).toContain("drop_database");
-    expect(turns[1]).toContain("tool_not_allowed");
+    expect(turns[1]).toContain("unknown_tool");
     expect(await page.locator("#run-budgets").locator("xpath=..").innerText()).toMatch(/Turns\s+2\s+none\s+Tool calls\s+2\s+none/);
     await shot("04-run");
 

@@ -89,11 +89,11 @@ describe("tools and policy at the edge", () => {
     expect((await api("POST", "/v1/runs", { user: { id: "u" }, tools: [tool.name] })).status).toBe(404);
   });
 
-  it("an unoffered tool is rejected before any request", async () => {
+  it("a tool name the tenant never registered is rejected/unknown_tool before any request", async () => {
     const up = upstream();
     const { runId } = await setup(manifest({ url: up.url }));
     const res = await turn(runId, [{ id: "c1", name: "delete_everything", arguments: {} }]);
-    expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "tool_not_allowed" });
+    expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "unknown_tool" });
     expect((await up.state()).requests).toHaveLength(0);
   });
 
