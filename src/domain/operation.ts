@@ -98,7 +98,9 @@ export type Effect =
   | { kind: "send_preview" }
   /** Ask plan.resource's lock for the lease (idempotent), or give it back once the outcome is settled. */
   | { kind: "acquire_lock" }
-  | { kind: "release_lock" };
+  | { kind: "release_lock" }
+  /** The operation started or stopped waiting for a person's verdict (the tenant's unknown-outcomes list). */
+  | { kind: "needs_person"; open: boolean };
 
 export type TraceEvent = { type: string; at_ms: number; [field: string]: unknown };
 
@@ -122,9 +124,16 @@ export const LOCK_RECHECK_MS = 30_000;
  */
 export function transition(state: OperationState | null, event: OperationEvent, plan: OperationPlan, nowMs: number): Result<Step, TransitionError> {
   const step = decideStep(state, event, plan, nowMs);
-  if (!step.ok || !plan.resource || !step.value.changed || step.value.state.phase !== "recorded" || state?.phase === "recorded") return step;
-  return ok({ ...step.value, effects: [...step.value.effects, { kind: "release_lock" }] });
+  if (!step.ok || !step.value.changed) return step;
+  const effects = [...step.value.effects];
+  if (plan.resource && step.value.state.phase === "recorded" && state?.phase !== "recorded") effects.push({ kind: "release_lock" });
+  const waitsNow = waitsForPerson(step.value.state);
+  if (waitsNow !== (state !== null && waitsForPerson(state))) effects.push({ kind: "needs_person", open: waitsNow });
+  return ok({ ...step.value, effects });
 }
+
+/** Only a person's verdict (POST …/resolve) moves it on. */
+const waitsForPerson = (state: OperationState) => state.phase === "outcome_unknown" && state.reconcile === "human";
 
 function decideStep(state: OperationState | null, event: OperationEvent, plan: OperationPlan, nowMs: number): Result<Step, TransitionError> {
   if (event.type === "start") {

@@ -139,6 +139,7 @@ export class OperationObject extends DurableObject<Env> {
     }
     await Promise.all([this.previewing, this.inboxWrites, this.lockWork]);
     await this.waitFor(Date.now() + req.waitMs);
+    await this.inboxWrites;
     return ok(this.reply(req, this.store.rowsWritten - rowsBefore));
   }
 
@@ -146,6 +147,7 @@ export class OperationObject extends DurableObject<Env> {
     if (!this.headFor(tenantId)) return err({ code: "not_found" });
     this.recoverOrphan();
     await this.waitFor(Date.now() + waitMs);
+    await this.inboxWrites;
     return ok(this.view());
   }
 
@@ -194,6 +196,7 @@ export class OperationObject extends DurableObject<Env> {
       secrets = resolved;
     }
     const step = this.apply({ type: "resolve", ...verdict }, null, secrets);
+    await this.inboxWrites;
     return step.ok ? ok(this.view()) : step;
   }
 
@@ -308,6 +311,14 @@ export class OperationObject extends DurableObject<Env> {
         case "send_preview":
           this.previewing = this.preview();
           break;
+        case "needs_person": {
+          const head = this.head()!;
+          const item = { operation_id: head.frozen.id, run_id: head.frozen.run_id, tool: toolName(head.frozen), since_ms: nowMs };
+          this.inboxWrites = this.inboxWrites.then(() =>
+            tenantStub(this.env, head.frozen.tenant_id).markUnknown(item, effect.open).catch((error: unknown) => console.error("unknown-outcomes list update failed", item.operation_id, String(error))),
+          );
+          break;
+        }
         case "acquire_lock":
           this.lockWork = this.lockWork.then(() => this.acquireLock());
           break;

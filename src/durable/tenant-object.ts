@@ -159,6 +159,21 @@ export class TenantObject extends DurableObject<Env> {
     return { items, next_cursor: rows.length > limit && last ? `${last.requested_at}:${last.operation_id}` : null };
   }
 
+  /** Written by operations: an operation waiting for a person's verdict on an unknown outcome, or no longer. */
+  async markUnknown(item: { operation_id: string; run_id: string; tool: string; since_ms: number }, open: boolean): Promise<void> {
+    this.store.ensureSchema();
+    if (open) this.store.run("INSERT OR REPLACE INTO unknowns (operation_id, run_id, tool, since) VALUES (?, ?, ?, ?)", item.operation_id, item.run_id, item.tool, item.since_ms);
+    else this.store.run("DELETE FROM unknowns WHERE operation_id = ?", item.operation_id);
+  }
+
+  /** Operations whose outcome only a person can settle, oldest first (the details live with each operation). */
+  async listUnknowns(limit: number): Promise<Array<{ operation_id: string; run_id: string; tool: string; since: string }>> {
+    if (!this.store.exists("unknowns")) return [];
+    return this.store
+      .all<{ operation_id: string; run_id: string; tool: string; since: number }>("SELECT * FROM unknowns ORDER BY since, operation_id LIMIT ?", limit)
+      .map((row) => ({ ...row, since: new Date(row.since).toISOString() }));
+  }
+
   /** Snapshots the named tools for a run; every name must resolve. */
   async sources(names: string[]): Promise<Result<Record<string, ToolSource>, TenantError>> {
     const sources: Record<string, ToolSource> = {};

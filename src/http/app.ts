@@ -6,7 +6,7 @@ import { consoleApp } from "../console/app.tsx";
 import { adminRoutes } from "./admin-routes.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
 import { docsRoutes } from "./openapi.ts";
-import { approvalRoutes, operationRoutes } from "./operations-routes.ts";
+import { approvalRoutes, operationRoutes, unknownOutcomeRoutes } from "./operations-routes.ts";
 import { ApiProblem, problemResponse } from "./problem.ts";
 import { MAX_BODY_BYTES } from "./request.ts";
 import { runRoutes } from "./runs-routes.ts";
@@ -25,6 +25,7 @@ app.route("/v1/secrets", secretRoutes);
 app.route("/v1/runs", runRoutes);
 app.route("/v1/operations", operationRoutes);
 app.route("/v1/approvals", approvalRoutes);
+app.route("/v1/unknown-outcomes", unknownOutcomeRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
 app.route("/console", consoleApp);
 

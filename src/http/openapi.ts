@@ -32,6 +32,7 @@ const ROUTES: Route[] = [
   { method: "post", path: "/v1/operations/{operation_id}/approve", summary: "Approve a call awaiting approval (decided once; four eyes by default)", auth: "approvals:decide", body: Approve },
   { method: "post", path: "/v1/operations/{operation_id}/reject", summary: "Reject a call awaiting approval", auth: "approvals:decide", body: Reject },
   { method: "get", path: "/v1/approvals", summary: "The approvals inbox, newest first (state=pending|decided, cursor, limit)", auth: "approvals:decide", query: ["state", "cursor", "limit"] },
+  { method: "get", path: "/v1/unknown-outcomes", summary: "Operations waiting for a person's verdict (outcome_unknown with no automatic way left), oldest first", auth: "operations:resolve", query: ["limit"] },
   { method: "post", path: "/v1/operations/{operation_id}/resolve", summary: "A person's verdict on an outcome_unknown", auth: "operations:resolve", body: Resolve },
   { method: "get", path: "/healthz", summary: "Liveness", auth: "none" },
 ];

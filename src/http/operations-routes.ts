@@ -15,6 +15,14 @@ async function decide(c: Context<AppEnv>, verdict: "approve" | "reject", body: z
   return c.json(unwrap(await operationStub(c, operationId).decide(tenantId, decision)));
 }
 
+/** Operations only a person can settle now (outcome_unknown, no automatic way left), oldest first. */
+export const unknownOutcomeRoutes = new Hono<AppEnv>().get("/", async (c) => {
+  const tenantId = requireScope(c, "operations:resolve");
+  const limit = Number(c.req.query("limit") ?? 100);
+  if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new ApiProblem({ code: "invalid_request", detail: "limit is 1-500" });
+  return c.json({ operations: await tenantStub(c, tenantId).listUnknowns(limit) });
+});
+
 export const approvalRoutes = new Hono<AppEnv>().get("/", async (c) => {
   const tenantId = requireScope(c, "approvals:decide");
   const query = ApprovalsQuery.safeParse(c.req.query());

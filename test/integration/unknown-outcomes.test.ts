@@ -74,6 +74,9 @@ describe("write committed, response timed out", () => {
     expect(res.body.results[0].message).toMatch(/Do not retry/);
     const operationId = res.body.results[0].operation_id as string;
     expect(await fireAlarm(operationId)).toBe(false);
+    // It is on the tenant's list of operations only a person can settle.
+    const listed = await api("GET", "/v1/unknown-outcomes");
+    expect(listed.body.operations.find((o: any) => o.operation_id === operationId)).toMatchObject({ run_id: runId, tool: name });
 
     // The model re-proposes it: still the stored unknown, no second write.
     const again = await turn(runId, [{ id: "c2", name, arguments: charge }]);
@@ -84,6 +87,7 @@ describe("write committed, response timed out", () => {
     const resolved = await api("POST", `/v1/operations/${operationId}/resolve`, { outcome: "succeeded", result: { id: "eff_manual" }, reason: "seen in the payments dashboard" });
     expect(resolved.status).toBe(200);
     expect(resolved.body.result).toEqual({ status: "succeeded", operation_id: operationId, result: { id: "eff_manual" } });
+    expect((await api("GET", "/v1/unknown-outcomes")).body.operations.map((o: any) => o.operation_id)).not.toContain(operationId);
     const twice = await api("POST", `/v1/operations/${operationId}/resolve`, { outcome: "failed", reason: "changed my mind" });
     expect(twice.status).toBe(409);
     expect(twice.body.code).toBe("not_outcome_unknown");
