@@ -85,7 +85,7 @@ export async function createRun(url, key, tools, context = {}, budgets = {}) {
   const body = {
     user: { id: "demo_user", scopes: ["payments:charge"] },
     tools,
-    context: { customer_id: "cus_demo", charge_limit: 50_000, refund_limit: 100, ...context },
+    context: { customer_id: "cus_demo", charge_limit: 50_000, refund_limit: 1_000, ...context },
     budgets,
   };
   return (await call(url, "POST", "/v1/runs", key, body)).body;
