@@ -23,7 +23,7 @@ const NEXT_ACTIONS: Record<Exclude<ModelStatus, "succeeded">, string[]> = {
   failed: ["tell_user"],
   budget_exhausted: ["tell_user"],
   cancelled: ["tell_user"],
-  outcome_unknown: ["wait", "tell_user"],
+  outcome_unknown: ["wait", "check_status", "tell_user"],
   awaiting_approval: ["wait", "check_status", "tell_user"],
   pending: ["wait"],
 };

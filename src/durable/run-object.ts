@@ -10,7 +10,8 @@ import type { Budgets } from "../domain/budget.ts";
 import type { ProposedCall } from "../domain/gate.ts";
 import type { TraceEvent } from "../domain/operation.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
-import { RUN_TEXT } from "../domain/envelope.ts";
+import { CHECK_STATUS, CHECK_STATUS_DEFINITION, checkStatusEnvelope, checkStatusId, checkStatusTarget, offersCheckStatus } from "../domain/check-status.ts";
+import { RUN_TEXT, type Envelope } from "../domain/envelope.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
   closeCalls, freezeTurn, gateTurn, hashTools, mayExecute, openOperations, operationIds, planTurn, sameGateInputs, settleTurn, turnIdentity, turnReceived, unofferedNames,
@@ -83,8 +84,12 @@ export class RunObject extends DurableObject<Env> {
         if (existing.contentHash !== identity.contentHash) return err({ code: "turn_conflict", detail: `turn ${identity.id} was posted with the same call ids and other calls; use new call ids for a new turn` });
         return ok(await this.settle(existing, waitMs, 0));
       }
-      const verdicts = gateTurn(run, this.offeredTools(run), calls);
-      const frozen = await freezeTurn(run, verdicts, await this.registered(run.tenantId, unofferedNames(verdicts)));
+      const offered = this.offeredTools(run);
+      const checks = offersCheckStatus(offered.values()) ? calls.map((call) => call.name === CHECK_STATUS) : calls.map(() => false);
+      const verdicts = gateTurn(run, offered, calls);
+      const frozen = await freezeTurn(run, verdicts, await this.registered(run.tenantId, unofferedNames(verdicts).filter((name) => name !== CHECK_STATUS || !checks.includes(true))));
+      // toolgate_check_status is answered here, at admission: a snapshot of the target, kept with the turn.
+      for (const [index, call] of calls.entries()) if (checks[index]) frozen[index] = { call: { id: call.id, name: call.name }, fixed: await this.checkStatus(run, call) };
       const rowsBefore = this.store.rowsWritten;
       const plan = this.ctx.storage.transactionSync(() => {
         const now = this.loadFor(tenantId)!;
@@ -107,11 +112,13 @@ export class RunObject extends DurableObject<Env> {
     return turn ? ok(await this.settle(turn, waitMs, 0)) : notFound("turn");
   }
 
-  /** The offered tools as plain data, for exporting definitions to the model. */
+  /** The offered tools as plain data, for exporting definitions to the model (plus toolgate_check_status with any write). */
   async toolDefinitions(tenantId: string): Promise<Result<ToolDefinition[], RunError>> {
     const run = this.loadFor(tenantId);
     if (!run) return notFound("run");
-    return ok([...this.offeredTools(run).values()].map((spec) => ({ name: spec.name, description: spec.description, inputJsonSchema: spec.inputJsonSchema, bound: Object.keys(spec.bind) })));
+    const offered = [...this.offeredTools(run).values()];
+    const definitions = offered.map((spec) => ({ name: spec.name, description: spec.description, inputJsonSchema: spec.inputJsonSchema, bound: Object.keys(spec.bind) }));
+    return ok(offersCheckStatus(offered) ? [...definitions, CHECK_STATUS_DEFINITION] : definitions);
   }
 
   /**
@@ -227,6 +234,15 @@ export class RunObject extends DurableObject<Env> {
     // Best effort: a missed cancel leaves the call closed ("may still complete"); in a cancelled run the
     // operation is still refused at its next retry (authorize).
     await Promise.allSettled([...unsettled].map((id) => operationStub(this.env, id).cancel(tenantId, by)));
+  }
+
+  /** The current envelope of an operation of this run (another run's or tenant's is "not found"). */
+  private async checkStatus(run: RunState, call: ProposedCall): Promise<Envelope> {
+    const checkId = await checkStatusId(run.tenantId, run.runId, call.id);
+    const target = checkStatusTarget(call.arguments);
+    if (!target.ok || !this.turns().some((turn) => operationIds(turn).includes(target.value))) return checkStatusEnvelope(checkId, target, null);
+    const view = await operationStub(this.env, target.value).get(run.tenantId, 0).catch(() => null);
+    return checkStatusEnvelope(checkId, target, view?.ok ? view.value.result : null);
   }
 
   /** Which of `names` the tenant knows; asked only for names the run does not offer (an unreachable tenant keeps tool_not_allowed). */

@@ -33,7 +33,10 @@ const RequestTemplate = z.strictObject({
 });
 
 export const Manifest = z.strictObject({
-  name: z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "tool names are 1-64 letters, digits, _ or -, starting with a letter"),
+  name: z
+    .string()
+    .regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "tool names are 1-64 letters, digits, _ or -, starting with a letter")
+    .refine((name) => !name.toLowerCase().startsWith("toolgate_"), "names starting with toolgate_ are reserved for built-in tools"),
   description: z.string().min(1).max(4096),
   input_schema: z.record(z.string(), z.unknown()),
   output_schema: z.record(z.string(), z.unknown()).optional(),

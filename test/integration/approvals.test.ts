@@ -207,4 +207,34 @@ describe("approvals", () => {
     const never = manifest({ url: up.url, approval: "never", preview: { url: `${up.url}/quotes` } });
     expect((await api("PUT", `/v1/tools/${never.name}`, never)).body.code).toBe("invalid_manifest");
   });
+
+  it("toolgate_check_status: offered with any write, in every format; returns the live envelope of this run's operation only", async () => {
+    const { up, runId, name } = await approvalRun();
+    for (const format of ["anthropic", "openai-responses", "openai-chat", "mcp", "native"]) {
+      const listed = JSON.stringify((await api("GET", `/v1/runs/${runId}/tools?format=${format}`)).body.tools);
+      expect(listed, format).toContain("toolgate_check_status");
+    }
+    const op = (await charge(runId, name)).body.results[0].operation_id;
+    const check = (id: string, args: unknown, run = runId) => turn(run, [{ id, name: "toolgate_check_status", arguments: args }], 0);
+    const waiting = await check("s1", { operation_id: op });
+    expect(waiting.body.results[0]).toMatchObject({ status: "succeeded", result: { status: "awaiting_approval", operation_id: op } });
+    await approve(op);
+    await operation(op, 5);
+    const done = await check("s2", { operation_id: op });
+    expect(done.body.results[0].result).toMatchObject({ status: "succeeded", operation_id: op });
+    // Another run (same tenant) cannot read it; a malformed or extra argument is refused; nothing is sent.
+    const other = await approvalRun();
+    expect((await check("s3", { operation_id: op }, other.runId)).body.results[0]).toMatchObject({ status: "rejected", code: "not_found" });
+    expect((await check("s4", { operation_id: "op_nope" })).body.results[0]).toMatchObject({ status: "rejected", code: "invalid_arguments" });
+    expect((await check("s5", { operation_id: op, force: true })).body.results[0].code).toBe("invalid_arguments");
+    expect((await up.state()).effects).toHaveLength(1);
+    // A run with reads only is not offered it.
+    const read = manifest({ url: up.url, risk: "read", idempotency: { mode: "none" } });
+    await api("PUT", `/v1/tools/${read.name}`, read);
+    const readRun = await api("POST", "/v1/runs", { user: { id: "u1" }, tools: [read.name] });
+    expect(JSON.stringify(readRun.body.tools)).not.toContain("toolgate_check_status");
+    expect((await check("s6", { operation_id: op }, readRun.body.run_id)).body.results[0].code).toBe("unknown_tool");
+    const reserved = manifest({ url: up.url, name: "toolgate_check_status" });
+    expect((await api("PUT", "/v1/tools/toolgate_check_status", reserved)).body.code).toBe("invalid_manifest");
+  });
 });

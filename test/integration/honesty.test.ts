@@ -37,7 +37,7 @@ describe("(a) keyed write: commit, then timeout, then 503 until exhaustion", () 
 
     const final = await operation(operationId);
     expect(final.body.phase).toBe("outcome_unknown");
-    expect(final.body.result).toMatchObject({ status: "outcome_unknown", allowed_next_actions: ["wait", "tell_user"] });
+    expect(final.body.result).toMatchObject({ status: "outcome_unknown", allowed_next_actions: ["wait", "check_status", "tell_user"] });
     expect(final.body.result.message).toMatch(/same idempotency key/);
     const polled = await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`);
     expect(JSON.stringify([final.body, polled.body])).not.toMatch(NOT_APPLIED);

@@ -52,7 +52,7 @@ describe("terminal outcomes", () => {
     await up.script({ kind: "status", status: 503 });
     const res = await turn(runId, [{ id: "c1", name, arguments: { amount: 1, currency: "eur" } }]);
     expect(res.status).toBe(200);
-    expect(res.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "connection_lost", allowed_next_actions: ["wait", "tell_user"] });
+    expect(res.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "connection_lost", allowed_next_actions: ["wait", "check_status", "tell_user"] });
     expect(await fireAlarm(res.body.results[0].operation_id)).toBe(false);
     expect((await up.state()).requests).toHaveLength(1);
   });

@@ -143,7 +143,7 @@ describe("settled, due time and envelopes", () => {
   it.each([
     [executing(), "pending", "executing", ["wait"]],
     [{ phase: "retry_scheduled", attempt: 1, dueAtMs: 1, firstAttemptAtMs: 0, reason: "HTTP 503", mayHaveApplied: null }, "pending", "retry_scheduled", ["wait"]],
-    [{ phase: "reconciling", attempt: 1, firstAttemptAtMs: 0, code: "timeout_unknown", ambiguousAtMs: 0, lookups: 1, startedAtMs: 0, ifNotApplied: null }, "outcome_unknown", "timeout_unknown", ["wait", "tell_user"]],
+    [{ phase: "reconciling", attempt: 1, firstAttemptAtMs: 0, code: "timeout_unknown", ambiguousAtMs: 0, lookups: 1, startedAtMs: 0, ifNotApplied: null }, "outcome_unknown", "timeout_unknown", ["wait", "check_status", "tell_user"]],
     [{ phase: "recorded", attempts: 1, recordedAtMs: 0, via: "attempt", late: false, outcome: { status: "failed", code: "permanent_failure", message: "m" } }, "failed", "permanent_failure", ["tell_user"]],
   ] as Array<[OperationState, string, string, string[]]>)("envelope for %o", (state, status, code, actions) => {
     expect(envelopeFor("op_1", state, "keyed")).toMatchObject({ status, code, operation_id: "op_1", allowed_next_actions: actions });
@@ -233,7 +233,9 @@ describe("outcome honesty: once an attempt may have applied, nothing claims it d
     expect(run.state).toMatchObject({ phase: "outcome_unknown", reconcile: "human", code: "connection_lost", attempt: 4 });
     const resend = transition(run.state, { type: "resolve", outcome: "resend", result: null, reason: "checked the ledger", by: "key_ops" }, plan("keyed"), run.nowMs + 1);
     expect(resend.ok && resend.value.state).toMatchObject({ phase: "executing", attempt: 5, mayHaveApplied: { code: "connection_lost" } });
-    expect(resend.ok && resend.value.effects).toEqual([{ kind: "set_alarm", atMs: run.nowMs + 1 + 2_000 + WATCHDOG_GRACE_MS }, { kind: "send_attempt", attempt: 5 }]);
+    // …and it leaves the list of operations waiting for a person (it entered it at exhaustion).
+    expect(run.state).toMatchObject({ phase: "outcome_unknown", reconcile: "human" });
+    expect(resend.ok && resend.value.effects).toEqual([{ kind: "set_alarm", atMs: run.nowMs + 1 + 2_000 + WATCHDOG_GRACE_MS }, { kind: "send_attempt", attempt: 5 }, { kind: "needs_person", open: false }]);
     expect(resend.ok && resend.value.trace).toEqual([
       expect.objectContaining({ type: "resolved", outcome: "resend", by: "key_ops" }),
       expect.objectContaining({ type: "attempt_started", attempt: 5, idempotency_key: "tg_test" }),
