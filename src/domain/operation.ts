@@ -67,7 +67,8 @@ export type OperationState =
   | { phase: "recorded"; outcome: Outcome; attempts: number; recordedAtMs: number; via: "attempt" | "reconcile" | "resolve"; late: boolean };
 
 export type OperationEvent =
-  | { type: "start"; inputHash: string; callId: string; tool: string }
+  /** `cancelledBy`: the run cancelled this call before its operation existed (a cancel that overtook the dispatch). */
+  | { type: "start"; inputHash: string; callId: string; tool: string; cancelledBy?: string | null }
   | { type: "attempt_finished"; attempt: number; observation: Observation }
   /** `inFlight`: this instance still has a request outstanding (memory survives only while the object lives). */
   | { type: "alarm"; inFlight: boolean }
@@ -126,7 +127,7 @@ export function transition(state: OperationState | null, event: OperationEvent, 
   const step = decideStep(state, event, plan, nowMs);
   if (!step.ok || !step.value.changed) return step;
   const effects = [...step.value.effects];
-  if (plan.resource && step.value.state.phase === "recorded" && state?.phase !== "recorded") effects.push({ kind: "release_lock" });
+  if (plan.resource && state !== null && step.value.state.phase === "recorded" && state.phase !== "recorded") effects.push({ kind: "release_lock" });
   const waitsNow = waitsForPerson(step.value.state);
   if (waitsNow !== (state !== null && waitsForPerson(state))) effects.push({ kind: "needs_person", open: waitsNow });
   return ok({ ...step.value, effects });
@@ -138,6 +139,12 @@ const waitsForPerson = (state: OperationState) => state.phase === "outcome_unkno
 function decideStep(state: OperationState | null, event: OperationEvent, plan: OperationPlan, nowMs: number): Result<Step, TransitionError> {
   if (event.type === "start") {
     if (state !== null) return err({ code: "already_started" });
+    if (event.cancelledBy) {
+      return ok(record(0, CANCELLED, "attempt", nowMs, [
+        { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
+        { type: "cancel_requested", at_ms: nowMs, by: event.cancelledBy, phase: "proposed" },
+      ]));
+    }
     if (plan.approval) {
       return ok({
         state: { phase: "awaiting_approval", requestedAtMs: nowMs },

@@ -132,7 +132,9 @@ export class OperationObject extends DurableObject<Env> {
         id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
         input: req.input.canonical, input_hash: req.input.hash, plan, created_at: nowMs,
       };
-      const started = this.apply({ type: "start", inputHash: req.input.hash, callId: req.callId, tool: spec.value.name }, frozen, secrets);
+      const tombstone = this.store.one<{ tenant_id: string; by: string }>("SELECT tenant_id, by FROM op_tombstone WHERE k = 1");
+      const cancelledBy = tombstone?.tenant_id === req.tenantId ? tombstone.by : null;
+      const started = this.apply({ type: "start", inputHash: req.input.hash, callId: req.callId, tool: spec.value.name, cancelledBy }, frozen, secrets);
       if (!started.ok) return started;
     } else {
       this.recoverOrphan();
@@ -206,7 +208,17 @@ export class OperationObject extends DurableObject<Env> {
     return ok(rows.flatMap((row) => JSON.parse(row.events) as TraceEvent[]));
   }
 
+  /**
+   * A cancel can overtake its operation's dispatch (the run closes a call whose submit is still in
+   * flight): then a tombstone is kept, and the operation, when it arrives, is recorded cancelled
+   * without sending anything.
+   */
   async cancel(tenantId: string, by: string): Promise<Result<OperationView, OperationError>> {
+    if (!this.head()) {
+      this.store.ensureSchema();
+      this.store.run("INSERT OR IGNORE INTO op_tombstone (k, tenant_id, by, at_ms) VALUES (1, ?, ?, ?)", tenantId, by, Date.now());
+      return err({ code: "not_found" });
+    }
     if (!this.headFor(tenantId)) return err({ code: "not_found" });
     const step = this.apply({ type: "cancel", by }, null);
     await this.inboxWrites;

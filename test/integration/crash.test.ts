@@ -2,7 +2,8 @@
 // from storage alone when its watchdog alarm fires.
 import { describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
-import { api, fireAlarm, manifest, operation, opStub, setup, trace, turn, upstream } from "../support/api.ts";
+import { freezeCall } from "../../src/domain/identity.ts";
+import { api, fireAlarm, manifest, operation, opStub, setup, testTenant, trace, turn, upstream } from "../support/api.ts";
 
 const charge = { amount: 900, currency: "eur" };
 
@@ -81,5 +82,22 @@ describe("recovery on demand", () => {
     expect(await fireAlarm(operationId)).toBe(true); // the scheduled resend, same key
     expect((await operation(operationId)).body.result.status).toBe("succeeded");
     expect((await up.state()).effects).toHaveLength(1);
+  });
+});
+
+describe("a cancel that overtakes its operation's dispatch", () => {
+  it("the operation, arriving after the cancel, is recorded cancelled and sends nothing", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const { tenantId } = await testTenant();
+    const frozen = await freezeCall({ tenantId, runId, tool: name, risk: "write", scope: "run", operationKey: [], input: charge, callId: "c1" });
+    // The run's close reached the (not yet existing) operation first.
+    const early = await opStub(frozen.operationId).cancel(tenantId, "key_test");
+    expect(early.ok).toBe(false);
+    const res = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(res.body.results[0]).toMatchObject({ status: "cancelled", operation_id: frozen.operationId });
+    expect((await up.state()).requests).toHaveLength(0);
+    const events = (await trace(runId)).filter((e) => e.operation_id === frozen.operationId).map((e) => e.type);
+    expect(events).toEqual(["proposed", "cancel_requested", "recorded"]);
   });
 });
