@@ -17,18 +17,17 @@ import {
 const config = JSON.parse((env as unknown as { SOAK_CONFIG?: string }).SOAK_CONFIG || "{}") as { seed?: string | null; ops?: string | null };
 const DEFAULT_SEED = 770_007;
 const SEED = config.seed ? Number(config.seed) >>> 0 : DEFAULT_SEED;
-const OPS = config.ops ? Number(config.ops) : 48;
+const OPS = config.ops ? Number(config.ops) : 60;
 const CONCURRENCY = 6;
-/** A settled operation needs at most max_attempts fires plus a few lookups; more means stuck. */
+/** A settled operation needs at most max_attempts (≤ 5) fires plus a few lookups; more means stuck. */
 const MAX_ROUNDS = 30;
-const MAX_ATTEMPTS = 5;
 
 /** Retries only when the soak fires the alarm: minutes of backoff, far beyond the soak. */
 const RETRY = { min_delay_ms: 120_000, initial_delay_ms: 240_000, max_delay_ms: 600_000, max_elapsed_ms: 3_600_000 };
 
-function toolFor(kind: Kind, url: string) {
-  const base = { url, name: unique(`soak_${kind}`), timeout_ms: TIMEOUT_MS, max_attempts: MAX_ATTEMPTS, retry: RETRY };
-  switch (kind) {
+function toolFor(op: OpPlan, url: string) {
+  const base = { url, name: unique(`soak_${op.kind}`), timeout_ms: TIMEOUT_MS, max_attempts: op.maxAttempts, retry: RETRY };
+  switch (op.kind) {
     case "keyed":
       return manifest(base);
     case "lookup":
@@ -55,7 +54,7 @@ async function conversation(plan: ConversationPlan, records: OpRecord[], problem
   const tools = await Promise.all(
     plan.ops.map(async (op) => {
       const up = upstream();
-      const tool = toolFor(op.kind, up.url);
+      const tool = toolFor(op, up.url);
       const put = await api("PUT", `/v1/tools/${tool.name}`, tool);
       if (put.status !== 201) throw new Error(`tool registration failed: ${JSON.stringify(put.body)}`);
       if (op.faults.length > 0) await up.script(...op.faults);

@@ -50,10 +50,13 @@ const FAULTS: Array<[number, (rng: Rng) => Fault]> = [
   [1, () => ({ kind: "hang" })],
   [2, () => ({ kind: "reset" })],
   [2, (rng) => ({ kind: "slow", delayMs: between(rng, 10, TIMEOUT_MS - 100) })],
-  [2, (rng) => ({ kind: "slow", delayMs: between(rng, TIMEOUT_MS + 50, SLOW_MAX_MS) })],
+  [3, (rng) => ({ kind: "slow", delayMs: between(rng, TIMEOUT_MS + 50, SLOW_MAX_MS) })],
   [1, () => ({ kind: "headers_then_stall" })],
   [1, () => ({ kind: "headers_then_drop" })],
   [2, (rng) => ({ kind: "gateway", status: pick(rng, [521, 522, 523]) })],
+  // A proxy's 5xx never reaches the idempotency layer: after a committed attempt it is what keeps
+  // a keyed write from being answered by its stored replay (the soak's finding 1 of issue 7).
+  [1, (rng) => ({ kind: "gateway", status: pick(rng, [502, 503]) })],
   [1, () => ({ kind: "invalid_json" })],
 ];
 const FAULT_WEIGHT = FAULTS.reduce((sum, [weight]) => sum + weight, 0);
@@ -67,11 +70,42 @@ function drawFault(rng: Rng): Fault {
   return { kind: "ok" };
 }
 
+/** Faults after which the write may have taken effect without toolgate learning so. */
+const AMBIGUOUS: Array<(rng: Rng) => Fault> = [
+  () => ({ kind: "commit_then_hang" }),
+  () => ({ kind: "commit_then_reset" }),
+  () => ({ kind: "hang" }),
+  // Twice: an answer that outlives the timeout and commits later is issue 7's finding 2.
+  (rng) => ({ kind: "slow", delayMs: between(rng, TIMEOUT_MS + 50, SLOW_MAX_MS) }),
+  (rng) => ({ kind: "slow", delayMs: between(rng, TIMEOUT_MS + 50, SLOW_MAX_MS) }),
+  () => ({ kind: "status", status: 500, commit: true }),
+  () => ({ kind: "headers_then_drop" }),
+];
+
+/**
+ * A third of the scripts are the shape issue 7 found lies in: an ambiguous attempt, then proxies
+ * answering 5xx/52x until the budget runs out (they never reach the idempotency layer, so the
+ * stored replay cannot settle it). The rest: 0–5 random faults, a quarter of them ending with
+ * their last fault repeated (a flapping upstream).
+ */
+function drawFaults(rng: Rng): Fault[] {
+  if (rng() < 0.33) {
+    const tail = Array.from({ length: between(rng, 1, 4) }, (): Fault => ({ kind: "gateway", status: pick(rng, [502, 503, 521, 522, 523]) }));
+    return [pick(rng, AMBIGUOUS)(rng), ...tail];
+  }
+  const faults = Array.from({ length: pick(rng, [0, 1, 1, 2, 2, 3, 4, 5]) }, () => drawFault(rng));
+  const last = faults[faults.length - 1];
+  if (last && rng() < 0.25) faults.push(...Array.from({ length: between(rng, 1, 3) }, () => last));
+  return faults;
+}
+
 export type OpPlan = {
   kind: Kind;
   args: { amount: number; currency: "usd" | "eur" };
   /** Scripted on the operation's own namespace, consumed in order by its requests (lookups included). */
   faults: Fault[];
+  /** The tool's max_attempts: small budgets reach exhaustion after an ambiguous attempt. */
+  maxAttempts: number;
   /** The model re-proposes it later: a new call id, the same arguments. */
   repropose: boolean;
 };
@@ -90,9 +124,13 @@ export type ConversationPlan = {
   abortRunAtRound: number | null;
 };
 
-/** Conversations of 1–3 calls each until `ops` operations are planned; amounts are unique per soak. */
+/**
+ * Conversations of 1–3 calls each until `ops` operations are planned; amounts are unique per soak.
+ * Kinds rotate (from a seeded start), so every kind gets a quarter of the operations.
+ */
 export function planSoak(seed: number, ops: number): ConversationPlan[] {
   const plans: ConversationPlan[] = [];
+  const rotation = Math.floor(mulberry32(seed)() * KINDS.length);
   let planned = 0;
   for (let index = 0; planned < ops; index++) {
     const rng = streamFor(seed, index);
@@ -100,9 +138,10 @@ export function planSoak(seed: number, ops: number): ConversationPlan[] {
     const conversation: ConversationPlan = {
       index,
       ops: Array.from({ length: size }, (_, i) => ({
-        kind: pick(rng, KINDS),
+        kind: KINDS[(rotation + planned + i) % KINDS.length]!,
         args: { amount: planned + i + 1, currency: pick(rng, ["usd", "eur"] as const) },
-        faults: Array.from({ length: pick(rng, [0, 1, 1, 2, 2, 3, 4]) }, () => drawFault(rng)),
+        faults: drawFaults(rng),
+        maxAttempts: pick(rng, [2, 2, 3, 3, 4, 5]),
         repropose: rng() < 0.35,
       })),
       waitSeconds: pick(rng, [0, 0, 1]),
