@@ -149,23 +149,32 @@ async function conversation(plan: ConversationPlan, records: OpRecord[], problem
       bump(events, "run aborts");
       await runInDurableObject((env as any).RUNS.get((env as any).RUNS.idFromName(runId)), (_i: unknown, state: DurableObjectState) => state.abort("soak: run crash")).catch(() => {});
     }
-    for (const op of tracked) {
-      if (rng() < plan.abortChance) await abort(op.operationId);
-      const view = (await operation(op.operationId)).body;
-      see(view.result);
-      if (view.phase === "recorded") continue;
-      if (view.phase === "retry_scheduled") {
-        bump(events, "alarms fired");
-        await fireAlarm(op.operationId);
-      } else if (view.phase === "outcome_unknown") {
-        // A lookup deferred for the settle window is due within it: wait for that, then fire.
-        const polled = (await operation(op.operationId, 2)).body;
-        see(polled.result);
-        if (polled.phase === "outcome_unknown" && (await fireAlarm(op.operationId))) bump(events, "alarms fired");
-      } else {
+    // The round's choices are drawn up front, so concurrency never reorders the stream.
+    const choices = tracked.map(() => ({ abort: rng() < plan.abortChance, twice: rng() < 0.15 }));
+    const repost = rng() < 0.2;
+    // Operations step concurrently (as alarms and polls would arrive), sometimes beside a re-post.
+    await Promise.all([
+      repost ? post(calls, 0).then(() => bump(events, "re-posts while driving")) : null,
+      ...tracked.map(async (op, i) => {
+        if (choices[i]!.abort) await abort(op.operationId);
+        const view = (await operation(op.operationId)).body;
+        see(view.result);
+        if (view.phase === "recorded") return;
+        // Alarms are at-least-once: sometimes the same alarm is fired twice at once.
+        const fire = async () => {
+          const fired = await Promise.all(choices[i]!.twice ? [fireAlarm(op.operationId), fireAlarm(op.operationId)] : [fireAlarm(op.operationId)]);
+          bump(events, "alarms fired", fired.filter(Boolean).length);
+        };
+        if (view.phase === "retry_scheduled") return fire();
+        if (view.phase === "outcome_unknown") {
+          // A lookup deferred for the settle window is due within it: wait for that, then fire.
+          const polled = (await operation(op.operationId, 2)).body;
+          see(polled.result);
+          return polled.phase === "outcome_unknown" ? fire() : undefined;
+        }
         see((await operation(op.operationId, 2)).body.result); // executing or reconciling: bounded by the timeout
-      }
-    }
+      }),
+    ]);
   }
   counts.maxRounds = Math.max(counts.maxRounds, rounds);
   if (rounds === MAX_ROUNDS) problem(`not settled after ${MAX_ROUNDS} rounds (stuck)`);
