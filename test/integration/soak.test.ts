@@ -150,19 +150,29 @@ async function conversation(plan: ConversationPlan, records: OpRecord[], problem
       await runInDurableObject((env as any).RUNS.get((env as any).RUNS.idFromName(runId)), (_i: unknown, state: DurableObjectState) => state.abort("soak: run crash")).catch(() => {});
     }
     // The round's choices are drawn up front, so concurrency never reorders the stream.
-    const choices = tracked.map(() => ({ abort: rng() < plan.abortChance, twice: rng() < 0.15 }));
+    const choices = tracked.map(() => ({ abort: rng() < plan.abortChance, twice: rng() < 0.15, beside: rng() < 0.5 }));
     const repost = rng() < 0.2;
     // Operations step concurrently (as alarms and polls would arrive), sometimes beside a re-post.
     await Promise.all([
       repost ? post(calls, 0).then(() => bump(events, "re-posts while driving")) : null,
       ...tracked.map(async (op, i) => {
-        if (choices[i]!.abort) await abort(op.operationId);
+        // An abort either precedes the step or races the re-post (a crash while a request is served).
+        if (choices[i]!.abort && (!repost || !choices[i]!.beside)) await abort(op.operationId);
+        const racing = choices[i]!.abort && repost && choices[i]!.beside ? abort(op.operationId) : null;
+        await step(op, choices[i]!.twice);
+        await racing;
+      }),
+    ]);
+  }
+  /** One drive step: fire what waits for an alarm (`twice`: the same alarm twice at once), long-poll what is in flight. */
+  async function step(op: Tracked, twice: boolean): Promise<void> {
+    {
         const view = (await operation(op.operationId)).body;
         see(view.result);
         if (view.phase === "recorded") return;
         // Alarms are at-least-once: sometimes the same alarm is fired twice at once.
         const fire = async () => {
-          const fired = await Promise.all(choices[i]!.twice ? [fireAlarm(op.operationId), fireAlarm(op.operationId)] : [fireAlarm(op.operationId)]);
+          const fired = await Promise.all(twice ? [fireAlarm(op.operationId), fireAlarm(op.operationId)] : [fireAlarm(op.operationId)]);
           bump(events, "alarms fired", fired.filter(Boolean).length);
         };
         if (view.phase === "retry_scheduled") return fire();
@@ -173,8 +183,7 @@ async function conversation(plan: ConversationPlan, records: OpRecord[], problem
           return polled.phase === "outcome_unknown" ? fire() : undefined;
         }
         see((await operation(op.operationId, 2)).body.result); // executing or reconciling: bounded by the timeout
-      }),
-    ]);
+    }
   }
   counts.maxRounds = Math.max(counts.maxRounds, rounds);
   if (rounds === MAX_ROUNDS) problem(`not settled after ${MAX_ROUNDS} rounds (stuck)`);

@@ -48,6 +48,9 @@ const FAULTS: Array<[number, (rng: Rng) => Fault]> = [
   [2, () => ({ kind: "commit_then_hang" })],
   [2, () => ({ kind: "commit_then_reset" })],
   [1, () => ({ kind: "hang" })],
+  // Drawn by a status lookup, these answer it too: an inconclusive lookup is asked again later.
+  [1, (rng) => ({ kind: "status", status: pick(rng, [500, 503]), lookups: true })],
+  [1, () => ({ kind: "hang", lookups: true })],
   [2, () => ({ kind: "reset" })],
   [2, (rng) => ({ kind: "slow", delayMs: between(rng, 10, TIMEOUT_MS - 100) })],
   [3, (rng) => ({ kind: "slow", delayMs: between(rng, TIMEOUT_MS + 50, SLOW_MAX_MS) })],
@@ -216,7 +219,9 @@ export function violations(op: OpRecord): string[] {
 export const faultName = (fault: Fault): string => {
   switch (fault.kind) {
     case "status":
-      return `status ${fault.status}${fault.commit ? "+commit" : ""}`;
+      return `status ${fault.status}${fault.commit ? "+commit" : ""}${fault.lookups ? " (lookups too)" : ""}`;
+    case "hang":
+      return `hang${fault.lookups ? " (lookups too)" : ""}`;
     case "gateway":
       return `gateway ${fault.status}`;
     case "slow":
