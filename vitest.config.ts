@@ -23,6 +23,8 @@ export default defineConfig({
                 SHOP_API_KEY: "sk_test_shop_secret",
                 TOOLGATE_MODEL_PRICES: JSON.stringify({ "*": { input_per_mtok: 1000, output_per_mtok: 2000 } }),
                 DEMO_UPSTREAM_URL: `${inject("upstreamUrl")}/ns/code-tools`,
+                // The fault soak's seed and size (SOAK_SEED, SOAK_OPS); empty: its defaults.
+                SOAK_CONFIG: JSON.stringify(inject("soakConfig")),
               },
             },
           })),

@@ -9,12 +9,14 @@ import type { AddressInfo } from "node:net";
 
 export type Fault =
   | { kind: "ok" }
-  | { kind: "status"; status: number; retryAfter?: string; commit?: boolean; body?: unknown }
+  /** `lookups`: a status lookup that draws this fault answers `status` too (otherwise lookups ignore their fault). */
+  | { kind: "status"; status: number; retryAfter?: string; commit?: boolean; body?: unknown; lookups?: boolean }
   /** Answered by a proxy in front of the API (a load balancer, Cloudflare's edge): the API and its idempotency layer never see the request. */
   | { kind: "gateway"; status: number; retryAfter?: string }
   | { kind: "commit_then_hang" }
   | { kind: "commit_then_reset" }
-  | { kind: "hang" }
+  /** `lookups`: a status lookup that draws this fault hangs too (otherwise lookups ignore their fault). */
+  | { kind: "hang"; lookups?: boolean }
   | { kind: "reset" }
   | { kind: "slow"; delayMs: number }
   | { kind: "invalid_json" }
@@ -155,6 +157,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     // Status lookup: GET /effects?idempotency_key=K → 200 with the stored response body, or 404.
     // K matches an Idempotency-Key or an X-Client-Reference sent with the original write.
     if (method === "GET" && path === "/effects") {
+      if (fault.kind === "status" && fault.lookups) return json(res, fault.status, { error: `scripted ${fault.status}` });
+      if (fault.kind === "hang" && fault.lookups) return void hanging.add(res);
       const lookupKey = url.searchParams.get("idempotency_key") ?? "";
       const stored = space.keys.get(lookupKey)?.response ?? space.references.get(lookupKey);
       return stored ? json(res, 200, stored.body) : json(res, 404, { error: "no such effect" });
