@@ -89,3 +89,11 @@ export function problemPage(c: Context<ConsoleEnv>, status: Exclude<Status, 200>
     status,
   );
 }
+
+/** A POST's outcome, shown once on the page it redirected to (see flash.ts). */
+export const FlashBox: FC<{ flash: { tone: "ok" | "error" | "info"; text: string } | null }> = ({ flash }) =>
+  flash ? (
+    <div class={flash.tone === "error" ? "alert" : flash.tone === "ok" ? "notice success" : "notice"} role={flash.tone === "error" ? "alert" : "status"} data-flash={flash.tone}>
+      <p>{flash.text}</p>
+    </div>
+  ) : null;

@@ -59,6 +59,6 @@ export async function loginTokenValid(signingKey: string, nonce: string | undefi
   return typeof given === "string" && !!nonce && nonce.length >= 16 && constantTimeEqual(given, await loginToken(signingKey, nonce));
 }
 
-function fromBase64url(text: string): Uint8Array {
+export function fromBase64url(text: string): Uint8Array {
   return Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0));
 }

@@ -94,6 +94,50 @@ ol.timeline .details { overflow-wrap: anywhere; }
 .kv { display: inline; margin: 0 0.9rem 0 0; }
 ol.timeline ul { margin: 0.25rem 0 0; padding-left: 1.1rem; }
 .kv b { font-weight: 600; color: var(--muted); }
+.notice.success { border-left-color: var(--ok); background: #e7f4ea; color: #0d3d1b; }
+.empty { color: var(--muted); font-style: italic; }
+nav.tabs { display: flex; gap: 0.25rem; border-bottom: 1px solid var(--line); margin: 0 0 1.25rem; }
+nav.tabs a { padding: 0.5rem 1rem; text-decoration: none; color: var(--fg); border: 1px solid transparent; border-bottom: 0; border-radius: var(--radius) var(--radius) 0 0; margin-bottom: -1px; }
+nav.tabs a:hover { background: var(--panel); }
+nav.tabs a[aria-current="page"] { background: var(--bg); border-color: var(--line); font-weight: 600; color: var(--accent); }
+nav.pager { display: flex; gap: 1.5rem; margin: 1rem 0; }
+
+.item { border: 1px solid var(--line); border-radius: var(--radius); margin: 0 0 1.5rem; background: var(--bg); }
+.item > header { display: flex; flex-wrap: wrap; gap: 0.5rem 0.75rem; align-items: center; padding: 0.75rem 1.25rem; background: var(--panel); border-bottom: 1px solid var(--line); border-radius: var(--radius) var(--radius) 0 0; }
+.item > header h2 { margin: 0; font-size: 1.2rem; font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; overflow-wrap: anywhere; }
+.item-body { padding: 1rem 1.25rem 1.25rem; }
+.item-body > h3 { margin: 1.25rem 0 0.5rem; }
+.chip { font-size: 0.85rem; font-weight: 600; color: var(--warn); }
+.chip.expired { color: var(--danger); }
+code.method { font-weight: 700; }
+pre { margin: 0; padding: 0.75rem 1rem; background: #f0f3f7; border: 1px solid var(--line); border-radius: var(--radius); overflow-x: auto; white-space: pre-wrap; overflow-wrap: anywhere; font-size: 0.9rem; line-height: 1.45; max-height: 28rem; }
+pre code { font-size: inherit; }
+.preview > p { margin-top: 0; }
+.fingerprint { margin-top: 1rem; font-size: 0.8rem; }
+
+.decide { display: grid; gap: 1rem 1.5rem; grid-template-columns: repeat(auto-fit, minmax(18rem, 1fr)); margin-top: 1.25rem; padding-top: 1rem; border-top: 1px solid var(--line); }
+.decide form.stack { max-width: none; }
+textarea {
+  font: inherit; padding: 0.5rem 0.65rem; border: 1px solid #7b8594; border-radius: var(--radius); width: 100%; background: #ffffff; color: var(--fg); resize: vertical;
+}
+textarea.mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: 0.9rem; }
+button.approve { background: var(--ok); border-color: var(--ok); }
+button.approve:hover { background: #0e5222; }
+button.reject { background: #ffffff; color: var(--danger); border-color: var(--danger); }
+button.reject:hover { background: #fdecec; }
+
+form.resolve { max-width: 40rem; margin-top: 1.25rem; padding-top: 1rem; border-top: 1px solid var(--line); }
+fieldset { border: 1px solid var(--line); border-radius: var(--radius); padding: 0.5rem 1rem 0.75rem; margin: 0; }
+legend { font-weight: 600; padding: 0 0.35rem; }
+.choice { display: grid; grid-template-columns: auto 1fr; gap: 0 0.6rem; align-items: baseline; padding: 0.35rem 0; }
+.choice input { margin: 0; width: 1.1rem; height: 1.1rem; accent-color: var(--accent); }
+.choice label { font-weight: 600; }
+.choice .hint { grid-column: 2; margin: 0; }
+table.attempts td { font-size: 0.92rem; }
+.observed { display: block; margin-top: 0.2rem; color: var(--muted); }
+table.decided details { margin-top: 0.25rem; }
+table.decided summary { cursor: pointer; color: var(--accent); font-size: 0.9rem; }
+table.decided pre { margin-top: 0.35rem; max-width: 28rem; }
 @media (max-width: 40rem) {
   ol.timeline > li { grid-template-columns: 1fr; }
   .who { margin-left: 0; }

@@ -32,7 +32,8 @@ function statusOf(events: TraceEvent[]): { status: string; code: string | null }
     const event = events[i]!;
     if (event.type === "recorded") return { status: String(event.status), code: typeof event.code === "string" ? event.code : null };
     if (event.type === "outcome_unknown") return { status: "outcome_unknown", code: typeof event.code === "string" ? event.code : null };
-    if (event.type === "approval_requested") return { status: "awaiting_approval", code: null };
+    // The state machine logs `awaiting_approval`; `approval_requested` is the older name.
+    if (event.type === "awaiting_approval" || event.type === "approval_requested") return { status: "awaiting_approval", code: null };
   }
   return { status: "pending", code: null };
 }
@@ -70,6 +71,14 @@ export function describeEvent(event: TraceEvent): { label: string; fields: Array
       return { label: "Refused before the next attempt", fields: omit() };
     case "cancel_requested":
       return { label: "Cancel requested", fields: omit() };
+    case "awaiting_approval":
+      return { label: "Waiting for approval", fields: [...omit("expires_at_ms"), ...(typeof rest.expires_at_ms === "number" ? ([["expires", `${new Date(rest.expires_at_ms).toISOString().replace("T", " ").slice(0, 19)} UTC`]] as Array<[string, unknown]>) : [])] };
+    case "preview":
+      return { label: "Preview for the approver", fields: omit() };
+    case "approval_decided":
+      return { label: rest.verdict === "approve" ? "Approved by a person" : rest.verdict === "reject" ? "Rejected by a person" : "Approval decided", fields: omit() };
+    case "approval_expired":
+      return { label: "Approval expired", fields: omit("requested_at_ms") };
     default:
       return { label: humanize(type), fields: omit() };
   }

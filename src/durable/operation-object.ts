@@ -9,7 +9,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { needsApproval, type Decision } from "../domain/approval.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
-import { repeatSafety } from "../domain/classify.ts";
+import { repeatSafety, type RepeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
 import { isSettled, transition, WATCHDOG_GRACE_MS, type OperationPlan, type OperationEvent, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
@@ -48,6 +48,8 @@ export type OperationView = {
   phase: OperationState["phase"];
   input_hash: string;
   idempotency_key: string;
+  /** How the tool can be repeated: only `keyed` may be resent after an unknown outcome (the console's resolve form). */
+  repeat_safety: RepeatSafety;
   created_at: string;
   result: Envelope;
   /** The result arrived after the operation was cancelled; it was not reported to the closed turn. */
@@ -592,6 +594,7 @@ export class OperationObject extends DurableObject<Env> {
       phase: state.phase,
       input_hash: frozen.input_hash,
       idempotency_key: frozen.plan.idempotencyKey,
+      repeat_safety: frozen.plan.safety,
       created_at: new Date(frozen.created_at).toISOString(),
       result: envelopeFor(frozen.id, state, frozen.plan.safety),
       late: state.phase === "recorded" && state.late,
