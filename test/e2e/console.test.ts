@@ -1,7 +1,8 @@
 // The console end to end, as a person uses it: `wrangler dev` with the demo upstream and tenant,
 // real headless Chromium (Debian's package, driven by playwright-core). Sign in with a wrong key
 // (refused) and the right one, open the run an agent drove through the API, and read its
-// timeline; a POST forged outside the page (the cookie, but no CSRF token) is refused. Every wait
+// timeline; approve a refund over 100 from the approvals inbox (nothing sent before, one refund
+// after, the timeline shows the decision before the attempt); a POST forged outside the page (the cookie, but no CSRF token) is refused. Every wait
 // is on a selector, a URL or a response, never on time. Screenshots: test-results/console/*.png.
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -121,9 +122,57 @@ describe("console in a real browser", () => {
     expect(await page.locator("#run-budgets").locator("xpath=..").innerText()).toMatch(/Turns\s+2\s+none\s+Tool calls\s+2\s+none/);
     await shot("04-run");
 
-    await page.getByRole("link", { name: "Pending approvals" }).click();
-    await page.getByRole("heading", { name: "Pending approvals" }).waitFor();
-    await shot("05-approvals-placeholder");
+  });
+
+  it("approves a refund over 100 from the inbox: nothing is sent before, exactly one refund after, and the run's timeline shows it", async () => {
+    const { run_id: runId, run_token: runToken } = demo.run;
+    const effectsBefore = (await (await fetch(`${upstream.url}/_control/state`)).json()).effects.length;
+    const asked = await call(toolgate.url, "POST", `/v1/runs/${runId}/turns?format=native`, runToken, {
+      calls: [{ id: "call_refund", name: "refund_order", arguments: { order_id: "ord_1001", amount: 250, reason: "damaged" } }],
+    });
+    expect(asked.status).toBe(202);
+    const waiting = asked.body.results[0];
+    expect(waiting).toMatchObject({ status: "awaiting_approval" });
+    const opId = waiting.operation_id as string;
+
+    await page.goto(`${base}/console`);
+    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Pending approvals" }).click();
+    await page.getByRole("heading", { name: "Approvals", exact: true }).waitFor();
+    const card = page.locator(`article[data-operation="${opId}"]`);
+    await card.waitFor();
+    expect(JSON.parse(await card.locator('pre[data-role="arguments"]').innerText())).toEqual({ order_id: "ord_1001", amount: 250, reason: "damaged", customer_id: "cus_demo" });
+    expect(await card.locator("dl.facts").innerText()).toContain("/orders/ord_1001/refunds");
+    // The preview (a read of the order) was fetched once, when approval was requested.
+    expect(await card.locator('pre[data-role="preview"]').innerText()).toContain("ord_1001");
+    let state = await (await fetch(`${upstream.url}/_control/state`)).json();
+    expect(state.effects.length).toBe(effectsBefore);
+    await shot("05-approvals-pending");
+
+    await card.getByLabel("Reason for approving").fill("Photo of the damage checks out");
+    await Promise.all([page.waitForURL(`${base}/console/approvals`), card.getByRole("button", { name: "Approve and run" }).click()]);
+    await page.locator('[data-flash="ok"]').waitFor();
+    expect(await page.locator('[data-flash="ok"]').innerText()).toContain("Approved refund_order");
+    expect(await page.locator(`article[data-operation="${opId}"]`).count()).toBe(0);
+    await shot("06-approvals-approved");
+
+    const settled = await call(toolgate.url, "GET", `/v1/runs/${runId}/turns/${asked.body.turn_id}?format=native&wait=30`, runToken);
+    expect(settled.body.results[0]).toMatchObject({ status: "succeeded", operation_id: opId });
+    state = await (await fetch(`${upstream.url}/_control/state`)).json();
+    const refunds = state.effects.slice(effectsBefore);
+    expect(refunds).toHaveLength(1);
+    expect(refunds[0].path).toBe("/orders/ord_1001/refunds");
+
+    await page.goto(`${base}/console/approvals?state=decided`);
+    const row = page.locator(`tr[data-operation="${opId}"]`);
+    expect(await row.innerText()).toContain("Photo of the damage checks out");
+    await page.goto(`${base}/console/runs/${runId}`);
+    const refund = page.locator(`section.op[id="${opId}"]`);
+    await refund.waitFor();
+    expect(await refund.getAttribute("data-status")).toBe("succeeded");
+    const steps = await refund.locator("ol.timeline > li .what").allInnerTexts();
+    expect(steps.indexOf("Attempt 1 sent")).toBeGreaterThan(steps.findIndex((s) => /approv/i.test(s)));
+    expect(steps.at(-1)).toBe("Recorded: succeeded");
+    await shot("07-run-after-approval");
   });
 
   it("refuses a POST forged outside the page (the session cookie, no CSRF token); the page's own form works", async () => {
@@ -147,6 +196,6 @@ describe("console in a real browser", () => {
     await Promise.all([page.waitForURL(/\/console\/sign-in\?ended=signed_out/), page.getByRole("button", { name: "Sign out" }).click()]);
     await page.getByText("You are signed out.").waitFor();
     expect((await context.cookies()).some((c) => c.name === "tg_console")).toBe(false);
-    await shot("06-signed-out");
+    await shot("08-signed-out");
   });
 });

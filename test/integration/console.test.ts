@@ -175,13 +175,175 @@ describe("console run page", () => {
     expect(go.headers.get("Location")).toBe(`/console/runs/${runId}`);
   });
 
-  it("placeholders for the approval and unknown-outcome queues are linked from the nav", async () => {
+  it("links the approval and unknown-outcome queues from the nav; each needs its scope", async () => {
     const t = await newTenant(["runs:read"]);
     const { home, session } = await signIn(t.key);
     expect(home.text).toContain('href="/console/approvals"');
     expect(home.text).toContain('href="/console/unknown-outcomes"');
-    expect((await get("/console/approvals", session)).status).toBe(200);
-    expect((await get("/console/unknown-outcomes", session)).status).toBe(200);
+    expect((await get("/console/approvals", session)).status).toBe(403);
+    expect((await get("/console/unknown-outcomes", session)).status).toBe(403);
     expect((await get("/console/nothing-here", session)).status).toBe(404);
+  });
+});
+
+/** A tenant with a key for the console and one irreversible tool whose every call waits for approval. */
+async function approvalTenant(toolOverrides: Record<string, unknown> = {}) {
+  const t = await newTenant(["runs:write", "runs:read", "tools:write", "traces:read", "approvals:decide", "operations:resolve"]);
+  const auth = { Authorization: `Bearer ${t.key}` };
+  const up = upstream();
+  const tool = manifest({
+    url: up.url,
+    risk: "irreversible_write",
+    input_schema: { type: "object", additionalProperties: false, properties: { amount: { type: "integer" }, currency: { type: "string" } }, required: ["amount", "currency"] },
+    ...toolOverrides,
+  });
+  expect((await api("PUT", `/v1/tools/${tool.name}`, tool, auth)).status).toBe(201);
+  const run = await api("POST", "/v1/runs", { user: { id: "end_user", scopes: [] }, tools: [tool.name] }, auth);
+  expect(run.status).toBe(201);
+  const runId = run.body.run_id as string;
+  const call = async (args: Record<string, unknown>) => {
+    const res = await api("POST", `/v1/runs/${runId}/turns?format=native`, { calls: [{ id: `call_${Math.random().toString(36).slice(2)}`, name: tool.name, arguments: args }] }, { ...auth, Prefer: "wait=0" });
+    return res.body.results[0] as { status: string; operation_id: string };
+  };
+  return { t, auth, up, tool, runId, call, ...(await signIn(t.key)) };
+}
+
+const flashOf = async (session: string, path: string) => {
+  const page = await get(path, session);
+  return { page, flash: /data-flash="[a-z]+"><p>([\s\S]*?)<\/p>/.exec(page.text)?.[1] ?? "" };
+};
+const cookieAfter = (session: string, res: { cookies: string[] }) => {
+  const flash = res.cookies.find((c) => c.startsWith("tg_console_flash="));
+  return flash ? `${session}; ${cookiePair(flash)}` : session;
+};
+
+describe("console approvals", () => {
+  it("shows exactly what will run; approve sends it once; the decided tab records who and why", async () => {
+    const { up, tool, runId, call, session, csrf } = await approvalTenant();
+    const waiting = await call({ amount: 250, currency: "<b>usd</b>" });
+    expect(waiting.status).toBe("awaiting_approval");
+    const inbox = await get("/console/approvals", session);
+    expect(inbox.status).toBe(200);
+    const card = inbox.text.slice(inbox.text.indexOf(`data-operation="${waiting.operation_id}"`));
+    expect(card).toContain(tool.name);
+    expect(card).toContain("&quot;amount&quot;: 250");
+    expect(card).toContain("&lt;b&gt;usd&lt;/b&gt;");
+    expect(card).not.toContain("<b>usd</b>");
+    expect(card).toContain("end_user");
+    expect(card).toContain(`/console/runs/${runId}`);
+    const inputHash = hidden(card, "input_hash");
+    const policyVersion = hidden(card, "policy_version");
+    expect(inputHash).toMatch(/^[0-9a-f]{64}$/);
+    expect(policyVersion.length).toBeGreaterThan(8);
+    expect((await up.state()).requests).toHaveLength(0);
+
+    // A form bound to other arguments, or one that does not say, decides nothing.
+    const path = `/console/approvals/${waiting.operation_id}/approve`;
+    const mismatch = await post(path, { csrf, input_hash: "0".repeat(64), policy_version: policyVersion }, session);
+    expect(mismatch.status).toBe(303);
+    expect((await flashOf(cookieAfter(session, mismatch), "/console/approvals")).flash).toContain("Nothing was decided");
+    const unbound = await post(path, { csrf }, session);
+    expect((await flashOf(cookieAfter(session, unbound), "/console/approvals")).flash).toContain("did not say which arguments");
+    expect((await post(`/console/approvals/${waiting.operation_id}/reject`, { csrf, input_hash: inputHash, policy_version: policyVersion, reason: " " }, session)).status).toBe(303);
+    expect((await up.state()).requests).toHaveLength(0);
+
+    const approved = await post(path, { csrf, input_hash: inputHash, policy_version: policyVersion, reason: "checked the order" }, session);
+    expect(approved.status).toBe(303);
+    expect(approved.headers.get("Location")).toBe("/console/approvals");
+    expect((await flashOf(cookieAfter(session, approved), "/console/approvals")).flash).toContain(`Approved ${tool.name}`);
+    // Deciding again through the console is answered with the recorded decision, nothing more is sent.
+    const again = await post(path, { csrf, input_hash: inputHash, policy_version: policyVersion }, session);
+    expect((await flashOf(cookieAfter(session, again), "/console/approvals")).flash).toMatch(/Approved|already approved/);
+    const state = await up.state();
+    expect(state.effects).toHaveLength(1);
+    expect(state.requests[0]!.body).toMatchObject({ amount: 250, currency: "<b>usd</b>" });
+
+    const pending = await get("/console/approvals", session);
+    expect(pending.text).not.toContain(`data-operation="${waiting.operation_id}"`);
+    const decided = await get("/console/approvals?state=decided", session);
+    const row = decided.text.slice(decided.text.indexOf(`data-operation="${waiting.operation_id}"`));
+    expect(row).toContain("checked the order");
+    expect(row).toContain(`class="badge approved"`);
+    expect((await get("/console/approvals?state=everything", session)).status).toBe(400);
+  });
+
+  it("reject needs a reason; a rejected call never runs; four eyes holds for the console too", async () => {
+    const { up, tool, auth, call, session, csrf } = await approvalTenant();
+    const waiting = await call({ amount: 900, currency: "usd" });
+    const card = (await get("/console/approvals", session)).text;
+    const bound = { csrf, input_hash: hidden(card, "input_hash"), policy_version: hidden(card, "policy_version") };
+    const rejected = await post(`/console/approvals/${waiting.operation_id}/reject`, { ...bound, reason: "customer withdrew" }, session);
+    expect((await flashOf(cookieAfter(session, rejected), "/console/approvals")).flash).toContain(`Rejected ${tool.name}`);
+    const view = await api("GET", `/v1/operations/${waiting.operation_id}`, undefined, auth);
+    expect(view.body.result).toMatchObject({ status: "rejected", code: "approval_rejected" });
+    const late = await post(`/console/approvals/${waiting.operation_id}/approve`, bound, session);
+    expect((await flashOf(cookieAfter(session, late), "/console/approvals")).flash).toContain("already rejected");
+    expect((await up.state()).requests).toHaveLength(0);
+
+    // The approver is the key's name ("test"); a run whose end user is "test" cannot be approved by it.
+    const selfRun = await api("POST", "/v1/runs", { user: { id: "test", scopes: [] }, tools: [tool.name] }, auth);
+    const own = await api("POST", `/v1/runs/${selfRun.body.run_id}/turns?format=native`, { calls: [{ id: "call_self", name: tool.name, arguments: { amount: 5, currency: "usd" } }] }, { ...auth, Prefer: "wait=0" });
+    const ownOp = own.body.results[0].operation_id as string;
+    const ownCard = (await get("/console/approvals", session)).text;
+    const slice = ownCard.slice(ownCard.indexOf(`data-operation="${ownOp}"`));
+    const self = await post(`/console/approvals/${ownOp}/approve`, { csrf, input_hash: hidden(slice, "input_hash"), policy_version: hidden(slice, "policy_version") }, session);
+    expect((await flashOf(cookieAfter(session, self), "/console/approvals")).flash).toContain("four eyes");
+    expect((await up.state()).requests).toHaveLength(0);
+  });
+
+  it("a flash cookie forged or taken from another session is not shown", async () => {
+    const { session, csrf, t } = await approvalTenant();
+    const unbound = await post(`/console/approvals/op_01ARZ3NDEKTSV4RRFFQ69G5FAV/approve`, { csrf }, session);
+    const flashCookie = cookiePair(unbound.cookies.find((c) => c.startsWith("tg_console_flash="))!);
+    const other = await signIn(t.key);
+    expect((await flashOf(`${other.session}; ${flashCookie}`, "/console/approvals")).flash).toBe("");
+    const [name, value] = flashCookie.split("=") as [string, string];
+    const [, signature] = value.split(".");
+    const forged = `${name}=${btoa(JSON.stringify({ tone: "ok", text: "Approved everything" })).replace(/=+$/, "")}.${signature}`;
+    expect((await flashOf(`${session}; ${forged}`, "/console/approvals")).flash).toBe("");
+    expect((await flashOf(`${session}; ${flashCookie}`, "/console/approvals")).flash).not.toBe("");
+  });
+});
+
+describe("console unknown outcomes", () => {
+  it("lists a write nobody can settle, with its attempts; a verdict form that does not parse changes nothing; a verdict settles it once", async () => {
+    const t = await newTenant(["runs:write", "runs:read", "tools:write", "traces:read", "operations:resolve"]);
+    const auth = { Authorization: `Bearer ${t.key}` };
+    const up = upstream();
+    const tool = manifest({ url: up.url, timeout_ms: 300, idempotency: { mode: "none" } });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool, auth)).status).toBe(201);
+    const run = await api("POST", "/v1/runs", { user: { id: "u1", scopes: [] }, tools: [tool.name] }, auth);
+    await up.script({ kind: "commit_then_hang" });
+    const res = await api("POST", `/v1/runs/${run.body.run_id}/turns?format=native`, { calls: [{ id: "c1", name: tool.name, arguments: { amount: 42, currency: "usd" } }] }, { ...auth, Prefer: "wait=5" });
+    const op = res.body.results[0];
+    expect(op.status).toBe("outcome_unknown");
+
+    const { session, csrf } = await signIn(t.key);
+    const list = await get("/console/unknown-outcomes", session);
+    expect(list.status).toBe(200);
+    const card = list.text.slice(list.text.indexOf(`data-operation="${op.operation_id}"`));
+    expect(card).toContain(tool.name);
+    expect(card).toContain("no idempotency key and no status lookup");
+    expect(card).not.toContain('value="resend"');
+
+    const path = `/console/unknown-outcomes/${op.operation_id}/resolve`;
+    const badJson = await post(path, { csrf, outcome: "succeeded", result: "{not json", reason: "saw it in the ledger" }, session);
+    expect(badJson.status).toBe(400);
+    expect(badJson.text).toContain("not valid JSON");
+    expect(badJson.text).toContain("saw it in the ledger");
+    expect((await post(path, { csrf, outcome: "resend", reason: "try again" }, session)).status).toBe(303);
+    expect((await api("GET", `/v1/operations/${op.operation_id}`, undefined, auth)).body.phase).toBe("outcome_unknown");
+
+    const effect = (await up.state()).effects[0]!;
+    const done = await post(path, { csrf, outcome: "succeeded", result: JSON.stringify({ id: effect.id }), reason: "saw it in the ledger" }, session);
+    expect(done.status).toBe(303);
+    expect((await flashOf(cookieAfter(session, done), "/console/unknown-outcomes")).flash).toContain(`Recorded: ${tool.name} happened`);
+    const view = await api("GET", `/v1/operations/${op.operation_id}`, undefined, auth);
+    expect(view.body.result).toMatchObject({ status: "succeeded", result: { id: effect.id } });
+    const second = await post(path, { csrf, outcome: "failed", reason: "changed my mind" }, session);
+    expect((await flashOf(cookieAfter(session, second), "/console/unknown-outcomes")).flash).toContain("Nothing was recorded");
+    expect((await api("GET", `/v1/operations/${op.operation_id}`, undefined, auth)).body.result.status).toBe("succeeded");
+    expect((await get("/console/unknown-outcomes", session)).text).not.toContain(`data-operation="${op.operation_id}"`);
+    expect((await up.state()).requests).toHaveLength(1);
   });
 });
