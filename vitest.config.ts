@@ -21,7 +21,9 @@ export default defineConfig({
                 // Hosts for allow-list tests only (never contacted): a default-port host and a pinned port.
                 TOOLGATE_UPSTREAM_ALLOWLIST: "api.example.test,pinned.example.test:8443",
                 SHOP_API_KEY: "sk_test_shop_secret",
-                TOOLGATE_MODEL_PRICES: JSON.stringify({ "*": { input_per_mtok: 1000, output_per_mtok: 2000 } }),
+                TOOLGATE_MODEL_PRICES: JSON.stringify({
+                  "*": { input_per_mtok: 1000, output_per_mtok: 2000 },
+                }),
                 DEMO_UPSTREAM_URL: `${inject("upstreamUrl")}/ns/code-tools`,
                 // The fault soak's seed and size (SOAK_SEED, SOAK_OPS); empty: its defaults.
                 SOAK_CONFIG: JSON.stringify(inject("soakConfig")),
@@ -37,7 +39,13 @@ export default defineConfig({
       },
       {
         // wrangler dev + headless Chromium: readiness is waited for (selectors, responses), never slept on.
-        test: { name: "e2e", include: ["test/e2e/**/*.test.ts"], environment: "node", testTimeout: 180_000, hookTimeout: 300_000 },
+        test: {
+          name: "e2e",
+          include: ["test/e2e/**/*.test.ts"],
+          environment: "node",
+          testTimeout: 180_000,
+          hookTimeout: 300_000,
+        },
       },
     ],
   },

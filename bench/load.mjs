@@ -12,9 +12,11 @@ async function one(lane, laneIndex) {
   const res = await fetch(lane.url, { method: "POST", headers: lane.headers, body });
   const text = await res.text();
   const ms = performance.now() - started;
-  if (res.status >= 300) throw new Error(`HTTP ${res.status} from ${lane.url}: ${text.slice(0, 300)}`);
+  if (res.status >= 300)
+    throw new Error(`HTTP ${res.status} from ${lane.url}: ${text.slice(0, 300)}`);
   // A toolgate turn must have succeeded: a refusal would be measuring the wrong path.
-  if (scenario.expectSucceeded && JSON.parse(text).results?.[0]?.status !== "succeeded") throw new Error(`not succeeded: ${text.slice(0, 300)}`);
+  if (scenario.expectSucceeded && JSON.parse(text).results?.[0]?.status !== "succeeded")
+    throw new Error(`not succeeded: ${text.slice(0, 300)}`);
   const rows = res.headers.get(rowsHeader);
   return { ms, rows: rows === null ? null : Number(rows) };
 }
@@ -39,10 +41,12 @@ const { results, elapsedMs } = await drive(count, performance.now() + maxMs);
 const sorted = results.map((r) => r.ms).sort((a, b) => a - b);
 const pick = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 const rows = results.map((r) => r.rows).filter((r) => r !== null);
-console.log(JSON.stringify({
-  n: results.length,
-  p50: pick(0.5),
-  p99: pick(0.99),
-  throughput: (results.length / elapsedMs) * 1000,
-  rowsPerOp: rows.length ? rows.reduce((a, b) => a + b, 0) / rows.length : null,
-}));
+console.log(
+  JSON.stringify({
+    n: results.length,
+    p50: pick(0.5),
+    p99: pick(0.99),
+    throughput: (results.length / elapsedMs) * 1000,
+    rowsPerOp: rows.length ? rows.reduce((a, b) => a + b, 0) / rows.length : null,
+  }),
+);

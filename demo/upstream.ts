@@ -10,7 +10,14 @@ import type { AddressInfo } from "node:net";
 export type Fault =
   | { kind: "ok" }
   /** `lookups`: a status lookup that draws this fault answers `status` too (otherwise lookups ignore their fault). */
-  | { kind: "status"; status: number; retryAfter?: string; commit?: boolean; body?: unknown; lookups?: boolean }
+  | {
+      kind: "status";
+      status: number;
+      retryAfter?: string;
+      commit?: boolean;
+      body?: unknown;
+      lookups?: boolean;
+    }
   /** Answered by a proxy in front of the API (a load balancer, Cloudflare's edge): the API and its idempotency layer never see the request. */
   | { kind: "gateway"; status: number; retryAfter?: string }
   | { kind: "commit_then_hang" }
@@ -32,7 +39,15 @@ export type Fault =
 
 type StoredResponse = { status: number; body: unknown };
 type KeyEntry = { bodyHash: string; response?: StoredResponse };
-type Effect = { id: string; method: string; path: string; key: string | null; body: unknown };
+/** `request`: the index in the request log of the request that committed it. */
+type Effect = {
+  id: string;
+  method: string;
+  path: string;
+  key: string | null;
+  body: unknown;
+  request: number;
+};
 type RequestLog = {
   method: string;
   path: string;
@@ -41,6 +56,8 @@ type RequestLog = {
   authorization: string | null;
   headers: Record<string, string | string[] | undefined>;
   body: unknown;
+  /** The scripted fault this request drew ("ok" when none). */
+  fault: Fault["kind"];
 };
 
 type Namespace = {
@@ -63,7 +80,16 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
   const ns = (name: string): Namespace => {
     let found = namespaces.get(name);
     if (!found) {
-      found = { faults: [], references: new Map(), requests: [], effects: [], keys: new Map(), waiters: [], inFlight: new Map(), maxInFlight: {} };
+      found = {
+        faults: [],
+        references: new Map(),
+        requests: [],
+        effects: [],
+        keys: new Map(),
+        waiters: [],
+        inFlight: new Map(),
+        maxInFlight: {},
+      };
       namespaces.set(name, found);
     }
     return found;
@@ -105,7 +131,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         const what = url.searchParams.has("effects") ? "effects" : "requests";
         const count = Number(url.searchParams.get(what) ?? "1");
         const seen = () => (what === "effects" ? space.effects.length : space.requests.length);
-        const done = () => json(res, 200, { requests: space.requests.length, effects: space.effects.length });
+        const done = () =>
+          json(res, 200, { requests: space.requests.length, effects: space.effects.length });
         if (seen() >= count) return done();
         const timer = setTimeout(done, 10_000);
         space.waiters.push({ count, what, resolve: () => (clearTimeout(timer), done()) });
@@ -127,6 +154,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     const method = req.method ?? "GET";
     const key = header(req, "idempotency-key");
     const body = parseJson(raw);
+    const fault = space.faults.shift() ?? { kind: "ok" };
+    const requestIndex = space.requests.length;
     space.requests.push({
       method,
       path: path + url.search,
@@ -135,9 +164,9 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       authorization: header(req, "authorization"),
       headers: req.headers,
       body,
+      fault: fault.kind,
     });
     wake(space);
-    const fault = space.faults.shift() ?? { kind: "ok" };
     if (method !== "GET" && method !== "HEAD") {
       // Overlap accounting: a write counts from its arrival until its response ends or its socket closes.
       for (const scope of [path, "*"]) {
@@ -149,7 +178,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       res.once("close", () => {
         if (!counted) return;
         counted = false;
-        for (const scope of [path, "*"]) space.inFlight.set(scope, (space.inFlight.get(scope) ?? 1) - 1);
+        for (const scope of [path, "*"])
+          space.inFlight.set(scope, (space.inFlight.get(scope) ?? 1) - 1);
       });
     }
     const isWrite = method !== "GET" && method !== "HEAD";
@@ -157,7 +187,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     // Status lookup: GET /effects?idempotency_key=K → 200 with the stored response body, or 404.
     // K matches an Idempotency-Key or an X-Client-Reference sent with the original write.
     if (method === "GET" && path === "/effects") {
-      if (fault.kind === "status" && fault.lookups) return json(res, fault.status, { error: `scripted ${fault.status}` });
+      if (fault.kind === "status" && fault.lookups)
+        return json(res, fault.status, { error: `scripted ${fault.status}` });
       if (fault.kind === "hang" && fault.lookups) return void hanging.add(res);
       const lookupKey = url.searchParams.get("idempotency_key") ?? "";
       const stored = space.keys.get(lookupKey)?.response ?? space.references.get(lookupKey);
@@ -167,7 +198,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     const commit = (): StoredResponse => {
       effectSeq += 1;
       const id = `eff_${effectSeq}`;
-      space.effects.push({ id, method, path, key, body });
+      space.effects.push({ id, method, path, key, body, request: requestIndex });
       wake(space);
       const response: StoredResponse = {
         status: 200,
@@ -180,7 +211,12 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     };
 
     if (fault.kind === "gateway") {
-      return json(res, fault.status, { error: `gateway answered ${fault.status}` }, { Server: "cloudflare", ...(fault.retryAfter ? { "Retry-After": fault.retryAfter } : {}) });
+      return json(
+        res,
+        fault.status,
+        { error: `gateway answered ${fault.status}` },
+        { Server: "cloudflare", ...(fault.retryAfter ? { "Retry-After": fault.retryAfter } : {}) },
+      );
     }
 
     if (isWrite && key) {
@@ -188,8 +224,12 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       if (entry && entry.bodyHash !== sha(raw)) {
         return json(res, 422, { error: "idempotency key reused with a different request body" });
       }
-      if (entry && !entry.response) return json(res, 409, { error: "request with this key in progress" });
-      if (entry?.response) return json(res, entry.response.status, entry.response.body, { "Idempotent-Replayed": "true" });
+      if (entry && !entry.response)
+        return json(res, 409, { error: "request with this key in progress" });
+      if (entry?.response)
+        return json(res, entry.response.status, entry.response.body, {
+          "Idempotent-Replayed": "true",
+        });
     }
 
     switch (fault.kind) {
@@ -198,7 +238,12 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         return json(res, 200, commit().body);
       case "status":
         if (fault.commit && isWrite) commit();
-        return json(res, fault.status, fault.body ?? { error: `scripted ${fault.status}` }, fault.retryAfter ? { "Retry-After": fault.retryAfter } : {});
+        return json(
+          res,
+          fault.status,
+          fault.body ?? { error: `scripted ${fault.status}` },
+          fault.retryAfter ? { "Retry-After": fault.retryAfter } : {},
+        );
       case "commit_then_hang":
         if (isWrite) commit();
         hanging.add(res);
@@ -240,10 +285,16 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         return;
       case "headers_then_stall":
       case "headers_then_drop": {
-        const stored = fault.commit !== false && isWrite ? commit().body : { id: path.split("/").pop(), status: "ok", path };
+        const stored =
+          fault.commit !== false && isWrite
+            ? commit().body
+            : { id: path.split("/").pop(), status: "ok", path };
         const text = JSON.stringify(stored);
         // Content-Length promises the whole body; only its first half is ever written.
-        res.writeHead(200, { "Content-Type": "application/json", "Content-Length": String(text.length) });
+        res.writeHead(200, {
+          "Content-Type": "application/json",
+          "Content-Length": String(text.length),
+        });
         hanging.add(res);
         // The callback runs once the chunk is handed to the socket, so the client has the headers.
         res.write(text.slice(0, Math.floor(text.length / 2)), () => {
@@ -290,7 +341,12 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
-function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+function json(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(status, { "Content-Type": "application/json", ...headers });
   res.end(JSON.stringify(body));
 }

@@ -43,12 +43,20 @@ export function configFor(env: Env, names: readonly string[]): Record<string, st
 
 export function hostPolicy(env: Env) {
   return {
-    allowlist: (env.TOOLGATE_UPSTREAM_ALLOWLIST ?? "").split(",").map((h) => h.trim().toLowerCase()).filter(Boolean),
+    allowlist: (env.TOOLGATE_UPSTREAM_ALLOWLIST ?? "")
+      .split(",")
+      .map((h) => h.trim().toLowerCase())
+      .filter(Boolean),
     allowLoopback: env.TOOLGATE_ENV === "development",
   };
 }
 
-const PriceTable = z.record(z.string(), z.object({ input_per_mtok: z.number().nonnegative(), output_per_mtok: z.number().nonnegative() }).strict());
+const PriceTable = z.record(
+  z.string(),
+  z
+    .object({ input_per_mtok: z.number().nonnegative(), output_per_mtok: z.number().nonnegative() })
+    .strict(),
+);
 export type ConfigError = { code: "misconfigured"; detail: string };
 
 /**
@@ -64,6 +72,10 @@ export function modelPrices(env: Env): Result<Record<string, Price>, ConfigError
     return err({ code: "misconfigured", detail: "TOOLGATE_MODEL_PRICES is not valid JSON" });
   }
   const parsed = PriceTable.safeParse(raw);
-  if (!parsed.success) return err({ code: "misconfigured", detail: `TOOLGATE_MODEL_PRICES: ${z.prettifyError(parsed.error)}` });
+  if (!parsed.success)
+    return err({
+      code: "misconfigured",
+      detail: `TOOLGATE_MODEL_PRICES: ${z.prettifyError(parsed.error)}`,
+    });
   return ok(parsed.data);
 }

@@ -37,7 +37,8 @@ export class LruCache<K, V> {
     this.entries.set(key, { value, bytes });
     this.totalBytes += bytes;
     for (const [oldest, entry] of this.entries) {
-      if (this.entries.size <= this.limits.maxEntries && this.totalBytes <= this.limits.maxBytes) break;
+      if (this.entries.size <= this.limits.maxEntries && this.totalBytes <= this.limits.maxBytes)
+        break;
       this.entries.delete(oldest);
       this.totalBytes -= entry.bytes;
     }

@@ -17,7 +17,11 @@ export class DurableFloor extends DurableObject<Env> {
     exec("CREATE TABLE IF NOT EXISTS op (seq INTEGER PRIMARY KEY, state TEXT NOT NULL, body TEXT)");
     exec("INSERT INTO op (seq, state, body) VALUES (1, 'executing', ?)", body);
     const key = this.ctx.id.toString();
-    const response = await fetch(`${this.env.UPSTREAM_URL}/charges`, { method: "POST", body, headers: { "Content-Type": "application/json", "Idempotency-Key": key } });
+    const response = await fetch(`${this.env.UPSTREAM_URL}/charges`, {
+      method: "POST",
+      body,
+      headers: { "Content-Type": "application/json", "Idempotency-Key": key },
+    });
     const text = await response.text();
     exec("INSERT INTO op (seq, state, body) VALUES (2, 'recorded', ?)", text);
     return { status: response.status, text, rowsWritten: rows };
@@ -29,14 +33,29 @@ export default {
     const url = new URL(request.url);
     const body = await request.text();
     if (url.pathname === "/direct") {
-      const upstream = await fetch(`${env.UPSTREAM_URL}/charges`, { method: "POST", body, headers: { "Content-Type": "application/json" } });
-      return new Response(await upstream.text(), { status: upstream.status, headers: { "Content-Type": "application/json", "X-Rows-Written": "0" } });
+      const upstream = await fetch(`${env.UPSTREAM_URL}/charges`, {
+        method: "POST",
+        body,
+        headers: { "Content-Type": "application/json" },
+      });
+      return new Response(await upstream.text(), {
+        status: upstream.status,
+        headers: { "Content-Type": "application/json", "X-Rows-Written": "0" },
+      });
     }
     if (url.pathname === "/durable") {
       const stub = env.FLOOR.get(env.FLOOR.idFromName(crypto.randomUUID()));
       const result = await stub.run(body);
-      return new Response(result.text, { status: result.status, headers: { "Content-Type": "application/json", "X-Rows-Written": String(result.rowsWritten) } });
+      return new Response(result.text, {
+        status: result.status,
+        headers: {
+          "Content-Type": "application/json",
+          "X-Rows-Written": String(result.rowsWritten),
+        },
+      });
     }
-    return url.pathname === "/healthz" ? new Response("ok") : new Response("not found", { status: 404 });
+    return url.pathname === "/healthz"
+      ? new Response("ok")
+      : new Response("not found", { status: 404 });
   },
 };

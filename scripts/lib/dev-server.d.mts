@@ -11,11 +11,27 @@ export function startWrangler(options: {
   quiet?: boolean;
   readyTimeoutMs?: number;
 }): Promise<{ url: string; stop: () => void }>;
-export function call(url: string, method: string, path: string, token: string, body?: unknown): Promise<{ status: number; body: any; headers: Headers }>;
+export function call(
+  url: string,
+  method: string,
+  path: string,
+  token: string,
+  body?: unknown,
+): Promise<{ status: number; body: any; headers: Headers }>;
 export function demoTools(upstreamUrl: string): Array<Record<string, unknown> & { name: string }>;
 export function registerDemo(
   url: string,
   upstreamUrl: string,
   options?: { runContext?: Record<string, unknown>; budgets?: Record<string, number> },
-): Promise<{ tenantId: string; key: string; run: { run_id: string; run_token: string; expires_at: string; tools: unknown } }>;
-export function createRun(url: string, key: string, tools: string[], context?: Record<string, unknown>, budgets?: Record<string, number>): Promise<{ run_id: string; run_token: string }>;
+): Promise<{
+  tenantId: string;
+  key: string;
+  run: { run_id: string; run_token: string; expires_at: string; tools: unknown };
+}>;
+export function createRun(
+  url: string,
+  key: string,
+  tools: string[],
+  context?: Record<string, unknown>,
+  budgets?: Record<string, number>,
+): Promise<{ run_id: string; run_token: string }>;

@@ -18,18 +18,47 @@ export const DEV_VARS = {
 export const DEMO_SHOP_API_KEY = "sk_demo_shop_0123456789";
 
 /** Starts `wrangler dev` for `config` on `port`; resolves once GET /healthz answers (`readyTimeoutMs`, 60 s by default). */
-export async function startWrangler({ config = join(ROOT, "wrangler.toml"), port, inspectorPort = port + 1000, vars = {}, persistTo, quiet = false, readyTimeoutMs = 60_000 }) {
-  const args = [join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"), "dev", "--config", config, "--ip", "127.0.0.1", "--port", String(port), "--inspector-port", String(inspectorPort), "--show-interactive-dev-session=false", "--log-level", quiet ? "error" : "info"];
+export async function startWrangler({
+  config = join(ROOT, "wrangler.toml"),
+  port,
+  inspectorPort = port + 1000,
+  vars = {},
+  persistTo,
+  quiet = false,
+  readyTimeoutMs = 60_000,
+}) {
+  const args = [
+    join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js"),
+    "dev",
+    "--config",
+    config,
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--inspector-port",
+    String(inspectorPort),
+    "--show-interactive-dev-session=false",
+    "--log-level",
+    quiet ? "error" : "info",
+  ];
   if (persistTo) args.push("--persist-to", persistTo);
   for (const [name, value] of Object.entries(vars)) args.push("--var", `${name}:${value}`);
-  const child = spawn(process.execPath, args, { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: process.env.CI ?? "" }, stdio: ["ignore", quiet ? "ignore" : "inherit", "inherit"], detached: true });
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: process.env.CI ?? "" },
+    stdio: ["ignore", quiet ? "ignore" : "inherit", "inherit"],
+    detached: true,
+  });
   const url = `http://127.0.0.1:${port}`;
   const stop = () => {
     try {
       process.kill(-child.pid, "SIGTERM");
     } catch {}
   };
-  const exited = new Promise((_, reject) => child.once("exit", (code) => reject(new Error(`wrangler dev exited with ${code}`))));
+  const exited = new Promise((_, reject) =>
+    child.once("exit", (code) => reject(new Error(`wrangler dev exited with ${code}`))),
+  );
   try {
     await Promise.race([waitForHealth(url, readyTimeoutMs), exited]);
   } catch (error) {
@@ -54,7 +83,10 @@ async function waitForHealth(url, timeoutMs) {
 export async function call(url, method, path, token, body) {
   const res = await fetch(`${url}${path}`, {
     method,
-    headers: { Authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "Content-Type": "application/json" }) },
+    headers: {
+      Authorization: `Bearer ${token}`,
+      ...(body === undefined ? {} : { "Content-Type": "application/json" }),
+    },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
   const text = await res.text();
@@ -64,20 +96,41 @@ export async function call(url, method, path, token, body) {
 }
 
 export function demoTools(upstreamUrl) {
-  return JSON.parse(readFileSync(join(ROOT, "demo", "tools.json"), "utf8").replaceAll("{{UPSTREAM}}", upstreamUrl));
+  return JSON.parse(
+    readFileSync(join(ROOT, "demo", "tools.json"), "utf8").replaceAll("{{UPSTREAM}}", upstreamUrl),
+  );
 }
 
 /** Creates a tenant with an all-scopes key, registers the demo tools and opens one run. */
 export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets = {} } = {}) {
   const admin = DEV_VARS.TOOLGATE_ADMIN_TOKEN;
   const tenant = (await call(url, "POST", "/v1/admin/tenants", admin, { name: "demo" })).body;
-  const scopes = ["runs:write", "runs:read", "tools:write", "secrets:write", "approvals:decide", "operations:resolve", "traces:read"];
-  const key = (await call(url, "POST", `/v1/admin/tenants/${tenant.tenant_id}/keys`, admin, { name: "demo", scopes })).body.key;
+  const scopes = [
+    "runs:write",
+    "runs:read",
+    "tools:write",
+    "secrets:write",
+    "approvals:decide",
+    "operations:resolve",
+    "traces:read",
+  ];
+  const key = (
+    await call(url, "POST", `/v1/admin/tenants/${tenant.tenant_id}/keys`, admin, {
+      name: "demo",
+      scopes,
+    })
+  ).body.key;
   // The shop's API key is the tenant's own secret: tools reference it as {secret:SHOP_API_KEY}.
   await call(url, "PUT", "/v1/secrets/SHOP_API_KEY", key, { value: DEMO_SHOP_API_KEY });
   const tools = demoTools(upstreamUrl);
   for (const tool of tools) await call(url, "PUT", `/v1/tools/${tool.name}`, key, tool);
-  const run = await createRun(url, key, tools.map((t) => t.name), runContext, budgets);
+  const run = await createRun(
+    url,
+    key,
+    tools.map((t) => t.name),
+    runContext,
+    budgets,
+  );
   return { tenantId: tenant.tenant_id, key, run };
 }
 

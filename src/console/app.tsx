@@ -16,7 +16,8 @@ import { endSession, SESSION_COOKIE, signingKey, signInRoutes } from "./sign-in.
 import { CONSOLE_CSS } from "./styles.ts";
 
 const MAX_FORM_BYTES = 16 * 1024;
-const CSP = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+const CSP =
+  "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 const securityHeaders: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
   await next();
@@ -30,7 +31,13 @@ const securityHeaders: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
 
 const requireSession: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
   const key = signingKey(c);
-  if (!key) return problemPage(c, 500, "Console unavailable", "TOOLGATE_SIGNING_KEY is not set for this deployment.");
+  if (!key)
+    return problemPage(
+      c,
+      500,
+      "Console unavailable",
+      "TOOLGATE_SIGNING_KEY is not set for this deployment.",
+    );
   const claims = await openSession(key, getCookie(c, SESSION_COOKIE), Date.now());
   const current = claims ? await tenantStub(c.env, claims.tenantId).keyInfo(claims.keyId) : null;
   if (!claims || !current?.ok) {
@@ -39,21 +46,41 @@ const requireSession: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
       const next = encodeURIComponent(c.req.path);
       return c.redirect(`/console/sign-in?next=${next}${claims ? "&ended=expired" : ""}`, 303);
     }
-    return problemPage(c, 403, "Not signed in", "Your console session has ended (or never began), so nothing was done. Sign in and try again.", { href: "/console/sign-in", label: "Sign in" });
+    return problemPage(
+      c,
+      403,
+      "Not signed in",
+      "Your console session has ended (or never began), so nothing was done. Sign in and try again.",
+      { href: "/console/sign-in", label: "Sign in" },
+    );
   }
   // Never more than the key held at sign-in, never more than it holds now.
   const scopes = claims.scopes.filter((scope) => current.value.scopes.includes(scope));
-  c.set("session", { ...claims, keyName: current.value.name, scopes, csrf: await csrfToken(key, claims.sid) });
+  c.set("session", {
+    ...claims,
+    keyName: current.value.name,
+    scopes,
+    csrf: await csrfToken(key, claims.sid),
+  });
   return next();
 };
 
 const requireCsrf: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
   if (c.req.method === "GET" || c.req.method === "HEAD") return next();
   const origin = c.req.header("Origin");
-  const form = /^(application\/x-www-form-urlencoded|multipart\/form-data)\b/i.test(c.req.header("Content-Type") ?? "") ? await c.req.parseBody() : {};
+  const form = /^(application\/x-www-form-urlencoded|multipart\/form-data)\b/i.test(
+    c.req.header("Content-Type") ?? "",
+  )
+    ? await c.req.parseBody()
+    : {};
   const sameOrigin = origin === undefined || origin === new URL(c.req.url).origin;
   if (!sameOrigin || !(await csrfValid(signingKey(c)!, c.get("session").sid, form.csrf))) {
-    return problemPage(c, 403, "Request refused", "This form did not come from your console session (its security token is missing or wrong), so nothing was done. Reload the page and try again.");
+    return problemPage(
+      c,
+      403,
+      "Request refused",
+      "This form did not come from your console session (its security token is missing or wrong), so nothing was done. Reload the page and try again.",
+    );
   }
   return next();
 };
@@ -61,13 +88,33 @@ const requireCsrf: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
 export const consoleApp = new Hono<ConsoleEnv>();
 
 consoleApp.use("*", securityHeaders);
-consoleApp.use("*", bodyLimit({ maxSize: MAX_FORM_BYTES, onError: (c) => problemPage(c as Context<ConsoleEnv>, 413, "Too large", `Console forms are limited to ${MAX_FORM_BYTES} bytes.`) }));
-consoleApp.get("/assets/console.css", (c) => c.body(CONSOLE_CSS, 200, { "Content-Type": "text/css; charset=utf-8", "Cache-Control": "public, max-age=300" }));
+consoleApp.use(
+  "*",
+  bodyLimit({
+    maxSize: MAX_FORM_BYTES,
+    onError: (c) =>
+      problemPage(
+        c as Context<ConsoleEnv>,
+        413,
+        "Too large",
+        `Console forms are limited to ${MAX_FORM_BYTES} bytes.`,
+      ),
+  }),
+);
+consoleApp.get("/assets/console.css", (c) =>
+  c.body(CONSOLE_CSS, 200, {
+    "Content-Type": "text/css; charset=utf-8",
+    "Cache-Control": "public, max-age=300",
+  }),
+);
 consoleApp.route("/", signInRoutes);
 consoleApp.use("*", requireSession);
 consoleApp.use("*", requireCsrf);
 consoleApp.use("*", async (c, next) => {
-  c.set("nav", PAGES.flatMap((page) => (page.nav ? [page.nav] : [])));
+  c.set(
+    "nav",
+    PAGES.flatMap((page) => (page.nav ? [page.nav] : [])),
+  );
   return next();
 });
 consoleApp.post("/sign-out", (c) => {
@@ -75,8 +122,15 @@ consoleApp.post("/sign-out", (c) => {
   return c.redirect("/console/sign-in?ended=signed_out", 303);
 });
 for (const page of PAGES) consoleApp.route("/", page.routes);
-consoleApp.all("*", (c) => problemPage(c, 404, "Not found", "There is no console page at this address."));
+consoleApp.all("*", (c) =>
+  problemPage(c, 404, "Not found", "There is no console page at this address."),
+);
 consoleApp.onError((error, c) => {
   console.error("console error", error);
-  return problemPage(c, 500, "Something went wrong", "toolgate could not complete this request. Try again; if you submitted a form, check its result before you submit it again.");
+  return problemPage(
+    c,
+    500,
+    "Something went wrong",
+    "toolgate could not complete this request. Try again; if you submitted a form, check its result before you submit it again.",
+  );
 });

@@ -26,22 +26,41 @@ const HOME = "/console/approvals";
 function allowed(c: Context<ConsoleEnv>) {
   return c.get("session").scopes.includes("approvals:decide");
 }
-const notAllowed = (c: Context<ConsoleEnv>) => problemPage(c, 403, "Not allowed", "Deciding approvals needs an API key with the scope approvals:decide. Nothing was shown or decided.");
+const notAllowed = (c: Context<ConsoleEnv>) =>
+  problemPage(
+    c,
+    403,
+    "Not allowed",
+    "Deciding approvals needs an API key with the scope approvals:decide. Nothing was shown or decided.",
+  );
 
 async function showInbox(c: Context<ConsoleEnv>) {
   if (!allowed(c)) return notAllowed(c);
   const query = ApprovalsQuery.safeParse({ ...c.req.query(), limit: String(PAGE_SIZE) });
-  if (!query.success) return problemPage(c, 400, "Bad page address", "This approvals page address is not valid (state is pending or decided; the cursor comes from an Older link).", { href: HOME, label: "Pending approvals" });
+  if (!query.success)
+    return problemPage(
+      c,
+      400,
+      "Bad page address",
+      "This approvals page address is not valid (state is pending or decided; the cursor comes from an Older link).",
+      { href: HOME, label: "Pending approvals" },
+    );
   const { state, cursor } = query.data;
   const session = c.get("session");
-  const [page, flash] = await Promise.all([tenantStub(c.env, session.tenantId).listApprovals(state, cursor ?? null, PAGE_SIZE), takeFlash(c)]);
+  const [page, flash] = await Promise.all([
+    tenantStub(c.env, session.tenantId).listApprovals(state, cursor ?? null, PAGE_SIZE),
+    takeFlash(c),
+  ]);
   const nowMs = Date.now();
   return render(
     c,
     state === "pending" ? "Pending approvals" : "Decided approvals",
     <>
       <h1>Approvals</h1>
-      <p class="lede">Calls that wait for a person before toolgate sends anything. What you see is exactly what will run: approving sends these arguments, with this tool version, once.</p>
+      <p class="lede">
+        Calls that wait for a person before toolgate sends anything. What you see is exactly what
+        will run: approving sends these arguments, with this tool version, once.
+      </p>
       <FlashBox flash={flash} />
       <nav aria-label="Approval lists" class="tabs">
         <a href={HOME} aria-current={state === "pending" ? "page" : undefined}>
@@ -53,7 +72,9 @@ async function showInbox(c: Context<ConsoleEnv>) {
       </nav>
       {state === "pending" ? (
         page.items.length === 0 ? (
-          <p class="empty">{cursor ? "No older requests are waiting." : "Nothing is waiting for approval."}</p>
+          <p class="empty">
+            {cursor ? "No older requests are waiting." : "Nothing is waiting for approval."}
+          </p>
         ) : (
           page.items.map((item) => <PendingCard item={item} csrf={session.csrf} nowMs={nowMs} />)
         )
@@ -65,7 +86,15 @@ async function showInbox(c: Context<ConsoleEnv>) {
   );
 }
 
-const Pager = ({ state, cursor, next }: { state: "pending" | "decided"; cursor: string | null; next: string | null }) =>
+const Pager = ({
+  state,
+  cursor,
+  next,
+}: {
+  state: "pending" | "decided";
+  cursor: string | null;
+  next: string | null;
+}) =>
   cursor || next ? (
     <nav aria-label="Pages" class="pager">
       {cursor && <a href={state === "pending" ? HOME : `${HOME}?state=decided`}>← Newest</a>}
@@ -106,7 +135,8 @@ const PendingCard = ({ item, csrf, nowMs }: { item: Item; csrf: string; nowMs: n
           </dd>
           <dt>Expires</dt>
           <dd>
-            <time datetime={item.expires_at}>{utc(item.expires_at)}</time> <span class="hint">({expiry.text})</span>
+            <time datetime={item.expires_at}>{utc(item.expires_at)}</time>{" "}
+            <span class="hint">({expiry.text})</span>
           </dd>
           <dt>Operation</dt>
           <dd class="mono">{id}</dd>
@@ -118,12 +148,16 @@ const PendingCard = ({ item, csrf, nowMs }: { item: Item; csrf: string; nowMs: n
         <h3 id={`${id}-preview`}>Preview</h3>
         <Preview preview={item.preview} labelledBy={`${id}-preview`} />
         {expiry.expired ? (
-          <p class="alert">This request has expired. Nothing was sent; toolgate records it as expired and tells the agent.</p>
+          <p class="alert">
+            This request has expired. Nothing was sent; toolgate records it as expired and tells the
+            agent.
+          </p>
         ) : (
           <DecideForms item={item} csrf={csrf} />
         )}
         <p class="hint fingerprint">
-          Bound to input hash <span class="mono">{item.input_hash}</span> and tool version <span class="mono">{item.policy_version}</span>.
+          Bound to input hash <span class="mono">{item.input_hash}</span> and tool version{" "}
+          <span class="mono">{item.policy_version}</span>.
         </p>
       </div>
     </article>
@@ -135,7 +169,13 @@ const Preview = ({ preview, labelledBy }: { preview: Item["preview"]; labelledBy
   return (
     <div class="preview">
       <p>
-        {preview.status === null ? "The preview request got no answer" : <>The tool answered <code>HTTP {String(preview.status)}</code></>}
+        {preview.status === null ? (
+          "The preview request got no answer"
+        ) : (
+          <>
+            The tool answered <code>HTTP {String(preview.status)}</code>
+          </>
+        )}
         {preview.detail && <>: {preview.detail}</>}
       </p>
       {preview.body !== null && (
@@ -159,14 +199,25 @@ const DecideForms = ({ item, csrf }: { item: Item; csrf: string }) => {
   const id = item.operation_id;
   return (
     <div class="decide">
-      <form method="post" action={`${HOME}/${id}/approve`} class="stack" aria-label={`Approve ${item.tool}`}>
+      <form
+        method="post"
+        action={`${HOME}/${id}/approve`}
+        class="stack"
+        aria-label={`Approve ${item.tool}`}
+      >
         <Bound item={item} csrf={csrf} />
         <div>
           <label for={`${id}-approve-reason`}>Reason for approving</label>
           <p class="hint" id={`${id}-approve-hint`}>
             Optional. Recorded with your name in the operation's log.
           </p>
-          <textarea id={`${id}-approve-reason`} name="reason" rows={2} maxlength={MAX_REASON} aria-describedby={`${id}-approve-hint`}></textarea>
+          <textarea
+            id={`${id}-approve-reason`}
+            name="reason"
+            rows={2}
+            maxlength={MAX_REASON}
+            aria-describedby={`${id}-approve-hint`}
+          ></textarea>
         </div>
         <div>
           <button type="submit" class="approve">
@@ -174,14 +225,26 @@ const DecideForms = ({ item, csrf }: { item: Item; csrf: string }) => {
           </button>
         </div>
       </form>
-      <form method="post" action={`${HOME}/${id}/reject`} class="stack" aria-label={`Reject ${item.tool}`}>
+      <form
+        method="post"
+        action={`${HOME}/${id}/reject`}
+        class="stack"
+        aria-label={`Reject ${item.tool}`}
+      >
         <Bound item={item} csrf={csrf} />
         <div>
           <label for={`${id}-reject-reason`}>Reason for rejecting</label>
           <p class="hint" id={`${id}-reject-hint`}>
             Required. The agent is told this call was rejected, with your reason.
           </p>
-          <textarea id={`${id}-reject-reason`} name="reason" rows={2} maxlength={MAX_REASON} required aria-describedby={`${id}-reject-hint`}></textarea>
+          <textarea
+            id={`${id}-reject-reason`}
+            name="reason"
+            rows={2}
+            maxlength={MAX_REASON}
+            required
+            aria-describedby={`${id}-reject-hint`}
+          ></textarea>
         </div>
         <div>
           <button type="submit" class="reject">
@@ -195,7 +258,9 @@ const DecideForms = ({ item, csrf }: { item: Item; csrf: string }) => {
 
 const DecidedTable = ({ items, cursor }: { items: Item[]; cursor: string | null }) =>
   items.length === 0 ? (
-    <p class="empty">{cursor ? "No older decisions." : "No approval request has been decided yet."}</p>
+    <p class="empty">
+      {cursor ? "No older decisions." : "No approval request has been decided yet."}
+    </p>
   ) : (
     <table class="decided">
       <caption>Decided requests, newest first</caption>
@@ -226,7 +291,13 @@ const DecidedTable = ({ items, cursor }: { items: Item[]; cursor: string | null 
             </td>
             <td class="mono">{item.decided_by ?? "—"}</td>
             <td>{item.reason ?? "—"}</td>
-            <td>{item.decided_at ? <time datetime={item.decided_at}>{utc(item.decided_at)}</time> : <span class="hint">asked {utc(item.requested_at)}</span>}</td>
+            <td>
+              {item.decided_at ? (
+                <time datetime={item.decided_at}>{utc(item.decided_at)}</time>
+              ) : (
+                <span class="hint">asked {utc(item.requested_at)}</span>
+              )}
+            </td>
             <td>
               <a class="mono" href={`/console/runs/${item.run_id}#${item.operation_id}`}>
                 {item.run_id}
@@ -252,27 +323,49 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
     await setFlash(c, { tone: "error", text });
     return c.redirect(HOME, 303);
   };
-  if (!OPERATION_ID.test(operationId)) return refuse("There is no such approval request in this tenant. Nothing was decided.");
+  if (!OPERATION_ID.test(operationId))
+    return refuse("There is no such approval request in this tenant. Nothing was decided.");
   // The console always sends what it showed; a decision that does not say so is not taken.
-  if (!inputHash || !policyVersion) return refuse("This form did not say which arguments and tool version it decides, so nothing was decided. Reload the page and decide again.");
-  if (verdict === "reject" && !reason) return refuse("A rejection needs a reason (the agent is told it). Nothing was decided.");
-  if (reason.length > MAX_REASON) return refuse(`A reason is at most ${MAX_REASON} characters. Nothing was decided.`);
-  const decided = await operationStub(c.env, operationId).decide(session.tenantId, { verdict, approverId: session.keyName, reason: reason || null, inputHash, policyVersion });
+  if (!inputHash || !policyVersion)
+    return refuse(
+      "This form did not say which arguments and tool version it decides, so nothing was decided. Reload the page and decide again.",
+    );
+  if (verdict === "reject" && !reason)
+    return refuse("A rejection needs a reason (the agent is told it). Nothing was decided.");
+  if (reason.length > MAX_REASON)
+    return refuse(`A reason is at most ${MAX_REASON} characters. Nothing was decided.`);
+  const decided = await operationStub(c.env, operationId).decide(session.tenantId, {
+    verdict,
+    approverId: session.keyName,
+    reason: reason || null,
+    inputHash,
+    policyVersion,
+  });
   await setFlash(c, decisionFlash(decided, verdict, session.keyName));
   return c.redirect(HOME, 303);
 }
 
 /** What happened, in words: the operation's answer is authoritative (it may already have been decided). */
-export function decisionFlash(decided: Result<OperationView, OperationError>, verdict: "approve" | "reject", me: string): Flash {
+export function decisionFlash(
+  decided: Result<OperationView, OperationError>,
+  verdict: "approve" | "reject",
+  me: string,
+): Flash {
   if (!decided.ok) {
     const { code, detail } = toApiError(decided.error);
     switch (code) {
       case "self_approval":
         return { tone: "error", text: `Refused (four eyes): ${detail}. Nothing was decided.` };
       case "approval_mismatch":
-        return { tone: "error", text: `Refused: ${detail} (it changed since this page was shown). Nothing was decided; reload and check it again.` };
+        return {
+          tone: "error",
+          text: `Refused: ${detail} (it changed since this page was shown). Nothing was decided; reload and check it again.`,
+        };
       case "not_found":
-        return { tone: "error", text: "There is no such approval request in this tenant. Nothing was decided." };
+        return {
+          tone: "error",
+          text: "There is no such approval request in this tenant. Nothing was decided.",
+        };
       default:
         return { tone: "error", text: `Nothing was decided: ${detail}.` };
     }
@@ -280,23 +373,49 @@ export function decisionFlash(decided: Result<OperationView, OperationError>, ve
   const view = decided.value;
   const approval = view.approval;
   const tool = view.tool;
-  if (!approval) return { tone: "error", text: `${tool} does not wait for approval. Nothing was decided.` };
-  const mine = approval.decided_by === me && (approval.state === "approved") === (verdict === "approve");
+  if (!approval)
+    return { tone: "error", text: `${tool} does not wait for approval. Nothing was decided.` };
+  const mine =
+    approval.decided_by === me && (approval.state === "approved") === (verdict === "approve");
   switch (approval.state) {
     case "pending":
-      return { tone: "error", text: `${tool} is still waiting; your decision was not recorded. Try again.` };
+      return {
+        tone: "error",
+        text: `${tool} is still waiting; your decision was not recorded. Try again.`,
+      };
     case "expired":
-      return { tone: "error", text: `Refused: the approval for ${tool} had expired, so nothing was run. The agent is told it needs a person's approval.` };
+      return {
+        tone: "error",
+        text: `Refused: the approval for ${tool} had expired, so nothing was run. The agent is told it needs a person's approval.`,
+      };
     case "cancelled":
-      return { tone: "error", text: `${tool} was cancelled before it was decided, so nothing was run.` };
+      return {
+        tone: "error",
+        text: `${tool} was cancelled before it was decided, so nothing was run.`,
+      };
     case "approved":
     case "rejected": {
-      if (!mine) return { tone: "info", text: `${tool} was already ${approval.state} by ${approval.decided_by ?? "someone"}${approval.decided_at ? ` at ${utc(approval.decided_at)}` : ""}; your decision was not recorded.` };
-      if (approval.state === "rejected") return { tone: "ok", text: `Rejected ${tool}. Nothing was sent; the agent is told it was rejected.` };
+      if (!mine)
+        return {
+          tone: "info",
+          text: `${tool} was already ${approval.state} by ${approval.decided_by ?? "someone"}${approval.decided_at ? ` at ${utc(approval.decided_at)}` : ""}; your decision was not recorded.`,
+        };
+      if (approval.state === "rejected")
+        return {
+          tone: "ok",
+          text: `Rejected ${tool}. Nothing was sent; the agent is told it was rejected.`,
+        };
       const result = view.result;
       // Approval is not authorization: the run may refuse it now (scopes revoked, deadline, tool changed).
-      if (view.phase === "recorded" && result.status !== "succeeded") return { tone: "error", text: `Approved, but toolgate did not run ${tool}: ${result.message}` };
-      return { tone: "ok", text: `Approved ${tool}. It runs once now, with exactly the arguments shown; follow it on the run page.` };
+      if (view.phase === "recorded" && result.status !== "succeeded")
+        return {
+          tone: "error",
+          text: `Approved, but toolgate did not run ${tool}: ${result.message}`,
+        };
+      return {
+        tone: "ok",
+        text: `Approved ${tool}. It runs once now, with exactly the arguments shown; follow it on the run page.`,
+      };
     }
   }
 }

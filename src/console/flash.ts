@@ -33,7 +33,9 @@ export async function takeFlash(c: Context<ConsoleEnv>): Promise<Flash | null> {
   if (!(await constantTimeEqual(signature, expected))) return null;
   try {
     const flash = JSON.parse(new TextDecoder().decode(fromBase64url(payload))) as Partial<Flash>;
-    return typeof flash.text === "string" && flash.tone && TONES.has(flash.tone) ? { tone: flash.tone, text: flash.text } : null;
+    return typeof flash.text === "string" && flash.tone && TONES.has(flash.tone)
+      ? { tone: flash.tone, text: flash.text }
+      : null;
   } catch {
     return null;
   }

@@ -39,5 +39,7 @@ export function pretty(value: unknown): string {
 /** A describeTarget string, `POST https://…`, as method and URL. */
 export function splitTarget(target: string): { method: string; url: string } {
   const space = target.indexOf(" ");
-  return space > 0 && /^[A-Z]+$/.test(target.slice(0, space)) ? { method: target.slice(0, space), url: target.slice(space + 1) } : { method: "", url: target };
+  return space > 0 && /^[A-Z]+$/.test(target.slice(0, space))
+    ? { method: target.slice(0, space), url: target.slice(space + 1) }
+    : { method: "", url: target };
 }

@@ -12,7 +12,10 @@ function home(c: Context<ConsoleEnv>, error?: string, runId = "") {
     "Home",
     <>
       <h1>toolgate console</h1>
-      <p class="lede">Follow what your agents did, decide what waits for a person, and settle outcomes toolgate could not prove.</p>
+      <p class="lede">
+        Follow what your agents did, decide what waits for a person, and settle outcomes toolgate
+        could not prove.
+      </p>
       <section aria-labelledby="open-run" class="panel">
         <h2 id="open-run">Open a run</h2>
         {error && (
@@ -23,7 +26,17 @@ function home(c: Context<ConsoleEnv>, error?: string, runId = "") {
         <form class="inline" method="get" action="/console/runs">
           <div>
             <label for="run_id">Run id</label>
-            <input type="text" id="run_id" name="run_id" value={runId} placeholder="run_01…" required spellcheck={false} autocomplete="off" aria-describedby={error ? "run-id-error" : undefined} />
+            <input
+              type="text"
+              id="run_id"
+              name="run_id"
+              value={runId}
+              placeholder="run_01…"
+              required
+              spellcheck={false}
+              autocomplete="off"
+              aria-describedby={error ? "run-id-error" : undefined}
+            />
           </div>
           <button type="submit">Open run</button>
         </form>
@@ -34,13 +47,17 @@ function home(c: Context<ConsoleEnv>, error?: string, runId = "") {
           <h2 id="q-approvals">
             <a href="/console/approvals">Pending approvals</a>
           </h2>
-          <p>Calls waiting for a person to approve or reject them, with their exact frozen arguments.</p>
+          <p>
+            Calls waiting for a person to approve or reject them, with their exact frozen arguments.
+          </p>
         </section>
         <section class="card" aria-labelledby="q-unknown">
           <h2 id="q-unknown">
             <a href="/console/unknown-outcomes">Unknown outcomes</a>
           </h2>
-          <p>Writes that may or may not have happened upstream, waiting to be reconciled or resolved.</p>
+          <p>
+            Writes that may or may not have happened upstream, waiting to be reconciled or resolved.
+          </p>
         </section>
       </div>
       <h2>This session</h2>
@@ -55,7 +72,9 @@ function home(c: Context<ConsoleEnv>, error?: string, runId = "") {
         <dd>{session.scopes.length > 0 ? session.scopes.join(", ") : "none"}</dd>
         <dt>Session ends</dt>
         <dd>
-          <time datetime={new Date(session.expiresAtMs).toISOString()}>{new Date(session.expiresAtMs).toISOString().replace("T", " ").slice(0, 19)} UTC</time>
+          <time datetime={new Date(session.expiresAtMs).toISOString()}>
+            {new Date(session.expiresAtMs).toISOString().replace("T", " ").slice(0, 19)} UTC
+          </time>
         </dd>
       </dl>
     </>,
@@ -69,7 +88,8 @@ export const homePage = definePage({
     .get("/", (c) => home(c))
     .get("/runs", (c) => {
       const runId = (c.req.query("run_id") ?? "").trim();
-      if (!RUN_ID.test(runId)) return home(c, "A run id looks like run_ followed by 26 letters and digits.", runId);
+      if (!RUN_ID.test(runId))
+        return home(c, "A run id looks like run_ followed by 26 letters and digits.", runId);
       return c.redirect(`/console/runs/${runId}`, 303);
     }),
 });

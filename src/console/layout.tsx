@@ -7,7 +7,13 @@ import type { Child, FC } from "hono/jsx";
 import type { ConsoleEnv, ConsoleSession, NavLink } from "./page.ts";
 
 type Status = 200 | 400 | 401 | 403 | 404 | 409 | 413 | 500;
-type LayoutProps = { title: string; session: ConsoleSession | null; nav: NavLink[]; path: string; children?: Child };
+type LayoutProps = {
+  title: string;
+  session: ConsoleSession | null;
+  nav: NavLink[];
+  path: string;
+  children?: Child;
+};
 
 export const Layout: FC<LayoutProps> = ({ title, session, nav, path, children }) => (
   <html lang="en">
@@ -18,16 +24,23 @@ export const Layout: FC<LayoutProps> = ({ title, session, nav, path, children })
       <link rel="stylesheet" href="/console/assets/console.css" />
     </head>
     <body>
-      <a class="skip" href="#main">Skip to content</a>
+      <a class="skip" href="#main">
+        Skip to content
+      </a>
       <header class="site-header">
         <div class="bar">
-          <a class="brand" href="/console">toolgate console</a>
+          <a class="brand" href="/console">
+            toolgate console
+          </a>
           {session && (
             <nav aria-label="Console">
               <ul>
                 {nav.map((link) => (
                   <li>
-                    <a href={link.href} aria-current={isCurrent(link.href, path) ? "page" : undefined}>
+                    <a
+                      href={link.href}
+                      aria-current={isCurrent(link.href, path) ? "page" : undefined}
+                    >
                       {link.label}
                     </a>
                   </li>
@@ -58,7 +71,8 @@ export const Layout: FC<LayoutProps> = ({ title, session, nav, path, children })
   </html>
 );
 
-const isCurrent = (href: string, path: string) => (href === "/console" ? path === "/console" : path === href || path.startsWith(`${href}/`));
+const isCurrent = (href: string, path: string) =>
+  href === "/console" ? path === "/console" : path === href || path.startsWith(`${href}/`);
 
 /** Renders a full page for the signed-in session (or the public sign-in frame when there is none). */
 export function render(c: Context<ConsoleEnv>, title: string, body: Child, status: Status = 200) {
@@ -73,7 +87,13 @@ export function render(c: Context<ConsoleEnv>, title: string, body: Child, statu
 }
 
 /** The problem page: what went wrong and what to do, never a stack or a raw upstream body. */
-export function problemPage(c: Context<ConsoleEnv>, status: Exclude<Status, 200>, title: string, detail: string, next?: { href: string; label: string }) {
+export function problemPage(
+  c: Context<ConsoleEnv>,
+  status: Exclude<Status, 200>,
+  title: string,
+  detail: string,
+  next?: { href: string; label: string },
+) {
   return render(
     c,
     title,
@@ -91,9 +111,15 @@ export function problemPage(c: Context<ConsoleEnv>, status: Exclude<Status, 200>
 }
 
 /** A POST's outcome, shown once on the page it redirected to (see flash.ts). */
-export const FlashBox: FC<{ flash: { tone: "ok" | "error" | "info"; text: string } | null }> = ({ flash }) =>
+export const FlashBox: FC<{ flash: { tone: "ok" | "error" | "info"; text: string } | null }> = ({
+  flash,
+}) =>
   flash ? (
-    <div class={flash.tone === "error" ? "alert" : flash.tone === "ok" ? "notice success" : "notice"} role={flash.tone === "error" ? "alert" : "status"} data-flash={flash.tone}>
+    <div
+      class={flash.tone === "error" ? "alert" : flash.tone === "ok" ? "notice success" : "notice"}
+      role={flash.tone === "error" ? "alert" : "status"}
+      data-flash={flash.tone}
+    >
       <p>{flash.text}</p>
     </div>
   ) : null;

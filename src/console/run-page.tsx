@@ -16,12 +16,23 @@ async function showRun(c: Context<ConsoleEnv>) {
   const session = c.get("session");
   const runId = c.req.param("run_id") ?? "";
   const missing = NEEDS.filter((scope) => !session.scopes.includes(scope));
-  if (missing.length > 0) return problemPage(c, 403, "Not allowed", `Viewing a run needs an API key with the scopes ${missing.join(" and ")}.`);
+  if (missing.length > 0)
+    return problemPage(
+      c,
+      403,
+      "Not allowed",
+      `Viewing a run needs an API key with the scopes ${missing.join(" and ")}.`,
+    );
   // Another tenant's run is indistinguishable from a missing one.
-  if (!RUN_ID.test(runId)) return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
+  if (!RUN_ID.test(runId))
+    return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
   const stub = runStub(c.env, runId);
-  const [run, trace] = await Promise.all([stub.get(session.tenantId), stub.traceFor(session.tenantId)]);
-  if (!run.ok || !trace.ok) return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
+  const [run, trace] = await Promise.all([
+    stub.get(session.tenantId),
+    stub.traceFor(session.tenantId),
+  ]);
+  if (!run.ok || !trace.ok)
+    return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
   const grouped = groupTrace(trace.value.events);
   const originMs = Date.parse(run.value.created_at);
   return render(
@@ -42,11 +53,21 @@ async function showRun(c: Context<ConsoleEnv>) {
         <ol class="timeline" aria-label="Run and turns">
           {[...grouped.run, ...grouped.turns]
             .sort((a, b) => a.at_ms - b.at_ms)
-            .map((event) => (event.type === "turn_received" ? <TurnRow event={event as (typeof grouped.turns)[number]} originMs={originMs} /> : <EventRow event={event} originMs={originMs} />))}
+            .map((event) =>
+              event.type === "turn_received" ? (
+                <TurnRow event={event as (typeof grouped.turns)[number]} originMs={originMs} />
+              ) : (
+                <EventRow event={event} originMs={originMs} />
+              ),
+            )}
         </ol>
       </section>
       <h2 id="operations-title">Operations</h2>
-      {grouped.operations.length === 0 ? <p>No operation has started in this run yet.</p> : grouped.operations.map((op) => <OperationCard op={op} originMs={originMs} />)}
+      {grouped.operations.length === 0 ? (
+        <p>No operation has started in this run yet.</p>
+      ) : (
+        grouped.operations.map((op) => <OperationCard op={op} originMs={originMs} />)
+      )}
     </>,
   );
 }
@@ -81,8 +102,12 @@ const Summary = ({ run }: { run: RunView }) => {
           <thead>
             <tr>
               <th scope="col">Budget</th>
-              <th scope="col" class="num">Used</th>
-              <th scope="col" class="num">Limit</th>
+              <th scope="col" class="num">
+                Used
+              </th>
+              <th scope="col" class="num">
+                Limit
+              </th>
             </tr>
           </thead>
           <tbody>
@@ -96,7 +121,11 @@ const Summary = ({ run }: { run: RunView }) => {
             <tr>
               <th scope="row">Duration</th>
               <td class="num">—</td>
-              <td class="num">{run.budgets.max_duration_ms === undefined ? "none" : `${run.budgets.max_duration_ms / 1000} s`}</td>
+              <td class="num">
+                {run.budgets.max_duration_ms === undefined
+                  ? "none"
+                  : `${run.budgets.max_duration_ms / 1000} s`}
+              </td>
             </tr>
           </tbody>
         </table>
@@ -118,10 +147,27 @@ const Summary = ({ run }: { run: RunView }) => {
   );
 };
 
-const TurnRow = ({ event, originMs }: { event: { at_ms: number; turn_id?: unknown; calls: Array<{ call_id: string; name: string; operation_id: string; fixed?: string; code?: string | null }> }; originMs: number }) => (
+const TurnRow = ({
+  event,
+  originMs,
+}: {
+  event: {
+    at_ms: number;
+    turn_id?: unknown;
+    calls: Array<{
+      call_id: string;
+      name: string;
+      operation_id: string;
+      fixed?: string;
+      code?: string | null;
+    }>;
+  };
+  originMs: number;
+}) => (
   <li data-event="turn_received">
     <span>
-      <time datetime={new Date(event.at_ms).toISOString()}>{clock(event.at_ms)}</time> <span class="hint">{since(event.at_ms, originMs)}</span>
+      <time datetime={new Date(event.at_ms).toISOString()}>{clock(event.at_ms)}</time>{" "}
+      <span class="hint">{since(event.at_ms, originMs)}</span>
     </span>
     <span class="what">Turn received</span>
     <span class="details">

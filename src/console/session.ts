@@ -31,7 +31,11 @@ export async function sealSession(signingKey: string, claims: SessionClaims): Pr
 }
 
 /** The claims of a genuine, unexpired session token; null for anything else (never throws). */
-export async function openSession(signingKey: string, token: string | undefined, nowMs: number): Promise<SessionClaims | null> {
+export async function openSession(
+  signingKey: string,
+  token: string | undefined,
+  nowMs: number,
+): Promise<SessionClaims | null> {
   if (!token) return null;
   const [payload, signature, ...rest] = token.split(".");
   if (!payload || !signature || rest.length > 0) return null;
@@ -49,16 +53,31 @@ export async function openSession(signingKey: string, token: string | undefined,
 export const csrfToken = (signingKey: string, sid: string) => hmac(signingKey, CSRF + sid);
 
 export async function csrfValid(signingKey: string, sid: string, given: unknown): Promise<boolean> {
-  return typeof given === "string" && given.length > 0 && constantTimeEqual(given, await csrfToken(signingKey, sid));
+  return (
+    typeof given === "string" &&
+    given.length > 0 &&
+    constantTimeEqual(given, await csrfToken(signingKey, sid))
+  );
 }
 
 /** The sign-in form's token: bound to a nonce cookie set when the form was served. */
 export const loginToken = (signingKey: string, nonce: string) => hmac(signingKey, LOGIN + nonce);
 
-export async function loginTokenValid(signingKey: string, nonce: string | undefined, given: unknown): Promise<boolean> {
-  return typeof given === "string" && !!nonce && nonce.length >= 16 && constantTimeEqual(given, await loginToken(signingKey, nonce));
+export async function loginTokenValid(
+  signingKey: string,
+  nonce: string | undefined,
+  given: unknown,
+): Promise<boolean> {
+  return (
+    typeof given === "string" &&
+    !!nonce &&
+    nonce.length >= 16 &&
+    constantTimeEqual(given, await loginToken(signingKey, nonce))
+  );
 }
 
 export function fromBase64url(text: string): Uint8Array {
-  return Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0));
+  return Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) =>
+    ch.charCodeAt(0),
+  );
 }

@@ -8,7 +8,13 @@ import { randomSecret } from "../crypto.ts";
 import { tenantStub } from "../durable/stubs.ts";
 import { problemPage, render } from "./layout.tsx";
 import { consoleRoutes, type ConsoleEnv } from "./page.ts";
-import { LOGIN_TTL_MS, loginToken, loginTokenValid, sealSession, SESSION_TTL_MS } from "./session.ts";
+import {
+  LOGIN_TTL_MS,
+  loginToken,
+  loginTokenValid,
+  sealSession,
+  SESSION_TTL_MS,
+} from "./session.ts";
 
 export const SESSION_COOKIE = "tg_console";
 const LOGIN_COOKIE = "tg_console_login";
@@ -17,13 +23,25 @@ const COOKIE = { httpOnly: true, secure: true, sameSite: "Strict", path: "/conso
 /** Same shape as http/auth.ts accepts: `tgk.<tenant>.<key_id>.<secret>`. */
 function parseKey(key: string): { tenantId: string; keyId: string; secret: string } | null {
   const [prefix, tenantId, keyId, secret, ...rest] = key.trim().split(".");
-  if (prefix !== "tgk" || !tenantId || !keyId || !secret || rest.length > 0 || !/^ten_[0-9A-Z]{26}$/.test(tenantId)) return null;
+  if (
+    prefix !== "tgk" ||
+    !tenantId ||
+    !keyId ||
+    !secret ||
+    rest.length > 0 ||
+    !/^ten_[0-9A-Z]{26}$/.test(tenantId)
+  )
+    return null;
   return { tenantId, keyId, secret };
 }
 
 /** Only a path inside the console may be a post-sign-in destination (no open redirect). */
 export function safeNext(next: unknown): string {
-  return typeof next === "string" && /^\/console(\/[A-Za-z0-9_\-/]*)?$/.test(next) && !next.includes("//") ? next : "/console";
+  return typeof next === "string" &&
+    /^\/console(\/[A-Za-z0-9_\-/]*)?$/.test(next) &&
+    !next.includes("//")
+    ? next
+    : "/console";
 }
 
 export function signingKey(c: Context<ConsoleEnv>): string | null {
@@ -35,9 +53,18 @@ const ENDED: Record<string, string> = {
   expired: "Your session ended: it expired, or its API key was revoked. Sign in again to continue.",
 };
 
-async function signInForm(c: Context<ConsoleEnv>, options: { error?: string; notice?: string; next: string; status?: 200 | 401 | 403 }) {
+async function signInForm(
+  c: Context<ConsoleEnv>,
+  options: { error?: string; notice?: string; next: string; status?: 200 | 401 | 403 },
+) {
   const key = signingKey(c);
-  if (!key) return problemPage(c, 500, "Console unavailable", "TOOLGATE_SIGNING_KEY is not set for this deployment, so the console cannot sign anyone in.");
+  if (!key)
+    return problemPage(
+      c,
+      500,
+      "Console unavailable",
+      "TOOLGATE_SIGNING_KEY is not set for this deployment, so the console cannot sign anyone in.",
+    );
   const nonce = randomSecret();
   setCookie(c, LOGIN_COOKIE, nonce, { ...COOKIE, maxAge: LOGIN_TTL_MS / 1000 });
   const token = await loginToken(key, nonce);
@@ -46,7 +73,10 @@ async function signInForm(c: Context<ConsoleEnv>, options: { error?: string; not
     "Sign in",
     <section aria-labelledby="sign-in-title" class="panel">
       <h1 id="sign-in-title">Sign in</h1>
-      <p class="lede">Use a tenant API key. It is checked once and never kept in your browser; the session ends after {SESSION_TTL_MS / 60_000} minutes or when the key is revoked.</p>
+      <p class="lede">
+        Use a tenant API key. It is checked once and never kept in your browser; the session ends
+        after {SESSION_TTL_MS / 60_000} minutes or when the key is revoked.
+      </p>
       {options.notice && (
         <div class="notice" role="status">
           <p>{options.notice}</p>
@@ -63,7 +93,8 @@ async function signInForm(c: Context<ConsoleEnv>, options: { error?: string; not
         <div>
           <label for="api_key">Tenant API key</label>
           <p class="hint" id="api_key_hint">
-            Starts with <code>tgk.</code> — issued by <code>POST /v1/admin/tenants/{"{tenant}"}/keys</code>.
+            Starts with <code>tgk.</code> — issued by{" "}
+            <code>POST /v1/admin/tenants/{"{tenant}"}/keys</code>.
           </p>
           <input
             type="password"
@@ -86,20 +117,42 @@ async function signInForm(c: Context<ConsoleEnv>, options: { error?: string; not
 }
 
 export const signInRoutes = consoleRoutes()
-  .get("/sign-in", (c) => signInForm(c, { next: safeNext(c.req.query("next")), notice: ENDED[c.req.query("ended") ?? ""] }))
+  .get("/sign-in", (c) =>
+    signInForm(c, {
+      next: safeNext(c.req.query("next")),
+      notice: ENDED[c.req.query("ended") ?? ""],
+    }),
+  )
   .post("/sign-in", async (c) => {
     const key = signingKey(c);
-    if (!key) return problemPage(c, 500, "Console unavailable", "TOOLGATE_SIGNING_KEY is not set for this deployment.");
+    if (!key)
+      return problemPage(
+        c,
+        500,
+        "Console unavailable",
+        "TOOLGATE_SIGNING_KEY is not set for this deployment.",
+      );
     const form = await c.req.parseBody();
     const next = safeNext(form.next);
     if (!(await loginTokenValid(key, getCookie(c, LOGIN_COOKIE), form.csrf))) {
-      return problemPage(c, 403, "Sign-in form expired", "This sign-in form was not issued to this browser session (or it is older than 15 minutes). Nothing was done. Open the sign-in page again.", { href: "/console/sign-in", label: "Sign in again" });
+      return problemPage(
+        c,
+        403,
+        "Sign-in form expired",
+        "This sign-in form was not issued to this browser session (or it is older than 15 minutes). Nothing was done. Open the sign-in page again.",
+        { href: "/console/sign-in", label: "Sign in again" },
+      );
     }
     const parsed = typeof form.api_key === "string" ? parseKey(form.api_key) : null;
     const stub = parsed ? tenantStub(c.env, parsed.tenantId) : null;
     const verified = parsed && stub ? await stub.verifyKey(parsed.keyId, parsed.secret) : null;
     const info = parsed && stub && verified?.ok ? await stub.keyInfo(parsed.keyId) : null;
-    if (!parsed || !info?.ok) return signInForm(c, { error: "That API key is not valid, or it has been revoked. Check it and try again.", next, status: 401 });
+    if (!parsed || !info?.ok)
+      return signInForm(c, {
+        error: "That API key is not valid, or it has been revoked. Check it and try again.",
+        next,
+        status: 401,
+      });
     const nowMs = Date.now();
     const token = await sealSession(key, {
       sid: randomSecret(),

@@ -5,9 +5,26 @@
 import type { FC } from "hono/jsx";
 import type { TraceEvent } from "../domain/operation.ts";
 
-export type OperationTimeline = { operationId: string; tool: string; callId: string; status: string; code: string | null; events: TraceEvent[] };
-export type TurnCall = { call_id: string; name: string; operation_id: string; fixed?: string; code?: string | null };
-export type GroupedTrace = { run: TraceEvent[]; turns: Array<TraceEvent & { calls: TurnCall[] }>; operations: OperationTimeline[] };
+export type OperationTimeline = {
+  operationId: string;
+  tool: string;
+  callId: string;
+  status: string;
+  code: string | null;
+  events: TraceEvent[];
+};
+export type TurnCall = {
+  call_id: string;
+  name: string;
+  operation_id: string;
+  fixed?: string;
+  code?: string | null;
+};
+export type GroupedTrace = {
+  run: TraceEvent[];
+  turns: Array<TraceEvent & { calls: TurnCall[] }>;
+  operations: OperationTimeline[];
+};
 
 export function groupTrace(events: TraceEvent[]): GroupedTrace {
   const run: TraceEvent[] = [];
@@ -16,12 +33,19 @@ export function groupTrace(events: TraceEvent[]): GroupedTrace {
   for (const event of events) {
     const operationId = typeof event.operation_id === "string" ? event.operation_id : null;
     if (event.type === "turn_received") turns.push(event as TraceEvent & { calls: TurnCall[] });
-    else if (operationId) byOperation.set(operationId, [...(byOperation.get(operationId) ?? []), event]);
+    else if (operationId)
+      byOperation.set(operationId, [...(byOperation.get(operationId) ?? []), event]);
     else run.push(event);
   }
   const operations = [...byOperation].map(([operationId, opEvents]): OperationTimeline => {
     const proposed = opEvents.find((e) => e.type === "proposed");
-    return { operationId, tool: String(proposed?.tool ?? "unknown tool"), callId: String(proposed?.call_id ?? ""), ...statusOf(opEvents), events: opEvents };
+    return {
+      operationId,
+      tool: String(proposed?.tool ?? "unknown tool"),
+      callId: String(proposed?.call_id ?? ""),
+      ...statusOf(opEvents),
+      events: opEvents,
+    };
   });
   return { run, turns, operations };
 }
@@ -30,18 +54,31 @@ export function groupTrace(events: TraceEvent[]): GroupedTrace {
 function statusOf(events: TraceEvent[]): { status: string; code: string | null } {
   for (let i = events.length - 1; i >= 0; i--) {
     const event = events[i]!;
-    if (event.type === "recorded") return { status: String(event.status), code: typeof event.code === "string" ? event.code : null };
-    if (event.type === "outcome_unknown") return { status: "outcome_unknown", code: typeof event.code === "string" ? event.code : null };
+    if (event.type === "recorded")
+      return {
+        status: String(event.status),
+        code: typeof event.code === "string" ? event.code : null,
+      };
+    if (event.type === "outcome_unknown")
+      return {
+        status: "outcome_unknown",
+        code: typeof event.code === "string" ? event.code : null,
+      };
     // The state machine logs `awaiting_approval`; `approval_requested` is the older name.
-    if (event.type === "awaiting_approval" || event.type === "approval_requested") return { status: "awaiting_approval", code: null };
+    if (event.type === "awaiting_approval" || event.type === "approval_requested")
+      return { status: "awaiting_approval", code: null };
   }
   return { status: "pending", code: null };
 }
 
 /** A label for the event and the fields worth showing (everything not already in the label). */
-export function describeEvent(event: TraceEvent): { label: string; fields: Array<[string, unknown]> } {
+export function describeEvent(event: TraceEvent): {
+  label: string;
+  fields: Array<[string, unknown]>;
+} {
   const { type, at_ms: _at, operation_id: _op, ...rest } = event;
-  const omit = (...names: string[]) => Object.entries(rest).filter(([name]) => !names.includes(name));
+  const omit = (...names: string[]) =>
+    Object.entries(rest).filter(([name]) => !names.includes(name));
   switch (type) {
     case "run_created":
       return { label: "Run created", fields: omit("run_id") };
@@ -54,9 +91,18 @@ export function describeEvent(event: TraceEvent): { label: string; fields: Array
     case "attempt_started":
       return { label: `Attempt ${String(rest.attempt)} sent`, fields: omit("attempt") };
     case "attempt_finished":
-      return { label: `Attempt ${String(rest.attempt)} answered`, fields: [...flatten("observed", rest.observed), ...omit("attempt", "observed")] };
+      return {
+        label: `Attempt ${String(rest.attempt)} answered`,
+        fields: [...flatten("observed", rest.observed), ...omit("attempt", "observed")],
+      };
     case "retry_scheduled":
-      return { label: "Retry scheduled", fields: [["in", `${Math.round(Number(rest.delay_ms) / 100) / 10} s`], ...omit("delay_ms", "due_at_ms", "attempt")] };
+      return {
+        label: "Retry scheduled",
+        fields: [
+          ["in", `${Math.round(Number(rest.delay_ms) / 100) / 10} s`],
+          ...omit("delay_ms", "due_at_ms", "attempt"),
+        ],
+      };
     case "outcome_unknown":
       return { label: "Outcome unknown", fields: omit() };
     case "reconcile_started":
@@ -72,11 +118,32 @@ export function describeEvent(event: TraceEvent): { label: string; fields: Array
     case "cancel_requested":
       return { label: "Cancel requested", fields: omit() };
     case "awaiting_approval":
-      return { label: "Waiting for approval", fields: [...omit("expires_at_ms"), ...(typeof rest.expires_at_ms === "number" ? ([["expires", `${new Date(rest.expires_at_ms).toISOString().replace("T", " ").slice(0, 19)} UTC`]] as Array<[string, unknown]>) : [])] };
+      return {
+        label: "Waiting for approval",
+        fields: [
+          ...omit("expires_at_ms"),
+          ...(typeof rest.expires_at_ms === "number"
+            ? ([
+                [
+                  "expires",
+                  `${new Date(rest.expires_at_ms).toISOString().replace("T", " ").slice(0, 19)} UTC`,
+                ],
+              ] as Array<[string, unknown]>)
+            : []),
+        ],
+      };
     case "preview":
       return { label: "Preview for the approver", fields: omit() };
     case "approval_decided":
-      return { label: rest.verdict === "approve" ? "Approved by a person" : rest.verdict === "reject" ? "Rejected by a person" : "Approval decided", fields: omit() };
+      return {
+        label:
+          rest.verdict === "approve"
+            ? "Approved by a person"
+            : rest.verdict === "reject"
+              ? "Rejected by a person"
+              : "Approval decided",
+        fields: omit(),
+      };
     case "approval_expired":
       return { label: "Approval expired", fields: omit("requested_at_ms") };
     default:
@@ -86,13 +153,17 @@ export function describeEvent(event: TraceEvent): { label: string; fields: Array
 
 function flatten(prefix: string, value: unknown): Array<[string, unknown]> {
   if (!value || typeof value !== "object") return value === undefined ? [] : [[prefix, value]];
-  return Object.entries(value as Record<string, unknown>).map(([name, inner]) => [name === "kind" ? prefix : name, inner]);
+  return Object.entries(value as Record<string, unknown>).map(([name, inner]) => [
+    name === "kind" ? prefix : name,
+    inner,
+  ]);
 }
 
 /** Identifiers read better in a fixed-width face. */
 const MONO = /(^|_)(id|key|hash|tool|code|token)$/;
 const humanize = (name: string) => name.replace(/_/g, " ").replace(/^./, (ch) => ch.toUpperCase());
-const show = (value: unknown) => (typeof value === "string" ? value : value === null ? "null" : JSON.stringify(value));
+const show = (value: unknown) =>
+  typeof value === "string" ? value : value === null ? "null" : JSON.stringify(value);
 
 export const clock = (atMs: number) => new Date(atMs).toISOString().slice(11, 23);
 export const since = (atMs: number, originMs: number) => {
@@ -100,7 +171,9 @@ export const since = (atMs: number, originMs: number) => {
   return ms < 1_000 ? `+${ms} ms` : `+${(ms / 1_000).toFixed(1)} s`;
 };
 
-export const Badge: FC<{ status: string }> = ({ status }) => <span class={`badge ${status}`}>{status.replace(/_/g, " ")}</span>;
+export const Badge: FC<{ status: string }> = ({ status }) => (
+  <span class={`badge ${status}`}>{status.replace(/_/g, " ")}</span>
+);
 
 const Fields: FC<{ fields: Array<[string, unknown]> }> = ({ fields }) => (
   <>
@@ -108,7 +181,8 @@ const Fields: FC<{ fields: Array<[string, unknown]> }> = ({ fields }) => (
       .filter(([, value]) => value !== undefined && value !== null && value !== "")
       .map(([name, value]) => (
         <span class="kv">
-          <b>{name.replace(/_/g, " ")}</b> <span class={MONO.test(name) ? "mono" : undefined}>{show(value)}</span>
+          <b>{name.replace(/_/g, " ")}</b>{" "}
+          <span class={MONO.test(name) ? "mono" : undefined}>{show(value)}</span>
         </span>
       ))}
   </>
@@ -119,7 +193,8 @@ export const EventRow: FC<{ event: TraceEvent; originMs: number }> = ({ event, o
   return (
     <li data-event={event.type}>
       <span>
-        <time datetime={new Date(event.at_ms).toISOString()}>{clock(event.at_ms)}</time> <span class="hint">{since(event.at_ms, originMs)}</span>
+        <time datetime={new Date(event.at_ms).toISOString()}>{clock(event.at_ms)}</time>{" "}
+        <span class="hint">{since(event.at_ms, originMs)}</span>
       </span>
       <span class="what">{label}</span>
       <span class="details">
@@ -129,14 +204,23 @@ export const EventRow: FC<{ event: TraceEvent; originMs: number }> = ({ event, o
   );
 };
 
-export const OperationCard: FC<{ op: OperationTimeline; originMs: number }> = ({ op, originMs }) => (
-  <section class="op" id={op.operationId} aria-labelledby={`${op.operationId}-title`} data-status={op.status}>
+export const OperationCard: FC<{ op: OperationTimeline; originMs: number }> = ({
+  op,
+  originMs,
+}) => (
+  <section
+    class="op"
+    id={op.operationId}
+    aria-labelledby={`${op.operationId}-title`}
+    data-status={op.status}
+  >
     <header>
       <h3 id={`${op.operationId}-title`}>{op.tool}</h3>
       <Badge status={op.status} />
       {op.code && <code>{op.code}</code>}
       <span class="ids">
-        operation <span class="mono">{op.operationId}</span> · call <span class="mono">{op.callId}</span>
+        operation <span class="mono">{op.operationId}</span> · call{" "}
+        <span class="mono">{op.callId}</span>
       </span>
     </header>
     <ol class="timeline" aria-label={`Transitions of ${op.tool}`}>

@@ -21,14 +21,20 @@ export function needsApproval(rule: ApprovalRule, input: Record<string, unknown>
     case "never":
       return false;
     case "when":
-      return Object.entries(rule.when ?? {}).some(([field, comparison]) => input[field] === undefined || matches(comparison, input[field]));
+      return Object.entries(rule.when ?? {}).some(
+        ([field, comparison]) => input[field] === undefined || matches(comparison, input[field]),
+      );
   }
 }
 
 function matches(c: Comparison, value: unknown): boolean {
   const n = typeof value === "number" ? value : null;
   // A numeric comparison against a non-number cannot be decided: ask.
-  if ((c.gt !== undefined || c.gte !== undefined || c.lt !== undefined || c.lte !== undefined) && n === null) return true;
+  if (
+    (c.gt !== undefined || c.gte !== undefined || c.lt !== undefined || c.lte !== undefined) &&
+    n === null
+  )
+    return true;
   if (c.gt !== undefined && n! > c.gt) return true;
   if (c.gte !== undefined && n! >= c.gte) return true;
   if (c.lt !== undefined && n! < c.lt) return true;
@@ -38,18 +44,43 @@ function matches(c: Comparison, value: unknown): boolean {
   return false;
 }
 
-export type ApprovalRequest = { inputHash: string; policyVersion: string; requestedBy: string; fourEyes: boolean; expiresAtMs: number };
-export type Decision = { verdict: "approve" | "reject"; approverId: string; reason: string | null; inputHash: string | null; policyVersion: string | null };
+export type ApprovalRequest = {
+  inputHash: string;
+  policyVersion: string;
+  requestedBy: string;
+  fourEyes: boolean;
+  expiresAtMs: number;
+};
+export type Decision = {
+  verdict: "approve" | "reject";
+  approverId: string;
+  reason: string | null;
+  inputHash: string | null;
+  policyVersion: string | null;
+};
 export type DecisionRefusal =
-  | { code: "self_approval"; detail: string }
-  | { code: "approval_mismatch"; detail: string };
+  { code: "self_approval"; detail: string } | { code: "approval_mismatch"; detail: string };
 
 /** Checks a decision against the request it answers (expiry is the state machine's: it records it). */
-export function checkDecision(request: ApprovalRequest, decision: Decision): Result<true, DecisionRefusal> {
+export function checkDecision(
+  request: ApprovalRequest,
+  decision: Decision,
+): Result<true, DecisionRefusal> {
   if (request.fourEyes && decision.approverId === request.requestedBy) {
-    return err({ code: "self_approval", detail: `${decision.approverId} asked for this call and cannot decide it (four eyes); another person must` });
+    return err({
+      code: "self_approval",
+      detail: `${decision.approverId} asked for this call and cannot decide it (four eyes); another person must`,
+    });
   }
-  if (decision.inputHash !== null && decision.inputHash !== request.inputHash) return err({ code: "approval_mismatch", detail: "the decision names other arguments than this operation holds" });
-  if (decision.policyVersion !== null && decision.policyVersion !== request.policyVersion) return err({ code: "approval_mismatch", detail: "the decision names another version of the tool than this operation holds" });
+  if (decision.inputHash !== null && decision.inputHash !== request.inputHash)
+    return err({
+      code: "approval_mismatch",
+      detail: "the decision names other arguments than this operation holds",
+    });
+  if (decision.policyVersion !== null && decision.policyVersion !== request.policyVersion)
+    return err({
+      code: "approval_mismatch",
+      detail: "the decision names another version of the tool than this operation holds",
+    });
   return ok(true);
 }

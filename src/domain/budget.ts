@@ -2,7 +2,12 @@
 // stops the run. The RunObject derives usage from its turn rows and calls these checks inside one
 // synchronous block, so concurrent turns cannot both take the last unit.
 import { err, ok, type Result } from "./result.ts";
-export type Budgets = { max_turns?: number; max_tool_calls?: number; max_duration_ms?: number; max_cost?: number };
+export type Budgets = {
+  max_turns?: number;
+  max_tool_calls?: number;
+  max_duration_ms?: number;
+  max_cost?: number;
+};
 export type Usage = { turns: number; toolCalls: number; cost: number };
 export type BudgetCode = "max_turns" | "max_tool_calls" | "deadline" | "max_cost";
 export type BudgetRefusal = { code: BudgetCode; message: string };
@@ -12,16 +17,29 @@ const stop = (code: BudgetCode, what: string): BudgetRefusal => ({
   message: `This conversation has used up its ${what}. The call was not executed. Do not retry; tell the user.`,
 });
 
-export function checkTurn(budgets: Budgets, usage: Usage, createdAtMs: number, nowMs: number): BudgetRefusal | null {
-  if (budgets.max_duration_ms !== undefined && nowMs - createdAtMs >= budgets.max_duration_ms) return stop("deadline", "time budget");
-  if (budgets.max_turns !== undefined && usage.turns >= budgets.max_turns) return stop("max_turns", "turn budget");
+export function checkTurn(
+  budgets: Budgets,
+  usage: Usage,
+  createdAtMs: number,
+  nowMs: number,
+): BudgetRefusal | null {
+  if (budgets.max_duration_ms !== undefined && nowMs - createdAtMs >= budgets.max_duration_ms)
+    return stop("deadline", "time budget");
+  if (budgets.max_turns !== undefined && usage.turns >= budgets.max_turns)
+    return stop("max_turns", "turn budget");
   return null;
 }
 
 /** Reserves one call of `cost` units: the usage after it, or the budget that refuses it. */
-export function reserveCall(budgets: Budgets, usage: Usage, cost: number): Result<Usage, BudgetRefusal> {
-  if (budgets.max_tool_calls !== undefined && usage.toolCalls >= budgets.max_tool_calls) return err(stop("max_tool_calls", "tool-call budget"));
-  if (budgets.max_cost !== undefined && usage.cost + cost > budgets.max_cost) return err(stop("max_cost", "cost budget"));
+export function reserveCall(
+  budgets: Budgets,
+  usage: Usage,
+  cost: number,
+): Result<Usage, BudgetRefusal> {
+  if (budgets.max_tool_calls !== undefined && usage.toolCalls >= budgets.max_tool_calls)
+    return err(stop("max_tool_calls", "tool-call budget"));
+  if (budgets.max_cost !== undefined && usage.cost + cost > budgets.max_cost)
+    return err(stop("max_cost", "cost budget"));
   return ok({ ...usage, toolCalls: usage.toolCalls + 1, cost: usage.cost + cost });
 }
 
@@ -35,7 +53,13 @@ export type TurnAdmission = { verdicts: Array<BudgetRefusal | null>; usage: Usag
  * Admits one turn: the turn budgets first, then each call's reservation in call order. `costs`
  * holds null for calls the gate already refused (they use no budget). `usage.turns` counts this turn.
  */
-export function admitTurn(budgets: Budgets, usage: Usage, costs: Array<number | null>, createdAtMs: number, nowMs: number): TurnAdmission {
+export function admitTurn(
+  budgets: Budgets,
+  usage: Usage,
+  costs: Array<number | null>,
+  createdAtMs: number,
+  nowMs: number,
+): TurnAdmission {
   const turnStop = checkTurn(budgets, usage, createdAtMs, nowMs);
   let next: Usage = { ...usage, turns: usage.turns + 1 };
   const verdicts = costs.map((cost): BudgetRefusal | null => {

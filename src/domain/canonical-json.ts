@@ -4,12 +4,15 @@
 export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value === "boolean" || typeof value === "string") return JSON.stringify(value);
+  if (value === null || typeof value === "boolean" || typeof value === "string")
+    return JSON.stringify(value);
   if (typeof value === "number") {
-    if (!Number.isFinite(value)) throw new TypeError("canonical JSON cannot hold a non-finite number");
+    if (!Number.isFinite(value))
+      throw new TypeError("canonical JSON cannot hold a non-finite number");
     return JSON.stringify(value);
   }
-  if (Array.isArray(value)) return `[${value.map((item) => canonicalJson(item ?? null)).join(",")}]`;
+  if (Array.isArray(value))
+    return `[${value.map((item) => canonicalJson(item ?? null)).join(",")}]`;
   if (typeof value === "object") {
     const entries = Object.entries(value as Record<string, unknown>)
       .filter(([, item]) => item !== undefined)

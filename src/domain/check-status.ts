@@ -18,14 +18,20 @@ export const CHECK_STATUS_DEFINITION: ToolDefinition = {
   inputJsonSchema: {
     type: "object",
     additionalProperties: false,
-    properties: { operation_id: { type: "string", description: "The operation_id from an earlier call's result, e.g. op_3f…" } },
+    properties: {
+      operation_id: {
+        type: "string",
+        description: "The operation_id from an earlier call's result, e.g. op_3f…",
+      },
+    },
     required: ["operation_id"],
   },
   bound: [],
 };
 
 /** Only runs that offer a write: a read is never left pending for long or outcome_unknown. */
-export const offersCheckStatus = (offered: Iterable<ToolSpec>): boolean => [...offered].some((spec) => spec.risk !== "read");
+export const offersCheckStatus = (offered: Iterable<ToolSpec>): boolean =>
+  [...offered].some((spec) => spec.risk !== "read");
 
 /** The operation id a call asks about, or why the call is refused (the gate's wording). */
 export function checkStatusTarget(args: unknown): Result<string, string> {
@@ -34,24 +40,49 @@ export function checkStatusTarget(args: unknown): Result<string, string> {
     try {
       value = value.trim() === "" ? {} : JSON.parse(value);
     } catch {
-      return err("The arguments are not valid JSON. Send {\"operation_id\": \"op_…\"}.");
+      return err('The arguments are not valid JSON. Send {"operation_id": "op_…"}.');
     }
   }
-  if (typeof value !== "object" || value === null || Array.isArray(value)) return err("Send {\"operation_id\": \"op_…\"}.");
+  if (typeof value !== "object" || value === null || Array.isArray(value))
+    return err('Send {"operation_id": "op_…"}.');
   const extra = Object.keys(value).filter((key) => key !== "operation_id");
-  if (extra.length > 0) return err(`${extra[0]} is not a parameter of this tool; send only operation_id.`);
+  if (extra.length > 0)
+    return err(`${extra[0]} is not a parameter of this tool; send only operation_id.`);
   const id = (value as { operation_id?: unknown }).operation_id;
-  if (typeof id !== "string" || !OPERATION_ID.test(id)) return err("operation_id must be an id like op_ followed by 32 hex digits, from an earlier call's result.");
+  if (typeof id !== "string" || !OPERATION_ID.test(id))
+    return err(
+      "operation_id must be an id like op_ followed by 32 hex digits, from an earlier call's result.",
+    );
   return ok(id);
 }
 
 /** The check's own id (every envelope carries one): stable per run and call. */
-export const checkStatusId = async (tenantId: string, runId: string, callId: string): Promise<string> =>
+export const checkStatusId = async (
+  tenantId: string,
+  runId: string,
+  callId: string,
+): Promise<string> =>
   `op_${(await sha256Hex(canonicalJson([tenantId, runId, CHECK_STATUS, callId]))).slice(0, 32)}`;
 
 /** The answer: the target's envelope as the result, or a refusal when it is not an operation of this run. */
-export function checkStatusEnvelope(checkId: string, target: Result<string, string>, current: Envelope | null): Envelope {
-  if (!target.ok) return refusal("rejected", checkId, "invalid_arguments", `${target.error} Fix the arguments and call again.`);
-  if (!current) return refusal("rejected", checkId, "not_found", `There is no operation ${target.value} in this conversation. Use an operation_id from an earlier call's result; do not guess one.`);
+export function checkStatusEnvelope(
+  checkId: string,
+  target: Result<string, string>,
+  current: Envelope | null,
+): Envelope {
+  if (!target.ok)
+    return refusal(
+      "rejected",
+      checkId,
+      "invalid_arguments",
+      `${target.error} Fix the arguments and call again.`,
+    );
+  if (!current)
+    return refusal(
+      "rejected",
+      checkId,
+      "not_found",
+      `There is no operation ${target.value} in this conversation. Use an operation_id from an earlier call's result; do not guess one.`,
+    );
   return { status: "succeeded", operation_id: checkId, result: current };
 }

@@ -16,7 +16,13 @@ export type ModelStatus =
 
 export type Envelope =
   | { status: "succeeded"; operation_id: string; result: unknown }
-  | { status: Exclude<ModelStatus, "succeeded">; operation_id: string; code: string; message: string; allowed_next_actions: string[] };
+  | {
+      status: Exclude<ModelStatus, "succeeded">;
+      operation_id: string;
+      code: string;
+      message: string;
+      allowed_next_actions: string[];
+    };
 
 const NEXT_ACTIONS: Record<Exclude<ModelStatus, "succeeded">, string[]> = {
   rejected: ["fix_arguments", "tell_user"],
@@ -28,13 +34,23 @@ const NEXT_ACTIONS: Record<Exclude<ModelStatus, "succeeded">, string[]> = {
   pending: ["wait"],
 };
 
-export function refusal(status: Exclude<ModelStatus, "succeeded">, operationId: string, code: string, message: string): Envelope {
-  const actions = status === "rejected" && code !== "invalid_arguments" ? ["tell_user"] : NEXT_ACTIONS[status];
+export function refusal(
+  status: Exclude<ModelStatus, "succeeded">,
+  operationId: string,
+  code: string,
+  message: string,
+): Envelope {
+  const actions =
+    status === "rejected" && code !== "invalid_arguments" ? ["tell_user"] : NEXT_ACTIONS[status];
   return { status, operation_id: operationId, code, message, allowed_next_actions: actions };
 }
 
 /** `safety` picks the truthful words for an unknown outcome: what toolgate can and cannot do about it. */
-export function envelopeFor(operationId: string, state: OperationState, safety: RepeatSafety): Envelope {
+export function envelopeFor(
+  operationId: string,
+  state: OperationState,
+  safety: RepeatSafety,
+): Envelope {
   switch (state.phase) {
     case "awaiting_lock":
       return refusal(
@@ -57,23 +73,54 @@ export function envelopeFor(operationId: string, state: OperationState, safety: 
         ? { status: "succeeded", operation_id: operationId, result: state.outcome.result }
         : refusal(state.outcome.status, operationId, state.outcome.code, state.outcome.message);
     case "executing":
-      return refusal("pending", operationId, "executing", `toolgate is running this call (attempt ${state.attempt}). Wait for its result; do not call it again.`);
+      return refusal(
+        "pending",
+        operationId,
+        "executing",
+        `toolgate is running this call (attempt ${state.attempt}). Wait for its result; do not call it again.`,
+      );
     case "retry_scheduled":
       // After an ambiguous attempt the next one is a resend with the same key, not a first try:
       // "pending" would let a cancel claim it never took effect.
-      if (state.mayHaveApplied) return refusal("outcome_unknown", operationId, state.mayHaveApplied.code, `It is not yet known whether this took effect: an earlier attempt may have reached the tool. toolgate will send it again with the same idempotency key by itself. Do not retry; wait or tell the user it is being checked.`);
-      return refusal("pending", operationId, "retry_scheduled", `The tool failed transiently (${state.reason}); toolgate will retry it by itself. Wait; do not call it again.`);
+      if (state.mayHaveApplied)
+        return refusal(
+          "outcome_unknown",
+          operationId,
+          state.mayHaveApplied.code,
+          `It is not yet known whether this took effect: an earlier attempt may have reached the tool. toolgate will send it again with the same idempotency key by itself. Do not retry; wait or tell the user it is being checked.`,
+        );
+      return refusal(
+        "pending",
+        operationId,
+        "retry_scheduled",
+        `The tool failed transiently (${state.reason}); toolgate will retry it by itself. Wait; do not call it again.`,
+      );
     case "reconciling":
-      return refusal("outcome_unknown", operationId, state.code, "It is not yet known whether this took effect; toolgate is checking with the tool. Do not retry; wait or tell the user it is being checked.");
+      return refusal(
+        "outcome_unknown",
+        operationId,
+        state.code,
+        "It is not yet known whether this took effect; toolgate is checking with the tool. Do not retry; wait or tell the user it is being checked.",
+      );
     case "outcome_unknown":
-      return refusal("outcome_unknown", operationId, state.code, state.reconcile === "human" ? WAITING_FOR_PERSON[safety] : "It is not yet known whether this took effect; toolgate is reconciling it safely. Do not retry; wait or tell the user it is being checked.");
+      return refusal(
+        "outcome_unknown",
+        operationId,
+        state.code,
+        state.reconcile === "human"
+          ? WAITING_FOR_PERSON[safety]
+          : "It is not yet known whether this took effect; toolgate is reconciling it safely. Do not retry; wait or tell the user it is being checked.",
+      );
   }
 }
 
 const WAITING_FOR_PERSON: Record<RepeatSafety, string> = {
-  keyed: "toolgate could not confirm whether this reached the tool and took effect. It will not repeat it except with the same idempotency key, and only if a person decides so; a person is checking. Do not retry; tell the user it is being checked.",
-  lookup: "It is not known whether this took effect: the tool's status lookup gave no clear answer. A person is checking. Do not retry; tell the user it is being checked.",
-  neither: "It is not known whether this took effect, and this tool offers no safe way to check or to repeat it. A person is checking. Do not retry; tell the user it is being checked.",
+  keyed:
+    "toolgate could not confirm whether this reached the tool and took effect. It will not repeat it except with the same idempotency key, and only if a person decides so; a person is checking. Do not retry; tell the user it is being checked.",
+  lookup:
+    "It is not known whether this took effect: the tool's status lookup gave no clear answer. A person is checking. Do not retry; tell the user it is being checked.",
+  neither:
+    "It is not known whether this took effect, and this tool offers no safe way to check or to repeat it. A person is checking. Do not retry; tell the user it is being checked.",
   read: "This read could not be completed and a person is checking. Do not retry; tell the user.",
 };
 
@@ -82,15 +129,21 @@ const WAITING_FOR_PERSON: Record<RepeatSafety, string> = {
  * says whether the call took effect only where toolgate knows it, and what to do next.
  */
 export const RUN_TEXT = {
-  unknownTool: (name: string) => `There is no tool named "${name}". Do not retry it; use one of the offered tools or tell the user.`,
+  unknownTool: (name: string) =>
+    `There is no tool named "${name}". Do not retry it; use one of the offered tools or tell the user.`,
   runCancelled: "The run was cancelled; this call was not executed. Do not retry; tell the user.",
-  cancelledBeforeRetry: "The run was cancelled before this call took effect. Do not retry; tell the user.",
-  deadlineBeforeRetry: "This conversation ran out of time before the call could be retried. It did not take effect. Do not retry; tell the user.",
-  withdrawnBeforeRetry: (tool: string) => `The tool ${tool} was withdrawn from this conversation before it could run. Do not retry; tell the user.`,
+  cancelledBeforeRetry:
+    "The run was cancelled before this call took effect. Do not retry; tell the user.",
+  deadlineBeforeRetry:
+    "This conversation ran out of time before the call could be retried. It did not take effect. Do not retry; tell the user.",
+  withdrawnBeforeRetry: (tool: string) =>
+    `The tool ${tool} was withdrawn from this conversation before it could run. Do not retry; tell the user.`,
   /** A closed call never claims "it did not take effect": a sent attempt may still commit. */
   closedWhileRunning: (operationId: string) =>
     `Cancelled while it was already running or starting, so it may still complete; toolgate records the outcome on operation ${operationId}. Do not retry; tell the user.`,
   toolUnavailable: "toolgate could not run this tool. Do not retry; tell the user.",
-  toolChangedWhileWaiting: (tool: string) => `The tool ${tool} changed while this call waited for approval, so that approval no longer applies and nothing was executed. Do not retry; tell the user.`,
-  toolBusy: "toolgate could not read this call's state just now; it may be running. Wait for its result; do not call it again.",
+  toolChangedWhileWaiting: (tool: string) =>
+    `The tool ${tool} changed while this call waited for approval, so that approval no longer applies and nothing was executed. Do not retry; tell the user.`,
+  toolBusy:
+    "toolgate could not read this call's state just now; it may be running. Wait for its result; do not call it again.",
 } as const;

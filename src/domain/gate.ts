@@ -10,7 +10,10 @@ import { checkLimits, checkScopes } from "./policy.ts";
 import { err, ok, type Result } from "./result.ts";
 
 export type ProposedCall = { id: string; name: string; arguments: unknown };
-export type GateRefusal = { code: "tool_not_allowed" | "invalid_arguments" | "forbidden" | "policy_denied"; message: string };
+export type GateRefusal = {
+  code: "tool_not_allowed" | "invalid_arguments" | "forbidden" | "policy_denied";
+  message: string;
+};
 
 export function admitCall(
   call: ProposedCall,
@@ -20,7 +23,10 @@ export function admitCall(
 ): Result<{ spec: ToolSpec; input: Record<string, unknown> }, GateRefusal> {
   const spec = offered.get(call.name);
   if (!spec) {
-    return err({ code: "tool_not_allowed", message: `The tool "${call.name}" is not available in this conversation. Do not retry it; use one of the offered tools or tell the user.` });
+    return err({
+      code: "tool_not_allowed",
+      message: `The tool "${call.name}" is not available in this conversation. Do not retry it; use one of the offered tools or tell the user.`,
+    });
   }
   const scopes = checkScopes(spec.name, spec.requiresScopes, userScopes);
   if (!scopes.ok) return scopes;
@@ -29,32 +35,59 @@ export function admitCall(
     try {
       args = args.trim() === "" ? {} : JSON.parse(args);
     } catch {
-      return err({ code: "invalid_arguments", message: "The arguments are not valid JSON. Send a JSON object matching the tool's schema." });
+      return err({
+        code: "invalid_arguments",
+        message: "The arguments are not valid JSON. Send a JSON object matching the tool's schema.",
+      });
     }
   }
   if (typeof args !== "object" || args === null || Array.isArray(args)) {
-    return err({ code: "invalid_arguments", message: "The arguments must be a JSON object matching the tool's schema." });
+    return err({
+      code: "invalid_arguments",
+      message: "The arguments must be a JSON object matching the tool's schema.",
+    });
   }
   // Bound fields are identity, not model input: the export never shows them, so a model that sends
   // one is told so instead of having it silently replaced.
   const sentBound = Object.keys(spec.bind).find((field) => Object.hasOwn(args as object, field));
-  if (sentBound) return err({ code: "invalid_arguments", message: `${sentBound} is filled in by toolgate for this conversation; call again without it.` });
+  if (sentBound)
+    return err({
+      code: "invalid_arguments",
+      message: `${sentBound} is filled in by toolgate for this conversation; call again without it.`,
+    });
   const normalized = normalizeArguments(spec.inputJsonSchema, args, spec.strictExport);
-  if (!normalized.ok) return err({ code: "invalid_arguments", message: `The arguments do not match the tool's schema (${normalized.error.message}). Fix them and call again, or ask the user.` });
+  if (!normalized.ok)
+    return err({
+      code: "invalid_arguments",
+      message: `The arguments do not match the tool's schema (${normalized.error.message}). Fix them and call again, or ask the user.`,
+    });
   const input: Record<string, unknown> = { ...(normalized.value as Record<string, unknown>) };
   for (const [field, path] of Object.entries(spec.bind)) {
     const value = context[path.slice("context.".length)];
-    if (value === undefined) return err({ code: "invalid_arguments", message: `This run has no ${path} to bind to ${field}; tell the user the tool is not set up for them.` });
+    if (value === undefined)
+      return err({
+        code: "invalid_arguments",
+        message: `This run has no ${path} to bind to ${field}; tell the user the tool is not set up for them.`,
+      });
     input[field] = value;
   }
   const parsed = spec.input.safeParse(input);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`).join("; ");
-    return err({ code: "invalid_arguments", message: `The arguments do not match the tool's schema (${problems}). Fix them and call again, or ask the user.` });
+    const problems = parsed.error.issues
+      .map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`)
+      .join("; ");
+    return err({
+      code: "invalid_arguments",
+      message: `The arguments do not match the tool's schema (${problems}). Fix them and call again, or ask the user.`,
+    });
   }
   const admitted = parsed.data as Record<string, unknown>;
   const unusable = spec.checkArguments(admitted);
-  if (unusable) return err({ code: "invalid_arguments", message: `The arguments cannot be used (${unusable}). Fix them and call again, or ask the user.` });
+  if (unusable)
+    return err({
+      code: "invalid_arguments",
+      message: `The arguments cannot be used (${unusable}). Fix them and call again, or ask the user.`,
+    });
   const limits = checkLimits(spec.limits, admitted, context);
   if (!limits.ok) return limits;
   return ok({ spec, input: admitted });

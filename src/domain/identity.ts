@@ -19,7 +19,12 @@ export type IdentityInput = {
   callId: string;
 };
 
-export type FrozenCall = { operationId: OperationId; idempotencyKey: string; canonicalInput: string; inputHash: string };
+export type FrozenCall = {
+  operationId: OperationId;
+  idempotencyKey: string;
+  canonicalInput: string;
+  inputHash: string;
+};
 
 export async function freezeCall(call: IdentityInput): Promise<FrozenCall> {
   const canonicalInput = canonicalJson(call.input);
@@ -30,7 +35,11 @@ export async function freezeCall(call: IdentityInput): Promise<FrozenCall> {
       ? { call: call.callId }
       : call.operationKey.length === 0
         ? { input: call.input }
-        : { fields: Object.fromEntries(call.operationKey.map((field) => [field, call.input[field] ?? null])) };
+        : {
+            fields: Object.fromEntries(
+              call.operationKey.map((field) => [field, call.input[field] ?? null]),
+            ),
+          };
   const scopeValue = call.risk === "read" || call.scope === "run" ? `run:${call.runId}` : "tenant";
   const digest = await sha256Hex(canonicalJson([call.tenantId, scopeValue, call.tool, key]));
   const operationId: OperationId = `op_${digest.slice(0, 32)}`;

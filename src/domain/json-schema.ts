@@ -28,15 +28,30 @@ export function resolveRef(root: Schema, ref: string): Schema | null {
 /** Two schemas as one: later keywords win, except properties (united) and required (united). */
 export function merge(a: Schema, b: Schema): Schema {
   const out: Schema = { ...a, ...b };
-  if (isSchema(a.properties) || isSchema(b.properties)) out.properties = { ...(isSchema(a.properties) ? a.properties : {}), ...(isSchema(b.properties) ? b.properties : {}) };
-  if (Array.isArray(a.required) || Array.isArray(b.required)) out.required = [...new Set([...(Array.isArray(a.required) ? a.required : []), ...(Array.isArray(b.required) ? b.required : [])])];
+  if (isSchema(a.properties) || isSchema(b.properties))
+    out.properties = {
+      ...(isSchema(a.properties) ? a.properties : {}),
+      ...(isSchema(b.properties) ? b.properties : {}),
+    };
+  if (Array.isArray(a.required) || Array.isArray(b.required))
+    out.required = [
+      ...new Set([
+        ...(Array.isArray(a.required) ? a.required : []),
+        ...(Array.isArray(b.required) ? b.required : []),
+      ]),
+    ];
   return out;
 }
 
 export function acceptsNull(schema: Schema, root: Schema, seen = new Set<string>()): boolean {
-  if (schema.type === "null" || (Array.isArray(schema.type) && schema.type.includes("null"))) return true;
-  if (schema.const === null || (Array.isArray(schema.enum) && schema.enum.includes(null))) return true;
-  const branches = [...(Array.isArray(schema.anyOf) ? schema.anyOf : []), ...(Array.isArray(schema.oneOf) ? schema.oneOf : [])];
+  if (schema.type === "null" || (Array.isArray(schema.type) && schema.type.includes("null")))
+    return true;
+  if (schema.const === null || (Array.isArray(schema.enum) && schema.enum.includes(null)))
+    return true;
+  const branches = [
+    ...(Array.isArray(schema.anyOf) ? schema.anyOf : []),
+    ...(Array.isArray(schema.oneOf) ? schema.oneOf : []),
+  ];
   if (branches.some((branch) => isSchema(branch) && acceptsNull(branch, root, seen))) return true;
   if (typeof schema.$ref === "string" && !seen.has(schema.$ref)) {
     const target = resolveRef(root, schema.$ref);
@@ -45,15 +60,21 @@ export function acceptsNull(schema: Schema, root: Schema, seen = new Set<string>
   return false;
 }
 
-const isObjectSchema = (s: Schema) => s.type === "object" || (Array.isArray(s.type) && s.type.includes("object")) || isSchema(s.properties);
+const isObjectSchema = (s: Schema) =>
+  s.type === "object" ||
+  (Array.isArray(s.type) && s.type.includes("object")) ||
+  isSchema(s.properties);
 
 /** The schema toolgate enforces and exports (see the header). */
 export function closeSchema(schema: Schema, root: Schema = schema): Schema {
   let s = schema;
   if (Array.isArray(s.allOf)) {
     const { allOf, ...rest } = s;
-    const branches = allOf.map((branch) => (isSchema(branch) && typeof branch.$ref === "string" ? resolveRef(root, branch.$ref) : branch));
-    if (branches.every((branch) => isSchema(branch) && isObjectSchema(branch))) s = [...(branches as Schema[]), rest].reduce<Schema>((acc, branch) => merge(acc, branch), {});
+    const branches = allOf.map((branch) =>
+      isSchema(branch) && typeof branch.$ref === "string" ? resolveRef(root, branch.$ref) : branch,
+    );
+    if (branches.every((branch) => isSchema(branch) && isObjectSchema(branch)))
+      s = [...(branches as Schema[]), rest].reduce<Schema>((acc, branch) => merge(acc, branch), {});
   }
   // A union beside the object's own properties: closing either side would refuse the other's
   // keys (JSON Schema's additionalProperties does not compose), so both stay open here and
@@ -66,7 +87,14 @@ export function closeSchema(schema: Schema, root: Schema = schema): Schema {
       case "properties":
       case "$defs":
       case "definitions":
-        out[key] = isSchema(value) ? Object.fromEntries(Object.entries(value).map(([name, sub]) => [name, isSchema(sub) ? closeSchema(sub, root) : sub])) : value;
+        out[key] = isSchema(value)
+          ? Object.fromEntries(
+              Object.entries(value).map(([name, sub]) => [
+                name,
+                isSchema(sub) ? closeSchema(sub, root) : sub,
+              ]),
+            )
+          : value;
         break;
       case "items":
       case "additionalProperties":
@@ -74,24 +102,44 @@ export function closeSchema(schema: Schema, root: Schema = schema): Schema {
         break;
       case "anyOf":
       case "oneOf":
-        out[key] = Array.isArray(value) && !ownProperties ? value.map((sub) => (isSchema(sub) ? closeSchema(sub, root) : sub)) : value;
+        out[key] =
+          Array.isArray(value) && !ownProperties
+            ? value.map((sub) => (isSchema(sub) ? closeSchema(sub, root) : sub))
+            : value;
         break;
       default:
         out[key] = value;
     }
   }
-  if (isObjectSchema(out) && !union && out.additionalProperties === undefined && out.patternProperties === undefined) out.additionalProperties = false;
+  if (
+    isObjectSchema(out) &&
+    !union &&
+    out.additionalProperties === undefined &&
+    out.patternProperties === undefined
+  )
+    out.additionalProperties = false;
   return out;
 }
 
 export type ArgumentProblem = { path: string; message: string };
 
 /** Undeclared keys refused by name; with `dropNulls`, a null for an optional, non-nullable property is dropped. */
-export function normalizeArguments(schema: Schema, value: unknown, dropNulls: boolean): Result<unknown, ArgumentProblem> {
+export function normalizeArguments(
+  schema: Schema,
+  value: unknown,
+  dropNulls: boolean,
+): Result<unknown, ArgumentProblem> {
   return walk(schema, value, "", schema, dropNulls, 0);
 }
 
-function walk(schema: Schema, value: unknown, path: string, root: Schema, dropNulls: boolean, depth: number): Result<unknown, ArgumentProblem> {
+function walk(
+  schema: Schema,
+  value: unknown,
+  path: string,
+  root: Schema,
+  dropNulls: boolean,
+  depth: number,
+): Result<unknown, ArgumentProblem> {
   if (depth > 64) return ok(value);
   const s = typeof schema.$ref === "string" ? (resolveRef(root, schema.$ref) ?? schema) : schema;
   if (Array.isArray(value)) {
@@ -105,12 +153,19 @@ function walk(schema: Schema, value: unknown, path: string, root: Schema, dropNu
     return ok(items);
   }
   if (!isSchema(value)) return ok(value);
-  const branches = [...(Array.isArray(s.anyOf) ? s.anyOf : []), ...(Array.isArray(s.oneOf) ? s.oneOf : [])].filter(isSchema);
+  const branches = [
+    ...(Array.isArray(s.anyOf) ? s.anyOf : []),
+    ...(Array.isArray(s.oneOf) ? s.oneOf : []),
+  ].filter(isSchema);
   if (branches.length > 0) {
     // A union: read the object against the first object branch (with the node's own properties)
     // that declares every key it holds.
     const { anyOf: _a, oneOf: _o, ...own } = s;
-    const objects = branches.map((branch) => (typeof branch.$ref === "string" ? (resolveRef(root, branch.$ref) ?? branch) : branch)).filter(isObjectSchema);
+    const objects = branches
+      .map((branch) =>
+        typeof branch.$ref === "string" ? (resolveRef(root, branch.$ref) ?? branch) : branch,
+      )
+      .filter(isObjectSchema);
     let first: Result<unknown, ArgumentProblem> | null = null;
     for (const branch of objects) {
       const walked = walk(merge(own, branch), value, path, root, dropNulls, depth + 1);
@@ -122,12 +177,18 @@ function walk(schema: Schema, value: unknown, path: string, root: Schema, dropNu
   if (!isObjectSchema(s)) return ok(value);
   const properties = isSchema(s.properties) ? s.properties : {};
   const required = new Set(Array.isArray(s.required) ? s.required : []);
-  const extraAllowed = (s.additionalProperties !== undefined && s.additionalProperties !== false) || s.patternProperties !== undefined;
+  const extraAllowed =
+    (s.additionalProperties !== undefined && s.additionalProperties !== false) ||
+    s.patternProperties !== undefined;
   const out: Schema = {};
   for (const [name, item] of Object.entries(value)) {
     const property = properties[name];
     if (!isSchema(property)) {
-      if (!extraAllowed && !Object.hasOwn(properties, name)) return err({ path: `${path}/${name}`, message: `${pointerText(`${path}/${name}`)} is not a parameter of this tool` });
+      if (!extraAllowed && !Object.hasOwn(properties, name))
+        return err({
+          path: `${path}/${name}`,
+          message: `${pointerText(`${path}/${name}`)} is not a parameter of this tool`,
+        });
       out[name] = item;
     } else if (item === null && dropNulls && !required.has(name) && !acceptsNull(property, root)) {
       continue;

@@ -6,27 +6,50 @@ import { err, ok, type Result } from "./result.ts";
 
 export type PolicyRefusal = { code: "forbidden" | "policy_denied"; message: string };
 
-export function checkScopes(tool: string, required: readonly string[], held: readonly string[]): Result<true, PolicyRefusal> {
+export function checkScopes(
+  tool: string,
+  required: readonly string[],
+  held: readonly string[],
+): Result<true, PolicyRefusal> {
   const missing = required.filter((scope) => !held.includes(scope));
   if (missing.length === 0) return ok(true);
-  return err({ code: "forbidden", message: `The user is not allowed to use ${tool} (missing ${missing.join(", ")}). Do not retry; tell the user they lack permission.` });
+  return err({
+    code: "forbidden",
+    message: `The user is not allowed to use ${tool} (missing ${missing.join(", ")}). Do not retry; tell the user they lack permission.`,
+  });
 }
 
-export function checkLimits(limits: Record<string, Limit>, input: Record<string, unknown>, context: Record<string, unknown>): Result<true, PolicyRefusal> {
+export function checkLimits(
+  limits: Record<string, Limit>,
+  input: Record<string, unknown>,
+  context: Record<string, unknown>,
+): Result<true, PolicyRefusal> {
   for (const [field, limit] of Object.entries(limits)) {
     const value = input[field];
     if (value === undefined) continue;
-    if (limit.enum && !limit.enum.some((allowed) => allowed === value)) return deny(field, `must be one of ${limit.enum.map((v) => JSON.stringify(v)).join(", ")}`);
-    for (const [bound, compare] of [["max", (a: number, b: number) => a <= b], ["min", (a: number, b: number) => a >= b]] as const) {
+    if (limit.enum && !limit.enum.some((allowed) => allowed === value))
+      return deny(field, `must be one of ${limit.enum.map((v) => JSON.stringify(v)).join(", ")}`);
+    for (const [bound, compare] of [
+      ["max", (a: number, b: number) => a <= b],
+      ["min", (a: number, b: number) => a >= b],
+    ] as const) {
       const raw = limit[bound];
       if (raw === undefined) continue;
       const threshold = typeof raw === "number" ? raw : context[raw.replace(/^context\./, "")];
-      if (typeof threshold !== "number") return deny(field, `has a ${bound} limit (${String(raw)}) this run does not define`);
-      if (typeof value !== "number" || !compare(value, threshold)) return deny(field, `is over the allowed ${bound === "max" ? "maximum" : "minimum"} of ${threshold}`);
+      if (typeof threshold !== "number")
+        return deny(field, `has a ${bound} limit (${String(raw)}) this run does not define`);
+      if (typeof value !== "number" || !compare(value, threshold))
+        return deny(
+          field,
+          `is over the allowed ${bound === "max" ? "maximum" : "minimum"} of ${threshold}`,
+        );
     }
   }
   return ok(true);
 }
 
 const deny = (field: string, why: string): Result<true, PolicyRefusal> =>
-  err({ code: "policy_denied", message: `Policy does not allow this: ${field} ${why}. Do not retry; tell the user it needs a person's decision.` });
+  err({
+    code: "policy_denied",
+    message: `Policy does not allow this: ${field} ${why}. Do not retry; tell the user it needs a person's decision.`,
+  });

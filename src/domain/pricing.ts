@@ -9,8 +9,14 @@ export function modelCost(usage: ModelUsage | null, prices: Record<string, Price
   const model = usage.model ?? "";
   const match =
     prices[model] ??
-    Object.entries(prices).find(([pattern]) => pattern.endsWith("*") && pattern !== "*" && model.startsWith(pattern.slice(0, -1)))?.[1] ??
+    Object.entries(prices).find(
+      ([pattern]) =>
+        pattern.endsWith("*") && pattern !== "*" && model.startsWith(pattern.slice(0, -1)),
+    )?.[1] ??
     prices["*"];
   if (!match) return 0;
-  return (usage.input_tokens * match.input_per_mtok + usage.output_tokens * match.output_per_mtok) / 1_000_000;
+  return (
+    (usage.input_tokens * match.input_per_mtok + usage.output_tokens * match.output_per_mtok) /
+    1_000_000
+  );
 }

@@ -2,20 +2,42 @@
 // a replay computes the same delay; Retry-After honoured but clamped to the cap; attempt and
 // elapsed-time budgets. Pure: the caller passes the clock reading.
 /** `minDelayMs` is a floor under the jitter (default 0: pure full jitter). */
-export type RetryPolicy = { maxAttempts: number; minDelayMs: number; initialDelayMs: number; maxDelayMs: number; maxElapsedMs: number };
+export type RetryPolicy = {
+  maxAttempts: number;
+  minDelayMs: number;
+  initialDelayMs: number;
+  maxDelayMs: number;
+  maxElapsedMs: number;
+};
 
-export const DEFAULT_RETRY: RetryPolicy = { maxAttempts: 4, minDelayMs: 0, initialDelayMs: 500, maxDelayMs: 30_000, maxElapsedMs: 300_000 };
+export const DEFAULT_RETRY: RetryPolicy = {
+  maxAttempts: 4,
+  minDelayMs: 0,
+  initialDelayMs: 500,
+  maxDelayMs: 30_000,
+  maxElapsedMs: 300_000,
+};
 
 /** Delay before attempt `attempt + 1`, after attempt `attempt` (1-based) failed retryably. */
-export function nextDelayMs(policy: RetryPolicy, operationId: string, attempt: number, retryAfterMs: number | null): number {
-  const ceiling = Math.min(policy.maxDelayMs, policy.initialDelayMs * 2 ** Math.max(0, attempt - 1));
+export function nextDelayMs(
+  policy: RetryPolicy,
+  operationId: string,
+  attempt: number,
+  retryAfterMs: number | null,
+): number {
+  const ceiling = Math.min(
+    policy.maxDelayMs,
+    policy.initialDelayMs * 2 ** Math.max(0, attempt - 1),
+  );
   const floor = Math.min(policy.minDelayMs, ceiling);
   const jittered = floor + Math.floor(seededUnit(`${operationId}:${attempt}`) * (ceiling - floor));
   if (retryAfterMs === null) return jittered;
   return Math.min(policy.maxDelayMs, Math.max(jittered, retryAfterMs));
 }
 
-export type RetryPlan = { kind: "retry"; delayMs: number; dueAtMs: number } | { kind: "exhausted"; budget: "attempts" | "elapsed" };
+export type RetryPlan =
+  | { kind: "retry"; delayMs: number; dueAtMs: number }
+  | { kind: "exhausted"; budget: "attempts" | "elapsed" };
 
 export function planRetry(args: {
   policy: RetryPolicy;
@@ -28,7 +50,8 @@ export function planRetry(args: {
   if (args.attempt >= args.policy.maxAttempts) return { kind: "exhausted", budget: "attempts" };
   const delayMs = nextDelayMs(args.policy, args.operationId, args.attempt, args.retryAfterMs);
   const dueAtMs = args.nowMs + delayMs;
-  if (dueAtMs - args.firstAttemptAtMs > args.policy.maxElapsedMs) return { kind: "exhausted", budget: "elapsed" };
+  if (dueAtMs - args.firstAttemptAtMs > args.policy.maxElapsedMs)
+    return { kind: "exhausted", budget: "elapsed" };
   return { kind: "retry", delayMs, dueAtMs };
 }
 

@@ -31,9 +31,17 @@ export type RunState = {
 };
 
 export type CallRef = { id: string; name: string };
-export type Submission = { operationId: string; idempotencyKey: string; input: FrozenInput; source: ToolSource; cost: number };
+export type Submission = {
+  operationId: string;
+  idempotencyKey: string;
+  input: FrozenInput;
+  source: ToolSource;
+  cost: number;
+};
 /** A submitted call either still follows its operation, or was closed by a cancel (`closed`: what the turn says from then on). */
-export type TurnCall = { call: CallRef; fixed: Envelope } | { call: CallRef; submit: Submission; closed: Envelope | null };
+export type TurnCall =
+  | { call: CallRef; fixed: Envelope }
+  | { call: CallRef; submit: Submission; closed: Envelope | null };
 export type TurnRecord = {
   id: string;
   contentHash: string;
@@ -45,7 +53,11 @@ export type TurnRecord = {
   createdAtMs: number;
 };
 export type TurnIdentity = { id: string; contentHash: string };
-export type Denial = { status: "rejected" | "budget_exhausted" | "cancelled"; code: string; message: string };
+export type Denial = {
+  status: "rejected" | "budget_exhausted" | "cancelled";
+  code: string;
+  message: string;
+};
 
 /**
  * The id names the turn by its call ids (the slot a re-post lands in); the content hash covers ids,
@@ -53,7 +65,9 @@ export type Denial = { status: "rejected" | "budget_exhausted" | "cancelled"; co
  */
 export async function turnIdentity(calls: readonly ProposedCall[]): Promise<TurnIdentity> {
   const id = `turn_${(await sha256Hex(canonicalJson(calls.map((call) => call.id)))).slice(0, 26)}`;
-  const contentHash = await sha256Hex(canonicalJson(calls.map((call) => [call.id, call.name, canonicalArguments(call.arguments)])));
+  const contentHash = await sha256Hex(
+    canonicalJson(calls.map((call) => [call.id, call.name, canonicalArguments(call.arguments)])),
+  );
   return { id, contentHash };
 }
 
@@ -68,9 +82,15 @@ function canonicalArguments(args: unknown): unknown {
   }
 }
 
-export type GateVerdict = { call: CallRef } & ({ refused: GateRefusal } | { spec: ToolSpec; input: Record<string, unknown> });
+export type GateVerdict = { call: CallRef } & (
+  { refused: GateRefusal } | { spec: ToolSpec; input: Record<string, unknown> }
+);
 
-export function gateTurn(run: RunState, offered: ReadonlyMap<string, ToolSpec>, calls: readonly ProposedCall[]): GateVerdict[] {
+export function gateTurn(
+  run: RunState,
+  offered: ReadonlyMap<string, ToolSpec>,
+  calls: readonly ProposedCall[],
+): GateVerdict[] {
   return calls.map((proposed) => {
     const call = { id: proposed.id, name: proposed.name };
     const admitted = admitCall(proposed, offered, run.context, run.user.scopes);
@@ -80,23 +100,40 @@ export function gateTurn(run: RunState, offered: ReadonlyMap<string, ToolSpec>, 
 
 /** Names the gate refused as not offered: only these need asking whether the tenant knows them. */
 export const unofferedNames = (verdicts: readonly GateVerdict[]): string[] => [
-  ...new Set(verdicts.flatMap((v) => ("refused" in v && v.refused.code === "tool_not_allowed" ? [v.call.name] : []))),
+  ...new Set(
+    verdicts.flatMap((v) =>
+      "refused" in v && v.refused.code === "tool_not_allowed" ? [v.call.name] : [],
+    ),
+  ),
 ];
 
 /** Freezes the admitted calls; a refusal becomes its envelope (`unknown_tool` for names the tenant does not know). */
-export async function freezeTurn(run: RunState, verdicts: readonly GateVerdict[], registered: ReadonlySet<string>): Promise<TurnCall[]> {
+export async function freezeTurn(
+  run: RunState,
+  verdicts: readonly GateVerdict[],
+  registered: ReadonlySet<string>,
+): Promise<TurnCall[]> {
   return Promise.all(
     verdicts.map(async (verdict): Promise<TurnCall> => {
       if ("refused" in verdict) {
         const id = `op_${(await sha256Hex(canonicalJson([run.tenantId, run.runId, "refused", verdict.call.id]))).slice(0, 32)}`;
-        const unknown = verdict.refused.code === "tool_not_allowed" && !registered.has(verdict.call.name);
-        const fixed = unknown ? refusal("rejected", id, "unknown_tool", RUN_TEXT.unknownTool(verdict.call.name)) : refusal("rejected", id, verdict.refused.code, verdict.refused.message);
+        const unknown =
+          verdict.refused.code === "tool_not_allowed" && !registered.has(verdict.call.name);
+        const fixed = unknown
+          ? refusal("rejected", id, "unknown_tool", RUN_TEXT.unknownTool(verdict.call.name))
+          : refusal("rejected", id, verdict.refused.code, verdict.refused.message);
         return { call: verdict.call, fixed };
       }
       const { spec, input } = verdict;
       const frozen = await freezeCall({
-        tenantId: run.tenantId, runId: run.runId, tool: spec.name, risk: spec.risk, scope: spec.operationScope,
-        operationKey: spec.operationKey, input, callId: verdict.call.id,
+        tenantId: run.tenantId,
+        runId: run.runId,
+        tool: spec.name,
+        risk: spec.risk,
+        scope: spec.operationScope,
+        operationKey: spec.operationKey,
+        input,
+        callId: verdict.call.id,
       });
       const submit: Submission = {
         operationId: frozen.operationId,
@@ -117,16 +154,38 @@ export type TurnPlan = { record: TurnRecord; usage: Usage; dispatch: Submission[
  * the turn and call budgets decide in call order, reserving each admitted call's cost. The usage
  * returned counts this turn; `dispatch` is what may be sent once the record is durable.
  */
-export function planTurn(run: RunState, usage: Usage, identity: TurnIdentity, frozen: readonly TurnCall[], modelCost: number, nowMs: number): TurnPlan {
+export function planTurn(
+  run: RunState,
+  usage: Usage,
+  identity: TurnIdentity,
+  frozen: readonly TurnCall[],
+  modelCost: number,
+  nowMs: number,
+): TurnPlan {
   const cancelled = run.cancelledAtMs !== null;
   const costs = frozen.map((stored) => ("submit" in stored ? stored.submit.cost : null));
-  const admission = admitTurn(run.budgets, { ...usage, cost: usage.cost + modelCost }, costs, run.createdAtMs, nowMs);
+  const admission = admitTurn(
+    run.budgets,
+    { ...usage, cost: usage.cost + modelCost },
+    costs,
+    run.createdAtMs,
+    nowMs,
+  );
   const calls = frozen.map((stored, index): TurnCall => {
     if (!("submit" in stored)) return stored;
     const operationId = stored.submit.operationId;
-    if (cancelled) return { call: stored.call, fixed: refusal("cancelled", operationId, "cancelled", RUN_TEXT.runCancelled) };
+    if (cancelled)
+      return {
+        call: stored.call,
+        fixed: refusal("cancelled", operationId, "cancelled", RUN_TEXT.runCancelled),
+      };
     const verdict = admission.verdicts[index];
-    return verdict ? { call: stored.call, fixed: refusal("budget_exhausted", operationId, verdict.code, verdict.message) } : stored;
+    return verdict
+      ? {
+          call: stored.call,
+          fixed: refusal("budget_exhausted", operationId, verdict.code, verdict.message),
+        }
+      : stored;
   });
   const dispatch = calls.flatMap((stored) => ("submit" in stored ? [stored.submit] : []));
   const record: TurnRecord = {
@@ -139,7 +198,11 @@ export function planTurn(run: RunState, usage: Usage, identity: TurnIdentity, fr
     modelCost: cancelled ? 0 : modelCost,
     createdAtMs: nowMs,
   };
-  return { record, usage: cancelled ? { ...usage, turns: usage.turns + 1 } : admission.usage, dispatch };
+  return {
+    record,
+    usage: cancelled ? { ...usage, turns: usage.turns + 1 } : admission.usage,
+    dispatch,
+  };
 }
 
 /** What the run learned from a call's operation while settling the turn. */
@@ -151,7 +214,12 @@ export type CallObservation =
   | { kind: "unavailable" };
 
 export type TurnResult = { call: CallRef; envelope: Envelope };
-export type Settlement = { status: "settled" | "pending"; results: TurnResult[]; spent: number; refund: number };
+export type Settlement = {
+  status: "settled" | "pending";
+  results: TurnResult[];
+  spent: number;
+  refund: number;
+};
 
 /**
  * The turn's answer from its calls' observations (index-aligned; ignored for fixed or closed calls).
@@ -161,7 +229,10 @@ export type Settlement = { status: "settled" | "pending"; results: TurnResult[];
  * they never ran, and a budget may over-count but never under-count. `refund` is applied at most
  * once, by compare-and-set on the stored settled cost.
  */
-export function settleTurn(record: TurnRecord, observed: ReadonlyArray<CallObservation | null>): Settlement {
+export function settleTurn(
+  record: TurnRecord,
+  observed: ReadonlyArray<CallObservation | null>,
+): Settlement {
   let settled = true;
   let spent = 0;
   const results = record.calls.map((stored, index): TurnResult => {
@@ -175,10 +246,16 @@ export function settleTurn(record: TurnRecord, observed: ReadonlyArray<CallObser
     switch (seen.kind) {
       case "invalid_tool":
         spent += cost;
-        return { call: stored.call, envelope: refusal("failed", operationId, "permanent_failure", RUN_TEXT.toolUnavailable) };
+        return {
+          call: stored.call,
+          envelope: refusal("failed", operationId, "permanent_failure", RUN_TEXT.toolUnavailable),
+        };
       case "unavailable":
         settled = false;
-        return { call: stored.call, envelope: refusal("pending", operationId, "executing", RUN_TEXT.toolBusy) };
+        return {
+          call: stored.call,
+          envelope: refusal("pending", operationId, "executing", RUN_TEXT.toolBusy),
+        };
       case "reply":
         settled &&= seen.settled;
         if (executedHere(seen.envelope, seen.executedBy, stored.call.id)) spent += cost;
@@ -197,13 +274,18 @@ function executedHere(envelope: Envelope, executedBy: string, callId: string): b
 
 /** The gate's verdicts depend on the offered tools and the user's scopes (the context never changes). */
 export const sameGateInputs = (a: RunState, b: RunState): boolean =>
-  a.toolsHash === b.toolsHash && a.user.scopes.length === b.user.scopes.length && a.user.scopes.every((scope, i) => scope === b.user.scopes[i]);
+  a.toolsHash === b.toolsHash &&
+  a.user.scopes.length === b.user.scopes.length &&
+  a.user.scopes.every((scope, i) => scope === b.user.scopes[i]);
 
-export const operationIds = (record: TurnRecord): string[] => record.calls.flatMap((stored) => ("submit" in stored ? [stored.submit.operationId] : []));
+export const operationIds = (record: TurnRecord): string[] =>
+  record.calls.flatMap((stored) => ("submit" in stored ? [stored.submit.operationId] : []));
 
 /** Operations a cancel must ask about: every submitted call not yet closed. */
 export const openOperations = (record: TurnRecord): string[] =>
-  record.calls.flatMap((stored) => ("submit" in stored && stored.closed === null ? [stored.submit.operationId] : []));
+  record.calls.flatMap((stored) =>
+    "submit" in stored && stored.closed === null ? [stored.submit.operationId] : [],
+  );
 
 /**
  * Closes, in one step, every open call of the turn whose operation is in `unsettled` (not yet
@@ -213,10 +295,18 @@ export const openOperations = (record: TurnRecord): string[] =>
 export function closeCalls(record: TurnRecord, unsettled: ReadonlySet<string>): TurnRecord | null {
   let changed = false;
   const calls = record.calls.map((stored): TurnCall => {
-    if (!("submit" in stored) || stored.closed !== null || !unsettled.has(stored.submit.operationId)) return stored;
+    if (
+      !("submit" in stored) ||
+      stored.closed !== null ||
+      !unsettled.has(stored.submit.operationId)
+    )
+      return stored;
     changed = true;
     const id = stored.submit.operationId;
-    return { ...stored, closed: refusal("cancelled", id, "cancelled", RUN_TEXT.closedWhileRunning(id)) };
+    return {
+      ...stored,
+      closed: refusal("cancelled", id, "cancelled", RUN_TEXT.closedWhileRunning(id)),
+    };
   });
   return changed ? { ...record, calls } : null;
 }
@@ -226,17 +316,36 @@ export function closeCalls(record: TurnRecord, unsettled: ReadonlySet<string>): 
  * the tool must still be offered and the user must hold its scopes (`checkScopes`, one function
  * for both); plus the run-level stops (cancelled, deadline).
  */
-export function mayExecute(run: RunState | null, offered: ReadonlyMap<string, ToolSpec>, tool: string, nowMs: number): Result<true, Denial> {
-  if (!run || run.cancelledAtMs !== null) return err({ status: "cancelled", code: "cancelled", message: RUN_TEXT.cancelledBeforeRetry });
-  if (pastDeadline(run.budgets, run.createdAtMs, nowMs)) return err({ status: "budget_exhausted", code: "deadline", message: RUN_TEXT.deadlineBeforeRetry });
+export function mayExecute(
+  run: RunState | null,
+  offered: ReadonlyMap<string, ToolSpec>,
+  tool: string,
+  nowMs: number,
+): Result<true, Denial> {
+  if (!run || run.cancelledAtMs !== null)
+    return err({ status: "cancelled", code: "cancelled", message: RUN_TEXT.cancelledBeforeRetry });
+  if (pastDeadline(run.budgets, run.createdAtMs, nowMs))
+    return err({
+      status: "budget_exhausted",
+      code: "deadline",
+      message: RUN_TEXT.deadlineBeforeRetry,
+    });
   const spec = offered.get(tool);
-  if (!spec) return err({ status: "rejected", code: "tool_not_allowed", message: RUN_TEXT.withdrawnBeforeRetry(tool) });
+  if (!spec)
+    return err({
+      status: "rejected",
+      code: "tool_not_allowed",
+      message: RUN_TEXT.withdrawnBeforeRetry(tool),
+    });
   const scopes = checkScopes(spec.name, spec.requiresScopes, run.user.scopes);
-  return scopes.ok ? ok(true) : err({ status: "rejected", code: scopes.error.code, message: scopes.error.message });
+  return scopes.ok
+    ? ok(true)
+    : err({ status: "rejected", code: scopes.error.code, message: scopes.error.message });
 }
 
 /** Content hash of a run's offered tool sources (their canonical JSON). */
-export const hashTools = async (tools: Record<string, ToolSource>): Promise<string> => sha256Hex(canonicalJson(tools));
+export const hashTools = async (tools: Record<string, ToolSource>): Promise<string> =>
+  sha256Hex(canonicalJson(tools));
 
 /** The run's trace event for one turn: each call with its operation, and how a fixed call ended. */
 export const turnReceived = (turn: TurnRecord): TraceEvent => ({
@@ -246,6 +355,12 @@ export const turnReceived = (turn: TurnRecord): TraceEvent => ({
   calls: turn.calls.map((stored) =>
     "submit" in stored
       ? { call_id: stored.call.id, name: stored.call.name, operation_id: stored.submit.operationId }
-      : { call_id: stored.call.id, name: stored.call.name, operation_id: stored.fixed.operation_id, fixed: stored.fixed.status, code: "code" in stored.fixed ? stored.fixed.code : null },
+      : {
+          call_id: stored.call.id,
+          name: stored.call.name,
+          operation_id: stored.fixed.operation_id,
+          fixed: stored.fixed.status,
+          code: "code" in stored.fixed ? stored.fixed.code : null,
+        },
   ),
 });

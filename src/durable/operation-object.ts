@@ -12,7 +12,17 @@ import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { repeatSafety, type RepeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
-import { isSettled, transition, WATCHDOG_GRACE_MS, type OperationPlan, type OperationEvent, type OperationState, type Step, type TraceEvent, type TransitionError } from "../domain/operation.ts";
+import {
+  isSettled,
+  transition,
+  WATCHDOG_GRACE_MS,
+  type OperationPlan,
+  type OperationEvent,
+  type OperationState,
+  type Step,
+  type TraceEvent,
+  type TransitionError,
+} from "../domain/operation.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { configFor, hostPolicy, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
@@ -39,7 +49,14 @@ export type SubmitRequest = {
  * `executedBy`: the call that created the operation (a replay from another call did not execute it).
  * `terminal`: recorded, so this envelope will never change and callers may keep it.
  */
-export type OperationReply = { envelope: Envelope; settled: boolean; terminal: boolean; inputHash: string; executedBy: string; rowsWritten: number };
+export type OperationReply = {
+  envelope: Envelope;
+  settled: boolean;
+  terminal: boolean;
+  inputHash: string;
+  executedBy: string;
+  rowsWritten: number;
+};
 export type OperationView = {
   operation_id: string;
   tool: string;
@@ -71,13 +88,26 @@ export type ApprovalView = {
   decided_at: string | null;
   reason: string | null;
 };
-export type OperationError = { code: "not_found" } | TransitionError | { code: "invalid_tool"; detail: string };
-export type Verdict = { outcome: "succeeded" | "failed" | "resend"; result: unknown; reason: string; by: string };
+export type OperationError =
+  { code: "not_found" } | TransitionError | { code: "invalid_tool"; detail: string };
+export type Verdict = {
+  outcome: "succeeded" | "failed" | "resend";
+  result: unknown;
+  reason: string;
+  by: string;
+};
 
 /** The call as frozen at validation (row 1 of the log); it never changes afterwards. */
 type FrozenRow = {
-  id: string; tenant_id: string; run_id: string; call_id: string; source: ToolSource; input: string;
-  input_hash: string; plan: OperationPlan; created_at: number;
+  id: string;
+  tenant_id: string;
+  run_id: string;
+  call_id: string;
+  source: ToolSource;
+  input: string;
+  input_hash: string;
+  plan: OperationPlan;
+  created_at: number;
 };
 type Head = { seq: number; state: OperationState; frozen: FrozenRow };
 type Fixed = { spec: ToolSpec; input: Record<string, unknown> };
@@ -103,8 +133,20 @@ export class OperationObject extends DurableObject<Env> {
     const existing = this.head();
     if (existing && existing.frozen.input_hash !== req.input.hash) {
       // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
-      const envelope = refusal("rejected", req.operationId, "idempotency_conflict", "This operation was already requested with different arguments; toolgate will not change it. Do not retry; tell the user what was already done.");
-      return ok({ envelope, settled: true, terminal: false, inputHash: req.input.hash, executedBy: existing.frozen.call_id, rowsWritten: 0 });
+      const envelope = refusal(
+        "rejected",
+        req.operationId,
+        "idempotency_conflict",
+        "This operation was already requested with different arguments; toolgate will not change it. Do not retry; tell the user what was already done.",
+      );
+      return ok({
+        envelope,
+        settled: true,
+        terminal: false,
+        inputHash: req.input.hash,
+        executedBy: existing.frozen.call_id,
+        rowsWritten: 0,
+      });
     }
     if (!existing) {
       const spec = resolveTool(req.source, hostPolicy(this.env));
@@ -121,22 +163,55 @@ export class OperationObject extends DurableObject<Env> {
       const plan: OperationPlan = {
         operationId: req.operationId,
         idempotencyKey: req.idempotencyKey,
-        safety: repeatSafety(spec.value.risk, spec.value.idempotency.mode, spec.value.buildReconcile !== null),
+        safety: repeatSafety(
+          spec.value.risk,
+          spec.value.idempotency.mode,
+          spec.value.buildReconcile !== null,
+        ),
         retry: spec.value.retry,
         timeoutMs: spec.value.timeoutMs,
         hasLookup: spec.value.buildReconcile !== null,
         settleMs: spec.value.reconcileSettleMs,
-        approval: policyVersion === null ? null : { inputHash: req.input.hash, policyVersion, requestedBy: req.userId, fourEyes: rule.fourEyes, expiresAtMs: nowMs + rule.expiresInMs, preview: spec.value.buildPreview !== null },
+        approval:
+          policyVersion === null
+            ? null
+            : {
+                inputHash: req.input.hash,
+                policyVersion,
+                requestedBy: req.userId,
+                fourEyes: rule.fourEyes,
+                expiresAtMs: nowMs + rule.expiresInMs,
+                preview: spec.value.buildPreview !== null,
+              },
         resource: spec.value.risk === "read" ? null : spec.value.resourceKey(input),
       };
       this.store.ensureSchema();
       const frozen: FrozenRow = {
-        id: req.operationId, tenant_id: req.tenantId, run_id: req.runId, call_id: req.callId, source: req.source,
-        input: req.input.canonical, input_hash: req.input.hash, plan, created_at: nowMs,
+        id: req.operationId,
+        tenant_id: req.tenantId,
+        run_id: req.runId,
+        call_id: req.callId,
+        source: req.source,
+        input: req.input.canonical,
+        input_hash: req.input.hash,
+        plan,
+        created_at: nowMs,
       };
-      const tombstone = this.store.one<{ tenant_id: string; by: string }>("SELECT tenant_id, by FROM op_tombstone WHERE k = 1");
+      const tombstone = this.store.one<{ tenant_id: string; by: string }>(
+        "SELECT tenant_id, by FROM op_tombstone WHERE k = 1",
+      );
       const cancelledBy = tombstone?.tenant_id === req.tenantId ? tombstone.by : null;
-      const started = this.apply({ type: "start", inputHash: req.input.hash, callId: req.callId, tool: spec.value.name, cancelledBy }, frozen, secrets);
+      const started = this.apply(
+        {
+          type: "start",
+          inputHash: req.input.hash,
+          callId: req.callId,
+          tool: spec.value.name,
+          cancelledBy,
+        },
+        frozen,
+        secrets,
+      );
       if (!started.ok) return started;
     } else {
       this.recoverOrphan();
@@ -160,7 +235,10 @@ export class OperationObject extends DurableObject<Env> {
    * lost a race) gets the recorded one back. Approval is not authorization: before the first
    * attempt the run checks scopes, deadline, cancellation and that the tool is still this version.
    */
-  async decide(tenantId: string, decision: Decision): Promise<Result<OperationView, OperationError>> {
+  async decide(
+    tenantId: string,
+    decision: Decision,
+  ): Promise<Result<OperationView, OperationError>> {
     const head = this.headFor(tenantId);
     if (!head) return err({ code: "not_found" });
     const approval = head.frozen.plan.approval;
@@ -169,10 +247,19 @@ export class OperationObject extends DurableObject<Env> {
     let secrets: Secrets | null = null;
     if (head.state.phase === "awaiting_approval" && decision.verdict === "approve") {
       const loaded = this.loadFixed();
-      if (!loaded.ok) denial = { status: "failed", code: "permanent_failure", message: `toolgate could not run this tool (${loaded.error}). It was not executed. Do not retry; tell the user.` };
+      if (!loaded.ok)
+        denial = {
+          status: "failed",
+          code: "permanent_failure",
+          message: `toolgate could not run this tool (${loaded.error}). It was not executed. Do not retry; tell the user.`,
+        };
       else {
         const [verdict, resolved] = await Promise.all([
-          runStub(this.env, head.frozen.run_id).authorize(tenantId, loaded.value.spec.name, approval.policyVersion),
+          runStub(this.env, head.frozen.run_id).authorize(
+            tenantId,
+            loaded.value.spec.name,
+            approval.policyVersion,
+          ),
           this.secretsFor(tenantId, loaded.value.spec),
         ]);
         denial = verdict.ok ? null : verdict.error;
@@ -185,18 +272,32 @@ export class OperationObject extends DurableObject<Env> {
     return ok(this.view());
   }
 
-  async resolve(tenantId: string, verdict: Verdict): Promise<Result<OperationView, OperationError>> {
+  async resolve(
+    tenantId: string,
+    verdict: Verdict,
+  ): Promise<Result<OperationView, OperationError>> {
     const head = this.headFor(tenantId);
     if (!head) return err({ code: "not_found" });
     let secrets: Secrets | null = null;
-    if (verdict.outcome === "resend" && head.state.phase === "outcome_unknown" && head.frozen.plan.safety === "keyed") {
+    if (
+      verdict.outcome === "resend" &&
+      head.state.phase === "outcome_unknown" &&
+      head.frozen.plan.safety === "keyed"
+    ) {
       // A resend is a new execution: the run must still allow it, exactly as before a retry.
       const loaded = this.loadFixed();
       const [allowed, resolved] = await Promise.all([
-        runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen)),
+        runStub(this.env, head.frozen.run_id).authorize(
+          head.frozen.tenant_id,
+          toolName(head.frozen),
+        ),
         loaded.ok ? this.secretsFor(tenantId, loaded.value.spec) : Promise.resolve(null),
       ]);
-      if (!allowed.ok) return err({ code: "resend_not_allowed", detail: `the run no longer allows sending it (${allowed.error.code}); resolve it as succeeded or failed` });
+      if (!allowed.ok)
+        return err({
+          code: "resend_not_allowed",
+          detail: `the run no longer allows sending it (${allowed.error.code}); resolve it as succeeded or failed`,
+        });
       secrets = resolved;
     }
     const step = this.apply({ type: "resolve", ...verdict }, null, secrets);
@@ -218,7 +319,12 @@ export class OperationObject extends DurableObject<Env> {
   async cancel(tenantId: string, by: string): Promise<Result<OperationView, OperationError>> {
     if (!this.head()) {
       this.store.ensureSchema();
-      this.store.run("INSERT OR IGNORE INTO op_tombstone (k, tenant_id, by, at_ms) VALUES (1, ?, ?, ?)", tenantId, by, Date.now());
+      this.store.run(
+        "INSERT OR IGNORE INTO op_tombstone (k, tenant_id, by, at_ms) VALUES (1, ?, ?, ?)",
+        tenantId,
+        by,
+        Date.now(),
+      );
       return err({ code: "not_found" });
     }
     if (!this.headFor(tenantId)) return err({ code: "not_found" });
@@ -247,13 +353,20 @@ export class OperationObject extends DurableObject<Env> {
     if (!head) return;
     // Before a retry or a resend, ask the run whether this may still execute: scopes may have
     // been revoked, the tool withdrawn or the deadline passed while the alarm waited.
-    const sends = head.state.phase === "retry_scheduled" || (head.state.phase === "outcome_unknown" && head.state.reconcile === "resend");
+    const sends =
+      head.state.phase === "retry_scheduled" ||
+      (head.state.phase === "outcome_unknown" && head.state.reconcile === "resend");
     let secrets: Secrets | null = null;
     if (sends) {
       const loaded = this.loadFixed();
       const [verdict, resolved] = await Promise.all([
-        runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen)),
-        loaded.ok ? this.secretsFor(head.frozen.tenant_id, loaded.value.spec) : Promise.resolve(null),
+        runStub(this.env, head.frozen.run_id).authorize(
+          head.frozen.tenant_id,
+          toolName(head.frozen),
+        ),
+        loaded.ok
+          ? this.secretsFor(head.frozen.tenant_id, loaded.value.spec)
+          : Promise.resolve(null),
       ]);
       if (!verdict.ok) {
         // After an ambiguous attempt a denial may start a status lookup: keep the event open for it.
@@ -277,14 +390,19 @@ export class OperationObject extends DurableObject<Env> {
    */
   private recoverOrphan(): void {
     const phase = this.head()?.state.phase;
-    if ((phase === "executing" || phase === "reconciling") && this.inFlight === null) this.apply({ type: "alarm", inFlight: false }, null);
+    if ((phase === "executing" || phase === "reconciling") && this.inFlight === null)
+      this.apply({ type: "alarm", inFlight: false }, null);
   }
 
   /**
    * One transition = one synchronous transaction appending one log row (state + trace events);
    * effects run only after it. `frozen` is given exactly once, for the `start` event.
    */
-  private apply(event: OperationEvent, frozen: FrozenRow | null, secrets: Secrets | null = null): Result<OperationState, OperationError> {
+  private apply(
+    event: OperationEvent,
+    frozen: FrozenRow | null,
+    secrets: Secrets | null = null,
+  ): Result<OperationState, OperationError> {
     const nowMs = Date.now();
     const result = this.ctx.storage.transactionSync((): Result<Step, OperationError> => {
       const head = this.head();
@@ -294,10 +412,19 @@ export class OperationObject extends DurableObject<Env> {
       if (step.ok && step.value.changed) {
         this.store.run(
           "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, ?)",
-          (head?.seq ?? 0) + 1, nowMs, JSON.stringify(step.value.state), JSON.stringify(step.value.trace), head ? null : JSON.stringify(frozen),
+          (head?.seq ?? 0) + 1,
+          nowMs,
+          JSON.stringify(step.value.state),
+          JSON.stringify(step.value.trace),
+          head ? null : JSON.stringify(frozen),
         );
         // The lease's fencing token, durable with the transition that starts the first attempt under it.
-        if (event.type === "lock_granted") this.store.run("INSERT OR REPLACE INTO op_lease (k, resource, fencing_token) VALUES (1, ?, ?)", plan.resource ?? "", event.fencingToken);
+        if (event.type === "lock_granted")
+          this.store.run(
+            "INSERT OR REPLACE INTO op_lease (k, resource, fencing_token) VALUES (1, ?, ?)",
+            plan.resource ?? "",
+            event.fencingToken,
+          );
       }
       return step;
     });
@@ -327,9 +454,22 @@ export class OperationObject extends DurableObject<Env> {
           break;
         case "needs_person": {
           const head = this.head()!;
-          const item = { operation_id: head.frozen.id, run_id: head.frozen.run_id, tool: toolName(head.frozen), since_ms: nowMs };
+          const item = {
+            operation_id: head.frozen.id,
+            run_id: head.frozen.run_id,
+            tool: toolName(head.frozen),
+            since_ms: nowMs,
+          };
           this.inboxWrites = this.inboxWrites.then(() =>
-            tenantStub(this.env, head.frozen.tenant_id).markUnknown(item, effect.open).catch((error: unknown) => console.error("unknown-outcomes list update failed", item.operation_id, String(error))),
+            tenantStub(this.env, head.frozen.tenant_id)
+              .markUnknown(item, effect.open)
+              .catch((error: unknown) =>
+                console.error(
+                  "unknown-outcomes list update failed",
+                  item.operation_id,
+                  String(error),
+                ),
+              ),
           );
           break;
         }
@@ -356,7 +496,10 @@ export class OperationObject extends DurableObject<Env> {
       try {
         await work();
       } catch (error) {
-        console.error("operation request failed unexpectedly; the watchdog will classify it", error);
+        console.error(
+          "operation request failed unexpectedly; the watchdog will classify it",
+          error,
+        );
       } finally {
         // A transition inside `work` may already have started the next request (a lookup).
         if (this.inFlight === running) this.inFlight = null;
@@ -376,7 +519,9 @@ export class OperationObject extends DurableObject<Env> {
     this.abort = abort;
     let observation: Observation;
     try {
-      const secrets = !loaded.ok ? null : (prefetched ?? (await this.secretsFor(this.head()!.frozen.tenant_id, loaded.value.spec)));
+      const secrets = !loaded.ok
+        ? null
+        : (prefetched ?? (await this.secretsFor(this.head()!.frozen.tenant_id, loaded.value.spec)));
       observation = !loaded.ok
         ? { kind: "config_error", detail: loaded.error }
         : !secrets!.ok
@@ -390,7 +535,10 @@ export class OperationObject extends DurableObject<Env> {
             });
     } catch (error) {
       // sendAttempt never throws by contract; if it does, the request may already have gone out.
-      observation = { kind: "connection_lost", detail: `toolgate failed while handling the attempt: ${String(error)}` };
+      observation = {
+        kind: "connection_lost",
+        detail: `toolgate failed while handling the attempt: ${String(error)}`,
+      };
     } finally {
       if (this.abort === abort) this.abort = null;
     }
@@ -401,14 +549,23 @@ export class OperationObject extends DurableObject<Env> {
     const loaded = this.loadFixed();
     let observation: LookupObservation;
     try {
-      const secrets = loaded.ok ? await this.secretsFor(this.head()!.frozen.tenant_id, loaded.value.spec) : null;
+      const secrets = loaded.ok
+        ? await this.secretsFor(this.head()!.frozen.tenant_id, loaded.value.spec)
+        : null;
       observation = !loaded.ok
         ? { kind: "inconclusive", detail: loaded.error }
         : !secrets!.ok
           ? { kind: "inconclusive", detail: secrets!.error }
-          : await sendLookup(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, { idempotencyKey: loaded.value.plan.idempotencyKey, secrets: secrets!.value, config: configFor(this.env, loaded.value.spec.configNames) });
+          : await sendLookup(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, {
+              idempotencyKey: loaded.value.plan.idempotencyKey,
+              secrets: secrets!.value,
+              config: configFor(this.env, loaded.value.spec.configNames),
+            });
     } catch (error) {
-      observation = { kind: "inconclusive", detail: `toolgate failed while handling the lookup: ${String(error)}` };
+      observation = {
+        kind: "inconclusive",
+        detail: `toolgate failed while handling the lookup: ${String(error)}`,
+      };
     }
     this.apply({ type: "lookup_finished", lookups, observation }, null);
   }
@@ -421,7 +578,11 @@ export class OperationObject extends DurableObject<Env> {
       const { spec, input } = loaded.value;
       const secrets = await this.secretsFor(head.frozen.tenant_id, spec);
       preview = secrets.ok
-        ? await sendPreview(spec, input, head.frozen.input, { idempotencyKey: head.frozen.plan.idempotencyKey, secrets: secrets.value, config: configFor(this.env, spec.configNames) })
+        ? await sendPreview(spec, input, head.frozen.input, {
+            idempotencyKey: head.frozen.plan.idempotencyKey,
+            secrets: secrets.value,
+            config: configFor(this.env, spec.configNames),
+          })
         : { status: null, body: null, detail: secrets.error };
     }
     this.apply({ type: "preview_finished", preview }, null);
@@ -443,7 +604,9 @@ export class OperationObject extends DurableObject<Env> {
         run_id: head.frozen.run_id,
         call_id: head.frozen.call_id,
         tool: view.tool,
-        target: loaded.ok ? loaded.value.spec.describeTarget(loaded.value.input) : "(the tool no longer compiles)",
+        target: loaded.ok
+          ? loaded.value.spec.describeTarget(loaded.value.input)
+          : "(the tool no longer compiles)",
         arguments: JSON.parse(head.frozen.input) as Record<string, unknown>,
         state,
         requested_by: approval.requestedBy,
@@ -468,13 +631,22 @@ export class OperationObject extends DurableObject<Env> {
     if (!head || !resource || head.state.phase !== "awaiting_lock") return;
     const leaseMs = Math.max(60_000, 2 * head.frozen.plan.timeoutMs + WATCHDOG_GRACE_MS);
     try {
-      const reply = await lockStub(this.env, head.frozen.tenant_id, resource).acquire({ tenantId: head.frozen.tenant_id, resource, operationId: head.frozen.id, leaseMs });
+      const reply = await lockStub(this.env, head.frozen.tenant_id, resource).acquire({
+        tenantId: head.frozen.tenant_id,
+        resource,
+        operationId: head.frozen.id,
+        leaseMs,
+      });
       if (!reply.ok) throw new Error(reply.error.code);
       if (reply.value.state === "held") await this.startUnderLease(reply.value.fencingToken);
       else this.apply({ type: "lock_queued", blockedBy: reply.value.blockedBy }, null);
     } catch (error) {
       // Nothing was sent; the awaiting_lock alarm asks again.
-      console.error("resource lock request failed; retrying by alarm", head.frozen.id, String(error));
+      console.error(
+        "resource lock request failed; retrying by alarm",
+        head.frozen.id,
+        String(error),
+      );
     }
   }
 
@@ -493,7 +665,12 @@ export class OperationObject extends DurableObject<Env> {
     const loaded = this.loadFixed();
     const waited = head.state.blockedBy !== null;
     const [verdict, secrets] = await Promise.all([
-      waited ? runStub(this.env, head.frozen.run_id).authorize(head.frozen.tenant_id, toolName(head.frozen)) : Promise.resolve(ok(true as const)),
+      waited
+        ? runStub(this.env, head.frozen.run_id).authorize(
+            head.frozen.tenant_id,
+            toolName(head.frozen),
+          )
+        : Promise.resolve(ok(true as const)),
       loaded.ok ? this.secretsFor(head.frozen.tenant_id, loaded.value.spec) : Promise.resolve(null),
     ]);
     if (!verdict.ok) this.apply({ type: "denied", ...verdict.error }, null);
@@ -505,16 +682,25 @@ export class OperationObject extends DurableObject<Env> {
     const resource = head?.frozen.plan.resource;
     if (!head || !resource) return;
     try {
-      await lockStub(this.env, head.frozen.tenant_id, resource).release({ tenantId: head.frozen.tenant_id, operationId: head.frozen.id });
+      await lockStub(this.env, head.frozen.tenant_id, resource).release({
+        tenantId: head.frozen.tenant_id,
+        operationId: head.frozen.id,
+      });
     } catch (error) {
       // The lock's lease expiry asks this operation, which answers "settled": released then.
-      console.error("resource lock release failed; the lease expiry will release it", head.frozen.id, String(error));
+      console.error(
+        "resource lock release failed; the lease expiry will release it",
+        head.frozen.id,
+        String(error),
+      );
     }
   }
 
   private fencingToken(): string | null {
     if (!this.head()?.frozen.plan.resource || !this.store.exists("op_lease")) return null;
-    const row = this.store.one<{ fencing_token: number }>("SELECT fencing_token FROM op_lease WHERE k = 1");
+    const row = this.store.one<{ fencing_token: number }>(
+      "SELECT fencing_token FROM op_lease WHERE k = 1",
+    );
     return row ? String(row.fencing_token) : null;
   }
 
@@ -530,8 +716,15 @@ export class OperationObject extends DurableObject<Env> {
     for (;;) {
       const state = this.head()?.state;
       if (!state || isSettled(state)) return;
-      const due = state.phase === "retry_scheduled" || state.phase === "outcome_unknown" ? state.dueAtMs : null;
-      if ((state.phase === "retry_scheduled" || state.phase === "outcome_unknown") && (due === null || due > deadlineMs)) return;
+      const due =
+        state.phase === "retry_scheduled" || state.phase === "outcome_unknown"
+          ? state.dueAtMs
+          : null;
+      if (
+        (state.phase === "retry_scheduled" || state.phase === "outcome_unknown") &&
+        (due === null || due > deadlineMs)
+      )
+        return;
       const remainingMs = deadlineMs - Date.now();
       if (remainingMs <= 0) return;
       await new Promise<void>((resolve) => {
@@ -555,10 +748,18 @@ export class OperationObject extends DurableObject<Env> {
   /** The newest log row; the frozen call is read once per instance (it is immutable). */
   private head(): Head | null {
     if (!this.store.exists("op_log")) return null;
-    const last = this.store.one<{ seq: number; state: string }>("SELECT seq, state FROM op_log ORDER BY seq DESC LIMIT 1");
+    const last = this.store.one<{ seq: number; state: string }>(
+      "SELECT seq, state FROM op_log ORDER BY seq DESC LIMIT 1",
+    );
     if (!last) return null;
-    this.frozenRow ??= JSON.parse(this.store.one<{ frozen: string }>("SELECT frozen FROM op_log WHERE seq = 1")!.frozen) as FrozenRow;
-    return { seq: last.seq, state: JSON.parse(last.state) as OperationState, frozen: this.frozenRow };
+    this.frozenRow ??= JSON.parse(
+      this.store.one<{ frozen: string }>("SELECT frozen FROM op_log WHERE seq = 1")!.frozen,
+    ) as FrozenRow;
+    return {
+      seq: last.seq,
+      state: JSON.parse(last.state) as OperationState,
+      frozen: this.frozenRow,
+    };
   }
 
   private headFor(tenantId: string): Head | null {
@@ -571,7 +772,8 @@ export class OperationObject extends DurableObject<Env> {
     const frozen = this.head()!.frozen;
     if (!this.fixed) {
       const spec = resolveTool(frozen.source, hostPolicy(this.env));
-      if (!spec.ok) return err(`the stored tool no longer compiles in this deployment: ${spec.error.detail}`);
+      if (!spec.ok)
+        return err(`the stored tool no longer compiles in this deployment: ${spec.error.detail}`);
       this.fixed = { spec: spec.value, input: JSON.parse(frozen.input) as Record<string, unknown> };
     }
     return ok({ ...this.fixed, canonicalInput: frozen.input, plan: frozen.plan });
@@ -580,8 +782,16 @@ export class OperationObject extends DurableObject<Env> {
   /** `rowsWritten`: rows this instance wrote while serving the call (reported for the benchmark). */
   private reply(req: SubmitRequest, rowsWritten: number): OperationReply {
     const { state, frozen } = this.head()!;
-    const executedBy = frozen.run_id === req.runId ? frozen.call_id : `${frozen.run_id}:${frozen.call_id}`;
-    return { envelope: envelopeFor(frozen.id, state, frozen.plan.safety), settled: isSettled(state), terminal: state.phase === "recorded", inputHash: frozen.input_hash, executedBy, rowsWritten };
+    const executedBy =
+      frozen.run_id === req.runId ? frozen.call_id : `${frozen.run_id}:${frozen.call_id}`;
+    return {
+      envelope: envelopeFor(frozen.id, state, frozen.plan.safety),
+      settled: isSettled(state),
+      terminal: state.phase === "recorded",
+      inputHash: frozen.input_hash,
+      executedBy,
+      rowsWritten,
+    };
   }
 
   private view(): OperationView {
@@ -607,11 +817,17 @@ export class OperationObject extends DurableObject<Env> {
     const { state, frozen } = this.head()!;
     const approval = frozen.plan.approval;
     if (!approval) return null;
-    const events = this.store.all<{ events: string }>("SELECT events FROM op_log ORDER BY seq").flatMap((row) => JSON.parse(row.events) as TraceEvent[]);
+    const events = this.store
+      .all<{ events: string }>("SELECT events FROM op_log ORDER BY seq")
+      .flatMap((row) => JSON.parse(row.events) as TraceEvent[]);
     const decided = events.find((event) => event.type === "approval_decided");
     const preview = events.find((event) => event.type === "preview");
     const verdictState = decided ? (decided.verdict === "approve" ? "approved" : "rejected") : null;
-    const closed = events.some((event) => event.type === "approval_expired") ? "expired" : state.phase === "awaiting_approval" ? "pending" : "cancelled";
+    const closed = events.some((event) => event.type === "approval_expired")
+      ? "expired"
+      : state.phase === "awaiting_approval"
+        ? "pending"
+        : "cancelled";
     return {
       state: verdictState ?? closed,
       requested_by: approval.requestedBy,
@@ -620,7 +836,13 @@ export class OperationObject extends DurableObject<Env> {
       input_hash: approval.inputHash,
       policy_version: approval.policyVersion,
       four_eyes: approval.fourEyes,
-      preview: preview ? { status: (preview.status as number | null) ?? null, body: preview.body ?? null, detail: (preview.detail as string | null) ?? null } : null,
+      preview: preview
+        ? {
+            status: (preview.status as number | null) ?? null,
+            body: preview.body ?? null,
+            detail: (preview.detail as string | null) ?? null,
+          }
+        : null,
       decided_by: typeof decided?.by === "string" ? decided.by : null,
       decided_at: decided ? new Date(decided.at_ms).toISOString() : null,
       reason: typeof decided?.reason === "string" ? decided.reason : null,

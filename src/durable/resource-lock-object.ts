@@ -4,17 +4,39 @@
 // nothing authoritative: an evicted object resumes from its row. Grant notices are at least once
 // (a crash between commit and notice is repaired when the lease runs out and is extended).
 import { DurableObject } from "cloudflare:workers";
-import { EMPTY_LOCK, standing, transition, type HolderAnswer, type LockError, type LockEffect, type LockEvent, type LockState, type LockStep } from "../domain/lock.ts";
+import {
+  EMPTY_LOCK,
+  standing,
+  transition,
+  type HolderAnswer,
+  type LockError,
+  type LockEffect,
+  type LockEvent,
+  type LockState,
+  type LockStep,
+} from "../domain/lock.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import type { Env } from "../env.ts";
 import { LOCK_SCHEMA, SqlStore } from "./store.ts";
 import { operationStub } from "./stubs.ts";
 
-export type AcquireRequest = { tenantId: string; resource: string; operationId: string; leaseMs: number };
-export type AcquireReply = { state: "held"; fencingToken: number } | { state: "queued"; position: number; blockedBy: string };
+export type AcquireRequest = {
+  tenantId: string;
+  resource: string;
+  operationId: string;
+  leaseMs: number;
+};
+export type AcquireReply =
+  | { state: "held"; fencingToken: number }
+  | { state: "queued"; position: number; blockedBy: string };
 export type LockView = {
   resource: string;
-  holder: { operation_id: string; fencing_token: number; lease_expires_at: string; granted_at: string } | null;
+  holder: {
+    operation_id: string;
+    fencing_token: number;
+    lease_expires_at: string;
+    granted_at: string;
+  } | null;
   queue: Array<{ operation_id: string; enqueued_at: string }>;
   last_token: number;
 };
@@ -29,16 +51,27 @@ export class ResourceLockObject extends DurableObject<Env> {
   async acquire(req: AcquireRequest): Promise<Result<AcquireReply, LockObjectError>> {
     const row = this.load();
     if (row && (row.tenant_id !== req.tenantId || row.resource !== req.resource)) return notFound();
-    const step = await this.apply({ type: "acquire", operationId: req.operationId, leaseMs: req.leaseMs }, { tenantId: req.tenantId, resource: req.resource });
+    const step = await this.apply(
+      { type: "acquire", operationId: req.operationId, leaseMs: req.leaseMs },
+      { tenantId: req.tenantId, resource: req.resource },
+    );
     if (!step.ok) return step;
     const where = standing(step.value, req.operationId);
     // "none" cannot follow an accepted acquire; answering it as queued would hide a bug, so say so.
-    if (where.state === "none") return err({ code: "invalid_request", detail: "the lock did not record this acquire" });
-    return ok(where.state === "held" ? { state: "held", fencingToken: where.fencingToken } : { state: "queued", position: where.position, blockedBy: where.blockedBy });
+    if (where.state === "none")
+      return err({ code: "invalid_request", detail: "the lock did not record this acquire" });
+    return ok(
+      where.state === "held"
+        ? { state: "held", fencingToken: where.fencingToken }
+        : { state: "queued", position: where.position, blockedBy: where.blockedBy },
+    );
   }
 
   /** The holder releases (the next in line is granted) or a waiter withdraws; anyone else: no-op. */
-  async release(req: { tenantId: string; operationId: string }): Promise<Result<{ was: "held" | "queued" | "none" }, LockObjectError>> {
+  async release(req: {
+    tenantId: string;
+    operationId: string;
+  }): Promise<Result<{ was: "held" | "queued" | "none" }, LockObjectError>> {
     const row = this.loadFor(req.tenantId);
     if (!row) return notFound();
     const was = standing(row.state, req.operationId).state;
@@ -46,9 +79,16 @@ export class ResourceLockObject extends DurableObject<Env> {
     return step.ok ? ok({ was }) : step;
   }
 
-  async renew(req: { tenantId: string; operationId: string; leaseMs: number }): Promise<Result<{ fencingToken: number; leaseExpiresAtMs: number }, LockObjectError>> {
+  async renew(req: {
+    tenantId: string;
+    operationId: string;
+    leaseMs: number;
+  }): Promise<Result<{ fencingToken: number; leaseExpiresAtMs: number }, LockObjectError>> {
     if (!this.loadFor(req.tenantId)) return notFound();
-    const step = await this.apply({ type: "renew", operationId: req.operationId, leaseMs: req.leaseMs }, null);
+    const step = await this.apply(
+      { type: "renew", operationId: req.operationId, leaseMs: req.leaseMs },
+      null,
+    );
     if (!step.ok) return step;
     const holder = step.value.holder!;
     return ok({ fencingToken: holder.fencingToken, leaseExpiresAtMs: holder.leaseExpiresAtMs });
@@ -60,7 +100,12 @@ export class ResourceLockObject extends DurableObject<Env> {
     const { holder, queue, lastToken } = row.state;
     return ok({
       resource: row.resource,
-      holder: holder && { operation_id: holder.operationId, fencing_token: holder.fencingToken, lease_expires_at: iso(holder.leaseExpiresAtMs), granted_at: iso(holder.grantedAtMs) },
+      holder: holder && {
+        operation_id: holder.operationId,
+        fencing_token: holder.fencingToken,
+        lease_expires_at: iso(holder.leaseExpiresAtMs),
+        granted_at: iso(holder.grantedAtMs),
+      },
       queue: queue.map((w) => ({ operation_id: w.operationId, enqueued_at: iso(w.enqueuedAtMs) })),
       last_token: lastToken,
     });
@@ -78,17 +123,27 @@ export class ResourceLockObject extends DurableObject<Env> {
    * One transition = one synchronous transaction writing the lock row; effects run after it.
    * `owner` is given by acquire only: the first acquire creates the row.
    */
-  private async apply(event: LockEvent, owner: { tenantId: string; resource: string } | null): Promise<Result<LockState, LockObjectError>> {
+  private async apply(
+    event: LockEvent,
+    owner: { tenantId: string; resource: string } | null,
+  ): Promise<Result<LockState, LockObjectError>> {
     const nowMs = Date.now();
     const result = this.ctx.storage.transactionSync((): Result<LockStep, LockObjectError> => {
       const row = this.load();
       const step = transition(row?.state ?? EMPTY_LOCK, event, nowMs);
       if (step.ok && step.value.changed) {
         const state = JSON.stringify(step.value.state);
-        if (row) this.store.run("UPDATE lock SET state = ?, updated_at = ? WHERE k = 1", state, nowMs);
+        if (row)
+          this.store.run("UPDATE lock SET state = ?, updated_at = ? WHERE k = 1", state, nowMs);
         else if (owner) {
           this.store.ensureSchema();
-          this.store.run("INSERT INTO lock (k, tenant_id, resource, state, updated_at) VALUES (1, ?, ?, ?, ?)", owner.tenantId, owner.resource, state, nowMs);
+          this.store.run(
+            "INSERT INTO lock (k, tenant_id, resource, state, updated_at) VALUES (1, ?, ?, ?, ?)",
+            owner.tenantId,
+            owner.resource,
+            state,
+            nowMs,
+          );
         } else return notFound();
       }
       return step;
@@ -109,7 +164,10 @@ export class ResourceLockObject extends DurableObject<Env> {
       case "notify_granted": {
         const row = this.load()!;
         try {
-          await operationStub(this.env, effect.operationId).onLockGranted(row.resource, effect.fencingToken);
+          await operationStub(this.env, effect.operationId).onLockGranted(
+            row.resource,
+            effect.fencingToken,
+          );
         } catch (error) {
           // Not lost: the holder still holds the lock, and the next lease expiry repeats the notice.
           console.warn("lock grant notice failed", effect.operationId, error);
@@ -124,7 +182,15 @@ export class ResourceLockObject extends DurableObject<Env> {
           // No answer is not "gone": the holder may be alive and mid-effect.
           answer = "unreachable";
         }
-        await this.apply({ type: "lease_expired", operationId: effect.operationId, fencingToken: effect.fencingToken, answer }, null);
+        await this.apply(
+          {
+            type: "lease_expired",
+            operationId: effect.operationId,
+            fencingToken: effect.fencingToken,
+            answer,
+          },
+          null,
+        );
         return;
       }
     }
@@ -132,8 +198,16 @@ export class ResourceLockObject extends DurableObject<Env> {
 
   private load(): Row | null {
     if (!this.store.exists("lock")) return null;
-    const row = this.store.one<{ tenant_id: string; resource: string; state: string }>("SELECT tenant_id, resource, state FROM lock WHERE k = 1");
-    return row ? { tenant_id: row.tenant_id, resource: row.resource, state: JSON.parse(row.state) as LockState } : null;
+    const row = this.store.one<{ tenant_id: string; resource: string; state: string }>(
+      "SELECT tenant_id, resource, state FROM lock WHERE k = 1",
+    );
+    return row
+      ? {
+          tenant_id: row.tenant_id,
+          resource: row.resource,
+          state: JSON.parse(row.state) as LockState,
+        }
+      : null;
   }
 
   /** Another tenant's id is indistinguishable from a lock that was never used. */
@@ -143,5 +217,6 @@ export class ResourceLockObject extends DurableObject<Env> {
   }
 }
 
-const notFound = (): Result<never, LockObjectError> => err({ code: "not_found", detail: "no such lock" });
+const notFound = (): Result<never, LockObjectError> =>
+  err({ code: "not_found", detail: "no such lock" });
 const iso = (ms: number) => new Date(ms).toISOString();

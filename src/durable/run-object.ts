@@ -10,29 +10,77 @@ import type { Budgets } from "../domain/budget.ts";
 import type { ProposedCall } from "../domain/gate.ts";
 import type { TraceEvent } from "../domain/operation.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
-import { CHECK_STATUS, CHECK_STATUS_DEFINITION, checkStatusEnvelope, checkStatusId, checkStatusTarget, offersCheckStatus } from "../domain/check-status.ts";
+import {
+  CHECK_STATUS,
+  CHECK_STATUS_DEFINITION,
+  checkStatusEnvelope,
+  checkStatusId,
+  checkStatusTarget,
+  offersCheckStatus,
+} from "../domain/check-status.ts";
 import { RUN_TEXT, type Envelope } from "../domain/envelope.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
-  closeCalls, freezeTurn, gateTurn, hashTools, mayExecute, openOperations, operationIds, planTurn, sameGateInputs, settleTurn, turnIdentity, turnReceived, unofferedNames,
-  type CallObservation, type Denial, type RunState, type Submission, type TurnRecord, type TurnResult,
+  closeCalls,
+  freezeTurn,
+  gateTurn,
+  hashTools,
+  mayExecute,
+  openOperations,
+  operationIds,
+  planTurn,
+  sameGateInputs,
+  settleTurn,
+  turnIdentity,
+  turnReceived,
+  unofferedNames,
+  type CallObservation,
+  type Denial,
+  type RunState,
+  type Submission,
+  type TurnRecord,
+  type TurnResult,
 } from "../domain/turn.ts";
 import { hostPolicy, type Env } from "../env.ts";
 import { LruCache } from "../lru.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import type { ToolDefinition, ToolSource, ToolSpec } from "../tools/spec.ts";
 import type { OperationReply } from "./operation-object.ts";
-import { decodeRun, decodeTurn, decodeUsage, encodeRun, encodeTurnCalls, RUN_SCHEMA, SqlStore, TURN_COLUMNS } from "./store.ts";
+import {
+  decodeRun,
+  decodeTurn,
+  decodeUsage,
+  encodeRun,
+  encodeTurnCalls,
+  RUN_SCHEMA,
+  SqlStore,
+  TURN_COLUMNS,
+} from "./store.ts";
 import { operationStub, tenantStub } from "./stubs.ts";
 
 export type RunInit = Omit<RunState, "toolsHash" | "createdAtMs" | "cancelledAtMs">;
 export type RunView = {
-  run_id: string; status: "active" | "cancelled"; user: RunState["user"]; tools: string[]; context: Record<string, unknown>;
-  budgets: Budgets; usage: { turns: number; tool_calls: number; cost: number }; created_at: string; expires_at: string;
+  run_id: string;
+  status: "active" | "cancelled";
+  user: RunState["user"];
+  tools: string[];
+  context: Record<string, unknown>;
+  budgets: Budgets;
+  usage: { turns: number; tool_calls: number; cost: number };
+  created_at: string;
+  expires_at: string;
 };
 /** `results`: each call's envelope paired with the call, in call order. */
-export type TurnReply = { turn_id: string; status: "settled" | "pending"; results: TurnResult[]; rowsWritten: number };
-export type RunError = { code: "not_found"; detail: string } | { code: "invalid_request"; detail: string } | { code: "turn_conflict"; detail: string };
+export type TurnReply = {
+  turn_id: string;
+  status: "settled" | "pending";
+  results: TurnResult[];
+  rowsWritten: number;
+};
+export type RunError =
+  | { code: "not_found"; detail: string }
+  | { code: "invalid_request"; detail: string }
+  | { code: "turn_conflict"; detail: string };
 
 /** Recorded outcomes are immutable, so replays are answered from memory: bounded by count and bytes. */
 const RECORDED_CACHE = { maxEntries: 256, maxBytes: 4 * 1024 * 1024 };
@@ -40,18 +88,34 @@ const RECORDED_CACHE = { maxEntries: 256, maxBytes: 4 * 1024 * 1024 };
 export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, RUN_SCHEMA);
   private offered: { toolsHash: string; tools: Map<string, ToolSpec> } | null = null;
-  private readonly recorded = new LruCache<string, OperationReply>(RECORDED_CACHE, (reply) => JSON.stringify(reply.envelope).length + 200);
+  private readonly recorded = new LruCache<string, OperationReply>(
+    RECORDED_CACHE,
+    (reply) => JSON.stringify(reply.envelope).length + 200,
+  );
 
   async create(init: RunInit): Promise<Result<RunView, RunError>> {
-    const run: RunState = { ...init, toolsHash: await hashTools(init.tools), createdAtMs: Date.now(), cancelledAtMs: null };
+    const run: RunState = {
+      ...init,
+      toolsHash: await hashTools(init.tools),
+      createdAtMs: Date.now(),
+      cancelledAtMs: null,
+    };
     const created = this.ctx.storage.transactionSync(() => {
       this.store.ensureSchema();
       if (this.load()) return false;
-      this.store.run("INSERT INTO run (id, tenant_id, data, created_at) VALUES (?, ?, ?, ?)", run.runId, run.tenantId, encodeRun(run), run.createdAtMs);
+      this.store.run(
+        "INSERT INTO run (id, tenant_id, data, created_at) VALUES (?, ?, ?, ?)",
+        run.runId,
+        run.tenantId,
+        encodeRun(run),
+        run.createdAtMs,
+      );
       this.store.run("INSERT INTO usage (k, turns, calls, cost) VALUES (1, 0, 0, 0)");
       return true;
     });
-    return created ? ok(this.view(run)) : err({ code: "invalid_request", detail: "run already exists" });
+    return created
+      ? ok(this.view(run))
+      : err({ code: "invalid_request", detail: "run already exists" });
   }
 
   async get(tenantId: string): Promise<Result<RunView, RunError>> {
@@ -60,19 +124,32 @@ export class RunObject extends DurableObject<Env> {
   }
 
   /** Scopes and offered tools may change mid-run; the next admission and the next retry see the change. */
-  async update(tenantId: string, patch: { scopes?: string[]; tools?: Record<string, ToolSource> }): Promise<Result<RunView, RunError>> {
+  async update(
+    tenantId: string,
+    patch: { scopes?: string[]; tools?: Record<string, ToolSource> },
+  ): Promise<Result<RunView, RunError>> {
     const toolsHash = patch.tools ? await hashTools(patch.tools) : null;
     const next = this.ctx.storage.transactionSync(() => {
       const run = this.loadFor(tenantId);
       if (!run) return null;
-      const next: RunState = { ...run, user: { ...run.user, scopes: patch.scopes ?? run.user.scopes }, tools: patch.tools ?? run.tools, toolsHash: toolsHash ?? run.toolsHash };
+      const next: RunState = {
+        ...run,
+        user: { ...run.user, scopes: patch.scopes ?? run.user.scopes },
+        tools: patch.tools ?? run.tools,
+        toolsHash: toolsHash ?? run.toolsHash,
+      };
       this.store.run("UPDATE run SET data = ?", encodeRun(next));
       return next;
     });
     return next ? ok(this.view(next)) : notFound("run");
   }
 
-  async postTurn(tenantId: string, calls: ProposedCall[], modelCost: number, waitMs: number): Promise<Result<TurnReply, RunError>> {
+  async postTurn(
+    tenantId: string,
+    calls: ProposedCall[],
+    modelCost: number,
+    waitMs: number,
+  ): Promise<Result<TurnReply, RunError>> {
     const identity = await turnIdentity(calls);
     // Each pass admits against one snapshot of the run; it repeats only if the run's tools or
     // scopes changed while it hashed (or asked the tenant), because the gate must see the newest.
@@ -81,15 +158,35 @@ export class RunObject extends DurableObject<Env> {
       if (!run) return notFound("run");
       const existing = this.turn(identity.id);
       if (existing) {
-        if (existing.contentHash !== identity.contentHash) return err({ code: "turn_conflict", detail: `turn ${identity.id} was posted with the same call ids and other calls; use new call ids for a new turn` });
+        if (existing.contentHash !== identity.contentHash)
+          return err({
+            code: "turn_conflict",
+            detail: `turn ${identity.id} was posted with the same call ids and other calls; use new call ids for a new turn`,
+          });
         return ok(await this.settle(existing, waitMs, 0));
       }
       const offered = this.offeredTools(run);
-      const checks = offersCheckStatus(offered.values()) ? calls.map((call) => call.name === CHECK_STATUS) : calls.map(() => false);
+      const checks = offersCheckStatus(offered.values())
+        ? calls.map((call) => call.name === CHECK_STATUS)
+        : calls.map(() => false);
       const verdicts = gateTurn(run, offered, calls);
-      const frozen = await freezeTurn(run, verdicts, await this.registered(run.tenantId, unofferedNames(verdicts).filter((name) => name !== CHECK_STATUS || !checks.includes(true))));
+      const frozen = await freezeTurn(
+        run,
+        verdicts,
+        await this.registered(
+          run.tenantId,
+          unofferedNames(verdicts).filter(
+            (name) => name !== CHECK_STATUS || !checks.includes(true),
+          ),
+        ),
+      );
       // toolgate_check_status is answered here, at admission: a snapshot of the target, kept with the turn.
-      for (const [index, call] of calls.entries()) if (checks[index]) frozen[index] = { call: { id: call.id, name: call.name }, fixed: await this.checkStatus(run, call) };
+      for (const [index, call] of calls.entries())
+        if (checks[index])
+          frozen[index] = {
+            call: { id: call.id, name: call.name },
+            fixed: await this.checkStatus(run, call),
+          };
       const rowsBefore = this.store.rowsWritten;
       const plan = this.ctx.storage.transactionSync(() => {
         const now = this.loadFor(tenantId)!;
@@ -98,16 +195,33 @@ export class RunObject extends DurableObject<Env> {
         const { record, usage } = plan;
         this.store.run(
           `INSERT INTO turns (${TURN_COLUMNS}, admitted) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
-          record.id, record.seq, record.contentHash, encodeTurnCalls(record.calls), record.reservedCost, record.modelCost, record.createdAtMs, plan.dispatch.length,
+          record.id,
+          record.seq,
+          record.contentHash,
+          encodeTurnCalls(record.calls),
+          record.reservedCost,
+          record.modelCost,
+          record.createdAtMs,
+          plan.dispatch.length,
         );
-        this.store.run("UPDATE usage SET turns = ?, calls = ?, cost = ?", usage.turns, usage.toolCalls, usage.cost);
+        this.store.run(
+          "UPDATE usage SET turns = ?, calls = ?, cost = ?",
+          usage.turns,
+          usage.toolCalls,
+          usage.cost,
+        );
         return plan;
       });
-      if (plan) return ok(await this.settle(plan.record, waitMs, this.store.rowsWritten - rowsBefore));
+      if (plan)
+        return ok(await this.settle(plan.record, waitMs, this.store.rowsWritten - rowsBefore));
     }
   }
 
-  async getTurn(tenantId: string, turnId: string, waitMs: number): Promise<Result<TurnReply, RunError>> {
+  async getTurn(
+    tenantId: string,
+    turnId: string,
+    waitMs: number,
+  ): Promise<Result<TurnReply, RunError>> {
     const turn = this.loadFor(tenantId) ? this.turn(turnId) : null;
     return turn ? ok(await this.settle(turn, waitMs, 0)) : notFound("turn");
   }
@@ -117,7 +231,12 @@ export class RunObject extends DurableObject<Env> {
     const run = this.loadFor(tenantId);
     if (!run) return notFound("run");
     const offered = [...this.offeredTools(run).values()];
-    const definitions = offered.map((spec) => ({ name: spec.name, description: spec.description, inputJsonSchema: spec.inputJsonSchema, bound: Object.keys(spec.bind) }));
+    const definitions = offered.map((spec) => ({
+      name: spec.name,
+      description: spec.description,
+      inputJsonSchema: spec.inputJsonSchema,
+      bound: Object.keys(spec.bind),
+    }));
     return ok(offersCheckStatus(offered) ? [...definitions, CHECK_STATUS_DEFINITION] : definitions);
   }
 
@@ -126,18 +245,29 @@ export class RunObject extends DurableObject<Env> {
    * lock: may it still execute? `policyVersion` (approvals): the hash of the tool source the
    * person saw; a tool changed since then cannot ride that approval.
    */
-  async authorize(tenantId: string, tool: string, policyVersion: string | null = null): Promise<Result<true, Denial>> {
+  async authorize(
+    tenantId: string,
+    tool: string,
+    policyVersion: string | null = null,
+  ): Promise<Result<true, Denial>> {
     const run = this.loadFor(tenantId);
     const verdict = mayExecute(run, run ? this.offeredTools(run) : new Map(), tool, Date.now());
     if (!verdict.ok || policyVersion === null || !run) return verdict;
-    return (await sha256Hex(canonicalJson(run.tools[tool]))) === policyVersion ? verdict : err({ status: "rejected", code: "approval_expired", message: RUN_TEXT.toolChangedWhileWaiting(tool) });
+    return (await sha256Hex(canonicalJson(run.tools[tool]))) === policyVersion
+      ? verdict
+      : err({
+          status: "rejected",
+          code: "approval_expired",
+          message: RUN_TEXT.toolChangedWhileWaiting(tool),
+        });
   }
 
   /** Cancels the run: no new call is admitted or retried, and every open call of every turn is closed. */
   async cancel(tenantId: string, by: string): Promise<Result<RunView, RunError>> {
     const run = this.ctx.storage.transactionSync(() => {
       const run = this.loadFor(tenantId);
-      if (run && run.cancelledAtMs === null) this.store.run("UPDATE run SET data = ?", encodeRun({ ...run, cancelledAtMs: Date.now() }));
+      if (run && run.cancelledAtMs === null)
+        this.store.run("UPDATE run SET data = ?", encodeRun({ ...run, cancelledAtMs: Date.now() }));
       return run;
     });
     if (!run) return notFound("run");
@@ -146,22 +276,32 @@ export class RunObject extends DurableObject<Env> {
   }
 
   /** Closes the calls waiting on one operation, then cancels it (POST /v1/operations/{id}/cancel). */
-  async closeOperation(tenantId: string, operationId: string, by: string): Promise<Result<true, RunError>> {
+  async closeOperation(
+    tenantId: string,
+    operationId: string,
+    by: string,
+  ): Promise<Result<true, RunError>> {
     if (!this.loadFor(tenantId)) return notFound("run");
     await this.close(tenantId, operationId, by);
     return ok(true);
   }
 
-  async traceFor(tenantId: string): Promise<Result<{ run_id: string; events: TraceEvent[] }, RunError>> {
+  async traceFor(
+    tenantId: string,
+  ): Promise<Result<{ run_id: string; events: TraceEvent[] }, RunError>> {
     const run = this.loadFor(tenantId);
     if (!run) return notFound("run");
-    const events: TraceEvent[] = [{ type: "run_created", at_ms: run.createdAtMs, run_id: run.runId }];
-    if (run.cancelledAtMs !== null) events.push({ type: "run_cancelled", at_ms: run.cancelledAtMs });
+    const events: TraceEvent[] = [
+      { type: "run_created", at_ms: run.createdAtMs, run_id: run.runId },
+    ];
+    if (run.cancelledAtMs !== null)
+      events.push({ type: "run_cancelled", at_ms: run.cancelledAtMs });
     const turns = this.turns();
     events.push(...turns.map(turnReceived));
     for (const operationId of new Set(turns.flatMap(operationIds))) {
       const opTrace = await operationStub(this.env, operationId).traceFor(tenantId);
-      if (opTrace.ok) events.push(...opTrace.value.map((event) => ({ ...event, operation_id: operationId })));
+      if (opTrace.ok)
+        events.push(...opTrace.value.map((event) => ({ ...event, operation_id: operationId })));
     }
     events.sort((a, b) => a.at_ms - b.at_ms);
     return ok({ run_id: run.runId, events });
@@ -190,23 +330,59 @@ export class RunObject extends DurableObject<Env> {
     const settlement = settleTurn(current, observed);
     if (settlement.refund !== 0) {
       this.ctx.storage.transactionSync(() => {
-        if (this.store.run("UPDATE turns SET settled_cost = ? WHERE id = ? AND settled_cost IS NULL", settlement.spent, record.id) === 1) {
+        if (
+          this.store.run(
+            "UPDATE turns SET settled_cost = ? WHERE id = ? AND settled_cost IS NULL",
+            settlement.spent,
+            record.id,
+          ) === 1
+        ) {
           this.store.run("UPDATE usage SET cost = cost - ?", settlement.refund);
         }
       });
     }
-    return { turn_id: record.id, status: settlement.status, results: settlement.results, rowsWritten };
+    return {
+      turn_id: record.id,
+      status: settlement.status,
+      results: settlement.results,
+      rowsWritten,
+    };
   }
 
-  private async observe(run: RunState, callId: string, submit: Submission, waitMs: number): Promise<{ observation: CallObservation; rowsWritten: number }> {
+  private async observe(
+    run: RunState,
+    callId: string,
+    submit: Submission,
+    waitMs: number,
+  ): Promise<{ observation: CallObservation; rowsWritten: number }> {
     const known = this.recorded.get(submit.operationId);
-    if (known && known.inputHash === submit.input.hash) return { observation: { kind: "reply", ...known }, rowsWritten: 0 };
+    if (known && known.inputHash === submit.input.hash)
+      return { observation: { kind: "reply", ...known }, rowsWritten: 0 };
     const { operationId, idempotencyKey, input, source } = submit;
     try {
-      const reply = await operationStub(this.env, operationId).submit({ tenantId: run.tenantId, runId: run.runId, callId, source, input, operationId, idempotencyKey, userId: run.user.id, waitMs });
-      if (!reply.ok) return { observation: { kind: reply.error.code === "invalid_tool" ? "invalid_tool" : "unavailable" }, rowsWritten: 0 };
+      const reply = await operationStub(this.env, operationId).submit({
+        tenantId: run.tenantId,
+        runId: run.runId,
+        callId,
+        source,
+        input,
+        operationId,
+        idempotencyKey,
+        userId: run.user.id,
+        waitMs,
+      });
+      if (!reply.ok)
+        return {
+          observation: {
+            kind: reply.error.code === "invalid_tool" ? "invalid_tool" : "unavailable",
+          },
+          rowsWritten: 0,
+        };
       if (reply.value.terminal) this.recorded.set(operationId, reply.value);
-      return { observation: { kind: "reply", ...reply.value }, rowsWritten: reply.value.rowsWritten };
+      return {
+        observation: { kind: "reply", ...reply.value },
+        rowsWritten: reply.value.rowsWritten,
+      };
     } catch (error) {
       console.error("operation unreachable", operationId, error);
       return { observation: { kind: "unavailable" }, rowsWritten: 0 };
@@ -220,34 +396,63 @@ export class RunObject extends DurableObject<Env> {
    * recorded on the operation, flagged late, never on the closed turn.
    */
   private async close(tenantId: string, only: string | null, by: string): Promise<void> {
-    const open = new Set(this.turns().flatMap(openOperations).filter((id) => (only === null || id === only) && !this.recorded.get(id)));
+    const open = new Set(
+      this.turns()
+        .flatMap(openOperations)
+        .filter((id) => (only === null || id === only) && !this.recorded.get(id)),
+    );
     // An operation that cannot be asked (or does not exist yet) counts as not recorded: its call is closed.
-    const states = await Promise.all([...open].map(async (id) => ({ id, view: await operationStub(this.env, id).get(tenantId, 0).catch(() => null) })));
-    const unsettled = new Set(states.filter(({ view }) => !view?.ok || view.value.phase !== "recorded").map(({ id }) => id));
+    const states = await Promise.all(
+      [...open].map(async (id) => ({
+        id,
+        view: await operationStub(this.env, id)
+          .get(tenantId, 0)
+          .catch(() => null),
+      })),
+    );
+    const unsettled = new Set(
+      states.filter(({ view }) => !view?.ok || view.value.phase !== "recorded").map(({ id }) => id),
+    );
     this.ctx.storage.transactionSync(() => {
       for (const turn of this.turns()) {
         const closed = closeCalls(turn, unsettled);
-        if (closed) this.store.run("UPDATE turns SET calls = ? WHERE id = ?", encodeTurnCalls(closed.calls), turn.id);
+        if (closed)
+          this.store.run(
+            "UPDATE turns SET calls = ? WHERE id = ?",
+            encodeTurnCalls(closed.calls),
+            turn.id,
+          );
       }
     });
     if (only !== null) unsettled.add(only);
     // Best effort: a missed cancel leaves the call closed ("may still complete"); in a cancelled run the
     // operation is still refused at its next retry (authorize).
-    await Promise.allSettled([...unsettled].map((id) => operationStub(this.env, id).cancel(tenantId, by)));
+    await Promise.allSettled(
+      [...unsettled].map((id) => operationStub(this.env, id).cancel(tenantId, by)),
+    );
   }
 
   /** The current envelope of an operation of this run (another run's or tenant's is "not found"). */
   private async checkStatus(run: RunState, call: ProposedCall): Promise<Envelope> {
     const checkId = await checkStatusId(run.tenantId, run.runId, call.id);
     const target = checkStatusTarget(call.arguments);
-    if (!target.ok || !this.turns().some((turn) => operationIds(turn).includes(target.value))) return checkStatusEnvelope(checkId, target, null);
-    const view = await operationStub(this.env, target.value).get(run.tenantId, 0).catch(() => null);
+    if (!target.ok || !this.turns().some((turn) => operationIds(turn).includes(target.value)))
+      return checkStatusEnvelope(checkId, target, null);
+    const view = await operationStub(this.env, target.value)
+      .get(run.tenantId, 0)
+      .catch(() => null);
     return checkStatusEnvelope(checkId, target, view?.ok ? view.value.result : null);
   }
 
   /** Which of `names` the tenant knows; asked only for names the run does not offer (an unreachable tenant keeps tool_not_allowed). */
   private async registered(tenantId: string, names: string[]): Promise<Set<string>> {
-    return new Set(names.length === 0 ? [] : await tenantStub(this.env, tenantId).knownTools(names).catch(() => names));
+    return new Set(
+      names.length === 0
+        ? []
+        : await tenantStub(this.env, tenantId)
+            .knownTools(names)
+            .catch(() => names),
+    );
   }
 
   /** Compiled offered tools, keyed by the content hash of their sources (never by names). */
@@ -290,11 +495,18 @@ export class RunObject extends DurableObject<Env> {
   private view(run: RunState): RunView {
     const usage = this.usage();
     return {
-      run_id: run.runId, status: run.cancelledAtMs === null ? "active" : "cancelled", user: run.user, tools: Object.keys(run.tools),
-      context: run.context, budgets: run.budgets, usage: { turns: usage.turns, tool_calls: usage.toolCalls, cost: usage.cost },
-      created_at: new Date(run.createdAtMs).toISOString(), expires_at: new Date(run.expiresAtMs).toISOString(),
+      run_id: run.runId,
+      status: run.cancelledAtMs === null ? "active" : "cancelled",
+      user: run.user,
+      tools: Object.keys(run.tools),
+      context: run.context,
+      budgets: run.budgets,
+      usage: { turns: usage.turns, tool_calls: usage.toolCalls, cost: usage.cost },
+      created_at: new Date(run.createdAtMs).toISOString(),
+      expires_at: new Date(run.expiresAtMs).toISOString(),
     };
   }
 }
 
-const notFound = (what: string): Result<never, RunError> => err({ code: "not_found", detail: `no such ${what}` });
+const notFound = (what: string): Result<never, RunError> =>
+  err({ code: "not_found", detail: `no such ${what}` });

@@ -60,7 +60,10 @@ export class SqlStore {
    */
   exists(table: string): boolean {
     if (this.ready || this.seen.has(table)) return true;
-    const found = this.sql.exec("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", table).toArray().length > 0;
+    const found =
+      this.sql
+        .exec("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", table)
+        .toArray().length > 0;
     if (found) this.seen.add(table);
     return found;
   }
@@ -70,12 +73,18 @@ export class SqlStore {
     return this.count(this.sql.exec(query, ...bindings));
   }
 
-  one<T extends Record<string, SqlStorageValue>>(query: string, ...bindings: SqlStorageValue[]): T | null {
+  one<T extends Record<string, SqlStorageValue>>(
+    query: string,
+    ...bindings: SqlStorageValue[]
+  ): T | null {
     const rows = this.sql.exec<T>(query, ...bindings).toArray();
     return rows[0] ?? null;
   }
 
-  all<T extends Record<string, SqlStorageValue>>(query: string, ...bindings: SqlStorageValue[]): T[] {
+  all<T extends Record<string, SqlStorageValue>>(
+    query: string,
+    ...bindings: SqlStorageValue[]
+  ): T[] {
     return this.sql.exec<T>(query, ...bindings).toArray();
   }
 
@@ -95,17 +104,39 @@ const ToolSourceCodec: z.ZodType<ToolSource> = z.discriminatedUnion("kind", [
 const EnvelopeCodec: z.ZodType<Envelope> = z.union([
   z.object({ status: z.literal("succeeded"), operation_id: z.string(), result: z.unknown() }),
   z.object({
-    status: z.enum(["rejected", "failed", "budget_exhausted", "cancelled", "outcome_unknown", "awaiting_approval", "pending"]),
-    operation_id: z.string(), code: z.string(), message: z.string(), allowed_next_actions: z.array(z.string()),
+    status: z.enum([
+      "rejected",
+      "failed",
+      "budget_exhausted",
+      "cancelled",
+      "outcome_unknown",
+      "awaiting_approval",
+      "pending",
+    ]),
+    operation_id: z.string(),
+    code: z.string(),
+    message: z.string(),
+    allowed_next_actions: z.array(z.string()),
   }),
 ]);
 const RunCodec: z.ZodType<RunState> = z.object({
-  runId: z.string(), tenantId: z.string(),
+  runId: z.string(),
+  tenantId: z.string(),
   user: z.object({ id: z.string(), scopes: z.array(z.string()) }),
-  tools: z.record(z.string(), ToolSourceCodec), toolsHash: z.string(),
+  tools: z.record(z.string(), ToolSourceCodec),
+  toolsHash: z.string(),
   context: z.record(z.string(), z.unknown()),
-  budgets: z.object({ max_turns: z.number(), max_tool_calls: z.number(), max_duration_ms: z.number(), max_cost: z.number() }).partial(),
-  createdAtMs: z.number(), expiresAtMs: z.number(), cancelledAtMs: z.number().nullable(),
+  budgets: z
+    .object({
+      max_turns: z.number(),
+      max_tool_calls: z.number(),
+      max_duration_ms: z.number(),
+      max_cost: z.number(),
+    })
+    .partial(),
+  createdAtMs: z.number(),
+  expiresAtMs: z.number(),
+  cancelledAtMs: z.number().nullable(),
 });
 const CallRefCodec = z.object({ id: z.string(), name: z.string() });
 /** Stored without the input's value: it is the canonical text, parsed back (the arguments are kept once). */
@@ -113,7 +144,14 @@ const StoredCallCodec = z.union([
   z.object({ call: CallRefCodec, fixed: EnvelopeCodec }),
   z.object({
     call: CallRefCodec,
-    submit: z.object({ operationId: z.string(), idempotencyKey: z.string(), canonical: z.string(), hash: z.string(), source: ToolSourceCodec, cost: z.number() }),
+    submit: z.object({
+      operationId: z.string(),
+      idempotencyKey: z.string(),
+      canonical: z.string(),
+      hash: z.string(),
+      source: ToolSourceCodec,
+      cost: z.number(),
+    }),
     closed: EnvelopeCodec.nullable(),
   }),
 ]);
@@ -122,11 +160,18 @@ const StoredCallsCodec = z.array(StoredCallCodec);
 const InputValueCodec = z.record(z.string(), z.unknown());
 const UsageRowCodec = z.object({ turns: z.number(), calls: z.number(), cost: z.number() });
 const TurnRowCodec = z.object({
-  id: z.string(), seq: z.number(), content_hash: z.string(), calls: z.string(),
-  reserved_cost: z.number(), settled_cost: z.number().nullable(), model_cost: z.number(), created_at: z.number(),
+  id: z.string(),
+  seq: z.number(),
+  content_hash: z.string(),
+  calls: z.string(),
+  reserved_cost: z.number(),
+  settled_cost: z.number().nullable(),
+  model_cost: z.number(),
+  created_at: z.number(),
 });
 export type TurnRow = z.infer<typeof TurnRowCodec>;
-export const TURN_COLUMNS = "id, seq, content_hash, calls, reserved_cost, settled_cost, model_cost, created_at";
+export const TURN_COLUMNS =
+  "id, seq, content_hash, calls, reserved_cost, settled_cost, model_cost, created_at";
 
 function decodeWith<T>(codec: z.ZodType<T>, value: unknown, what: string): T {
   const parsed = codec.safeParse(value);
@@ -142,7 +187,8 @@ function parseJson(text: string, what: string): unknown {
 }
 
 export const encodeRun = (run: RunState): string => JSON.stringify(run);
-export const decodeRun = (data: string): RunState => decodeWith(RunCodec, parseJson(data, "run"), "run");
+export const decodeRun = (data: string): RunState =>
+  decodeWith(RunCodec, parseJson(data, "run"), "run");
 export const decodeUsage = (row: unknown): Usage => {
   const usage = decodeWith(UsageRowCodec, row, "usage");
   return { turns: usage.turns, toolCalls: usage.calls, cost: usage.cost };
@@ -152,21 +198,37 @@ export function encodeTurnCalls(calls: readonly TurnCall[]): string {
   const stored = calls.map((call): StoredCall => {
     if ("fixed" in call) return call;
     const { input, ...submit } = call.submit;
-    return { call: call.call, submit: { ...submit, canonical: input.canonical, hash: input.hash }, closed: call.closed };
+    return {
+      call: call.call,
+      submit: { ...submit, canonical: input.canonical, hash: input.hash },
+      closed: call.closed,
+    };
   });
   return JSON.stringify(stored);
 }
 
 export function decodeTurn(row: unknown): TurnRecord {
   const turn = decodeWith(TurnRowCodec, row, "turn");
-  const calls = decodeWith(StoredCallsCodec, parseJson(turn.calls, "turn"), "turn").map((stored): TurnCall => {
-    if ("fixed" in stored) return stored;
-    const { canonical, hash, ...submit } = stored.submit;
-    const value = decodeWith(InputValueCodec, parseJson(canonical, "turn"), "turn input");
-    return { call: stored.call, submit: { ...submit, input: { value, canonical, hash } }, closed: stored.closed };
-  });
+  const calls = decodeWith(StoredCallsCodec, parseJson(turn.calls, "turn"), "turn").map(
+    (stored): TurnCall => {
+      if ("fixed" in stored) return stored;
+      const { canonical, hash, ...submit } = stored.submit;
+      const value = decodeWith(InputValueCodec, parseJson(canonical, "turn"), "turn input");
+      return {
+        call: stored.call,
+        submit: { ...submit, input: { value, canonical, hash } },
+        closed: stored.closed,
+      };
+    },
+  );
   return {
-    id: turn.id, contentHash: turn.content_hash, seq: turn.seq, calls,
-    reservedCost: turn.reserved_cost, settledCost: turn.settled_cost, modelCost: turn.model_cost, createdAtMs: turn.created_at,
+    id: turn.id,
+    contentHash: turn.content_hash,
+    seq: turn.seq,
+    calls,
+    reservedCost: turn.reserved_cost,
+    settledCost: turn.settled_cost,
+    modelCost: turn.model_cost,
+    createdAtMs: turn.created_at,
   };
 }

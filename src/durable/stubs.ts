@@ -7,12 +7,20 @@ import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RunObject } from "./run-object.ts";
 import type { TenantObject } from "./tenant-object.ts";
 
-type Methods<T> = { [K in keyof T]: T[K] extends (...args: infer A) => Promise<infer R> ? (...args: A) => Promise<R> : never };
+type Methods<T> = {
+  [K in keyof T]: T[K] extends (...args: infer A) => Promise<infer R>
+    ? (...args: A) => Promise<R>
+    : never;
+};
 
 export const operationStub = (env: Env, operationId: string) =>
   env.OPERATIONS.get(env.OPERATIONS.idFromName(operationId)) as unknown as Methods<OperationObject>;
-export const runStub = (env: Env, runId: string) => env.RUNS.get(env.RUNS.idFromName(runId)) as unknown as Methods<RunObject>;
-export const tenantStub = (env: Env, tenantId: string) => env.TENANTS.get(env.TENANTS.idFromName(tenantId)) as unknown as Methods<TenantObject>;
+export const runStub = (env: Env, runId: string) =>
+  env.RUNS.get(env.RUNS.idFromName(runId)) as unknown as Methods<RunObject>;
+export const tenantStub = (env: Env, tenantId: string) =>
+  env.TENANTS.get(env.TENANTS.idFromName(tenantId)) as unknown as Methods<TenantObject>;
 /** One lock object per tenant + resource key (e.g. `order:ord_1`): tenants never share a lock. */
 export const lockStub = (env: Env, tenantId: string, resource: string) =>
-  env.LOCKS.get(env.LOCKS.idFromName(`${tenantId}:${resource}`)) as unknown as Methods<ResourceLockObject>;
+  env.LOCKS.get(
+    env.LOCKS.idFromName(`${tenantId}:${resource}`),
+  ) as unknown as Methods<ResourceLockObject>;

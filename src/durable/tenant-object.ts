@@ -7,7 +7,13 @@ import { DurableObject } from "cloudflare:workers";
 import { ulid } from "ulid";
 import { sha256Hex } from "../domain/canonical-json.ts";
 import { err, ok, type Result } from "../domain/result.ts";
-import { constantTimeEqual, openSecret, randomSecret, sealSecret, secretFingerprint } from "../crypto.ts";
+import {
+  constantTimeEqual,
+  openSecret,
+  randomSecret,
+  sealSecret,
+  secretFingerprint,
+} from "../crypto.ts";
 import { hostPolicy, type Env } from "../env.ts";
 import type { ApiScope } from "../http/schemas.ts";
 import { compileManifest, type ManifestError } from "../tools/manifest.ts";
@@ -18,102 +24,233 @@ import { SqlStore, TENANT_SCHEMA } from "./store.ts";
 export type ToolRecord = { name: string; manifest: unknown; version: number; updated_at: string };
 /** One approval request as the inbox shows it (derived from the operation's log, which is authoritative). */
 export type ApprovalItem = {
-  operation_id: string; run_id: string; call_id: string; tool: string; target: string; arguments: Record<string, unknown>;
-  state: "pending" | "approved" | "rejected" | "expired" | "cancelled"; requested_by: string; requested_at_ms: number; expires_at_ms: number;
-  input_hash: string; policy_version: string; preview: { status: number | null; body: unknown; detail: string | null } | null; decided_by: string | null; decided_at_ms: number | null; reason: string | null;
+  operation_id: string;
+  run_id: string;
+  call_id: string;
+  tool: string;
+  target: string;
+  arguments: Record<string, unknown>;
+  state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
+  requested_by: string;
+  requested_at_ms: number;
+  expires_at_ms: number;
+  input_hash: string;
+  policy_version: string;
+  preview: { status: number | null; body: unknown; detail: string | null } | null;
+  decided_by: string | null;
+  decided_at_ms: number | null;
+  reason: string | null;
 };
-export type ApprovalPage = { items: Array<Omit<ApprovalItem, "requested_at_ms" | "expires_at_ms" | "decided_at_ms"> & { requested_at: string; expires_at: string; decided_at: string | null }>; next_cursor: string | null };
-export type SecretRecord = { name: string; fingerprint: string; created_at: string; updated_at: string };
-export type SecretsError = { code: "unknown_secret"; detail: string } | { code: "misconfigured"; detail: string };
-export type TenantError = ManifestError | SecretsError | { code: "not_found"; detail: string } | { code: "invalid_request"; detail: string };
+export type ApprovalPage = {
+  items: Array<
+    Omit<ApprovalItem, "requested_at_ms" | "expires_at_ms" | "decided_at_ms"> & {
+      requested_at: string;
+      expires_at: string;
+      decided_at: string | null;
+    }
+  >;
+  next_cursor: string | null;
+};
+export type SecretRecord = {
+  name: string;
+  fingerprint: string;
+  created_at: string;
+  updated_at: string;
+};
+export type SecretsError =
+  { code: "unknown_secret"; detail: string } | { code: "misconfigured"; detail: string };
+export type TenantError =
+  | ManifestError
+  | SecretsError
+  | { code: "not_found"; detail: string }
+  | { code: "invalid_request"; detail: string };
 type ToolRow = { name: string; manifest: string; version: number; updated_at: number };
-type SecretRow = { name: string; iv: string; ciphertext: string; fingerprint: string; created_at: number; updated_at: number };
+type SecretRow = {
+  name: string;
+  iv: string;
+  ciphertext: string;
+  fingerprint: string;
+  created_at: number;
+  updated_at: number;
+};
 
 export class TenantObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, TENANT_SCHEMA);
 
-  async init(tenantId: string, name: string): Promise<Result<{ tenant_id: string; name: string }, TenantError>> {
+  async init(
+    tenantId: string,
+    name: string,
+  ): Promise<Result<{ tenant_id: string; name: string }, TenantError>> {
     this.store.ensureSchema();
-    if (this.store.one("SELECT id FROM tenant")) return err({ code: "invalid_request", detail: "tenant exists" });
-    this.store.run("INSERT INTO tenant (id, name, created_at) VALUES (?, ?, ?)", tenantId, name, Date.now());
+    if (this.store.one("SELECT id FROM tenant"))
+      return err({ code: "invalid_request", detail: "tenant exists" });
+    this.store.run(
+      "INSERT INTO tenant (id, name, created_at) VALUES (?, ?, ?)",
+      tenantId,
+      name,
+      Date.now(),
+    );
     return ok({ tenant_id: tenantId, name });
   }
 
-  async issueKey(tenantId: string, name: string, scopes: ApiScope[]): Promise<Result<{ key_id: string; key: string; name: string; scopes: ApiScope[] }, TenantError>> {
+  async issueKey(
+    tenantId: string,
+    name: string,
+    scopes: ApiScope[],
+  ): Promise<
+    Result<{ key_id: string; key: string; name: string; scopes: ApiScope[] }, TenantError>
+  > {
     if (!this.tenant()) return err({ code: "not_found", detail: "no such tenant" });
     const keyId = `key_${ulid()}`;
     const secret = randomSecret();
-    this.store.run("INSERT INTO api_keys (id, name, scopes, secret_hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)", keyId, name, JSON.stringify(scopes), await sha256Hex(secret), Date.now());
+    this.store.run(
+      "INSERT INTO api_keys (id, name, scopes, secret_hash, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)",
+      keyId,
+      name,
+      JSON.stringify(scopes),
+      await sha256Hex(secret),
+      Date.now(),
+    );
     return ok({ key_id: keyId, key: `tgk.${tenantId}.${keyId}.${secret}`, name, scopes });
   }
 
   async revokeKey(keyId: string): Promise<Result<true, TenantError>> {
-    const row = this.tenant() ? this.store.one<{ id: string }>("SELECT id FROM api_keys WHERE id = ? AND revoked_at IS NULL", keyId) : null;
+    const row = this.tenant()
+      ? this.store.one<{ id: string }>(
+          "SELECT id FROM api_keys WHERE id = ? AND revoked_at IS NULL",
+          keyId,
+        )
+      : null;
     if (!row) return err({ code: "not_found", detail: "no such key" });
     this.store.run("UPDATE api_keys SET revoked_at = ? WHERE id = ?", Date.now(), keyId);
     return ok(true);
   }
 
-  async verifyKey(keyId: string, secret: string): Promise<Result<{ scopes: ApiScope[]; name: string }, TenantError>> {
-    const row = this.tenant() ? this.store.one<{ scopes: string; secret_hash: string; name: string }>("SELECT scopes, secret_hash, name FROM api_keys WHERE id = ? AND revoked_at IS NULL", keyId) : null;
+  async verifyKey(
+    keyId: string,
+    secret: string,
+  ): Promise<Result<{ scopes: ApiScope[]; name: string }, TenantError>> {
+    const row = this.tenant()
+      ? this.store.one<{ scopes: string; secret_hash: string; name: string }>(
+          "SELECT scopes, secret_hash, name FROM api_keys WHERE id = ? AND revoked_at IS NULL",
+          keyId,
+        )
+      : null;
     // Hash and compare even for unknown keys, so timing does not reveal which key ids exist.
-    const matches = await constantTimeEqual(await sha256Hex(secret), row?.secret_hash ?? "0".repeat(64));
-    return row && matches ? ok({ scopes: JSON.parse(row.scopes) as ApiScope[], name: row.name }) : err({ code: "not_found", detail: "no such key" });
+    const matches = await constantTimeEqual(
+      await sha256Hex(secret),
+      row?.secret_hash ?? "0".repeat(64),
+    );
+    return row && matches
+      ? ok({ scopes: JSON.parse(row.scopes) as ApiScope[], name: row.name })
+      : err({ code: "not_found", detail: "no such key" });
   }
 
   /** A key that is still valid (not revoked): its name and scopes. The console re-checks it on every request. */
   async keyInfo(keyId: string): Promise<Result<{ name: string; scopes: ApiScope[] }, TenantError>> {
-    const row = this.tenant() ? this.store.one<{ name: string; scopes: string }>("SELECT name, scopes FROM api_keys WHERE id = ? AND revoked_at IS NULL", keyId) : null;
-    return row ? ok({ name: row.name, scopes: JSON.parse(row.scopes) as ApiScope[] }) : err({ code: "not_found", detail: "no such key" });
+    const row = this.tenant()
+      ? this.store.one<{ name: string; scopes: string }>(
+          "SELECT name, scopes FROM api_keys WHERE id = ? AND revoked_at IS NULL",
+          keyId,
+        )
+      : null;
+    return row
+      ? ok({ name: row.name, scopes: JSON.parse(row.scopes) as ApiScope[] })
+      : err({ code: "not_found", detail: "no such key" });
   }
 
-  async putTool(name: string, manifest: unknown): Promise<Result<ToolRecord & { created: boolean }, TenantError>> {
+  async putTool(
+    name: string,
+    manifest: unknown,
+  ): Promise<Result<ToolRecord & { created: boolean }, TenantError>> {
     const compiled = compileManifest(manifest, hostPolicy(this.env));
     if (!compiled.ok) return compiled;
-    if (compiled.value.name !== name) return err({ code: "invalid_manifest", detail: `manifest name "${compiled.value.name}" does not match the URL's "${name}"` });
+    if (compiled.value.name !== name)
+      return err({
+        code: "invalid_manifest",
+        detail: `manifest name "${compiled.value.name}" does not match the URL's "${name}"`,
+      });
     // Only this tenant's own secrets resolve; deployment bindings never do.
     const unknown = compiled.value.secretNames.filter((secret) => !this.secretRow(secret));
-    if (unknown.length > 0) return err({ code: "unknown_secret", detail: `no secret named ${unknown.join(", ")} in this tenant; register it first with PUT /v1/secrets/{name}` });
+    if (unknown.length > 0)
+      return err({
+        code: "unknown_secret",
+        detail: `no secret named ${unknown.join(", ")} in this tenant; register it first with PUT /v1/secrets/{name}`,
+      });
     this.store.ensureSchema();
-    const previous = this.store.one<{ version: number }>("SELECT version FROM tools WHERE name = ?", name);
+    const previous = this.store.one<{ version: number }>(
+      "SELECT version FROM tools WHERE name = ?",
+      name,
+    );
     const version = (previous?.version ?? 0) + 1;
     const now = Date.now();
-    this.store.run("INSERT OR REPLACE INTO tools (name, manifest, version, updated_at) VALUES (?, ?, ?, ?)", name, JSON.stringify(manifest), version, now);
-    return ok({ name, manifest, version, updated_at: new Date(now).toISOString(), created: previous === null });
+    this.store.run(
+      "INSERT OR REPLACE INTO tools (name, manifest, version, updated_at) VALUES (?, ?, ?, ?)",
+      name,
+      JSON.stringify(manifest),
+      version,
+      now,
+    );
+    return ok({
+      name,
+      manifest,
+      version,
+      updated_at: new Date(now).toISOString(),
+      created: previous === null,
+    });
   }
 
   async getTool(name: string): Promise<Result<ToolRecord, TenantError>> {
-    const row = this.store.exists("tools") ? this.store.one<ToolRow>("SELECT * FROM tools WHERE name = ?", name) : null;
+    const row = this.store.exists("tools")
+      ? this.store.one<ToolRow>("SELECT * FROM tools WHERE name = ?", name)
+      : null;
     return row ? ok(toRecord(row)) : err({ code: "not_found", detail: `no tool named ${name}` });
   }
 
   async listTools(): Promise<ToolRecord[]> {
-    return this.store.exists("tools") ? this.store.all<ToolRow>("SELECT * FROM tools ORDER BY name").map(toRecord) : [];
+    return this.store.exists("tools")
+      ? this.store.all<ToolRow>("SELECT * FROM tools ORDER BY name").map(toRecord)
+      : [];
   }
 
   async deleteTool(name: string): Promise<Result<true, TenantError>> {
-    if (!(await this.getTool(name)).ok) return err({ code: "not_found", detail: `no tool named ${name}` });
+    if (!(await this.getTool(name)).ok)
+      return err({ code: "not_found", detail: `no tool named ${name}` });
     this.store.run("DELETE FROM tools WHERE name = ?", name);
     return ok(true);
   }
 
-  async putSecret(tenantId: string, name: string, value: string): Promise<Result<SecretRecord & { created: boolean }, TenantError>> {
+  async putSecret(
+    tenantId: string,
+    name: string,
+    value: string,
+  ): Promise<Result<SecretRecord & { created: boolean }, TenantError>> {
     if (!this.tenant()) return err({ code: "not_found", detail: "no such tenant" });
     const master = this.secretsKey();
     if (!master.ok) return master;
-    const [sealed, fingerprint] = await Promise.all([sealSecret(master.value, tenantId, name, value), secretFingerprint(master.value, tenantId, value)]);
+    const [sealed, fingerprint] = await Promise.all([
+      sealSecret(master.value, tenantId, name, value),
+      secretFingerprint(master.value, tenantId, value),
+    ]);
     const previous = this.secretRow(name);
     const now = Date.now();
     this.store.ensureSchema();
     this.store.run(
       "INSERT OR REPLACE INTO secrets (name, iv, ciphertext, fingerprint, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?)",
-      name, sealed.iv, sealed.ciphertext, fingerprint, previous?.created_at ?? now, now,
+      name,
+      sealed.iv,
+      sealed.ciphertext,
+      fingerprint,
+      previous?.created_at ?? now,
+      now,
     );
     return ok({ ...toSecretRecord(this.secretRow(name)!), created: previous === null });
   }
 
   async listSecrets(): Promise<SecretRecord[]> {
-    return this.store.exists("secrets") ? this.store.all<SecretRow>("SELECT * FROM secrets ORDER BY name").map(toSecretRecord) : [];
+    return this.store.exists("secrets")
+      ? this.store.all<SecretRow>("SELECT * FROM secrets ORDER BY name").map(toSecretRecord)
+      : [];
   }
 
   async deleteSecret(name: string): Promise<Result<true, TenantError>> {
@@ -123,13 +260,20 @@ export class TenantObject extends DurableObject<Env> {
   }
 
   /** The decrypted values of exactly `names`, for one attempt of one of this tenant's operations. */
-  async secretsFor(tenantId: string, names: string[]): Promise<Result<Record<string, string>, SecretsError>> {
+  async secretsFor(
+    tenantId: string,
+    names: string[],
+  ): Promise<Result<Record<string, string>, SecretsError>> {
     const master = this.secretsKey();
     if (!master.ok) return master;
     const values: Record<string, string> = {};
     for (const name of names) {
       const row = this.tenant()?.id === tenantId ? this.secretRow(name) : null;
-      if (!row) return err({ code: "unknown_secret", detail: `the tenant secret ${name} is not defined (it was deleted after the tool was registered)` });
+      if (!row)
+        return err({
+          code: "unknown_secret",
+          detail: `the tenant secret ${name} is not defined (it was deleted after the tool was registered)`,
+        });
       values[name] = await openSecret(master.value, tenantId, name, row);
     }
     return ok(values);
@@ -138,39 +282,79 @@ export class TenantObject extends DurableObject<Env> {
   /** Written by operations: one row per approval request, rewritten as it is decided. */
   async upsertApproval(item: ApprovalItem): Promise<void> {
     this.store.ensureSchema();
-    this.store.run("INSERT OR REPLACE INTO approvals (operation_id, state, requested_at, data) VALUES (?, ?, ?, ?)", item.operation_id, item.state, item.requested_at_ms, JSON.stringify(item));
+    this.store.run(
+      "INSERT OR REPLACE INTO approvals (operation_id, state, requested_at, data) VALUES (?, ?, ?, ?)",
+      item.operation_id,
+      item.state,
+      item.requested_at_ms,
+      JSON.stringify(item),
+    );
   }
 
   /** Newest first; `pending` = still waiting for a person, `decided` = everything else. Cursor = the last item's (time, id). */
-  async listApprovals(state: "pending" | "decided", cursor: string | null, limit: number): Promise<ApprovalPage> {
+  async listApprovals(
+    state: "pending" | "decided",
+    cursor: string | null,
+    limit: number,
+  ): Promise<ApprovalPage> {
     if (!this.store.exists("approvals")) return { items: [], next_cursor: null };
-    const [beforeMs, beforeId] = cursor ? [Number(cursor.split(":")[0]), cursor.split(":")[1] ?? ""] : [Number.MAX_SAFE_INTEGER, ""];
+    const [beforeMs, beforeId] = cursor
+      ? [Number(cursor.split(":")[0]), cursor.split(":")[1] ?? ""]
+      : [Number.MAX_SAFE_INTEGER, ""];
     const rows = this.store.all<{ data: string; requested_at: number; operation_id: string }>(
       `SELECT data, requested_at, operation_id FROM approvals WHERE ${state === "pending" ? "state = 'pending'" : "state != 'pending'"}
        AND (requested_at < ? OR (requested_at = ? AND operation_id < ?)) ORDER BY requested_at DESC, operation_id DESC LIMIT ?`,
-      beforeMs, beforeMs, cursor ? beforeId : "\uffff", limit + 1,
+      beforeMs,
+      beforeMs,
+      cursor ? beforeId : "\uffff",
+      limit + 1,
     );
     const items = rows.slice(0, limit).map((row) => {
-      const { requested_at_ms, expires_at_ms, decided_at_ms, ...rest } = JSON.parse(row.data) as ApprovalItem;
+      const { requested_at_ms, expires_at_ms, decided_at_ms, ...rest } = JSON.parse(
+        row.data,
+      ) as ApprovalItem;
       const iso = (ms: number) => new Date(ms).toISOString();
-      return { ...rest, requested_at: iso(requested_at_ms), expires_at: iso(expires_at_ms), decided_at: decided_at_ms === null ? null : iso(decided_at_ms) };
+      return {
+        ...rest,
+        requested_at: iso(requested_at_ms),
+        expires_at: iso(expires_at_ms),
+        decided_at: decided_at_ms === null ? null : iso(decided_at_ms),
+      };
     });
     const last = rows[limit - 1];
-    return { items, next_cursor: rows.length > limit && last ? `${last.requested_at}:${last.operation_id}` : null };
+    return {
+      items,
+      next_cursor: rows.length > limit && last ? `${last.requested_at}:${last.operation_id}` : null,
+    };
   }
 
   /** Written by operations: an operation waiting for a person's verdict on an unknown outcome, or no longer. */
-  async markUnknown(item: { operation_id: string; run_id: string; tool: string; since_ms: number }, open: boolean): Promise<void> {
+  async markUnknown(
+    item: { operation_id: string; run_id: string; tool: string; since_ms: number },
+    open: boolean,
+  ): Promise<void> {
     this.store.ensureSchema();
-    if (open) this.store.run("INSERT OR REPLACE INTO unknowns (operation_id, run_id, tool, since) VALUES (?, ?, ?, ?)", item.operation_id, item.run_id, item.tool, item.since_ms);
+    if (open)
+      this.store.run(
+        "INSERT OR REPLACE INTO unknowns (operation_id, run_id, tool, since) VALUES (?, ?, ?, ?)",
+        item.operation_id,
+        item.run_id,
+        item.tool,
+        item.since_ms,
+      );
     else this.store.run("DELETE FROM unknowns WHERE operation_id = ?", item.operation_id);
   }
 
   /** Operations whose outcome only a person can settle, oldest first (the details live with each operation). */
-  async listUnknowns(limit: number): Promise<Array<{ operation_id: string; run_id: string; tool: string; since: string }>> {
+  async listUnknowns(
+    limit: number,
+  ): Promise<Array<{ operation_id: string; run_id: string; tool: string; since: string }>> {
     if (!this.store.exists("unknowns")) return [];
     return this.store
-      .all<{ operation_id: string; run_id: string; tool: string; since: number }>("SELECT * FROM unknowns ORDER BY since, operation_id LIMIT ?", limit)
+      .all<{ operation_id: string; run_id: string; tool: string; since: number }>(
+        "SELECT * FROM unknowns ORDER BY since, operation_id LIMIT ?",
+        limit,
+      )
       .map((row) => ({ ...row, since: new Date(row.since).toISOString() }));
   }
 
@@ -188,25 +372,44 @@ export class TenantObject extends DurableObject<Env> {
 
   /** Which of `names` this tenant knows at all (a registered manifest or a code tool). Read-only. */
   async knownTools(names: string[]): Promise<string[]> {
-    const manifests = this.store.exists("tools") ? names.filter((name) => this.store.one("SELECT name FROM tools WHERE name = ?", name) !== null) : [];
+    const manifests = this.store.exists("tools")
+      ? names.filter(
+          (name) => this.store.one("SELECT name FROM tools WHERE name = ?", name) !== null,
+        )
+      : [];
     return names.filter((name) => manifests.includes(name) || CODE_TOOLS[name] !== undefined);
   }
 
   private secretRow(name: string): SecretRow | null {
-    return this.store.exists("secrets") ? this.store.one<SecretRow>("SELECT * FROM secrets WHERE name = ?", name) : null;
+    return this.store.exists("secrets")
+      ? this.store.one<SecretRow>("SELECT * FROM secrets WHERE name = ?", name)
+      : null;
   }
 
   private secretsKey(): Result<string, SecretsError> {
     const key = this.env.TOOLGATE_SECRETS_KEY;
-    return key ? ok(key) : err({ code: "misconfigured", detail: "TOOLGATE_SECRETS_KEY is not set for this deployment (wrangler secret put TOOLGATE_SECRETS_KEY)" });
+    return key
+      ? ok(key)
+      : err({
+          code: "misconfigured",
+          detail:
+            "TOOLGATE_SECRETS_KEY is not set for this deployment (wrangler secret put TOOLGATE_SECRETS_KEY)",
+        });
   }
 
   private tenant(): { id: string } | null {
-    return this.store.exists("tenant") ? this.store.one<{ id: string }>("SELECT id FROM tenant") : null;
+    return this.store.exists("tenant")
+      ? this.store.one<{ id: string }>("SELECT id FROM tenant")
+      : null;
   }
 }
 
-const toRecord = (row: ToolRow): ToolRecord => ({ name: row.name, manifest: JSON.parse(row.manifest), version: row.version, updated_at: new Date(row.updated_at).toISOString() });
+const toRecord = (row: ToolRow): ToolRecord => ({
+  name: row.name,
+  manifest: JSON.parse(row.manifest),
+  version: row.version,
+  updated_at: new Date(row.updated_at).toISOString(),
+});
 
 const toSecretRecord = (row: SecretRow): SecretRecord => ({
   name: row.name,

@@ -20,7 +20,10 @@ export const adminRoutes = new Hono<AppEnv>()
   .post("/tenants/:tenant_id/keys", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
     const { name, scopes } = await readJson(c, IssueKey);
-    return c.json(unwrap(await tenantStub(c, tenantId).issueKey(tenantId, name, [...new Set(scopes)])), 201);
+    return c.json(
+      unwrap(await tenantStub(c, tenantId).issueKey(tenantId, name, [...new Set(scopes)])),
+      201,
+    );
   })
   .delete("/tenants/:tenant_id/keys/:key_id", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");

@@ -17,7 +17,17 @@ export const app = new Hono<AppEnv>();
 
 app.get("/healthz", (c) => c.json({ ok: true }));
 app.route("/", docsRoutes);
-app.use("/v1/*", bodyLimit({ maxSize: MAX_BODY_BYTES, onError: () => problemResponse({ code: "payload_too_large", detail: `bodies are limited to ${MAX_BODY_BYTES} bytes` }) }));
+app.use(
+  "/v1/*",
+  bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () =>
+      problemResponse({
+        code: "payload_too_large",
+        detail: `bodies are limited to ${MAX_BODY_BYTES} bytes`,
+      }),
+  }),
+);
 app.use("/v1/*", authenticate);
 app.route("/v1/admin", adminRoutes);
 app.route("/v1/tools", toolRoutes);

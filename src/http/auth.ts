@@ -21,7 +21,8 @@ export type AppEnv = { Bindings: Env; Variables: { principal: Principal } };
 
 export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   const token = /^Bearer (\S+)$/.exec(c.req.header("Authorization") ?? "")?.[1];
-  if (!token) throw new ApiProblem({ code: "unauthorized", detail: "send Authorization: Bearer <token>" });
+  if (!token)
+    throw new ApiProblem({ code: "unauthorized", detail: "send Authorization: Bearer <token>" });
   const principal = await identify(c.env, token);
   if (!principal) throw new ApiProblem({ code: "unauthorized", detail: "the token is not valid" });
   c.set("principal", principal);
@@ -31,25 +32,44 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
 async function identify(env: Env, token: string): Promise<Principal | null> {
   if (token.startsWith("tgk.")) {
     const [, tenantId, keyId, secret, ...rest] = token.split(".");
-    if (!tenantId || !keyId || !secret || rest.length > 0 || !/^ten_[0-9A-Z]{26}$/.test(tenantId)) return null;
+    if (!tenantId || !keyId || !secret || rest.length > 0 || !/^ten_[0-9A-Z]{26}$/.test(tenantId))
+      return null;
     const verified = await tenantStub(env, tenantId).verifyKey(keyId, secret);
-    return verified.ok ? { kind: "key", tenantId, keyId, keyName: verified.value.name, scopes: verified.value.scopes } : null;
+    return verified.ok
+      ? {
+          kind: "key",
+          tenantId,
+          keyId,
+          keyName: verified.value.name,
+          scopes: verified.value.scopes,
+        }
+      : null;
   }
   if (token.startsWith("rt.")) return verifyRunToken(env, token);
   const adminToken = env.TOOLGATE_ADMIN_TOKEN;
-  if (!adminToken) throw new ApiProblem({ code: "misconfigured", detail: "TOOLGATE_ADMIN_TOKEN is not set for this deployment" });
+  if (!adminToken)
+    throw new ApiProblem({
+      code: "misconfigured",
+      detail: "TOOLGATE_ADMIN_TOKEN is not set for this deployment",
+    });
   return (await constantTimeEqual(token, adminToken)) ? { kind: "admin" } : null;
 }
 
 export function requireAdminToken(c: Context<AppEnv>): void {
-  if (c.get("principal").kind !== "admin") throw new ApiProblem({ code: "forbidden", detail: "this needs the deployment admin token" });
+  if (c.get("principal").kind !== "admin")
+    throw new ApiProblem({ code: "forbidden", detail: "this needs the deployment admin token" });
 }
 
 /** Tenant-wide routes: an API key holding `scope`. Returns the tenant every read and write is scoped by. */
 export function requireScope(c: Context<AppEnv>, scope: ApiScope): string {
   const principal = c.get("principal");
-  if (principal.kind !== "key") throw new ApiProblem({ code: "forbidden", detail: `this needs a tenant API key with scope ${scope}` });
-  if (!principal.scopes.includes(scope)) throw new ApiProblem({ code: "forbidden", detail: `this API key lacks the scope ${scope}` });
+  if (principal.kind !== "key")
+    throw new ApiProblem({
+      code: "forbidden",
+      detail: `this needs a tenant API key with scope ${scope}`,
+    });
+  if (!principal.scopes.includes(scope))
+    throw new ApiProblem({ code: "forbidden", detail: `this API key lacks the scope ${scope}` });
   return principal.tenantId;
 }
 
@@ -57,13 +77,19 @@ export function requireScope(c: Context<AppEnv>, scope: ApiScope): string {
 export function requireRunAccess(c: Context<AppEnv>, runId: string, scope: ApiScope): string {
   const principal = c.get("principal");
   if (principal.kind === "run") {
-    if (principal.runId !== runId) throw new ApiProblem({ code: "not_found", detail: "no such run" });
+    if (principal.runId !== runId)
+      throw new ApiProblem({ code: "not_found", detail: "no such run" });
     return principal.tenantId;
   }
   return requireScope(c, scope);
 }
 
-export async function signRunToken(env: Env, tenantId: string, runId: string, expiresAtMs: number): Promise<string> {
+export async function signRunToken(
+  env: Env,
+  tenantId: string,
+  runId: string,
+  expiresAtMs: number,
+): Promise<string> {
   const payload = `${tenantId}.${runId}.${expiresAtMs}`;
   return `rt.${payload}.${await hmac(signingKey(env), payload)}`;
 }
@@ -78,7 +104,11 @@ async function verifyRunToken(env: Env, token: string): Promise<Principal | null
 }
 
 function signingKey(env: Env): string {
-  if (!env.TOOLGATE_SIGNING_KEY) throw new ApiProblem({ code: "misconfigured", detail: "TOOLGATE_SIGNING_KEY is not set for this deployment" });
+  if (!env.TOOLGATE_SIGNING_KEY)
+    throw new ApiProblem({
+      code: "misconfigured",
+      detail: "TOOLGATE_SIGNING_KEY is not set for this deployment",
+    });
   return env.TOOLGATE_SIGNING_KEY;
 }
 
@@ -95,5 +125,9 @@ export function approverId(c: Context<AppEnv>, named: { id: string } | undefined
 /** Who did it, for the trace: the key id or the run. */
 export function principalName(c: Context<AppEnv>): string {
   const principal = c.get("principal");
-  return principal.kind === "admin" ? "admin" : principal.kind === "key" ? principal.keyId : principal.runId;
+  return principal.kind === "admin"
+    ? "admin"
+    : principal.kind === "key"
+      ? principal.keyId
+      : principal.runId;
 }

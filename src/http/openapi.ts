@@ -4,47 +4,216 @@ import { z } from "zod";
 import { NativeTurn } from "../providers/native.ts";
 import { Manifest } from "../tools/manifest.ts";
 import type { AppEnv } from "./auth.ts";
-import { Approve, CreateRun, CreateTenant, Envelope, IssueKey, PatchRun, Problem, PutSecret, Reject, Resolve, SecretRecord, TurnResponse } from "./schemas.ts";
+import {
+  Approve,
+  CreateRun,
+  CreateTenant,
+  Envelope,
+  IssueKey,
+  PatchRun,
+  Problem,
+  PutSecret,
+  Reject,
+  Resolve,
+  SecretRecord,
+  TurnResponse,
+} from "./schemas.ts";
 
-type Route = { method: string; path: string; summary: string; auth: string; body?: z.ZodType; response?: z.ZodType; query?: string[] };
+type Route = {
+  method: string;
+  path: string;
+  summary: string;
+  auth: string;
+  body?: z.ZodType;
+  response?: z.ZodType;
+  query?: string[];
+};
 
 const ROUTES: Route[] = [
-  { method: "post", path: "/v1/admin/tenants", summary: "Create a tenant", auth: "admin token", body: CreateTenant },
-  { method: "post", path: "/v1/admin/tenants/{tenant_id}/keys", summary: "Issue an API key (shown once)", auth: "admin token", body: IssueKey },
-  { method: "delete", path: "/v1/admin/tenants/{tenant_id}/keys/{key_id}", summary: "Revoke an API key", auth: "admin token" },
-  { method: "put", path: "/v1/tools/{name}", summary: "Register or replace an HTTP tool manifest", auth: "tools:write", body: Manifest },
+  {
+    method: "post",
+    path: "/v1/admin/tenants",
+    summary: "Create a tenant",
+    auth: "admin token",
+    body: CreateTenant,
+  },
+  {
+    method: "post",
+    path: "/v1/admin/tenants/{tenant_id}/keys",
+    summary: "Issue an API key (shown once)",
+    auth: "admin token",
+    body: IssueKey,
+  },
+  {
+    method: "delete",
+    path: "/v1/admin/tenants/{tenant_id}/keys/{key_id}",
+    summary: "Revoke an API key",
+    auth: "admin token",
+  },
+  {
+    method: "put",
+    path: "/v1/tools/{name}",
+    summary: "Register or replace an HTTP tool manifest",
+    auth: "tools:write",
+    body: Manifest,
+  },
   { method: "get", path: "/v1/tools", summary: "List tool manifests", auth: "tools:write" },
   { method: "get", path: "/v1/tools/{name}", summary: "Read a tool manifest", auth: "tools:write" },
-  { method: "delete", path: "/v1/tools/{name}", summary: "Delete a tool manifest", auth: "tools:write" },
-  { method: "put", path: "/v1/secrets/{name}", summary: "Register or rotate a tenant secret (write-only; referenced by tools as {secret:NAME})", auth: "secrets:write", body: PutSecret, response: SecretRecord },
-  { method: "get", path: "/v1/secrets", summary: "List secret names, fingerprints and times (never values)", auth: "secrets:write" },
-  { method: "delete", path: "/v1/secrets/{name}", summary: "Delete a tenant secret", auth: "secrets:write" },
-  { method: "post", path: "/v1/runs", summary: "Create a run → run_id, run_token, tools", auth: "runs:write", body: CreateRun },
-  { method: "get", path: "/v1/runs/{run_id}", summary: "Read a run (scopes, tools, budgets, usage)", auth: "runs:read or run token" },
-  { method: "patch", path: "/v1/runs/{run_id}", summary: "Change the user's scopes and/or the offered tools", auth: "runs:write", body: PatchRun },
-  { method: "post", path: "/v1/runs/{run_id}/cancel", summary: "Cancel the run", auth: "runs:write" },
-  { method: "get", path: "/v1/runs/{run_id}/tools", summary: "Tool definitions for the model", auth: "runs:read or run token", query: ["format"] },
-  { method: "post", path: "/v1/runs/{run_id}/turns", summary: "Post a model response's tool calls (header Prefer: wait=N) → 200 settled | 202 pending", auth: "runs:write or run token", body: NativeTurn, response: TurnResponse, query: ["format"] },
-  { method: "get", path: "/v1/runs/{run_id}/turns/{turn_id}", summary: "Read or long-poll a turn", auth: "runs:read or run token", response: TurnResponse, query: ["wait"] },
-  { method: "get", path: "/v1/runs/{run_id}/trace", summary: "Every transition of the run and its operations", auth: "traces:read" },
-  { method: "get", path: "/v1/operations/{operation_id}", summary: "Read or long-poll one operation", auth: "runs:read", query: ["wait"] },
-  { method: "post", path: "/v1/operations/{operation_id}/cancel", summary: "Cancel one operation", auth: "runs:write" },
-  { method: "post", path: "/v1/operations/{operation_id}/approve", summary: "Approve a call awaiting approval (decided once; four eyes by default)", auth: "approvals:decide", body: Approve },
-  { method: "post", path: "/v1/operations/{operation_id}/reject", summary: "Reject a call awaiting approval", auth: "approvals:decide", body: Reject },
-  { method: "get", path: "/v1/approvals", summary: "The approvals inbox, newest first (state=pending|decided, cursor, limit)", auth: "approvals:decide", query: ["state", "cursor", "limit"] },
-  { method: "get", path: "/v1/unknown-outcomes", summary: "Operations waiting for a person's verdict (outcome_unknown with no automatic way left), oldest first", auth: "operations:resolve", query: ["limit"] },
-  { method: "post", path: "/v1/operations/{operation_id}/resolve", summary: "A person's verdict on an outcome_unknown", auth: "operations:resolve", body: Resolve },
+  {
+    method: "delete",
+    path: "/v1/tools/{name}",
+    summary: "Delete a tool manifest",
+    auth: "tools:write",
+  },
+  {
+    method: "put",
+    path: "/v1/secrets/{name}",
+    summary:
+      "Register or rotate a tenant secret (write-only; referenced by tools as {secret:NAME})",
+    auth: "secrets:write",
+    body: PutSecret,
+    response: SecretRecord,
+  },
+  {
+    method: "get",
+    path: "/v1/secrets",
+    summary: "List secret names, fingerprints and times (never values)",
+    auth: "secrets:write",
+  },
+  {
+    method: "delete",
+    path: "/v1/secrets/{name}",
+    summary: "Delete a tenant secret",
+    auth: "secrets:write",
+  },
+  {
+    method: "post",
+    path: "/v1/runs",
+    summary: "Create a run → run_id, run_token, tools",
+    auth: "runs:write",
+    body: CreateRun,
+  },
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}",
+    summary: "Read a run (scopes, tools, budgets, usage)",
+    auth: "runs:read or run token",
+  },
+  {
+    method: "patch",
+    path: "/v1/runs/{run_id}",
+    summary: "Change the user's scopes and/or the offered tools",
+    auth: "runs:write",
+    body: PatchRun,
+  },
+  {
+    method: "post",
+    path: "/v1/runs/{run_id}/cancel",
+    summary: "Cancel the run",
+    auth: "runs:write",
+  },
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}/tools",
+    summary: "Tool definitions for the model",
+    auth: "runs:read or run token",
+    query: ["format"],
+  },
+  {
+    method: "post",
+    path: "/v1/runs/{run_id}/turns",
+    summary:
+      "Post a model response's tool calls (header Prefer: wait=N) → 200 settled | 202 pending",
+    auth: "runs:write or run token",
+    body: NativeTurn,
+    response: TurnResponse,
+    query: ["format"],
+  },
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}/turns/{turn_id}",
+    summary: "Read or long-poll a turn",
+    auth: "runs:read or run token",
+    response: TurnResponse,
+    query: ["wait"],
+  },
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}/trace",
+    summary: "Every transition of the run and its operations",
+    auth: "traces:read",
+  },
+  {
+    method: "get",
+    path: "/v1/operations/{operation_id}",
+    summary: "Read or long-poll one operation",
+    auth: "runs:read",
+    query: ["wait"],
+  },
+  {
+    method: "post",
+    path: "/v1/operations/{operation_id}/cancel",
+    summary: "Cancel one operation",
+    auth: "runs:write",
+  },
+  {
+    method: "post",
+    path: "/v1/operations/{operation_id}/approve",
+    summary: "Approve a call awaiting approval (decided once; four eyes by default)",
+    auth: "approvals:decide",
+    body: Approve,
+  },
+  {
+    method: "post",
+    path: "/v1/operations/{operation_id}/reject",
+    summary: "Reject a call awaiting approval",
+    auth: "approvals:decide",
+    body: Reject,
+  },
+  {
+    method: "get",
+    path: "/v1/approvals",
+    summary: "The approvals inbox, newest first (state=pending|decided, cursor, limit)",
+    auth: "approvals:decide",
+    query: ["state", "cursor", "limit"],
+  },
+  {
+    method: "get",
+    path: "/v1/unknown-outcomes",
+    summary:
+      "Operations waiting for a person's verdict (outcome_unknown with no automatic way left), oldest first",
+    auth: "operations:resolve",
+    query: ["limit"],
+  },
+  {
+    method: "post",
+    path: "/v1/operations/{operation_id}/resolve",
+    summary: "A person's verdict on an outcome_unknown",
+    auth: "operations:resolve",
+    body: Resolve,
+  },
   { method: "get", path: "/healthz", summary: "Liveness", auth: "none" },
 ];
 
-const jsonSchema = (schema: z.ZodType, io: "input" | "output") => z.toJSONSchema(schema, { io, unrepresentable: "any" });
+const jsonSchema = (schema: z.ZodType, io: "input" | "output") =>
+  z.toJSONSchema(schema, { io, unrepresentable: "any" });
 
 export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const route of ROUTES) {
     const parameters = [
-      ...[...route.path.matchAll(/\{(\w+)\}/g)].map((m) => ({ name: m[1], in: "path", required: true, schema: { type: "string" } })),
-      ...(route.query ?? []).map((name) => ({ name, in: "query", required: false, schema: { type: "string" } })),
+      ...[...route.path.matchAll(/\{(\w+)\}/g)].map((m) => ({
+        name: m[1],
+        in: "path",
+        required: true,
+        schema: { type: "string" },
+      })),
+      ...(route.query ?? []).map((name) => ({
+        name,
+        in: "query",
+        required: false,
+        schema: { type: "string" },
+      })),
     ];
     paths[route.path] = {
       ...paths[route.path],
@@ -52,32 +221,61 @@ export function openApiDocument(): Record<string, unknown> {
         summary: route.summary,
         description: `Auth: ${route.auth}`,
         parameters,
-        ...(route.body ? { requestBody: { required: true, content: { "application/json": { schema: jsonSchema(route.body, "input") } } } } : {}),
+        ...(route.body
+          ? {
+              requestBody: {
+                required: true,
+                content: { "application/json": { schema: jsonSchema(route.body, "input") } },
+              },
+            }
+          : {}),
         responses: {
-          "2XX": { description: "Success", ...(route.response ? { content: { "application/json": { schema: jsonSchema(route.response, "output") } } } : {}) },
-          default: { description: "Problem (RFC 9457)", content: { "application/problem+json": { schema: jsonSchema(Problem, "output") } } },
+          "2XX": {
+            description: "Success",
+            ...(route.response
+              ? {
+                  content: { "application/json": { schema: jsonSchema(route.response, "output") } },
+                }
+              : {}),
+          },
+          default: {
+            description: "Problem (RFC 9457)",
+            content: { "application/problem+json": { schema: jsonSchema(Problem, "output") } },
+          },
         },
       },
     };
   }
   return {
     openapi: "3.1.0",
-    info: { title: "toolgate", version: "1", description: "Durable tool runner for AI agents: every proposed tool call runs at most once, and every call gets exactly one result." },
-    components: { securitySchemes: { bearer: { type: "http", scheme: "bearer" } }, schemas: { Envelope: jsonSchema(Envelope, "output") } },
+    info: {
+      title: "toolgate",
+      version: "1",
+      description:
+        "Durable tool runner for AI agents: every proposed tool call runs at most once, and every call gets exactly one result.",
+    },
+    components: {
+      securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
+      schemas: { Envelope: jsonSchema(Envelope, "output") },
+    },
     security: [{ bearer: [] }],
     paths,
   };
 }
 
-const escape = (text: string) => text.replace(/[&<>]/g, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[ch]!);
+const escape = (text: string) =>
+  text.replace(/[&<>]/g, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;" })[ch]!);
 
 export const docsRoutes = new Hono<AppEnv>()
   .get("/openapi.json", (c) => c.json(openApiDocument()))
   .get("/docs", (c) => {
     const rows = ROUTES.map(
-      (r) => `<section><h3><code>${r.method.toUpperCase()} ${escape(r.path)}</code></h3><p>${escape(r.summary)} — <em>${escape(r.auth)}</em></p>${
-        r.body ? `<details><summary>request body</summary><pre>${escape(JSON.stringify(jsonSchema(r.body, "input"), null, 2))}</pre></details>` : ""
-      }</section>`,
+      (r) =>
+        `<section><h3><code>${r.method.toUpperCase()} ${escape(r.path)}</code></h3><p>${escape(r.summary)} — <em>${escape(r.auth)}</em></p>${
+          r.body
+            ? `<details><summary>request body</summary><pre>${escape(JSON.stringify(jsonSchema(r.body, "input"), null, 2))}</pre></details>`
+            : ""
+        }</section>`,
     ).join("\n");
     return c.html(`<!doctype html><html><head><meta charset="utf-8"><title>toolgate API</title>
 <style>body{font:15px/1.5 system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem}pre{background:#f4f4f4;padding:1rem;overflow:auto}h3{margin-bottom:.2rem}</style></head>

@@ -6,12 +6,31 @@ import type { z } from "zod";
 import { Approve, ApprovalsQuery, Reject, Resolve } from "./schemas.ts";
 import { approverId, principalName, requireScope, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
-import { checkId, OPERATION_ID, operationStub, readJson, runStub, tenantStub, unwrap, waitMs } from "./request.ts";
+import {
+  checkId,
+  OPERATION_ID,
+  operationStub,
+  readJson,
+  runStub,
+  tenantStub,
+  unwrap,
+  waitMs,
+} from "./request.ts";
 
-async function decide(c: Context<AppEnv>, verdict: "approve" | "reject", body: z.infer<typeof Approve>) {
+async function decide(
+  c: Context<AppEnv>,
+  verdict: "approve" | "reject",
+  body: z.infer<typeof Approve>,
+) {
   const operationId = checkId(c.req.param("operation_id") ?? "", OPERATION_ID, "operation");
   const tenantId = requireScope(c, "approvals:decide");
-  const decision = { verdict, approverId: approverId(c, body.approver), reason: body.reason ?? null, inputHash: body.input_hash ?? null, policyVersion: body.policy_version ?? null };
+  const decision = {
+    verdict,
+    approverId: approverId(c, body.approver),
+    reason: body.reason ?? null,
+    inputHash: body.input_hash ?? null,
+    policyVersion: body.policy_version ?? null,
+  };
   return c.json(unwrap(await operationStub(c, operationId).decide(tenantId, decision)));
 }
 
@@ -19,22 +38,34 @@ async function decide(c: Context<AppEnv>, verdict: "approve" | "reject", body: z
 export const unknownOutcomeRoutes = new Hono<AppEnv>().get("/", async (c) => {
   const tenantId = requireScope(c, "operations:resolve");
   const limit = Number(c.req.query("limit") ?? 100);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new ApiProblem({ code: "invalid_request", detail: "limit is 1-500" });
+  if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+    throw new ApiProblem({ code: "invalid_request", detail: "limit is 1-500" });
   return c.json({ operations: await tenantStub(c, tenantId).listUnknowns(limit) });
 });
 
 export const approvalRoutes = new Hono<AppEnv>().get("/", async (c) => {
   const tenantId = requireScope(c, "approvals:decide");
   const query = ApprovalsQuery.safeParse(c.req.query());
-  if (!query.success) throw new ApiProblem({ code: "invalid_request", detail: "state is pending or decided; limit 1-100; cursor from next_cursor" });
-  return c.json(await tenantStub(c, tenantId).listApprovals(query.data.state, query.data.cursor ?? null, query.data.limit));
+  if (!query.success)
+    throw new ApiProblem({
+      code: "invalid_request",
+      detail: "state is pending or decided; limit 1-100; cursor from next_cursor",
+    });
+  return c.json(
+    await tenantStub(c, tenantId).listApprovals(
+      query.data.state,
+      query.data.cursor ?? null,
+      query.data.limit,
+    ),
+  );
 });
-
 
 export const operationRoutes = new Hono<AppEnv>()
   .get("/:operation_id", async (c) => {
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
-    return c.json(unwrap(await operationStub(c, operationId).get(requireScope(c, "runs:read"), waitMs(c, 0))));
+    return c.json(
+      unwrap(await operationStub(c, operationId).get(requireScope(c, "runs:read"), waitMs(c, 0))),
+    );
   })
   .post("/:operation_id/approve", async (c) => decide(c, "approve", await readJson(c, Approve)))
   .post("/:operation_id/reject", async (c) => decide(c, "reject", await readJson(c, Reject)))
@@ -42,7 +73,12 @@ export const operationRoutes = new Hono<AppEnv>()
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
     const tenantId = requireScope(c, "operations:resolve");
     const verdict = await readJson(c, Resolve);
-    const view = await operationStub(c, operationId).resolve(tenantId, { outcome: verdict.outcome, result: verdict.result ?? null, reason: verdict.reason, by: principalName(c) });
+    const view = await operationStub(c, operationId).resolve(tenantId, {
+      outcome: verdict.outcome,
+      result: verdict.result ?? null,
+      reason: verdict.reason,
+      by: principalName(c),
+    });
     return c.json(unwrap(view));
   })
   .post("/:operation_id/cancel", async (c) => {
@@ -51,6 +87,8 @@ export const operationRoutes = new Hono<AppEnv>()
     const stub = operationStub(c, operationId);
     const current = unwrap(await stub.get(tenantId, 0));
     // The run closes its turns first, so a late result can never attach to them.
-    unwrap(await runStub(c, current.run_id).closeOperation(tenantId, operationId, principalName(c)));
+    unwrap(
+      await runStub(c, current.run_id).closeOperation(tenantId, operationId, principalName(c)),
+    );
     return c.json(unwrap(await stub.get(tenantId, 0)));
   });

@@ -47,9 +47,15 @@ export function toApiError(error: ObjectError): ApiError {
     case "approval_mismatch":
       return { code: error.code, detail: error.detail };
     case "not_awaiting_approval":
-      return { code: "not_awaiting_approval", detail: `the operation is ${error.phase}, not awaiting approval` };
+      return {
+        code: "not_awaiting_approval",
+        detail: `the operation is ${error.phase}, not awaiting approval`,
+      };
     case "not_outcome_unknown":
-      return { code: "not_outcome_unknown", detail: `the operation is ${error.phase}, not outcome_unknown` };
+      return {
+        code: "not_outcome_unknown",
+        detail: `the operation is ${error.phase}, not outcome_unknown`,
+      };
     case "invalid_tool":
       // A stored tool that no longer compiles (e.g. the host allow-list shrank): the deployment's doing.
       return { code: "misconfigured", detail: `the tool no longer compiles: ${error.detail}` };
@@ -100,6 +106,15 @@ export class ApiProblem extends Error {
 
 export function problemResponse(error: ApiError): Response {
   const status = statusOf(error);
-  const body = { type: `https://toolgate.dev/problems/${error.code}`, title: error.code.replace(/_/g, " "), status, code: error.code, detail: error.detail };
-  return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/problem+json" } });
+  const body = {
+    type: `https://toolgate.dev/problems/${error.code}`,
+    title: error.code.replace(/_/g, " "),
+    status,
+    code: error.code,
+    detail: error.detail,
+  };
+  return new Response(JSON.stringify(body), {
+    status,
+    headers: { "Content-Type": "application/problem+json" },
+  });
 }

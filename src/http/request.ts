@@ -10,9 +10,16 @@ export const MAX_BODY_BYTES = 256 * 1024;
 export const MAX_WAIT_MS = 30_000;
 export const DEFAULT_TURN_WAIT_MS = 10_000;
 
-export async function readJson<S extends z.ZodType>(c: Context<AppEnv>, schema: S): Promise<z.infer<S>> {
+export async function readJson<S extends z.ZodType>(
+  c: Context<AppEnv>,
+  schema: S,
+): Promise<z.infer<S>> {
   const type = c.req.header("Content-Type") ?? "";
-  if (!/^application\/([a-z.+-]*\+)?json\b/i.test(type)) throw new ApiProblem({ code: "unsupported_media_type", detail: "send Content-Type: application/json" });
+  if (!/^application\/([a-z.+-]*\+)?json\b/i.test(type))
+    throw new ApiProblem({
+      code: "unsupported_media_type",
+      detail: "send Content-Type: application/json",
+    });
   const text = await c.req.text();
   let body: unknown;
   try {
@@ -21,7 +28,8 @@ export async function readJson<S extends z.ZodType>(c: Context<AppEnv>, schema: 
     throw new ApiProblem({ code: "invalid_json", detail: "the body is not valid JSON" });
   }
   const parsed = schema.safeParse(body);
-  if (!parsed.success) throw new ApiProblem({ code: "invalid_request", detail: z.prettifyError(parsed.error) });
+  if (!parsed.success)
+    throw new ApiProblem({ code: "invalid_request", detail: z.prettifyError(parsed.error) });
   return parsed.data;
 }
 
@@ -32,7 +40,8 @@ export function waitMs(c: Context<AppEnv>, fallbackMs: number): number {
   const seconds = prefer ?? query;
   if (seconds === undefined) return fallbackMs;
   const value = Number(seconds);
-  if (!Number.isFinite(value) || value < 0) throw new ApiProblem({ code: "invalid_request", detail: "wait must be a number of seconds" });
+  if (!Number.isFinite(value) || value < 0)
+    throw new ApiProblem({ code: "invalid_request", detail: "wait must be a number of seconds" });
   return Math.min(MAX_WAIT_MS, value * 1000);
 }
 
@@ -46,8 +55,10 @@ export function checkId(value: string, pattern: RegExp, what: string): string {
 }
 
 export const runStub = (c: Context<AppEnv>, runId: string) => stubs.runStub(c.env, runId);
-export const operationStub = (c: Context<AppEnv>, operationId: string) => stubs.operationStub(c.env, operationId);
-export const tenantStub = (c: Context<AppEnv>, tenantId: string) => stubs.tenantStub(c.env, tenantId);
+export const operationStub = (c: Context<AppEnv>, operationId: string) =>
+  stubs.operationStub(c.env, operationId);
+export const tenantStub = (c: Context<AppEnv>, tenantId: string) =>
+  stubs.tenantStub(c.env, tenantId);
 
 /** Durable Object RPC results carry typed errors; this lifts them into the one HTTP mapping. */
 export function unwrap<T>(result: { ok: true; value: T } | { ok: false; error: ObjectError }): T {

@@ -9,10 +9,26 @@ import { adapters, exportTools } from "../providers/index.ts";
 import { MAX_ARGUMENT_BYTES } from "../providers/native.ts";
 import { ToolsFormat, TurnFormat } from "../providers/types.ts";
 import type { TurnReply } from "../durable/run-object.ts";
-import { principalName, requireRunAccess, requireScope, signRunToken, type AppEnv } from "./auth.ts";
+import {
+  principalName,
+  requireRunAccess,
+  requireScope,
+  signRunToken,
+  type AppEnv,
+} from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
 import { CreateRun, PatchRun } from "./schemas.ts";
-import { checkId, DEFAULT_TURN_WAIT_MS, readJson, RUN_ID, runStub, tenantStub, TURN_ID, unwrap, waitMs } from "./request.ts";
+import {
+  checkId,
+  DEFAULT_TURN_WAIT_MS,
+  readJson,
+  RUN_ID,
+  runStub,
+  tenantStub,
+  TURN_ID,
+  unwrap,
+  waitMs,
+} from "./request.ts";
 
 const RUN_TTL_MS = 24 * 60 * 60_000;
 
@@ -25,9 +41,27 @@ export const runRoutes = new Hono<AppEnv>()
     const expiresAtMs = Date.now() + RUN_TTL_MS;
     const format = toolsFormat(c);
     const stub = runStub(c, runId);
-    const run = unwrap(await stub.create({ runId, tenantId, user: body.user, tools: sources, context: body.context, budgets: body.budgets, expiresAtMs }));
+    const run = unwrap(
+      await stub.create({
+        runId,
+        tenantId,
+        user: body.user,
+        tools: sources,
+        context: body.context,
+        budgets: body.budgets,
+        expiresAtMs,
+      }),
+    );
     const tools = exportTools(unwrap(await stub.toolDefinitions(tenantId)), format);
-    return c.json({ run_id: runId, run_token: await signRunToken(c.env, tenantId, runId, expiresAtMs), expires_at: run.expires_at, tools }, 201);
+    return c.json(
+      {
+        run_id: runId,
+        run_token: await signRunToken(c.env, tenantId, runId, expiresAtMs),
+        expires_at: run.expires_at,
+        tools,
+      },
+      201,
+    );
   })
   .get("/:run_id", async (c) => {
     const runId = runIdOf(c);
@@ -37,12 +71,18 @@ export const runRoutes = new Hono<AppEnv>()
     const runId = runIdOf(c);
     const tenantId = requireScope(c, "runs:write");
     const patch = await readJson(c, PatchRun);
-    const tools = patch.tools ? unwrap(await tenantStub(c, tenantId).sources([...new Set(patch.tools)])) : undefined;
-    return c.json(unwrap(await runStub(c, runId).update(tenantId, { scopes: patch.user?.scopes, tools })));
+    const tools = patch.tools
+      ? unwrap(await tenantStub(c, tenantId).sources([...new Set(patch.tools)]))
+      : undefined;
+    return c.json(
+      unwrap(await runStub(c, runId).update(tenantId, { scopes: patch.user?.scopes, tools })),
+    );
   })
   .post("/:run_id/cancel", async (c) => {
     const runId = runIdOf(c);
-    return c.json(unwrap(await runStub(c, runId).cancel(requireScope(c, "runs:write"), principalName(c))));
+    return c.json(
+      unwrap(await runStub(c, runId).cancel(requireScope(c, "runs:write"), principalName(c))),
+    );
   })
   .post("/:run_id/turns", async (c) => {
     const runId = runIdOf(c);
@@ -51,25 +91,41 @@ export const runRoutes = new Hono<AppEnv>()
     const parsed = adapters[format].parse(await readJson(c, z.unknown()));
     if (!parsed.ok) throw new ApiProblem(parsed.error);
     const { calls, usage } = parsed.value;
-    const oversized = calls.find((call) => JSON.stringify(call.arguments).length > MAX_ARGUMENT_BYTES);
-    if (oversized) throw new ApiProblem({ code: "invalid_request", detail: `the arguments of call ${oversized.id} exceed ${MAX_ARGUMENT_BYTES} bytes` });
+    const oversized = calls.find(
+      (call) => JSON.stringify(call.arguments).length > MAX_ARGUMENT_BYTES,
+    );
+    if (oversized)
+      throw new ApiProblem({
+        code: "invalid_request",
+        detail: `the arguments of call ${oversized.id} exceed ${MAX_ARGUMENT_BYTES} bytes`,
+      });
     // Prices are needed only to price usage; a malformed table is then a 500 `misconfigured`, never zero cost.
     const prices = usage ? unwrap(modelPrices(c.env)) : {};
     const cost = modelCost(usage, prices);
-    const turn = unwrap(await runStub(c, runId).postTurn(tenantId, calls, cost, waitMs(c, DEFAULT_TURN_WAIT_MS)));
+    const turn = unwrap(
+      await runStub(c, runId).postTurn(tenantId, calls, cost, waitMs(c, DEFAULT_TURN_WAIT_MS)),
+    );
     return turnResponse(c.req.url, runId, format, turn);
   })
   .get("/:run_id/turns/:turn_id", async (c) => {
     const runId = runIdOf(c);
     const turnId = checkId(c.req.param("turn_id"), TURN_ID, "turn");
     const format = turnFormat(c);
-    const turn = unwrap(await runStub(c, runId).getTurn(requireRunAccess(c, runId, "runs:read"), turnId, waitMs(c, 0)));
+    const turn = unwrap(
+      await runStub(c, runId).getTurn(
+        requireRunAccess(c, runId, "runs:read"),
+        turnId,
+        waitMs(c, 0),
+      ),
+    );
     return turnResponse(c.req.url, runId, format, turn);
   })
   .get("/:run_id/tools", async (c) => {
     const runId = runIdOf(c);
     const format = toolsFormat(c);
-    const tools = unwrap(await runStub(c, runId).toolDefinitions(requireRunAccess(c, runId, "runs:read")));
+    const tools = unwrap(
+      await runStub(c, runId).toolDefinitions(requireRunAccess(c, runId, "runs:read")),
+    );
     return c.json({ format, tools: exportTools(tools, format) });
   })
   .get("/:run_id/trace", async (c) => {
@@ -81,23 +137,52 @@ const runIdOf = (c: Context<AppEnv>) => checkId(c.req.param("run_id") ?? "", RUN
 
 function toolsFormat(c: Context<AppEnv>): ToolsFormat {
   const parsed = ToolsFormat.safeParse(c.req.query("format") ?? "native");
-  if (!parsed.success) throw new ApiProblem({ code: "invalid_request", detail: `format must be one of ${ToolsFormat.options.join(", ")}` });
+  if (!parsed.success)
+    throw new ApiProblem({
+      code: "invalid_request",
+      detail: `format must be one of ${ToolsFormat.options.join(", ")}`,
+    });
   return parsed.data;
 }
 
 function turnFormat(c: Context<AppEnv>): TurnFormat {
   const parsed = TurnFormat.safeParse(c.req.query("format") ?? "native");
-  if (!parsed.success) throw new ApiProblem({ code: "invalid_request", detail: `format must be one of ${TurnFormat.options.join(", ")}` });
+  if (!parsed.success)
+    throw new ApiProblem({
+      code: "invalid_request",
+      detail: `format must be one of ${TurnFormat.options.join(", ")}`,
+    });
   return parsed.data;
 }
 
 /** The results, in the provider's own shape, are ready to append to the conversation. */
-function turnResponse(requestUrl: string, runId: string, format: TurnFormat, turn: TurnReply): Response {
-  const pollUrl = new URL(`/v1/runs/${runId}/turns/${turn.turn_id}?format=${format}`, requestUrl).toString();
+function turnResponse(
+  requestUrl: string,
+  runId: string,
+  format: TurnFormat,
+  turn: TurnReply,
+): Response {
+  const pollUrl = new URL(
+    `/v1/runs/${runId}/turns/${turn.turn_id}?format=${format}`,
+    requestUrl,
+  ).toString();
   // Formatters correlate by the call's id; the turn row keeps each call's frozen input once, not its raw arguments.
-  const results = adapters[format].format(turn.results.map(({ call, envelope }) => ({ call: { ...call, arguments: null }, envelope })));
-  const body = { turn_id: turn.turn_id, status: turn.status, results, ...(turn.status === "pending" ? { poll_url: pollUrl } : {}) };
-  const headers: Record<string, string> = { "Content-Type": "application/json", "Toolgate-Rows-Written": String(turn.rowsWritten) };
+  const results = adapters[format].format(
+    turn.results.map(({ call, envelope }) => ({ call: { ...call, arguments: null }, envelope })),
+  );
+  const body = {
+    turn_id: turn.turn_id,
+    status: turn.status,
+    results,
+    ...(turn.status === "pending" ? { poll_url: pollUrl } : {}),
+  };
+  const headers: Record<string, string> = {
+    "Content-Type": "application/json",
+    "Toolgate-Rows-Written": String(turn.rowsWritten),
+  };
   if (turn.status === "pending") headers["Location"] = pollUrl;
-  return new Response(JSON.stringify(body), { status: turn.status === "settled" ? 200 : 202, headers });
+  return new Response(JSON.stringify(body), {
+    status: turn.status === "settled" ? 200 : 202,
+    headers,
+  });
 }

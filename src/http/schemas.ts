@@ -2,14 +2,30 @@
 // is generated from them, so the documentation cannot drift from what the code accepts.
 import { z } from "zod";
 
-export const ApiScope = z.enum(["runs:write", "runs:read", "tools:write", "secrets:write", "approvals:decide", "operations:resolve", "traces:read"]);
+export const ApiScope = z.enum([
+  "runs:write",
+  "runs:read",
+  "tools:write",
+  "secrets:write",
+  "approvals:decide",
+  "operations:resolve",
+  "traces:read",
+]);
 export type ApiScope = z.infer<typeof ApiScope>;
 
 export const CreateTenant = z.object({ name: z.string().min(1).max(200) });
-export const IssueKey = z.object({ name: z.string().min(1).max(200), scopes: z.array(ApiScope).min(1) });
+export const IssueKey = z.object({
+  name: z.string().min(1).max(200),
+  scopes: z.array(ApiScope).min(1),
+});
 
 export const Budgets = z
-  .object({ max_turns: z.number().int().positive(), max_tool_calls: z.number().int().positive(), max_duration_ms: z.number().int().positive(), max_cost: z.number().positive() })
+  .object({
+    max_turns: z.number().int().positive(),
+    max_tool_calls: z.number().int().positive(),
+    max_duration_ms: z.number().int().positive(),
+    max_cost: z.number().positive(),
+  })
   .partial()
   .strict();
 
@@ -21,21 +37,44 @@ export const CreateRun = z.object({
 });
 
 export const PatchRun = z
-  .object({ user: z.object({ scopes: z.array(z.string()) }).strict(), tools: z.array(z.string()).min(1).max(128) })
+  .object({
+    user: z.object({ scopes: z.array(z.string()) }).strict(),
+    tools: z.array(z.string()).min(1).max(128),
+  })
   .partial()
   .strict()
-  .refine((patch) => patch.user !== undefined || patch.tools !== undefined, "send user.scopes and/or tools");
+  .refine(
+    (patch) => patch.user !== undefined || patch.tools !== undefined,
+    "send user.scopes and/or tools",
+  );
 
 /** Tenant secret names: what `{secret:NAME}` references. TOOLGATE_* is the deployment's own namespace. */
 export const SecretName = z
   .string()
-  .regex(/^[A-Za-z_][A-Za-z0-9_]{0,63}$/, "secret names are 1-64 letters, digits or _, not starting with a digit")
-  .refine((name) => !name.toUpperCase().startsWith("TOOLGATE_"), "names starting with TOOLGATE_ are reserved for the deployment");
+  .regex(
+    /^[A-Za-z_][A-Za-z0-9_]{0,63}$/,
+    "secret names are 1-64 letters, digits or _, not starting with a digit",
+  )
+  .refine(
+    (name) => !name.toUpperCase().startsWith("TOOLGATE_"),
+    "names starting with TOOLGATE_ are reserved for the deployment",
+  );
 /** At least 8 characters: every value is scrubbed from upstream text, so a short one would mangle results. */
-export const PutSecret = z.strictObject({ value: z.string().min(8, "secret values are at least 8 characters").max(8192) });
-export const SecretRecord = z.object({ name: z.string(), fingerprint: z.string(), created_at: z.string(), updated_at: z.string() });
+export const PutSecret = z.strictObject({
+  value: z.string().min(8, "secret values are at least 8 characters").max(8192),
+});
+export const SecretRecord = z.object({
+  name: z.string(),
+  fingerprint: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
 
-const Approver = z.strictObject({ id: z.string().min(1).max(256) }).describe("Who decides, when a service key decides on a person's behalf; default: the API key's name");
+const Approver = z
+  .strictObject({ id: z.string().min(1).max(256) })
+  .describe(
+    "Who decides, when a service key decides on a person's behalf; default: the API key's name",
+  );
 /** `input_hash` / `policy_version`: optional, what the approver saw; a mismatch is refused (409). */
 export const Approve = z.strictObject({
   reason: z.string().min(1).max(2000).optional(),
@@ -46,17 +85,32 @@ export const Approve = z.strictObject({
 export const Reject = Approve.extend({ reason: z.string().min(1).max(2000) });
 export const ApprovalsQuery = z.object({
   state: z.enum(["pending", "decided"]).default("pending"),
-  cursor: z.string().regex(/^\d+:op_[0-9a-f]{32}$/).optional(),
+  cursor: z
+    .string()
+    .regex(/^\d+:op_[0-9a-f]{32}$/)
+    .optional(),
   limit: z.coerce.number().int().min(1).max(100).default(50),
 });
 
 /** A person's verdict on an outcome_unknown; "resend" (keyed tools only) sends once more with the same key. */
-export const Resolve = z.object({ outcome: z.enum(["succeeded", "failed", "resend"]), result: z.unknown().optional(), reason: z.string().min(1).max(2000) });
+export const Resolve = z.object({
+  outcome: z.enum(["succeeded", "failed", "resend"]),
+  result: z.unknown().optional(),
+  reason: z.string().min(1).max(2000),
+});
 
 export const Envelope = z.union([
   z.object({ status: z.literal("succeeded"), operation_id: z.string(), result: z.unknown() }),
   z.object({
-    status: z.enum(["rejected", "failed", "budget_exhausted", "cancelled", "outcome_unknown", "awaiting_approval", "pending"]),
+    status: z.enum([
+      "rejected",
+      "failed",
+      "budget_exhausted",
+      "cancelled",
+      "outcome_unknown",
+      "awaiting_approval",
+      "pending",
+    ]),
     operation_id: z.string(),
     code: z.string(),
     message: z.string(),
@@ -67,8 +121,18 @@ export const Envelope = z.union([
 export const TurnResponse = z.object({
   turn_id: z.string(),
   status: z.enum(["settled", "pending"]),
-  results: z.unknown().describe("Ready to append to the conversation, in the provider's format (native: an array of envelopes)"),
+  results: z
+    .unknown()
+    .describe(
+      "Ready to append to the conversation, in the provider's format (native: an array of envelopes)",
+    ),
   poll_url: z.string().optional(),
 });
 
-export const Problem = z.object({ type: z.string(), title: z.string(), status: z.number(), code: z.string(), detail: z.string() });
+export const Problem = z.object({
+  type: z.string(),
+  title: z.string(),
+  status: z.number(),
+  code: z.string(),
+  detail: z.string(),
+});

@@ -8,7 +8,8 @@ import { PutSecret, SecretName } from "./schemas.ts";
 
 const secretName = (name: string | undefined) => {
   const parsed = SecretName.safeParse(name);
-  if (!parsed.success) throw new ApiProblem({ code: "invalid_request", detail: parsed.error.issues[0]!.message });
+  if (!parsed.success)
+    throw new ApiProblem({ code: "invalid_request", detail: parsed.error.issues[0]!.message });
   return parsed.data;
 };
 
@@ -17,10 +18,14 @@ export const secretRoutes = new Hono<AppEnv>()
     const tenantId = requireScope(c, "secrets:write");
     const name = secretName(c.req.param("name"));
     const { value } = await readJson(c, PutSecret);
-    const { created, ...record } = unwrap(await tenantStub(c, tenantId).putSecret(tenantId, name, value));
+    const { created, ...record } = unwrap(
+      await tenantStub(c, tenantId).putSecret(tenantId, name, value),
+    );
     return c.json(record, created ? 201 : 200);
   })
-  .get("/", async (c) => c.json({ secrets: await tenantStub(c, requireScope(c, "secrets:write")).listSecrets() }))
+  .get("/", async (c) =>
+    c.json({ secrets: await tenantStub(c, requireScope(c, "secrets:write")).listSecrets() }),
+  )
   .delete("/:name", async (c) => {
     const tenantId = requireScope(c, "secrets:write");
     unwrap(await tenantStub(c, tenantId).deleteSecret(secretName(c.req.param("name"))));

@@ -12,8 +12,14 @@ export const toolRoutes = new Hono<AppEnv>()
     const { created, ...record } = saved;
     return c.json(record, created ? 201 : 200);
   })
-  .get("/", async (c) => c.json({ tools: await tenantStub(c, requireScope(c, "tools:write")).listTools() }))
-  .get("/:name", async (c) => c.json(unwrap(await tenantStub(c, requireScope(c, "tools:write")).getTool(c.req.param("name")))))
+  .get("/", async (c) =>
+    c.json({ tools: await tenantStub(c, requireScope(c, "tools:write")).listTools() }),
+  )
+  .get("/:name", async (c) =>
+    c.json(
+      unwrap(await tenantStub(c, requireScope(c, "tools:write")).getTool(c.req.param("name"))),
+    ),
+  )
   .delete("/:name", async (c) => {
     unwrap(await tenantStub(c, requireScope(c, "tools:write")).deleteTool(c.req.param("name")));
     return c.body(null, 204);

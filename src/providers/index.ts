@@ -12,7 +12,15 @@ import { openaiResponses } from "./openai-responses.ts";
 import { toStrictSchema, withoutBound } from "./strict-schema.ts";
 import type { ExportedTool, ExportFormat, ProviderAdapter, ProviderFormat } from "./types.ts";
 
-export type { ExportedTool, ExportFormat, ParsedTurn, ParseError, ProviderAdapter, ProviderFormat, ResultItem } from "./types.ts";
+export type {
+  ExportedTool,
+  ExportFormat,
+  ParsedTurn,
+  ParseError,
+  ProviderAdapter,
+  ProviderFormat,
+  ResultItem,
+} from "./types.ts";
 
 export const adapters: Record<ProviderFormat, ProviderAdapter> = {
   anthropic,
@@ -31,8 +39,15 @@ export const exportFormats: Record<ExportFormat, (tools: ExportedTool[]) => unkn
 
 export function toExportedTool(definition: ToolDefinition): ExportedTool {
   const exported = toStrictSchema(definition.inputJsonSchema, definition.bound);
-  const input_schema = exported.strict ? exported.schema : withoutBound(definition.inputJsonSchema, definition.bound);
-  return { name: definition.name, description: definition.description, input_schema, strict: exported.strict };
+  const input_schema = exported.strict
+    ? exported.schema
+    : withoutBound(definition.inputJsonSchema, definition.bound);
+  return {
+    name: definition.name,
+    description: definition.description,
+    input_schema,
+    strict: exported.strict,
+  };
 }
 
 /** Tool definitions as `format` lists them: `exportFormats[format](definitions.map(toExportedTool))`. */

@@ -3,10 +3,18 @@
 // MCP calls arrive one at a time through /mcp `tools/call`, not as posted turns.
 import type { ExportedTool } from "./types.ts";
 
-export type McpTool = { name: string; description: string; inputSchema: Record<string, unknown> & { type: "object" } };
+export type McpTool = {
+  name: string;
+  description: string;
+  inputSchema: Record<string, unknown> & { type: "object" };
+};
 
 export function exportTools(tools: ExportedTool[]): McpTool[] {
-  return tools.map((tool) => ({ name: tool.name, description: tool.description, inputSchema: { ...tool.input_schema, type: "object" } }));
+  return tools.map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    inputSchema: { ...tool.input_schema, type: "object" },
+  }));
 }
 
 export const mcpTools = { exportTools };

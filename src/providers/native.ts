@@ -21,7 +21,10 @@ export type NativeTurn = z.infer<typeof NativeTurn>;
 export function parseNativeTurn(body: unknown): Result<ParsedTurn, ParseError> {
   const parsed = parseWith(NativeTurn, body, "a native turn { calls: [{ id, name, arguments }] }");
   if (!parsed.ok) return parsed;
-  return checkCalls(parsed.value.calls.map((call) => ({ id: call.id, name: call.name, arguments: call.arguments })), null);
+  return checkCalls(
+    parsed.value.calls.map((call) => ({ id: call.id, name: call.name, arguments: call.arguments })),
+    null,
+  );
 }
 
 function format(results: ResultItem[]): Envelope[] {
@@ -29,7 +32,11 @@ function format(results: ResultItem[]): Envelope[] {
 }
 
 function exportTools(tools: ExportedTool[]): ExportedTool[] {
-  return tools.map((tool) => ({ name: tool.name, description: tool.description, input_schema: tool.input_schema }));
+  return tools.map((tool) => ({
+    name: tool.name,
+    description: tool.description,
+    input_schema: tool.input_schema,
+  }));
 }
 
 export const native = { parse: parseNativeTurn, format, exportTools } satisfies ProviderAdapter;

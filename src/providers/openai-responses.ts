@@ -5,41 +5,93 @@
 // `function_call_output` item per call, in call order.
 import { z } from "zod";
 import type { Result } from "../domain/result.ts";
-import { CallId, checkCalls, invalid, parseWith, resultText, TokenCount, ToolName } from "./turn-rules.ts";
+import {
+  CallId,
+  checkCalls,
+  invalid,
+  parseWith,
+  resultText,
+  TokenCount,
+  ToolName,
+} from "./turn-rules.ts";
 import type { ExportedTool, ParsedTurn, ParseError, ProviderAdapter, ResultItem } from "./types.ts";
 
 const Item = z.looseObject({ type: z.string() });
-const FunctionCall = z.looseObject({ type: z.literal("function_call"), call_id: CallId, name: ToolName, arguments: z.string() });
+const FunctionCall = z.looseObject({
+  type: z.literal("function_call"),
+  call_id: CallId,
+  name: ToolName,
+  arguments: z.string(),
+});
 const ResponsesUsage = z.looseObject({ input_tokens: TokenCount, output_tokens: TokenCount });
-const ResponseBody = z.looseObject({ output: z.array(Item), model: z.string().nullish(), usage: ResponsesUsage.nullish() });
+const ResponseBody = z.looseObject({
+  output: z.array(Item),
+  model: z.string().nullish(),
+  usage: ResponsesUsage.nullish(),
+});
 const WHAT = "an OpenAI Responses response or its output items array";
 
-export type FunctionCallOutputItem = { type: "function_call_output"; call_id: string; output: string };
-export type ResponsesFunctionTool = { type: "function"; name: string; description: string; parameters: Record<string, unknown>; strict: boolean };
+export type FunctionCallOutputItem = {
+  type: "function_call_output";
+  call_id: string;
+  output: string;
+};
+export type ResponsesFunctionTool = {
+  type: "function";
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+  strict: boolean;
+};
 
 function parse(body: unknown): Result<ParsedTurn, ParseError> {
   if (typeof body !== "object" || body === null) return invalid(`expected ${WHAT}`);
-  const parsed = Array.isArray(body) ? parseWith(z.array(Item), body, WHAT, "output") : parseWith(ResponseBody, body, WHAT);
+  const parsed = Array.isArray(body)
+    ? parseWith(z.array(Item), body, WHAT, "output")
+    : parseWith(ResponseBody, body, WHAT);
   if (!parsed.ok) return parsed;
-  const response = Array.isArray(parsed.value) ? { output: parsed.value, model: null, usage: null } : parsed.value;
+  const response = Array.isArray(parsed.value)
+    ? { output: parsed.value, model: null, usage: null }
+    : parsed.value;
   const calls = [];
   for (const [index, item] of response.output.entries()) {
     if (item.type !== "function_call") continue;
-    const call = parseWith(FunctionCall, item, "a function_call item with call_id, name and string arguments", `output[${index}]`);
+    const call = parseWith(
+      FunctionCall,
+      item,
+      "a function_call item with call_id, name and string arguments",
+      `output[${index}]`,
+    );
     if (!call.ok) return call;
     calls.push({ id: call.value.call_id, name: call.value.name, arguments: call.value.arguments });
   }
   // input_tokens already include cached tokens (input_tokens_details.cached_tokens is a subset).
-  const usage = response.usage ? { model: response.model ?? null, input_tokens: response.usage.input_tokens, output_tokens: response.usage.output_tokens } : null;
+  const usage = response.usage
+    ? {
+        model: response.model ?? null,
+        input_tokens: response.usage.input_tokens,
+        output_tokens: response.usage.output_tokens,
+      }
+    : null;
   return checkCalls(calls, usage);
 }
 
 function format(results: ResultItem[]): FunctionCallOutputItem[] {
-  return results.map(({ call, envelope }) => ({ type: "function_call_output", call_id: call.id, output: resultText(envelope) }));
+  return results.map(({ call, envelope }) => ({
+    type: "function_call_output",
+    call_id: call.id,
+    output: resultText(envelope),
+  }));
 }
 
 function exportTools(tools: ExportedTool[]): ResponsesFunctionTool[] {
-  return tools.map((tool) => ({ type: "function", name: tool.name, description: tool.description, parameters: tool.input_schema, strict: tool.strict ?? true }));
+  return tools.map((tool) => ({
+    type: "function",
+    name: tool.name,
+    description: tool.description,
+    parameters: tool.input_schema,
+    strict: tool.strict ?? true,
+  }));
 }
 
 export const openaiResponses = { parse, format, exportTools } satisfies ProviderAdapter;

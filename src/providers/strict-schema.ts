@@ -11,11 +11,37 @@ import { acceptsNull, isSchema, merge, resolveRef, type Schema } from "../domain
 export type StrictSchema = { schema: Schema; strict: boolean; problems: string[] };
 
 /** String formats both providers accept in strict mode (Anthropic also takes `uri`, OpenAI not). */
-const FORMATS = new Set(["date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid"]);
+const FORMATS = new Set([
+  "date-time",
+  "time",
+  "date",
+  "duration",
+  "email",
+  "hostname",
+  "ipv4",
+  "ipv6",
+  "uuid",
+]);
 /** Annotations with no meaning for the model. */
-const SILENT = new Set(["$schema", "$id", "$comment", "$anchor", "readOnly", "writeOnly", "deprecated"]);
+const SILENT = new Set([
+  "$schema",
+  "$id",
+  "$comment",
+  "$anchor",
+  "readOnly",
+  "writeOnly",
+  "deprecated",
+]);
 /** Constraints that change the value's shape: moving them to the description would misstate it. */
-const SHAPING = new Set(["prefixItems", "additionalItems", "patternProperties", "unevaluatedProperties", "unevaluatedItems", "$dynamicRef", "$recursiveRef"]);
+const SHAPING = new Set([
+  "prefixItems",
+  "additionalItems",
+  "patternProperties",
+  "unevaluatedProperties",
+  "unevaluatedItems",
+  "$dynamicRef",
+  "$recursiveRef",
+]);
 /** OpenAI: at most 10 levels of object nesting in a strict schema. */
 const MAX_DEPTH = 10;
 const NULL = { type: "null" } as const;
@@ -31,8 +57,10 @@ export function toStrictSchema(schema: Schema, boundFields: readonly string[]): 
   const source = withoutBound(schema, boundFields);
   const ctx: Context = { root: source, problems: [], inlining: new Set() };
   const out = strict(source, "", ctx, 0, true);
-  if (out.type !== "object" || out.anyOf !== undefined) ctx.problems.push("the root schema must be a plain object (type: \"object\", no union)");
-  for (const name of recursiveDefinitions(out)) ctx.problems.push(`${name} refers to itself (Anthropic strict mode rejects recursive schemas)`);
+  if (out.type !== "object" || out.anyOf !== undefined)
+    ctx.problems.push('the root schema must be a plain object (type: "object", no union)');
+  for (const name of recursiveDefinitions(out))
+    ctx.problems.push(`${name} refers to itself (Anthropic strict mode rejects recursive schemas)`);
   return { schema: out, strict: ctx.problems.length === 0, problems: ctx.problems };
 }
 
@@ -40,8 +68,12 @@ export function toStrictSchema(schema: Schema, boundFields: readonly string[]): 
 export function withoutBound(schema: Schema, boundFields: readonly string[]): Schema {
   if (boundFields.length === 0) return schema;
   const out: Schema = { ...schema };
-  if (isSchema(schema.properties)) out.properties = Object.fromEntries(Object.entries(schema.properties).filter(([name]) => !boundFields.includes(name)));
-  if (Array.isArray(schema.required)) out.required = schema.required.filter((name) => !boundFields.includes(name as string));
+  if (isSchema(schema.properties))
+    out.properties = Object.fromEntries(
+      Object.entries(schema.properties).filter(([name]) => !boundFields.includes(name)),
+    );
+  if (Array.isArray(schema.required))
+    out.required = schema.required.filter((name) => !boundFields.includes(name as string));
   return out;
 }
 
@@ -51,7 +83,10 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
     return {};
   }
   let s = node;
-  if (typeof s.$ref === "string" && Object.keys(s).some((key) => key !== "$ref" && key !== "$defs" && key !== "definitions")) {
+  if (
+    typeof s.$ref === "string" &&
+    Object.keys(s).some((key) => key !== "$ref" && key !== "$defs" && key !== "definitions")
+  ) {
     // OpenAI rejects keywords beside $ref (Anthropic's SDK drops them): inline the definition.
     const ref = s.$ref;
     const target = resolveRef(ctx.root, ref);
@@ -68,15 +103,26 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
   if (Array.isArray(s.allOf)) {
     // OpenAI has no allOf: fold an intersection of object schemas into one object.
     const { allOf, ...rest } = s;
-    const branches = allOf.map((branch) => (isSchema(branch) && typeof branch.$ref === "string" ? resolveRef(ctx.root, branch.$ref) : branch));
-    if (branches.every(isSchema)) s = [...branches, rest].reduce<Schema>((acc, branch) => merge(acc, branch), {});
+    const branches = allOf.map((branch) =>
+      isSchema(branch) && typeof branch.$ref === "string"
+        ? resolveRef(ctx.root, branch.$ref)
+        : branch,
+    );
+    if (branches.every(isSchema))
+      s = [...branches, rest].reduce<Schema>((acc, branch) => merge(acc, branch), {});
   }
   if (s.oneOf !== undefined && s.anyOf === undefined) {
     // Exclusivity is lost; toolgate still validates against the original oneOf.
     const { oneOf, ...rest } = s;
     s = { ...rest, anyOf: oneOf };
   }
-  if (s.type === undefined && s.enum === undefined && s.const === undefined && s.anyOf === undefined && s.$ref === undefined) {
+  if (
+    s.type === undefined &&
+    s.enum === undefined &&
+    s.const === undefined &&
+    s.anyOf === undefined &&
+    s.$ref === undefined
+  ) {
     if (s.properties !== undefined || isRoot) s = { type: "object", ...s };
     else if (s.items !== undefined) s = { type: "array", ...s };
   }
@@ -110,12 +156,19 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
         else moved[key] = value;
         break;
       case "anyOf":
-        if (Array.isArray(value)) out.anyOf = value.map((branch, i) => strict(branch, `${path}/anyOf/${i}`, ctx, depth));
+        if (Array.isArray(value))
+          out.anyOf = value.map((branch, i) => strict(branch, `${path}/anyOf/${i}`, ctx, depth));
         else unsupported(key, value, "a non-array anyOf");
         break;
       case "$defs":
       case "definitions":
-        if (isSchema(value)) out[key] = Object.fromEntries(Object.entries(value).map(([name, def]) => [name, strict(def, `/${key}/${name}`, ctx, 0)]));
+        if (isSchema(value))
+          out[key] = Object.fromEntries(
+            Object.entries(value).map(([name, def]) => [
+              name,
+              strict(def, `/${key}/${name}`, ctx, 0),
+            ]),
+          );
         break;
       case "allOf": // left over only when a branch could not be resolved
         unsupported(key, value, "an allOf that cannot be merged into one object");
@@ -136,9 +189,12 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
     const properties = isSchema(s.properties) ? s.properties : {};
     const required = new Set(Array.isArray(s.required) ? s.required : []);
     const extra = s.additionalProperties;
-    if (extra !== undefined && extra !== false) unsupported("additionalProperties", extra, "an object with free-form keys");
-    else if (extra === undefined && Object.keys(properties).length === 0 && !isRoot) ctx.problems.push(`${path || "/"}: an object with no declared properties (free-form keys)`);
-    if (depth >= MAX_DEPTH) ctx.problems.push(`${path || "/"}: objects nest deeper than ${MAX_DEPTH} levels`);
+    if (extra !== undefined && extra !== false)
+      unsupported("additionalProperties", extra, "an object with free-form keys");
+    else if (extra === undefined && Object.keys(properties).length === 0 && !isRoot)
+      ctx.problems.push(`${path || "/"}: an object with no declared properties (free-form keys)`);
+    if (depth >= MAX_DEPTH)
+      ctx.problems.push(`${path || "/"}: objects nest deeper than ${MAX_DEPTH} levels`);
     out.properties = Object.fromEntries(
       Object.entries(properties).map(([name, property]) => {
         const exported = strict(property, `${path}/properties/${name}`, ctx, depth + 1);
@@ -150,13 +206,24 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
   }
   if (types.includes("array")) {
     if (isSchema(s.items)) out.items = strict(s.items, `${path}/items`, ctx, depth + 1);
-    else ctx.problems.push(`${path || "/"}: an array needs one items schema (tuples and untyped arrays cannot be strict)`);
+    else
+      ctx.problems.push(
+        `${path || "/"}: an array needs one items schema (tuples and untyped arrays cannot be strict)`,
+      );
   }
-  if (out.type === undefined && out.enum === undefined && out.const === undefined && out.anyOf === undefined && out.$ref === undefined) {
+  if (
+    out.type === undefined &&
+    out.enum === undefined &&
+    out.const === undefined &&
+    out.anyOf === undefined &&
+    out.$ref === undefined
+  ) {
     ctx.problems.push(`${path || "/"}: a value with no type`);
   }
   if (Object.keys(moved).length > 0) {
-    const text = `{${Object.entries(moved).map(([key, value]) => `${key}: ${JSON.stringify(value)}`).join(", ")}}`;
+    const text = `{${Object.entries(moved)
+      .map(([key, value]) => `${key}: ${JSON.stringify(value)}`)
+      .join(", ")}}`;
     out.description = typeof out.description === "string" ? `${out.description}\n\n${text}` : text;
   }
   return out;
@@ -175,7 +242,11 @@ function nullable(schema: Schema): Schema {
   // Objects and arrays as a union, never a type array: the Anthropic SDK's strict transform drops
   // `properties` and `items` from a schema whose type is an array of names.
   const structured = ["object", "array"];
-  if (structured.includes(schema.type as string) || (Array.isArray(schema.type) && schema.type.some((t) => structured.includes(t)))) return { anyOf: [schema, NULL] };
+  if (
+    structured.includes(schema.type as string) ||
+    (Array.isArray(schema.type) && schema.type.some((t) => structured.includes(t)))
+  )
+    return { anyOf: [schema, NULL] };
   const out: Schema = { ...schema };
   if (Array.isArray(schema.enum)) out.enum = [...schema.enum, null];
   if (typeof schema.type === "string") out.type = [schema.type, "null"];
@@ -196,7 +267,8 @@ function recursiveDefinitions(root: Schema): string[] {
     }
     return into;
   };
-  if (refsOf({ ...root, $defs: undefined, definitions: undefined }, new Set()).has("#")) return ["the root schema"];
+  if (refsOf({ ...root, $defs: undefined, definitions: undefined }, new Set()).has("#"))
+    return ["the root schema"];
   const found: string[] = [];
   for (const key of ["$defs", "definitions"]) {
     if (!isSchema(root[key])) continue;

@@ -6,34 +6,69 @@ import { z } from "zod";
 import type { Envelope } from "../domain/envelope.ts";
 import type { ProposedCall } from "../domain/gate.ts";
 import { err, ok, type Result } from "../domain/result.ts";
-import { MAX_CALL_ID_LENGTH, MAX_CALLS_PER_TURN, MAX_TOOL_NAME_LENGTH, type ParsedTurn, type ParseError, type Usage } from "./types.ts";
+import {
+  MAX_CALL_ID_LENGTH,
+  MAX_CALLS_PER_TURN,
+  MAX_TOOL_NAME_LENGTH,
+  type ParsedTurn,
+  type ParseError,
+  type Usage,
+} from "./types.ts";
 
-export const CallId = z.string().min(1, "must be a non-empty string").max(MAX_CALL_ID_LENGTH, `must be at most ${MAX_CALL_ID_LENGTH} characters`);
-export const ToolName = z.string().min(1, "must be a non-empty string").max(MAX_TOOL_NAME_LENGTH, `must be at most ${MAX_TOOL_NAME_LENGTH} characters`);
+export const CallId = z
+  .string()
+  .min(1, "must be a non-empty string")
+  .max(MAX_CALL_ID_LENGTH, `must be at most ${MAX_CALL_ID_LENGTH} characters`);
+export const ToolName = z
+  .string()
+  .min(1, "must be a non-empty string")
+  .max(MAX_TOOL_NAME_LENGTH, `must be at most ${MAX_TOOL_NAME_LENGTH} characters`);
 export const TokenCount = z.number().int().nonnegative();
 
-export const invalid = (detail: string): Result<never, ParseError> => err({ code: "invalid_request", detail });
+export const invalid = (detail: string): Result<never, ParseError> =>
+  err({ code: "invalid_request", detail });
 
 /** Parses `body` with `schema`; on failure, one line naming `what` was expected and where it broke. */
-export function parseWith<S extends z.ZodType>(schema: S, body: unknown, what: string, at = ""): Result<z.infer<S>, ParseError> {
+export function parseWith<S extends z.ZodType>(
+  schema: S,
+  body: unknown,
+  what: string,
+  at = "",
+): Result<z.infer<S>, ParseError> {
   const parsed = schema.safeParse(body);
   if (parsed.success) return ok(parsed.data);
-  const problems = parsed.error.issues.slice(0, 3).map((issue) => `${pathText(at, issue.path) || "body"}: ${issue.message}`);
-  const more = parsed.error.issues.length > 3 ? ` (and ${parsed.error.issues.length - 3} more)` : "";
+  const problems = parsed.error.issues
+    .slice(0, 3)
+    .map((issue) => `${pathText(at, issue.path) || "body"}: ${issue.message}`);
+  const more =
+    parsed.error.issues.length > 3 ? ` (and ${parsed.error.issues.length - 3} more)` : "";
   return invalid(`expected ${what}; ${problems.join("; ")}${more}`);
 }
 
 /** `content[2].id` from a base and a zod path. */
 export function pathText(base: string, path: readonly PropertyKey[]): string {
-  return path.reduce<string>((text, key) => (typeof key === "number" ? `${text}[${key}]` : text ? `${text}.${String(key)}` : String(key)), base);
+  return path.reduce<string>(
+    (text, key) =>
+      typeof key === "number" ? `${text}[${key}]` : text ? `${text}.${String(key)}` : String(key),
+    base,
+  );
 }
 
-export function checkCalls(calls: ProposedCall[], usage: Usage | null): Result<ParsedTurn, ParseError> {
+export function checkCalls(
+  calls: ProposedCall[],
+  usage: Usage | null,
+): Result<ParsedTurn, ParseError> {
   if (calls.length === 0) return invalid("no tool calls in this turn");
-  if (calls.length > MAX_CALLS_PER_TURN) return invalid(`${calls.length} tool calls in one turn; at most ${MAX_CALLS_PER_TURN} are accepted`);
+  if (calls.length > MAX_CALLS_PER_TURN)
+    return invalid(
+      `${calls.length} tool calls in one turn; at most ${MAX_CALLS_PER_TURN} are accepted`,
+    );
   const seen = new Set<string>();
   for (const call of calls) {
-    if (seen.has(call.id)) return invalid(`duplicate call id ${JSON.stringify(call.id)} in one turn; every call needs its own id`);
+    if (seen.has(call.id))
+      return invalid(
+        `duplicate call id ${JSON.stringify(call.id)} in one turn; every call needs its own id`,
+      );
     seen.add(call.id);
   }
   return ok({ calls, usage });

@@ -33,7 +33,12 @@ export type ResultItem = { call: ProposedCall; envelope: Envelope };
  * express without changing its meaning (open maps, untyped values, tuples, recursion); exporters
  * then offer it non-strict instead of sending a schema the provider rejects. Absent means strict.
  */
-export type ExportedTool = { name: string; description: string; input_schema: Record<string, unknown>; strict?: boolean };
+export type ExportedTool = {
+  name: string;
+  description: string;
+  input_schema: Record<string, unknown>;
+  strict?: boolean;
+};
 
 export type ProviderAdapter = {
   parse(body: unknown): Result<ParsedTurn, ParseError>;

@@ -10,12 +10,20 @@ import { CODE_TOOLS } from "./code-tools.ts";
 
 export const COMPILED_TOOLS_MAX = 128;
 // Bounded by count (a manifest body is capped at 256 KiB, so count bounds bytes too).
-const compiled = new LruCache<string, ToolSpec>({ maxEntries: COMPILED_TOOLS_MAX, maxBytes: Number.POSITIVE_INFINITY }, () => 0);
+const compiled = new LruCache<string, ToolSpec>(
+  { maxEntries: COMPILED_TOOLS_MAX, maxBytes: Number.POSITIVE_INFINITY },
+  () => 0,
+);
 
-export function resolveTool(source: ToolSource, hosts: HostPolicy): Result<ToolSpec, ManifestError> {
+export function resolveTool(
+  source: ToolSource,
+  hosts: HostPolicy,
+): Result<ToolSpec, ManifestError> {
   if (source.kind === "code") {
     const spec = CODE_TOOLS[source.name];
-    return spec ? ok(spec) : err({ code: "invalid_manifest", detail: `no code tool named ${source.name}` });
+    return spec
+      ? ok(spec)
+      : err({ code: "invalid_manifest", detail: `no code tool named ${source.name}` });
   }
   // The host policy is part of the key: the same manifest may compile under one policy only.
   const key = JSON.stringify([hosts.allowlist, hosts.allowLoopback, source.manifest]);

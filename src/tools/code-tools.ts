@@ -7,7 +7,8 @@ import type { ToolSpec } from "./spec.ts";
 
 const createShipment = defineTool({
   name: "create_shipment",
-  description: "Book a parcel shipment for one order with the demo carrier. Weight in kilograms. Returns the shipment id.",
+  description:
+    "Book a parcel shipment for one order with the demo carrier. Weight in kilograms. Returns the shipment id.",
   input: z.object({ order_id: z.string().min(1), weight_kg: z.number().positive().max(70) }),
   output: z.object({ id: z.string() }).loose(),
   risk: "write",
@@ -17,8 +18,16 @@ const createShipment = defineTool({
   request: (input, ctx) => {
     const base = ctx.config["DEMO_UPSTREAM_URL"];
     if (base === undefined) return { error: "DEMO_UPSTREAM_URL is not configured" };
-    const body = JSON.stringify({ order_id: input.order_id, weight_grams: Math.round(input.weight_kg * 1000) });
-    return { method: "POST", url: `${base}/shipments`, headers: { "Content-Type": "application/json" }, body };
+    const body = JSON.stringify({
+      order_id: input.order_id,
+      weight_grams: Math.round(input.weight_kg * 1000),
+    });
+    return {
+      method: "POST",
+      url: `${base}/shipments`,
+      headers: { "Content-Type": "application/json" },
+      body,
+    };
   },
 });
 

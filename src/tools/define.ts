@@ -42,11 +42,19 @@ export type ToolDefinition<I extends z.ZodObject> = {
 
 export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolSpec {
   const mode = def.idempotency?.mode ?? "none";
-  const approval = def.approval ?? { mode: def.risk === "irreversible_write" ? "always" : "never", when: null, expiresInMs: DEFAULT_APPROVAL_TTL_MS, fourEyes: true };
+  const approval = def.approval ?? {
+    mode: def.risk === "irreversible_write" ? "always" : "never",
+    when: null,
+    expiresInMs: DEFAULT_APPROVAL_TTL_MS,
+    fourEyes: true,
+  };
   const unsupported = unsupportedField({ redact: def.redact ?? [] });
   if (unsupported) throw new Error(`defineTool ${def.name}: ${unsupported}`);
   const reserved = (def.config ?? []).filter((name) => name.startsWith("TOOLGATE_"));
-  if (reserved.length > 0) throw new Error(`defineTool ${def.name}: deployment secrets are never readable by tools (${reserved.join(", ")})`);
+  if (reserved.length > 0)
+    throw new Error(
+      `defineTool ${def.name}: deployment secrets are never readable by tools (${reserved.join(", ")})`,
+    );
   const inputJsonSchema = closeSchema(z.toJSONSchema(def.input) as Record<string, unknown>);
   return {
     name: def.name,
@@ -60,7 +68,10 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     describeTarget: () => `code tool ${def.name}`,
     secretNames: def.secrets ?? [],
     configNames: def.config ?? [],
-    idempotency: { mode, header: mode === "header" ? (def.idempotency?.header ?? "Idempotency-Key") : null },
+    idempotency: {
+      mode,
+      header: mode === "header" ? (def.idempotency?.header ?? "Idempotency-Key") : null,
+    },
     buildRequest: (input, _canonical, ctx) => def.request(input as z.infer<I>, ctx),
     buildReconcile: def.reconcile ?? null,
     buildPreview: null,

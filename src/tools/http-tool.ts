@@ -12,33 +12,66 @@ import type { BuiltRequest, RequestBuilder, RequestContext, ToolSpec } from "./s
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
-export type AttemptContext = RequestContext & { signal: AbortSignal | null; fencingToken: string | null };
+export type AttemptContext = RequestContext & {
+  signal: AbortSignal | null;
+  fencingToken: string | null;
+};
 
 // A host that does not resolve is not special-cased: workerd (local, compatibility date 2026-11-01)
 // rejects fetch("http://nonexistent.invalid/") with a generic `Error: internal error; reference = …`
 // (its log: "failed to lookup address information: Name or service not known"), the same error any
 // internal failure produces, so it cannot prove that nothing was sent. It is `connection_lost`.
-export async function sendAttempt(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: AttemptContext): Promise<Observation> {
-  return scrubSecrets(await attemptOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
+export async function sendAttempt(
+  spec: ToolSpec,
+  input: Record<string, unknown>,
+  canonicalInput: string,
+  ctx: AttemptContext,
+): Promise<Observation> {
+  return scrubSecrets(
+    await attemptOnce(spec, input, canonicalInput, ctx),
+    Object.values(ctx.secrets),
+  );
 }
 
-export async function sendLookup(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
-  return scrubSecrets(await lookupOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
+export async function sendLookup(
+  spec: ToolSpec,
+  input: Record<string, unknown>,
+  canonicalInput: string,
+  ctx: RequestContext,
+): Promise<LookupObservation> {
+  return scrubSecrets(
+    await lookupOnce(spec, input, canonicalInput, ctx),
+    Object.values(ctx.secrets),
+  );
 }
 
 /** What the approver is shown: the upstream's answer to the preview request (scrubbed, capped), or why there is none. */
 export type Preview = { status: number | null; body: unknown; detail: string | null };
 
-export async function sendPreview(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<Preview> {
-  return scrubSecrets(await previewOnce(spec, input, canonicalInput, ctx), Object.values(ctx.secrets));
+export async function sendPreview(
+  spec: ToolSpec,
+  input: Record<string, unknown>,
+  canonicalInput: string,
+  ctx: RequestContext,
+): Promise<Preview> {
+  return scrubSecrets(
+    await previewOnce(spec, input, canonicalInput, ctx),
+    Object.values(ctx.secrets),
+  );
 }
 
-async function attemptOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: AttemptContext): Promise<Observation> {
+async function attemptOnce(
+  spec: ToolSpec,
+  input: Record<string, unknown>,
+  canonicalInput: string,
+  ctx: AttemptContext,
+): Promise<Observation> {
   const built = build(spec.buildRequest, input, canonicalInput, ctx);
   if ("error" in built) return { kind: "config_error", detail: built.error };
   const insecure = insecureForSecrets(built.url, ctx);
   if (insecure) return { kind: "config_error", detail: insecure };
-  if (spec.idempotency.mode === "header" && spec.idempotency.header) built.headers[spec.idempotency.header] = ctx.idempotencyKey;
+  if (spec.idempotency.mode === "header" && spec.idempotency.header)
+    built.headers[spec.idempotency.header] = ctx.idempotencyKey;
   if (ctx.fencingToken) built.headers["Toolgate-Fencing-Token"] = ctx.fencingToken;
   let response: Response;
   try {
@@ -49,8 +82,16 @@ async function attemptOnce(spec: ToolSpec, input: Record<string, unknown>, canon
       : { kind: "connection_lost", detail: String(error) };
   }
   if (response.status < 200 || response.status >= 300) {
-    const detail = response.status >= 300 && response.status < 400 ? `redirect to ${response.headers.get("Location") ?? "?"} not followed` : await snippet(response);
-    return { kind: "http_error", status: response.status, retryAfterMs: parseRetryAfterMs(response.headers.get("Retry-After"), Date.now()), detail };
+    const detail =
+      response.status >= 300 && response.status < 400
+        ? `redirect to ${response.headers.get("Location") ?? "?"} not followed`
+        : await snippet(response);
+    return {
+      kind: "http_error",
+      status: response.status,
+      retryAfterMs: parseRetryAfterMs(response.headers.get("Retry-After"), Date.now()),
+      detail,
+    };
   }
   // The fetch signal also aborts the body stream (observed in workerd: a body that stalls after
   // the headers rejects the read with TimeoutError when `timeout_ms` runs out).
@@ -58,14 +99,25 @@ async function attemptOnce(spec: ToolSpec, input: Record<string, unknown>, canon
   try {
     body = await readCapped(response);
   } catch (error) {
-    return { kind: "body_lost", timedOut: isTimeout(error), detail: `HTTP ${response.status} arrived but its body could not be read (${isTimeout(error) ? `not complete within ${spec.timeoutMs} ms` : String(error)})` };
+    return {
+      kind: "body_lost",
+      timedOut: isTimeout(error),
+      detail: `HTTP ${response.status} arrived but its body could not be read (${isTimeout(error) ? `not complete within ${spec.timeoutMs} ms` : String(error)})`,
+    };
   }
-  if (body === null) return { kind: "invalid_output", detail: `response larger than ${MAX_RESPONSE_BYTES} bytes` };
+  if (body === null)
+    return { kind: "invalid_output", detail: `response larger than ${MAX_RESPONSE_BYTES} bytes` };
   return validateOutput(spec, body);
 }
 
-async function lookupOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<LookupObservation> {
-  if (!spec.buildReconcile) return { kind: "inconclusive", detail: "the tool has no reconcile request" };
+async function lookupOnce(
+  spec: ToolSpec,
+  input: Record<string, unknown>,
+  canonicalInput: string,
+  ctx: RequestContext,
+): Promise<LookupObservation> {
+  if (!spec.buildReconcile)
+    return { kind: "inconclusive", detail: "the tool has no reconcile request" };
   const built = build(spec.buildReconcile, input, canonicalInput, ctx);
   if ("error" in built) return { kind: "inconclusive", detail: built.error };
   const insecure = insecureForSecrets(built.url, ctx);
@@ -73,17 +125,25 @@ async function lookupOnce(spec: ToolSpec, input: Record<string, unknown>, canoni
   try {
     const response = await send(built, spec.timeoutMs, null);
     if (response.status === 404) return { kind: "not_found" };
-    if (response.status !== 200) return { kind: "inconclusive", detail: `status lookup answered HTTP ${response.status}` };
+    if (response.status !== 200)
+      return { kind: "inconclusive", detail: `status lookup answered HTTP ${response.status}` };
     const body = await readCapped(response);
     const observed = body === null ? null : validateOutput(spec, body);
     // The effect happened either way; a malformed lookup answer still isn't proof of absence.
-    return observed?.kind === "ok" ? { kind: "found", result: observed.result } : { kind: "inconclusive", detail: "status lookup answer was not valid output" };
+    return observed?.kind === "ok"
+      ? { kind: "found", result: observed.result }
+      : { kind: "inconclusive", detail: "status lookup answer was not valid output" };
   } catch (error) {
     return { kind: "inconclusive", detail: String(error) };
   }
 }
 
-async function previewOnce(spec: ToolSpec, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): Promise<Preview> {
+async function previewOnce(
+  spec: ToolSpec,
+  input: Record<string, unknown>,
+  canonicalInput: string,
+  ctx: RequestContext,
+): Promise<Preview> {
   if (!spec.buildPreview) return { status: null, body: null, detail: "the tool has no preview" };
   const built = build(spec.buildPreview, input, canonicalInput, ctx);
   if ("error" in built) return { status: null, body: null, detail: built.error };
@@ -92,7 +152,12 @@ async function previewOnce(spec: ToolSpec, input: Record<string, unknown>, canon
   try {
     const response = await send(built, spec.timeoutMs, null);
     const text = await readCapped(response);
-    if (text === null) return { status: response.status, body: null, detail: `preview larger than ${MAX_RESPONSE_BYTES} bytes` };
+    if (text === null)
+      return {
+        status: response.status,
+        body: null,
+        detail: `preview larger than ${MAX_RESPONSE_BYTES} bytes`,
+      };
     let body: unknown = text;
     try {
       body = JSON.parse(text);
@@ -107,7 +172,9 @@ async function previewOnce(spec: ToolSpec, input: Record<string, unknown>, canon
 function insecureForSecrets(url: string, ctx: RequestContext): string | null {
   if (Object.keys(ctx.secrets).length === 0) return null;
   const target = new URL(url);
-  return target.protocol === "https:" || isLoopback(target.hostname) ? null : `refusing to send secrets over plain http to ${target.host}`;
+  return target.protocol === "https:" || isLoopback(target.hostname)
+    ? null
+    : `refusing to send secrets over plain http to ${target.host}`;
 }
 
 /**
@@ -118,16 +185,25 @@ export function scrubSecrets<T>(value: T, secrets: readonly string[]): T {
   const live = secrets.filter((secret) => secret.length > 0);
   if (live.length === 0) return value;
   const scrub = (item: unknown): unknown => {
-    if (typeof item === "string") return live.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), item);
+    if (typeof item === "string")
+      return live.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), item);
     if (Array.isArray(item)) return item.map(scrub);
-    if (typeof item === "object" && item !== null) return Object.fromEntries(Object.entries(item).map(([key, inner]) => [scrub(key) as string, scrub(inner)]));
+    if (typeof item === "object" && item !== null)
+      return Object.fromEntries(
+        Object.entries(item).map(([key, inner]) => [scrub(key) as string, scrub(inner)]),
+      );
     return item;
   };
   return scrub(value) as T;
 }
 
 /** A code tool's builder is code: if it throws, nothing was sent and the call is misconfigured. */
-function build(builder: RequestBuilder, input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext): BuiltRequest | { error: string } {
+function build(
+  builder: RequestBuilder,
+  input: Record<string, unknown>,
+  canonicalInput: string,
+  ctx: RequestContext,
+): BuiltRequest | { error: string } {
   try {
     return builder(input, canonicalInput, ctx);
   } catch (error) {
@@ -135,7 +211,11 @@ function build(builder: RequestBuilder, input: Record<string, unknown>, canonica
   }
 }
 
-function send(built: BuiltRequest, timeoutMs: number, signal: AbortSignal | null): Promise<Response> {
+function send(
+  built: BuiltRequest,
+  timeoutMs: number,
+  signal: AbortSignal | null,
+): Promise<Response> {
   const timeout = AbortSignal.timeout(timeoutMs);
   return fetch(built.url, {
     method: built.method,
@@ -157,7 +237,10 @@ function validateOutput(spec: ToolSpec, text: string): Observation {
   const checked = spec.output.safeParse(parsed);
   return checked.success
     ? { kind: "ok", result: checked.data }
-    : { kind: "invalid_output", detail: `response does not match the output schema: ${checked.error.issues.map((i) => i.message).join("; ")}` };
+    : {
+        kind: "invalid_output",
+        detail: `response does not match the output schema: ${checked.error.issues.map((i) => i.message).join("; ")}`,
+      };
 }
 
 async function readCapped(response: Response): Promise<string | null> {
@@ -193,4 +276,5 @@ async function snippet(response: Response): Promise<string> {
   }
 }
 
-const isTimeout = (error: unknown) => error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
+const isTimeout = (error: unknown) =>
+  error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");

@@ -7,18 +7,43 @@ import type { OperationScope, Risk } from "../domain/identity.ts";
 import type { RetryPolicy } from "../domain/retry.ts";
 
 /** `fourEyes`: the approver must not be the run's own user (default). */
-export type ApprovalRule = { mode: "always" | "never" | "when"; when: Record<string, Comparison> | null; expiresInMs: number; fourEyes: boolean };
-export type Comparison = { gt?: number; gte?: number; lt?: number; lte?: number; eq?: unknown; in?: unknown[] };
+export type ApprovalRule = {
+  mode: "always" | "never" | "when";
+  when: Record<string, Comparison> | null;
+  expiresInMs: number;
+  fourEyes: boolean;
+};
+export type Comparison = {
+  gt?: number;
+  gte?: number;
+  lt?: number;
+  lte?: number;
+  eq?: unknown;
+  in?: unknown[];
+};
 export type Limit = { max?: number | string; min?: number | string; enum?: unknown[] };
 
-export type BuiltRequest = { method: string; url: string; headers: Record<string, string>; body: string | null };
+export type BuiltRequest = {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  body: string | null;
+};
 /**
  * What a request may draw on besides the frozen input: the key, exactly the tenant secrets the tool
  * names (`secretNames`, decrypted for this attempt only) and, for code tools, exactly the deployment
  * variables they declare (`config`). Never the Worker's env.
  */
-export type RequestContext = { idempotencyKey: string; secrets: Record<string, string>; config: Record<string, string> };
-export type RequestBuilder = (input: Record<string, unknown>, canonicalInput: string, ctx: RequestContext) => BuiltRequest | { error: string };
+export type RequestContext = {
+  idempotencyKey: string;
+  secrets: Record<string, string>;
+  config: Record<string, string>;
+};
+export type RequestBuilder = (
+  input: Record<string, unknown>,
+  canonicalInput: string,
+  ctx: RequestContext,
+) => BuiltRequest | { error: string };
 
 export type ToolSpec = {
   name: string;
@@ -65,4 +90,9 @@ export type ToolSpec = {
 export type ToolSource = { kind: "manifest"; manifest: unknown } | { kind: "code"; name: string };
 
 /** What a model is shown of a tool (plain data: it crosses Durable Object stubs). */
-export type ToolDefinition = { name: string; description: string; inputJsonSchema: Record<string, unknown>; bound: string[] };
+export type ToolDefinition = {
+  name: string;
+  description: string;
+  inputJsonSchema: Record<string, unknown>;
+  bound: string[];
+};

@@ -10,7 +10,13 @@ import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startUpstream, type Upstream } from "../../demo/upstream.ts";
-import { call, DEV_VARS, registerDemo, ROOT, startWrangler } from "../../scripts/lib/dev-server.mjs";
+import {
+  call,
+  DEV_VARS,
+  registerDemo,
+  ROOT,
+  startWrangler,
+} from "../../scripts/lib/dev-server.mjs";
 
 const PORT = 8950;
 const INSPECTOR_PORT = 8951;
@@ -28,19 +34,41 @@ let demo: Awaited<ReturnType<typeof registerDemo>>;
 let base: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does this), or set CHROMIUM_PATH`);
+  if (!existsSync(CHROMIUM))
+    throw new Error(
+      `no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does this), or set CHROMIUM_PATH`,
+    );
   mkdirSync(SHOTS, { recursive: true });
   state = mkdtempSync(join(tmpdir(), "toolgate-e2e-"));
   upstream = await startUpstream();
-  toolgate = await startWrangler({ port: PORT, inspectorPort: INSPECTOR_PORT, vars: { ...DEV_VARS, DEMO_UPSTREAM_URL: upstream.url }, persistTo: state, quiet: true, readyTimeoutMs: 180_000 });
+  toolgate = await startWrangler({
+    port: PORT,
+    inspectorPort: INSPECTOR_PORT,
+    vars: { ...DEV_VARS, DEMO_UPSTREAM_URL: upstream.url },
+    persistTo: state,
+    quiet: true,
+    readyTimeoutMs: 180_000,
+  });
   base = `http://localhost:${PORT}`;
   demo = await registerDemo(toolgate.url, upstream.url);
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--headless", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--no-sandbox",
+      "--headless",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
   // JavaScript off: the console must work as plain HTML forms and links.
-  context = await browser.newContext({ viewport: { width: 1280, height: 900 }, javaScriptEnabled: false });
+  context = await browser.newContext({
+    viewport: { width: 1280, height: 900 },
+    javaScriptEnabled: false,
+  });
   page = await context.newPage();
   page.setDefaultTimeout(60_000);
 }, 240_000);
@@ -55,28 +83,61 @@ afterAll(async () => {
   } catch {}
 });
 
-const shot = (name: string) => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+const shot = (name: string) =>
+  page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
 /** The agent's side: two turns through the public API with the run token. */
 async function agentTurns(): Promise<{ chargeOp: string; lookupOp: string }> {
   const { run_id: runId, run_token: runToken } = demo.run;
   // The shop answers the first charge with a 503: toolgate retries it (same key) by alarm.
-  await fetch(`${upstream.url}/_control/script`, { method: "POST", body: JSON.stringify([{ kind: "status", status: 503 }]) });
-  const first = await call(toolgate.url, "POST", `/v1/runs/${runId}/turns?format=native`, runToken, { calls: [{ id: "call_charge", name: "charge_card", arguments: { amount: 500, currency: "usd" } }] });
+  await fetch(`${upstream.url}/_control/script`, {
+    method: "POST",
+    body: JSON.stringify([{ kind: "status", status: 503 }]),
+  });
+  const first = await call(
+    toolgate.url,
+    "POST",
+    `/v1/runs/${runId}/turns?format=native`,
+    runToken,
+    {
+      calls: [
+        { id: "call_charge", name: "charge_card", arguments: { amount: 500, currency: "usd" } },
+      ],
+    },
+  );
   let charge = first.body;
   // Long-poll the turn until the retry has settled it (bounded; each poll waits on the server).
   for (let poll = 0; poll < 4 && charge.status !== "settled"; poll++) {
-    charge = (await call(toolgate.url, "GET", `/v1/runs/${runId}/turns/${charge.turn_id}?format=native&wait=30`, runToken)).body;
+    charge = (
+      await call(
+        toolgate.url,
+        "GET",
+        `/v1/runs/${runId}/turns/${charge.turn_id}?format=native&wait=30`,
+        runToken,
+      )
+    ).body;
   }
   expect(charge.results[0]).toMatchObject({ status: "succeeded" });
-  const second = await call(toolgate.url, "POST", `/v1/runs/${runId}/turns?format=native`, runToken, {
-    calls: [
-      { id: "call_lookup", name: "lookup_order", arguments: { order_id: "ord_1001" } },
-      { id: "call_unknown", name: "drop_database", arguments: {} },
-    ],
-  });
-  expect(second.body.results.map((r: { status: string }) => r.status)).toEqual(["succeeded", "rejected"]);
-  return { chargeOp: charge.results[0].operation_id, lookupOp: second.body.results[0].operation_id };
+  const second = await call(
+    toolgate.url,
+    "POST",
+    `/v1/runs/${runId}/turns?format=native`,
+    runToken,
+    {
+      calls: [
+        { id: "call_lookup", name: "lookup_order", arguments: { order_id: "ord_1001" } },
+        { id: "call_unknown", name: "drop_database", arguments: {} },
+      ],
+    },
+  );
+  expect(second.body.results.map((r: { status: string }) => r.status)).toEqual([
+    "succeeded",
+    "rejected",
+  ]);
+  return {
+    chargeOp: charge.results[0].operation_id,
+    lookupOp: second.body.results[0].operation_id,
+  };
 }
 
 describe("console in a real browser", () => {
@@ -86,7 +147,12 @@ describe("console in a real browser", () => {
     await expect(page.getByLabel("Tenant API key").isVisible()).resolves.toBe(true);
     await shot("01-sign-in");
     await page.getByLabel("Tenant API key").fill(`${demo.key.slice(0, -4)}nope`);
-    await Promise.all([page.waitForResponse((r) => r.url().endsWith("/console/sign-in") && r.request().method() === "POST"), page.getByRole("button", { name: "Sign in" }).click()]);
+    await Promise.all([
+      page.waitForResponse(
+        (r) => r.url().endsWith("/console/sign-in") && r.request().method() === "POST",
+      ),
+      page.getByRole("button", { name: "Sign in" }).click(),
+    ]);
     await page.locator("#sign-in-error").waitFor();
     expect(await page.locator("#sign-in-error").innerText()).toContain("That API key is not valid");
     expect((await context.cookies()).some((c) => c.name === "tg_console")).toBe(false);
@@ -96,9 +162,17 @@ describe("console in a real browser", () => {
   it("signs in, opens the run the agent drove, and shows its timeline", async () => {
     const { chargeOp, lookupOp } = await agentTurns();
     await page.getByLabel("Tenant API key").fill(demo.key);
-    await Promise.all([page.waitForURL(`${base}/console`), page.getByRole("button", { name: "Sign in" }).click()]);
+    await Promise.all([
+      page.waitForURL(`${base}/console`),
+      page.getByRole("button", { name: "Sign in" }).click(),
+    ]);
     const session = (await context.cookies()).find((c) => c.name === "tg_console");
-    expect(session).toMatchObject({ httpOnly: true, secure: true, sameSite: "Strict", path: "/console" });
+    expect(session).toMatchObject({
+      httpOnly: true,
+      secure: true,
+      sameSite: "Strict",
+      path: "/console",
+    });
     await page.getByRole("heading", { name: "toolgate console" }).waitFor();
     expect(await page.locator(".who").innerText()).toContain(demo.tenantId);
     // Keyboard first: the first Tab lands on the skip link.
@@ -107,57 +181,103 @@ describe("console in a real browser", () => {
     await shot("03-home");
 
     await page.getByLabel("Run id").fill(demo.run.run_id);
-    await Promise.all([page.waitForURL(`${base}/console/runs/${demo.run.run_id}`), page.getByRole("button", { name: "Open run" }).click()]);
+    await Promise.all([
+      page.waitForURL(`${base}/console/runs/${demo.run.run_id}`),
+      page.getByRole("button", { name: "Open run" }).click(),
+    ]);
     const charge = page.locator(`section.op[id="${chargeOp}"]`);
     await charge.waitFor();
     expect(await charge.getAttribute("data-status")).toBe("succeeded");
     const steps = await charge.locator("ol.timeline > li .what").allInnerTexts();
-    expect(steps).toEqual(["Proposed", "Validated and frozen", "Attempt 1 sent", "Attempt 1 answered", "Retry scheduled", "Attempt 2 sent", "Attempt 2 answered", "Recorded: succeeded"]);
-    expect(await charge.locator('li[data-event="attempt_finished"]').first().innerText()).toContain("503");
-    expect(await page.locator(`section.op[id="${lookupOp}"]`).getAttribute("data-status")).toBe("succeeded");
+    expect(steps).toEqual([
+      "Proposed",
+      "Validated and frozen",
+      "Attempt 1 sent",
+      "Attempt 1 answered",
+      "Retry scheduled",
+      "Attempt 2 sent",
+      "Attempt 2 answered",
+      "Recorded: succeeded",
+    ]);
+    expect(await charge.locator('li[data-event="attempt_finished"]').first().innerText()).toContain(
+      "503",
+    );
+    expect(await page.locator(`section.op[id="${lookupOp}"]`).getAttribute("data-status")).toBe(
+      "succeeded",
+    );
     const turns = await page.locator('li[data-event="turn_received"]').allInnerTexts();
     expect(turns).toHaveLength(2);
     expect(turns[1]).toContain("drop_database");
     expect(turns[1]).toContain("unknown_tool");
-    expect(await page.locator("#run-budgets").locator("xpath=..").innerText()).toMatch(/Turns\s+2\s+none\s+Tool calls\s+2\s+none/);
+    expect(await page.locator("#run-budgets").locator("xpath=..").innerText()).toMatch(
+      /Turns\s+2\s+none\s+Tool calls\s+2\s+none/,
+    );
     await shot("04-run");
-
   });
 
   it("approves a refund over 100 from the inbox: nothing is sent before, exactly one refund after, and the run's timeline shows it", async () => {
     const { run_id: runId, run_token: runToken } = demo.run;
-    const effectsBefore = (await (await fetch(`${upstream.url}/_control/state`)).json()).effects.length;
-    const asked = await call(toolgate.url, "POST", `/v1/runs/${runId}/turns?format=native`, runToken, {
-      calls: [{ id: "call_refund", name: "refund_order", arguments: { order_id: "ord_1001", amount: 250, reason: "damaged" } }],
-    });
+    const effectsBefore = ((await (await fetch(`${upstream.url}/_control/state`)).json()) as any)
+      .effects.length;
+    const asked = await call(
+      toolgate.url,
+      "POST",
+      `/v1/runs/${runId}/turns?format=native`,
+      runToken,
+      {
+        calls: [
+          {
+            id: "call_refund",
+            name: "refund_order",
+            arguments: { order_id: "ord_1001", amount: 250, reason: "damaged" },
+          },
+        ],
+      },
+    );
     expect(asked.status).toBe(202);
     const waiting = asked.body.results[0];
     expect(waiting).toMatchObject({ status: "awaiting_approval" });
     const opId = waiting.operation_id as string;
 
     await page.goto(`${base}/console`);
-    await page.getByRole("navigation", { name: "Console" }).getByRole("link", { name: "Pending approvals" }).click();
+    await page
+      .getByRole("navigation", { name: "Console" })
+      .getByRole("link", { name: "Pending approvals" })
+      .click();
     await page.getByRole("heading", { name: "Approvals", exact: true }).waitFor();
     const card = page.locator(`article[data-operation="${opId}"]`);
     await card.waitFor();
-    expect(JSON.parse(await card.locator('pre[data-role="arguments"]').innerText())).toEqual({ order_id: "ord_1001", amount: 250, reason: "damaged", customer_id: "cus_demo" });
+    expect(JSON.parse(await card.locator('pre[data-role="arguments"]').innerText())).toEqual({
+      order_id: "ord_1001",
+      amount: 250,
+      reason: "damaged",
+      customer_id: "cus_demo",
+    });
     expect(await card.locator("dl.facts").innerText()).toContain("/orders/ord_1001/refunds");
     // The preview (a read of the order) was fetched once, when approval was requested.
     expect(await card.locator('pre[data-role="preview"]').innerText()).toContain("ord_1001");
-    let state = await (await fetch(`${upstream.url}/_control/state`)).json();
+    let state = (await (await fetch(`${upstream.url}/_control/state`)).json()) as any;
     expect(state.effects.length).toBe(effectsBefore);
     await shot("05-approvals-pending");
 
     await card.getByLabel("Reason for approving").fill("Photo of the damage checks out");
-    await Promise.all([page.waitForURL(`${base}/console/approvals`), card.getByRole("button", { name: "Approve and run" }).click()]);
+    await Promise.all([
+      page.waitForURL(`${base}/console/approvals`),
+      card.getByRole("button", { name: "Approve and run" }).click(),
+    ]);
     await page.locator('[data-flash="ok"]').waitFor();
     expect(await page.locator('[data-flash="ok"]').innerText()).toContain("Approved refund_order");
     expect(await page.locator(`article[data-operation="${opId}"]`).count()).toBe(0);
     await shot("06-approvals-approved");
 
-    const settled = await call(toolgate.url, "GET", `/v1/runs/${runId}/turns/${asked.body.turn_id}?format=native&wait=30`, runToken);
+    const settled = await call(
+      toolgate.url,
+      "GET",
+      `/v1/runs/${runId}/turns/${asked.body.turn_id}?format=native&wait=30`,
+      runToken,
+    );
     expect(settled.body.results[0]).toMatchObject({ status: "succeeded", operation_id: opId });
-    state = await (await fetch(`${upstream.url}/_control/state`)).json();
+    state = (await (await fetch(`${upstream.url}/_control/state`)).json()) as any;
     const refunds = state.effects.slice(effectsBefore);
     expect(refunds).toHaveLength(1);
     expect(refunds[0].path).toBe("/orders/ord_1001/refunds");
@@ -170,7 +290,9 @@ describe("console in a real browser", () => {
     await refund.waitFor();
     expect(await refund.getAttribute("data-status")).toBe("succeeded");
     const steps = await refund.locator("ol.timeline > li .what").allInnerTexts();
-    expect(steps.indexOf("Attempt 1 sent")).toBeGreaterThan(steps.findIndex((s) => /approv/i.test(s)));
+    expect(steps.indexOf("Attempt 1 sent")).toBeGreaterThan(
+      steps.findIndex((s) => /approv/i.test(s)),
+    );
     expect(steps.at(-1)).toBe("Recorded: succeeded");
     await shot("07-run-after-approval");
   });
@@ -181,7 +303,11 @@ describe("console in a real browser", () => {
       fetch(`${base}/console/sign-out`, {
         method: "POST",
         redirect: "manual",
-        headers: { Cookie: `${cookie.name}=${cookie.value}`, "Content-Type": "application/x-www-form-urlencoded", Origin: base },
+        headers: {
+          Cookie: `${cookie.name}=${cookie.value}`,
+          "Content-Type": "application/x-www-form-urlencoded",
+          Origin: base,
+        },
         body: new URLSearchParams(body).toString(),
       });
     const forged = await forge({});
@@ -193,7 +319,10 @@ describe("console in a real browser", () => {
     // The session is untouched, and the real form (carrying the token) signs out.
     await page.goto(`${base}/console/runs/${demo.run.run_id}`);
     await page.locator("section.op").first().waitFor();
-    await Promise.all([page.waitForURL(/\/console\/sign-in\?ended=signed_out/), page.getByRole("button", { name: "Sign out" }).click()]);
+    await Promise.all([
+      page.waitForURL(/\/console\/sign-in\?ended=signed_out/),
+      page.getByRole("button", { name: "Sign out" }).click(),
+    ]);
     await page.getByText("You are signed out.").waitFor();
     expect((await context.cookies()).some((c) => c.name === "tg_console")).toBe(false);
     await shot("08-signed-out");

@@ -4,7 +4,10 @@ import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { api, manifest, setup, trace, turn, unique, upstream } from "../support/api.ts";
 
-const fetchRaw = (path: string, init: RequestInit) => (exports as unknown as { default: Fetcher }).default.fetch(new Request(`http://toolgate.test${path}`, init));
+const fetchRaw = (path: string, init: RequestInit) =>
+  (exports as unknown as { default: Fetcher }).default.fetch(
+    new Request(`http://toolgate.test${path}`, init),
+  );
 
 describe("authentication", () => {
   it("401 without a token and with a wrong one, as problem+json", async () => {
@@ -20,13 +23,27 @@ describe("authentication", () => {
     const up = upstream();
     const a = await setup(manifest({ url: up.url }));
     const b = await setup(manifest({ url: up.url }));
-    const own = await api("POST", `/v1/runs/${a.runId}/turns`, { calls: [{ id: "c1", name: a.name, arguments: { amount: 1, currency: "usd" } }] }, { Authorization: `Bearer ${a.runToken}` });
+    const own = await api(
+      "POST",
+      `/v1/runs/${a.runId}/turns`,
+      { calls: [{ id: "c1", name: a.name, arguments: { amount: 1, currency: "usd" } }] },
+      { Authorization: `Bearer ${a.runToken}` },
+    );
     expect(own.status).toBe(200);
-    const other = await api("POST", `/v1/runs/${b.runId}/turns`, { calls: [{ id: "c1", name: b.name, arguments: { amount: 1, currency: "usd" } }] }, { Authorization: `Bearer ${a.runToken}` });
+    const other = await api(
+      "POST",
+      `/v1/runs/${b.runId}/turns`,
+      { calls: [{ id: "c1", name: b.name, arguments: { amount: 1, currency: "usd" } }] },
+      { Authorization: `Bearer ${a.runToken}` },
+    );
     expect(other.status).toBe(404);
-    const admin = await api("GET", "/v1/tools", undefined, { Authorization: `Bearer ${a.runToken}` });
+    const admin = await api("GET", "/v1/tools", undefined, {
+      Authorization: `Bearer ${a.runToken}`,
+    });
     expect(admin.status).toBe(403);
-    const forged = await api("GET", `/v1/runs/${a.runId}`, undefined, { Authorization: `Bearer ${a.runToken.slice(0, -2)}xx` });
+    const forged = await api("GET", `/v1/runs/${a.runId}`, undefined, {
+      Authorization: `Bearer ${a.runToken.slice(0, -2)}xx`,
+    });
     expect(forged.status).toBe(401);
     expect((await up.state()).effects).toHaveLength(1);
   });
@@ -40,21 +57,69 @@ describe("bad input changes nothing", () => {
     const call = { id: "c1", name, arguments: { amount: 1, currency: "usd" } };
     const cases: Array<[string, Awaited<ReturnType<typeof api>>, number, string]> = [
       ["malformed JSON", await api("POST", path, "{nope"), 400, "invalid_json"],
-      ["wrong content type", await api("POST", path, JSON.stringify({ calls: [call] }), { "Content-Type": "text/plain" }), 415, "unsupported_media_type"],
-      ["duplicate call ids", await api("POST", path, { calls: [call, call] }), 400, "invalid_request"],
-      ["too many calls", await api("POST", path, { calls: Array.from({ length: 65 }, (_, i) => ({ ...call, id: `c${i}` })) }), 400, "invalid_request"],
+      [
+        "wrong content type",
+        await api("POST", path, JSON.stringify({ calls: [call] }), {
+          "Content-Type": "text/plain",
+        }),
+        415,
+        "unsupported_media_type",
+      ],
+      [
+        "duplicate call ids",
+        await api("POST", path, { calls: [call, call] }),
+        400,
+        "invalid_request",
+      ],
+      [
+        "too many calls",
+        await api("POST", path, {
+          calls: Array.from({ length: 65 }, (_, i) => ({ ...call, id: `c${i}` })),
+        }),
+        400,
+        "invalid_request",
+      ],
       ["no calls", await api("POST", path, { calls: [] }), 400, "invalid_request"],
-      ["unknown format", await api("POST", `${path}?format=smoke-signals`, { calls: [call] }), 400, "invalid_request"],
-      ["oversized arguments", await api("POST", path, { calls: [{ ...call, arguments: { pad: "x".repeat(40_000) } }] }), 400, "invalid_request"],
-      ["oversized body", await api("POST", path, { calls: [{ ...call, arguments: { pad: "x".repeat(300_000) } }] }), 413, "payload_too_large"],
-      ["unknown run", await api("POST", "/v1/runs/run_01M8WCZ1504KEP70F8BRJDTEY0/turns", { calls: [call] }), 404, "not_found"],
-      ["malformed run id", await api("POST", "/v1/runs/../turns", { calls: [call] }), 404, "not_found"],
+      [
+        "unknown format",
+        await api("POST", `${path}?format=smoke-signals`, { calls: [call] }),
+        400,
+        "invalid_request",
+      ],
+      [
+        "oversized arguments",
+        await api("POST", path, { calls: [{ ...call, arguments: { pad: "x".repeat(40_000) } }] }),
+        400,
+        "invalid_request",
+      ],
+      [
+        "oversized body",
+        await api("POST", path, { calls: [{ ...call, arguments: { pad: "x".repeat(300_000) } }] }),
+        413,
+        "payload_too_large",
+      ],
+      [
+        "unknown run",
+        await api("POST", "/v1/runs/run_01M8WCZ1504KEP70F8BRJDTEY0/turns", { calls: [call] }),
+        404,
+        "not_found",
+      ],
+      [
+        "malformed run id",
+        await api("POST", "/v1/runs/../turns", { calls: [call] }),
+        404,
+        "not_found",
+      ],
     ];
     for (const [what, res, status, code] of cases) {
       expect({ what, status: res.status, code: res.body?.code }).toEqual({ what, status, code });
     }
     expect((await up.state()).requests).toHaveLength(0);
-    expect((await api("GET", `/v1/runs/${runId}`)).body.usage).toEqual({ turns: 0, tool_calls: 0, cost: 0 });
+    expect((await api("GET", `/v1/runs/${runId}`)).body.usage).toEqual({
+      turns: 0,
+      tool_calls: 0,
+      cost: 0,
+    });
   });
 
   it("validates manifests: bad schema, placeholders in the host, hosts off the allow-list", async () => {
@@ -63,7 +128,9 @@ describe("bad input changes nothing", () => {
     expect(bad.status).toBe(422);
     expect(bad.body.code).toBe("invalid_manifest");
     const hostTemplate = manifest({ url: "http://{host}.example.com" });
-    expect((await api("PUT", `/v1/tools/${hostTemplate.name}`, hostTemplate)).body.code).toBe("invalid_manifest");
+    expect((await api("PUT", `/v1/tools/${hostTemplate.name}`, hostTemplate)).body.code).toBe(
+      "invalid_manifest",
+    );
     const offList = manifest({ url: "https://payments.example.com" });
     const off = await api("PUT", `/v1/tools/${offList.name}`, offList);
     expect(off.status).toBe(403);
@@ -83,10 +150,14 @@ describe("tools and policy at the edge", () => {
     expect(replaced.status).toBe(200);
     expect(replaced.body.version).toBe(2);
     expect((await api("GET", `/v1/tools/${tool.name}`)).body.manifest.description).toBe("v2");
-    expect((await api("GET", "/v1/tools")).body.tools.map((t: { name: string }) => t.name)).toContain(tool.name);
+    expect(
+      (await api("GET", "/v1/tools")).body.tools.map((t: { name: string }) => t.name),
+    ).toContain(tool.name);
     expect((await api("DELETE", `/v1/tools/${tool.name}`)).status).toBe(204);
     expect((await api("GET", `/v1/tools/${tool.name}`)).status).toBe(404);
-    expect((await api("POST", "/v1/runs", { user: { id: "u" }, tools: [tool.name] })).status).toBe(404);
+    expect((await api("POST", "/v1/runs", { user: { id: "u" }, tools: [tool.name] })).status).toBe(
+      404,
+    );
   });
 
   it("a tool name the tenant never registered is rejected/unknown_tool before any request", async () => {
@@ -104,13 +175,19 @@ describe("tools and policy at the edge", () => {
       input_schema: {
         type: "object",
         additionalProperties: false,
-        properties: { amount: { type: "integer" }, currency: { enum: ["usd"] }, customer_id: { type: "string" } },
+        properties: {
+          amount: { type: "integer" },
+          currency: { enum: ["usd"] },
+          customer_id: { type: "string" },
+        },
         required: ["amount", "currency", "customer_id"],
       },
       bind: { customer_id: "context.customer_id" },
     });
     const { runId, name } = await setup(tool, { customer_id: "cus_real" });
-    const attack = await turn(runId, [{ id: "c1", name, arguments: { amount: 5, currency: "usd", customer_id: "cus_attacker" } }]);
+    const attack = await turn(runId, [
+      { id: "c1", name, arguments: { amount: 5, currency: "usd", customer_id: "cus_attacker" } },
+    ]);
     expect(attack.body.results[0]).toMatchObject({ status: "rejected", code: "invalid_arguments" });
     expect(attack.body.results[0].message).toContain("customer_id");
     expect((await up.state()).requests).toHaveLength(0);
@@ -124,8 +201,17 @@ describe("tools and policy at the edge", () => {
   it("a code tool (defineTool) runs through the same executor", async () => {
     const run = await api("POST", "/v1/runs", { user: { id: "u1" }, tools: ["create_shipment"] });
     expect(run.status).toBe(201);
-    const res = await turn(run.body.run_id, [{ id: unique("c"), name: "create_shipment", arguments: { order_id: unique("ord"), weight_kg: 1.25 } }]);
-    expect(res.body.results[0]).toMatchObject({ status: "succeeded", result: { weight_grams: 1250 } });
+    const res = await turn(run.body.run_id, [
+      {
+        id: unique("c"),
+        name: "create_shipment",
+        arguments: { order_id: unique("ord"), weight_kg: 1.25 },
+      },
+    ]);
+    expect(res.body.results[0]).toMatchObject({
+      status: "succeeded",
+      result: { weight_grams: 1250 },
+    });
   });
 });
 
@@ -137,8 +223,16 @@ describe("documentation", () => {
     expect(spec.openapi).toBe("3.1.0");
     const createRun = spec.paths["/v1/runs"].post.requestBody.content["application/json"].schema;
     expect(createRun.required).toEqual(expect.arrayContaining(["user", "tools"]));
-    expect(Object.keys(createRun.properties.budgets.properties)).toEqual(["max_turns", "max_tool_calls", "max_duration_ms", "max_cost"]);
-    expect(spec.paths["/v1/tools/{name}"].put.requestBody.content["application/json"].schema.properties.idempotency).toBeDefined();
+    expect(Object.keys(createRun.properties.budgets.properties)).toEqual([
+      "max_turns",
+      "max_tool_calls",
+      "max_duration_ms",
+      "max_cost",
+    ]);
+    expect(
+      spec.paths["/v1/tools/{name}"].put.requestBody.content["application/json"].schema.properties
+        .idempotency,
+    ).toBeDefined();
     const docs = await fetchRaw("/docs", {});
     expect(docs.headers.get("Content-Type")).toMatch(/text\/html/);
     expect(await docs.text()).toContain("/v1/runs/{run_id}/turns");

@@ -3,12 +3,25 @@
 import { describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
 import { freezeCall } from "../../src/domain/identity.ts";
-import { api, fireAlarm, manifest, operation, opStub, setup, testTenant, trace, turn, upstream } from "../support/api.ts";
+import {
+  api,
+  fireAlarm,
+  manifest,
+  operation,
+  opStub,
+  setup,
+  testTenant,
+  trace,
+  turn,
+  upstream,
+} from "../support/api.ts";
 
 const charge = { amount: 900, currency: "eur" };
 
 async function crash(operationId: string) {
-  await runInDurableObject(opStub(operationId), (_instance: unknown, state: DurableObjectState) => state.abort("simulated crash")).catch(() => {});
+  await runInDurableObject(opStub(operationId), (_instance: unknown, state: DurableObjectState) =>
+    state.abort("simulated crash"),
+  ).catch(() => {});
 }
 
 describe("crash recovery", () => {
@@ -32,13 +45,22 @@ describe("crash recovery", () => {
     expect(state.effects).toHaveLength(1);
     expect(state.requests).toHaveLength(2);
     expect(state.requests[1]!.key).toBe(state.requests[0]!.key);
-    const finished = (await trace(runId)).filter((e) => e.type === "attempt_finished").map((e) => e.observed.kind);
+    const finished = (await trace(runId))
+      .filter((e) => e.type === "attempt_finished")
+      .map((e) => e.observed.kind);
     expect(finished).toEqual(["crash", "ok"]);
   });
 
   it("crash mid-attempt on a read: retried without fuss", async () => {
     const up = upstream();
-    const { runId, name } = await setup(manifest({ url: up.url, risk: "read", request: { method: "GET", url: `${up.url}/orders/{currency}` }, timeout_ms: 5_000 }));
+    const { runId, name } = await setup(
+      manifest({
+        url: up.url,
+        risk: "read",
+        request: { method: "GET", url: `${up.url}/orders/{currency}` },
+        timeout_ms: 5_000,
+      }),
+    );
     await up.script({ kind: "hang" });
     const first = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
     const operationId = first.body.results[0].operation_id as string;
@@ -47,7 +69,10 @@ describe("crash recovery", () => {
     expect(await fireAlarm(operationId)).toBe(true);
     expect((await operation(operationId)).body.result.status).toBe("pending");
     expect(await fireAlarm(operationId)).toBe(true);
-    expect((await operation(operationId)).body.result).toMatchObject({ status: "succeeded", result: { path: "/orders/eur" } });
+    expect((await operation(operationId)).body.result).toMatchObject({
+      status: "succeeded",
+      result: { path: "/orders/eur" },
+    });
     void runId;
   });
 
@@ -78,7 +103,11 @@ describe("recovery on demand", () => {
     await up.waitForRequests(1);
     await crash(operationId);
     const again = await turn(runId, [{ id: "c2", name, arguments: charge }], 0);
-    expect(again.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "crash_unknown", operation_id: operationId });
+    expect(again.body.results[0]).toMatchObject({
+      status: "outcome_unknown",
+      code: "crash_unknown",
+      operation_id: operationId,
+    });
     expect(await fireAlarm(operationId)).toBe(true); // the scheduled resend, same key
     expect((await operation(operationId)).body.result.status).toBe("succeeded");
     expect((await up.state()).effects).toHaveLength(1);
@@ -90,14 +119,28 @@ describe("a cancel that overtakes its operation's dispatch", () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
     const { tenantId } = await testTenant();
-    const frozen = await freezeCall({ tenantId, runId, tool: name, risk: "write", scope: "run", operationKey: [], input: charge, callId: "c1" });
+    const frozen = await freezeCall({
+      tenantId,
+      runId,
+      tool: name,
+      risk: "write",
+      scope: "run",
+      operationKey: [],
+      input: charge,
+      callId: "c1",
+    });
     // The run's close reached the (not yet existing) operation first.
     const early = await opStub(frozen.operationId).cancel(tenantId, "key_test");
     expect(early.ok).toBe(false);
     const res = await turn(runId, [{ id: "c1", name, arguments: charge }]);
-    expect(res.body.results[0]).toMatchObject({ status: "cancelled", operation_id: frozen.operationId });
+    expect(res.body.results[0]).toMatchObject({
+      status: "cancelled",
+      operation_id: frozen.operationId,
+    });
     expect((await up.state()).requests).toHaveLength(0);
-    const events = (await trace(runId)).filter((e) => e.operation_id === frozen.operationId).map((e) => e.type);
+    const events = (await trace(runId))
+      .filter((e) => e.operation_id === frozen.operationId)
+      .map((e) => e.type);
     expect(events).toEqual(["proposed", "cancel_requested", "recorded"]);
   });
 });

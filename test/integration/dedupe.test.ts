@@ -21,7 +21,9 @@ describe("deduplication", () => {
     const { runId, name } = await setup(manifest({ url: up.url }));
     const a = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     // Same arguments, different key order and call id: same frozen input.
-    const b = await turn(runId, [{ id: "c2", name, arguments: JSON.stringify({ currency: "usd", amount: 1200 }) }]);
+    const b = await turn(runId, [
+      { id: "c2", name, arguments: JSON.stringify({ currency: "usd", amount: 1200 }) },
+    ]);
     expect(b.body.turn_id).not.toBe(a.body.turn_id);
     expect(b.body.results[0]).toEqual(a.body.results[0]);
     expect((await up.state()).effects).toHaveLength(1);
@@ -35,11 +37,23 @@ describe("deduplication", () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url, timeout_ms: 8_000 }));
     await up.script({ kind: "hang" });
-    const res = await turn(runId, [{ id: "c1", name, arguments: charge }, { id: "c2", name, arguments: { ...charge, amount: 1 } }], 0);
+    const res = await turn(
+      runId,
+      [
+        { id: "c1", name, arguments: charge },
+        { id: "c2", name, arguments: { ...charge, amount: 1 } },
+      ],
+      0,
+    );
     expect(res.status).toBe(202);
     await up.waitForRequests(2);
     // Both calls reached the upstream while one of them (whichever took the hang) is still in flight.
-    const phases = await Promise.all(res.body.results.map(async (e: { operation_id: string }) => (await api("GET", `/v1/operations/${e.operation_id}`)).body.phase));
+    const phases = await Promise.all(
+      res.body.results.map(
+        async (e: { operation_id: string }) =>
+          (await api("GET", `/v1/operations/${e.operation_id}`)).body.phase,
+      ),
+    );
     expect(phases).toContain("executing");
     expect((await up.state()).requests).toHaveLength(2);
   });
@@ -48,9 +62,13 @@ describe("deduplication", () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
     await up.script({ kind: "slow", delayMs: 150 });
-    const responses = await Promise.all(Array.from({ length: 20 }, () => turn(runId, [{ id: "c1", name, arguments: charge }])));
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, () => turn(runId, [{ id: "c1", name, arguments: charge }])),
+    );
     const ids = new Set(responses.map((r) => r.body.results[0].result?.id));
-    expect(responses.every((r) => r.status === 200 && r.body.results[0].status === "succeeded")).toBe(true);
+    expect(
+      responses.every((r) => r.status === 200 && r.body.results[0].status === "succeeded"),
+    ).toBe(true);
     expect(ids.size).toBe(1);
     const state = await up.state();
     expect(state.requests).toHaveLength(1);
@@ -61,7 +79,9 @@ describe("deduplication", () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
     await up.script({ kind: "slow", delayMs: 150 });
-    const responses = await Promise.all(Array.from({ length: 20 }, (_, i) => turn(runId, [{ id: `c${i}`, name, arguments: charge }])));
+    const responses = await Promise.all(
+      Array.from({ length: 20 }, (_, i) => turn(runId, [{ id: `c${i}`, name, arguments: charge }])),
+    );
     expect(new Set(responses.map((r) => r.body.results[0].operation_id)).size).toBe(1);
     expect(responses.every((r) => r.body.results[0].status === "succeeded")).toBe(true);
     expect((await up.state()).effects).toHaveLength(1);
@@ -75,17 +95,28 @@ describe("deduplication", () => {
       input_schema: {
         type: "object",
         additionalProperties: false,
-        properties: { order_id: { type: "string" }, amount: { type: "number", exclusiveMinimum: 0 } },
+        properties: {
+          order_id: { type: "string" },
+          amount: { type: "number", exclusiveMinimum: 0 },
+        },
         required: ["order_id", "amount"],
       },
       request: { method: "POST", url: `${up.url}/orders/{order_id}/refunds` },
       operation_key: ["order_id"],
     });
     const { runId, name } = await setup(tool);
-    const a = await turn(runId, [{ id: "c1", name, arguments: { order_id: "ord/1 7", amount: 20 } }]);
+    const a = await turn(runId, [
+      { id: "c1", name, arguments: { order_id: "ord/1 7", amount: 20 } },
+    ]);
     expect(a.body.results[0].status).toBe("succeeded");
-    const b = await turn(runId, [{ id: "c2", name, arguments: { order_id: "ord/1 7", amount: 25 } }]);
-    expect(b.body.results[0]).toMatchObject({ status: "rejected", code: "idempotency_conflict", operation_id: a.body.results[0].operation_id });
+    const b = await turn(runId, [
+      { id: "c2", name, arguments: { order_id: "ord/1 7", amount: 25 } },
+    ]);
+    expect(b.body.results[0]).toMatchObject({
+      status: "rejected",
+      code: "idempotency_conflict",
+      operation_id: a.body.results[0].operation_id,
+    });
     expect(b.body.results[0].message).toMatch(/Do not retry/);
     const state = await up.state();
     expect(state.effects).toHaveLength(1);

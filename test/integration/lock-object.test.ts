@@ -46,7 +46,9 @@ function lock(resource = unique("order:ord")) {
     },
     /** Kills the instance (memory gone, storage kept), as a crash would. */
     crash() {
-      return runInDurableObject(this.raw, (_instance: unknown, state: DurableObjectState) => state.abort("simulated crash")).catch(() => {});
+      return runInDurableObject(this.raw, (_instance: unknown, state: DurableObjectState) =>
+        state.abort("simulated crash"),
+      ).catch(() => {});
     },
   };
 }
@@ -54,20 +56,41 @@ function lock(resource = unique("order:ord")) {
 describe("ResourceLockObject", () => {
   it("grants FIFO with strictly increasing fencing tokens; an acquire repeated by the holder keeps its token", async () => {
     const l = lock();
-    expect(await l.acquire("op_a")).toEqual({ ok: true, value: { state: "held", fencingToken: 1 } });
-    expect(await l.acquire("op_b")).toEqual({ ok: true, value: { state: "queued", position: 1, blockedBy: "op_a" } });
-    expect(await l.acquire("op_c")).toEqual({ ok: true, value: { state: "queued", position: 2, blockedBy: "op_a" } });
-    expect(await l.acquire("op_a")).toEqual({ ok: true, value: { state: "held", fencingToken: 1 } });
-    expect(await l.acquire("op_c")).toEqual({ ok: true, value: { state: "queued", position: 2, blockedBy: "op_a" } });
+    expect(await l.acquire("op_a")).toEqual({
+      ok: true,
+      value: { state: "held", fencingToken: 1 },
+    });
+    expect(await l.acquire("op_b")).toEqual({
+      ok: true,
+      value: { state: "queued", position: 1, blockedBy: "op_a" },
+    });
+    expect(await l.acquire("op_c")).toEqual({
+      ok: true,
+      value: { state: "queued", position: 2, blockedBy: "op_a" },
+    });
+    expect(await l.acquire("op_a")).toEqual({
+      ok: true,
+      value: { state: "held", fencingToken: 1 },
+    });
+    expect(await l.acquire("op_c")).toEqual({
+      ok: true,
+      value: { state: "queued", position: 2, blockedBy: "op_a" },
+    });
 
     expect(await l.release("op_a")).toEqual({ ok: true, value: { was: "held" } });
-    expect(await l.acquire("op_b")).toEqual({ ok: true, value: { state: "held", fencingToken: 2 } });
+    expect(await l.acquire("op_b")).toEqual({
+      ok: true,
+      value: { state: "held", fencingToken: 2 },
+    });
     expect(await l.release("op_c")).toEqual({ ok: true, value: { was: "queued" } });
     expect(await l.release("op_z")).toEqual({ ok: true, value: { was: "none" } });
     expect(await l.release("op_b")).toEqual({ ok: true, value: { was: "held" } });
     expect(await l.status()).toMatchObject({ holder: null, queue: [], last_token: 2 });
     // Free again: the next grant continues from the last token, never reusing one.
-    expect(await l.acquire("op_a")).toEqual({ ok: true, value: { state: "held", fencingToken: 3 } });
+    expect(await l.acquire("op_a")).toEqual({
+      ok: true,
+      value: { state: "held", fencingToken: 3 },
+    });
   });
 
   it("concurrent acquires: exactly one holder, the rest queued at distinct places, granted in that order", async () => {
@@ -76,13 +99,18 @@ describe("ResourceLockObject", () => {
     const replies = await Promise.all(ops.map((op) => l.acquire(op)));
     const held = replies.filter((r) => r.ok && r.value.state === "held");
     expect(held).toEqual([{ ok: true, value: { state: "held", fencingToken: 1 } }]);
-    const positions = replies.flatMap((r) => (r.ok && r.value.state === "queued" ? [r.value.position] : []));
+    const positions = replies.flatMap((r) =>
+      r.ok && r.value.state === "queued" ? [r.value.position] : [],
+    );
     expect(positions.sort((a, b) => a - b)).toEqual(Array.from({ length: 19 }, (_, i) => i + 1));
     const line = (await l.status()).queue.map((w) => w.operation_id);
     let holder = (await l.status()).holder!.operation_id;
     for (const [index, next] of line.entries()) {
       expect(await l.release(holder)).toEqual({ ok: true, value: { was: "held" } });
-      expect(await l.acquire(next)).toEqual({ ok: true, value: { state: "held", fencingToken: index + 2 } });
+      expect(await l.acquire(next)).toEqual({
+        ok: true,
+        value: { state: "held", fencingToken: index + 2 },
+      });
       holder = next;
     }
   });
@@ -91,13 +119,34 @@ describe("ResourceLockObject", () => {
     const l = lock();
     await l.acquire("op_a");
     await l.acquire("op_b");
-    expect(await l.stub.status(otherTenant)).toMatchObject({ ok: false, error: { code: "not_found" } });
-    expect(await l.stub.release({ tenantId: otherTenant, operationId: "op_a" })).toMatchObject({ ok: false, error: { code: "not_found" } });
-    expect(await l.stub.renew({ tenantId: otherTenant, operationId: "op_a", leaseMs: LEASE_MS })).toMatchObject({ ok: false, error: { code: "not_found" } });
-    expect(await l.stub.acquire({ tenantId: otherTenant, resource: l.resource, operationId: "op_x", leaseMs: LEASE_MS })).toMatchObject({ ok: false, error: { code: "not_found" } });
-    expect(await l.status()).toMatchObject({ holder: { operation_id: "op_a", fencing_token: 1 }, queue: [{ operation_id: "op_b" }] });
+    expect(await l.stub.status(otherTenant)).toMatchObject({
+      ok: false,
+      error: { code: "not_found" },
+    });
+    expect(await l.stub.release({ tenantId: otherTenant, operationId: "op_a" })).toMatchObject({
+      ok: false,
+      error: { code: "not_found" },
+    });
+    expect(
+      await l.stub.renew({ tenantId: otherTenant, operationId: "op_a", leaseMs: LEASE_MS }),
+    ).toMatchObject({ ok: false, error: { code: "not_found" } });
+    expect(
+      await l.stub.acquire({
+        tenantId: otherTenant,
+        resource: l.resource,
+        operationId: "op_x",
+        leaseMs: LEASE_MS,
+      }),
+    ).toMatchObject({ ok: false, error: { code: "not_found" } });
+    expect(await l.status()).toMatchObject({
+      holder: { operation_id: "op_a", fencing_token: 1 },
+      queue: [{ operation_id: "op_b" }],
+    });
     // A lock that was never used has nothing to show (reads create no storage).
-    expect(await lock().stub.status(tenantId)).toMatchObject({ ok: false, error: { code: "not_found" } });
+    expect(await lock().stub.status(tenantId)).toMatchObject({
+      ok: false,
+      error: { code: "not_found" },
+    });
   });
 
   it("renew: only the holder, with typed refusals", async () => {
@@ -106,8 +155,14 @@ describe("ResourceLockObject", () => {
     await l.acquire("op_b");
     const renewed = await l.stub.renew({ tenantId, operationId: "op_a", leaseMs: 120_000 });
     expect(renewed).toMatchObject({ ok: true, value: { fencingToken: 1 } });
-    expect(await l.stub.renew({ tenantId, operationId: "op_b", leaseMs: 1_000 })).toMatchObject({ ok: false, error: { code: "not_holder", holder: "op_a" } });
-    expect(await l.acquire("op_c", 0)).toMatchObject({ ok: false, error: { code: "invalid_request" } });
+    expect(await l.stub.renew({ tenantId, operationId: "op_b", leaseMs: 1_000 })).toMatchObject({
+      ok: false,
+      error: { code: "not_holder", holder: "op_a" },
+    });
+    expect(await l.acquire("op_c", 0)).toMatchObject({
+      ok: false,
+      error: { code: "invalid_request" },
+    });
   });
 
   it("eviction and crashes keep the holder, the queue and the tokens", async () => {
@@ -118,12 +173,22 @@ describe("ResourceLockObject", () => {
     await l.acquire("op_c");
     await l.acquire("op_d");
     await evictDurableObject(l.raw);
-    expect(await l.status()).toMatchObject({ holder: { operation_id: "op_b", fencing_token: 2 }, queue: [{ operation_id: "op_c" }, { operation_id: "op_d" }], last_token: 2 });
+    expect(await l.status()).toMatchObject({
+      holder: { operation_id: "op_b", fencing_token: 2 },
+      queue: [{ operation_id: "op_c" }, { operation_id: "op_d" }],
+      last_token: 2,
+    });
     await l.crash();
     expect(await l.release("op_b")).toEqual({ ok: true, value: { was: "held" } });
     await evictDurableObject(l.raw);
-    expect(await l.acquire("op_c")).toEqual({ ok: true, value: { state: "held", fencingToken: 3 } });
-    expect(await l.acquire("op_d")).toEqual({ ok: true, value: { state: "queued", position: 1, blockedBy: "op_c" } });
+    expect(await l.acquire("op_c")).toEqual({
+      ok: true,
+      value: { state: "held", fencingToken: 3 },
+    });
+    expect(await l.acquire("op_d")).toEqual({
+      ok: true,
+      value: { state: "queued", position: 1, blockedBy: "op_c" },
+    });
   });
 
   it("lease expiry: a holder with no operation (gone) is released and the next is granted", async () => {
@@ -133,8 +198,15 @@ describe("ResourceLockObject", () => {
     await l.expireLease();
     await l.crash();
     expect(await runDurableObjectAlarm(l.raw)).toBe(true);
-    expect(await l.status()).toMatchObject({ holder: { operation_id: "op_next", fencing_token: 2 }, queue: [], last_token: 2 });
-    expect(await l.acquire("op_next")).toEqual({ ok: true, value: { state: "held", fencingToken: 2 } });
+    expect(await l.status()).toMatchObject({
+      holder: { operation_id: "op_next", fencing_token: 2 },
+      queue: [],
+      last_token: 2,
+    });
+    expect(await l.acquire("op_next")).toEqual({
+      ok: true,
+      value: { state: "held", fencingToken: 2 },
+    });
   });
 
   it("lease expiry: an alarm before the lease ends changes nothing", async () => {
@@ -142,17 +214,24 @@ describe("ResourceLockObject", () => {
     await l.acquire("op_vanished");
     await l.acquire("op_next");
     expect(await runDurableObjectAlarm(l.raw)).toBe(true);
-    expect(await l.status()).toMatchObject({ holder: { operation_id: "op_vanished", fencing_token: 1 }, queue: [{ operation_id: "op_next" }] });
+    expect(await l.status()).toMatchObject({
+      holder: { operation_id: "op_vanished", fencing_token: 1 },
+      queue: [{ operation_id: "op_next" }],
+    });
   });
 
   it("lease expiry: a live operation (retry scheduled) is active and keeps the lock; a settled one hands it on", async () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
     await up.script({ kind: "status", status: 429 });
-    const waiting = await turn(runId, [{ id: "c1", name, arguments: { amount: 100, currency: "usd" } }]);
+    const waiting = await turn(runId, [
+      { id: "c1", name, arguments: { amount: 100, currency: "usd" } },
+    ]);
     expect(waiting.body.results[0]).toMatchObject({ status: "pending" });
     const activeOp = waiting.body.results[0].operation_id as string;
-    const done = await turn(runId, [{ id: "c2", name, arguments: { amount: 200, currency: "usd" } }]);
+    const done = await turn(runId, [
+      { id: "c2", name, arguments: { amount: 200, currency: "usd" } },
+    ]);
     expect(done.body.results[0]).toMatchObject({ status: "succeeded" });
     const settledOp = done.body.results[0].operation_id as string;
 
@@ -174,6 +253,9 @@ describe("ResourceLockObject", () => {
     await m.acquire(activeOp);
     await m.expireLease();
     expect(await runDurableObjectAlarm(m.raw)).toBe(true);
-    expect(await m.status()).toMatchObject({ holder: { operation_id: activeOp, fencing_token: 2 }, queue: [] });
+    expect(await m.status()).toMatchObject({
+      holder: { operation_id: activeOp, fencing_token: 2 },
+      queue: [],
+    });
   });
 });

@@ -4,7 +4,17 @@
 // recovery; different resources run in parallel.
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, fireAlarm, manifest, operation, opStub, trace, turn, unique, upstream } from "../support/api.ts";
+import {
+  api,
+  fireAlarm,
+  manifest,
+  operation,
+  opStub,
+  trace,
+  turn,
+  unique,
+  upstream,
+} from "../support/api.ts";
 
 const schema = {
   type: "object",
@@ -14,21 +24,44 @@ const schema = {
 };
 
 async function lockedRun(url: string, overrides: Record<string, unknown> = {}) {
-  const tool = manifest({ url, input_schema: schema, resource: "order:{order_id}", request: { method: "POST", url: `${url}/orders/{order_id}/refunds` }, timeout_ms: 5_000, ...overrides });
+  const tool = manifest({
+    url,
+    input_schema: schema,
+    resource: "order:{order_id}",
+    request: { method: "POST", url: `${url}/orders/{order_id}/refunds` },
+    timeout_ms: 5_000,
+    ...overrides,
+  });
   const put = await api("PUT", `/v1/tools/${tool.name}`, tool);
   expect(put.status, JSON.stringify(put.body)).toBe(201);
   const run = await api("POST", "/v1/runs", { user: { id: "u1" }, tools: [tool.name] });
   return { name: tool.name as string, runId: run.body.run_id as string };
 }
-const call = (name: string, orderId: string, amount: number, id = unique("c")) => ({ id, name, arguments: { order_id: orderId, amount } });
+const call = (name: string, orderId: string, amount: number, id = unique("c")) => ({
+  id,
+  name,
+  arguments: { order_id: orderId, amount },
+});
 
 describe("resource locks", () => {
   it("three writes on one resource against a slow upstream never overlap; FIFO; the fencing token increases", async () => {
     const up = upstream();
     const { name, runId } = await lockedRun(up.url);
-    await up.script({ kind: "slow", delayMs: 300 }, { kind: "slow", delayMs: 300 }, { kind: "slow", delayMs: 300 });
-    const res = await turn(runId, [call(name, "ord_1", 1), call(name, "ord_1", 2), call(name, "ord_1", 3)], 20);
-    expect(res.body.results.map((r: any) => r.status)).toEqual(["succeeded", "succeeded", "succeeded"]);
+    await up.script(
+      { kind: "slow", delayMs: 300 },
+      { kind: "slow", delayMs: 300 },
+      { kind: "slow", delayMs: 300 },
+    );
+    const res = await turn(
+      runId,
+      [call(name, "ord_1", 1), call(name, "ord_1", 2), call(name, "ord_1", 3)],
+      20,
+    );
+    expect(res.body.results.map((r: any) => r.status)).toEqual([
+      "succeeded",
+      "succeeded",
+      "succeeded",
+    ]);
     const state = await up.state();
     expect(state.maxInFlight["/orders/ord_1/refunds"]).toBe(1);
     const tokens = state.requests.map((r) => Number(r.fencingToken));
@@ -55,7 +88,10 @@ describe("resource locks", () => {
 
   it("a write whose outcome is unknown keeps the resource locked, visibly, until a person resolves it; then the next runs", async () => {
     const up = upstream();
-    const { name, runId } = await lockedRun(up.url, { idempotency: { mode: "none" }, timeout_ms: 500 });
+    const { name, runId } = await lockedRun(up.url, {
+      idempotency: { mode: "none" },
+      timeout_ms: 500,
+    });
     await up.script({ kind: "commit_then_hang" });
     const first = await turn(runId, [call(name, "ord_9", 1)], 5);
     const blocker = first.body.results[0];
@@ -65,7 +101,10 @@ describe("resource locks", () => {
     expect(second.body.results[0].message).toContain(blocker.operation_id);
     expect((await up.state()).requests).toHaveLength(1);
     // The lease's expiry asks the holder, which is still unsettled: nothing changes.
-    const resolved = await api("POST", `/v1/operations/${blocker.operation_id}/resolve`, { outcome: "succeeded", reason: "the shop shows the refund" });
+    const resolved = await api("POST", `/v1/operations/${blocker.operation_id}/resolve`, {
+      outcome: "succeeded",
+      reason: "the shop shows the refund",
+    });
     expect(resolved.body.phase).toBe("recorded");
     const after = await api("GET", `/v1/runs/${runId}/turns/${second.body.turn_id}?wait=10`);
     expect(after.body.results[0].status).toBe("succeeded");
@@ -81,12 +120,16 @@ describe("resource locks", () => {
     const first = await turn(runId, [call(name, "ord_7", 1)], 0);
     const holder = first.body.results[0].operation_id as string;
     await up.waitForRequests(1);
-    await runInDurableObject(opStub(holder), (_i: unknown, state: DurableObjectState) => state.abort("simulated crash")).catch(() => {});
+    await runInDurableObject(opStub(holder), (_i: unknown, state: DurableObjectState) =>
+      state.abort("simulated crash"),
+    ).catch(() => {});
     const second = await turn(runId, [call(name, "ord_7", 2)], 1);
     expect(second.body.results[0]).toMatchObject({ status: "pending", code: "resource_locked" });
     expect(await fireAlarm(holder)).toBe(true); // watchdog: crash_unknown, resend scheduled — still holding
     expect((await operation(holder)).body.result.code).toBe("crash_unknown");
-    expect((await api("GET", `/v1/runs/${runId}/turns/${second.body.turn_id}`)).body.results[0].code).toBe("resource_locked");
+    expect(
+      (await api("GET", `/v1/runs/${runId}/turns/${second.body.turn_id}`)).body.results[0].code,
+    ).toBe("resource_locked");
     expect(await fireAlarm(holder)).toBe(true); // resend with the same key: the upstream replays
     expect((await operation(holder)).body.result.status).toBe("succeeded");
     const after = await api("GET", `/v1/runs/${runId}/turns/${second.body.turn_id}?wait=10`);
@@ -104,7 +147,9 @@ describe("resource locks", () => {
     await up.waitForRequests(1);
     const second = await turn(runId, [call(name, "ord_5", 2, "c2")], 0);
     const queued = second.body.results[0].operation_id;
-    expect((await api("POST", `/v1/operations/${queued}/cancel`)).body.result.status).toBe("cancelled");
+    expect((await api("POST", `/v1/operations/${queued}/cancel`)).body.result.status).toBe(
+      "cancelled",
+    );
     expect((await first).body.results[0].status).toBe("succeeded");
     const third = await turn(runId, [call(name, "ord_5", 3, "c3")], 10);
     expect(third.body.results[0].status).toBe("succeeded");
@@ -113,7 +158,12 @@ describe("resource locks", () => {
 
   it("a resource on a read tool is refused; the template's values are URL-encoded into the key", async () => {
     const up = upstream();
-    const read = manifest({ url: up.url, risk: "read", input_schema: schema, resource: "order:{order_id}" });
+    const read = manifest({
+      url: up.url,
+      risk: "read",
+      input_schema: schema,
+      resource: "order:{order_id}",
+    });
     expect((await api("PUT", `/v1/tools/${read.name}`, read)).body.code).toBe("invalid_manifest");
     const { name, runId } = await lockedRun(up.url);
     await up.script({ kind: "slow", delayMs: 300 }, { kind: "slow", delayMs: 300 });

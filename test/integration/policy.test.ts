@@ -5,7 +5,11 @@ import { api, fireAlarm, manifest, operation, turn, unique, upstream } from "../
 
 async function runWith(tool: Record<string, unknown>, run: Record<string, unknown>) {
   expect((await api("PUT", `/v1/tools/${tool.name as string}`, tool)).status).toBe(201);
-  const created = await api("POST", "/v1/runs", { user: { id: "u1", scopes: [] }, tools: [tool.name], ...run });
+  const created = await api("POST", "/v1/runs", {
+    user: { id: "u1", scopes: [] },
+    tools: [tool.name],
+    ...run,
+  });
   expect(created.status).toBe(201);
   return { runId: created.body.run_id as string, name: tool.name as string };
 }
@@ -14,15 +18,25 @@ const charge = (amount: number) => ({ amount, currency: "usd" });
 describe("scopes and limits", () => {
   it("a missing scope is rejected/forbidden before any request", async () => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url, requires_scopes: ["payments:charge"] }), { user: { id: "u1", scopes: ["orders:read"] } });
+    const { runId, name } = await runWith(
+      manifest({ url: up.url, requires_scopes: ["payments:charge"] }),
+      { user: { id: "u1", scopes: ["orders:read"] } },
+    );
     const res = await turn(runId, [{ id: "c1", name, arguments: charge(5) }]);
-    expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "forbidden", allowed_next_actions: ["tell_user"] });
+    expect(res.body.results[0]).toMatchObject({
+      status: "rejected",
+      code: "forbidden",
+      allowed_next_actions: ["tell_user"],
+    });
     expect((await up.state()).requests).toHaveLength(0);
   });
 
   it("a scope revoked mid-run stops the next execution with rejected/forbidden", async () => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url, requires_scopes: ["payments:charge"] }), { user: { id: "u1", scopes: ["payments:charge"] } });
+    const { runId, name } = await runWith(
+      manifest({ url: up.url, requires_scopes: ["payments:charge"] }),
+      { user: { id: "u1", scopes: ["payments:charge"] } },
+    );
     await up.script({ kind: "status", status: 429 }); // not processed: nothing may have applied
     const first = await turn(runId, [{ id: "c1", name, arguments: charge(5) }]);
     expect(first.body.results[0]).toMatchObject({ status: "pending", code: "retry_scheduled" });
@@ -30,12 +44,17 @@ describe("scopes and limits", () => {
     expect(patched.status).toBe(200);
     expect(patched.body.user.scopes).toEqual([]);
     expect(await fireAlarm(first.body.results[0].operation_id)).toBe(true);
-    expect((await operation(first.body.results[0].operation_id)).body.result).toMatchObject({ status: "rejected", code: "forbidden" });
+    expect((await operation(first.body.results[0].operation_id)).body.result).toMatchObject({
+      status: "rejected",
+      code: "forbidden",
+    });
     const state = await up.state();
     expect(state.requests).toHaveLength(1);
     expect(state.effects).toHaveLength(0);
     // And new calls are refused at the gate.
-    expect((await turn(runId, [{ id: "c2", name, arguments: charge(6) }])).body.results[0].code).toBe("forbidden");
+    expect(
+      (await turn(runId, [{ id: "c2", name, arguments: charge(6) }])).body.results[0].code,
+    ).toBe("forbidden");
   });
 
   it("PATCH tools withdraws a tool: later calls are tool_not_allowed", async () => {
@@ -44,9 +63,16 @@ describe("scopes and limits", () => {
     const other = manifest({ url: up.url });
     expect((await api("PUT", `/v1/tools/${other.name}`, other)).status).toBe(201);
     const { runId, name } = await runWith(tool, {});
-    expect((await api("PATCH", `/v1/runs/${runId}`, { tools: [other.name] })).body.tools).toEqual([other.name]);
-    expect((await turn(runId, [{ id: "c1", name, arguments: charge(1) }])).body.results[0].code).toBe("tool_not_allowed");
-    expect((await turn(runId, [{ id: "c2", name: other.name, arguments: charge(1) }])).body.results[0].status).toBe("succeeded");
+    expect((await api("PATCH", `/v1/runs/${runId}`, { tools: [other.name] })).body.tools).toEqual([
+      other.name,
+    ]);
+    expect(
+      (await turn(runId, [{ id: "c1", name, arguments: charge(1) }])).body.results[0].code,
+    ).toBe("tool_not_allowed");
+    expect(
+      (await turn(runId, [{ id: "c2", name: other.name, arguments: charge(1) }])).body.results[0]
+        .status,
+    ).toBe("succeeded");
     expect((await api("PATCH", `/v1/runs/${runId}`, { nothing: true })).status).toBe(400);
   });
 
@@ -57,9 +83,14 @@ describe("scopes and limits", () => {
     const over = await turn(runId, [{ id: "c1", name, arguments: charge(150) }]);
     expect(over.body.results[0]).toMatchObject({ status: "rejected", code: "policy_denied" });
     expect(over.body.results[0].message).toMatch(/Do not retry/);
-    expect((await turn(runId, [{ id: "c2", name, arguments: charge(100) }])).body.results[0].status).toBe("succeeded");
+    expect(
+      (await turn(runId, [{ id: "c2", name, arguments: charge(100) }])).body.results[0].status,
+    ).toBe("succeeded");
     const unbound = await api("POST", "/v1/runs", { user: { id: "u2" }, tools: [name] });
-    expect((await turn(unbound.body.run_id, [{ id: "c3", name, arguments: charge(1) }])).body.results[0].code).toBe("policy_denied");
+    expect(
+      (await turn(unbound.body.run_id, [{ id: "c3", name, arguments: charge(1) }])).body.results[0]
+        .code,
+    ).toBe("policy_denied");
     expect((await up.state()).effects).toHaveLength(1);
   });
 });
@@ -67,11 +98,19 @@ describe("scopes and limits", () => {
 describe("budgets", () => {
   it("max_tool_calls = 5 with 12 concurrent distinct calls admits exactly 5", async () => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url }), { budgets: { max_tool_calls: 5 } });
-    const responses = await Promise.all(Array.from({ length: 12 }, (_, i) => turn(runId, [{ id: `c${i}`, name, arguments: charge(i + 1) }])));
+    const { runId, name } = await runWith(manifest({ url: up.url }), {
+      budgets: { max_tool_calls: 5 },
+    });
+    const responses = await Promise.all(
+      Array.from({ length: 12 }, (_, i) =>
+        turn(runId, [{ id: `c${i}`, name, arguments: charge(i + 1) }]),
+      ),
+    );
     const envelopes = responses.map((r) => r.body.results[0]);
     expect(envelopes.filter((e) => e.status === "succeeded")).toHaveLength(5);
-    expect(envelopes.filter((e) => e.status === "budget_exhausted" && e.code === "max_tool_calls")).toHaveLength(7);
+    expect(
+      envelopes.filter((e) => e.status === "budget_exhausted" && e.code === "max_tool_calls"),
+    ).toHaveLength(7);
     expect((await up.state()).effects).toHaveLength(5);
     expect((await api("GET", `/v1/runs/${runId}`)).body.usage.tool_calls).toBe(5);
   });
@@ -89,9 +128,13 @@ describe("budgets", () => {
 
   it("max_duration_ms: calls after the deadline are budget_exhausted/deadline", async () => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url, timeout_ms: 5_000 }), { budgets: { max_duration_ms: 1_000 } });
+    const { runId, name } = await runWith(manifest({ url: up.url, timeout_ms: 5_000 }), {
+      budgets: { max_duration_ms: 1_000 },
+    });
     await up.script({ kind: "slow", delayMs: 1_100 });
-    expect((await turn(runId, [{ id: "c1", name, arguments: charge(1) }])).body.results[0].status).toBe("succeeded");
+    expect(
+      (await turn(runId, [{ id: "c1", name, arguments: charge(1) }])).body.results[0].status,
+    ).toBe("succeeded");
     const late = await turn(runId, [{ id: "c2", name, arguments: charge(2) }]);
     expect(late.body.results[0]).toMatchObject({ status: "budget_exhausted", code: "deadline" });
     expect((await up.state()).effects).toHaveLength(1);
@@ -99,11 +142,17 @@ describe("budgets", () => {
 
   it("max_cost reserves tool cost before execution; a replay does not pay", async () => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url, cost: 1 }), { budgets: { max_cost: 2 } });
-    const concurrent = await Promise.all([1, 2, 3].map((n) => turn(runId, [{ id: `c${n}`, name, arguments: charge(n) }])));
+    const { runId, name } = await runWith(manifest({ url: up.url, cost: 1 }), {
+      budgets: { max_cost: 2 },
+    });
+    const concurrent = await Promise.all(
+      [1, 2, 3].map((n) => turn(runId, [{ id: `c${n}`, name, arguments: charge(n) }])),
+    );
     const statuses = concurrent.map((r) => r.body.results[0].status).sort();
     expect(statuses).toEqual(["budget_exhausted", "succeeded", "succeeded"]);
-    expect(concurrent.find((r) => r.body.results[0].status === "budget_exhausted")!.body.results[0].code).toBe("max_cost");
+    expect(
+      concurrent.find((r) => r.body.results[0].status === "budget_exhausted")!.body.results[0].code,
+    ).toBe("max_cost");
     expect((await api("GET", `/v1/runs/${runId}`)).body.usage.cost).toBe(2);
 
     const up2 = upstream();
@@ -112,8 +161,14 @@ describe("budgets", () => {
     const replay = await turn(cheap.runId, [{ id: "a2", name: cheap.name, arguments: charge(1) }]);
     expect(replay.body.results[0].status).toBe("succeeded");
     expect((await api("GET", `/v1/runs/${cheap.runId}`)).body.usage.cost).toBe(1);
-    expect((await turn(cheap.runId, [{ id: "a3", name: cheap.name, arguments: charge(2) }])).body.results[0].status).toBe("succeeded");
-    expect((await turn(cheap.runId, [{ id: "a4", name: cheap.name, arguments: charge(3) }])).body.results[0].code).toBe("max_cost");
+    expect(
+      (await turn(cheap.runId, [{ id: "a3", name: cheap.name, arguments: charge(2) }])).body
+        .results[0].status,
+    ).toBe("succeeded");
+    expect(
+      (await turn(cheap.runId, [{ id: "a4", name: cheap.name, arguments: charge(3) }])).body
+        .results[0].code,
+    ).toBe("max_cost");
     expect((await up2.state()).effects).toHaveLength(2);
   });
 });
@@ -132,11 +187,21 @@ describe("cancellation", () => {
 
     const closed = await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}?wait=2`);
     expect(closed.status).toBe(200);
-    expect(closed.body.results[0]).toMatchObject({ status: "cancelled", code: "cancelled", operation_id: operationId });
+    expect(closed.body.results[0]).toMatchObject({
+      status: "cancelled",
+      code: "cancelled",
+      operation_id: operationId,
+    });
     const settled = await operation(operationId, 5);
-    expect(settled.body).toMatchObject({ phase: "recorded", late: true, result: { status: "succeeded" } });
+    expect(settled.body).toMatchObject({
+      phase: "recorded",
+      late: true,
+      result: { status: "succeeded" },
+    });
     // Still closed after the late result arrived.
-    expect((await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`)).body.results[0].status).toBe("cancelled");
+    expect(
+      (await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`)).body.results[0].status,
+    ).toBe("cancelled");
     expect((await up.state()).effects).toHaveLength(1);
     // After cancellation nothing new runs.
     const after = await turn(runId, [{ id: "c2", name, arguments: charge(10) }]);
@@ -154,13 +219,23 @@ describe("cancellation", () => {
     expect(res.status).toBe(200);
     expect(res.body.result).toMatchObject({ status: "cancelled", code: "cancelled" });
     expect(await fireAlarm(operationId)).toBe(false);
-    expect((await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`)).body.results[0].status).toBe("cancelled");
+    expect(
+      (await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`)).body.results[0].status,
+    ).toBe("cancelled");
     expect((await up.state()).requests).toHaveLength(1);
   });
 
   it("cancelling an in-flight read aborts the request", async () => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url, risk: "read", request: { method: "GET", url: `${up.url}/orders/{currency}` }, timeout_ms: 10_000 }), {});
+    const { runId, name } = await runWith(
+      manifest({
+        url: up.url,
+        risk: "read",
+        request: { method: "GET", url: `${up.url}/orders/{currency}` },
+        timeout_ms: 10_000,
+      }),
+      {},
+    );
     await up.script({ kind: "hang" });
     const first = await turn(runId, [{ id: unique("c"), name, arguments: charge(3) }], 0);
     const operationId = first.body.results[0].operation_id as string;

@@ -2,7 +2,16 @@
 // delays exactly as the pure policy computes them; alarms are fired by the test, never waited for.
 import { describe, expect, it } from "vitest";
 import { nextDelayMs } from "../../src/domain/retry.ts";
-import { api, fireAlarm, manifest, operation, setup, trace, turn, upstream } from "../support/api.ts";
+import {
+  api,
+  fireAlarm,
+  manifest,
+  operation,
+  setup,
+  trace,
+  turn,
+  upstream,
+} from "../support/api.ts";
 
 const charge = { amount: 500, currency: "usd" };
 
@@ -12,11 +21,18 @@ describe("retries", () => {
     const { runId, name } = await setup(manifest({ url: up.url }));
     const res = await turn(runId, [{ id: "c1", name, arguments: { amount: -5, currency: "gbp" } }]);
     expect(res.status).toBe(200);
-    expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "invalid_arguments", allowed_next_actions: ["fix_arguments", "tell_user"] });
+    expect(res.body.results[0]).toMatchObject({
+      status: "rejected",
+      code: "invalid_arguments",
+      allowed_next_actions: ["fix_arguments", "tell_user"],
+    });
     expect((await up.state()).requests).toHaveLength(0);
     const events = await trace(runId);
     expect(events.filter((e) => e.type === "attempt_started")).toHaveLength(0);
-    expect(events.find((e) => e.type === "turn_received")?.calls[0]).toMatchObject({ fixed: "rejected", code: "invalid_arguments" });
+    expect(events.find((e) => e.type === "turn_received")?.calls[0]).toMatchObject({
+      fixed: "rejected",
+      code: "invalid_arguments",
+    });
   });
 
   // A 5xx may come after the effect (DESIGN: "5xx: outcome_unknown" for a write without a key), so
@@ -29,7 +45,10 @@ describe("retries", () => {
 
     const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     expect(first.status).toBe(202);
-    expect(first.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "connection_lost" });
+    expect(first.body.results[0]).toMatchObject({
+      status: "outcome_unknown",
+      code: "connection_lost",
+    });
     const operationId = first.body.results[0].operation_id as string;
     expect((await operation(operationId)).body.phase).toBe("retry_scheduled");
 
@@ -39,7 +58,11 @@ describe("retries", () => {
 
     const done = await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`);
     expect(done.status).toBe(200);
-    expect(done.body.results[0]).toMatchObject({ status: "succeeded", operation_id: operationId, result: { id: expect.any(String) } });
+    expect(done.body.results[0]).toMatchObject({
+      status: "succeeded",
+      operation_id: operationId,
+      result: { id: expect.any(String) },
+    });
 
     const state = await up.state();
     expect(state.requests).toHaveLength(3);
@@ -48,11 +71,25 @@ describe("retries", () => {
     expect(state.effects).toHaveLength(1);
 
     const events = await trace(runId);
-    expect(events.filter((e) => e.type === "attempt_started").map((e) => e.attempt)).toEqual([1, 2, 3]);
-    expect(new Set(events.filter((e) => e.type === "attempt_started").map((e) => e.idempotency_key)).size).toBe(1);
-    const policy = { maxAttempts: 4, minDelayMs: 30_000, initialDelayMs: 60_000, maxDelayMs: 600_000, maxElapsedMs: 3_600_000 };
+    expect(events.filter((e) => e.type === "attempt_started").map((e) => e.attempt)).toEqual([
+      1, 2, 3,
+    ]);
+    expect(
+      new Set(events.filter((e) => e.type === "attempt_started").map((e) => e.idempotency_key))
+        .size,
+    ).toBe(1);
+    const policy = {
+      maxAttempts: 4,
+      minDelayMs: 30_000,
+      initialDelayMs: 60_000,
+      maxDelayMs: 600_000,
+      maxElapsedMs: 3_600_000,
+    };
     const delays = events.filter((e) => e.type === "retry_scheduled").map((e) => e.delay_ms);
-    expect(delays).toEqual([nextDelayMs(policy, operationId, 1, null), nextDelayMs(policy, operationId, 2, null)]);
+    expect(delays).toEqual([
+      nextDelayMs(policy, operationId, 1, null),
+      nextDelayMs(policy, operationId, 2, null),
+    ]);
     expect(delays[0]).toBeGreaterThanOrEqual(30_000);
     expect(delays[0]).toBeLessThanOrEqual(60_000);
     expect(delays[1]).toBeLessThanOrEqual(120_000);
@@ -60,14 +97,29 @@ describe("retries", () => {
 
   it("honours Retry-After on 429, clamped to the policy's cap", async () => {
     const up = upstream();
-    const { runId, name } = await setup(manifest({ url: up.url, retry: { min_delay_ms: 0, initial_delay_ms: 10, max_delay_ms: 5_000, max_elapsed_ms: 600_000 } }));
-    await up.script({ kind: "status", status: 429, retryAfter: "3" }, { kind: "status", status: 429, retryAfter: "3600" });
+    const { runId, name } = await setup(
+      manifest({
+        url: up.url,
+        retry: {
+          min_delay_ms: 0,
+          initial_delay_ms: 10,
+          max_delay_ms: 5_000,
+          max_elapsed_ms: 600_000,
+        },
+      }),
+    );
+    await up.script(
+      { kind: "status", status: 429, retryAfter: "3" },
+      { kind: "status", status: 429, retryAfter: "3600" },
+    );
     const first = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
     const operationId = first.body.results[0].operation_id as string;
     await operation(operationId, 1); // returns once the retry is scheduled beyond the wait
     expect(await fireAlarm(operationId)).toBe(true);
     await operation(operationId, 1);
-    const delays = (await trace(runId)).filter((e) => e.type === "retry_scheduled").map((e) => e.delay_ms);
+    const delays = (await trace(runId))
+      .filter((e) => e.type === "retry_scheduled")
+      .map((e) => e.delay_ms);
     expect(delays).toEqual([3_000, 5_000]);
     expect(await fireAlarm(operationId)).toBe(true);
     expect((await operation(operationId)).body.result.status).toBe("succeeded");
@@ -82,7 +134,11 @@ describe("retries", () => {
     const operationId = first.body.results[0].operation_id as string;
     expect(await fireAlarm(operationId)).toBe(true);
     const final = await operation(operationId);
-    expect(final.body.result).toMatchObject({ status: "budget_exhausted", code: "attempts_exhausted", message: expect.stringMatching(/did not take effect/) });
+    expect(final.body.result).toMatchObject({
+      status: "budget_exhausted",
+      code: "attempts_exhausted",
+      message: expect.stringMatching(/did not take effect/),
+    });
     expect(await fireAlarm(operationId)).toBe(false);
     expect((await up.state()).requests).toHaveLength(2);
   });
@@ -95,7 +151,10 @@ describe("retries", () => {
     const operationId = first.body.results[0].operation_id as string;
     expect(await fireAlarm(operationId)).toBe(true);
     const final = await operation(operationId);
-    expect(final.body).toMatchObject({ phase: "outcome_unknown", result: { status: "outcome_unknown", code: "connection_lost" } });
+    expect(final.body).toMatchObject({
+      phase: "outcome_unknown",
+      result: { status: "outcome_unknown", code: "connection_lost" },
+    });
     expect(final.body.result.message).not.toMatch(/did not take effect/);
     expect(await fireAlarm(operationId)).toBe(false);
     void runId;
@@ -103,7 +162,9 @@ describe("retries", () => {
 
   it("stays outcome_unknown when the last attempt was ambiguous", async () => {
     const up = upstream();
-    const { runId, name } = await setup(manifest({ url: up.url, max_attempts: 2, timeout_ms: 300 }));
+    const { runId, name } = await setup(
+      manifest({ url: up.url, max_attempts: 2, timeout_ms: 300 }),
+    );
     await up.script({ kind: "status", status: 503 }, { kind: "commit_then_hang" });
     const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     const operationId = first.body.results[0].operation_id as string;

@@ -9,32 +9,69 @@ import { api, manifest, operation, turn, unique, upstream } from "../support/api
 async function runWith(tool: Record<string, unknown>, run: Record<string, unknown>) {
   const put = await api("PUT", `/v1/tools/${tool.name as string}`, tool);
   expect([200, 201]).toContain(put.status);
-  const created = await api("POST", "/v1/runs", { user: { id: "u1", scopes: [] }, tools: [tool.name], ...run });
+  const created = await api("POST", "/v1/runs", {
+    user: { id: "u1", scopes: [] },
+    tools: [tool.name],
+    ...run,
+  });
   expect(created.status).toBe(201);
   return { runId: created.body.run_id as string, name: tool.name as string };
 }
 const charge = (amount: number) => ({ amount, currency: "usd" });
-const usage = async (runId: string) => (await api("GET", `/v1/runs/${runId}`)).body.usage as { turns: number; tool_calls: number; cost: number };
-const poll = (runId: string, turnId: string, waitSeconds: number) => api("GET", `/v1/runs/${runId}/turns/${turnId}?wait=${waitSeconds}`);
+const usage = async (runId: string) =>
+  (await api("GET", `/v1/runs/${runId}`)).body.usage as {
+    turns: number;
+    tool_calls: number;
+    cost: number;
+  };
+const poll = (runId: string, turnId: string, waitSeconds: number) =>
+  api("GET", `/v1/runs/${runId}/turns/${turnId}?wait=${waitSeconds}`);
 
 describe("settlement", () => {
   it("concurrent settles of one turn refund its reservation once: max_cost holds in effects", async () => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url, cost: 1, timeout_ms: 5_000 }), { budgets: { max_cost: 2 } });
+    const { runId, name } = await runWith(manifest({ url: up.url, cost: 1, timeout_ms: 5_000 }), {
+      budgets: { max_cost: 2 },
+    });
     await up.script({ kind: "slow", delayMs: 1_000 });
     // Two calls of one operation: 2 reserved, 1 spent (the replay pays nothing) → refund 1.
-    const posted = await turn(runId, [{ id: "c1", name, arguments: charge(5) }, { id: "c2", name, arguments: charge(5) }], 0);
+    const posted = await turn(
+      runId,
+      [
+        { id: "c1", name, arguments: charge(5) },
+        { id: "c2", name, arguments: charge(5) },
+      ],
+      0,
+    );
     expect(posted.status).toBe(202);
     const polls = await Promise.all([1, 2, 3, 4].map(() => poll(runId, posted.body.turn_id, 5)));
-    for (const p of polls) expect(p.body.results.map((r: { status: string }) => r.status)).toEqual(["succeeded", "succeeded"]);
+    for (const p of polls)
+      expect(p.body.results.map((r: { status: string }) => r.status)).toEqual([
+        "succeeded",
+        "succeeded",
+      ]);
     expect((await usage(runId)).cost).toBe(1);
     // More settles after the fact change nothing.
-    await Promise.all([poll(runId, posted.body.turn_id, 0), turn(runId, [{ id: "c1", name, arguments: charge(5) }, { id: "c2", name, arguments: charge(5) }])]);
+    await Promise.all([
+      poll(runId, posted.body.turn_id, 0),
+      turn(runId, [
+        { id: "c1", name, arguments: charge(5) },
+        { id: "c2", name, arguments: charge(5) },
+      ]),
+    ]);
     expect((await usage(runId)).cost).toBe(1);
 
     const more = [];
-    for (let i = 0; i < 4; i++) more.push((await turn(runId, [{ id: `m${i}`, name, arguments: charge(10 + i) }])).body.results[0]);
-    expect(more.map((e) => e.status)).toEqual(["succeeded", "budget_exhausted", "budget_exhausted", "budget_exhausted"]);
+    for (let i = 0; i < 4; i++)
+      more.push(
+        (await turn(runId, [{ id: `m${i}`, name, arguments: charge(10 + i) }])).body.results[0],
+      );
+    expect(more.map((e) => e.status)).toEqual([
+      "succeeded",
+      "budget_exhausted",
+      "budget_exhausted",
+      "budget_exhausted",
+    ]);
     expect(more[1]).toMatchObject({ code: "max_cost" });
     expect((await usage(runId)).cost).toBe(2);
     expect((await up.state()).effects).toHaveLength(2);
@@ -46,15 +83,27 @@ describe("tools that change", () => {
     const up = upstream();
     const tool = manifest({ url: up.url, limits: { amount: { max: 1_000 } } });
     const { runId, name } = await runWith(tool, {});
-    expect((await turn(runId, [{ id: "c1", name, arguments: charge(600) }])).body.results[0].status).toBe("succeeded");
-    const tightened = { ...tool, limits: { amount: { max: 500 } }, requires_scopes: ["payments:charge"] };
+    expect(
+      (await turn(runId, [{ id: "c1", name, arguments: charge(600) }])).body.results[0].status,
+    ).toBe("succeeded");
+    const tightened = {
+      ...tool,
+      limits: { amount: { max: 500 } },
+      requires_scopes: ["payments:charge"],
+    };
     expect((await api("PUT", `/v1/tools/${name}`, tightened)).status).toBe(200);
     expect((await api("PATCH", `/v1/runs/${runId}`, { tools: [name] })).status).toBe(200);
     const after = await turn(runId, [{ id: "c2", name, arguments: charge(601) }]);
     expect(after.body.results[0]).toMatchObject({ status: "rejected", code: "forbidden" });
-    expect((await api("PATCH", `/v1/runs/${runId}`, { user: { scopes: ["payments:charge"] } })).status).toBe(200);
-    expect((await turn(runId, [{ id: "c3", name, arguments: charge(602) }])).body.results[0]).toMatchObject({ status: "rejected", code: "policy_denied" });
-    expect((await turn(runId, [{ id: "c4", name, arguments: charge(400) }])).body.results[0].status).toBe("succeeded");
+    expect(
+      (await api("PATCH", `/v1/runs/${runId}`, { user: { scopes: ["payments:charge"] } })).status,
+    ).toBe(200);
+    expect(
+      (await turn(runId, [{ id: "c3", name, arguments: charge(602) }])).body.results[0],
+    ).toMatchObject({ status: "rejected", code: "policy_denied" });
+    expect(
+      (await turn(runId, [{ id: "c4", name, arguments: charge(400) }])).body.results[0].status,
+    ).toBe("succeeded");
     expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([600, 400]);
   });
 
@@ -69,7 +118,9 @@ describe("tools that change", () => {
       { id: "c3", name: "create_shipment", arguments: { order_id: "o1", weight_kg: 1 } },
       { id: "c4", name, arguments: charge(2) },
     ]);
-    expect(res.body.results.map((r: { status: string; code?: string }) => [r.status, r.code ?? null])).toEqual([
+    expect(
+      res.body.results.map((r: { status: string; code?: string }) => [r.status, r.code ?? null]),
+    ).toEqual([
       ["rejected", "unknown_tool"],
       ["rejected", "tool_not_allowed"],
       ["rejected", "tool_not_allowed"],
@@ -90,7 +141,9 @@ describe("turn identity", () => {
     expect(conflict.status).toBe(409);
     expect(conflict.body).toMatchObject({ code: "turn_conflict", status: 409 });
     // Same content, arguments as a JSON string with other key order: the same turn, safe to re-post.
-    const again = await turn(runId, [{ id: "call_0", name, arguments: '{"currency":"usd","amount":1}' }]);
+    const again = await turn(runId, [
+      { id: "call_0", name, arguments: '{"currency":"usd","amount":1}' },
+    ]);
     expect(again.status).toBe(200);
     expect(again.body).toEqual(first.body);
     expect((await usage(runId)).turns).toBe(1);
@@ -101,7 +154,9 @@ describe("turn identity", () => {
 describe("turn identity under concurrency", () => {
   it("the same turn posted five times at once is one turn, one reservation, one effect", async () => {
     const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url, cost: 1 }), { budgets: { max_cost: 5 } });
+    const { runId, name } = await runWith(manifest({ url: up.url, cost: 1 }), {
+      budgets: { max_cost: 5 },
+    });
     const calls = [{ id: "c1", name, arguments: charge(7) }];
     const posts = await Promise.all([1, 2, 3, 4, 5].map(() => turn(runId, calls)));
     expect(new Set(posts.map((p) => p.body.turn_id)).size).toBe(1);
@@ -124,10 +179,19 @@ describe("cancellation", () => {
     expect((await api("POST", `/v1/runs/${runId}/cancel`)).body.status).toBe("cancelled");
     const closed = await poll(runId, first.body.turn_id, 0);
     expect(closed.status).toBe(200);
-    expect(closed.body.results.map((r: { status: string }) => r.status)).toEqual(["cancelled", "cancelled", "cancelled", "cancelled"]);
+    expect(closed.body.results.map((r: { status: string }) => r.status)).toEqual([
+      "cancelled",
+      "cancelled",
+      "cancelled",
+      "cancelled",
+    ]);
     for (const result of first.body.results) {
       const settled = await operation(result.operation_id, 5);
-      expect(settled.body).toMatchObject({ phase: "recorded", late: true, result: { status: "succeeded" } });
+      expect(settled.body).toMatchObject({
+        phase: "recorded",
+        late: true,
+        result: { status: "succeeded" },
+      });
     }
     const later = await poll(runId, first.body.turn_id, 0);
     expect(later.body).toEqual(closed.body);
@@ -156,28 +220,34 @@ async function failNextTurnWrite(runId: string) {
     };
   });
 }
-const abortRun = (runId: string) => runInDurableObject(runObject(runId), (_i: unknown, state: DurableObjectState) => state.abort("simulated crash")).catch(() => {});
+const abortRun = (runId: string) =>
+  runInDurableObject(runObject(runId), (_i: unknown, state: DurableObjectState) =>
+    state.abort("simulated crash"),
+  ).catch(() => {});
 
 describe("crash window", () => {
   it.each([
     ["max_tool_calls", { max_tool_calls: 1 }],
     ["max_turns", { max_turns: 1 }],
     ["max_cost", { max_cost: 1 }],
-  ] as const)("a run object crashing as it writes a turn loses no budget: %s holds in effects", async (code, budgets) => {
-    const up = upstream();
-    const { runId, name } = await runWith(manifest({ url: up.url, cost: 1 }), { budgets });
-    await failNextTurnWrite(runId);
-    const crashed = await turn(runId, [{ id: "c1", name, arguments: charge(1) }]);
-    expect(crashed.status).toBe(500);
-    await abortRun(runId);
-    // The agent carries on with another call, then re-posts the crashed turn.
-    const next = await turn(runId, [{ id: "c2", name, arguments: charge(2) }]);
-    const reposted = await turn(runId, [{ id: "c1", name, arguments: charge(1) }]);
-    expect(next.body.results[0].status).toBe("succeeded");
-    expect(reposted.body.results[0]).toMatchObject({ status: "budget_exhausted", code });
-    // Wait out anything the crashed instance may have started (the re-posted call's operation), then count effects.
-    await operation(reposted.body.results[0].operation_id, 2);
-    expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([2]);
-    expect(await usage(runId)).toEqual({ turns: 2, tool_calls: 1, cost: 1 });
-  });
+  ] as const)(
+    "a run object crashing as it writes a turn loses no budget: %s holds in effects",
+    async (code, budgets) => {
+      const up = upstream();
+      const { runId, name } = await runWith(manifest({ url: up.url, cost: 1 }), { budgets });
+      await failNextTurnWrite(runId);
+      const crashed = await turn(runId, [{ id: "c1", name, arguments: charge(1) }]);
+      expect(crashed.status).toBe(500);
+      await abortRun(runId);
+      // The agent carries on with another call, then re-posts the crashed turn.
+      const next = await turn(runId, [{ id: "c2", name, arguments: charge(2) }]);
+      const reposted = await turn(runId, [{ id: "c1", name, arguments: charge(1) }]);
+      expect(next.body.results[0].status).toBe("succeeded");
+      expect(reposted.body.results[0]).toMatchObject({ status: "budget_exhausted", code });
+      // Wait out anything the crashed instance may have started (the re-posted call's operation), then count effects.
+      await operation(reposted.body.results[0].operation_id, 2);
+      expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([2]);
+      expect(await usage(runId)).toEqual({ turns: 2, tool_calls: 1, cost: 1 });
+    },
+  );
 });

@@ -4,14 +4,57 @@ import { describe, expect, it } from "vitest";
 import { fireAlarm, manifest, setup, turn, upstream } from "../support/api.ts";
 
 const cases = [
-  { name: "400", fault: { kind: "status", status: 400 }, status: "rejected", code: "invalid_arguments" },
-  { name: "422", fault: { kind: "status", status: 422 }, status: "rejected", code: "invalid_arguments" },
-  { name: "401", fault: { kind: "status", status: 401 }, status: "failed", code: "upstream_forbidden" },
-  { name: "404", fault: { kind: "status", status: 404 }, status: "failed", code: "permanent_failure" },
-  { name: "410", fault: { kind: "status", status: 410 }, status: "failed", code: "permanent_failure" },
-  { name: "invalid JSON output", fault: { kind: "invalid_json" }, status: "failed", code: "invalid_output", effects: 1 },
-  { name: "a response over the 1 MiB cap", fault: { kind: "huge", bytes: 2 * 1024 * 1024 }, status: "failed", code: "invalid_output", effects: 1 },
-  { name: "output not matching the schema", fault: { kind: "wrong_shape" }, status: "failed", code: "invalid_output", effects: 1 },
+  {
+    name: "400",
+    fault: { kind: "status", status: 400 },
+    status: "rejected",
+    code: "invalid_arguments",
+  },
+  {
+    name: "422",
+    fault: { kind: "status", status: 422 },
+    status: "rejected",
+    code: "invalid_arguments",
+  },
+  {
+    name: "401",
+    fault: { kind: "status", status: 401 },
+    status: "failed",
+    code: "upstream_forbidden",
+  },
+  {
+    name: "404",
+    fault: { kind: "status", status: 404 },
+    status: "failed",
+    code: "permanent_failure",
+  },
+  {
+    name: "410",
+    fault: { kind: "status", status: 410 },
+    status: "failed",
+    code: "permanent_failure",
+  },
+  {
+    name: "invalid JSON output",
+    fault: { kind: "invalid_json" },
+    status: "failed",
+    code: "invalid_output",
+    effects: 1,
+  },
+  {
+    name: "a response over the 1 MiB cap",
+    fault: { kind: "huge", bytes: 2 * 1024 * 1024 },
+    status: "failed",
+    code: "invalid_output",
+    effects: 1,
+  },
+  {
+    name: "output not matching the schema",
+    fault: { kind: "wrong_shape" },
+    status: "failed",
+    code: "invalid_output",
+    effects: 1,
+  },
 ] as const;
 
 describe("terminal outcomes", () => {
@@ -20,7 +63,9 @@ describe("terminal outcomes", () => {
       const up = upstream();
       const { runId, name } = await setup(manifest({ url: up.url }));
       await up.script(c.fault);
-      const res = await turn(runId, [{ id: "c1", name, arguments: { amount: 1, currency: "eur" } }]);
+      const res = await turn(runId, [
+        { id: "c1", name, arguments: { amount: 1, currency: "eur" } },
+      ]);
       expect(res.status).toBe(200);
       expect(res.body.results[0]).toMatchObject({ status: c.status, code: c.code });
       expect(res.body.results[0].message).toMatch(/[Dd]o not/);
@@ -30,18 +75,34 @@ describe("terminal outcomes", () => {
       expect(state.requests).toHaveLength(1);
       expect(state.effects).toHaveLength("effects" in c ? c.effects : 0);
       // A replay returns the stored failure; still one request.
-      const again = await turn(runId, [{ id: "c2", name, arguments: { amount: 1, currency: "eur" } }]);
-      expect(again.body.results[0]).toMatchObject({ status: c.status, code: c.code, operation_id: operationId });
+      const again = await turn(runId, [
+        { id: "c2", name, arguments: { amount: 1, currency: "eur" } },
+      ]);
+      expect(again.body.results[0]).toMatchObject({
+        status: c.status,
+        code: c.code,
+        operation_id: operationId,
+      });
       expect((await up.state()).requests).toHaveLength(1);
     });
   }
 
   it("a redirect answering a read → failed/permanent_failure (not followed), never retried", async () => {
     const up = upstream();
-    const { runId, name } = await setup(manifest({ url: up.url, risk: "read", request: { method: "GET", url: `${up.url}/orders/{currency}` } }));
+    const { runId, name } = await setup(
+      manifest({
+        url: up.url,
+        risk: "read",
+        request: { method: "GET", url: `${up.url}/orders/{currency}` },
+      }),
+    );
     await up.script({ kind: "redirect", location: "http://127.0.0.1:1/elsewhere" });
     const res = await turn(runId, [{ id: "c1", name, arguments: { amount: 1, currency: "eur" } }]);
-    expect(res.body.results[0]).toMatchObject({ status: "failed", code: "permanent_failure", message: expect.stringMatching(/redirect/) });
+    expect(res.body.results[0]).toMatchObject({
+      status: "failed",
+      code: "permanent_failure",
+      message: expect.stringMatching(/redirect/),
+    });
     expect(await fireAlarm(res.body.results[0].operation_id)).toBe(false);
     expect((await up.state()).requests).toHaveLength(1);
   });
@@ -52,7 +113,11 @@ describe("terminal outcomes", () => {
     await up.script({ kind: "status", status: 503 });
     const res = await turn(runId, [{ id: "c1", name, arguments: { amount: 1, currency: "eur" } }]);
     expect(res.status).toBe(200);
-    expect(res.body.results[0]).toMatchObject({ status: "outcome_unknown", code: "connection_lost", allowed_next_actions: ["wait", "check_status", "tell_user"] });
+    expect(res.body.results[0]).toMatchObject({
+      status: "outcome_unknown",
+      code: "connection_lost",
+      allowed_next_actions: ["wait", "check_status", "tell_user"],
+    });
     expect(await fireAlarm(res.body.results[0].operation_id)).toBe(false);
     expect((await up.state()).requests).toHaveLength(1);
   });

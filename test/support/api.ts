@@ -6,9 +6,18 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 export const ADMIN = "test-admin-token";
 const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
 let counter = 0;
-export const unique = (prefix: string) => `${prefix}_${Date.now().toString(36)}${(counter++).toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+export const unique = (prefix: string) =>
+  `${prefix}_${Date.now().toString(36)}${(counter++).toString(36)}${Math.random().toString(36).slice(2, 6)}`;
 
-export const ALL_SCOPES = ["runs:write", "runs:read", "tools:write", "secrets:write", "approvals:decide", "operations:resolve", "traces:read"];
+export const ALL_SCOPES = [
+  "runs:write",
+  "runs:read",
+  "tools:write",
+  "secrets:write",
+  "approvals:decide",
+  "operations:resolve",
+  "traces:read",
+];
 
 /** A tenant with an all-scopes key, created once per test file (storage is per file). */
 let tenant: Promise<{ tenantId: string; key: string }> | null = null;
@@ -18,20 +27,41 @@ export function testTenant() {
 }
 
 export async function newTenant(scopes: string[]) {
-  const created = await api("POST", "/v1/admin/tenants", { name: unique("tenant") }, { Authorization: `Bearer ${ADMIN}` });
-  const issued = await api("POST", `/v1/admin/tenants/${created.body.tenant_id}/keys`, { name: "test", scopes }, { Authorization: `Bearer ${ADMIN}` });
+  const created = await api(
+    "POST",
+    "/v1/admin/tenants",
+    { name: unique("tenant") },
+    { Authorization: `Bearer ${ADMIN}` },
+  );
+  const issued = await api(
+    "POST",
+    `/v1/admin/tenants/${created.body.tenant_id}/keys`,
+    { name: "test", scopes },
+    { Authorization: `Bearer ${ADMIN}` },
+  );
   if (issued.status !== 201) throw new Error(`key issue failed: ${JSON.stringify(issued.body)}`);
-  return { tenantId: created.body.tenant_id as string, key: issued.body.key as string, keyId: issued.body.key_id as string };
+  return {
+    tenantId: created.body.tenant_id as string,
+    key: issued.body.key as string,
+    keyId: issued.body.key_id as string,
+  };
 }
 
-export async function api(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any; headers: Headers }> {
+export async function api(
+  method: string,
+  path: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: any; headers: Headers }> {
   const auth = headers.Authorization ?? `Bearer ${(await testTenant()).key}`;
   const init: RequestInit = { method, headers: { ...headers, Authorization: auth } };
   if (body !== undefined) {
     init.body = typeof body === "string" ? body : JSON.stringify(body);
     (init.headers as Record<string, string>)["Content-Type"] ??= "application/json";
   }
-  const response = await (exports as unknown as { default: Fetcher }).default.fetch(new Request(`http://toolgate.test${path}`, init));
+  const response = await (exports as unknown as { default: Fetcher }).default.fetch(
+    new Request(`http://toolgate.test${path}`, init),
+  );
   const text = await response.text();
   let parsed: unknown = text;
   try {
@@ -41,8 +71,19 @@ export async function api(method: string, path: string, body?: unknown, headers:
 }
 
 export type UpstreamState = {
-  requests: Array<{ method: string; path: string; key: string | null; fencingToken: string | null; authorization: string | null; headers: Record<string, string>; body: any }>;
-  effects: Array<{ id: string; key: string | null; body: any; path: string }>;
+  requests: Array<{
+    method: string;
+    path: string;
+    key: string | null;
+    fencingToken: string | null;
+    authorization: string | null;
+    headers: Record<string, string>;
+    body: any;
+    /** The scripted fault this request drew ("ok" when none). */
+    fault: string;
+  }>;
+  /** `request`: the index in `requests` of the request that committed the effect. */
+  effects: Array<{ id: string; key: string | null; body: any; path: string; request: number }>;
   effectsByKey: Record<string, number>;
   /** The most writes ever in flight at once, per path, and in all under "*". */
   maxInFlight: Record<string, number>;
@@ -50,15 +91,19 @@ export type UpstreamState = {
 
 export function upstream() {
   const ns = unique("ns");
-  const control = (path: string, init?: RequestInit) => fetch(`${upstreamBase}/_control/${path}${path.includes("?") ? "&" : "?"}ns=${ns}`, init);
+  const control = (path: string, init?: RequestInit) =>
+    fetch(`${upstreamBase}/_control/${path}${path.includes("?") ? "&" : "?"}ns=${ns}`, init);
   return {
     url: `${upstreamBase}/ns/${ns}`,
-    script: async (...faults: unknown[]) => void (await control("script", { method: "POST", body: JSON.stringify(faults) })),
+    script: async (...faults: unknown[]) =>
+      void (await control("script", { method: "POST", body: JSON.stringify(faults) })),
     state: async () => (await (await control("state")).json()) as UpstreamState,
     /** Resolves once the upstream has received `count` requests (a long-poll, not a sleep). */
-    waitForRequests: async (count: number) => void (await (await control(`wait?requests=${count}`)).json()),
+    waitForRequests: async (count: number) =>
+      void (await (await control(`wait?requests=${count}`)).json()),
     /** Resolves once the upstream has committed `count` effects (a long-poll, not a sleep). */
-    waitForEffects: async (count: number) => void (await (await control(`wait?effects=${count}`)).json()),
+    waitForEffects: async (count: number) =>
+      void (await (await control(`wait?effects=${count}`)).json()),
   };
 }
 
@@ -72,7 +117,10 @@ export function manifest(overrides: Record<string, unknown> & { url: string }) {
     input_schema: {
       type: "object",
       additionalProperties: false,
-      properties: { amount: { type: "integer", exclusiveMinimum: 0 }, currency: { enum: ["usd", "eur"] } },
+      properties: {
+        amount: { type: "integer", exclusiveMinimum: 0 },
+        currency: { enum: ["usd", "eur"] },
+      },
       required: ["amount", "currency"],
     },
     output_schema: { type: "object", properties: { id: { type: "string" } }, required: ["id"] },
@@ -82,29 +130,54 @@ export function manifest(overrides: Record<string, unknown> & { url: string }) {
     timeout_ms: 1000,
     max_attempts: 4,
     // Long delays (30 s floor under the jitter): retries happen only when a test fires the alarm.
-    retry: { min_delay_ms: 30_000, initial_delay_ms: 60_000, max_delay_ms: 600_000, max_elapsed_ms: 3_600_000 },
+    retry: {
+      min_delay_ms: 30_000,
+      initial_delay_ms: 60_000,
+      max_delay_ms: 600_000,
+      max_elapsed_ms: 3_600_000,
+    },
     ...rest,
   };
 }
 
 export async function setup(tool: Record<string, unknown>, context: Record<string, unknown> = {}) {
   const put = await api("PUT", `/v1/tools/${tool.name as string}`, tool);
-  if (put.status !== 201 && put.status !== 200) throw new Error(`tool registration failed: ${JSON.stringify(put.body)}`);
-  const run = await api("POST", "/v1/runs", { user: { id: "u1", scopes: [] }, tools: [tool.name], context });
+  if (put.status !== 201 && put.status !== 200)
+    throw new Error(`tool registration failed: ${JSON.stringify(put.body)}`);
+  const run = await api("POST", "/v1/runs", {
+    user: { id: "u1", scopes: [] },
+    tools: [tool.name],
+    context,
+  });
   if (run.status !== 201) throw new Error(`run creation failed: ${JSON.stringify(run.body)}`);
-  return { runId: run.body.run_id as string, runToken: run.body.run_token as string, name: tool.name as string };
+  return {
+    runId: run.body.run_id as string,
+    runToken: run.body.run_token as string,
+    name: tool.name as string,
+  };
 }
 
-export function turn(runId: string, calls: Array<{ id: string; name: string; arguments: unknown }>, waitSeconds = 5) {
-  return api("POST", `/v1/runs/${runId}/turns?format=native`, { calls }, { Prefer: `wait=${waitSeconds}` });
+export function turn(
+  runId: string,
+  calls: Array<{ id: string; name: string; arguments: unknown }>,
+  waitSeconds = 5,
+) {
+  return api(
+    "POST",
+    `/v1/runs/${runId}/turns?format=native`,
+    { calls },
+    { Prefer: `wait=${waitSeconds}` },
+  );
 }
 
-export const operation = (operationId: string, waitSeconds = 0) => api("GET", `/v1/operations/${operationId}?wait=${waitSeconds}`);
+export const operation = (operationId: string, waitSeconds = 0) =>
+  api("GET", `/v1/operations/${operationId}?wait=${waitSeconds}`);
 
 export async function trace(runId: string): Promise<Array<Record<string, any>>> {
   const response = await api("GET", `/v1/runs/${runId}/trace`);
   return response.body.events;
 }
 
-export const opStub = (operationId: string) => (env as any).OPERATIONS.get((env as any).OPERATIONS.idFromName(operationId));
+export const opStub = (operationId: string) =>
+  (env as any).OPERATIONS.get((env as any).OPERATIONS.idFromName(operationId));
 export const fireAlarm = (operationId: string) => runDurableObjectAlarm(opStub(operationId));

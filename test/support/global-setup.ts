@@ -6,7 +6,10 @@ export default async function setup(project: TestProject) {
   const upstream = await startUpstream();
   project.provide("upstreamUrl", upstream.url);
   // `npm run soak` passes SOAK_SEED / SOAK_OPS; workerd has no process.env, so they travel as a binding.
-  project.provide("soakConfig", { seed: process.env.SOAK_SEED ?? null, ops: process.env.SOAK_OPS ?? null });
+  project.provide("soakConfig", {
+    seed: process.env.SOAK_SEED ?? null,
+    ops: process.env.SOAK_OPS ?? null,
+  });
   return () => upstream.close();
 }
 

@@ -35,7 +35,8 @@ export type Rng = () => number;
 const pick = <T>(rng: Rng, items: readonly T[]): T => items[Math.floor(rng() * items.length)]!;
 const between = (rng: Rng, min: number, max: number) => min + Math.floor(rng() * (max - min + 1));
 /** An independent stream per (seed, conversation): concurrency and timing never shift another's choices. */
-export const streamFor = (seed: number, index: number): Rng => mulberry32((seed ^ Math.imul(index + 1, 0x9e3779b1)) >>> 0);
+export const streamFor = (seed: number, index: number): Rng =>
+  mulberry32((seed ^ Math.imul(index + 1, 0x9e3779b1)) >>> 0);
 
 /** Weighted fault menu: every fault kind of the brief, `slow` on both sides of the timeout. */
 const FAULTS: Array<[number, (rng: Rng) => Fault]> = [
@@ -93,7 +94,10 @@ const AMBIGUOUS: Array<(rng: Rng) => Fault> = [
  */
 function drawFaults(rng: Rng): Fault[] {
   if (rng() < 0.33) {
-    const tail = Array.from({ length: between(rng, 1, 4) }, (): Fault => ({ kind: "gateway", status: pick(rng, [502, 503, 521, 522, 523]) }));
+    const tail = Array.from({ length: between(rng, 1, 4) }, (): Fault => ({
+      kind: "gateway",
+      status: pick(rng, [502, 503, 521, 522, 523]),
+    }));
     return [pick(rng, AMBIGUOUS)(rng), ...tail];
   }
   const faults = Array.from({ length: pick(rng, [0, 1, 1, 2, 2, 3, 4, 5]) }, () => drawFault(rng));
@@ -161,13 +165,26 @@ export function planSoak(seed: number, ops: number): ConversationPlan[] {
 
 // ── invariants ────────────────────────────────────────────────────────────────────────────────
 
-export type Envelope = { status: string; operation_id: string; result?: unknown; code?: string; message?: string };
+export type Envelope = {
+  status: string;
+  operation_id: string;
+  result?: unknown;
+  code?: string;
+  message?: string;
+};
 /**
  * An envelope as the driver saw it. A `pending` envelope speaks about the attempt that just
  * failed ("nothing was sent: HTTP 521; toolgate will retry"), and a later attempt may still take
- * effect, so its claim is checked against the ledger as it was when the envelope arrived.
+ * effect, so its claim is checked against the ledger as read after the envelope arrived: it is a
+ * lie when an effect there was committed by a request at or before the last one a gateway answered
+ * (the attempt the claim is about, or an earlier one). Effects of later requests (the scheduled
+ * retry may already have run when the ledger is read) do not count.
  */
-export type Seen = Envelope & { effectsWhenSeen?: number };
+export function pendingClaimIsLie(ledger: UpstreamState): boolean {
+  const claimed = ledger.requests.findLastIndex((r) => r.fault === "gateway");
+  return ledger.effects.some((e) => claimed < 0 || e.request <= claimed);
+}
+export type Seen = Envelope & { liedWhenSeen?: boolean };
 /** What the driver saw for one logical operation, plus the upstream ledger of its namespace. */
 export type OpRecord = {
   label: string;
@@ -182,37 +199,72 @@ export type OpRecord = {
 };
 
 /** Any text saying the call had no effect: allowed only when the upstream shows none. */
-export const NOT_APPLIED = /did not take effect|nothing was sent|before it took effect|did not happen|not executed/i;
+export const NOT_APPLIED =
+  /did not take effect|nothing was sent|before it took effect|did not happen|not executed/i;
 const DEFINITE_NON_SUCCESS = new Set(["rejected", "failed", "budget_exhausted", "cancelled"]);
 
 export function violations(op: OpRecord): string[] {
   const out: string[] = [];
-  const fail = (what: string) => out.push(`${op.label} ${op.kind} ${op.operationId} [${op.plan.faults.map(faultName).join(", ")}]: ${what}`);
+  const fail = (what: string) =>
+    out.push(
+      `${op.label} ${op.kind} ${op.operationId} [${op.plan.faults.map(faultName).join(", ")}]: ${what}`,
+    );
   const effects = op.ledger.effects;
   const final = op.final.result;
 
-  if (op.final.phase !== "recorded" && op.final.phase !== "outcome_unknown") fail(`stuck in ${op.final.phase}`);
+  if (op.final.phase !== "recorded" && op.final.phase !== "outcome_unknown")
+    fail(`stuck in ${op.final.phase}`);
   if (op.kind === "read") {
     if (effects.length > 0) fail(`a read committed ${effects.length} effects`);
-    const answer = { id: String(op.plan.args.amount), status: "ok", path: `/orders/${op.plan.args.amount}` };
-    if (final.status === "succeeded" && !sameJson(final.result, answer)) fail(`read result ${JSON.stringify(final.result)} is not the upstream's answer ${JSON.stringify(answer)}`);
+    const answer = {
+      id: String(op.plan.args.amount),
+      status: "ok",
+      path: `/orders/${op.plan.args.amount}`,
+    };
+    if (final.status === "succeeded" && !sameJson(final.result, answer))
+      fail(
+        `read result ${JSON.stringify(final.result)} is not the upstream's answer ${JSON.stringify(answer)}`,
+      );
     return out;
   }
 
   if (effects.length > 1) fail(`${effects.length} effects for one operation (at most one allowed)`);
-  const perKey = Object.entries(op.ledger.effectsByKey).filter(([key, count]) => key !== "(none)" && count > 1);
+  const perKey = Object.entries(op.ledger.effectsByKey).filter(
+    ([key, count]) => key !== "(none)" && count > 1,
+  );
   for (const [key, count] of perKey) fail(`${count} effects for idempotency key ${key}`);
   if (final.status === "succeeded") {
-    if (effects.length !== 1) fail(`succeeded with ${effects.length} upstream effects (exactly one required)`);
-    const stored = effects[0] && { id: effects[0].id, status: "succeeded", ...(effects[0].body as object) };
-    if (stored && !sameJson(final.result, stored)) fail(`succeeded result ${JSON.stringify(final.result)} differs from the stored effect ${JSON.stringify(stored)}`);
+    if (effects.length !== 1)
+      fail(`succeeded with ${effects.length} upstream effects (exactly one required)`);
+    const stored = effects[0] && {
+      id: effects[0].id,
+      status: "succeeded",
+      ...(effects[0].body as object),
+    };
+    if (stored && !sameJson(final.result, stored))
+      fail(
+        `succeeded result ${JSON.stringify(final.result)} differs from the stored effect ${JSON.stringify(stored)}`,
+      );
   }
   // "failed" etc. means definitely did not succeed; only invalid_output says it took effect.
-  if (effects.length > 0 && DEFINITE_NON_SUCCESS.has(final.status) && final.code !== "invalid_output") {
-    fail(`ended ${final.status}/${final.code} although the upstream committed ${effects[0]!.id}: ${final.message}`);
+  if (
+    effects.length > 0 &&
+    DEFINITE_NON_SUCCESS.has(final.status) &&
+    final.code !== "invalid_output"
+  ) {
+    fail(
+      `ended ${final.status}/${final.code} although the upstream committed ${effects[0]!.id}: ${final.message}`,
+    );
   }
-  const lie = op.seen.find((seen) => NOT_APPLIED.test(seen.message ?? "") && (seen.status === "pending" ? (seen.effectsWhenSeen ?? 0) : effects.length) > 0);
-  if (lie) fail(`told the model "${lie.message}" (${lie.status}/${lie.code}) although the upstream committed ${effects[0]?.id}${lie.status === "pending" ? " before that answer" : ""}`);
+  const lie = op.seen.find(
+    (seen) =>
+      NOT_APPLIED.test(seen.message ?? "") &&
+      (seen.status === "pending" ? seen.liedWhenSeen === true : effects.length > 0),
+  );
+  if (lie)
+    fail(
+      `told the model "${lie.message}" (${lie.status}/${lie.code}) although the upstream committed ${effects[0]?.id}${lie.status === "pending" ? " before that answer" : ""}`,
+    );
   return out;
 }
 
@@ -239,13 +291,19 @@ const canonical = (value: unknown): string =>
   Array.isArray(value)
     ? `[${value.map(canonical).join(",")}]`
     : typeof value === "object" && value !== null
-      ? `{${Object.keys(value).sort().map((key) => `${JSON.stringify(key)}:${canonical((value as Record<string, unknown>)[key])}`).join(",")}}`
+      ? `{${Object.keys(value)
+          .sort()
+          .map(
+            (key) => `${JSON.stringify(key)}:${canonical((value as Record<string, unknown>)[key])}`,
+          )
+          .join(",")}}`
       : JSON.stringify(value);
 
 // ── counts ────────────────────────────────────────────────────────────────────────────────────
 
 export type Tally = Record<string, number>;
-export const bump = (tally: Tally, key: string, by = 1) => void (tally[key] = (tally[key] ?? 0) + by);
+export const bump = (tally: Tally, key: string, by = 1) =>
+  void (tally[key] = (tally[key] ?? 0) + by);
 export const showTally = (tally: Tally) =>
   Object.entries(tally)
     .sort(([a], [b]) => a.localeCompare(b))

@@ -4,7 +4,12 @@ import { needsApproval, type Decision } from "../../src/domain/approval.ts";
 import { transition, type OperationPlan, type OperationState } from "../../src/domain/operation.ts";
 import type { ApprovalRule } from "../../src/tools/spec.ts";
 
-const rule = (mode: ApprovalRule["mode"], when: ApprovalRule["when"] = null): ApprovalRule => ({ mode, when, expiresInMs: 60_000, fourEyes: true });
+const rule = (mode: ApprovalRule["mode"], when: ApprovalRule["when"] = null): ApprovalRule => ({
+  mode,
+  when,
+  expiresInMs: 60_000,
+  fourEyes: true,
+});
 
 describe("needsApproval", () => {
   it.each([
@@ -15,10 +20,25 @@ describe("needsApproval", () => {
     ["gte", rule("when", { amount: { gte: 100 } }), { amount: 100 }, true],
     ["lt", rule("when", { amount: { lt: 0 } }), { amount: -1 }, true],
     ["eq", rule("when", { currency: { eq: "eur" } }), { currency: "eur" }, true],
-    ["in (no match)", rule("when", { reason: { in: ["fraud", "other"] } }), { reason: "damaged" }, false],
-    ["any condition asks", rule("when", { amount: { gt: 100 }, currency: { eq: "eur" } }), { amount: 5, currency: "eur" }, true],
+    [
+      "in (no match)",
+      rule("when", { reason: { in: ["fraud", "other"] } }),
+      { reason: "damaged" },
+      false,
+    ],
+    [
+      "any condition asks",
+      rule("when", { amount: { gt: 100 }, currency: { eq: "eur" } }),
+      { amount: 5, currency: "eur" },
+      true,
+    ],
     ["absent field asks (fail closed)", rule("when", { amount: { gt: 100 } }), {}, true],
-    ["non-number for a numeric rule asks", rule("when", { amount: { gt: 100 } }), { amount: "5" }, true],
+    [
+      "non-number for a numeric rule asks",
+      rule("when", { amount: { gt: 100 } }),
+      { amount: "5" },
+      true,
+    ],
   ] as const)("%s", (_what, r, input, expected) => {
     expect(needsApproval(r, input as Record<string, unknown>)).toBe(expected);
   });
@@ -27,50 +47,152 @@ describe("needsApproval", () => {
 describe("awaiting_approval", () => {
   const T = 100_000;
   const plan: OperationPlan = {
-    operationId: "op_a", idempotencyKey: "tg_a", safety: "keyed", timeoutMs: 2_000, hasLookup: false, settleMs: 2_000, resource: null,
-    retry: { maxAttempts: 3, minDelayMs: 0, initialDelayMs: 1_000, maxDelayMs: 10_000, maxElapsedMs: 60_000 },
-    approval: { inputHash: "h1", policyVersion: "v1", requestedBy: "alice", fourEyes: true, expiresAtMs: T + 60_000, preview: false },
+    operationId: "op_a",
+    idempotencyKey: "tg_a",
+    safety: "keyed",
+    timeoutMs: 2_000,
+    hasLookup: false,
+    settleMs: 2_000,
+    resource: null,
+    retry: {
+      maxAttempts: 3,
+      minDelayMs: 0,
+      initialDelayMs: 1_000,
+      maxDelayMs: 10_000,
+      maxElapsedMs: 60_000,
+    },
+    approval: {
+      inputHash: "h1",
+      policyVersion: "v1",
+      requestedBy: "alice",
+      fourEyes: true,
+      expiresAtMs: T + 60_000,
+      preview: false,
+    },
   };
   const waiting: OperationState = { phase: "awaiting_approval", requestedAtMs: T };
-  const decision = (over: Partial<Decision> = {}): Decision => ({ verdict: "approve", approverId: "bob", reason: null, inputHash: null, policyVersion: null, ...over });
-  const at = (state: OperationState | null, event: Parameters<typeof transition>[1], nowMs = T + 1_000) => transition(state, event, plan, nowMs);
+  const decision = (over: Partial<Decision> = {}): Decision => ({
+    verdict: "approve",
+    approverId: "bob",
+    reason: null,
+    inputHash: null,
+    policyVersion: null,
+    ...over,
+  });
+  const at = (
+    state: OperationState | null,
+    event: Parameters<typeof transition>[1],
+    nowMs = T + 1_000,
+  ) => transition(state, event, plan, nowMs);
 
   it("start asks a person: nothing is sent, the expiry alarm is set, the inbox opened", () => {
     const step = at(null, { type: "start", inputHash: "h1", callId: "c", tool: "refund" }, T);
     expect(step.ok && step.value.state).toEqual(waiting);
-    expect(step.ok && step.value.effects).toEqual([{ kind: "set_alarm", atMs: T + 60_000 }, { kind: "inbox", state: "pending" }]);
+    expect(step.ok && step.value.effects).toEqual([
+      { kind: "set_alarm", atMs: T + 60_000 },
+      { kind: "inbox", state: "pending" },
+    ]);
   });
 
   it.each([
-    ["approve → attempt 1", { type: "decide", decision: decision(), denial: null }, T + 1_000, "executing", null],
-    ["approve after expiry → approval_expired", { type: "decide", decision: decision(), denial: null }, T + 60_000, "recorded", "approval_expired"],
-    ["reject → approval_rejected", { type: "decide", decision: decision({ verdict: "reject", reason: "no" }), denial: null }, T + 1_000, "recorded", "approval_rejected"],
-    ["approve, but the run refuses → that refusal", { type: "decide", decision: decision(), denial: { status: "rejected", code: "forbidden", message: "m" } }, T + 1_000, "recorded", "forbidden"],
-    ["alarm before expiry (early, at-least-once) → still waiting", { type: "alarm", inFlight: false }, T + 59_999, "awaiting_approval", null],
-    ["alarm at expiry → approval_expired", { type: "alarm", inFlight: false }, T + 60_000, "recorded", "approval_expired"],
+    [
+      "approve → attempt 1",
+      { type: "decide", decision: decision(), denial: null },
+      T + 1_000,
+      "executing",
+      null,
+    ],
+    [
+      "approve after expiry → approval_expired",
+      { type: "decide", decision: decision(), denial: null },
+      T + 60_000,
+      "recorded",
+      "approval_expired",
+    ],
+    [
+      "reject → approval_rejected",
+      { type: "decide", decision: decision({ verdict: "reject", reason: "no" }), denial: null },
+      T + 1_000,
+      "recorded",
+      "approval_rejected",
+    ],
+    [
+      "approve, but the run refuses → that refusal",
+      {
+        type: "decide",
+        decision: decision(),
+        denial: { status: "rejected", code: "forbidden", message: "m" },
+      },
+      T + 1_000,
+      "recorded",
+      "forbidden",
+    ],
+    [
+      "alarm before expiry (early, at-least-once) → still waiting",
+      { type: "alarm", inFlight: false },
+      T + 59_999,
+      "awaiting_approval",
+      null,
+    ],
+    [
+      "alarm at expiry → approval_expired",
+      { type: "alarm", inFlight: false },
+      T + 60_000,
+      "recorded",
+      "approval_expired",
+    ],
     ["cancel → cancelled", { type: "cancel", by: "k" }, T + 1_000, "recorded", "cancelled"],
-    ["denied (run cancelled) → that refusal", { type: "denied", status: "cancelled", code: "cancelled", message: "m" }, T + 1_000, "recorded", "cancelled"],
+    [
+      "denied (run cancelled) → that refusal",
+      { type: "denied", status: "cancelled", code: "cancelled", message: "m" },
+      T + 1_000,
+      "recorded",
+      "cancelled",
+    ],
   ] as const)("%s", (_what, event, nowMs, phase, code) => {
     const step = at(waiting, event as Parameters<typeof transition>[1], nowMs);
     expect(step.ok).toBe(true);
     if (!step.ok) return;
     expect(step.value.state.phase).toBe(phase);
-    if (code) expect(step.value.state.phase === "recorded" && "code" in step.value.state.outcome && step.value.state.outcome.code).toBe(code);
-    if (phase === "executing") expect(step.value.effects.map((e) => e.kind)).toEqual(["set_alarm", "send_attempt", "inbox"]);
-    if (phase === "recorded") expect(step.value.effects.map((e) => e.kind)).toEqual(["clear_alarm", "inbox"]);
+    if (code)
+      expect(
+        step.value.state.phase === "recorded" &&
+          "code" in step.value.state.outcome &&
+          step.value.state.outcome.code,
+      ).toBe(code);
+    if (phase === "executing")
+      expect(step.value.effects.map((e) => e.kind)).toEqual(["set_alarm", "send_attempt", "inbox"]);
+    if (phase === "recorded")
+      expect(step.value.effects.map((e) => e.kind)).toEqual(["clear_alarm", "inbox"]);
   });
 
   it.each([
-    ["the requester cannot approve (four eyes)", decision({ approverId: "alice" }), "self_approval"],
+    [
+      "the requester cannot approve (four eyes)",
+      decision({ approverId: "alice" }),
+      "self_approval",
+    ],
     ["a decision naming other arguments", decision({ inputHash: "h2" }), "approval_mismatch"],
-    ["a decision naming another tool version", decision({ policyVersion: "v0" }), "approval_mismatch"],
+    [
+      "a decision naming another tool version",
+      decision({ policyVersion: "v0" }),
+      "approval_mismatch",
+    ],
   ] as const)("%s → refused, nothing changes", (_what, d, code) => {
     const step = at(waiting, { type: "decide", decision: d, denial: null });
     expect(!step.ok && step.error.code).toBe(code);
   });
 
   it("a decision after the call left awaiting_approval is refused (the shell answers with the recorded one)", () => {
-    const executing: OperationState = { phase: "executing", attempt: 1, keyIssuedAtMs: T, startedAtMs: T, firstAttemptAtMs: T, cancelRequested: false, mayHaveApplied: null };
+    const executing: OperationState = {
+      phase: "executing",
+      attempt: 1,
+      keyIssuedAtMs: T,
+      startedAtMs: T,
+      firstAttemptAtMs: T,
+      cancelRequested: false,
+      mayHaveApplied: null,
+    };
     const step = at(executing, { type: "decide", decision: decision(), denial: null });
     expect(!step.ok && step.error.code).toBe("not_awaiting_approval");
   });

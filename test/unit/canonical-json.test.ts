@@ -43,12 +43,24 @@ describe("canonicalJson: RFC 8785 examples", () => {
 
 describe("canonicalJson: key ordering", () => {
   it.each([
-    ["integer-like keys sort as strings, not numbers", { "2": 0, "10": 0, "1": 0 }, '{"1":0,"10":0,"2":0}'],
+    [
+      "integer-like keys sort as strings, not numbers",
+      { "2": 0, "10": 0, "1": 0 },
+      '{"1":0,"10":0,"2":0}',
+    ],
     ["uppercase before lowercase", { b: 0, a: 0, B: 0, A: 0 }, '{"A":0,"B":0,"a":0,"b":0}'],
     ["prefix before extension", { ab: 0, a: 0, "": 0 }, '{"":0,"a":0,"ab":0}'],
     // U+FB33 (one code unit 0xFB33) sorts after U+1F600 (surrogates 0xD83D 0xDE00): code units, not code points.
-    ["surrogate pairs compare by code unit", { "\ufb33": 0, "\ud83d\ude00": 0 }, '{"\ud83d\ude00":0,"\ufb33":0}'],
-    ["nested objects are sorted too", { z: { y: 1, x: [{ b: 1, a: 2 }] }, a: null }, '{"a":null,"z":{"x":[{"a":2,"b":1}],"y":1}}'],
+    [
+      "surrogate pairs compare by code unit",
+      { "\ufb33": 0, "\ud83d\ude00": 0 },
+      '{"\ud83d\ude00":0,"\ufb33":0}',
+    ],
+    [
+      "nested objects are sorted too",
+      { z: { y: 1, x: [{ b: 1, a: 2 }] }, a: null },
+      '{"a":null,"z":{"x":[{"a":2,"b":1}],"y":1}}',
+    ],
   ])("%s", (_name, input, expected) => {
     expect(canonicalJson(input)).toBe(expected);
   });
@@ -149,7 +161,11 @@ describe("canonicalJson: structure", () => {
     ["empty containers", { a: [], b: {} }, '{"a":[],"b":{}}'],
     ["nested arrays keep order", [[3, [2, [1]]], "x"], '[[3,[2,[1]]],"x"]'],
     ["no whitespace anywhere", { a: [1, { b: 2 }] }, '{"a":[1,{"b":2}]}'],
-    ["undefined properties are dropped", { a: undefined, b: 1, c: { d: undefined } }, '{"b":1,"c":{}}'],
+    [
+      "undefined properties are dropped",
+      { a: undefined, b: 1, c: { d: undefined } },
+      '{"b":1,"c":{}}',
+    ],
     ["undefined array items become null (as JSON.stringify)", [1, undefined, 2], "[1,null,2]"],
   ])("%s", (_name, input, expected) => {
     expect(canonicalJson(input)).toBe(expected);
@@ -173,14 +189,20 @@ describe("sha256Hex", () => {
   it.each([
     ["", "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"],
     ["abc", "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"],
-    ["abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"],
+    [
+      "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+      "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1",
+    ],
   ])("sha256(%j) is the FIPS 180 digest", async (text, digest) => {
     expect(await sha256Hex(text)).toBe(digest);
   });
 
-  it.each([["€ö😀"], ['{"amount":5,"currency":"usd"}'], ["\u2028\u0000"]])("hashes the UTF-8 bytes of %j (matches node:crypto)", async (text) => {
-    expect(await sha256Hex(text)).toBe(createHash("sha256").update(text, "utf8").digest("hex"));
-  });
+  it.each([["€ö😀"], ['{"amount":5,"currency":"usd"}'], ["\u2028\u0000"]])(
+    "hashes the UTF-8 bytes of %j (matches node:crypto)",
+    async (text) => {
+      expect(await sha256Hex(text)).toBe(createHash("sha256").update(text, "utf8").digest("hex"));
+    },
+  );
 
   it("is 64 lowercase hex digits", async () => {
     expect(await sha256Hex("toolgate")).toMatch(/^[0-9a-f]{64}$/);

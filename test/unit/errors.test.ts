@@ -30,11 +30,27 @@ describe("modelPrices", () => {
   const env = (prices?: string) => ({ TOOLGATE_MODEL_PRICES: prices }) as unknown as Env;
   it.each([
     ["unset: nothing priced", undefined, { ok: true, value: {} }],
-    ["a valid table", '{"*":{"input_per_mtok":1,"output_per_mtok":2}}', { ok: true, value: { "*": { input_per_mtok: 1, output_per_mtok: 2 } } }],
+    [
+      "a valid table",
+      '{"*":{"input_per_mtok":1,"output_per_mtok":2}}',
+      { ok: true, value: { "*": { input_per_mtok: 1, output_per_mtok: 2 } } },
+    ],
     ["not JSON", "{nope", { ok: false, error: { code: "misconfigured" } }],
-    ["a price that is not a number", '{"*":{"input_per_mtok":"1","output_per_mtok":2}}', { ok: false, error: { code: "misconfigured" } }],
-    ["a negative price", '{"*":{"input_per_mtok":-1,"output_per_mtok":2}}', { ok: false, error: { code: "misconfigured" } }],
-    ["a misspelt field", '{"*":{"input_per_mtoks":1,"output_per_mtok":2}}', { ok: false, error: { code: "misconfigured" } }],
+    [
+      "a price that is not a number",
+      '{"*":{"input_per_mtok":"1","output_per_mtok":2}}',
+      { ok: false, error: { code: "misconfigured" } },
+    ],
+    [
+      "a negative price",
+      '{"*":{"input_per_mtok":-1,"output_per_mtok":2}}',
+      { ok: false, error: { code: "misconfigured" } },
+    ],
+    [
+      "a misspelt field",
+      '{"*":{"input_per_mtoks":1,"output_per_mtok":2}}',
+      { ok: false, error: { code: "misconfigured" } },
+    ],
     ["not a table", "[1]", { ok: false, error: { code: "misconfigured" } }],
   ] as const)("%s", (_what, prices, expected) => {
     expect(modelPrices(env(prices))).toMatchObject(expected);

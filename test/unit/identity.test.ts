@@ -15,28 +15,105 @@ const write: IdentityInput = {
   input: { order_id: "ord_1", amount: 500, currency: "usd" },
   callId: "call_1",
 };
-const read: IdentityInput = { ...write, tool: "get_order", risk: "read", input: { order_id: "ord_1" } };
+const read: IdentityInput = {
+  ...write,
+  tool: "get_order",
+  risk: "read",
+  input: { order_id: "ord_1" },
+};
 const keyed: IdentityInput = { ...write, operationKey: ["order_id"] };
 
-type Row = [name: string, a: IdentityInput, b: IdentityInput, sameOperation: boolean, sameHash: boolean];
+type Row = [
+  name: string,
+  a: IdentityInput,
+  b: IdentityInput,
+  sameOperation: boolean,
+  sameHash: boolean,
+];
 
 const rows: Row[] = [
-  ["write: same input, different key order", write, { ...write, input: { currency: "usd", amount: 500, order_id: "ord_1" } }, true, true],
-  ["write: new call id for the same write (re-proposal)", write, { ...write, callId: "call_2" }, true, true],
-  ["write: different amount with the default (whole-input) key", write, { ...write, input: { ...write.input, amount: 501 } }, false, false],
-  ["write: different recipient with the default key", write, { ...write, input: { ...write.input, order_id: "ord_2" } }, false, false],
-  ["business key: different amount, same order_id", keyed, { ...keyed, input: { ...keyed.input, amount: 9_999 } }, true, false],
-  ["business key: different order_id", keyed, { ...keyed, input: { ...keyed.input, order_id: "ord_2" } }, false, false],
+  [
+    "write: same input, different key order",
+    write,
+    { ...write, input: { currency: "usd", amount: 500, order_id: "ord_1" } },
+    true,
+    true,
+  ],
+  [
+    "write: new call id for the same write (re-proposal)",
+    write,
+    { ...write, callId: "call_2" },
+    true,
+    true,
+  ],
+  [
+    "write: different amount with the default (whole-input) key",
+    write,
+    { ...write, input: { ...write.input, amount: 501 } },
+    false,
+    false,
+  ],
+  [
+    "write: different recipient with the default key",
+    write,
+    { ...write, input: { ...write.input, order_id: "ord_2" } },
+    false,
+    false,
+  ],
+  [
+    "business key: different amount, same order_id",
+    keyed,
+    { ...keyed, input: { ...keyed.input, amount: 9_999 } },
+    true,
+    false,
+  ],
+  [
+    "business key: different order_id",
+    keyed,
+    { ...keyed, input: { ...keyed.input, order_id: "ord_2" } },
+    false,
+    false,
+  ],
   ["business key vs whole-input key for the same input", keyed, write, false, true],
-  ["irreversible_write behaves as write", { ...write, risk: "irreversible_write" }, { ...write, risk: "irreversible_write", callId: "call_9" }, true, true],
+  [
+    "irreversible_write behaves as write",
+    { ...write, risk: "irreversible_write" },
+    { ...write, risk: "irreversible_write", callId: "call_9" },
+    true,
+    true,
+  ],
   ["read: different call ids", read, { ...read, callId: "call_2" }, false, true],
   ["read: same call id, same input", read, { ...read }, true, true],
-  ["read: same call id, different input (a changed replay)", read, { ...read, input: { order_id: "ord_2" } }, true, false],
-  ["read: ignores operation_key", read, { ...read, callId: "call_2", operationKey: ["order_id"] }, false, true],
+  [
+    "read: same call id, different input (a changed replay)",
+    read,
+    { ...read, input: { order_id: "ord_2" } },
+    true,
+    false,
+  ],
+  [
+    "read: ignores operation_key",
+    read,
+    { ...read, callId: "call_2", operationKey: ["order_id"] },
+    false,
+    true,
+  ],
   ["scope run: different run ids", write, { ...write, runId: "run_2" }, false, true],
-  ["scope tenant: different run ids", { ...write, scope: "tenant" }, { ...write, scope: "tenant", runId: "run_2" }, true, true],
+  [
+    "scope tenant: different run ids",
+    { ...write, scope: "tenant" },
+    { ...write, scope: "tenant", runId: "run_2" },
+    true,
+    true,
+  ],
   ["scope tenant vs run for the same call", { ...write, scope: "tenant" }, write, false, true],
-  ["read: scope tenant still keeps reads within the run", { ...read, scope: "tenant" }, { ...read, scope: "tenant", runId: "run_2" }, false, true],
+  [
+    "read: scope tenant still keeps reads within the run",
+    { ...read, scope: "tenant" },
+    { ...read, scope: "tenant", runId: "run_2" },
+    false,
+    true,
+  ],
   ["different tenants", write, { ...write, tenantId: "t_2" }, false, true],
   ["different tools", write, { ...write, tool: "refund_v2" }, false, true],
 ];
@@ -50,13 +127,18 @@ describe("freezeCall identity", () => {
   });
 
   it("is deterministic across calls", async () => {
-    expect(await freezeCall(write)).toEqual(await freezeCall({ ...write, input: { ...write.input } }));
+    expect(await freezeCall(write)).toEqual(
+      await freezeCall({ ...write, input: { ...write.input } }),
+    );
   });
 });
 
 describe("frozen input", () => {
   it("canonicalInput is the RFC 8785 form of the input and inputHash its SHA-256", async () => {
-    const frozen = await freezeCall({ ...write, input: { currency: "usd", amount: 500, order_id: "ord_1" } });
+    const frozen = await freezeCall({
+      ...write,
+      input: { currency: "usd", amount: 500, order_id: "ord_1" },
+    });
     expect(frozen.canonicalInput).toBe('{"amount":500,"currency":"usd","order_id":"ord_1"}');
     expect(frozen.inputHash).toBe(await sha256Hex(frozen.canonicalInput));
     expect(frozen.inputHash).toMatch(/^[0-9a-f]{64}$/);
@@ -64,7 +146,13 @@ describe("frozen input", () => {
 
   it("the hash does not depend on the tool, run or call: only on the input", async () => {
     const a = await freezeCall(write);
-    const b = await freezeCall({ ...write, tenantId: "t_2", runId: "run_9", tool: "other", callId: "x" });
+    const b = await freezeCall({
+      ...write,
+      tenantId: "t_2",
+      runId: "run_9",
+      tool: "other",
+      callId: "x",
+    });
     expect(a.inputHash).toBe(b.inputHash);
   });
 });
@@ -82,17 +170,25 @@ describe("operation id and idempotency key format", () => {
   });
 
   it("the idempotency key is a function of the operation id only", () => {
-    expect(idempotencyKeyFor("op_0123456789abcdef0123456789abcdef")).toBe("tg_0123456789abcdef0123456789abcdef");
+    expect(idempotencyKeyFor("op_0123456789abcdef0123456789abcdef")).toBe(
+      "tg_0123456789abcdef0123456789abcdef",
+    );
     expect(idempotencyKeyFor("op_a")).not.toBe(idempotencyKeyFor("op_b"));
   });
 
   it("a write's key is identical across call ids (never derived from the call id)", async () => {
-    const keys = await Promise.all(["c1", "c2", "toolu_01", "call_abc"].map(async (callId) => (await freezeCall({ ...write, callId })).idempotencyKey));
+    const keys = await Promise.all(
+      ["c1", "c2", "toolu_01", "call_abc"].map(
+        async (callId) => (await freezeCall({ ...write, callId })).idempotencyKey,
+      ),
+    );
     expect(new Set(keys).size).toBe(1);
   });
 
   it("does not leak the input into the operation id", async () => {
     const frozen = await freezeCall(write);
-    expect(frozen.operationId).not.toContain(await sha256Hex(canonicalJson(write.input)).then((h) => h.slice(0, 32)));
+    expect(frozen.operationId).not.toContain(
+      await sha256Hex(canonicalJson(write.input)).then((h) => h.slice(0, 32)),
+    );
   });
 });

@@ -5,13 +5,82 @@ import { LruCache } from "../../src/lru.ts";
 
 type Op = ["set", string, number] | ["get", string];
 const rows: Array<[string, { maxEntries: number; maxBytes: number }, Op[], string[], number]> = [
-  ["under both limits nothing is evicted", { maxEntries: 3, maxBytes: 100 }, [["set", "a", 10], ["set", "b", 10]], ["a", "b"], 20],
-  ["the count limit evicts the oldest", { maxEntries: 2, maxBytes: 100 }, [["set", "a", 1], ["set", "b", 1], ["set", "c", 1]], ["b", "c"], 2],
-  ["a hit makes an entry young", { maxEntries: 2, maxBytes: 100 }, [["set", "a", 1], ["set", "b", 1], ["get", "a"], ["set", "c", 1]], ["a", "c"], 2],
-  ["the byte limit evicts as many old entries as needed", { maxEntries: 10, maxBytes: 10 }, [["set", "a", 4], ["set", "b", 4], ["set", "c", 9]], ["c"], 9],
-  ["an entry over the whole byte budget is not kept", { maxEntries: 10, maxBytes: 10 }, [["set", "a", 4], ["set", "big", 11]], ["a"], 4],
-  ["re-setting a key replaces its size", { maxEntries: 10, maxBytes: 10 }, [["set", "a", 8], ["set", "a", 2], ["set", "b", 8]], ["a", "b"], 10],
-  ["a miss changes nothing", { maxEntries: 2, maxBytes: 100 }, [["set", "a", 1], ["get", "zz"], ["set", "b", 1]], ["a", "b"], 2],
+  [
+    "under both limits nothing is evicted",
+    { maxEntries: 3, maxBytes: 100 },
+    [
+      ["set", "a", 10],
+      ["set", "b", 10],
+    ],
+    ["a", "b"],
+    20,
+  ],
+  [
+    "the count limit evicts the oldest",
+    { maxEntries: 2, maxBytes: 100 },
+    [
+      ["set", "a", 1],
+      ["set", "b", 1],
+      ["set", "c", 1],
+    ],
+    ["b", "c"],
+    2,
+  ],
+  [
+    "a hit makes an entry young",
+    { maxEntries: 2, maxBytes: 100 },
+    [
+      ["set", "a", 1],
+      ["set", "b", 1],
+      ["get", "a"],
+      ["set", "c", 1],
+    ],
+    ["a", "c"],
+    2,
+  ],
+  [
+    "the byte limit evicts as many old entries as needed",
+    { maxEntries: 10, maxBytes: 10 },
+    [
+      ["set", "a", 4],
+      ["set", "b", 4],
+      ["set", "c", 9],
+    ],
+    ["c"],
+    9,
+  ],
+  [
+    "an entry over the whole byte budget is not kept",
+    { maxEntries: 10, maxBytes: 10 },
+    [
+      ["set", "a", 4],
+      ["set", "big", 11],
+    ],
+    ["a"],
+    4,
+  ],
+  [
+    "re-setting a key replaces its size",
+    { maxEntries: 10, maxBytes: 10 },
+    [
+      ["set", "a", 8],
+      ["set", "a", 2],
+      ["set", "b", 8],
+    ],
+    ["a", "b"],
+    10,
+  ],
+  [
+    "a miss changes nothing",
+    { maxEntries: 2, maxBytes: 100 },
+    [
+      ["set", "a", 1],
+      ["get", "zz"],
+      ["set", "b", 1],
+    ],
+    ["a", "b"],
+    2,
+  ],
 ];
 
 describe("LruCache", () => {
@@ -27,7 +96,10 @@ describe("LruCache", () => {
   });
 
   it("stays bounded under a long run of large values", () => {
-    const cache = new LruCache<number, string>({ maxEntries: 256, maxBytes: 4 * 1024 * 1024 }, (value) => value.length);
+    const cache = new LruCache<number, string>(
+      { maxEntries: 256, maxBytes: 4 * 1024 * 1024 },
+      (value) => value.length,
+    );
     for (let i = 0; i < 5_000; i++) cache.set(i, "x".repeat(64 * 1024));
     expect(cache.bytes).toBeLessThanOrEqual(4 * 1024 * 1024);
     expect(cache.size).toBe(64);

@@ -11,7 +11,12 @@ const spec = (() => {
     {
       name: "refund",
       description: "Refund.",
-      input_schema: { type: "object", additionalProperties: false, properties: { amount: { type: "number" }, customer_id: { type: "string" } }, required: ["amount", "customer_id"] },
+      input_schema: {
+        type: "object",
+        additionalProperties: false,
+        properties: { amount: { type: "number" }, customer_id: { type: "string" } },
+        required: ["amount", "customer_id"],
+      },
       risk: "write",
       request: { method: "POST", url: "http://127.0.0.1:1/refunds" },
       bind: { customer_id: "context.customer_id" },
@@ -30,25 +35,93 @@ const code = (r: ReturnType<typeof admitCall>) => (r.ok ? "ok" : r.error.code);
 
 describe("admitCall", () => {
   it.each([
-    ["unoffered tool", { id: "c", name: "other", arguments: {} }, context, scopes, "tool_not_allowed"],
-    ["missing scope", { id: "c", name: "refund", arguments: { amount: 5 } }, context, [], "forbidden"],
-    ["invalid JSON string", { id: "c", name: "refund", arguments: "{nope" }, context, scopes, "invalid_arguments"],
-    ["array arguments", { id: "c", name: "refund", arguments: [1] }, context, scopes, "invalid_arguments"],
-    ["schema violation", { id: "c", name: "refund", arguments: { amount: "5" } }, context, scopes, "invalid_arguments"],
-    ["missing bound context", { id: "c", name: "refund", arguments: { amount: 5 } }, { refund_limit: 100 }, scopes, "invalid_arguments"],
-    ["over the limit", { id: "c", name: "refund", arguments: { amount: 150 } }, context, scopes, "policy_denied"],
-    ["limit reference missing (fails closed)", { id: "c", name: "refund", arguments: { amount: 5 } }, { customer_id: "c" }, scopes, "policy_denied"],
-    ["JSON-string arguments", { id: "c", name: "refund", arguments: '{"amount": 5}' }, context, scopes, "ok"],
+    [
+      "unoffered tool",
+      { id: "c", name: "other", arguments: {} },
+      context,
+      scopes,
+      "tool_not_allowed",
+    ],
+    [
+      "missing scope",
+      { id: "c", name: "refund", arguments: { amount: 5 } },
+      context,
+      [],
+      "forbidden",
+    ],
+    [
+      "invalid JSON string",
+      { id: "c", name: "refund", arguments: "{nope" },
+      context,
+      scopes,
+      "invalid_arguments",
+    ],
+    [
+      "array arguments",
+      { id: "c", name: "refund", arguments: [1] },
+      context,
+      scopes,
+      "invalid_arguments",
+    ],
+    [
+      "schema violation",
+      { id: "c", name: "refund", arguments: { amount: "5" } },
+      context,
+      scopes,
+      "invalid_arguments",
+    ],
+    [
+      "missing bound context",
+      { id: "c", name: "refund", arguments: { amount: 5 } },
+      { refund_limit: 100 },
+      scopes,
+      "invalid_arguments",
+    ],
+    [
+      "over the limit",
+      { id: "c", name: "refund", arguments: { amount: 150 } },
+      context,
+      scopes,
+      "policy_denied",
+    ],
+    [
+      "limit reference missing (fails closed)",
+      { id: "c", name: "refund", arguments: { amount: 5 } },
+      { customer_id: "c" },
+      scopes,
+      "policy_denied",
+    ],
+    [
+      "JSON-string arguments",
+      { id: "c", name: "refund", arguments: '{"amount": 5}' },
+      context,
+      scopes,
+      "ok",
+    ],
   ] as const)("%s → %s", (_what, call, ctx, held, expected) => {
     expect(code(admitCall(call, offered, ctx, held))).toBe(expected);
   });
 
   it("a bound field comes from the context; a model that sends one is refused, naming it", () => {
-    const admitted = admitCall({ id: "c", name: "refund", arguments: { amount: 5 } }, offered, context, scopes);
+    const admitted = admitCall(
+      { id: "c", name: "refund", arguments: { amount: 5 } },
+      offered,
+      context,
+      scopes,
+    );
     expect(admitted.ok && admitted.value.input).toEqual({ amount: 5, customer_id: "cus_real" });
-    const sent = admitCall({ id: "c", name: "refund", arguments: { amount: 5, customer_id: "cus_attacker" } }, offered, context, scopes);
+    const sent = admitCall(
+      { id: "c", name: "refund", arguments: { amount: 5, customer_id: "cus_attacker" } },
+      offered,
+      context,
+      scopes,
+    );
     expect(sent.ok).toBe(false);
-    if (!sent.ok) expect(sent.error).toMatchObject({ code: "invalid_arguments", message: expect.stringContaining("customer_id is filled in by toolgate") });
+    if (!sent.ok)
+      expect(sent.error).toMatchObject({
+        code: "invalid_arguments",
+        message: expect.stringContaining("customer_id is filled in by toolgate"),
+      });
   });
 });
 
@@ -73,22 +146,46 @@ describe("budgets", () => {
     expect(r.usage).toEqual({ turns: 1, toolCalls: 2, cost: 2 });
   });
   it("stops whole turns on max_turns and the deadline", () => {
-    expect(admitTurn({ max_turns: 1 }, { ...usage, turns: 1 }, [1], 0, 0).verdicts[0]?.code).toBe("max_turns");
-    expect(admitTurn({ max_duration_ms: 100 }, usage, [1], 0, 100).verdicts[0]?.code).toBe("deadline");
+    expect(admitTurn({ max_turns: 1 }, { ...usage, turns: 1 }, [1], 0, 0).verdicts[0]?.code).toBe(
+      "max_turns",
+    );
+    expect(admitTurn({ max_duration_ms: 100 }, usage, [1], 0, 100).verdicts[0]?.code).toBe(
+      "deadline",
+    );
   });
   it("max_cost counts the reservation", () => {
-    expect(reserveCall({ max_cost: 2 }, { ...usage, cost: 1.5 }, 1)).toMatchObject({ ok: false, error: { code: "max_cost" } });
-    expect(reserveCall({ max_cost: 2 }, { ...usage, cost: 1 }, 1)).toMatchObject({ ok: true, value: { cost: 2, toolCalls: 1 } });
+    expect(reserveCall({ max_cost: 2 }, { ...usage, cost: 1.5 }, 1)).toMatchObject({
+      ok: false,
+      error: { code: "max_cost" },
+    });
+    expect(reserveCall({ max_cost: 2 }, { ...usage, cost: 1 }, 1)).toMatchObject({
+      ok: true,
+      value: { cost: 2, toolCalls: 1 },
+    });
   });
 });
 
 describe("modelCost", () => {
-  const prices = { "claude-*": { input_per_mtok: 3, output_per_mtok: 15 }, "gpt-5": { input_per_mtok: 1, output_per_mtok: 10 } };
+  const prices = {
+    "claude-*": { input_per_mtok: 3, output_per_mtok: 15 },
+    "gpt-5": { input_per_mtok: 1, output_per_mtok: 10 },
+  };
   it("prices by exact model, then prefix, then *; unknown models cost nothing", () => {
-    expect(modelCost({ model: "gpt-5", input_tokens: 1_000_000, output_tokens: 100_000 }, prices)).toBe(2);
-    expect(modelCost({ model: "claude-sonnet-4-5", input_tokens: 1_000_000, output_tokens: 0 }, prices)).toBe(3);
-    expect(modelCost({ model: "other", input_tokens: 1_000_000, output_tokens: 0 }, prices)).toBe(0);
-    expect(modelCost({ model: "other", input_tokens: 1_000_000, output_tokens: 0 }, { "*": { input_per_mtok: 5, output_per_mtok: 0 } })).toBe(5);
+    expect(
+      modelCost({ model: "gpt-5", input_tokens: 1_000_000, output_tokens: 100_000 }, prices),
+    ).toBe(2);
+    expect(
+      modelCost({ model: "claude-sonnet-4-5", input_tokens: 1_000_000, output_tokens: 0 }, prices),
+    ).toBe(3);
+    expect(modelCost({ model: "other", input_tokens: 1_000_000, output_tokens: 0 }, prices)).toBe(
+      0,
+    );
+    expect(
+      modelCost(
+        { model: "other", input_tokens: 1_000_000, output_tokens: 0 },
+        { "*": { input_per_mtok: 5, output_per_mtok: 0 } },
+      ),
+    ).toBe(5);
     expect(modelCost(null, prices)).toBe(0);
   });
 });

@@ -10,7 +10,13 @@ import { adapters, exportTools } from "../../src/providers/index.ts";
 import { exportSchema } from "../../src/providers/strict-schema.ts";
 
 const ok = (id: string): Envelope => ({ status: "succeeded", operation_id: id, result: { id } });
-const refused = (id: string): Envelope => ({ status: "rejected", operation_id: id, code: "invalid_arguments", message: "fix", allowed_next_actions: ["fix_arguments"] });
+const refused = (id: string): Envelope => ({
+  status: "rejected",
+  operation_id: id,
+  code: "invalid_arguments",
+  message: "fix",
+  allowed_next_actions: ["fix_arguments"],
+});
 
 const anthropicMessage = {
   id: "msg_1",
@@ -24,8 +30,20 @@ const anthropicMessage = {
   stop_sequence: null,
   content: [
     { type: "text", text: "Let me do that.", citations: null },
-    { type: "tool_use", id: "toolu_1", name: "charge_card", input: { amount: 5 }, caller: { type: "direct" } },
-    { type: "tool_use", id: "toolu_2", name: "lookup_order", input: { order_id: "o1" }, caller: { type: "direct" } },
+    {
+      type: "tool_use",
+      id: "toolu_1",
+      name: "charge_card",
+      input: { amount: 5 },
+      caller: { type: "direct" },
+    },
+    {
+      type: "tool_use",
+      id: "toolu_2",
+      name: "lookup_order",
+      input: { order_id: "o1" },
+      caller: { type: "direct" },
+    },
   ],
   usage: {
     input_tokens: 100,
@@ -41,7 +59,14 @@ const anthropicMessage = {
   },
 } satisfies Message;
 
-const responseCall = (callId: string, name: string, args: string): ResponseFunctionToolCall => ({ type: "function_call", call_id: callId, name, arguments: args, id: `fc_${callId}`, status: "completed" });
+const responseCall = (callId: string, name: string, args: string): ResponseFunctionToolCall => ({
+  type: "function_call",
+  call_id: callId,
+  name,
+  arguments: args,
+  id: `fc_${callId}`,
+  status: "completed",
+});
 const responsesOutput = {
   model: "gpt-5",
   output: [
@@ -49,7 +74,13 @@ const responsesOutput = {
     responseCall("call_a", "charge_card", '{"amount":5}'),
     responseCall("call_b", "lookup_order", '{"order_id":"o1"}'),
   ],
-  usage: { input_tokens: 50, output_tokens: 7, total_tokens: 57, input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 } },
+  usage: {
+    input_tokens: 50,
+    output_tokens: 7,
+    total_tokens: 57,
+    input_tokens_details: { cached_tokens: 0, cache_write_tokens: 0 },
+    output_tokens_details: { reasoning_tokens: 0 },
+  },
 } satisfies Pick<Response, "model" | "output" | "usage">;
 
 const chatCompletion = {
@@ -67,8 +98,16 @@ const chatCompletion = {
         content: null,
         refusal: null,
         tool_calls: [
-          { id: "call_x", type: "function", function: { name: "charge_card", arguments: '{"amount":5}' } },
-          { id: "call_y", type: "function", function: { name: "lookup_order", arguments: '{"order_id":"o1"}' } },
+          {
+            id: "call_x",
+            type: "function",
+            function: { name: "charge_card", arguments: '{"amount":5}' },
+          },
+          {
+            id: "call_y",
+            type: "function",
+            function: { name: "lookup_order", arguments: '{"order_id":"o1"}' },
+          },
         ],
       },
     },
@@ -90,8 +129,14 @@ describe("anthropic", () => {
       },
     });
     // The assistant message alone and the bare content array parse to the same calls.
-    const message = adapters.anthropic.parse({ role: "assistant", content: anthropicMessage.content });
-    const content = adapters.anthropic.parse([...anthropicMessage.content, { type: "server_tool_use", id: "srv_1", name: "web_search", input: {} }]);
+    const message = adapters.anthropic.parse({
+      role: "assistant",
+      content: anthropicMessage.content,
+    });
+    const content = adapters.anthropic.parse([
+      ...anthropicMessage.content,
+      { type: "server_tool_use", id: "srv_1", name: "web_search", input: {} },
+    ]);
     expect(message.ok && message.value.calls).toEqual(parsed.ok && parsed.value.calls);
     expect(content.ok && content.value.calls.map((c) => c.id)).toEqual(["toolu_1", "toolu_2"]);
   });
@@ -100,13 +145,21 @@ describe("anthropic", () => {
     const parsed = adapters.anthropic.parse(anthropicMessage);
     if (!parsed.ok) throw new Error("parse failed");
     const [a, b] = parsed.value.calls as [any, any];
-    const formatted = adapters.anthropic.format([{ call: a, envelope: ok("op_1") }, { call: b, envelope: refused("op_2") }]) as any;
+    const formatted = adapters.anthropic.format([
+      { call: a, envelope: ok("op_1") },
+      { call: b, envelope: refused("op_2") },
+    ]) as any;
     expect(formatted.role).toBe("user");
-    expect(formatted.content.map((block: any) => [block.type, block.tool_use_id, block.is_error])).toEqual([
+    expect(
+      formatted.content.map((block: any) => [block.type, block.tool_use_id, block.is_error]),
+    ).toEqual([
       ["tool_result", "toolu_1", false],
       ["tool_result", "toolu_2", true],
     ]);
-    expect(JSON.parse(formatted.content[1].content)).toMatchObject({ status: "rejected", code: "invalid_arguments" });
+    expect(JSON.parse(formatted.content[1].content)).toMatchObject({
+      status: "rejected",
+      code: "invalid_arguments",
+    });
   });
 });
 
@@ -130,8 +183,12 @@ describe("openai responses", () => {
   it("formats function_call_output items paired by call_id", () => {
     const parsed = adapters["openai-responses"].parse(responsesOutput);
     if (!parsed.ok) throw new Error("parse failed");
-    const items = adapters["openai-responses"].format(parsed.value.calls.map((call, i) => ({ call, envelope: ok(`op_${i}`) }))) as any[];
-    expect(items.map((item) => [item.type, item.call_id, JSON.parse(item.output).operation_id])).toEqual([
+    const items = adapters["openai-responses"].format(
+      parsed.value.calls.map((call, i) => ({ call, envelope: ok(`op_${i}`) })),
+    ) as any[];
+    expect(
+      items.map((item) => [item.type, item.call_id, JSON.parse(item.output).operation_id]),
+    ).toEqual([
       ["function_call_output", "call_a", "op_0"],
       ["function_call_output", "call_b", "op_1"],
     ]);
@@ -155,7 +212,9 @@ describe("openai chat", () => {
   it("formats one role: tool message per call", () => {
     const parsed = adapters["openai-chat"].parse(chatCompletion);
     if (!parsed.ok) throw new Error("parse failed");
-    const messages = adapters["openai-chat"].format(parsed.value.calls.map((call) => ({ call, envelope: refused(call.id) }))) as any[];
+    const messages = adapters["openai-chat"].format(
+      parsed.value.calls.map((call) => ({ call, envelope: refused(call.id) })),
+    ) as any[];
     expect(messages.map((m) => [m.role, m.tool_call_id])).toEqual([
       ["tool", "call_x"],
       ["tool", "call_y"],
@@ -167,14 +226,29 @@ describe("malformed turns", () => {
   const cases: Array<[string, keyof typeof adapters, unknown]> = [
     ["anthropic: no tool_use", "anthropic", { content: [{ type: "text", text: "hi" }] }],
     ["anthropic: tool_use without id", "anthropic", [{ type: "tool_use", name: "x", input: {} }]],
-    ["anthropic: duplicate ids", "anthropic", [{ type: "tool_use", id: "t", name: "x", input: {} }, { type: "tool_use", id: "t", name: "y", input: {} }]],
+    [
+      "anthropic: duplicate ids",
+      "anthropic",
+      [
+        { type: "tool_use", id: "t", name: "x", input: {} },
+        { type: "tool_use", id: "t", name: "y", input: {} },
+      ],
+    ],
     ["anthropic: not a message", "anthropic", { hello: "world" }],
-    ["responses: function_call without call_id", "openai-responses", [{ type: "function_call", name: "x", arguments: "{}" }]],
+    [
+      "responses: function_call without call_id",
+      "openai-responses",
+      [{ type: "function_call", name: "x", arguments: "{}" }],
+    ],
     ["responses: no calls", "openai-responses", { output: [{ type: "message" }] }],
     ["chat: no choices", "openai-chat", { choices: [] }],
     ["chat: no tool calls", "openai-chat", { role: "assistant", content: "hi" }],
     ["native: empty", "native", { calls: [] }],
-    ["native: too many", "native", { calls: Array.from({ length: 65 }, (_, i) => ({ id: `c${i}`, name: "x", arguments: {} })) }],
+    [
+      "native: too many",
+      "native",
+      { calls: Array.from({ length: 65 }, (_, i) => ({ id: `c${i}`, name: "x", arguments: {} })) },
+    ],
     ["native: wrong shape", "native", { calls: [{ name: "x" }] }],
   ];
   for (const [name, format, body] of cases) {
@@ -194,7 +268,11 @@ describe("tool export", () => {
       order_id: { type: "string", minLength: 1 },
       amount: { type: "number", exclusiveMinimum: 0 },
       note: { type: "string" },
-      address: { type: "object", properties: { city: { type: "string" }, zip: { type: "string" } }, required: ["city"] },
+      address: {
+        type: "object",
+        properties: { city: { type: "string" }, zip: { type: "string" } },
+        required: ["city"],
+      },
       customer_id: { type: "string" },
     },
     required: ["order_id", "amount", "address", "customer_id"],
@@ -206,7 +284,10 @@ describe("tool export", () => {
     expect(exported.required).toEqual(["order_id", "amount", "note", "address"]);
     expect(exported.additionalProperties).toBe(false);
     expect(exported.properties.note.type).toEqual(["string", "null"]);
-    expect(exported.properties.address).toMatchObject({ additionalProperties: false, required: ["city", "zip"] });
+    expect(exported.properties.address).toMatchObject({
+      additionalProperties: false,
+      required: ["city", "zip"],
+    });
     expect(exported.properties.address.properties.zip.type).toEqual(["string", "null"]);
     // Unsupported constraints move into the description; toolgate still enforces them.
     expect(exported.properties.amount.exclusiveMinimum).toBeUndefined();
@@ -214,11 +295,28 @@ describe("tool export", () => {
   });
 
   it("wraps definitions for each provider", () => {
-    const defs = [{ name: "refund", description: "Refund.", inputJsonSchema: schema, bound: ["customer_id"] }];
-    expect(exportTools(defs, "anthropic")[0]).toMatchObject({ name: "refund", strict: true, input_schema: { type: "object" } });
-    expect(exportTools(defs, "openai-responses")[0]).toMatchObject({ type: "function", name: "refund", strict: true, parameters: { type: "object" } });
-    expect(exportTools(defs, "openai-chat")[0]).toMatchObject({ type: "function", function: { name: "refund", strict: true } });
-    expect(exportTools(defs, "mcp")[0]).toMatchObject({ name: "refund", inputSchema: { type: "object" } });
+    const defs = [
+      { name: "refund", description: "Refund.", inputJsonSchema: schema, bound: ["customer_id"] },
+    ];
+    expect(exportTools(defs, "anthropic")[0]).toMatchObject({
+      name: "refund",
+      strict: true,
+      input_schema: { type: "object" },
+    });
+    expect(exportTools(defs, "openai-responses")[0]).toMatchObject({
+      type: "function",
+      name: "refund",
+      strict: true,
+      parameters: { type: "object" },
+    });
+    expect(exportTools(defs, "openai-chat")[0]).toMatchObject({
+      type: "function",
+      function: { name: "refund", strict: true },
+    });
+    expect(exportTools(defs, "mcp")[0]).toMatchObject({
+      name: "refund",
+      inputSchema: { type: "object" },
+    });
     expect(JSON.stringify(exportTools(defs, "openai-chat"))).not.toContain("customer_id");
   });
 });

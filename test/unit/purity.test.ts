@@ -4,7 +4,16 @@ import { join } from "node:path";
 import { expect, it } from "vitest";
 
 const DOMAIN = join(import.meta.dirname, "../../src/domain");
-const FORBIDDEN = ["Date.now(", "Math.random(", "crypto.randomUUID", "getRandomValues", "setTimeout", "fetch(", "new Date(", "cloudflare:"];
+const FORBIDDEN = [
+  "Date.now(",
+  "Math.random(",
+  "crypto.randomUUID",
+  "getRandomValues",
+  "setTimeout",
+  "fetch(",
+  "new Date(",
+  "cloudflare:",
+];
 
 it("src/domain uses no clock, randomness or I/O", () => {
   const files = readdirSync(DOMAIN).filter((f) => f.endsWith(".ts"));

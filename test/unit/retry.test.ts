@@ -1,9 +1,21 @@
 // Retry timing: full jitter within bounds, deterministic per (operation, attempt), Retry-After
 // honoured and clamped, attempt and elapsed budgets, Retry-After parsing.
 import { describe, expect, it } from "vitest";
-import { nextDelayMs, parseRetryAfterMs, planRetry, seededUnit, type RetryPolicy } from "../../src/domain/retry.ts";
+import {
+  nextDelayMs,
+  parseRetryAfterMs,
+  planRetry,
+  seededUnit,
+  type RetryPolicy,
+} from "../../src/domain/retry.ts";
 
-const policy: RetryPolicy = { maxAttempts: 5, minDelayMs: 0, initialDelayMs: 500, maxDelayMs: 8_000, maxElapsedMs: 60_000 };
+const policy: RetryPolicy = {
+  maxAttempts: 5,
+  minDelayMs: 0,
+  initialDelayMs: 500,
+  maxDelayMs: 8_000,
+  maxElapsedMs: 60_000,
+};
 
 describe("nextDelayMs", () => {
   it("stays within [min, min(max, initial·2^(attempt-1))] for many operations", () => {
@@ -18,13 +30,16 @@ describe("nextDelayMs", () => {
 
   it("is deterministic per (operation, attempt) and spreads across operations", () => {
     expect(nextDelayMs(policy, "op_a", 3, null)).toBe(nextDelayMs(policy, "op_a", 3, null));
-    const spread = new Set(Array.from({ length: 50 }, (_, i) => nextDelayMs(policy, `op_${i}`, 4, null)));
+    const spread = new Set(
+      Array.from({ length: 50 }, (_, i) => nextDelayMs(policy, `op_${i}`, 4, null)),
+    );
     expect(spread.size).toBeGreaterThan(40);
   });
 
   it("respects the floor under the jitter", () => {
     const floored = { ...policy, minDelayMs: 1_000 };
-    for (let i = 0; i < 100; i++) expect(nextDelayMs(floored, `op_${i}`, 3, null)).toBeGreaterThanOrEqual(1_000);
+    for (let i = 0; i < 100; i++)
+      expect(nextDelayMs(floored, `op_${i}`, 3, null)).toBeGreaterThanOrEqual(1_000);
   });
 
   it("honours Retry-After, clamped to the cap", () => {
@@ -37,13 +52,23 @@ describe("nextDelayMs", () => {
 describe("planRetry", () => {
   const base = { policy, operationId: "op_a", firstAttemptAtMs: 0, retryAfterMs: null };
   it("schedules a retry at now + delay", () => {
-    expect(planRetry({ ...base, attempt: 1, nowMs: 100 })).toEqual({ kind: "retry", delayMs: nextDelayMs(policy, "op_a", 1, null), dueAtMs: 100 + nextDelayMs(policy, "op_a", 1, null) });
+    expect(planRetry({ ...base, attempt: 1, nowMs: 100 })).toEqual({
+      kind: "retry",
+      delayMs: nextDelayMs(policy, "op_a", 1, null),
+      dueAtMs: 100 + nextDelayMs(policy, "op_a", 1, null),
+    });
   });
   it("is exhausted by attempts", () => {
-    expect(planRetry({ ...base, attempt: 5, nowMs: 100 })).toEqual({ kind: "exhausted", budget: "attempts" });
+    expect(planRetry({ ...base, attempt: 5, nowMs: 100 })).toEqual({
+      kind: "exhausted",
+      budget: "attempts",
+    });
   });
   it("is exhausted by elapsed time", () => {
-    expect(planRetry({ ...base, attempt: 1, nowMs: 59_900, retryAfterMs: 5_000 })).toEqual({ kind: "exhausted", budget: "elapsed" });
+    expect(planRetry({ ...base, attempt: 1, nowMs: 59_900, retryAfterMs: 5_000 })).toEqual({
+      kind: "exhausted",
+      budget: "elapsed",
+    });
   });
 });
 

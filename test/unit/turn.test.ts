@@ -5,15 +5,31 @@ import type { Usage } from "../../src/domain/budget.ts";
 import { refusal, type Envelope } from "../../src/domain/envelope.ts";
 import { admitCall } from "../../src/domain/gate.ts";
 import {
-  closeCalls, freezeTurn, gateTurn, mayExecute, planTurn, settleTurn, turnIdentity, unofferedNames,
-  type CallObservation, type RunState, type Submission, type TurnCall, type TurnRecord,
+  closeCalls,
+  freezeTurn,
+  gateTurn,
+  mayExecute,
+  planTurn,
+  settleTurn,
+  turnIdentity,
+  unofferedNames,
+  type CallObservation,
+  type RunState,
+  type Submission,
+  type TurnCall,
+  type TurnRecord,
 } from "../../src/domain/turn.ts";
 import { compileManifest } from "../../src/tools/manifest.ts";
 
 const manifestOf = (name: string, extra: Record<string, unknown> = {}) => ({
   name,
   description: "Charge.",
-  input_schema: { type: "object", additionalProperties: false, properties: { amount: { type: "number" } }, required: ["amount"] },
+  input_schema: {
+    type: "object",
+    additionalProperties: false,
+    properties: { amount: { type: "number" } },
+    required: ["amount"],
+  },
   risk: "write",
   request: { method: "POST", url: "http://127.0.0.1:1/charges" },
   idempotency: { mode: "header" },
@@ -27,16 +43,32 @@ const compile = (manifest: unknown) => {
 const chargeManifest = manifestOf("charge", { requires_scopes: ["pay"], cost: 2 });
 const offered = new Map([["charge", compile(chargeManifest)]]);
 const run = (over: Partial<RunState> = {}): RunState => ({
-  runId: "run_1", tenantId: "t_1", user: { id: "u", scopes: ["pay"] }, tools: { charge: { kind: "manifest", manifest: chargeManifest } }, toolsHash: "h",
-  context: {}, budgets: {}, createdAtMs: 0, expiresAtMs: 1e12, cancelledAtMs: null, ...over,
+  runId: "run_1",
+  tenantId: "t_1",
+  user: { id: "u", scopes: ["pay"] },
+  tools: { charge: { kind: "manifest", manifest: chargeManifest } },
+  toolsHash: "h",
+  context: {},
+  budgets: {},
+  createdAtMs: 0,
+  expiresAtMs: 1e12,
+  cancelledAtMs: null,
+  ...over,
 });
 const usage0: Usage = { turns: 0, toolCalls: 0, cost: 0 };
 const call = (id: string, amount: number, name = "charge") => ({ id, name, arguments: { amount } });
 
-async function frozen(r: RunState, calls: Array<ReturnType<typeof call>>, registered: string[] = []) {
+async function frozen(
+  r: RunState,
+  calls: Array<ReturnType<typeof call>>,
+  registered: string[] = [],
+) {
   return freezeTurn(r, gateTurn(r, offered, calls), new Set(registered));
 }
-const shape = (calls: TurnCall[]) => calls.map((c) => ("fixed" in c ? `${c.fixed.status}/${"code" in c.fixed ? c.fixed.code : ""}` : "submit"));
+const shape = (calls: TurnCall[]) =>
+  calls.map((c) =>
+    "fixed" in c ? `${c.fixed.status}/${"code" in c.fixed ? c.fixed.code : ""}` : "submit",
+  );
 
 describe("turnIdentity", () => {
   const base = [call("call_0", 1)];
@@ -44,7 +76,12 @@ describe("turnIdentity", () => {
     ["same calls", [call("call_0", 1)], true, true],
     ["other arguments", [call("call_0", 2)], true, false],
     ["other name", [call("call_0", 1, "refund")], true, false],
-    ["arguments as a JSON string, other key order", [{ id: "call_0", name: "charge", arguments: ' {"amount":1} ' }], true, true],
+    [
+      "arguments as a JSON string, other key order",
+      [{ id: "call_0", name: "charge", arguments: ' {"amount":1} ' }],
+      true,
+      true,
+    ],
     ["other call id", [call("call_1", 1)], false, false],
   ] as const)("%s: same id %s, same content %s", async (_what, calls, sameId, sameContent) => {
     const [a, b] = await Promise.all([turnIdentity(base), turnIdentity(calls as never)]);
@@ -56,69 +93,276 @@ describe("turnIdentity", () => {
 
 describe("admission", () => {
   it.each([
-    ["unknown name (tenant does not know it)", run(), [call("c", 1, "nope")], [], ["rejected/unknown_tool"]],
-    ["registered but not offered", run(), [call("c", 1, "other")], ["other"], ["rejected/tool_not_allowed"]],
-    ["missing scope", run({ user: { id: "u", scopes: [] } }), [call("c", 1)], [], ["rejected/forbidden"]],
+    [
+      "unknown name (tenant does not know it)",
+      run(),
+      [call("c", 1, "nope")],
+      [],
+      ["rejected/unknown_tool"],
+    ],
+    [
+      "registered but not offered",
+      run(),
+      [call("c", 1, "other")],
+      ["other"],
+      ["rejected/tool_not_allowed"],
+    ],
+    [
+      "missing scope",
+      run({ user: { id: "u", scopes: [] } }),
+      [call("c", 1)],
+      [],
+      ["rejected/forbidden"],
+    ],
     ["admitted", run(), [call("c", 1)], [], ["submit"]],
   ] as const)("%s", async (_what, r, calls, registered, expected) => {
     expect(shape(await frozen(r, [...calls], [...registered]))).toEqual(expected);
   });
 
   it("asks the tenant only about names the run does not offer", () => {
-    const verdicts = gateTurn(run(), offered, [call("a", 1), call("b", 1, "x"), call("c", 1, "x"), call("d", "no" as never)]);
+    const verdicts = gateTurn(run(), offered, [
+      call("a", 1),
+      call("b", 1, "x"),
+      call("c", 1, "x"),
+      call("d", "no" as never),
+    ]);
     expect(unofferedNames(verdicts)).toEqual(["x"]);
   });
 
   it("freezes the input as one value: value, canonical text, hash", async () => {
     const [stored] = await frozen(run(), [call("c", 5)]);
-    expect(stored && "submit" in stored && stored.submit.input).toMatchObject({ value: { amount: 5 }, canonical: '{"amount":5}' });
+    expect(stored && "submit" in stored && stored.submit.input).toMatchObject({
+      value: { amount: 5 },
+      canonical: '{"amount":5}',
+    });
   });
 
   type Row = [string, RunState, Usage, number[], number, string[], Usage, number];
   const rows: Row[] = [
-    ["reserves each admitted call's cost", run(), usage0, [1, 2], 0, ["submit", "submit"], { turns: 1, toolCalls: 2, cost: 4 }, 4],
-    ["max_tool_calls stops in call order", run({ budgets: { max_tool_calls: 1 } }), usage0, [1, 2], 0, ["submit", "budget_exhausted/max_tool_calls"], { turns: 1, toolCalls: 1, cost: 2 }, 2],
-    ["max_cost counts model cost first", run({ budgets: { max_cost: 3 } }), usage0, [1, 2], 0.5, ["submit", "budget_exhausted/max_cost"], { turns: 1, toolCalls: 1, cost: 2.5 }, 2],
-    ["max_turns refuses the whole turn", run({ budgets: { max_turns: 1 } }), { ...usage0, turns: 1 }, [1], 0, ["budget_exhausted/max_turns"], { turns: 2, toolCalls: 0, cost: 0 }, 0],
-    ["deadline", run({ budgets: { max_duration_ms: 10 } }), usage0, [1], 0, ["budget_exhausted/deadline"], { turns: 1, toolCalls: 0, cost: 0 }, 0],
-    ["a cancelled run refuses every call and charges nothing", run({ cancelledAtMs: 5 }), usage0, [1, 2], 7, ["cancelled/cancelled", "cancelled/cancelled"], { turns: 1, toolCalls: 0, cost: 0 }, 0],
+    [
+      "reserves each admitted call's cost",
+      run(),
+      usage0,
+      [1, 2],
+      0,
+      ["submit", "submit"],
+      { turns: 1, toolCalls: 2, cost: 4 },
+      4,
+    ],
+    [
+      "max_tool_calls stops in call order",
+      run({ budgets: { max_tool_calls: 1 } }),
+      usage0,
+      [1, 2],
+      0,
+      ["submit", "budget_exhausted/max_tool_calls"],
+      { turns: 1, toolCalls: 1, cost: 2 },
+      2,
+    ],
+    [
+      "max_cost counts model cost first",
+      run({ budgets: { max_cost: 3 } }),
+      usage0,
+      [1, 2],
+      0.5,
+      ["submit", "budget_exhausted/max_cost"],
+      { turns: 1, toolCalls: 1, cost: 2.5 },
+      2,
+    ],
+    [
+      "max_turns refuses the whole turn",
+      run({ budgets: { max_turns: 1 } }),
+      { ...usage0, turns: 1 },
+      [1],
+      0,
+      ["budget_exhausted/max_turns"],
+      { turns: 2, toolCalls: 0, cost: 0 },
+      0,
+    ],
+    [
+      "deadline",
+      run({ budgets: { max_duration_ms: 10 } }),
+      usage0,
+      [1],
+      0,
+      ["budget_exhausted/deadline"],
+      { turns: 1, toolCalls: 0, cost: 0 },
+      0,
+    ],
+    [
+      "a cancelled run refuses every call and charges nothing",
+      run({ cancelledAtMs: 5 }),
+      usage0,
+      [1, 2],
+      7,
+      ["cancelled/cancelled", "cancelled/cancelled"],
+      { turns: 1, toolCalls: 0, cost: 0 },
+      0,
+    ],
   ];
   it.each(rows)("%s", async (_what, r, before, amounts, modelCost, expected, after, reserved) => {
-    const calls = await frozen(r, amounts.map((amount, i) => call(`c${i}`, amount)));
+    const calls = await frozen(
+      r,
+      amounts.map((amount, i) => call(`c${i}`, amount)),
+    );
     const plan = planTurn(r, before, { id: "turn_x", contentHash: "ch" }, calls, modelCost, 100);
     expect(shape(plan.record.calls)).toEqual(expected);
     expect(plan.usage).toEqual(after);
     expect(plan.record.reservedCost).toBe(reserved);
     expect(plan.dispatch).toHaveLength(expected.filter((s) => s === "submit").length);
-    expect(plan.record).toMatchObject({ id: "turn_x", contentHash: "ch", seq: before.turns + 1, settledCost: null });
+    expect(plan.record).toMatchObject({
+      id: "turn_x",
+      contentHash: "ch",
+      seq: before.turns + 1,
+      settledCost: null,
+    });
   });
 });
 
 describe("settlement", () => {
   const submission = (operationId: string, cost = 1): Submission => ({
-    operationId, idempotencyKey: `tg_${operationId}`, input: { value: {}, canonical: "{}", hash: "h" }, source: { kind: "code", name: "x" }, cost,
+    operationId,
+    idempotencyKey: `tg_${operationId}`,
+    input: { value: {}, canonical: "{}", hash: "h" },
+    source: { kind: "code", name: "x" },
+    cost,
   });
   const ok = (id: string): Envelope => ({ status: "succeeded", operation_id: id, result: {} });
   const record = (calls: TurnCall[], settledCost: number | null = null): TurnRecord => ({
-    id: "turn_1", contentHash: "c", seq: 1, calls, reservedCost: calls.reduce((s, c) => s + ("submit" in c ? c.submit.cost : 0), 0), settledCost, modelCost: 0, createdAtMs: 0,
+    id: "turn_1",
+    contentHash: "c",
+    seq: 1,
+    calls,
+    reservedCost: calls.reduce((s, c) => s + ("submit" in c ? c.submit.cost : 0), 0),
+    settledCost,
+    modelCost: 0,
+    createdAtMs: 0,
   });
-  const open = (id: string, op: string, cost = 1): TurnCall => ({ call: { id, name: "t" }, submit: submission(op, cost), closed: null });
-  const reply = (envelope: Envelope, executedBy: string, settled = true): CallObservation => ({ kind: "reply", envelope, settled, executedBy });
+  const open = (id: string, op: string, cost = 1): TurnCall => ({
+    call: { id, name: "t" },
+    submit: submission(op, cost),
+    closed: null,
+  });
+  const reply = (envelope: Envelope, executedBy: string, settled = true): CallObservation => ({
+    kind: "reply",
+    envelope,
+    settled,
+    executedBy,
+  });
 
-  type Row = [string, TurnRecord, Array<CallObservation | null>, "settled" | "pending", number, number];
+  type Row = [
+    string,
+    TurnRecord,
+    Array<CallObservation | null>,
+    "settled" | "pending",
+    number,
+    number,
+  ];
   const rows: Row[] = [
-    ["executed by its own call: pays, no refund", record([open("c1", "op_a")]), [reply(ok("op_a"), "c1")], "settled", 1, 0],
-    ["two calls of one operation: one pays, one refunded", record([open("c1", "op_a"), open("c2", "op_a")]), [reply(ok("op_a"), "c1"), reply(ok("op_a"), "c1")], "settled", 1, 1],
-    ["a replay of another turn's call pays nothing", record([open("c9", "op_a")]), [reply(ok("op_a"), "c1")], "settled", 0, 1],
-    ["cancelled by its operation: refunded", record([open("c1", "op_a")]), [reply(refusal("cancelled", "op_a", "cancelled", "x"), "c1")], "settled", 0, 1],
-    ["idempotency conflict never ran: refunded", record([open("c1", "op_a")]), [reply(refusal("rejected", "op_a", "idempotency_conflict", "x"), "c1")], "settled", 0, 1],
-    ["failed after trying: pays", record([open("c1", "op_a")]), [reply(refusal("failed", "op_a", "permanent_failure", "x"), "c1")], "settled", 1, 0],
-    ["pending: nothing settles yet", record([open("c1", "op_a"), open("c2", "op_b")]), [reply(ok("op_a"), "c1"), reply(refusal("pending", "op_b", "executing", "x"), "c2", false)], "pending", 2, 0],
-    ["unreachable operation: pending, asked again next poll", record([open("c1", "op_a")]), [{ kind: "unavailable" }], "pending", 0, 0],
-    ["a tool that no longer compiles keeps its reservation", record([open("c1", "op_a")]), [{ kind: "invalid_tool" }], "settled", 1, 0],
-    ["already settled: never refunds again", record([open("c1", "op_a"), open("c2", "op_a")], 1), [reply(ok("op_a"), "c1"), reply(ok("op_a"), "c1")], "settled", 1, 0],
-    ["a closed call keeps its reservation (it may still complete)", record([{ call: { id: "c1", name: "t" }, submit: submission("op_a"), closed: refusal("cancelled", "op_a", "cancelled", "x") }]), [null], "settled", 1, 0],
-    ["fixed refusals cost nothing", record([{ call: { id: "c1", name: "t" }, fixed: refusal("rejected", "op_r", "forbidden", "x") }]), [null], "settled", 0, 0],
+    [
+      "executed by its own call: pays, no refund",
+      record([open("c1", "op_a")]),
+      [reply(ok("op_a"), "c1")],
+      "settled",
+      1,
+      0,
+    ],
+    [
+      "two calls of one operation: one pays, one refunded",
+      record([open("c1", "op_a"), open("c2", "op_a")]),
+      [reply(ok("op_a"), "c1"), reply(ok("op_a"), "c1")],
+      "settled",
+      1,
+      1,
+    ],
+    [
+      "a replay of another turn's call pays nothing",
+      record([open("c9", "op_a")]),
+      [reply(ok("op_a"), "c1")],
+      "settled",
+      0,
+      1,
+    ],
+    [
+      "cancelled by its operation: refunded",
+      record([open("c1", "op_a")]),
+      [reply(refusal("cancelled", "op_a", "cancelled", "x"), "c1")],
+      "settled",
+      0,
+      1,
+    ],
+    [
+      "idempotency conflict never ran: refunded",
+      record([open("c1", "op_a")]),
+      [reply(refusal("rejected", "op_a", "idempotency_conflict", "x"), "c1")],
+      "settled",
+      0,
+      1,
+    ],
+    [
+      "failed after trying: pays",
+      record([open("c1", "op_a")]),
+      [reply(refusal("failed", "op_a", "permanent_failure", "x"), "c1")],
+      "settled",
+      1,
+      0,
+    ],
+    [
+      "pending: nothing settles yet",
+      record([open("c1", "op_a"), open("c2", "op_b")]),
+      [reply(ok("op_a"), "c1"), reply(refusal("pending", "op_b", "executing", "x"), "c2", false)],
+      "pending",
+      2,
+      0,
+    ],
+    [
+      "unreachable operation: pending, asked again next poll",
+      record([open("c1", "op_a")]),
+      [{ kind: "unavailable" }],
+      "pending",
+      0,
+      0,
+    ],
+    [
+      "a tool that no longer compiles keeps its reservation",
+      record([open("c1", "op_a")]),
+      [{ kind: "invalid_tool" }],
+      "settled",
+      1,
+      0,
+    ],
+    [
+      "already settled: never refunds again",
+      record([open("c1", "op_a"), open("c2", "op_a")], 1),
+      [reply(ok("op_a"), "c1"), reply(ok("op_a"), "c1")],
+      "settled",
+      1,
+      0,
+    ],
+    [
+      "a closed call keeps its reservation (it may still complete)",
+      record([
+        {
+          call: { id: "c1", name: "t" },
+          submit: submission("op_a"),
+          closed: refusal("cancelled", "op_a", "cancelled", "x"),
+        },
+      ]),
+      [null],
+      "settled",
+      1,
+      0,
+    ],
+    [
+      "fixed refusals cost nothing",
+      record([
+        { call: { id: "c1", name: "t" }, fixed: refusal("rejected", "op_r", "forbidden", "x") },
+      ]),
+      [null],
+      "settled",
+      0,
+      0,
+    ],
   ];
   it.each(rows)("%s", (_what, rec, observed, status, spent, refund) => {
     const s = settleTurn(rec, observed);
@@ -127,10 +371,23 @@ describe("settlement", () => {
   });
 
   it("a closed call answers with its closing envelope, whatever its operation says later", () => {
-    const closed = closeCalls(record([open("c1", "op_a"), open("c2", "op_b"), open("c3", "op_c")]), new Set(["op_a", "op_b"]))!;
-    expect(closed.calls.map((c) => ("submit" in c && c.closed ? c.closed.status : "open"))).toEqual(["cancelled", "cancelled", "open"]);
-    const s = settleTurn(closed, [reply(ok("op_a"), "c1"), reply(ok("op_b"), "c2"), reply(ok("op_c"), "c3")]);
-    expect(s.results.map((r) => r.envelope.status)).toEqual(["cancelled", "cancelled", "succeeded"]);
+    const closed = closeCalls(
+      record([open("c1", "op_a"), open("c2", "op_b"), open("c3", "op_c")]),
+      new Set(["op_a", "op_b"]),
+    )!;
+    expect(closed.calls.map((c) => ("submit" in c && c.closed ? c.closed.status : "open"))).toEqual(
+      ["cancelled", "cancelled", "open"],
+    );
+    const s = settleTurn(closed, [
+      reply(ok("op_a"), "c1"),
+      reply(ok("op_b"), "c2"),
+      reply(ok("op_c"), "c3"),
+    ]);
+    expect(s.results.map((r) => r.envelope.status)).toEqual([
+      "cancelled",
+      "cancelled",
+      "succeeded",
+    ]);
     expect(s.results[0]!.envelope).toMatchObject({ code: "cancelled", operation_id: "op_a" });
     expect(closeCalls(closed, new Set(["op_a"]))).toBeNull();
   });
@@ -154,7 +411,12 @@ describe("mayExecute uses the gate's checks", () => {
   it("agrees with the gate on offered tools and scopes, case by case", () => {
     for (const scopes of [[], ["pay"], ["pay", "other"], ["other"]]) {
       for (const tool of ["charge", "other"]) {
-        const gate = admitCall({ id: "c", name: tool, arguments: { amount: 1 } }, offered, {}, scopes);
+        const gate = admitCall(
+          { id: "c", name: tool, arguments: { amount: 1 } },
+          offered,
+          {},
+          scopes,
+        );
         const retry = mayExecute(run({ user: { id: "u", scopes } }), offered, tool, 0);
         expect(retry.ok ? "ok" : retry.error.code).toBe(gate.ok ? "ok" : gate.error.code);
       }

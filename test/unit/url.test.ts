@@ -7,17 +7,45 @@ import { buildUrl, compileManifest, type HostPolicy } from "../../src/tools/mani
 describe("buildUrl", () => {
   const T = "https://shop.example.com/customers/{customer_id}/{kind}/{id}?expand={expand}";
   it.each([
-    ["plain values", { customer_id: "cus_1", kind: "orders", id: "o1", expand: "items" }, "https://shop.example.com/customers/cus_1/orders/o1?expand=items"],
+    [
+      "plain values",
+      { customer_id: "cus_1", kind: "orders", id: "o1", expand: "items" },
+      "https://shop.example.com/customers/cus_1/orders/o1?expand=items",
+    ],
     ["'..' in the path", { customer_id: "cus_1", kind: "..", id: "..", expand: "" }, null],
     ["'.' in the path", { customer_id: "cus_1", kind: ".", id: "x", expand: "" }, null],
     ["'' in the path", { customer_id: "cus_1", kind: "orders", id: "", expand: "" }, null],
     ["absent path value", { customer_id: "cus_1", kind: "orders", expand: "" }, null],
-    ["'..' in the query is only a value", { customer_id: "c", kind: "k", id: "i", expand: ".." }, "https://shop.example.com/customers/c/k/i?expand=.."],
-    ["encoded dots stay encoded", { customer_id: "c", kind: "%2e%2e", id: "%2E.", expand: "" }, "https://shop.example.com/customers/c/%252e%252e/%252E.?expand="],
-    ["slashes and traversal inside a value", { customer_id: "c", kind: "a/../../admin", id: "i", expand: "" }, "https://shop.example.com/customers/c/a%2F..%2F..%2Fadmin/i?expand="],
-    ["query and fragment injection", { customer_id: "c?admin=1#x", kind: "k", id: "i", expand: "a&b=c" }, "https://shop.example.com/customers/c%3Fadmin%3D1%23x/k/i?expand=a%26b%3Dc"],
-    ["backslash (a path separator to WHATWG URL)", { customer_id: "..\\..", kind: "k", id: "i", expand: "" }, "https://shop.example.com/customers/..%5C../k/i?expand="],
-    ["numbers are JSON", { customer_id: 42, kind: "k", id: true, expand: 1.5 }, "https://shop.example.com/customers/42/k/true?expand=1.5"],
+    [
+      "'..' in the query is only a value",
+      { customer_id: "c", kind: "k", id: "i", expand: ".." },
+      "https://shop.example.com/customers/c/k/i?expand=..",
+    ],
+    [
+      "encoded dots stay encoded",
+      { customer_id: "c", kind: "%2e%2e", id: "%2E.", expand: "" },
+      "https://shop.example.com/customers/c/%252e%252e/%252E.?expand=",
+    ],
+    [
+      "slashes and traversal inside a value",
+      { customer_id: "c", kind: "a/../../admin", id: "i", expand: "" },
+      "https://shop.example.com/customers/c/a%2F..%2F..%2Fadmin/i?expand=",
+    ],
+    [
+      "query and fragment injection",
+      { customer_id: "c?admin=1#x", kind: "k", id: "i", expand: "a&b=c" },
+      "https://shop.example.com/customers/c%3Fadmin%3D1%23x/k/i?expand=a%26b%3Dc",
+    ],
+    [
+      "backslash (a path separator to WHATWG URL)",
+      { customer_id: "..\\..", kind: "k", id: "i", expand: "" },
+      "https://shop.example.com/customers/..%5C../k/i?expand=",
+    ],
+    [
+      "numbers are JSON",
+      { customer_id: 42, kind: "k", id: true, expand: 1.5 },
+      "https://shop.example.com/customers/42/k/true?expand=1.5",
+    ],
   ] as const)("%s", (_what, input, expected) => {
     const built = buildUrl(T, input as Record<string, unknown>, "tg_key");
     expect(built.ok ? built.value : null).toBe(expected);
@@ -36,16 +64,32 @@ describe("buildUrl", () => {
 });
 
 describe("allow-list and transport at registration", () => {
-  const hosts: HostPolicy = { allowlist: ["api.example.com", "*.shop.example.com", "pinned.example.com:8443"], allowLoopback: false };
+  const hosts: HostPolicy = {
+    allowlist: ["api.example.com", "*.shop.example.com", "pinned.example.com:8443"],
+    allowLoopback: false,
+  };
   const compile = (url: string, headers: Record<string, string> = {}, policy = hosts) =>
-    compileManifest({ name: "t", description: "d", input_schema: { type: "object" }, risk: "read", request: { method: "GET", url, headers } }, policy);
+    compileManifest(
+      {
+        name: "t",
+        description: "d",
+        input_schema: { type: "object" },
+        risk: "read",
+        request: { method: "GET", url, headers },
+      },
+      policy,
+    );
   const code = (r: ReturnType<typeof compile>) => (r.ok ? "ok" : r.error.code);
   it.each([
     ["exact host, default port", "https://api.example.com/x", "ok"],
     ["exact host, explicit default port", "https://api.example.com:443/x", "ok"],
     ["exact host, other port", "https://api.example.com:8443/x", "upstream_not_allowed"],
     ["suffix", "https://eu.shop.example.com/x", "ok"],
-    ["suffix does not match the bare domain's lookalike", "https://evilshop.example.com/x", "upstream_not_allowed"],
+    [
+      "suffix does not match the bare domain's lookalike",
+      "https://evilshop.example.com/x",
+      "upstream_not_allowed",
+    ],
     ["pinned port", "https://pinned.example.com:8443/x", "ok"],
     ["pinned host on its default port", "https://pinned.example.com/x", "upstream_not_allowed"],
     ["placeholder in host", "https://{host}.example.com/x", "invalid_manifest"],
@@ -58,12 +102,23 @@ describe("allow-list and transport at registration", () => {
 
   it("secrets only over https (plain http only to loopback in development), in headers only", () => {
     const secret = { Authorization: "Bearer {secret:KEY}" };
-    expect(code(compile("http://api.example.com/x", secret, { ...hosts, allowlist: ["api.example.com"] }))).toBe("invalid_manifest");
+    expect(
+      code(
+        compile("http://api.example.com/x", secret, { ...hosts, allowlist: ["api.example.com"] }),
+      ),
+    ).toBe("invalid_manifest");
     expect(code(compile("https://api.example.com/x", secret))).toBe("ok");
-    expect(code(compile("http://127.0.0.1:8788/x", secret, { allowlist: [], allowLoopback: true }))).toBe("ok");
+    expect(
+      code(compile("http://127.0.0.1:8788/x", secret, { allowlist: [], allowLoopback: true })),
+    ).toBe("ok");
     expect(code(compile("https://api.example.com/x?k={secret:KEY}"))).toBe("invalid_manifest");
-    expect(code(compile("https://api.example.com/x", { Authorization: "{secret:bad-name}" }))).toBe("invalid_manifest");
-    const compiled = compile("https://api.example.com/x", { Authorization: "Bearer {secret:KEY}", "X-Other": "{secret:OTHER}" });
+    expect(code(compile("https://api.example.com/x", { Authorization: "{secret:bad-name}" }))).toBe(
+      "invalid_manifest",
+    );
+    const compiled = compile("https://api.example.com/x", {
+      Authorization: "Bearer {secret:KEY}",
+      "X-Other": "{secret:OTHER}",
+    });
     expect(compiled.ok && compiled.value.secretNames).toEqual(["KEY", "OTHER"]);
   });
 });
