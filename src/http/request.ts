@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { AppEnv } from "./auth.ts";
 import { ApiProblem, toApiError, type ObjectError } from "./problem.ts";
 import * as stubs from "../durable/stubs.ts";
+import { jsonTextProblem } from "../domain/strict-json.ts";
 
 export const MAX_BODY_BYTES = 256 * 1024;
 export const MAX_WAIT_MS = 30_000;
@@ -27,6 +28,9 @@ export async function readJson<S extends z.ZodType>(
   } catch {
     throw new ApiProblem({ code: "invalid_json", detail: "the body is not valid JSON" });
   }
+  const problem = jsonTextProblem(text);
+  if (problem)
+    throw new ApiProblem({ code: "invalid_json", detail: `the body is refused: ${problem}` });
   const parsed = schema.safeParse(body);
   if (!parsed.success)
     throw new ApiProblem({ code: "invalid_request", detail: z.prettifyError(parsed.error) });
