@@ -29,6 +29,8 @@ export type Fault =
   | { kind: "invalid_json" }
   | { kind: "wrong_shape" }
   | { kind: "huge"; bytes: number }
+  /** 200 with a body nested `depth` arrays deep (valid JSON that recursive readers choke on). */
+  | { kind: "deep"; depth: number }
   | { kind: "redirect"; location: string; status?: number; commit?: boolean }
   /** 200 and the headers, a first chunk of the body, then nothing more (the connection stays open). */
   | { kind: "headers_then_stall"; commit?: boolean }
@@ -276,6 +278,11 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       case "huge":
         if (isWrite) commit();
         return json(res, 200, { id: "eff_huge", padding: "x".repeat(fault.bytes) });
+      case "deep":
+        if (isWrite) commit();
+        res.writeHead(200, { "Content-Type": "application/json" });
+        res.end(`{"id":"eff_deep","nested":${"[".repeat(fault.depth)}${"]".repeat(fault.depth)}}`);
+        return;
       case "echo":
         return json(res, fault.status ?? 200, { id: "echo", headers: req.headers });
       case "redirect":

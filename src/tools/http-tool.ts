@@ -9,6 +9,7 @@ import { parseRetryAfterMs } from "../domain/retry.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
 import { isLoopback } from "./manifest.ts";
 import type { BuiltRequest, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
+import { jsonTextProblem } from "../domain/strict-json.ts";
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
@@ -233,6 +234,8 @@ function validateOutput(spec: ToolSpec, text: string): Observation {
   } catch {
     return { kind: "invalid_output", detail: "response is not JSON" };
   }
+  const problem = jsonTextProblem(text);
+  if (problem) return { kind: "invalid_output", detail: `response is refused: ${problem}` };
   if (!spec.output) return { kind: "ok", result: parsed };
   const checked = spec.output.safeParse(parsed);
   return checked.success

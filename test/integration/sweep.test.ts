@@ -350,3 +350,22 @@ describe("another tenant's ids", () => {
     expect((await up.state()).requests).toHaveLength(0);
   });
 });
+
+describe("a hostile upstream answer", () => {
+  it("a keyed write answered with 10,000-deep JSON is recorded failed/invalid_output that says it took effect; never a 500, never stuck", async () => {
+    const { up, postTurn, turnText } = await sweepRun();
+    await up.script({ kind: "deep", depth: 10_000 });
+    const res = await postTurn(turnText(`{"amount":7,"currency":"usd"}`), 5);
+    expect(res.status).toBe(200);
+    expect(res.body.results[0]).toMatchObject({ status: "failed", code: "invalid_output" });
+    expect(res.body.results[0].message).toMatch(/nested deeper than 64/);
+    expect(res.body.results[0].message).not.toMatch(/did not take effect|nothing was sent/);
+    const state = await up.state();
+    expect(state.effects).toHaveLength(1);
+    expect(state.requests).toHaveLength(1);
+    const op = await api("GET", `/v1/operations/${res.body.results[0].operation_id}`, undefined, {
+      Authorization: `Bearer ${(await newTenantOnce()).key}`,
+    });
+    expect(op.body.phase).toBe("recorded");
+  });
+});
