@@ -203,3 +203,50 @@ function walk(
 
 /** `/address/zip` → `address.zip`, the form the gate's messages use. */
 const pointerText = (pointer: string) => pointer.slice(1).split("/").join(".");
+
+/** Keywords whose subschemas apply to the same instance: a `$ref` cycle through only these never ends. */
+const SAME_INSTANCE = ["allOf", "anyOf", "oneOf", "not", "if", "then", "else"] as const;
+
+/**
+ * Why this schema's `$ref`s cannot be evaluated, or null: a ref that does not resolve inside the
+ * schema (remote refs are never fetched), or a cycle of refs that never descends into a property
+ * or an item (`{ "$ref": "#/$defs/a" }` where a is `{ "$ref": "#/$defs/a" }`): a validator
+ * following it recurses forever on any input. Recursion through `properties`/`items` is fine — the
+ * instance is finite (and bodies are at most 64 deep).
+ */
+export function refProblem(root: Schema): string | null {
+  const refs: string[] = [];
+  const collect = (node: unknown) => {
+    if (Array.isArray(node)) return node.forEach(collect);
+    if (!isSchema(node)) return;
+    if (typeof node.$ref === "string") refs.push(node.$ref);
+    Object.values(node).forEach(collect);
+  };
+  collect(root);
+  for (const ref of refs) if (!resolveRef(root, ref)) return `the $ref ${ref} does not resolve`;
+  /** The refs a schema evaluates at its own instance location. */
+  const sameInstanceRefs = (schema: Schema): string[] => [
+    ...(typeof schema.$ref === "string" ? [schema.$ref] : []),
+    ...SAME_INSTANCE.flatMap((keyword) => {
+      const value = schema[keyword];
+      const branches = Array.isArray(value) ? value : [value];
+      return branches.filter(isSchema).flatMap(sameInstanceRefs);
+    }),
+  ];
+  const done = new Set<string>();
+  const visit = (ref: string, path: string[]): string | null => {
+    if (path.includes(ref)) return `the $ref cycle ${[...path, ref].join(" → ")} never ends`;
+    if (done.has(ref)) return null;
+    for (const next of sameInstanceRefs(resolveRef(root, ref)!)) {
+      const found = visit(next, [...path, ref]);
+      if (found) return found;
+    }
+    done.add(ref);
+    return null;
+  };
+  for (const ref of new Set([...sameInstanceRefs(root), ...refs])) {
+    const found = visit(ref, []);
+    if (found) return found;
+  }
+  return null;
+}

@@ -8,7 +8,7 @@
 // own, named in headers only, and travel only over https (plain http only to loopback in development).
 import { z } from "zod";
 import { DEFAULT_APPROVAL_TTL_MS } from "../domain/approval.ts";
-import { closeSchema } from "../domain/json-schema.ts";
+import { closeSchema, refProblem, type Schema } from "../domain/json-schema.ts";
 import { DEFAULT_RETRY } from "../domain/retry.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { toStrictSchema } from "../providers/strict-schema.ts";
@@ -149,6 +149,13 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
   const m = parsed.data;
   const unsupported = unsupportedField(m);
   if (unsupported) return err({ code: "unsupported_field", detail: unsupported });
+  for (const [which, schema] of [
+    ["input_schema", m.input_schema],
+    ["output_schema", m.output_schema],
+  ] as const) {
+    const problem = schema ? refProblem(schema as Schema) : null;
+    if (problem) return err({ code: "invalid_manifest", detail: `${which}: ${problem}` });
+  }
   const inputJsonSchema = closeSchema(m.input_schema);
   let input: z.ZodType;
   let output: z.ZodType | null = null;

@@ -369,3 +369,70 @@ describe("a hostile upstream answer", () => {
     expect(op.body.phase).toBe("recorded");
   });
 });
+
+describe("hostile schemas", () => {
+  it("an input schema whose $ref loops on itself is refused at registration (it hung every turn in a stack overflow)", async () => {
+    const { auth, up } = await sweepRun();
+    const tool = manifest({
+      url: up.url,
+      input_schema: {
+        type: "object",
+        $defs: { a: { anyOf: [{ $ref: "#/$defs/b" }] }, b: { allOf: [{ $ref: "#/$defs/a" }] } },
+        properties: { x: { $ref: "#/$defs/a" } },
+      },
+    });
+    const put = await api("PUT", `/v1/tools/${tool.name}`, tool, auth);
+    expectProblem(put, 422, "invalid_manifest");
+    expect(put.body.detail).toContain("never ends");
+    const dangling = manifest({
+      url: up.url,
+      input_schema: { type: "object", properties: { x: { $ref: "https://evil.example/s.json" } } },
+    });
+    expect((await api("PUT", `/v1/tools/${dangling.name}`, dangling, auth)).body.detail).toContain(
+      "does not resolve",
+    );
+    expect((await api("GET", `/v1/tools/${tool.name}`, undefined, auth)).status).toBe(404);
+  });
+
+  it("a recursive schema through properties is fine: exported in every format, enforced, bounded by the body depth", async () => {
+    const { auth, up } = await sweepRun();
+    const tool = manifest({
+      url: up.url,
+      input_schema: {
+        type: "object",
+        $defs: {
+          tree: {
+            type: "object",
+            properties: { child: { $ref: "#/$defs/tree" }, n: { type: "integer" } },
+          },
+        },
+        properties: { t: { $ref: "#/$defs/tree" } },
+        required: ["t"],
+      },
+    });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool, auth)).status).toBe(201);
+    const run = await api(
+      "POST",
+      "/v1/runs",
+      { user: { id: "u1", scopes: [] }, tools: [tool.name] },
+      auth,
+    );
+    for (const format of ["anthropic", "openai-responses", "openai-chat", "mcp"])
+      expect(
+        (await api("GET", `/v1/runs/${run.body.run_id}/tools?format=${format}`, undefined, auth))
+          .status,
+      ).toBe(200);
+    const call = (args: unknown, id: string) =>
+      api(
+        "POST",
+        `/v1/runs/${run.body.run_id}/turns?format=native`,
+        { calls: [{ id, name: tool.name, arguments: args }] },
+        { ...auth, Prefer: "wait=5" },
+      );
+    const bad = await call({ t: { child: { child: { n: "not a number" } } } }, "c_bad");
+    expect(bad.body.results[0]).toMatchObject({ status: "rejected", code: "invalid_arguments" });
+    const good = await call({ t: { child: { child: { n: 3 } } } }, "c_good");
+    expect(good.body.results[0].status).toBe("succeeded");
+    expect((await up.state()).requests).toHaveLength(1);
+  });
+});

@@ -1,7 +1,7 @@
 // One schema for the gate and the export: closing objects, folding allOf, strict-mode nulls, and
 // undeclared keys, as tables over plain JSON Schema.
 import { describe, expect, it } from "vitest";
-import { closeSchema, normalizeArguments } from "../../src/domain/json-schema.ts";
+import { closeSchema, normalizeArguments, refProblem } from "../../src/domain/json-schema.ts";
 import { exportSchema } from "../../src/providers/strict-schema.ts";
 
 describe("closeSchema", () => {
@@ -154,5 +154,31 @@ describe("normalizeArguments", () => {
       type: ["string", "null"],
     });
     expect(exported.properties.items.anyOf[0].type).toBe("array");
+  });
+});
+
+describe("refProblem", () => {
+  it.each([
+    [{ properties: { a: { $ref: "#/$defs/x" } }, $defs: { x: { type: "string" } } }, null],
+    [{ $defs: { t: { properties: { c: { $ref: "#/$defs/t" } } } }, $ref: "#/$defs/t" }, null],
+    [
+      { $defs: { t: { items: { $ref: "#/$defs/t" } } }, properties: { a: { $ref: "#/$defs/t" } } },
+      null,
+    ],
+    [
+      { $defs: { a: { $ref: "#/$defs/a" } }, properties: { x: { $ref: "#/$defs/a" } } },
+      "never ends",
+    ],
+    [
+      { $defs: { a: { oneOf: [{ $ref: "#/$defs/b" }] }, b: { not: { $ref: "#/$defs/a" } } } },
+      "never ends",
+    ],
+    [{ $ref: "#" }, "never ends"],
+    [{ properties: { a: { $ref: "#/$defs/missing" } } }, "does not resolve"],
+    [{ properties: { a: { $ref: "other.json#/x" } } }, "does not resolve"],
+  ])("%j → %s", (schema, expected) => {
+    const problem = refProblem(schema);
+    if (expected === null) expect(problem).toBeNull();
+    else expect(problem).toContain(expected);
   });
 });
