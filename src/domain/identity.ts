@@ -19,6 +19,9 @@ export type IdentityInput = {
   callId: string;
 };
 
+/** A call's input as frozen at validation: the value, its RFC 8785 text and that text's SHA-256. */
+export type FrozenInput = { value: Record<string, unknown>; canonical: string; hash: string };
+
 export type FrozenCall = {
   operationId: OperationId;
   idempotencyKey: string;

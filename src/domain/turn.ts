@@ -13,8 +13,8 @@ import type { TraceEvent } from "./operation.ts";
 import { checkScopes } from "./policy.ts";
 import { err, ok, type Result } from "./result.ts";
 
-/** A call's input as frozen at validation: the value, its RFC 8785 text and that text's SHA-256. */
-export type FrozenInput = { value: Record<string, unknown>; canonical: string; hash: string };
+import type { FrozenInput } from "./identity.ts";
+export type { FrozenInput };
 
 export type RunState = {
   runId: string;

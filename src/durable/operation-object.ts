@@ -110,8 +110,8 @@ type FrozenRow = {
   created_at: number;
 };
 type Head = { seq: number; state: OperationState; frozen: FrozenRow };
-type Fixed = { spec: ToolSpec; input: Record<string, unknown> };
-type Loaded = Fixed & { canonicalInput: string; plan: OperationPlan };
+type Fixed = { spec: ToolSpec; input: FrozenInput };
+type Loaded = Fixed & { plan: OperationPlan };
 /** The tenant secrets one attempt may use, fetched before its row is written (no await between row and fetch). */
 type Secrets = Result<Record<string, string>, string>;
 
@@ -152,7 +152,7 @@ export class OperationObject extends DurableObject<Env> {
       const spec = resolveTool(req.source, hostPolicy(this.env));
       if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
       const rule = spec.value.approval;
-      const input = JSON.parse(req.input.canonical) as Record<string, unknown>;
+      const input = req.input.value;
       const asks = needsApproval(rule, input);
       // The approval binds to this exact tool source (its hash is the policy version).
       const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
@@ -526,7 +526,7 @@ export class OperationObject extends DurableObject<Env> {
         ? { kind: "config_error", detail: loaded.error }
         : !secrets!.ok
           ? { kind: "config_error", detail: secrets!.error }
-          : await sendAttempt(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, {
+          : await sendAttempt(loaded.value.spec, loaded.value.input, {
               idempotencyKey: loaded.value.plan.idempotencyKey,
               secrets: secrets!.value,
               config: configFor(this.env, loaded.value.spec.configNames),
@@ -556,7 +556,7 @@ export class OperationObject extends DurableObject<Env> {
         ? { kind: "inconclusive", detail: loaded.error }
         : !secrets!.ok
           ? { kind: "inconclusive", detail: secrets!.error }
-          : await sendLookup(loaded.value.spec, loaded.value.input, loaded.value.canonicalInput, {
+          : await sendLookup(loaded.value.spec, loaded.value.input, {
               idempotencyKey: loaded.value.plan.idempotencyKey,
               secrets: secrets!.value,
               config: configFor(this.env, loaded.value.spec.configNames),
@@ -578,7 +578,7 @@ export class OperationObject extends DurableObject<Env> {
       const { spec, input } = loaded.value;
       const secrets = await this.secretsFor(head.frozen.tenant_id, spec);
       preview = secrets.ok
-        ? await sendPreview(spec, input, head.frozen.input, {
+        ? await sendPreview(spec, input, {
             idempotencyKey: head.frozen.plan.idempotencyKey,
             secrets: secrets.value,
             config: configFor(this.env, spec.configNames),
@@ -605,9 +605,11 @@ export class OperationObject extends DurableObject<Env> {
         call_id: head.frozen.call_id,
         tool: view.tool,
         target: loaded.ok
-          ? loaded.value.spec.describeTarget(loaded.value.input)
+          ? loaded.value.spec.describeTarget(loaded.value.input.value)
           : "(the tool no longer compiles)",
-        arguments: JSON.parse(head.frozen.input) as Record<string, unknown>,
+        arguments: loaded.ok
+          ? loaded.value.input.value
+          : (JSON.parse(head.frozen.input) as Record<string, unknown>),
         state,
         requested_by: approval.requestedBy,
         requested_at_ms: head.frozen.created_at,
@@ -774,9 +776,13 @@ export class OperationObject extends DurableObject<Env> {
       const spec = resolveTool(frozen.source, hostPolicy(this.env));
       if (!spec.ok)
         return err(`the stored tool no longer compiles in this deployment: ${spec.error.detail}`);
-      this.fixed = { spec: spec.value, input: JSON.parse(frozen.input) as Record<string, unknown> };
+      const value = JSON.parse(frozen.input) as Record<string, unknown>;
+      this.fixed = {
+        spec: spec.value,
+        input: { value, canonical: frozen.input, hash: frozen.input_hash },
+      };
     }
-    return ok({ ...this.fixed, canonicalInput: frozen.input, plan: frozen.plan });
+    return ok({ ...this.fixed, plan: frozen.plan });
   }
 
   /** `rowsWritten`: rows this instance wrote while serving the call (reported for the benchmark). */

@@ -6,7 +6,6 @@ import { z } from "zod";
 import { modelCost } from "../domain/pricing.ts";
 import { modelPrices } from "../env.ts";
 import { adapters, exportTools } from "../providers/index.ts";
-import { MAX_ARGUMENT_BYTES } from "../providers/native.ts";
 import { ToolsFormat, TurnFormat } from "../providers/types.ts";
 import type { TurnReply } from "../durable/run-object.ts";
 import {
@@ -91,14 +90,6 @@ export const runRoutes = new Hono<AppEnv>()
     const parsed = adapters[format].parse(await readJson(c, z.unknown()));
     if (!parsed.ok) throw new ApiProblem(parsed.error);
     const { calls, usage } = parsed.value;
-    const oversized = calls.find(
-      (call) => JSON.stringify(call.arguments).length > MAX_ARGUMENT_BYTES,
-    );
-    if (oversized)
-      throw new ApiProblem({
-        code: "invalid_request",
-        detail: `the arguments of call ${oversized.id} exceed ${MAX_ARGUMENT_BYTES} bytes`,
-      });
     // Prices are needed only to price usage; a malformed table is then a 500 `misconfigured`, never zero cost.
     const prices = usage ? unwrap(modelPrices(c.env)) : {};
     const cost = modelCost(usage, prices);

@@ -8,7 +8,6 @@ import { CallId, checkCalls, parseWith, ToolName } from "./turn-rules.ts";
 import type { ExportedTool, ParsedTurn, ParseError, ProviderAdapter, ResultItem } from "./types.ts";
 
 export { MAX_CALLS_PER_TURN } from "./types.ts";
-export const MAX_ARGUMENT_BYTES = 32 * 1024;
 
 export const NativeCall = z.looseObject({
   id: CallId,

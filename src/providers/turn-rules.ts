@@ -7,6 +7,7 @@ import type { Envelope } from "../domain/envelope.ts";
 import type { ProposedCall } from "../domain/gate.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
+  MAX_ARGUMENT_BYTES,
   MAX_CALL_ID_LENGTH,
   MAX_CALLS_PER_TURN,
   MAX_TOOL_NAME_LENGTH,
@@ -24,6 +25,7 @@ export const ToolName = z
   .min(1, "must be a non-empty string")
   .max(MAX_TOOL_NAME_LENGTH, `must be at most ${MAX_TOOL_NAME_LENGTH} characters`);
 export const TokenCount = z.number().int().nonnegative();
+const UTF8 = new TextEncoder();
 
 export const invalid = (detail: string): Result<never, ParseError> =>
   err({ code: "invalid_request", detail });
@@ -70,6 +72,8 @@ export function checkCalls(
         `duplicate call id ${JSON.stringify(call.id)} in one turn; every call needs its own id`,
       );
     seen.add(call.id);
+    if (UTF8.encode(JSON.stringify(call.arguments) ?? "").byteLength > MAX_ARGUMENT_BYTES)
+      return invalid(`the arguments of call ${call.id} exceed ${MAX_ARGUMENT_BYTES} bytes`);
   }
   return ok({ calls, usage });
 }

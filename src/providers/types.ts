@@ -47,5 +47,7 @@ export type ProviderAdapter = {
 };
 
 export const MAX_CALLS_PER_TURN = 64;
+/** The JSON text of one call's arguments, in UTF-8 bytes. */
+export const MAX_ARGUMENT_BYTES = 32 * 1024;
 export const MAX_CALL_ID_LENGTH = 128;
 export const MAX_TOOL_NAME_LENGTH = 128;

@@ -72,7 +72,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
       mode,
       header: mode === "header" ? (def.idempotency?.header ?? "Idempotency-Key") : null,
     },
-    buildRequest: (input, _canonical, ctx) => def.request(input as z.infer<I>, ctx),
+    buildRequest: (input, ctx) => def.request(input.value as z.infer<I>, ctx),
     buildReconcile: def.reconcile ?? null,
     buildPreview: null,
     operationKey: def.operationKey ?? [],

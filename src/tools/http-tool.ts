@@ -8,6 +8,7 @@
 import { parseRetryAfterMs } from "../domain/retry.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
 import { isLoopback } from "./manifest.ts";
+import type { FrozenInput } from "../domain/identity.ts";
 import type { BuiltRequest, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
 import { jsonTextProblem } from "../domain/strict-json.ts";
 
@@ -24,26 +25,18 @@ export type AttemptContext = RequestContext & {
 // internal failure produces, so it cannot prove that nothing was sent. It is `connection_lost`.
 export async function sendAttempt(
   spec: ToolSpec,
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: AttemptContext,
 ): Promise<Observation> {
-  return scrubSecrets(
-    await attemptOnce(spec, input, canonicalInput, ctx),
-    Object.values(ctx.secrets),
-  );
+  return scrubSecrets(await attemptOnce(spec, input, ctx), Object.values(ctx.secrets));
 }
 
 export async function sendLookup(
   spec: ToolSpec,
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: RequestContext,
 ): Promise<LookupObservation> {
-  return scrubSecrets(
-    await lookupOnce(spec, input, canonicalInput, ctx),
-    Object.values(ctx.secrets),
-  );
+  return scrubSecrets(await lookupOnce(spec, input, ctx), Object.values(ctx.secrets));
 }
 
 /** What the approver is shown: the upstream's answer to the preview request (scrubbed, capped), or why there is none. */
@@ -51,23 +44,18 @@ export type Preview = { status: number | null; body: unknown; detail: string | n
 
 export async function sendPreview(
   spec: ToolSpec,
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: RequestContext,
 ): Promise<Preview> {
-  return scrubSecrets(
-    await previewOnce(spec, input, canonicalInput, ctx),
-    Object.values(ctx.secrets),
-  );
+  return scrubSecrets(await previewOnce(spec, input, ctx), Object.values(ctx.secrets));
 }
 
 async function attemptOnce(
   spec: ToolSpec,
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: AttemptContext,
 ): Promise<Observation> {
-  const built = build(spec.buildRequest, input, canonicalInput, ctx);
+  const built = build(spec.buildRequest, input, ctx);
   if ("error" in built) return { kind: "config_error", detail: built.error };
   const insecure = insecureForSecrets(built.url, ctx);
   if (insecure) return { kind: "config_error", detail: insecure };
@@ -113,13 +101,12 @@ async function attemptOnce(
 
 async function lookupOnce(
   spec: ToolSpec,
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: RequestContext,
 ): Promise<LookupObservation> {
   if (!spec.buildReconcile)
     return { kind: "inconclusive", detail: "the tool has no reconcile request" };
-  const built = build(spec.buildReconcile, input, canonicalInput, ctx);
+  const built = build(spec.buildReconcile, input, ctx);
   if ("error" in built) return { kind: "inconclusive", detail: built.error };
   const insecure = insecureForSecrets(built.url, ctx);
   if (insecure) return { kind: "inconclusive", detail: insecure };
@@ -141,12 +128,11 @@ async function lookupOnce(
 
 async function previewOnce(
   spec: ToolSpec,
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: RequestContext,
 ): Promise<Preview> {
   if (!spec.buildPreview) return { status: null, body: null, detail: "the tool has no preview" };
-  const built = build(spec.buildPreview, input, canonicalInput, ctx);
+  const built = build(spec.buildPreview, input, ctx);
   if ("error" in built) return { status: null, body: null, detail: built.error };
   const insecure = insecureForSecrets(built.url, ctx);
   if (insecure) return { status: null, body: null, detail: insecure };
@@ -201,12 +187,11 @@ export function scrubSecrets<T>(value: T, secrets: readonly string[]): T {
 /** A code tool's builder is code: if it throws, nothing was sent and the call is misconfigured. */
 function build(
   builder: RequestBuilder,
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: RequestContext,
 ): BuiltRequest | { error: string } {
   try {
-    return builder(input, canonicalInput, ctx);
+    return builder(input, ctx);
   } catch (error) {
     return { error: `the request could not be built: ${String(error)}` };
   }

@@ -396,8 +396,8 @@ export function requestBuilder(
   headerTemplates: Record<string, string>,
   sendsBody: boolean,
 ): RequestBuilder {
-  return (input, canonicalInput, ctx) => {
-    const url = buildUrl(urlTemplate, input, ctx.idempotencyKey);
+  return (input, ctx) => {
+    const url = buildUrl(urlTemplate, input.value, ctx.idempotencyKey);
     if (!url.ok) return { error: url.error };
     const headers: Record<string, string> = {};
     for (const [name, template] of Object.entries(headerTemplates)) {
@@ -412,7 +412,7 @@ export function requestBuilder(
       if (missing)
         return { error: `the tenant secret ${missing} is not defined (was it deleted?)` };
     }
-    const body = sendsBody && method !== "GET" && method !== "DELETE" ? canonicalInput : null;
+    const body = sendsBody && method !== "GET" && method !== "DELETE" ? input.canonical : null;
     if (body !== null) headers["Content-Type"] = "application/json";
     return { method, url: url.value, headers, body };
   };

@@ -3,7 +3,7 @@
 // request is built by `buildRequest`, so both kinds share one executor and one retry layer.
 import type { z } from "zod";
 import type { IdempotencyMode } from "../domain/classify.ts";
-import type { OperationScope, Risk } from "../domain/identity.ts";
+import type { FrozenInput, OperationScope, Risk } from "../domain/identity.ts";
 import type { RetryPolicy } from "../domain/retry.ts";
 
 /** `fourEyes`: the approver must not be the run's own user (default). */
@@ -39,9 +39,9 @@ export type RequestContext = {
   secrets: Record<string, string>;
   config: Record<string, string>;
 };
+/** Builds one request from the frozen input: its value for templates, its canonical text as the body. */
 export type RequestBuilder = (
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: RequestContext,
 ) => BuiltRequest | { error: string };
 

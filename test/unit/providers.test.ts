@@ -320,3 +320,43 @@ describe("tool export", () => {
     expect(JSON.stringify(exportTools(defs, "openai-chat"))).not.toContain("customer_id");
   });
 });
+
+describe("the argument size cap is one rule for every format", () => {
+  // 11,000 euro signs: 11,000 UTF-16 units but 33,000 UTF-8 bytes, over the 32 KiB cap.
+  const big = { note: "€".repeat(11_000) };
+  const small = { note: "€".repeat(10_000) };
+  const bodies = (args: unknown) => ({
+    native: { calls: [{ id: "c1", name: "t", arguments: args }] },
+    anthropic: {
+      role: "assistant",
+      content: [{ type: "tool_use", id: "c1", name: "t", input: args }],
+    },
+    "openai-responses": {
+      output: [
+        { type: "function_call", call_id: "c1", name: "t", arguments: JSON.stringify(args) },
+      ],
+    },
+    "openai-chat": {
+      choices: [
+        {
+          message: {
+            role: "assistant",
+            tool_calls: [
+              {
+                id: "c1",
+                type: "function",
+                function: { name: "t", arguments: JSON.stringify(args) },
+              },
+            ],
+          },
+        },
+      ],
+    },
+  });
+  it.each(Object.keys(adapters) as Array<keyof typeof adapters>)("%s", (format) => {
+    const refused = adapters[format].parse(bodies(big)[format]);
+    expect(refused).toMatchObject({ ok: false, error: { code: "invalid_request" } });
+    expect(!refused.ok && refused.error.detail).toContain("exceed 32768 bytes");
+    expect(adapters[format].parse(bodies(small)[format]).ok).toBe(true);
+  });
+});
