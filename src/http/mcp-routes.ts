@@ -1,0 +1,105 @@
+// /mcp: the run's tools over MCP Streamable HTTP, with the official SDK's web-standard entry
+// (`createMcpHandler`: 2026-07-28 per-request envelopes, and 2025-era clients up to 2025-11-25
+// served statelessly). In front: Host/Origin validation, then the run token, before any JSON-RPC
+// is read. `tools/list` is the run's export in the MCP format; `tools/call` is a one-call turn
+// posted to the RunObject (identity, dedup, policy, budgets and approvals are the turn engine's).
+// A client's cancellation — `notifications/cancelled` (2025 era; stateless, so it arrives as its
+// own POST) or the request's stream closing (2026 era) — closes that call like POST /cancel.
+import {
+  createMcpHandler,
+  ProtocolError,
+  ProtocolErrorCode,
+  Server,
+} from "@modelcontextprotocol/server";
+import { Hono, type Context } from "hono";
+import { ulid } from "ulid";
+import { mcpRequestKey } from "../domain/mcp-call.ts";
+import type { RunError } from "../durable/run-object.ts";
+import type { Result } from "../domain/result.ts";
+import { exportTools } from "../providers/index.ts";
+import { callResult } from "../providers/mcp-tools.ts";
+import { MAX_ARGUMENT_BYTES } from "../providers/native.ts";
+import { authenticateRun, type AppEnv } from "./auth.ts";
+import { mcpGuard } from "./mcp-guard.ts";
+import { ApiProblem, jsonRpcCodeOf, toApiError } from "./problem.ts";
+import { DEFAULT_TURN_WAIT_MS, MAX_BODY_BYTES, runStub } from "./request.ts";
+
+const SERVER_INFO = { name: "toolgate", version: "0.1.0" };
+const INSTRUCTIONS =
+  "Every tool runs through toolgate: a repeated call with the same arguments gets the stored result and never acts twice. A result that says it is waiting (for a person, or for the tool) is not an error: do not call it again; toolgate_check_status with its operation_id shows the current result.";
+
+export const mcpRoutes = new Hono<AppEnv>().all("/", async (c) => {
+  const refused = mcpGuard(
+    c.env,
+    c.req.header("Host") ?? new URL(c.req.url).host,
+    c.req.header("Origin") ?? null,
+  );
+  if (refused) throw new ApiProblem(refused);
+  const { tenantId, runId } = await authenticateRun(c);
+  const handler = createMcpHandler(() => mcpServer(c, tenantId, runId), {
+    maxRequestBodySize: MAX_BODY_BYTES,
+    onerror: (error) => console.error("mcp", error),
+  });
+  return handler.fetch(c.req.raw);
+});
+
+/** A fresh low-level server per request (the SDK's factory model): the tool set is the run's, computed per request. */
+function mcpServer(c: Context<AppEnv>, tenantId: string, runId: string): Server {
+  const run = runStub(c, runId);
+  const server = new Server(SERVER_INFO, {
+    capabilities: { tools: {} },
+    instructions: INSTRUCTIONS,
+  });
+  // Cancelling needs the run after the response is sent (a notification is answered 202 at once).
+  const cancel = (requestId: string | number) =>
+    c.executionCtx.waitUntil(
+      run.mcpCancel(tenantId, mcpRequestKey(requestId), `mcp:${runId}`).catch((error) => {
+        console.error("mcp cancel", error);
+      }),
+    );
+
+  server.setRequestHandler("tools/list", async (request) => {
+    // One page, no cursors: any cursor is one toolgate never issued.
+    if (request.params?.cursor !== undefined)
+      throw new ProtocolError(ProtocolErrorCode.InvalidParams, "tools/list has one page; send no cursor");
+    const tools = rpc(await run.toolDefinitions(tenantId));
+    return { tools: exportTools(tools, "mcp") as never };
+  });
+
+  server.setRequestHandler("tools/call", async (request, ctx) => {
+    const { name } = request.params;
+    const args = request.params.arguments ?? {};
+    if (JSON.stringify(args).length > MAX_ARGUMENT_BYTES)
+      throw new ProtocolError(
+        ProtocolErrorCode.InvalidParams,
+        `the arguments exceed ${MAX_ARGUMENT_BYTES} bytes`,
+      );
+    const requestId = ctx.mcpReq.id;
+    const onAbort = () => cancel(requestId);
+    ctx.mcpReq.signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      const reply = await run.mcpCall(
+        tenantId,
+        { requestKey: mcpRequestKey(requestId), name, arguments: args, nonce: ulid() },
+        DEFAULT_TURN_WAIT_MS,
+      );
+      const { envelope, checkStatus } = rpc(reply);
+      return callResult(envelope, checkStatus);
+    } finally {
+      ctx.mcpReq.signal.removeEventListener("abort", onAbort);
+    }
+  });
+
+  server.setNotificationHandler("notifications/cancelled", (notification) => {
+    if (notification.params.requestId !== undefined) cancel(notification.params.requestId);
+  });
+  return server;
+}
+
+/** A RunObject error as a JSON-RPC error, through the one error map. */
+function rpc<T>(result: Result<T, RunError>): T {
+  if (result.ok) return result.value;
+  const error = toApiError(result.error);
+  throw new ProtocolError(jsonRpcCodeOf(error), error.detail);
+}
+
