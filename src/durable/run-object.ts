@@ -276,7 +276,8 @@ export class RunObject extends DurableObject<Env> {
         ? ok({ envelope, checkStatus })
         : err({ code: "invalid_request", detail: "the call has no result" });
     } finally {
-      if (this.mcpInFlight.get(call.requestKey) === turnId) this.mcpInFlight.delete(call.requestKey);
+      if (this.mcpInFlight.get(call.requestKey) === turnId)
+        this.mcpInFlight.delete(call.requestKey);
     }
   }
 

@@ -61,7 +61,10 @@ function mcpServer(c: Context<AppEnv>, tenantId: string, runId: string): Server 
   server.setRequestHandler("tools/list", async (request) => {
     // One page, no cursors: any cursor is one toolgate never issued.
     if (request.params?.cursor !== undefined)
-      throw new ProtocolError(ProtocolErrorCode.InvalidParams, "tools/list has one page; send no cursor");
+      throw new ProtocolError(
+        ProtocolErrorCode.InvalidParams,
+        "tools/list has one page; send no cursor",
+      );
     const tools = rpc(await run.toolDefinitions(tenantId));
     return { tools: exportTools(tools, "mcp") as never };
   });
@@ -102,4 +105,3 @@ function rpc<T>(result: Result<T, RunError>): T {
   const error = toApiError(result.error);
   throw new ProtocolError(jsonRpcCodeOf(error), error.detail);
 }
-
