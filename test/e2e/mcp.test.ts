@@ -12,6 +12,11 @@ import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/cli
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startUpstream, type Upstream } from "../../demo/upstream.ts";
 import { DEV_VARS, registerDemo, ROOT, startWrangler } from "../../scripts/lib/dev-server.mjs";
+import {
+  conformanceRun,
+  runConformance,
+  startMcpProxy,
+} from "../../scripts/lib/mcp-conformance.mjs";
 
 const PORT = 8960;
 const INSPECTOR_PORT = 8961;
@@ -149,5 +154,28 @@ describe("MCP end to end", () => {
     expect(again.isError).toBe(true);
     expect(again.structuredContent).toMatchObject({ status: "cancelled" });
     await client.close();
+  });
+
+  it("passes the official conformance suite's server scenarios, but for the baseline of what /mcp does not serve", async () => {
+    const run = await conformanceRun(toolgate.url, demo.key, upstream.url);
+    const proxy = await startMcpProxy(toolgate.url, run.run_token);
+    try {
+      const output = join(ROOT, "test-results", "mcp-conformance");
+      mkdirSync(output, { recursive: true });
+      const { code, report } = await runConformance(`${proxy.url}/mcp`, output);
+      for (const scenario of [
+        "server-initialize: 1 passed, 0 failed",
+        "ping: 1 passed, 0 failed",
+        "tools-list: 1 passed, 0 failed",
+        "tools-call-simple-text: 1 passed, 0 failed",
+        "tools-call-error: 1 passed, 0 failed",
+        "dns-rebinding-protection: 2 passed, 0 failed",
+      ])
+        expect(report).toContain(`✓ ${scenario}`);
+      expect(report).toContain("Baseline check passed");
+      expect(code).toBe(0);
+    } finally {
+      await proxy.close();
+    }
   });
 });
