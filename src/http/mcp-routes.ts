@@ -18,7 +18,8 @@ import type { RunError } from "../durable/run-object.ts";
 import type { Result } from "../domain/result.ts";
 import { exportTools } from "../providers/index.ts";
 import { callResult } from "../providers/mcp-tools.ts";
-import { MAX_ARGUMENT_BYTES } from "../providers/native.ts";
+import { checkCalls } from "../providers/turn-rules.ts";
+import { jsonTextProblem } from "../domain/strict-json.ts";
 import { authenticateRun, type AppEnv } from "./auth.ts";
 import { mcpGuard } from "./mcp-guard.ts";
 import { ApiProblem, jsonRpcCodeOf, toApiError } from "./problem.ts";
@@ -36,12 +37,39 @@ export const mcpRoutes = new Hono<AppEnv>().all("/", async (c) => {
   );
   if (refused) throw new ApiProblem(refused);
   const { tenantId, runId } = await authenticateRun(c);
+  const refusedBody = await strictBodyProblem(c.req.raw);
+  if (refusedBody) return refusedBody;
   const handler = createMcpHandler(() => mcpServer(c, tenantId, runId), {
     maxRequestBodySize: MAX_BODY_BYTES,
     onerror: (error) => console.error("mcp", error),
   });
   return handler.fetch(c.req.raw);
 });
+
+/**
+ * The same door as every other JSON body (domain/strict-json.ts): duplicate keys, lone surrogates,
+ * `__proto__` and deep nesting are refused, here as a JSON-RPC parse error before the SDK reads
+ * the body. Text JSON.parse itself rejects is left to the SDK's own -32700.
+ */
+async function strictBodyProblem(request: Request): Promise<Response | null> {
+  if (request.method !== "POST") return null;
+  const text = await request.clone().text();
+  try {
+    JSON.parse(text);
+  } catch {
+    return null;
+  }
+  const problem = jsonTextProblem(text);
+  if (!problem) return null;
+  return Response.json(
+    {
+      jsonrpc: "2.0",
+      id: null,
+      error: { code: ProtocolErrorCode.ParseError, message: `the body is refused: ${problem}` },
+    },
+    { status: 400 },
+  );
+}
 
 /** A fresh low-level server per request (the SDK's factory model): the tool set is the run's, computed per request. */
 function mcpServer(c: Context<AppEnv>, tenantId: string, runId: string): Server {
@@ -72,12 +100,10 @@ function mcpServer(c: Context<AppEnv>, tenantId: string, runId: string): Server 
   server.setRequestHandler("tools/call", async (request, ctx) => {
     const { name } = request.params;
     const args = request.params.arguments ?? {};
-    if (JSON.stringify(args).length > MAX_ARGUMENT_BYTES)
-      throw new ProtocolError(
-        ProtocolErrorCode.InvalidParams,
-        `the arguments exceed ${MAX_ARGUMENT_BYTES} bytes`,
-      );
     const requestId = ctx.mcpReq.id;
+    // The rules every turn format shares (the argument size cap among them).
+    const checked = checkCalls([{ id: String(requestId), name, arguments: args }], null);
+    if (!checked.ok) throw new ProtocolError(ProtocolErrorCode.InvalidParams, checked.error.detail);
     const onAbort = () => cancel(requestId);
     ctx.mcpReq.signal.addEventListener("abort", onAbort, { once: true });
     try {

@@ -162,6 +162,21 @@ describe("MCP protocol errors change nothing", () => {
     const unknown = await callTool(token, "transfer_everything", {});
     expect(unknown.body.error).toMatchObject({ code: -32602 });
     expect(unknown.body.error.message).toMatch(/offers no tool named "transfer_everything"/);
+    const duplicate = await mcpPost(
+      token,
+      `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"${charge}","arguments":{"amount":1,"amount":900,"currency":"usd"}}}`,
+      { "MCP-Protocol-Version": LEGACY },
+    );
+    expect(duplicate.status).toBe(400);
+    expect(duplicate.body.error).toMatchObject({ code: -32700 });
+    expect(duplicate.body.error.message).toMatch(/refused: .*amount/);
+    const huge = await callTool(token, charge, {
+      amount: 1,
+      currency: "usd",
+      pad: "x".repeat(40_000),
+    });
+    expect(huge.body.error.code).toBe(-32602);
+    expect(huge.body.error.message).toMatch(/exceed 32768 bytes/);
     const modernUnknown = await callTool(token, "transfer_everything", {}, "modern");
     expect(modernUnknown.body.error).toMatchObject({ code: -32602 });
 
