@@ -5,6 +5,11 @@
 // posted to the RunObject (identity, dedup, policy, budgets and approvals are the turn engine's).
 // A client's cancellation — `notifications/cancelled` (2025 era; stateless, so it arrives as its
 // own POST) or the request's stream closing (2026 era) — closes that call like POST /cancel.
+// Waiting for a person is a readable, non-error result pointing at toolgate_check_status, never
+// a 2026 `input_required`: that asks the client's own user, while an approval must come from a
+// person holding approvals:decide (by default not the run's user), and nothing a client answers
+// may count as one. Tasks: SDK 2.x removed the 2025-11-25 experimental tasks (SEP-2663), so no
+// tasks capability is declared and every call is answered as a plain call.
 import {
   createMcpHandler,
   ProtocolError,

@@ -5,7 +5,8 @@
 // nothing; Host/Origin and the run token are checked before anything runs; cancellation closes
 // the call like POST /cancel.
 import { describe, expect, it } from "vitest";
-import { api, trace } from "../support/api.ts";
+import { hmac } from "../../src/crypto.ts";
+import { ADMIN, api, trace } from "../support/api.ts";
 import { callTool, envelope, LEGACY, mcpPost, mcpRun, MODERN, rpc, usage } from "../support/mcp.ts";
 
 const CHECK = "toolgate_check_status";
@@ -187,7 +188,7 @@ describe("MCP protocol errors change nothing", () => {
 });
 
 describe("MCP in front of the engine", () => {
-  it("no token, a bad token or an API key: 401/403 problem+json with WWW-Authenticate, nothing executed", async () => {
+  it("no token, a forged or expired run token: 401; the admin token: 403 problem+json with WWW-Authenticate, nothing executed", async () => {
     const { up, runId, token, charge } = await mcpRun();
     const body = {
       jsonrpc: "2.0",
@@ -203,8 +204,13 @@ describe("MCP in front of the engine", () => {
     const forged = await mcpPost(`${token.slice(0, -4)}abcd`, body);
     expect(forged.status).toBe(401);
     expect(forged.body.code).toBe("unauthorized");
-    const key = await mcpPost((await import("../support/api.ts")).ADMIN, body);
-    expect(key.status).toBe(403);
+    const [, tenant] = token.split(".");
+    const payload = `${tenant}.${runId}.${Date.now() - 1000}`;
+    const expired = await mcpPost(`rt.${payload}.${await hmac("test-signing-key", payload)}`, body);
+    expect(expired.status).toBe(401);
+    const admin = await mcpPost(ADMIN, body);
+    expect(admin.status).toBe(403);
+    expect(admin.body.code).toBe("forbidden");
     expect((await up.state()).requests).toHaveLength(0);
     expect(await usage(runId)).toMatchObject({ turns: 0 });
   });
