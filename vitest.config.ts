@@ -21,6 +21,8 @@ export default defineConfig({
                 // Hosts for allow-list tests only (never contacted): a default-port host and a pinned port.
                 TOOLGATE_UPSTREAM_ALLOWLIST: "api.example.test,pinned.example.test:8443",
                 SHOP_API_KEY: "sk_test_shop_secret",
+                // /mcp's DNS-rebinding guard: the tests' host name (loopback only by default in development).
+                TOOLGATE_MCP_ALLOWED_HOSTS: "toolgate.test",
                 TOOLGATE_MODEL_PRICES: JSON.stringify({
                   "*": { input_per_mtok: 1000, output_per_mtok: 2000 },
                 }),

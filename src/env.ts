@@ -22,6 +22,10 @@ export type Env = {
   TOOLGATE_UPSTREAM_ALLOWLIST?: string;
   /** "development" allows loopback upstreams; anything else is production. */
   TOOLGATE_ENV?: string;
+  /** /mcp: comma-separated hostnames accepted in Host (default: loopback in development, any in production). */
+  TOOLGATE_MCP_ALLOWED_HOSTS?: string;
+  /** /mcp: comma-separated hostnames of browser origins allowed besides the request's own host. */
+  TOOLGATE_MCP_ALLOWED_ORIGINS?: string;
   /** JSON price table for model usage in cost units (see domain/pricing.ts). */
   TOOLGATE_MODEL_PRICES?: string;
   /**

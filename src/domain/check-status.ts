@@ -27,6 +27,8 @@ export const CHECK_STATUS_DEFINITION: ToolDefinition = {
     required: ["operation_id"],
   },
   bound: [],
+  risk: "read",
+  builtIn: true,
 };
 
 /** Only runs that offer a write: a read is never left pending for long or outcome_unknown. */

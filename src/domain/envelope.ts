@@ -34,6 +34,12 @@ const NEXT_ACTIONS: Record<Exclude<ModelStatus, "succeeded">, string[]> = {
   pending: ["wait"],
 };
 
+/** Waiting is not failing: only a refusal, a failure or an unknown outcome is marked as an error. */
+export const isWaitingOrSucceeded = (envelope: Envelope): boolean =>
+  envelope.status === "succeeded" ||
+  envelope.status === "pending" ||
+  envelope.status === "awaiting_approval";
+
 export function refusal(
   status: Exclude<ModelStatus, "succeeded">,
   operationId: string,

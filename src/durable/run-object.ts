@@ -19,6 +19,7 @@ import {
   offersCheckStatus,
 } from "../domain/check-status.ts";
 import { RUN_TEXT, type Envelope } from "../domain/envelope.ts";
+import { mcpCallId } from "../domain/mcp-call.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
   closeCalls,
@@ -80,7 +81,17 @@ export type TurnReply = {
 export type RunError =
   | { code: "not_found"; detail: string }
   | { code: "invalid_request"; detail: string }
-  | { code: "turn_conflict"; detail: string };
+  | { code: "turn_conflict"; detail: string }
+  | { code: "unknown_tool"; detail: string };
+/** One MCP tools/call: `requestKey` names it for cancellation, `nonce` names a read (domain/mcp-call.ts). */
+export type McpCall = {
+  requestKey: string;
+  name: string;
+  arguments: Record<string, unknown>;
+  nonce: string;
+};
+/** `checkStatus`: the run offers toolgate_check_status (the result text may point at it). */
+export type McpCallReply = { envelope: Envelope; checkStatus: boolean };
 
 /** Recorded outcomes are immutable, so replays are answered from memory: bounded by count and bytes. */
 const RECORDED_CACHE = { maxEntries: 256, maxBytes: 4 * 1024 * 1024 };
@@ -92,6 +103,12 @@ export class RunObject extends DurableObject<Env> {
     RECORDED_CACHE,
     (reply) => JSON.stringify(reply.envelope).length + 200,
   );
+  /**
+   * MCP calls in flight here, by request key → turn id. Memory is the truth for "in flight": an
+   * evicted object has no live call left to cancel (MCP: a cancellation for a request that is
+   * unknown or already answered MAY be ignored).
+   */
+  private readonly mcpInFlight = new Map<string, string>();
 
   async create(init: RunInit): Promise<Result<RunView, RunError>> {
     const run: RunState = {
@@ -217,6 +234,70 @@ export class RunObject extends DurableObject<Env> {
     }
   }
 
+  /**
+   * One MCP tools/call as a one-call turn through the same engine as any turn. A name the run does
+   * not offer is `unknown_tool` (a protocol error for MCP, nothing recorded). The call is admitted
+   * and dispatched without waiting; only a call still executing is waited for (up to `waitMs`): a
+   * call waiting for a person answers at once.
+   */
+  async mcpCall(
+    tenantId: string,
+    call: McpCall,
+    waitMs: number,
+  ): Promise<Result<McpCallReply, RunError>> {
+    const run = this.loadFor(tenantId);
+    if (!run) return notFound("run");
+    const offered = this.offeredTools(run);
+    const checkStatus = offersCheckStatus(offered.values());
+    const risk = call.name === CHECK_STATUS && checkStatus ? "read" : offered.get(call.name)?.risk;
+    if (!risk)
+      return err({
+        code: "unknown_tool",
+        detail: `this run offers no tool named ${JSON.stringify(call.name)}; tools/list shows the offered tools`,
+      });
+    const id = await mcpCallId({
+      risk,
+      name: call.name,
+      arguments: call.arguments,
+      gate: { toolsHash: run.toolsHash, scopes: run.user.scopes },
+      nonce: call.nonce,
+    });
+    const proposed = [{ id, name: call.name, arguments: call.arguments }];
+    const turnId = (await turnIdentity(proposed)).id;
+    this.mcpInFlight.set(call.requestKey, turnId);
+    try {
+      let reply = await this.postTurn(tenantId, proposed, 0, 0);
+      const first = reply.ok ? reply.value.results[0]?.envelope : undefined;
+      if (reply.ok && reply.value.status === "pending" && first?.status !== "awaiting_approval")
+        reply = await this.getTurn(tenantId, turnId, waitMs);
+      if (!reply.ok) return reply;
+      const envelope = reply.value.results[0]?.envelope;
+      return envelope
+        ? ok({ envelope, checkStatus })
+        : err({ code: "invalid_request", detail: "the call has no result" });
+    } finally {
+      if (this.mcpInFlight.get(call.requestKey) === turnId)
+        this.mcpInFlight.delete(call.requestKey);
+    }
+  }
+
+  /**
+   * A client cancelled an MCP request (notifications/cancelled, or the response stream closed):
+   * closes its call like POST /v1/operations/{id}/cancel. False when no such call is in flight.
+   */
+  async mcpCancel(
+    tenantId: string,
+    requestKey: string,
+    by: string,
+  ): Promise<Result<boolean, RunError>> {
+    if (!this.loadFor(tenantId)) return notFound("run");
+    const turnId = this.mcpInFlight.get(requestKey);
+    const turn = turnId ? this.turn(turnId) : null;
+    if (!turn) return ok(false);
+    for (const operationId of openOperations(turn)) await this.close(tenantId, operationId, by);
+    return ok(true);
+  }
+
   async getTurn(
     tenantId: string,
     turnId: string,
@@ -236,6 +317,8 @@ export class RunObject extends DurableObject<Env> {
       description: spec.description,
       inputJsonSchema: spec.inputJsonSchema,
       bound: Object.keys(spec.bind),
+      risk: spec.risk,
+      builtIn: false,
     }));
     return ok(offersCheckStatus(offered) ? [...definitions, CHECK_STATUS_DEFINITION] : definitions);
   }

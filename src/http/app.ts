@@ -12,22 +12,22 @@ import { MAX_BODY_BYTES } from "./request.ts";
 import { runRoutes } from "./runs-routes.ts";
 import { secretRoutes } from "./secrets-routes.ts";
 import { toolRoutes } from "./tools-routes.ts";
+import { mcpRoutes } from "./mcp-routes.ts";
 
 export const app = new Hono<AppEnv>();
 
 app.get("/healthz", (c) => c.json({ ok: true }));
 app.route("/", docsRoutes);
-app.use(
-  "/v1/*",
-  bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    onError: () =>
-      problemResponse({
-        code: "payload_too_large",
-        detail: `bodies are limited to ${MAX_BODY_BYTES} bytes`,
-      }),
-  }),
-);
+const limitBodies = bodyLimit({
+  maxSize: MAX_BODY_BYTES,
+  onError: () =>
+    problemResponse({
+      code: "payload_too_large",
+      detail: `bodies are limited to ${MAX_BODY_BYTES} bytes`,
+    }),
+});
+app.use("/v1/*", limitBodies);
+app.use("/mcp", limitBodies);
 app.use("/v1/*", authenticate);
 app.route("/v1/admin", adminRoutes);
 app.route("/v1/tools", toolRoutes);
@@ -38,6 +38,8 @@ app.route("/v1/approvals", approvalRoutes);
 app.route("/v1/unknown-outcomes", unknownOutcomeRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
 app.route("/console", consoleApp);
+// Agents over MCP: Host/Origin checks and the run token in front (src/http/mcp-routes.ts).
+app.route("/mcp", mcpRoutes);
 
 app.notFound(() => problemResponse({ code: "not_found", detail: "no such route" }));
 app.onError((error) => {

@@ -29,6 +29,27 @@ export const authenticate: MiddlewareHandler<AppEnv> = async (c, next) => {
   return next();
 };
 
+/** /mcp: only a run token names the run an MCP client drives (the token is the whole session). */
+export async function authenticateRun(
+  c: Context<AppEnv>,
+): Promise<{ tenantId: string; runId: string }> {
+  const token = /^Bearer (\S+)$/.exec(c.req.header("Authorization") ?? "")?.[1];
+  if (!token)
+    throw new ApiProblem({
+      code: "unauthorized",
+      detail: "send Authorization: Bearer <run token> (the run_token from POST /v1/runs)",
+    });
+  const principal = await identify(c.env, token);
+  if (!principal) throw new ApiProblem({ code: "unauthorized", detail: "the token is not valid" });
+  if (principal.kind !== "run")
+    throw new ApiProblem({
+      code: "forbidden",
+      detail: "/mcp takes a run token (the run_token from POST /v1/runs), not an API key",
+    });
+  c.set("principal", principal);
+  return principal;
+}
+
 async function identify(env: Env, token: string): Promise<Principal | null> {
   if (token.startsWith("tgk.")) {
     const [, tenantId, keyId, secret, ...rest] = token.split(".");

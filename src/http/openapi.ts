@@ -192,6 +192,13 @@ const ROUTES: Route[] = [
     auth: "operations:resolve",
     body: Resolve,
   },
+  {
+    method: "post",
+    path: "/mcp",
+    summary:
+      "MCP Streamable HTTP (protocol 2025-11-25 and 2026-07-28): JSON-RPC tools/list and tools/call for the token's run",
+    auth: "run token",
+  },
   { method: "get", path: "/healthz", summary: "Liveness", auth: "none" },
 ];
 

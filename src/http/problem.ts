@@ -28,6 +28,9 @@ export type ApiError =
   | { code: "self_approval"; detail: string }
   | { code: "resend_not_allowed"; detail: string }
   | { code: "turn_conflict"; detail: string }
+  | { code: "unknown_tool"; detail: string }
+  | { code: "host_not_allowed"; detail: string }
+  | { code: "origin_not_allowed"; detail: string }
   | { code: "misconfigured"; detail: string }
   | { code: "internal"; detail: string };
 
@@ -39,6 +42,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "invalid_manifest":
     case "upstream_not_allowed":
     case "turn_conflict":
+    case "unknown_tool":
     case "misconfigured":
     case "unsupported_field":
     case "unknown_secret":
@@ -72,8 +76,11 @@ export function statusOf(error: ApiError): number {
     case "forbidden":
     case "upstream_not_allowed":
     case "self_approval":
+    case "host_not_allowed":
+    case "origin_not_allowed":
       return 403;
     case "not_found":
+    case "unknown_tool":
       return 404;
     case "invalid_request":
     case "invalid_json":
@@ -98,6 +105,40 @@ export function statusOf(error: ApiError): number {
   }
 }
 
+/**
+ * The same errors inside MCP's JSON-RPC (JSON-RPC 2.0 §5.1 codes): what the request named or sent
+ * is wrong → -32602 Invalid params (MCP: an error in finding the tool is a protocol error, not a
+ * tool result); anything else toolgate could not do → -32603 Internal error.
+ */
+export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
+  switch (error.code) {
+    case "not_found":
+    case "unknown_tool":
+    case "invalid_request":
+    case "invalid_json":
+    case "turn_conflict":
+    case "payload_too_large":
+    case "unsupported_media_type":
+      return -32602;
+    case "unauthorized":
+    case "forbidden":
+    case "invalid_manifest":
+    case "upstream_not_allowed":
+    case "unsupported_field":
+    case "unknown_secret":
+    case "not_outcome_unknown":
+    case "not_awaiting_approval":
+    case "approval_mismatch":
+    case "self_approval":
+    case "resend_not_allowed":
+    case "host_not_allowed":
+    case "origin_not_allowed":
+    case "misconfigured":
+    case "internal":
+      return -32603;
+  }
+}
+
 export class ApiProblem extends Error {
   constructor(readonly error: ApiError) {
     super(error.detail);
@@ -113,8 +154,8 @@ export function problemResponse(error: ApiError): Response {
     code: error.code,
     detail: error.detail,
   };
-  return new Response(JSON.stringify(body), {
-    status,
-    headers: { "Content-Type": "application/problem+json" },
-  });
+  const headers: Record<string, string> = { "Content-Type": "application/problem+json" };
+  // RFC 6750 §3: a 401 names the scheme it wants (MCP clients read it to tell auth from other errors).
+  if (status === 401) headers["WWW-Authenticate"] = 'Bearer realm="toolgate"';
+  return new Response(JSON.stringify(body), { status, headers });
 }

@@ -47,6 +47,7 @@ export function toExportedTool(definition: ToolDefinition): ExportedTool {
     description: definition.description,
     input_schema,
     strict: exported.strict,
+    behavior: { risk: definition.risk, builtIn: definition.builtIn },
   };
 }
 

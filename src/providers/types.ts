@@ -5,6 +5,7 @@
 import { z } from "zod";
 import type { Envelope } from "../domain/envelope.ts";
 import type { ProposedCall } from "../domain/gate.ts";
+import type { Risk } from "../domain/identity.ts";
 import type { ModelUsage } from "../domain/pricing.ts";
 import type { Result } from "../domain/result.ts";
 
@@ -38,6 +39,8 @@ export type ExportedTool = {
   description: string;
   input_schema: Record<string, unknown>;
   strict?: boolean;
+  /** What calling it does, for formats that describe behaviour (MCP annotations). */
+  behavior?: { risk: Risk; builtIn: boolean };
 };
 
 export type ProviderAdapter = {

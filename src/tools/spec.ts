@@ -95,4 +95,7 @@ export type ToolDefinition = {
   description: string;
   inputJsonSchema: Record<string, unknown>;
   bound: string[];
+  /** What calling it does (MCP exports it as annotations); `builtIn`: answered by toolgate itself. */
+  risk: Risk;
+  builtIn: boolean;
 };

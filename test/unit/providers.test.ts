@@ -296,7 +296,14 @@ describe("tool export", () => {
 
   it("wraps definitions for each provider", () => {
     const defs = [
-      { name: "refund", description: "Refund.", inputJsonSchema: schema, bound: ["customer_id"] },
+      {
+        name: "refund",
+        description: "Refund.",
+        inputJsonSchema: schema,
+        bound: ["customer_id"],
+        risk: "write" as const,
+        builtIn: false,
+      },
     ];
     expect(exportTools(defs, "anthropic")[0]).toMatchObject({
       name: "refund",
