@@ -126,7 +126,11 @@ export function judgeReplay(first: Exchange, again: Exchange): Check {
       `${describe(again.received)}, identical body${named(again.received)}`,
       [again],
     );
-  const observed = is2xx(again.received)
+  const sameStatus =
+    again.received.kind === "response" &&
+    first.received.kind === "response" &&
+    again.received.status === first.received.status;
+  const observed = sameStatus
     ? `${describe(again.received)} with a different body${named(again.received)} than the first${named(first.received)}: the key was not honoured, a second effect`
     : `${describe(again.received)} instead of the stored ${describe(first.received)}`;
   return check("same_key_replay", false, observed, [again]);
