@@ -169,27 +169,22 @@ export const EVIDENCE_BYTES = 4096;
 export async function sendProbe(
   spec: ToolSpec,
   which: "request" | "reconcile",
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: RequestContext,
 ): Promise<Exchange> {
-  return scrubSecrets(
-    await probeOnce(spec, which, input, canonicalInput, ctx),
-    Object.values(ctx.secrets),
-  );
+  return scrubSecrets(await probeOnce(spec, which, input, ctx), Object.values(ctx.secrets));
 }
 
 async function probeOnce(
   spec: ToolSpec,
   which: "request" | "reconcile",
-  input: Record<string, unknown>,
-  canonicalInput: string,
+  input: FrozenInput,
   ctx: RequestContext,
 ): Promise<Exchange> {
   const key = ctx.idempotencyKey;
   const builder = which === "request" ? spec.buildRequest : spec.buildReconcile;
   const built = builder
-    ? build(builder, input, canonicalInput, ctx)
+    ? build(builder, input, ctx)
     : { error: "the tool has no reconcile request" };
   const unsent = (detail: string): Exchange => ({
     idempotency_key: key,

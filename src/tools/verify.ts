@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { admitCall } from "../domain/gate.ts";
+import type { FrozenInput } from "../domain/identity.ts";
 import { checkLimits } from "../domain/policy.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
@@ -121,6 +122,12 @@ export async function prepareVerification(
   });
 }
 
+/** The input as the executor takes it: the value, its canonical JSON (the body) and its hash. */
+async function freeze(value: Record<string, unknown>): Promise<FrozenInput> {
+  const canonical = canonicalJson(value);
+  return { value, canonical, hash: await sha256Hex(canonical) };
+}
+
 /** A sandbox origin replaces the origin of the request and the status lookup (paths stay). */
 function rebase(m: Manifest, baseUrl: string): Result<Manifest, VerifyError> {
   let origin: URL;
@@ -161,14 +168,16 @@ export async function runVerification(
   newKey: () => string,
   checkedAt: () => string,
 ): Promise<Verification> {
-  const { spec, input, changed } = prepared;
+  const { spec } = prepared;
   const ctx = (idempotencyKey: string) => ({ idempotencyKey, secrets, config: {} });
-  const canonical = canonicalJson(input);
-  const send = (args: Record<string, unknown>, text: string, key: string) =>
-    sendProbe(spec, "request", args, text, ctx(key));
-  const lookup = (key: string) => sendProbe(spec, "reconcile", input, canonical, ctx(key));
+  const [input, changed] = await Promise.all([
+    freeze(prepared.input),
+    freeze(prepared.changed.input),
+  ]);
+  const send = (args: FrozenInput, key: string) => sendProbe(spec, "request", args, ctx(key));
+  const lookup = (key: string) => sendProbe(spec, "reconcile", input, ctx(key));
   const [k, k2, k3] = [newKey(), newKey(), newKey()];
-  const first = await send(input, canonical, k);
+  const first = await send(input, k);
   const checks: Check[] = [judgeFirstSend(first)];
   if (checks[0]!.status !== "passed") {
     checks.push(
@@ -180,11 +189,9 @@ export async function runVerification(
       checks.push(skippedCheck("lookup_finds_effect"), skippedCheck("lookup_unknown_key"));
     return verdictOf(checks, checkedAt(), prepared.settingsHash, prepared.baseUrl);
   }
-  checks.push(judgeReplay(first, await send(input, canonical, k)));
-  checks.push(
-    judgeChangedBody(changed.field, await send(changed.input, canonicalJson(changed.input), k)),
-  );
-  const [a, b] = await Promise.all([send(input, canonical, k2), send(input, canonical, k2)]);
+  checks.push(judgeReplay(first, await send(input, k)));
+  checks.push(judgeChangedBody(prepared.changed.field, await send(changed, k)));
+  const [a, b] = await Promise.all([send(input, k2), send(input, k2)]);
   checks.push(judgeConcurrent(a, b));
   if (spec.buildReconcile) {
     checks.push(judgeLookupFound(await lookup(k)));
