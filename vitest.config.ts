@@ -1,44 +1,54 @@
 import { defineConfig } from "vitest/config";
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 
+/** A workerd project (integration tests through the public API) with the test deployment's bindings. */
+function workerd(name: string, include: string[], bindings: Record<string, string>) {
+  return {
+    plugins: [
+      cloudflareTest(({ inject }) => ({
+        wrangler: { configPath: "./wrangler.toml" },
+        miniflare: {
+          bindings: {
+            UPSTREAM_URL: inject("upstreamUrl"),
+            TOOLGATE_ADMIN_TOKEN: "test-admin-token",
+            TOOLGATE_SIGNING_KEY: "test-signing-key",
+            TOOLGATE_SECRETS_KEY: "test-secrets-key-0123456789abcdef",
+            TOOLGATE_ENV: "development",
+            // Hosts for allow-list tests only (never contacted): a default-port host and a pinned port.
+            TOOLGATE_UPSTREAM_ALLOWLIST: "api.example.test,pinned.example.test:8443",
+            SHOP_API_KEY: "sk_test_shop_secret",
+            // /mcp's DNS-rebinding guard: the tests' host name (loopback only by default in development).
+            TOOLGATE_MCP_ALLOWED_HOSTS: "toolgate.test",
+            TOOLGATE_MODEL_PRICES: JSON.stringify({
+              "*": { input_per_mtok: 1000, output_per_mtok: 2000 },
+            }),
+            DEMO_UPSTREAM_URL: `${inject("upstreamUrl")}/ns/code-tools`,
+            // The fault soak's seed and size (SOAK_SEED, SOAK_OPS); empty: its defaults.
+            SOAK_CONFIG: JSON.stringify(inject("soakConfig")),
+            ...bindings,
+          },
+        },
+      })),
+    ],
+    test: {
+      name,
+      include,
+      globalSetup: ["./test/support/global-setup.ts"],
+    },
+  };
+}
+
 export default defineConfig({
   test: {
     projects: [
       {
         test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node" },
       },
-      {
-        plugins: [
-          cloudflareTest(({ inject }) => ({
-            wrangler: { configPath: "./wrangler.toml" },
-            miniflare: {
-              bindings: {
-                UPSTREAM_URL: inject("upstreamUrl"),
-                TOOLGATE_ADMIN_TOKEN: "test-admin-token",
-                TOOLGATE_SIGNING_KEY: "test-signing-key",
-                TOOLGATE_SECRETS_KEY: "test-secrets-key-0123456789abcdef",
-                TOOLGATE_ENV: "development",
-                // Hosts for allow-list tests only (never contacted): a default-port host and a pinned port.
-                TOOLGATE_UPSTREAM_ALLOWLIST: "api.example.test,pinned.example.test:8443",
-                SHOP_API_KEY: "sk_test_shop_secret",
-                // /mcp's DNS-rebinding guard: the tests' host name (loopback only by default in development).
-                TOOLGATE_MCP_ALLOWED_HOSTS: "toolgate.test",
-                TOOLGATE_MODEL_PRICES: JSON.stringify({
-                  "*": { input_per_mtok: 1000, output_per_mtok: 2000 },
-                }),
-                DEMO_UPSTREAM_URL: `${inject("upstreamUrl")}/ns/code-tools`,
-                // The fault soak's seed and size (SOAK_SEED, SOAK_OPS); empty: its defaults.
-                SOAK_CONFIG: JSON.stringify(inject("soakConfig")),
-              },
-            },
-          })),
-        ],
-        test: {
-          name: "integration",
-          include: ["test/integration/**/*.test.ts"],
-          globalSetup: ["./test/support/global-setup.ts"],
-        },
-      },
+      workerd("integration", ["test/integration/**/*.test.ts"], {}),
+      // The test deployment with TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY on, as production should run.
+      workerd("integration-require-verified", ["test/integration-require-verified/**/*.test.ts"], {
+        TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY: "true",
+      }),
       {
         // wrangler dev + headless Chromium: readiness is waited for (selectors, responses), never slept on.
         test: {

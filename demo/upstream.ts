@@ -3,6 +3,8 @@
 // one: same key + same body → the stored response; same key + other body → 422; same key while
 // the first request is still in flight → 409. Faults are scripted per namespace (first path
 // segment after /ns/) and consumed in order, so parallel tests never see each other's faults.
+// A namespace can also be told to break one idempotency promise for good (POST /_control/mode,
+// `{ "misbehave": [...] }`), to test verification; by default it keeps every promise.
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from "node:http";
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
@@ -39,6 +41,20 @@ export type Fault =
   /** Answers `status` with the request's headers in the body (an upstream that echoes credentials). */
   | { kind: "echo"; status?: number };
 
+/**
+ * Opt-in, per namespace: `ignores_key` (every write is a new effect, the key is never looked at),
+ * `accepts_changed_body` (same key + other body → a new effect instead of 422),
+ * `races_concurrent_duplicates` (two writes with a new key arriving together both commit: the
+ * check-then-commit race), `lookup_never_finds` (GET /effects always answers 404).
+ */
+export const MISBEHAVIOURS = [
+  "ignores_key",
+  "accepts_changed_body",
+  "races_concurrent_duplicates",
+  "lookup_never_finds",
+] as const;
+export type Misbehaviour = (typeof MISBEHAVIOURS)[number];
+
 type StoredResponse = { status: number; body: unknown };
 type KeyEntry = { bodyHash: string; response?: StoredResponse };
 /** `request`: the index in the request log of the request that committed it. */
@@ -73,6 +89,9 @@ type Namespace = {
   /** Writes in flight now, and the most ever in flight at once, per path and in all (lock tests). */
   inFlight: Map<string, number>;
   maxInFlight: Record<string, number>;
+  misbehave: Set<Misbehaviour>;
+  /** races_concurrent_duplicates: writes with a new key waiting for a duplicate to arrive. */
+  racing: Map<string, Array<() => void>>;
 };
 
 export type Upstream = { port: number; url: string; close(): Promise<void> };
@@ -91,6 +110,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         waiters: [],
         inFlight: new Map(),
         maxInFlight: {},
+        misbehave: new Set(),
+        racing: new Map(),
       };
       namespaces.set(name, found);
     }
@@ -119,6 +140,14 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       case "/_control/script":
         space.faults.push(...(JSON.parse(raw || "[]") as Fault[]));
         return json(res, 200, { queued: space.faults.length });
+      case "/_control/mode": {
+        const requested = (JSON.parse(raw || "{}") as { misbehave?: string[] }).misbehave ?? [];
+        const unknown = requested.filter((m) => !(MISBEHAVIOURS as readonly string[]).includes(m));
+        if (unknown.length > 0)
+          return json(res, 400, { error: `unknown misbehaviour: ${unknown.join(", ")}` });
+        space.misbehave = new Set(requested as Misbehaviour[]);
+        return json(res, 200, { misbehave: [...space.misbehave] });
+      }
       case "/_control/state":
         return json(res, 200, {
           requests: space.requests,
@@ -126,6 +155,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
           effectsByKey: countBy(space.effects, (e) => e.key ?? "(none)"),
           maxInFlight: space.maxInFlight,
           pendingFaults: space.faults.length,
+          misbehave: [...space.misbehave],
         });
       case "/_control/wait": {
         // Resolves once the namespace has seen `requests` requests, or committed `effects` effects
@@ -192,6 +222,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       if (fault.kind === "status" && fault.lookups)
         return json(res, fault.status, { error: `scripted ${fault.status}` });
       if (fault.kind === "hang" && fault.lookups) return void hanging.add(res);
+      if (space.misbehave.has("lookup_never_finds"))
+        return json(res, 404, { error: "no such effect" });
       const lookupKey = url.searchParams.get("idempotency_key") ?? "";
       const stored = space.keys.get(lookupKey)?.response ?? space.references.get(lookupKey);
       return stored ? json(res, 200, stored.body) : json(res, 404, { error: "no such effect" });
@@ -221,17 +253,23 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       );
     }
 
-    if (isWrite && key) {
+    if (isWrite && key && !space.misbehave.has("ignores_key")) {
       const entry = space.keys.get(key);
-      if (entry && entry.bodyHash !== sha(raw)) {
+      const changedBody = entry !== undefined && entry.bodyHash !== sha(raw);
+      if (changedBody && !space.misbehave.has("accepts_changed_body")) {
         return json(res, 422, { error: "idempotency key reused with a different request body" });
       }
-      if (entry && !entry.response)
-        return json(res, 409, { error: "request with this key in progress" });
-      if (entry?.response)
-        return json(res, entry.response.status, entry.response.body, {
-          "Idempotent-Replayed": "true",
-        });
+      if (!entry && space.misbehave.has("races_concurrent_duplicates")) {
+        await raceDuplicate(space, key);
+      } else if (!changedBody) {
+        if (entry && !entry.response)
+          return json(res, 409, { error: "request with this key in progress" });
+        if (entry?.response)
+          return json(res, entry.response.status, entry.response.body, {
+            "Idempotent-Replayed": "true",
+          });
+      }
+      // Otherwise (accepts_changed_body) the other body runs as a new effect under the same key.
     }
 
     switch (fault.kind) {
@@ -324,6 +362,26 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         server.close(() => resolve());
       }),
   };
+}
+
+/**
+ * races_concurrent_duplicates: a write that found no entry for its key commits without checking
+ * again. It waits (up to 1 s) for a duplicate to arrive, so the race is deterministic: both commit.
+ */
+function raceDuplicate(space: Namespace, key: string): Promise<void> {
+  const waiting = space.racing.get(key);
+  if (waiting) {
+    space.racing.delete(key);
+    waiting.forEach((resolve) => resolve());
+    return Promise.resolve();
+  }
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(() => {
+      space.racing.delete(key);
+      resolve();
+    }, 1_000);
+    space.racing.set(key, [() => (clearTimeout(timer), resolve())]);
+  });
 }
 
 function wake(space: Namespace): void {

@@ -2,13 +2,17 @@
 // upstream, the demo tools registered for a fresh demo tenant, and copy-paste instructions.
 import { join } from "node:path";
 import { startUpstream } from "../demo/upstream.ts";
-import { DEV_VARS, registerDemo, ROOT, startWrangler } from "./lib/dev-server.mjs";
+import { call, DEV_VARS, registerDemo, ROOT, startWrangler } from "./lib/dev-server.mjs";
+import { formatTable } from "./lib/verify-table.mjs";
 
 const port = Number(process.env.PORT ?? 8787);
 const upstreamPort = Number(process.env.UPSTREAM_PORT ?? 8788);
 
 const upstream = await startUpstream(upstreamPort);
 console.log(`demo upstream (fake shop API) on ${upstream.url}`);
+// The shop's sandbox: the same Stripe-like API on its own ledger, where verification's test
+// charges go (so the walkthrough's effect counts below are yours alone).
+const sandbox = await startUpstream(upstreamPort + 1);
 const toolgate = await startWrangler({
   port,
   vars: { ...DEV_VARS, DEMO_UPSTREAM_URL: upstream.url },
@@ -16,13 +20,31 @@ const toolgate = await startWrangler({
 });
 const shutdown = async () => {
   toolgate.stop();
-  await upstream.close();
+  await Promise.all([upstream.close(), sandbox.close()]);
   process.exit(0);
 };
 process.on("SIGINT", shutdown);
 process.on("SIGTERM", shutdown);
 
 const demo = await registerDemo(toolgate.url, upstream.url);
+// Is the shop safe to retry? Each keyed tool is verified against the sandbox before the walkthrough.
+const verdicts = [];
+for (const [name, body] of [
+  ["charge_card", { arguments: { amount: 100, currency: "usd" }, context: demoContext() }],
+  [
+    "refund_order",
+    { arguments: { order_id: "ord_test", amount: 1, reason: "other" }, context: demoContext() },
+  ],
+]) {
+  const verified = await call(toolgate.url, "POST", `/v1/tools/${name}/verify`, demo.key, {
+    ...body,
+    base_url: sandbox.url,
+  });
+  verdicts.push(formatTable(name, verified.body.verification, 96));
+}
+function demoContext() {
+  return { customer_id: "cus_demo", charge_limit: 50_000, refund_limit: 1_000 };
+}
 const TG = toolgate.url;
 const UP = upstream.url;
 const turn = (id, amount, extra = "") =>
@@ -66,7 +88,14 @@ curl -s $UP/_control/state | jq '.effectsByKey'          # still one charge per 
 curl -s -X POST $UP/_control/script -d '[{"kind":"status","status":503}]'
 ${turn("call_4", 1200, " -H 'Prefer: wait=15'")}
 
-# 6. Everything that happened, transition by transition:
+# 6. Is the shop safe to retry? Both keyed tools were verified against its sandbox (${sandbox.url})
+#    when the demo started; the verdict and its evidence are stored with each tool:
+${verdicts.join("\n\n").replace(/^(?=.)/gm, "#    ")}
+curl -s $TG/v1/tools/charge_card -H "Authorization: Bearer $KEY" | jq '.verification | {status, checks: [.checks[] | [.name, .status]]}'
+curl -s -X POST $TG/v1/tools/charge_card/verify -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \\
+  -d '{"arguments":{"amount":100,"currency":"usd"},"context":{"customer_id":"cus_demo","charge_limit":50000},"base_url":"${sandbox.url}"}' | jq '.verification.status'
+
+# 7. Everything that happened, transition by transition:
 curl -s $TG/v1/runs/$RUN/trace -H "Authorization: Bearer $KEY" | jq '.events[] | [.type, .operation_id, .attempt]' -c
 
  Faults you can script on the upstream: ok, status (status, retryAfter, commit), commit_then_hang,

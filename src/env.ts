@@ -28,6 +28,8 @@ export type Env = {
   TOOLGATE_MCP_ALLOWED_ORIGINS?: string;
   /** JSON price table for model usage in cost units (see domain/pricing.ts). */
   TOOLGATE_MODEL_PRICES?: string;
+  /** "true": header tools whose idempotency is not verified run as mode "none" (see requireVerifiedIdempotency). */
+  TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY?: string;
   /**
    * Other plain variables a code tool may declare it reads (`defineTool({ config: [...] })`), e.g.
    * DEMO_UPSTREAM_URL. Manifests can never read any binding: {secret:NAME} names tenant secrets.
@@ -53,6 +55,15 @@ export function hostPolicy(env: Env) {
       .filter(Boolean),
     allowLoopback: env.TOOLGATE_ENV === "development",
   };
+}
+
+/**
+ * TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY. Unset, "", "false", "0" or "off": off (local default).
+ * Any other value turns it on: a misspelt safety setting fails closed, never silently open.
+ */
+export function requireVerifiedIdempotency(env: Env): boolean {
+  const value = (env.TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY ?? "").trim().toLowerCase();
+  return !["", "false", "0", "off"].includes(value);
 }
 
 const PriceTable = z.record(

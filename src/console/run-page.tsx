@@ -2,7 +2,7 @@
 // and the timeline of every turn and every operation's transitions and attempts, from the same
 // run trace the API serves (GET /v1/runs/{id}/trace). Needs runs:read and traces:read.
 import type { Context } from "hono";
-import type { RunView } from "../durable/run-object.ts";
+import type { IdempotencyWarning, RunView } from "../durable/run-object.ts";
 import { runStub } from "../durable/stubs.ts";
 import { RUN_ID } from "../http/request.ts";
 import type { ApiScope } from "../http/schemas.ts";
@@ -27,9 +27,10 @@ async function showRun(c: Context<ConsoleEnv>) {
   if (!RUN_ID.test(runId))
     return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
   const stub = runStub(c.env, runId);
-  const [run, trace] = await Promise.all([
+  const [run, trace, warnings] = await Promise.all([
     stub.get(session.tenantId),
     stub.traceFor(session.tenantId),
+    stub.idempotencyWarnings(session.tenantId),
   ]);
   if (!run.ok || !trace.ok)
     return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
@@ -45,7 +46,7 @@ async function showRun(c: Context<ConsoleEnv>) {
       <h1>
         Run <span class="mono">{runId}</span> <Badge status={run.value.status} />
       </h1>
-      <Summary run={run.value} />
+      <Summary run={run.value} warnings={warnings.ok ? warnings.value : []} />
       <h2 id="timeline">Timeline</h2>
       <p class="hint">Times are UTC, with the offset from the run's creation. Newest last.</p>
       <section aria-labelledby="turns-title">
@@ -72,7 +73,7 @@ async function showRun(c: Context<ConsoleEnv>) {
   );
 }
 
-const Summary = ({ run }: { run: RunView }) => {
+const Summary = ({ run, warnings }: { run: RunView; warnings: IdempotencyWarning[] }) => {
   const rows: Array<[string, number, number | undefined]> = [
     ["Turns", run.usage.turns, run.budgets.max_turns],
     ["Tool calls", run.usage.tool_calls, run.budgets.max_tool_calls],
@@ -89,7 +90,26 @@ const Summary = ({ run }: { run: RunView }) => {
           <dt>User scopes</dt>
           <dd>{run.user.scopes.length > 0 ? run.user.scopes.join(", ") : "none"}</dd>
           <dt>Tools</dt>
-          <dd>{run.tools.join(", ")}</dd>
+          <dd>
+            {run.tools.map((name, index) => {
+              // A tool whose idempotency key no verification vouches for (POST /v1/tools/{name}/verify).
+              const warning = warnings.find((w) => w.tool === name);
+              return (
+                <>
+                  {index > 0 ? ", " : ""}
+                  {name}
+                  {warning ? (
+                    <>
+                      {" "}
+                      <span class="badge unverified" title={warning.detail}>
+                        idempotency {warning.status}
+                      </span>
+                    </>
+                  ) : null}
+                </>
+              );
+            })}
+          </dd>
           <dt>Created</dt>
           <dd>{stamp(run.created_at)}</dd>
           <dt>Expires</dt>

@@ -13,6 +13,7 @@ import { classify, type RepeatSafety, type UnknownCode } from "./classify.ts";
 import type { LookupObservation, Observation } from "./observation.ts";
 import { nextDelayMs, planRetry, type RetryPolicy } from "./retry.ts";
 import { err, ok, type Result } from "./result.ts";
+import { unverifiedTraceDetail, type IdempotencyTrust } from "./verification.ts";
 
 /** Frozen at validation and stored with the operation: everything a transition needs about the tool. */
 export type OperationPlan = {
@@ -29,6 +30,11 @@ export type OperationPlan = {
   hasLookup: boolean;
   /** A lookup's "not found" is trusted only from (ambiguous attempt start + timeoutMs + settleMs). */
   settleMs: number;
+  /**
+   * The tool promises an idempotency key no verification vouches for (domain/verification.ts);
+   * `enforced`: `safety` was lowered for it. Absent in plans frozen before verification existed.
+   */
+  unverified?: IdempotencyTrust["unverified"];
 };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
@@ -239,6 +245,7 @@ function decideStep(
         trace: [
           { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
           { type: "validated", at_ms: nowMs, input_hash: event.inputHash },
+          ...unverifiedEvents(plan, nowMs),
           {
             type: "awaiting_approval",
             at_ms: nowMs,
@@ -254,6 +261,7 @@ function decideStep(
       beginExecution(plan, nowMs, [
         { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
         { type: "validated", at_ms: nowMs, input_hash: event.inputHash },
+        ...unverifiedEvents(plan, nowMs),
       ]),
     );
   }
@@ -318,6 +326,20 @@ function decideStep(
       });
   }
 }
+
+/** Says, once, what an operation of a tool with an unverified idempotency key relies on (and why). */
+const unverifiedEvents = (plan: OperationPlan, nowMs: number): TraceEvent[] =>
+  plan.unverified
+    ? [
+        {
+          type: "idempotency_unverified",
+          at_ms: nowMs,
+          status: plan.unverified.status,
+          enforced: plan.unverified.enforced,
+          detail: unverifiedTraceDetail(plan.unverified),
+        },
+      ]
+    : [];
 
 /** The first attempt, or, for a tool with a resource, the wait for its lease first (nothing sent until granted). */
 function beginExecution(plan: OperationPlan, nowMs: number, trace: TraceEvent[]): Step {

@@ -9,7 +9,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { needsApproval, type Decision } from "../domain/approval.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
-import { repeatSafety, type RepeatSafety } from "../domain/classify.ts";
+import type { RepeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
 import {
@@ -24,13 +24,15 @@ import {
   type TransitionError,
 } from "../domain/operation.ts";
 import { err, ok, type Result } from "../domain/result.ts";
-import { configFor, hostPolicy, type Env } from "../env.ts";
+import { idempotencyTrust } from "../domain/verification.ts";
+import { configFor, hostPolicy, requireVerifiedIdempotency, type Env } from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
 import type { FrozenInput } from "../domain/turn.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
 import { lockStub, runStub, tenantStub } from "./stubs.ts";
+import { verificationStatuses } from "./trust.ts";
 
 export type SubmitRequest = {
   tenantId: string;
@@ -156,21 +158,29 @@ export class OperationObject extends DurableObject<Env> {
       const asks = needsApproval(rule, input);
       // The approval binds to this exact tool source (its hash is the policy version).
       const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
-      const secrets = asks ? null : await this.secretsFor(req.tenantId, spec.value);
+      const [secrets, verified] = await Promise.all([
+        asks ? null : this.secretsFor(req.tenantId, spec.value),
+        verificationStatuses(this.env, req.tenantId, [[spec.value.name, req.source]]),
+      ]);
       // The awaits let other calls in: one of them may have started this operation meanwhile.
       if (this.head()) return this.submit(req);
+      // Frozen with the plan: a tool whose key is not verified is flagged, or (policy on) never resent.
+      const trust = idempotencyTrust(
+        spec.value.risk,
+        spec.value.idempotency.mode,
+        spec.value.buildReconcile !== null,
+        verified[spec.value.name] ?? null,
+        requireVerifiedIdempotency(this.env),
+      );
       const nowMs = Date.now();
       const plan: OperationPlan = {
         operationId: req.operationId,
         idempotencyKey: req.idempotencyKey,
-        safety: repeatSafety(
-          spec.value.risk,
-          spec.value.idempotency.mode,
-          spec.value.buildReconcile !== null,
-        ),
+        safety: trust.safety,
         retry: spec.value.retry,
         timeoutMs: spec.value.timeoutMs,
-        hasLookup: spec.value.buildReconcile !== null,
+        hasLookup: trust.hasLookup,
+        ...(trust.unverified ? { unverified: trust.unverified } : {}),
         settleMs: spec.value.reconcileSettleMs,
         approval:
           policyVersion === null

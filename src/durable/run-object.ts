@@ -42,7 +42,8 @@ import {
   type TurnRecord,
   type TurnResult,
 } from "../domain/turn.ts";
-import { hostPolicy, type Env } from "../env.ts";
+import { unverifiedTraceDetail } from "../domain/verification.ts";
+import { hostPolicy, requireVerifiedIdempotency, type Env } from "../env.ts";
 import { LruCache } from "../lru.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import type { ToolDefinition, ToolSource, ToolSpec } from "../tools/spec.ts";
@@ -58,6 +59,7 @@ import {
   TURN_COLUMNS,
 } from "./store.ts";
 import { operationStub, tenantStub } from "./stubs.ts";
+import { verificationStatuses } from "./trust.ts";
 
 export type RunInit = Omit<RunState, "toolsHash" | "createdAtMs" | "cancelledAtMs">;
 export type RunView = {
@@ -77,6 +79,14 @@ export type TurnReply = {
   status: "settled" | "pending";
   results: TurnResult[];
   rowsWritten: number;
+};
+export type IdempotencyWarning = {
+  tool: string;
+  code: "idempotency_unverified";
+  status: "failed" | "unverified";
+  /** TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY is on: the tool runs without automatic resends. */
+  enforced: boolean;
+  detail: string;
 };
 export type RunError =
   | { code: "not_found"; detail: string }
@@ -321,6 +331,28 @@ export class RunObject extends DurableObject<Env> {
       builtIn: false,
     }));
     return ok(offersCheckStatus(offered) ? [...definitions, CHECK_STATUS_DEFINITION] : definitions);
+  }
+
+  /**
+   * Offered tools whose idempotency key no verification vouches for (for the settings this run
+   * snapshotted): the export flags them next to the definitions, which stay provider-valid.
+   */
+  async idempotencyWarnings(tenantId: string): Promise<Result<IdempotencyWarning[], RunError>> {
+    const run = this.loadFor(tenantId);
+    if (!run) return notFound("run");
+    const statuses = await verificationStatuses(this.env, tenantId, Object.entries(run.tools));
+    const enforced = requireVerifiedIdempotency(this.env);
+    return ok(
+      Object.entries(statuses)
+        .filter((entry): entry is [string, "failed" | "unverified"] => entry[1] !== "verified")
+        .map(([tool, status]) => ({
+          tool,
+          code: "idempotency_unverified" as const,
+          status,
+          enforced,
+          detail: unverifiedTraceDetail({ status, enforced }),
+        })),
+    );
   }
 
   /**

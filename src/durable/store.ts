@@ -31,7 +31,8 @@ CREATE TABLE IF NOT EXISTS tools (name TEXT PRIMARY KEY, manifest TEXT NOT NULL,
 CREATE TABLE IF NOT EXISTS approvals (
   operation_id TEXT PRIMARY KEY, state TEXT NOT NULL, requested_at INTEGER NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS unknowns (operation_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, tool TEXT NOT NULL, since INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, iv TEXT NOT NULL, ciphertext TEXT NOT NULL, fingerprint TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;`;
+CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, iv TEXT NOT NULL, ciphertext TEXT NOT NULL, fingerprint TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS verifications (name TEXT PRIMARY KEY, settings_hash TEXT NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;`;
 
 // A resource lock is one row: who it belongs to (tenant + resource, checked on every call) and the
 // whole lock state (holder, FIFO queue, last fencing token), so one transition writes one row.

@@ -16,12 +16,25 @@ import {
 } from "../crypto.ts";
 import { hostPolicy, type Env } from "../env.ts";
 import type { ApiScope } from "../http/schemas.ts";
+import {
+  verificationFor,
+  type Verification,
+  type VerificationStatus,
+} from "../domain/verification.ts";
 import { compileManifest, type ManifestError } from "../tools/manifest.ts";
+import { verificationSettingsHash } from "../tools/verify.ts";
 import { CODE_TOOLS } from "../tools/code-tools.ts";
 import type { ToolSource } from "../tools/spec.ts";
 import { SqlStore, TENANT_SCHEMA } from "./store.ts";
 
-export type ToolRecord = { name: string; manifest: unknown; version: number; updated_at: string };
+/** `verification`: the stored verdict when it holds for the tool's current settings, else unverified. */
+export type ToolRecord = {
+  name: string;
+  manifest: unknown;
+  version: number;
+  updated_at: string;
+  verification: Verification;
+};
 /** One approval request as the inbox shows it (derived from the operation's log, which is authoritative). */
 export type ApprovalItem = {
   operation_id: string;
@@ -63,7 +76,9 @@ export type TenantError =
   | ManifestError
   | SecretsError
   | { code: "not_found"; detail: string }
-  | { code: "invalid_request"; detail: string };
+  | { code: "invalid_request"; detail: string }
+  /** A verification finished after the tool's checked settings were replaced (or it was deleted). */
+  | { code: "tool_changed"; detail: string };
 type ToolRow = { name: string; manifest: string; version: number; updated_at: number };
 type SecretRow = {
   name: string;
@@ -177,6 +192,7 @@ export class TenantObject extends DurableObject<Env> {
         code: "unknown_secret",
         detail: `no secret named ${unknown.join(", ")} in this tenant; register it first with PUT /v1/secrets/{name}`,
       });
+    const settingsHash = (await verificationSettingsHash(manifest))!;
     this.store.ensureSchema();
     const previous = this.store.one<{ version: number }>(
       "SELECT version FROM tools WHERE name = ?",
@@ -191,11 +207,18 @@ export class TenantObject extends DurableObject<Env> {
       version,
       now,
     );
+    // New request or idempotency settings: the old verdict says nothing about them.
+    this.store.run(
+      "DELETE FROM verifications WHERE name = ? AND settings_hash != ?",
+      name,
+      settingsHash,
+    );
     return ok({
       name,
       manifest,
       version,
       updated_at: new Date(now).toISOString(),
+      verification: verificationFor(this.verificationRow(name), settingsHash),
       created: previous === null,
     });
   }
@@ -204,20 +227,74 @@ export class TenantObject extends DurableObject<Env> {
     const row = this.store.exists("tools")
       ? this.store.one<ToolRow>("SELECT * FROM tools WHERE name = ?", name)
       : null;
-    return row ? ok(toRecord(row)) : err({ code: "not_found", detail: `no tool named ${name}` });
+    return row
+      ? ok(await this.toRecord(row))
+      : err({ code: "not_found", detail: `no tool named ${name}` });
   }
 
+  /** The list shows each verdict without its evidence (GET /v1/tools/{name} has the exchanges). */
   async listTools(): Promise<ToolRecord[]> {
-    return this.store.exists("tools")
-      ? this.store.all<ToolRow>("SELECT * FROM tools ORDER BY name").map(toRecord)
+    const rows = this.store.exists("tools")
+      ? this.store.all<ToolRow>("SELECT * FROM tools ORDER BY name")
       : [];
+    const records = await Promise.all(rows.map((row) => this.toRecord(row)));
+    return records.map((record) => ({
+      ...record,
+      verification: {
+        ...record.verification,
+        checks: record.verification.checks.map((check) => ({ ...check, exchanges: [] })),
+      },
+    }));
   }
 
   async deleteTool(name: string): Promise<Result<true, TenantError>> {
     if (!(await this.getTool(name)).ok)
       return err({ code: "not_found", detail: `no tool named ${name}` });
     this.store.run("DELETE FROM tools WHERE name = ?", name);
+    this.store.run("DELETE FROM verifications WHERE name = ?", name);
     return ok(true);
+  }
+
+  /**
+   * Stores a verdict only if the tool still has the settings it was checked with: a verification
+   * that finishes after a re-PUT (or a delete) must not vouch for the new version.
+   */
+  async recordVerification(
+    name: string,
+    verification: Verification,
+  ): Promise<Result<Verification, TenantError>> {
+    for (;;) {
+      const row = this.toolRow(name);
+      const current = row ? await verificationSettingsHash(JSON.parse(row.manifest)) : null;
+      const now = this.toolRow(name);
+      // The hash was awaited: if the tool changed meanwhile, judge the newer version.
+      if (now?.version !== row?.version) continue;
+      if (current === null || current !== verification.settings_hash)
+        return err({
+          code: "tool_changed",
+          detail: `the tool ${name} was ${row ? "replaced with other request or idempotency settings" : "deleted"} while it was being verified; the verdict was not stored, verify again`,
+        });
+      this.store.ensureSchema();
+      this.store.run(
+        "INSERT OR REPLACE INTO verifications (name, settings_hash, data) VALUES (?, ?, ?)",
+        name,
+        current,
+        JSON.stringify(verification),
+      );
+      return ok(verification);
+    }
+  }
+
+  /** Asked when an operation is created and when a run exports its tools: the verdict for exactly these settings. */
+  async verificationStatuses(
+    items: Array<{ name: string; settingsHash: string }>,
+  ): Promise<Record<string, VerificationStatus>> {
+    return Object.fromEntries(
+      items.map(({ name, settingsHash }) => [
+        name,
+        verificationFor(this.verificationRow(name), settingsHash).status,
+      ]),
+    );
   }
 
   async putSecret(
@@ -380,6 +457,33 @@ export class TenantObject extends DurableObject<Env> {
     return names.filter((name) => manifests.includes(name) || CODE_TOOLS[name] !== undefined);
   }
 
+  private toolRow(name: string): ToolRow | null {
+    return this.store.exists("tools")
+      ? this.store.one<ToolRow>("SELECT * FROM tools WHERE name = ?", name)
+      : null;
+  }
+
+  private verificationRow(name: string): Verification | null {
+    const row = this.store.exists("verifications")
+      ? this.store.one<{ data: string }>("SELECT data FROM verifications WHERE name = ?", name)
+      : null;
+    return row ? (JSON.parse(row.data) as Verification) : null;
+  }
+
+  private async toRecord(row: ToolRow): Promise<ToolRecord> {
+    const manifest = JSON.parse(row.manifest) as unknown;
+    return {
+      name: row.name,
+      manifest,
+      version: row.version,
+      updated_at: new Date(row.updated_at).toISOString(),
+      verification: verificationFor(
+        this.verificationRow(row.name),
+        await verificationSettingsHash(manifest),
+      ),
+    };
+  }
+
   private secretRow(name: string): SecretRow | null {
     return this.store.exists("secrets")
       ? this.store.one<SecretRow>("SELECT * FROM secrets WHERE name = ?", name)
@@ -403,13 +507,6 @@ export class TenantObject extends DurableObject<Env> {
       : null;
   }
 }
-
-const toRecord = (row: ToolRow): ToolRecord => ({
-  name: row.name,
-  manifest: JSON.parse(row.manifest),
-  version: row.version,
-  updated_at: new Date(row.updated_at).toISOString(),
-});
 
 const toSecretRecord = (row: SecretRow): SecretRecord => ({
   name: row.name,

@@ -3,6 +3,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { NativeTurn } from "../providers/native.ts";
 import { Manifest } from "../tools/manifest.ts";
+import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
 import {
   Approve,
@@ -66,6 +67,14 @@ const ROUTES: Route[] = [
     auth: "tools:write",
   },
   {
+    method: "post",
+    path: "/v1/tools/{name}/verify",
+    summary:
+      "Check that the upstream deduplicates by the tool's idempotency header (sends test requests) → the stored verdict",
+    auth: "tools:write",
+    body: VerifyTool,
+  },
+  {
     method: "put",
     path: "/v1/secrets/{name}",
     summary:
@@ -115,7 +124,8 @@ const ROUTES: Route[] = [
   {
     method: "get",
     path: "/v1/runs/{run_id}/tools",
-    summary: "Tool definitions for the model",
+    summary:
+      "Tool definitions for the model, and warnings for tools whose idempotency is not verified",
     auth: "runs:read or run token",
     query: ["format"],
   },

@@ -6,9 +6,11 @@ import type { RunError } from "../durable/run-object.ts";
 import type { TenantError } from "../durable/tenant-object.ts";
 import type { ConfigError } from "../env.ts";
 import type { ManifestError } from "../tools/manifest.ts";
+import type { VerifyError } from "../tools/verify.ts";
 
 /** Every error a Durable Object RPC (or the deployment's configuration) can return. */
-export type ObjectError = RunError | TenantError | OperationError | ManifestError | ConfigError;
+export type ObjectError =
+  RunError | TenantError | OperationError | ManifestError | ConfigError | VerifyError;
 
 export type ApiError =
   | { code: "unauthorized"; detail: string }
@@ -31,6 +33,10 @@ export type ApiError =
   | { code: "unknown_tool"; detail: string }
   | { code: "host_not_allowed"; detail: string }
   | { code: "origin_not_allowed"; detail: string }
+  | { code: "not_verifiable"; detail: string }
+  | { code: "invalid_arguments"; detail: string }
+  | { code: "policy_denied"; detail: string }
+  | { code: "tool_changed"; detail: string }
   | { code: "misconfigured"; detail: string }
   | { code: "internal"; detail: string };
 
@@ -49,6 +55,10 @@ export function toApiError(error: ObjectError): ApiError {
     case "resend_not_allowed":
     case "self_approval":
     case "approval_mismatch":
+    case "not_verifiable":
+    case "invalid_arguments":
+    case "policy_denied":
+    case "tool_changed":
       return { code: error.code, detail: error.detail };
     case "not_awaiting_approval":
       return {
@@ -92,12 +102,16 @@ export function statusOf(error: ApiError): number {
     case "invalid_manifest":
     case "unsupported_field":
     case "unknown_secret":
+    case "not_verifiable":
+    case "invalid_arguments":
+    case "policy_denied":
       return 422;
     case "not_outcome_unknown":
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "resend_not_allowed":
     case "turn_conflict":
+    case "tool_changed":
       return 409;
     case "misconfigured":
     case "internal":
@@ -133,6 +147,10 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "resend_not_allowed":
     case "host_not_allowed":
     case "origin_not_allowed":
+    case "not_verifiable":
+    case "invalid_arguments":
+    case "policy_denied":
+    case "tool_changed":
     case "misconfigured":
     case "internal":
       return -32603;

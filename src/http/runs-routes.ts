@@ -51,13 +51,17 @@ export const runRoutes = new Hono<AppEnv>()
         expiresAtMs,
       }),
     );
-    const tools = exportTools(unwrap(await stub.toolDefinitions(tenantId)), format);
+    const [definitions, warnings] = await Promise.all([
+      stub.toolDefinitions(tenantId),
+      stub.idempotencyWarnings(tenantId),
+    ]);
     return c.json(
       {
         run_id: runId,
         run_token: await signRunToken(c.env, tenantId, runId, expiresAtMs),
         expires_at: run.expires_at,
-        tools,
+        tools: exportTools(unwrap(definitions), format),
+        warnings: unwrap(warnings),
       },
       201,
     );
@@ -114,10 +118,18 @@ export const runRoutes = new Hono<AppEnv>()
   .get("/:run_id/tools", async (c) => {
     const runId = runIdOf(c);
     const format = toolsFormat(c);
-    const tools = unwrap(
-      await runStub(c, runId).toolDefinitions(requireRunAccess(c, runId, "runs:read")),
-    );
-    return c.json({ format, tools: exportTools(tools, format) });
+    const tenantId = requireRunAccess(c, runId, "runs:read");
+    const stub = runStub(c, runId);
+    const [tools, warnings] = await Promise.all([
+      stub.toolDefinitions(tenantId),
+      stub.idempotencyWarnings(tenantId),
+    ]);
+    // Warnings sit beside the definitions: a provider refuses fields it does not know in a tool.
+    return c.json({
+      format,
+      tools: exportTools(unwrap(tools), format),
+      warnings: unwrap(warnings),
+    });
   })
   .get("/:run_id/trace", async (c) => {
     const runId = runIdOf(c);

@@ -1,6 +1,11 @@
-// /v1/tools: the tenant's HTTP tool manifests.
+// /v1/tools: the tenant's HTTP tool manifests, and POST /v1/tools/{name}/verify: does the
+// upstream really deduplicate by the tool's idempotency header? (tools/verify.ts sends the checks
+// from this Worker; the tenant stores the verdict only if the tool still has the checked settings.)
 import { Hono } from "hono";
+import { ulid } from "ulid";
 import { z } from "zod";
+import { hostPolicy } from "../env.ts";
+import { prepareVerification, runVerification, VerifyTool } from "../tools/verify.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
 import { readJson, tenantStub, unwrap } from "./request.ts";
 
@@ -23,4 +28,23 @@ export const toolRoutes = new Hono<AppEnv>()
   .delete("/:name", async (c) => {
     unwrap(await tenantStub(c, requireScope(c, "tools:write")).deleteTool(c.req.param("name")));
     return c.body(null, 204);
+  })
+  .post("/:name/verify", async (c) => {
+    const tenantId = requireScope(c, "tools:write");
+    const body = await readJson(c, VerifyTool);
+    const stub = tenantStub(c, tenantId);
+    const tool = unwrap(await stub.getTool(c.req.param("name")));
+    // Everything is checked before the first byte goes upstream: tool, base_url, arguments, secrets.
+    const prepared = unwrap(await prepareVerification(tool.manifest, body, hostPolicy(c.env)));
+    const secrets = unwrap(await stub.secretsFor(tenantId, prepared.spec.secretNames));
+    const verification = await runVerification(
+      prepared,
+      secrets,
+      () => `tgv_${ulid().toLowerCase()}`,
+      () => new Date().toISOString(),
+    );
+    return c.json({
+      name: tool.name,
+      verification: unwrap(await stub.recordVerification(tool.name, verification)),
+    });
   });

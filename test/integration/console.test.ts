@@ -229,6 +229,7 @@ describe("console run page", () => {
     expect(page.text).toContain("&lt;script&gt;");
     expect(page.text).toContain(operationId);
     expect(page.text).toContain(tool.name);
+    expect(page.text).toMatch(/>\s*idempotency unverified\s*<\/span>/); // never verified
     expect(page.text).toContain("Attempt 1 sent");
     expect(page.text).toContain("Attempt 1 answered");
     expect(page.text).toContain("Retry scheduled");

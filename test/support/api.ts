@@ -98,6 +98,14 @@ export function upstream() {
     script: async (...faults: unknown[]) =>
       void (await control("script", { method: "POST", body: JSON.stringify(faults) })),
     state: async () => (await (await control("state")).json()) as UpstreamState,
+    /** Breaks idempotency promises for good in this namespace (demo/upstream.ts MISBEHAVIOURS). */
+    misbehave: async (...modes: string[]) => {
+      const response = await control("mode", {
+        method: "POST",
+        body: JSON.stringify({ misbehave: modes }),
+      });
+      if (response.status !== 200) throw new Error(`mode refused: ${await response.text()}`);
+    },
     /** Resolves once the upstream has received `count` requests (a long-poll, not a sleep). */
     waitForRequests: async (count: number) =>
       void (await (await control(`wait?requests=${count}`)).json()),

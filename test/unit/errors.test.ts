@@ -15,6 +15,10 @@ describe("toApiError", () => {
     [{ code: "not_outcome_unknown", phase: "recorded" }, "not_outcome_unknown", 409],
     [{ code: "invalid_tool", detail: "x" }, "misconfigured", 500],
     [{ code: "misconfigured", detail: "x" }, "misconfigured", 500],
+    [{ code: "not_verifiable", detail: "x" }, "not_verifiable", 422],
+    [{ code: "invalid_arguments", detail: "x" }, "invalid_arguments", 422],
+    [{ code: "policy_denied", detail: "x" }, "policy_denied", 422],
+    [{ code: "tool_changed", detail: "x" }, "tool_changed", 409],
     [{ code: "already_started" }, "internal", 500],
     [{ code: "not_started" }, "internal", 500],
   ];

@@ -1,0 +1,20 @@
+// Types for verify-table.mjs, for its unit test.
+export function parseArgs(argv: string[]):
+  | { error: string }
+  | {
+      manifest: string;
+      arguments: Record<string, unknown>;
+      context: Record<string, unknown>;
+      baseUrl: string | null;
+      error?: undefined;
+    };
+export function formatTable(
+  name: string,
+  verification: {
+    status: string;
+    checked_at: string | null;
+    base_url: string | null;
+    checks: Array<{ name: string; status: string; observed: string }>;
+  },
+  width?: number,
+): string;

@@ -1,0 +1,99 @@
+// TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY on (this project's binding, vitest.config.ts): a header
+// tool that is not verified runs as mode "none" — a timed-out write ends outcome_unknown with no
+// resend, exactly one request upstream — and the trace and the export say why. A verified tool
+// keeps its promise: the same fault is resent with the same key and settles with one effect.
+import { describe, expect, it } from "vitest";
+import {
+  api,
+  fireAlarm,
+  manifest,
+  operation,
+  setup,
+  trace,
+  turn,
+  upstream,
+} from "../support/api.ts";
+
+const charge = { amount: 500, currency: "usd" };
+
+describe("policy on: only a verified key is relied on", () => {
+  it("an unverified tool's timed-out write ends outcome_unknown, never resent", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url, timeout_ms: 300 });
+    const { runId, name } = await setup(tool);
+    const exported = await api("GET", `/v1/runs/${runId}/tools`);
+    expect(exported.body.warnings).toEqual([
+      expect.objectContaining({ tool: name, status: "unverified", enforced: true }),
+    ]);
+
+    await up.script({ kind: "commit_then_hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(first.body.results[0]).toMatchObject({
+      status: "outcome_unknown",
+      code: "timeout_unknown",
+    });
+    const operationId = first.body.results[0].operation_id as string;
+    const view = await operation(operationId);
+    expect(view.body).toMatchObject({ phase: "outcome_unknown", repeat_safety: "neither" });
+    expect(await fireAlarm(operationId)).toBe(false); // nothing automatic: a person resolves it
+    const resend = await api("POST", `/v1/operations/${operationId}/resolve`, {
+      outcome: "resend",
+      reason: "try again",
+    });
+    expect(resend.status).toBe(409);
+    expect(resend.body.code).toBe("resend_not_allowed");
+
+    const state = await up.state();
+    expect(state.requests).toHaveLength(1);
+    expect(state.effects).toHaveLength(1);
+    const why = (await trace(runId)).find((e) => e.type === "idempotency_unverified");
+    expect(why).toMatchObject({ status: "unverified", enforced: true });
+    expect(why!.detail).toContain("TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY");
+  });
+
+  it("a verified tool is resent with the same key after the same timeout: one effect", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url, timeout_ms: 300 });
+    const put = await api("PUT", `/v1/tools/${tool.name}`, tool);
+    expect(put.status).toBe(201);
+    const verified = await api("POST", `/v1/tools/${tool.name}/verify`, { arguments: charge });
+    expect(verified.body.verification.status).toBe("verified");
+    const { runId, name } = await setup(tool);
+    expect((await api("GET", `/v1/runs/${runId}/tools`)).body.warnings).toEqual([]);
+    const before = (await up.state()).requests.length;
+
+    await up.script({ kind: "commit_then_hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    const operationId = first.body.results[0].operation_id as string;
+    expect((await operation(operationId)).body.repeat_safety).toBe("keyed");
+    expect(await fireAlarm(operationId)).toBe(true); // the resend, same key: the stored answer
+    const final = await operation(operationId);
+    expect(final.body).toMatchObject({ phase: "recorded", result: { status: "succeeded" } });
+    const state = await up.state();
+    const sent = state.requests.slice(before);
+    expect(sent).toHaveLength(2);
+    expect(sent[0]!.key).toBe(sent[1]!.key);
+    expect(state.effectsByKey[sent[0]!.key!]).toBe(1);
+    expect((await trace(runId)).map((e) => e.type)).not.toContain("idempotency_unverified");
+  });
+
+  it("a failed verdict is not trusted either", async () => {
+    const up = upstream();
+    await up.misbehave("ignores_key");
+    const tool = manifest({ url: up.url, timeout_ms: 300 });
+    await api("PUT", `/v1/tools/${tool.name}`, tool);
+    const verdict = await api("POST", `/v1/tools/${tool.name}/verify`, { arguments: charge });
+    expect(verdict.body.verification.status).toBe("failed");
+    const { runId, name } = await setup(tool);
+    const before = (await up.state()).requests.length;
+    await up.script({ kind: "commit_then_hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    const operationId = first.body.results[0].operation_id as string;
+    expect(await fireAlarm(operationId)).toBe(false);
+    expect((await up.state()).requests.length - before).toBe(1);
+    expect((await trace(runId)).find((e) => e.type === "idempotency_unverified")).toMatchObject({
+      status: "failed",
+      enforced: true,
+    });
+  });
+});
