@@ -90,7 +90,7 @@ export const runRoutes = new Hono<AppEnv>()
     const format = turnFormat(c);
     const parsed = adapters[format].parse(await readJson(c, z.unknown()));
     if (!parsed.ok) throw new ApiProblem(parsed.error);
-    const { calls, usage } = parsed.value;
+    const { calls, usage, turnKey } = parsed.value;
     const oversized = calls.find(
       (call) => JSON.stringify(call.arguments).length > MAX_ARGUMENT_BYTES,
     );
@@ -103,7 +103,13 @@ export const runRoutes = new Hono<AppEnv>()
     const prices = usage ? unwrap(modelPrices(c.env)) : {};
     const cost = modelCost(usage, prices);
     const turn = unwrap(
-      await runStub(c, runId).postTurn(tenantId, calls, cost, waitMs(c, DEFAULT_TURN_WAIT_MS)),
+      await runStub(c, runId).postTurn(
+        tenantId,
+        calls,
+        cost,
+        waitMs(c, DEFAULT_TURN_WAIT_MS),
+        turnKey ? { key: turnKey, usage } : null,
+      ),
     );
     return turnResponse(c.req.url, runId, format, turn);
   })
