@@ -137,7 +137,8 @@ export class ToolgateAiSdk {
     let outcome = await posted;
     if (outcome.status === "no_tool_calls") throw new Error("toolgate saw no tool call");
     let envelope = outcome.calls.find((c) => c.call_id === toolCallId)!.envelope;
-    if (follow && outcome.status === "waiting" && envelope.status !== "awaiting_approval") {
+    // Executing: read the turn again (a person may have decided since), waiting for running calls.
+    if (follow && outcome.status === "waiting") {
       const ids = outcome.calls.map((c) => c.call_id);
       outcome = await this.run.poll("native", outcome.turn_id, ids, {
         maxWaitMs: this.settings.maxWaitMs ?? 60_000,
@@ -146,7 +147,8 @@ export class ToolgateAiSdk {
         envelope = outcome.calls.find((c) => c.call_id === toolCallId)!.envelope;
     }
     this.operations.set(toolCallId, envelope.operation_id);
-    if (follow || envelope.status !== "awaiting_approval") this.posted.delete(toolCallId);
+    // toolApproval runs before execute: the post is kept for it; once executed it is done.
+    if (follow) this.posted.delete(toolCallId);
     return envelope;
   }
 

@@ -146,7 +146,7 @@ export class ToolgateRun {
       "POST",
       `/v1/runs/${this.runId}/turns?format=${format}`,
       response,
-      { preferWaitS: waitSeconds(deadline) },
+      { preferWaitS: Math.min(FIRST_WAIT_S, waitSeconds(deadline)) },
     );
     return this.follow(format, posted.body, ids, deadline, options);
   }
@@ -196,12 +196,20 @@ export class ToolgateRun {
           pending: pending.filter((c) => c.envelope.status !== "awaiting_approval"),
           awaiting_approval: awaiting,
         };
-      turn = await this.get(format, turn.turn_id, deadline);
+      // The server's wait holds out for every call, a person's decision included: while one is
+      // awaited, poll in short waits so running calls are reported as soon as they settle.
+      const cap = awaiting.length > 0 && !options.waitForApproval ? FIRST_WAIT_S : 30;
+      turn = await this.get(format, turn.turn_id, deadline, cap);
     }
   }
 
-  private async get(format: Format, turnId: string, deadline: number): Promise<TurnBody> {
-    const wait = waitSeconds(deadline);
+  private async get(
+    format: Format,
+    turnId: string,
+    deadline: number,
+    capS = 30,
+  ): Promise<TurnBody> {
+    const wait = Math.min(capS, waitSeconds(deadline));
     const path = `/v1/runs/${this.runId}/turns/${turnId}?format=${format}&wait=${wait}`;
     return (
       await request<TurnBody>(this.transport, "GET", path, undefined, {
@@ -216,6 +224,9 @@ const unsettled = (call: CallState) =>
   call.envelope.status === "pending" ||
   call.envelope.status === "awaiting_approval" ||
   call.envelope.status === "outcome_unknown";
+
+/** The first POST's server-side wait: most tools answer within it; slower ones are long-polled. */
+const FIRST_WAIT_S = 2;
 
 /** Seconds left until `deadline`, as a server-side wait (0–30). */
 const waitSeconds = (deadline: number) =>
