@@ -34,7 +34,9 @@ const modelSays = (text: string, ...uses: ReturnType<typeof toolUse>[]) => ({
 
 export async function runDemo(options: {
   toolgateUrl: string;
+  /** The demo shop's root; `namespace`: its namespace (demo/upstream.ts), when the tools use one. */
   upstreamUrl: string;
+  namespace?: string;
   key: string;
   run: { run_id: string; run_token: string };
   log?: Log;
@@ -44,6 +46,9 @@ export async function runDemo(options: {
   const toolgate = new Toolgate({ baseUrl: options.toolgateUrl, apiKey: options.key });
   const run = toolgate.run(options.run);
   const statuses: Record<string, string> = {};
+  const ns = options.namespace ? `?ns=${options.namespace}` : "";
+  const control = (path: string, init?: RequestInit) =>
+    fetch(`${options.upstreamUrl}/_control/${path}${ns}`, init);
   const say = async (label: string, response: ReturnType<typeof modelSays>) => {
     log(`\n▶ ${label}\n  model: “${response.text}”`);
     const { text: _text, ...message } = response;
@@ -57,7 +62,7 @@ export async function runDemo(options: {
   };
 
   // 1. The shop commits the refund, then its response never arrives.
-  await fetch(`${options.upstreamUrl}/_control/script`, {
+  await control("script", {
     method: "POST",
     body: JSON.stringify([{ kind: "commit_then_hang" }]),
   });
@@ -117,7 +122,7 @@ export async function runDemo(options: {
   log(`  → the budget (max_tool_calls) is enforced in code: the email was never sent.`);
 
   await timelines(toolgate, run, log);
-  const state = (await (await fetch(`${options.upstreamUrl}/_control/state`)).json()) as {
+  const state = (await (await control("state")).json()) as {
     effects: Array<{ path: string; key: string | null }>;
   };
   const effects = state.effects.map((e) => ({ path: e.path, key: e.key }));

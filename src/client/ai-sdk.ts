@@ -26,9 +26,11 @@ type Posted = Promise<TurnOutcome<"native">>;
 
 /** Thrown from execute for a call that ended without succeeding: the message is the envelope. */
 export class ToolgateCallFailed extends Error {
-  constructor(readonly envelope: Envelope) {
+  readonly envelope: Envelope;
+  constructor(envelope: Envelope) {
     super(JSON.stringify(envelope));
     this.name = "ToolgateCallFailed";
+    this.envelope = envelope;
   }
 }
 
@@ -45,11 +47,16 @@ export class ToolgateAiSdk {
     onLanguageModelCallEnd: (event: LanguageModelCallEndEvent) => Promise<void>;
   };
 
+  readonly run: ToolgateRun;
+  private readonly settings: Options;
+
   constructor(
-    readonly run: ToolgateRun,
+    run: ToolgateRun,
     definitions: Array<{ name: string; description: string; input_schema: object }>,
-    private readonly settings: Options,
+    settings: Options,
   ) {
+    this.run = run;
+    this.settings = settings;
     const names = new Set(definitions.map((d) => d.name));
     const tools: Record<string, Tool> = {};
     for (const definition of definitions)

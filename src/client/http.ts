@@ -15,13 +15,15 @@ export type Transport = {
 
 /** A request toolgate refused (HTTP 4xx/5xx problem+json with a stable `code`). */
 export class ToolgateProblem extends Error {
-  constructor(
-    readonly status: number,
-    readonly code: string,
-    readonly detail: string,
-  ) {
+  readonly status: number;
+  readonly code: string;
+  readonly detail: string;
+  constructor(status: number, code: string, detail: string) {
     super(`toolgate answered ${status} ${code}: ${detail}`);
     this.name = "ToolgateProblem";
+    this.status = status;
+    this.code = code;
+    this.detail = detail;
   }
 }
 
@@ -31,8 +33,8 @@ export const UNREACHABLE_TEXT =
 
 export class ToolgateUnreachable extends Error {
   readonly modelText = UNREACHABLE_TEXT;
-  constructor(override readonly cause: unknown) {
-    super(`toolgate could not be reached: ${String(cause)}`);
+  constructor(cause: unknown) {
+    super(`toolgate could not be reached: ${String(cause)}`, { cause });
     this.name = "ToolgateUnreachable";
   }
 }

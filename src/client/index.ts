@@ -34,7 +34,9 @@ export type WaitOptions = {
 
 export class Toolgate {
   private readonly transport: Transport;
-  constructor(private readonly options: Options & { apiKey: string }) {
+  private readonly options: Options;
+  constructor(options: Options & { apiKey: string }) {
+    this.options = options;
     this.transport = { ...options, token: options.apiKey };
   }
 
@@ -45,7 +47,14 @@ export class Toolgate {
   }
 
   run(run: { run_id: string; run_token: string }): ToolgateRun {
-    return new ToolgateRun({ ...this.options, runId: run.run_id, runToken: run.run_token });
+    const { baseUrl, fetch, attempts } = this.options;
+    return new ToolgateRun({
+      baseUrl,
+      fetch,
+      attempts,
+      runId: run.run_id,
+      runToken: run.run_token,
+    });
   }
 
   async operation(operationId: string, waitMs = 0): Promise<OperationView> {

@@ -23,9 +23,11 @@ type Posted = Promise<TurnOutcome<"native">>;
 
 /** A call that ended without succeeding: its envelope is what the model is told. */
 export class ToolgateCallFailed extends Error {
-  constructor(readonly envelope: Envelope) {
+  readonly envelope: Envelope;
+  constructor(envelope: Envelope) {
     super(JSON.stringify(envelope));
     this.name = "ToolgateCallFailed";
+    this.envelope = envelope;
   }
 }
 
@@ -38,11 +40,15 @@ const contextKey = (context: RunContext) => {
 
 export class ToolgateAgentTools {
   private readonly posted = new Map<string, Posted>();
-  constructor(
-    readonly run: ToolgateRun,
-    readonly tools: FunctionTool<any, any, any>[],
-    private readonly options: Options,
-  ) {}
+  readonly run: ToolgateRun;
+  readonly tools: FunctionTool<any, any, any>[];
+  private readonly options: Options;
+
+  constructor(run: ToolgateRun, tools: FunctionTool<any, any, any>[], options: Options) {
+    this.run = run;
+    this.tools = tools;
+    this.options = options;
+  }
 
   /** Posts one call (idempotent: a re-post of the same call id and arguments is the same turn). */
   post(context: RunContext | null, callId: string, name: string, args: unknown): Posted {

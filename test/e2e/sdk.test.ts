@@ -11,6 +11,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { Toolgate, ToolgateRun, UNREACHABLE_TEXT, type Envelope } from "toolgate/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { runDemo } from "../../demo/agent.ts";
 import { startUpstream, type Upstream } from "../../demo/upstream.ts";
 import { agent as aiSdkAgent } from "../../examples/ai-sdk.ts";
 import { agent as anthropicAgent } from "../../examples/anthropic.ts";
@@ -337,6 +338,40 @@ describe("Vercel AI SDK", () => {
     ]);
     expect(await d.usage()).toMatchObject({ turns: 1, tool_calls: 2, cost: 34 + 2 });
     expect(fake.refused).toEqual([]);
+  });
+});
+
+describe("npm run demo (its core, demo/agent.ts)", () => {
+  it("ends with one refund per order, one charge and no email: the incidents cost nothing extra", async () => {
+    const d = await demo({ max_tool_calls: 5 });
+    const lines: string[] = [];
+    const result = await runDemo({
+      toolgateUrl: toolgate.url,
+      upstreamUrl: upstream.url,
+      namespace: d.ns,
+      key: d.key,
+      run: d.runInfo,
+      log: (line) => lines.push(line),
+    });
+    expect(result.effects.map((e) => e.path)).toEqual([
+      "/orders/ord_1001/refunds",
+      "/orders/ord_2002/refunds",
+      "/charges",
+    ]);
+    // The committed-then-hung refund went out twice with one key, and the shop refunded once.
+    expect(new Set(result.effects.map((e) => e.key)).size).toBe(3);
+    expect(Object.values(result.statuses)).toEqual([
+      "succeeded",
+      "succeeded",
+      "rejected",
+      "succeeded",
+      "succeeded",
+      "budget_exhausted",
+    ]);
+    const output = lines.join("\n");
+    expect(output).toContain("outcome_unknown  (attempt 1, timeout_unknown)");
+    expect(output).toContain("approval_decided");
+    expect(output).toContain("budget_exhausted/max_tool_calls");
   });
 });
 
