@@ -205,9 +205,10 @@ export class ToolgateRun {
           pending: pending.filter((c) => c.envelope.status !== "awaiting_approval"),
           awaiting_approval: awaiting,
         };
-      // The server's wait holds out for every call, a person's decision included: while one is
-      // awaited, poll in short waits so running calls are reported as soon as they settle.
-      const cap = awaiting.length > 0 && !options.waitForApproval ? FIRST_WAIT_S : 30;
+      // The server's wait holds out for every call, a person's decision included, and any running
+      // call may turn out to need one: unless told to wait for people, poll in short waits so a
+      // call that starts waiting for a person is handed back promptly.
+      const cap = options.waitForApproval ? 30 : awaiting.length > 0 ? FIRST_WAIT_S : SHORT_WAIT_S;
       turn = await this.get(format, turn.turn_id, deadline, cap);
     }
   }
@@ -236,6 +237,8 @@ const unsettled = (call: CallState) =>
 
 /** The first POST's server-side wait: most tools answer within it; slower ones are long-polled. */
 const FIRST_WAIT_S = 2;
+/** Later waits while no person is being waited for. */
+const SHORT_WAIT_S = 5;
 
 /** Seconds left until `deadline`, as a server-side wait (0–30). */
 const waitSeconds = (deadline: number) =>
