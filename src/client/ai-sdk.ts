@@ -145,7 +145,7 @@ export class ToolgateAiSdk {
     if (outcome.status === "no_tool_calls") throw new Error("toolgate saw no tool call");
     let envelope = outcome.calls.find((c) => c.call_id === toolCallId)!.envelope;
     // Executing: read the turn again (a person may have decided since), waiting for running calls.
-    if (follow && outcome.status === "waiting") {
+    if (follow && outcome.status === "waiting" && !final(envelope)) {
       const ids = outcome.calls.map((c) => c.call_id);
       outcome = await this.run.poll("native", outcome.turn_id, ids, {
         maxWaitMs: this.settings.maxWaitMs ?? 60_000,
@@ -185,6 +185,12 @@ export class ToolgateAiSdk {
     };
   }
 }
+
+/** Settled: neither running nor waiting (for a reconciliation or a person). */
+const final = (envelope: Envelope) =>
+  envelope.status !== "pending" &&
+  envelope.status !== "awaiting_approval" &&
+  envelope.status !== "outcome_unknown";
 
 /** The run's offered tools for the AI SDK. */
 export async function toolgateTools(

@@ -170,7 +170,8 @@ export class ToolgateRun {
     const deadline = Date.now() + (options.maxWaitMs ?? 0);
     return this.follow(
       format,
-      await this.get(format, turnId, deadline),
+      // A short first wait: the server's wait would hold out for a person's decision too.
+      await this.get(format, turnId, deadline, options.waitForApproval ? 30 : FIRST_WAIT_S),
       callIdsInOrder,
       deadline,
       options,
