@@ -100,6 +100,13 @@ curl -s $TG/v1/runs/$RUN/trace -H "Authorization: Bearer $KEY" | jq '.events[] |
 
  Faults you can script on the upstream: ok, status (status, retryAfter, commit), commit_then_hang,
  commit_then_reset, hang, reset, slow (delayMs), invalid_json, wrong_shape, redirect (location).
+
+ What next:
+   • npm run demo  — a scripted agent through a timed-out refund, a retried refund, an approval and
+                     a budget running out, with every operation's timeline (its own ports; 1 minute).
+   • Wire your agent: toolgate/client (README "Wiring it into your agent"): run.turn(format, response)
+     for the Anthropic and OpenAI SDKs, toolgateTools(run) for @openai/agents and the AI SDK.
+     In code: new Toolgate({ baseUrl: "${TG}", apiKey: KEY }).run({ run_id: RUN, run_token: RT })
  Ctrl-C stops everything. Local state lives in .wrangler/state.
 ────────────────────────────────────────────────────────────────────────────────
 `);

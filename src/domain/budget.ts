@@ -47,11 +47,33 @@ export function reserveCall(
 export const pastDeadline = (budgets: Budgets, createdAtMs: number, nowMs: number) =>
   budgets.max_duration_ms !== undefined && nowMs - createdAtMs >= budgets.max_duration_ms;
 
-export type TurnAdmission = { verdicts: Array<BudgetRefusal | null>; usage: Usage };
+/** `turnStop`: the turn-level verdict the model turn got (null: admitted), for joining calls. */
+export type TurnAdmission = {
+  verdicts: Array<BudgetRefusal | null>;
+  usage: Usage;
+  turnStop: BudgetRefusal | null;
+};
+
+/**
+ * How a post joins a model turn already counted (calls of one model response posted separately,
+ * sharing a turn key): it counts no new turn and gets that turn's verdict, except that a deadline
+ * passed since then stops it too.
+ */
+export type JoinedTurn = { turnStop: BudgetCode | null };
+
+export const budgetRefusal = (code: BudgetCode): BudgetRefusal =>
+  code === "deadline"
+    ? stop("deadline", "time budget")
+    : code === "max_turns"
+      ? stop("max_turns", "turn budget")
+      : code === "max_tool_calls"
+        ? stop("max_tool_calls", "tool-call budget")
+        : stop("max_cost", "cost budget");
 
 /**
  * Admits one turn: the turn budgets first, then each call's reservation in call order. `costs`
- * holds null for calls the gate already refused (they use no budget). `usage.turns` counts this turn.
+ * holds null for calls the gate already refused (they use no budget). `usage.turns` counts this
+ * turn, unless it `joined` a model turn already counted.
  */
 export function admitTurn(
   budgets: Budgets,
@@ -59,9 +81,16 @@ export function admitTurn(
   costs: Array<number | null>,
   createdAtMs: number,
   nowMs: number,
+  joined: JoinedTurn | null = null,
 ): TurnAdmission {
-  const turnStop = checkTurn(budgets, usage, createdAtMs, nowMs);
-  let next: Usage = { ...usage, turns: usage.turns + 1 };
+  const turnStop = joined
+    ? joined.turnStop
+      ? budgetRefusal(joined.turnStop)
+      : pastDeadline(budgets, createdAtMs, nowMs)
+        ? budgetRefusal("deadline")
+        : null
+    : checkTurn(budgets, usage, createdAtMs, nowMs);
+  let next: Usage = joined ? { ...usage } : { ...usage, turns: usage.turns + 1 };
   const verdicts = costs.map((cost): BudgetRefusal | null => {
     if (cost === null) return null;
     if (turnStop) return turnStop;
@@ -70,5 +99,5 @@ export function admitTurn(
     next = reservation.value;
     return null;
   });
-  return { verdicts, usage: next };
+  return { verdicts, usage: next, turnStop };
 }

@@ -4,7 +4,14 @@
 // checks, asked again before each retry). The RunObject loads rows, calls these, writes what they
 // return in one transactionSync and only then dispatches operations (see run-object.ts).
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
-import { admitTurn, pastDeadline, type Budgets, type Usage } from "./budget.ts";
+import {
+  admitTurn,
+  pastDeadline,
+  type BudgetCode,
+  type Budgets,
+  type JoinedTurn,
+  type Usage,
+} from "./budget.ts";
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { refusal, RUN_TEXT, type Envelope } from "./envelope.ts";
 import { admitCall, type GateRefusal, type ProposedCall } from "./gate.ts";
@@ -147,7 +154,39 @@ export async function freezeTurn(
   );
 }
 
-export type TurnPlan = { record: TurnRecord; usage: Usage; dispatch: Submission[] };
+/**
+ * One model response whose calls an SDK posts separately (one tool execution each) under one turn
+ * key: it is one model turn. Its first post counts the turn against max_turns and records the
+ * verdict; later posts with other call ids join it (no new turn, the same verdict). The model's
+ * usage is charged once per key: by the first post that carries it; a later post may repeat the
+ * same usage, and other usage for that key is a conflict (one response has one usage).
+ */
+export type TurnGroup = { key: string; turnStop: BudgetCode | null; usageHash: string | null };
+export type GroupAdmission = { joined: JoinedTurn | null; chargeModel: boolean };
+
+export function admitToGroup(
+  existing: TurnGroup | null,
+  usageHash: string | null,
+): Result<GroupAdmission, { code: "turn_conflict"; detail: string }> {
+  if (!existing) return ok({ joined: null, chargeModel: true });
+  if (existing.usageHash !== null && usageHash !== null && existing.usageHash !== usageHash)
+    return err({
+      code: "turn_conflict",
+      detail: `turn_key ${JSON.stringify(existing.key)} already carries other model usage; one model response has one usage (post it once, or the same usage with every call)`,
+    });
+  return ok({
+    joined: { turnStop: existing.turnStop },
+    chargeModel: existing.usageHash === null && usageHash !== null,
+  });
+}
+
+export type TurnPlan = {
+  record: TurnRecord;
+  usage: Usage;
+  dispatch: Submission[];
+  /** The group row to store (new, or its usage charged now); null when nothing changed. */
+  group: TurnGroup | null;
+};
 
 /**
  * Admits a frozen turn against the run's state and usage: a cancelled run refuses every call; else
@@ -159,10 +198,17 @@ export function planTurn(
   usage: Usage,
   identity: TurnIdentity,
   frozen: readonly TurnCall[],
-  modelCost: number,
+  proposedModelCost: number,
   nowMs: number,
+  group: {
+    key: string;
+    existing: TurnGroup | null;
+    usageHash: string | null;
+    admission: GroupAdmission;
+  } | null = null,
 ): TurnPlan {
   const cancelled = run.cancelledAtMs !== null;
+  const modelCost = group && !group.admission.chargeModel ? 0 : proposedModelCost;
   const costs = frozen.map((stored) => ("submit" in stored ? stored.submit.cost : null));
   const admission = admitTurn(
     run.budgets,
@@ -170,6 +216,7 @@ export function planTurn(
     costs,
     run.createdAtMs,
     nowMs,
+    group?.admission.joined ?? null,
   );
   const calls = frozen.map((stored, index): TurnCall => {
     if (!("submit" in stored)) return stored;
@@ -191,17 +238,27 @@ export function planTurn(
   const record: TurnRecord = {
     id: identity.id,
     contentHash: identity.contentHash,
-    seq: usage.turns + 1,
+    // A post that joins a model turn already counted carries that turn's number.
+    seq: group?.admission.joined ? usage.turns : usage.turns + 1,
     calls,
     reservedCost: dispatch.reduce((sum, submit) => sum + submit.cost, 0),
     settledCost: null,
     modelCost: cancelled ? 0 : modelCost,
     createdAtMs: nowMs,
   };
+  const joined = group?.admission.joined ?? null;
+  const groupRow: TurnGroup | null = !group
+    ? null
+    : !group.existing
+      ? { key: group.key, turnStop: admission.turnStop?.code ?? null, usageHash: group.usageHash }
+      : group.admission.chargeModel
+        ? { ...group.existing, usageHash: group.usageHash }
+        : null;
   return {
     record,
-    usage: cancelled ? { ...usage, turns: usage.turns + 1 } : admission.usage,
+    usage: cancelled ? { ...usage, turns: usage.turns + (joined ? 0 : 1) } : admission.usage,
     dispatch,
+    group: groupRow,
   };
 }
 

@@ -22,6 +22,7 @@ import { RUN_TEXT, type Envelope } from "../domain/envelope.ts";
 import { mcpCallId } from "../domain/mcp-call.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
+  admitToGroup,
   closeCalls,
   freezeTurn,
   gateTurn,
@@ -39,9 +40,11 @@ import {
   type Denial,
   type RunState,
   type Submission,
+  type TurnGroup,
   type TurnRecord,
   type TurnResult,
 } from "../domain/turn.ts";
+import type { ModelUsage } from "../domain/pricing.ts";
 import { unverifiedTraceDetail } from "../domain/verification.ts";
 import { hostPolicy, requireVerifiedIdempotency, type Env } from "../env.ts";
 import { LruCache } from "../lru.ts";
@@ -51,6 +54,7 @@ import type { OperationReply } from "./operation-object.ts";
 import {
   decodeRun,
   decodeTurn,
+  decodeTurnGroup,
   decodeUsage,
   encodeRun,
   encodeTurnCalls,
@@ -171,13 +175,16 @@ export class RunObject extends DurableObject<Env> {
     return next ? ok(this.view(next)) : notFound("run");
   }
 
+  /** `group`: the turn key shared by calls of one model response posted separately, and its usage. */
   async postTurn(
     tenantId: string,
     calls: ProposedCall[],
     modelCost: number,
     waitMs: number,
+    group: { key: string; usage: ModelUsage | null } | null = null,
   ): Promise<Result<TurnReply, RunError>> {
     const identity = await turnIdentity(calls);
+    const usageHash = group?.usage ? await sha256Hex(canonicalJson(group.usage)) : null;
     // Each pass admits against one snapshot of the run; it repeats only if the run's tools or
     // scopes changed while it hashed (or asked the tenant), because the gate must see the newest.
     for (;;) {
@@ -218,8 +225,23 @@ export class RunObject extends DurableObject<Env> {
       const plan = this.ctx.storage.transactionSync(() => {
         const now = this.loadFor(tenantId)!;
         if (this.turn(identity.id) || !sameGateInputs(run, now)) return null;
-        const plan = planTurn(now, this.usage(), identity, frozen, modelCost, Date.now());
+        let grouping = null;
+        if (group) {
+          this.store.ensureSchema(); // a run created before turn groups existed lacks the table
+          const existing = this.group(group.key);
+          const admission = admitToGroup(existing, usageHash);
+          if (!admission.ok) return admission;
+          grouping = { key: group.key, existing, usageHash, admission: admission.value };
+        }
+        const plan = planTurn(now, this.usage(), identity, frozen, modelCost, Date.now(), grouping);
         const { record, usage } = plan;
+        if (plan.group)
+          this.store.run(
+            "INSERT OR REPLACE INTO turn_groups (key, turn_stop, usage_hash) VALUES (?, ?, ?)",
+            plan.group.key,
+            plan.group.turnStop,
+            plan.group.usageHash,
+          );
         this.store.run(
           `INSERT INTO turns (${TURN_COLUMNS}, admitted) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
           record.id,
@@ -237,10 +259,13 @@ export class RunObject extends DurableObject<Env> {
           usage.toolCalls,
           usage.cost,
         );
-        return plan;
+        return ok(plan);
       });
+      if (plan && !plan.ok) return plan;
       if (plan)
-        return ok(await this.settle(plan.record, waitMs, this.store.rowsWritten - rowsBefore));
+        return ok(
+          await this.settle(plan.value.record, waitMs, this.store.rowsWritten - rowsBefore),
+        );
     }
   }
 
@@ -596,6 +621,14 @@ export class RunObject extends DurableObject<Env> {
   /** Kept as one row, updated in the same transaction as each turn (O(1), not a scan). */
   private usage() {
     return decodeUsage(this.store.one("SELECT turns, calls, cost FROM usage"));
+  }
+
+  private group(key: string): TurnGroup | null {
+    const row = this.store.one(
+      "SELECT key, turn_stop, usage_hash FROM turn_groups WHERE key = ?",
+      key,
+    );
+    return row ? decodeTurnGroup(row) : null;
   }
 
   private turn(turnId: string): TurnRecord | null {

@@ -9,7 +9,7 @@
 import { z } from "zod";
 import type { Usage } from "../domain/budget.ts";
 import type { Envelope } from "../domain/envelope.ts";
-import type { RunState, TurnCall, TurnRecord } from "../domain/turn.ts";
+import type { RunState, TurnCall, TurnGroup, TurnRecord } from "../domain/turn.ts";
 import type { ToolSource } from "../tools/spec.ts";
 
 export const OPERATION_SCHEMA = `
@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS run (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, da
 CREATE TABLE IF NOT EXISTS usage (k INTEGER PRIMARY KEY CHECK (k = 1), turns INTEGER NOT NULL, calls INTEGER NOT NULL, cost REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS turns (
   id TEXT PRIMARY KEY, seq INTEGER NOT NULL, content_hash TEXT NOT NULL, calls TEXT NOT NULL, admitted INTEGER NOT NULL,
-  reserved_cost REAL NOT NULL, settled_cost REAL, model_cost REAL NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;`;
+  reserved_cost REAL NOT NULL, settled_cost REAL, model_cost REAL NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_groups (key TEXT PRIMARY KEY, turn_stop TEXT, usage_hash TEXT) WITHOUT ROWID;`;
 
 export const TENANT_SCHEMA = `
 CREATE TABLE IF NOT EXISTS tenant (id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
@@ -160,6 +161,11 @@ type StoredCall = z.infer<typeof StoredCallCodec>;
 const StoredCallsCodec = z.array(StoredCallCodec);
 const InputValueCodec = z.record(z.string(), z.unknown());
 const UsageRowCodec = z.object({ turns: z.number(), calls: z.number(), cost: z.number() });
+const TurnGroupRowCodec = z.object({
+  key: z.string(),
+  turn_stop: z.enum(["max_turns", "max_tool_calls", "deadline", "max_cost"]).nullable(),
+  usage_hash: z.string().nullable(),
+});
 const TurnRowCodec = z.object({
   id: z.string(),
   seq: z.number(),
@@ -190,6 +196,11 @@ function parseJson(text: string, what: string): unknown {
 export const encodeRun = (run: RunState): string => JSON.stringify(run);
 export const decodeRun = (data: string): RunState =>
   decodeWith(RunCodec, parseJson(data, "run"), "run");
+export const decodeTurnGroup = (row: unknown): TurnGroup => {
+  const group = decodeWith(TurnGroupRowCodec, row, "turn group");
+  return { key: group.key, turnStop: group.turn_stop, usageHash: group.usage_hash };
+};
+
 export const decodeUsage = (row: unknown): Usage => {
   const usage = decodeWith(UsageRowCodec, row, "usage");
   return { turns: usage.turns, toolCalls: usage.calls, cost: usage.cost };

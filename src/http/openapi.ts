@@ -1,7 +1,7 @@
 // /openapi.json and /docs, generated from the same zod schemas the routes parse with.
 import { Hono } from "hono";
 import { z } from "zod";
-import { NativeTurn } from "../providers/native.ts";
+import { NativeTurnBody } from "../providers/native.ts";
 import { Manifest } from "../tools/manifest.ts";
 import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
@@ -135,7 +135,7 @@ const ROUTES: Route[] = [
     summary:
       "Post a model response's tool calls (header Prefer: wait=N) → 200 settled | 202 pending",
     auth: "runs:write or run token",
-    body: NativeTurn,
+    body: NativeTurnBody,
     response: TurnResponse,
     query: ["format"],
   },

@@ -93,12 +93,18 @@ export const runRoutes = new Hono<AppEnv>()
     const format = turnFormat(c);
     const parsed = adapters[format].parse(await readJson(c, z.unknown()));
     if (!parsed.ok) throw new ApiProblem(parsed.error);
-    const { calls, usage } = parsed.value;
+    const { calls, usage, turnKey } = parsed.value;
     // Prices are needed only to price usage; a malformed table is then a 500 `misconfigured`, never zero cost.
     const prices = usage ? unwrap(modelPrices(c.env)) : {};
     const cost = modelCost(usage, prices);
     const turn = unwrap(
-      await runStub(c, runId).postTurn(tenantId, calls, cost, waitMs(c, DEFAULT_TURN_WAIT_MS)),
+      await runStub(c, runId).postTurn(
+        tenantId,
+        calls,
+        cost,
+        waitMs(c, DEFAULT_TURN_WAIT_MS),
+        turnKey ? { key: turnKey, usage } : null,
+      ),
     );
     return turnResponse(c.req.url, runId, format, turn);
   })

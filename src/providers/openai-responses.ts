@@ -1,5 +1,7 @@
 // OpenAI Responses. In: a Response object or its `output` items array; each `function_call` item
-// (call_id, name, JSON-string arguments) is a call, in output order. Reasoning, messages, hosted
+// (call_id, name, JSON-string arguments) is a call, in output order. The @openai/agents SDK's own
+// shapes are accepted too: its ModelResponse (`rawResponses[i]`: `output` items with camelCase
+// `callId`, `usage.inputTokens`/`outputTokens`) and those items alone. Reasoning, messages, hosted
 // tool calls and unknown items or fields are ignored. Arguments stay the model's JSON string: the
 // gate parses them, so bad JSON is one call's `invalid_arguments`, not a refused turn. Out: one
 // `function_call_output` item per call, in call order.
@@ -11,7 +13,8 @@ import {
   invalid,
   parseWith,
   resultText,
-  TokenCount,
+  TokenUsage,
+  tokensOf,
   ToolName,
 } from "./turn-rules.ts";
 import type { ExportedTool, ParsedTurn, ParseError, ProviderAdapter, ResultItem } from "./types.ts";
@@ -23,11 +26,10 @@ const FunctionCall = z.looseObject({
   name: ToolName,
   arguments: z.string(),
 });
-const ResponsesUsage = z.looseObject({ input_tokens: TokenCount, output_tokens: TokenCount });
 const ResponseBody = z.looseObject({
   output: z.array(Item),
   model: z.string().nullish(),
-  usage: ResponsesUsage.nullish(),
+  usage: TokenUsage.nullish(),
 });
 const WHAT = "an OpenAI Responses response or its output items array";
 
@@ -56,9 +58,14 @@ function parse(body: unknown): Result<ParsedTurn, ParseError> {
   const calls = [];
   for (const [index, item] of response.output.entries()) {
     if (item.type !== "function_call") continue;
+    // @openai/agents spells it callId; a body carrying both must agree (else call_id is refused).
+    const spelled =
+      "callId" in item && !("call_id" in item) ? { ...item, call_id: item.callId } : item;
+    if ("callId" in item && "call_id" in item && item.callId !== item.call_id)
+      return invalid(`output[${index}].callId: disagrees with call_id`);
     const call = parseWith(
       FunctionCall,
-      item,
+      spelled,
       "a function_call item with call_id, name and string arguments",
       `output[${index}]`,
     );
@@ -66,14 +73,7 @@ function parse(body: unknown): Result<ParsedTurn, ParseError> {
     calls.push({ id: call.value.call_id, name: call.value.name, arguments: call.value.arguments });
   }
   // input_tokens already include cached tokens (input_tokens_details.cached_tokens is a subset).
-  const usage = response.usage
-    ? {
-        model: response.model ?? null,
-        input_tokens: response.usage.input_tokens,
-        output_tokens: response.usage.output_tokens,
-      }
-    : null;
-  return checkCalls(calls, usage);
+  return checkCalls(calls, tokensOf(response.usage, response.model ?? null));
 }
 
 function format(results: ResultItem[]): FunctionCallOutputItem[] {

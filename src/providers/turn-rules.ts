@@ -27,6 +27,47 @@ export const ToolName = z
 export const TokenCount = z.number().int().nonnegative();
 const UTF8 = new TextEncoder();
 
+/**
+ * Token usage as the wire spells it (`input_tokens`/`output_tokens`) or as the agent SDKs spell it
+ * (`inputTokens`/`outputTokens`: @openai/agents' Usage, the AI SDK's LanguageModelUsage). Both
+ * spellings at once must agree. `partial`: a count may be missing (the AI SDK leaves a count the
+ * provider did not report `undefined`); otherwise both counts are required, in either spelling.
+ */
+export const tokenUsage = ({ partial }: { partial: boolean }) =>
+  z
+    .looseObject({
+      input_tokens: TokenCount.optional(),
+      output_tokens: TokenCount.optional(),
+      inputTokens: TokenCount.nullish(),
+      outputTokens: TokenCount.nullish(),
+    })
+    .superRefine((usage, ctx) => {
+      for (const [snake, camel] of [
+        ["input_tokens", "inputTokens"],
+        ["output_tokens", "outputTokens"],
+      ] as const) {
+        const a = usage[snake];
+        const b = usage[camel] ?? undefined;
+        if (a !== undefined && b !== undefined && a !== b)
+          ctx.addIssue({ code: "custom", path: [camel], message: `disagrees with ${snake}` });
+        if (!partial && a === undefined && b === undefined)
+          ctx.addIssue({ code: "custom", path: [snake], message: "a token count is required" });
+      }
+    });
+export const TokenUsage = tokenUsage({ partial: false });
+
+/** Counts from either spelling; null when the body reports no token counts at all. */
+export function tokensOf(
+  usage: z.infer<ReturnType<typeof tokenUsage>> | null | undefined,
+  model: string | null,
+): Usage | null {
+  if (!usage) return null;
+  const input = usage.input_tokens ?? usage.inputTokens ?? null;
+  const output = usage.output_tokens ?? usage.outputTokens ?? null;
+  if (input === null && output === null) return null;
+  return { model, input_tokens: input ?? 0, output_tokens: output ?? 0 };
+}
+
 export const invalid = (detail: string): Result<never, ParseError> =>
   err({ code: "invalid_request", detail });
 

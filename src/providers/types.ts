@@ -24,7 +24,8 @@ export const ToolsFormat = ExportFormat;
 export type ToolsFormat = ExportFormat;
 
 export type Usage = ModelUsage; // { model: string | null; input_tokens: number; output_tokens: number }
-export type ParsedTurn = { calls: ProposedCall[]; usage: Usage | null };
+/** `turnKey`: native only; calls of one model response posted separately share it (one model turn). */
+export type ParsedTurn = { calls: ProposedCall[]; usage: Usage | null; turnKey?: string };
 export type ParseError = { code: "invalid_request"; detail: string };
 export type ResultItem = { call: ProposedCall; envelope: Envelope };
 

@@ -4,6 +4,8 @@
 import type { Message } from "@anthropic-ai/sdk/resources/messages";
 import type { ChatCompletion } from "openai/resources/chat/completions";
 import type { Response, ResponseFunctionToolCall } from "openai/resources/responses/responses";
+import { Usage as AgentsUsage, type ModelResponse } from "@openai/agents";
+import type { LanguageModelCallEndEvent, LanguageModelUsage, StepResult, ToolSet } from "ai";
 import { describe, expect, it } from "vitest";
 import type { Envelope } from "../../src/domain/envelope.ts";
 import { adapters, exportTools } from "../../src/providers/index.ts";
@@ -192,6 +194,162 @@ describe("openai responses", () => {
       ["function_call_output", "call_a", "op_0"],
       ["function_call_output", "call_b", "op_1"],
     ]);
+  });
+});
+
+describe("the agent SDKs' own shapes", () => {
+  // @openai/agents: result.rawResponses[i] is a ModelResponse; items spell callId, usage inputTokens.
+  const agentsResponse: ModelResponse = {
+    usage: new AgentsUsage({ requests: 1, inputTokens: 40, outputTokens: 6, totalTokens: 46 }),
+    output: [
+      { type: "function_call", callId: "call_1", name: "charge_card", arguments: '{"amount":5}' },
+      {
+        type: "function_call",
+        callId: "call_2",
+        name: "lookup_order",
+        arguments: '{"order_id":"o1"}',
+        status: "completed",
+        providerData: { id: "fc_2" },
+      },
+    ],
+    responseId: "resp_1",
+  };
+  const overTheWire = (value: unknown) => JSON.parse(JSON.stringify(value)) as unknown;
+
+  it("@openai/agents ModelResponse: callId items in order, usage.inputTokens/outputTokens", () => {
+    expect(adapters["openai-responses"].parse(overTheWire(agentsResponse))).toEqual({
+      ok: true,
+      value: {
+        calls: [
+          { id: "call_1", name: "charge_card", arguments: '{"amount":5}' },
+          { id: "call_2", name: "lookup_order", arguments: '{"order_id":"o1"}' },
+        ],
+        usage: { model: null, input_tokens: 40, output_tokens: 6 },
+      },
+    });
+    const items = adapters["openai-responses"].parse(overTheWire(agentsResponse.output));
+    expect(items.ok && items.value.calls.map((c) => c.id)).toEqual(["call_1", "call_2"]);
+  });
+
+  it("refuses call_id and callId that disagree, and usage spellings that disagree", () => {
+    const both = [{ type: "function_call", call_id: "a", callId: "b", name: "x", arguments: "{}" }];
+    expect(adapters["openai-responses"].parse(both)).toMatchObject({
+      ok: false,
+      error: { detail: expect.stringContaining("output[0].callId") },
+    });
+    const usage = {
+      output: both.slice(0, 0).concat([{ ...both[0]!, callId: "a" }]),
+      usage: { input_tokens: 1, inputTokens: 2, output_tokens: 0 },
+    };
+    expect(adapters["openai-responses"].parse(usage)).toMatchObject({
+      ok: false,
+      error: { detail: expect.stringContaining("usage.inputTokens") },
+    });
+    const missing = { output: usage.output, usage: { inputTokens: 2 } };
+    expect(adapters["openai-responses"].parse(missing)).toMatchObject({
+      ok: false,
+      error: { detail: expect.stringContaining("usage.output_tokens") },
+    });
+  });
+
+  // Vercel AI SDK: a model call (onLanguageModelCallEnd) or a step carries tool-call parts.
+  const aiUsage: LanguageModelUsage = {
+    inputTokens: 70,
+    inputTokenDetails: { noCacheTokens: 70, cacheReadTokens: 0, cacheWriteTokens: 0 },
+    outputTokens: 11,
+    outputTokenDetails: { textTokens: 11, reasoningTokens: 0 },
+    totalTokens: 81,
+  };
+  const aiContent = [
+    { type: "text", text: "Refunding." },
+    {
+      type: "tool-call",
+      toolCallId: "tc_1",
+      toolName: "refund_order",
+      input: { order_id: "o1", amount: 5 },
+    },
+    {
+      type: "tool-call",
+      toolCallId: "tc_h",
+      toolName: "web_search",
+      input: {},
+      providerExecuted: true,
+    },
+    { type: "tool-call", toolCallId: "tc_2", toolName: "lookup_order", input: { order_id: "o2" } },
+  ] as const satisfies ReadonlyArray<
+    | StepResult<ToolSet>["content"][number]
+    | {
+        type: "tool-call";
+        toolCallId: string;
+        toolName: string;
+        input: unknown;
+        providerExecuted: true;
+      }
+  >;
+  const aiCall: Pick<LanguageModelCallEndEvent, "content" | "usage" | "modelId"> = {
+    content: aiContent as unknown as LanguageModelCallEndEvent["content"],
+    usage: aiUsage,
+    modelId: "gpt-5-mini",
+  };
+
+  it("AI SDK model call: tool-call parts (provider-executed ones skipped), usage, modelId", () => {
+    expect(adapters.native.parse(overTheWire(aiCall))).toEqual({
+      ok: true,
+      value: {
+        calls: [
+          { id: "tc_1", name: "refund_order", arguments: { order_id: "o1", amount: 5 } },
+          { id: "tc_2", name: "lookup_order", arguments: { order_id: "o2" } },
+        ],
+        usage: { model: "gpt-5-mini", input_tokens: 70, output_tokens: 11 },
+      },
+    });
+    const parts = adapters.native.parse(overTheWire(aiContent));
+    expect(parts.ok && parts.value.calls.map((c) => c.id)).toEqual(["tc_1", "tc_2"]);
+    expect(parts.ok && parts.value.usage).toBeNull();
+  });
+
+  it("AI SDK step: response.modelId; unreported token counts are absent, not refused", () => {
+    const step = { content: aiCall.content, usage: { inputTokens: 9 }, response: { modelId: "m" } };
+    const parsed = adapters.native.parse(overTheWire(step));
+    expect(parsed.ok && parsed.value.usage).toEqual({
+      model: "m",
+      input_tokens: 9,
+      output_tokens: 0,
+    });
+    const none = adapters.native.parse({ content: aiCall.content, usage: {} });
+    expect(none.ok && none.value.usage).toBeNull();
+  });
+
+  it("native: turn_key and usage are read, not ignored", () => {
+    const parsed = adapters.native.parse({
+      calls: [{ id: "c1", name: "x", arguments: {} }],
+      turn_key: "resp_1",
+      model: "gpt-5",
+      usage: { inputTokens: 3, outputTokens: 4 },
+    });
+    expect(parsed).toEqual({
+      ok: true,
+      value: {
+        calls: [{ id: "c1", name: "x", arguments: {} }],
+        usage: { model: "gpt-5", input_tokens: 3, output_tokens: 4 },
+        turnKey: "resp_1",
+      },
+    });
+  });
+
+  it.each([
+    [
+      "a tool-call part without toolCallId",
+      { content: [{ type: "tool-call", toolName: "x", input: {} }] },
+    ],
+    ["only provider-executed calls", { content: [aiContent[2]] }],
+    ["an empty turn_key", { calls: [{ id: "c", name: "x" }], turn_key: "" }],
+    ["negative tokens", { content: [aiContent[1]], usage: { inputTokens: -1 } }],
+  ])("refuses %s", (_what, body) => {
+    expect(adapters.native.parse(body)).toMatchObject({
+      ok: false,
+      error: { code: "invalid_request" },
+    });
   });
 });
 

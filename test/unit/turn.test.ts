@@ -5,6 +5,7 @@ import type { Usage } from "../../src/domain/budget.ts";
 import { refusal, type Envelope } from "../../src/domain/envelope.ts";
 import { admitCall } from "../../src/domain/gate.ts";
 import {
+  admitToGroup,
   closeCalls,
   freezeTurn,
   gateTurn,
@@ -17,6 +18,7 @@ import {
   type RunState,
   type Submission,
   type TurnCall,
+  type TurnGroup,
   type TurnRecord,
 } from "../../src/domain/turn.ts";
 import { compileManifest } from "../../src/tools/manifest.ts";
@@ -216,6 +218,90 @@ describe("admission", () => {
       seq: before.turns + 1,
       settledCost: null,
     });
+  });
+});
+
+describe("turn groups (calls of one model response posted separately under one turn_key)", () => {
+  const plan = async (
+    r: RunState,
+    before: Usage,
+    existing: TurnGroup | null,
+    usageHash: string | null,
+    modelCost = 3,
+    nowMs = 100,
+  ) => {
+    const admission = admitToGroup(existing, usageHash);
+    if (!admission.ok) throw new Error(admission.error.detail);
+    const calls = await frozen(r, [call("c1", 1)]);
+    return planTurn(r, before, { id: "turn_g", contentHash: "ch" }, calls, modelCost, nowMs, {
+      key: "k1",
+      existing,
+      usageHash,
+      admission: admission.value,
+    });
+  };
+
+  it("the first post counts one turn, charges the usage and stores the verdict", async () => {
+    const p = await plan(run(), usage0, null, "u1");
+    expect(p.usage).toEqual({ turns: 1, toolCalls: 1, cost: 2 + 3 });
+    expect(p.group).toEqual({ key: "k1", turnStop: null, usageHash: "u1" });
+    expect(p.record.modelCost).toBe(3);
+  });
+  it("a later post with the same usage joins: no new turn, usage not charged again", async () => {
+    const before = { turns: 1, toolCalls: 1, cost: 5 };
+    const p = await plan(run(), before, { key: "k1", turnStop: null, usageHash: "u1" }, "u1");
+    expect(p.usage).toEqual({ turns: 1, toolCalls: 2, cost: 7 });
+    expect(p.record.modelCost).toBe(0);
+    expect(p.record.seq).toBe(1);
+    expect(p.group).toBeNull();
+  });
+  it("a joining post is admitted even when max_turns is now used up by its own model turn", async () => {
+    const r = run({ budgets: { max_turns: 1 } });
+    const p = await plan(
+      r,
+      { turns: 1, toolCalls: 1, cost: 2 },
+      { key: "k1", turnStop: null, usageHash: null },
+      null,
+    );
+    expect(shape(p.record.calls)).toEqual(["submit"]);
+  });
+  it("a joining post gets the refusal its model turn got", async () => {
+    const r = run({ budgets: { max_turns: 1 } });
+    const p = await plan(
+      r,
+      { turns: 2, toolCalls: 1, cost: 2 },
+      { key: "k1", turnStop: "max_turns", usageHash: null },
+      null,
+    );
+    expect(shape(p.record.calls)).toEqual(["budget_exhausted/max_turns"]);
+    expect(p.usage.turns).toBe(2);
+  });
+  it("a joining post past the deadline is stopped by the deadline", async () => {
+    const r = run({ budgets: { max_duration_ms: 50 } });
+    const p = await plan(
+      r,
+      { turns: 1, toolCalls: 1, cost: 2 },
+      { key: "k1", turnStop: null, usageHash: null },
+      null,
+      3,
+      100,
+    );
+    expect(shape(p.record.calls)).toEqual(["budget_exhausted/deadline"]);
+  });
+  it("usage first seen on a later post is charged once, then stored", async () => {
+    const p = await plan(
+      run(),
+      { turns: 1, toolCalls: 1, cost: 2 },
+      { key: "k1", turnStop: null, usageHash: null },
+      "u1",
+    );
+    expect(p.record.modelCost).toBe(3);
+    expect(p.group).toEqual({ key: "k1", turnStop: null, usageHash: "u1" });
+  });
+  it("other usage for the same key is a turn_conflict", () => {
+    const verdict = admitToGroup({ key: "k1", turnStop: null, usageHash: "u1" }, "u2");
+    expect(verdict.ok).toBe(false);
+    if (!verdict.ok) expect(verdict.error.code).toBe("turn_conflict");
   });
 });
 

@@ -1,0 +1,111 @@
+// The wire shapes the client speaks, as plain TypeScript (no zod: the client needs nothing but
+// fetch). Results are typed per format so they drop straight into that SDK's next request: an
+// Anthropic `user` message of `tool_result` blocks, OpenAI Responses `function_call_output` items,
+// Chat Completions `role: "tool"` messages, or native envelopes.
+
+export type Format = "anthropic" | "openai-responses" | "openai-chat" | "native";
+
+export type Status =
+  | "succeeded"
+  | "rejected"
+  | "failed"
+  | "budget_exhausted"
+  | "cancelled"
+  | "outcome_unknown"
+  | "awaiting_approval"
+  | "pending";
+
+/** What toolgate tells the model about one call. */
+export type Envelope =
+  | { status: "succeeded"; operation_id: string; result: unknown }
+  | {
+      status: Exclude<Status, "succeeded">;
+      operation_id: string;
+      code: string;
+      message: string;
+      allowed_next_actions: string[];
+    };
+
+export type AnthropicToolResults = {
+  role: "user";
+  content: Array<{ type: "tool_result"; tool_use_id: string; content: string; is_error: boolean }>;
+};
+export type ResponsesToolResults = Array<{
+  type: "function_call_output";
+  call_id: string;
+  output: string;
+}>;
+export type ChatToolResults = Array<{ role: "tool"; tool_call_id: string; content: string }>;
+
+export type ResultsOf<F extends Format> = F extends "anthropic"
+  ? AnthropicToolResults
+  : F extends "openai-responses"
+    ? ResponsesToolResults
+    : F extends "openai-chat"
+      ? ChatToolResults
+      : Envelope[];
+
+/** One call of a turn and what toolgate says about it now. */
+export type CallState = { call_id: string; envelope: Envelope };
+
+/**
+ * What `turn()` hands back. `settled`: every call has its final result, `results` is ready to
+ * append. `waiting`: some calls are still running or wait for a person; their interim envelopes are
+ * in `pending` / `awaiting_approval` and there are no `results` to append yet (appending a 202's
+ * results would tell the model a call finished). `no_tool_calls`: nothing to post.
+ */
+export type TurnOutcome<F extends Format> =
+  | { status: "no_tool_calls" }
+  | { status: "settled"; turn_id: string; results: ResultsOf<F>; calls: CallState[] }
+  | {
+      status: "waiting";
+      turn_id: string;
+      calls: CallState[];
+      pending: CallState[];
+      awaiting_approval: CallState[];
+    };
+
+export type RunBudgets = {
+  max_turns?: number;
+  max_tool_calls?: number;
+  max_duration_ms?: number;
+  max_cost?: number;
+};
+export type CreateRunRequest = {
+  user: { id: string; scopes: string[] };
+  tools: string[];
+  context?: Record<string, unknown>;
+  budgets?: RunBudgets;
+};
+export type RunCreated = {
+  run_id: string;
+  run_token: string;
+  expires_at: string;
+  tools: unknown[];
+};
+
+export type OperationView = {
+  operation_id: string;
+  tool: string;
+  run_id: string;
+  call_id: string;
+  phase: string;
+  input_hash: string;
+  idempotency_key: string;
+  created_at: string;
+  result: Envelope;
+  late: boolean;
+  approval: {
+    state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
+    input_hash: string;
+    policy_version: string;
+    expires_at: string;
+    decided_by: string | null;
+    reason: string | null;
+  } | null;
+};
+
+export type TraceEvent = { type: string; at_ms: number; operation_id?: string } & Record<
+  string,
+  unknown
+>;
