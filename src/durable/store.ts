@@ -38,6 +38,14 @@ CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, iv TEXT NOT NULL, cip
 export const LOCK_SCHEMA = `
 CREATE TABLE IF NOT EXISTS lock (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, resource TEXT NOT NULL, state TEXT NOT NULL, updated_at INTEGER NOT NULL);`;
 
+/**
+ * Rows read and written by every object in this isolate since it started (cursor.rowsRead /
+ * rowsWritten). The benchmark divides the growth over a scenario by its operations: rows per op for
+ * every path, background work (lock releases, inbox writes) included. Local wrangler dev runs all of
+ * a worker's objects in one isolate; in production each isolate counts only its own objects.
+ */
+export const SQL_ROWS = { read: 0, written: 0 };
+
 /** Tracks rows written by this object instance (cursor.rowsWritten), reported for the benchmark. */
 export class SqlStore {
   rowsWritten = 0;
@@ -60,10 +68,12 @@ export class SqlStore {
    */
   exists(table: string): boolean {
     if (this.ready || this.seen.has(table)) return true;
-    const found =
-      this.sql
-        .exec("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", table)
-        .toArray().length > 0;
+    const cursor = this.sql.exec(
+      "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
+      table,
+    );
+    const found = cursor.toArray().length > 0;
+    SQL_ROWS.read += cursor.rowsRead;
     if (found) this.seen.add(table);
     return found;
   }
@@ -77,7 +87,9 @@ export class SqlStore {
     query: string,
     ...bindings: SqlStorageValue[]
   ): T | null {
-    const rows = this.sql.exec<T>(query, ...bindings).toArray();
+    const cursor = this.sql.exec<T>(query, ...bindings);
+    const rows = cursor.toArray();
+    SQL_ROWS.read += cursor.rowsRead;
     return rows[0] ?? null;
   }
 
@@ -85,12 +97,17 @@ export class SqlStore {
     query: string,
     ...bindings: SqlStorageValue[]
   ): T[] {
-    return this.sql.exec<T>(query, ...bindings).toArray();
+    const cursor = this.sql.exec<T>(query, ...bindings);
+    const rows = cursor.toArray();
+    SQL_ROWS.read += cursor.rowsRead;
+    return rows;
   }
 
   private count(cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): number {
     cursor.toArray();
     this.rowsWritten += cursor.rowsWritten;
+    SQL_ROWS.read += cursor.rowsRead;
+    SQL_ROWS.written += cursor.rowsWritten;
     return cursor.rowsWritten;
   }
 }
