@@ -14,8 +14,18 @@ const fill = (text, n, lane) =>
     .replace(/\{\{n%(\d+)\}\}/g, (_, m) => String(n % Number(m)))
     .replaceAll("{{lane}}", String(lane));
 
+/** A request that never answers fails the scenario instead of hanging the bench. */
+const REQUEST_TIMEOUT_MS = Math.max(10_000, maxMs);
+
 async function post(url, headers, body) {
-  const res = await fetch(url, { method: "POST", headers, body });
+  const res = await fetch(url, {
+    method: "POST",
+    headers,
+    body,
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+  }).catch((error) => {
+    throw new Error(`no answer from ${url} within ${REQUEST_TIMEOUT_MS} ms (${error.name})`);
+  });
   const text = await res.text();
   if (res.status >= 300 && !(res.status === 202 && scenario.approval))
     throw new Error(`HTTP ${res.status} from ${url}: ${text.slice(0, 300)}`);

@@ -77,7 +77,12 @@ function load(scenario) {
       [join(ROOT, "bench", "load.mjs"), JSON.stringify(scenario)],
       { encoding: "utf8", maxBuffer: 1 << 20, timeout: MAX_MS * 3 + 30_000 },
       (error, stdout, stderr) => {
-        if (error) return reject(new Error(`${error.message} ${stderr}`.trim()));
+        if (error)
+          return reject(
+            new Error(
+              `${error.killed ? "timed out" : `exit ${error.code}`}: ${(stderr.match(/Error.*/)?.[0] ?? stderr.trim().split("\n").pop())}`,
+            ),
+          );
         resolve(JSON.parse(stdout.trim().split("\n").pop()));
       },
     );

@@ -2,8 +2,9 @@
 // (b) POST /durable: the minimal durable floor — a new Durable Object per operation that writes its
 // intent, fetches, and writes the result, in SQLite; rows come back in X-Rows-Read/X-Rows-Written.
 // (w) POST /workflow: the same durable call as a one-step Cloudflare Workflow (`step.do`), the peer
-// a user would otherwise pick; the Worker creates the instance and answers once it is complete
-// (polling its status every WORKFLOW_POLL_MS, as a caller of a Workflow must).
+// a user would otherwise pick; the Worker creates the instance and answers once it is complete,
+// polling its status as a caller of a Workflow must: after 5 ms, then doubling up to 50 ms (a fixed
+// 5 ms poll from 16 callers starves the local Workflows engine until every instance stalls).
 import { DurableObject, WorkflowEntrypoint, type WorkflowStep } from "cloudflare:workers";
 import type { WorkflowEvent } from "cloudflare:workers";
 
@@ -11,9 +12,8 @@ type Env = {
   FLOOR: DurableObjectNamespace<DurableFloor>;
   FLOW: Workflow<{ body: string }>;
   UPSTREAM_URL: string;
+  WORKFLOW_POLL_MS?: string;
 };
-
-const WORKFLOW_POLL_MS = 5;
 
 export class DurableFloor extends DurableObject<Env> {
   async run(
@@ -85,7 +85,7 @@ export default {
     }
     if (url.pathname === "/workflow") {
       const instance = await env.FLOW.create({ params: { body } });
-      for (;;) {
+      for (let pollMs = Number(env.WORKFLOW_POLL_MS ?? 5); ; pollMs = Math.min(2 * pollMs, 50)) {
         const status = await instance.status();
         if (status.status === "complete") {
           const output = status.output as { status: number; text: string };
@@ -96,7 +96,7 @@ export default {
         }
         if (status.status === "errored" || status.status === "terminated")
           return new Response(JSON.stringify(status), { status: 500 });
-        await new Promise((resolve) => setTimeout(resolve, WORKFLOW_POLL_MS));
+        await new Promise((resolve) => setTimeout(resolve, pollMs));
       }
     }
     return url.pathname === "/healthz"
