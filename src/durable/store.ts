@@ -10,6 +10,7 @@ import { z } from "zod";
 import type { Usage } from "../domain/budget.ts";
 import type { Envelope } from "../domain/envelope.ts";
 import type { RunState, TurnCall, TurnRecord } from "../domain/turn.ts";
+import { LruCache } from "../lru.ts";
 import type { ToolSource } from "../tools/spec.ts";
 
 export const OPERATION_SCHEMA = `
@@ -203,9 +204,40 @@ function parseJson(text: string, what: string): unknown {
   }
 }
 
+/**
+ * Decoded rows, keyed by their exact stored text: a RunObject reads its run row several times per
+ * turn, and JSON.parse + the zod codec over the whole run (offered manifests included) was its
+ * largest cost on the replay path (npm run profile). Content-keyed, so never stale; values are
+ * deep-frozen, so a caller that mutated one would throw instead of corrupting the next read.
+ */
+const DECODED_ROWS = { maxEntries: 512, maxBytes: 8 * 1024 * 1024 };
+// Measured on a miss only: the key (the row's text) and the decoded value, about twice the text.
+const decodedRuns = new LruCache<string, RunState>(
+  DECODED_ROWS,
+  (run) => 2 * encodeRun(run).length,
+);
+const decodedTurns = new LruCache<string, TurnRecord>(
+  DECODED_ROWS,
+  (turn) => 2 * JSON.stringify(turn).length,
+);
+
 export const encodeRun = (run: RunState): string => JSON.stringify(run);
-export const decodeRun = (data: string): RunState =>
-  decodeWith(RunCodec, parseJson(data, "run"), "run");
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const item of Object.values(value)) deepFreeze(item);
+  }
+  return value;
+}
+
+export function decodeRun(data: string): RunState {
+  const cached = decodedRuns.get(data);
+  if (cached) return cached;
+  const run = deepFreeze(decodeWith(RunCodec, parseJson(data, "run"), "run"));
+  decodedRuns.set(data, run);
+  return run;
+}
 export const decodeUsage = (row: unknown): Usage => {
   const usage = decodeWith(UsageRowCodec, row, "usage");
   return { turns: usage.turns, toolCalls: usage.calls, cost: usage.cost };
@@ -224,7 +256,29 @@ export function encodeTurnCalls(calls: readonly TurnCall[]): string {
   return JSON.stringify(stored);
 }
 
+/** A turn row's columns as one cache key (only for rows whose columns have their stored types). */
+function turnKey(row: unknown): string | null {
+  if (typeof row !== "object" || row === null) return null;
+  const r = row as Record<string, unknown>;
+  const texts = [r.id, r.content_hash, r.calls];
+  const numbers = [r.seq, r.reserved_cost, r.model_cost, r.created_at];
+  if (!texts.every((v) => typeof v === "string") || !numbers.every((v) => typeof v === "number"))
+    return null;
+  if (r.settled_cost !== null && typeof r.settled_cost !== "number") return null;
+  // JSON text never holds a raw NUL, so the separator cannot be forged by a column's content.
+  return [...texts, ...numbers, r.settled_cost].join("\u0000");
+}
+
 export function decodeTurn(row: unknown): TurnRecord {
+  const key = turnKey(row);
+  const cached = key === null ? undefined : decodedTurns.get(key);
+  if (cached) return cached;
+  const decoded = deepFreeze(decodeTurnRow(row));
+  if (key !== null) decodedTurns.set(key, decoded);
+  return decoded;
+}
+
+function decodeTurnRow(row: unknown): TurnRecord {
   const turn = decodeWith(TurnRowCodec, row, "turn");
   const calls = decodeWith(StoredCallsCodec, parseJson(turn.calls, "turn"), "turn").map(
     (stored): TurnCall => {
