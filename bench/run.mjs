@@ -80,7 +80,7 @@ function load(scenario) {
         if (error)
           return reject(
             new Error(
-              `${error.killed ? "timed out" : `exit ${error.code}`}: ${(stderr.match(/Error.*/)?.[0] ?? stderr.trim().split("\n").pop())}`,
+              `${error.killed ? "timed out" : `exit ${error.code}`}: ${stderr.match(/^Error: .*$/m)?.[0] ?? stderr.trim().split("\n").pop()}`,
             ),
           );
         resolve(JSON.parse(stdout.trim().split("\n").pop()));
@@ -186,8 +186,11 @@ try {
       sqlRows: true,
       lanes: runs.map((run, lane) => turnLane(run, body(lane))),
     });
-    const locked = (account) =>
-      toolgateLanes(() => turn("l{{n}}", LOCKED.name, `{"account":"${account}","amount":{{n}}}`));
+    // Each scenario its own call-id prefix: the same call ids with other content are a turn_conflict.
+    const locked = (prefix, account) =>
+      toolgateLanes(() =>
+        turn(`${prefix}{{n}}`, LOCKED.name, `{"account":"${account}","amount":{{n}}}`),
+      );
     const scenarios = [
       [
         "(a) direct fetch",
@@ -215,9 +218,9 @@ try {
         "(d) toolgate replay",
         toolgateLanes((lane) => turn("r{{n}}", "charge_card", charge(1 + lane))),
       ],
-      ["(e) write under a lock", locked("acct_{{n}}")],
-      ["(f) one hot resource", locked(`hot_${concurrency}`)],
-      ["(g) 1,000 resources", locked("pool_{{n%1000}}")],
+      ["(e) write under a lock", locked("l", "acct_{{n}}")],
+      ["(f) one hot resource", locked("h", `hot_${concurrency}`)],
+      ["(g) 1,000 resources", locked("g", "pool_{{n%1000}}")],
       [
         "(h) approve → upstream",
         {
