@@ -26,7 +26,7 @@ import {
 import { DEV_VARS, startWrangler } from "./lib/dev-server.mjs";
 
 const SEED = Number(process.env.SOAK_SEED ?? Date.now() % 1_000_000) >>> 0;
-const OPS = Number(process.env.SOAK_KILL_OPS ?? 48);
+const OPS = Number(process.env.SOAK_KILL_OPS ?? 160);
 const DRIVE_MS = Number(process.env.SOAK_KILL_MS ?? 150_000);
 const PORT = Number(process.env.SOAK_KILL_PORT ?? 8986);
 const CONCURRENCY = 6;
@@ -283,6 +283,16 @@ async function conversation(plan) {
         see((await api("GET", `/v1/operations/${op.operationId}?wait=1`, key)).body?.result),
       ),
     );
+  }
+  // A settled turn may still hold writes toolgate is reconciling or resending by alarm (outcome_unknown):
+  // follow those until recorded, or for up to 45 s (then a person would decide; that is not stuck).
+  const follow = Date.now() + 45_000;
+  for (const op of tracked.filter((t) => t.kind === "keyed" || t.kind === "lookup")) {
+    while (Date.now() < follow) {
+      const view = (await api("GET", `/v1/operations/${op.operationId}?wait=2`, key)).body;
+      see(view?.result);
+      if (view?.phase === "recorded") break;
+    }
   }
   await Promise.all(claims);
   for (const op of tracked) {
