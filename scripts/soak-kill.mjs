@@ -5,7 +5,7 @@
 // Retries and reconciliation run on real alarms (short delays), so they must survive the kills.
 // Reports per-kind outcomes, kills and client retries, and the invariants: ≤ 1 effect per key and
 // per operation, succeeded ⇒ exactly one, nothing stuck, no "did not take effect" for an operation
-// with an effect. Bounded: SOAK_KILL_MS (default 150 s) of driving. Ports 8985–8987.
+// with an effect. Bounded: SOAK_KILL_MS (default 120 s, plus ≤ 45 s following writes still reconciling) of driving. Ports 8985–8987.
 // SOAK_SEED=… SOAK_KILL_OPS=… node scripts/soak-kill.mjs
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -27,7 +27,7 @@ import { DEV_VARS, startWrangler } from "./lib/dev-server.mjs";
 
 const SEED = Number(process.env.SOAK_SEED ?? Date.now() % 1_000_000) >>> 0;
 const OPS = Number(process.env.SOAK_KILL_OPS ?? 160);
-const DRIVE_MS = Number(process.env.SOAK_KILL_MS ?? 150_000);
+const DRIVE_MS = Number(process.env.SOAK_KILL_MS ?? 120_000);
 const PORT = Number(process.env.SOAK_KILL_PORT ?? 8986);
 const CONCURRENCY = 6;
 /** Real alarms: retries within a second or two, so operations settle inside the soak. */
