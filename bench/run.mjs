@@ -1,11 +1,17 @@
-// npm run bench: one table from one run. Starts the local upstream, toolgate and the baseline
-// worker under `wrangler dev` (fresh local storage), then runs each scenario from a separate load
-// process on loopback: (a) direct fetch, (b) minimal durable floor, (c) toolgate new write op,
-// (d) toolgate replay of a settled op, (e) a new write under an uncontended resource lock, (f) all
-// writes on one hot resource (serialized by its lock); at concurrency 1 and 16.
-import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+// npm run bench: one table from one run (`npm run bench -- --write` also stores it in
+// bench/RESULTS.md). Starts the local upstream, toolgate and the baseline worker under `wrangler dev`
+// (fresh local storage), then runs each scenario from a separate load process on loopback at
+// concurrency 1, 16 and 64: (a) direct fetch, (b) the minimal durable floor, (w) the same durable
+// call as a one-step Cloudflare Workflow, (c) a toolgate new write, (d) a replay of a settled write,
+// (e) a write under an uncontended resource lock, (f) all writes on one hot resource, (g) writes
+// spread over 1,000 resources, (h) a write that needs approval (timed from the approve POST to the
+// upstream receiving the request). Rows read/written per op come from the isolate's SQLite counters
+// (GET /v1/admin/stats, development only) over the whole scenario, background work included.
+// Bounds: BENCH_N1/BENCH_N16/BENCH_N64 (requests per scenario), BENCH_MAX_MS (per scenario),
+// BENCH_ONLY=a,b,c (scenarios), BENCH_CONC=1,16 (concurrencies). Ports 8980–8984 by default.
+import { execFile, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { startUpstream } from "../demo/upstream.ts";
 import {
@@ -17,24 +23,40 @@ import {
   startWrangler,
 } from "../scripts/lib/dev-server.mjs";
 
+const env = process.env;
 const COUNTS = {
-  1: Number(process.env.BENCH_N1 ?? 300),
-  16: Number(process.env.BENCH_N16 ?? 1500),
+  1: Number(env.BENCH_N1 ?? 150),
+  16: Number(env.BENCH_N16 ?? 600),
+  64: Number(env.BENCH_N64 ?? 1200),
 };
-const MAX_MS = Number(process.env.BENCH_MAX_MS ?? 15_000);
+const CONCURRENCY = (env.BENCH_CONC ?? "1,16,64").split(",").map(Number);
+const ONLY = env.BENCH_ONLY ? new Set(env.BENCH_ONLY.split(",")) : null;
+const MAX_MS = Number(env.BENCH_MAX_MS ?? 6_000);
+const PORTS = {
+  upstream: Number(env.BENCH_UPSTREAM_PORT ?? 8980),
+  toolgate: Number(env.BENCH_PORT ?? 8981),
+  baseline: Number(env.BENCH_BASELINE_PORT ?? 8983),
+};
+const WRITE = process.argv.includes("--write");
+const LANES = Math.max(...CONCURRENCY);
+const startedAt = new Date();
+const loadBefore = loadavg();
 const state = mkdtempSync(join(tmpdir(), "toolgate-bench-"));
+const log = (message) => process.stderr.write(`bench: ${message}\n`);
 
-const upstream = await startUpstream(Number(process.env.BENCH_UPSTREAM_PORT ?? 8798));
-process.stderr.write("bench: starting wrangler dev (toolgate and the baseline worker)\n");
+const upstream = await startUpstream(PORTS.upstream);
+log("starting wrangler dev (toolgate and the baseline worker)");
 const toolgate = await startWrangler({
-  port: Number(process.env.BENCH_PORT ?? 8797),
+  port: PORTS.toolgate,
+  inspectorPort: PORTS.toolgate + 1,
   vars: { ...DEV_VARS, DEMO_UPSTREAM_URL: upstream.url },
   persistTo: join(state, "toolgate"),
   quiet: true,
 });
 const baseline = await startWrangler({
   config: join(ROOT, "bench", "worker", "wrangler.toml"),
-  port: Number(process.env.BENCH_BASELINE_PORT ?? 8796),
+  port: PORTS.baseline,
+  inspectorPort: PORTS.baseline + 1,
   vars: { UPSTREAM_URL: upstream.url },
   persistTo: join(state, "baseline"),
   quiet: true,
@@ -55,16 +77,33 @@ function load(scenario) {
       [join(ROOT, "bench", "load.mjs"), JSON.stringify(scenario)],
       { encoding: "utf8", maxBuffer: 1 << 20, timeout: MAX_MS * 3 + 30_000 },
       (error, stdout, stderr) => {
-        if (error) return reject(new Error(`${error.message} ${stderr}`.trim()));
+        if (error)
+          return reject(
+            new Error(
+              `${error.killed ? "timed out" : `exit ${error.code}`}: ${stderr.match(/^Error: .*$/m)?.[0] ?? stderr.trim().split("\n").pop()}`,
+            ),
+          );
         resolve(JSON.parse(stdout.trim().split("\n").pop()));
       },
     );
   });
 }
-const log = (message) => process.stderr.write(`bench: ${message}\n`);
+
+/** The isolate's SQLite row counters, once background work (lock releases, inbox) has settled. */
+async function sqlRows() {
+  let last = null;
+  for (let i = 0; i < 20; i++) {
+    const now = (await call(toolgate.url, "GET", "/v1/admin/stats", DEV_VARS.TOOLGATE_ADMIN_TOKEN))
+      .body.sql_rows;
+    if (last && now.read === last.read && now.written === last.written) return now;
+    last = now;
+    await new Promise((resolve) => setTimeout(resolve, 150));
+  }
+  return last;
+}
 
 const charge = (id) => `{"amount":${id},"currency":"usd"}`;
-/** A keyed write that takes a resource lock per account: uncontended in (e), one hot account in (f). */
+/** A keyed write that takes a resource lock per account. */
 const LOCKED = {
   name: "bench_locked_write",
   description: "Charge one account (benchmark tool: takes the account's resource lock).",
@@ -79,6 +118,21 @@ const LOCKED = {
   resource: "account:{account}",
   timeout_ms: 5000,
 };
+/** A keyed write that always asks a person; each operation writes to its own upstream namespace. */
+const APPROVED = {
+  name: "bench_approved_write",
+  description: "Pay one invoice (benchmark tool: always needs approval).",
+  input_schema: {
+    type: "object",
+    additionalProperties: false,
+    properties: { ns: { type: "string" }, amount: { type: "integer" } },
+    required: ["ns", "amount"],
+  },
+  risk: "write",
+  idempotency: { mode: "header", header: "Idempotency-Key" },
+  approval: "always",
+  timeout_ms: 5000,
+};
 const json = { "Content-Type": "application/json" };
 const rows = [];
 
@@ -90,11 +144,15 @@ try {
     ...LOCKED,
     request: { method: "POST", url: `${upstream.url}/accounts/{account}/charges` },
   });
+  await call(toolgate.url, "PUT", `/v1/tools/${APPROVED.name}`, demo.key, {
+    ...APPROVED,
+    request: { method: "POST", url: `${upstream.url}/ns/{ns}/payments` },
+  });
   // One run per concurrent client: a real deployment has one run per conversation.
   const runs = [];
-  for (let i = 0; i < 16; i++)
+  for (let i = 0; i < LANES; i++)
     runs.push(
-      await createRun(toolgate.url, demo.key, ["charge_card", LOCKED.name], {
+      await createRun(toolgate.url, demo.key, ["charge_card", LOCKED.name, APPROVED.name], {
         charge_limit: 10_000_000,
       }),
     );
@@ -103,101 +161,99 @@ try {
     headers: { ...json, Authorization: `Bearer ${run.run_token}` },
     body,
   });
+  const turn = (id, name, args) =>
+    `{"calls":[{"id":"${id}","name":"${name}","arguments":${args}}]}`;
   // Settle one operation per run for the replay scenario (amount = 1 + lane index).
-  for (const [lane, run] of runs.entries()) {
+  for (const [lane, run] of runs.entries())
     await call(toolgate.url, "POST", `/v1/runs/${run.run_id}/turns`, run.run_token, {
       calls: [
         { id: "settle", name: "charge_card", arguments: { amount: 1 + lane, currency: "usd" } },
       ],
     });
-  }
 
   let offset = 1_000;
-  for (const concurrency of [1, 16]) {
-    const common = { count: COUNTS[concurrency], concurrency, maxMs: MAX_MS, warmup: 30 };
+  for (const concurrency of CONCURRENCY) {
+    const common = {
+      count: COUNTS[concurrency] ?? 600,
+      concurrency,
+      maxMs: MAX_MS,
+      warmup: Math.max(10, 2 * concurrency),
+    };
+    const baselineRows = { rowsHeaders: ["X-Rows-Read", "X-Rows-Written"] };
+    const toolgateLanes = (body) => ({
+      expectSucceeded: true,
+      offset,
+      sqlRows: true,
+      lanes: runs.map((run, lane) => turnLane(run, body(lane))),
+    });
+    // Each scenario its own call-id prefix: the same call ids with other content are a turn_conflict.
+    const locked = (prefix, account) =>
+      toolgateLanes(() =>
+        turn(`${prefix}{{n}}`, LOCKED.name, `{"account":"${account}","amount":{{n}}}`),
+      );
     const scenarios = [
       [
         "(a) direct fetch",
         {
-          ...common,
-          rowsHeader: "X-Rows-Written",
+          ...baselineRows,
           lanes: [{ url: `${baseline.url}/direct`, headers: json, body: charge("{{n}}") }],
         },
       ],
       [
         "(b) durable floor",
         {
-          ...common,
-          rowsHeader: "X-Rows-Written",
+          ...baselineRows,
           lanes: [{ url: `${baseline.url}/durable`, headers: json, body: charge("{{n}}") }],
         },
       ],
       [
+        "(w) workflow step.do",
+        { lanes: [{ url: `${baseline.url}/workflow`, headers: json, body: charge("{{n}}") }] },
+      ],
+      [
         "(c) toolgate new write",
-        {
-          ...common,
-          rowsHeader: "Toolgate-Rows-Written",
-          expectSucceeded: true,
-          offset,
-          lanes: runs.map((run) =>
-            turnLane(
-              run,
-              `{"calls":[{"id":"b{{n}}","name":"charge_card","arguments":${charge("{{n}}")}}]}`,
-            ),
-          ),
-        },
+        toolgateLanes(() => turn("b{{n}}", "charge_card", charge("{{n}}"))),
       ],
       [
         "(d) toolgate replay",
-        {
-          ...common,
-          rowsHeader: "Toolgate-Rows-Written",
-          expectSucceeded: true,
-          offset,
-          lanes: runs.map((run, lane) =>
-            turnLane(
-              run,
-              `{"calls":[{"id":"r{{n}}","name":"charge_card","arguments":${charge(1 + lane)}}]}`,
-            ),
-          ),
-        },
+        toolgateLanes((lane) => turn("r{{n}}", "charge_card", charge(1 + lane))),
       ],
+      ["(e) write under a lock", locked("l", "acct_{{n}}")],
+      ["(f) one hot resource", locked("h", `hot_${concurrency}`)],
+      ["(g) 1,000 resources", locked("g", "pool_{{n%1000}}")],
       [
-        "(e) write under a lock",
+        "(h) approve → upstream",
         {
-          ...common,
-          rowsHeader: "Toolgate-Rows-Written",
-          expectSucceeded: true,
-          offset,
-          lanes: runs.map((run) =>
-            turnLane(
-              run,
-              `{"calls":[{"id":"l{{n}}","name":"${LOCKED.name}","arguments":{"account":"acct_{{n}}","amount":{{n}}}}]}`,
-            ),
+          ...toolgateLanes(() =>
+            turn("a{{n}}", APPROVED.name, `{"ns":"apv_{{n}}","amount":{{n}}}`),
           ),
-        },
-      ],
-      [
-        "(f) one hot resource",
-        {
-          ...common,
-          rowsHeader: "Toolgate-Rows-Written",
-          expectSucceeded: true,
-          offset,
-          lanes: runs.map((run) =>
-            turnLane(
-              run,
-              `{"calls":[{"id":"h{{n}}","name":"${LOCKED.name}","arguments":{"account":"hot_${concurrency}","amount":{{n}}}}]}`,
-            ),
-          ),
+          expectSucceeded: false,
+          approval: {
+            approve: {
+              url: toolgate.url,
+              headers: { ...json, Authorization: `Bearer ${demo.key}` },
+            },
+            arrivedUrl: `${upstream.url}/_control/wait?ns=apv_{{n}}&requests=1`,
+          },
         },
       ],
     ];
-    offset += 40_000; // charge_card allows amounts up to 100000: stay inside the schema
+    offset += 30_000; // charge_card allows amounts up to 100000: stay inside the schema
     for (const [name, scenario] of scenarios) {
+      if (ONLY && !ONLY.has(name[1])) continue;
+      const spec = { ...common, ...scenario };
       try {
         log(`${name} at concurrency ${concurrency}`);
-        rows.push({ name, concurrency, ...(await load(scenario)) });
+        const before = spec.sqlRows ? await sqlRows() : null;
+        const result = await load(spec);
+        if (before) {
+          // Counters that went down mean the isolate restarted mid-scenario: no figure, not a wrong one.
+          const after = await sqlRows();
+          const restarted = after.read < before.read || after.written < before.written;
+          result.rowsRead = restarted ? null : (after.read - before.read) / result.sent;
+          result.rowsWritten = restarted ? null : (after.written - before.written) / result.sent;
+        }
+        rows.push({ name, concurrency, ...result });
       } catch (error) {
         rows.push({ name, concurrency, error: String(error.message ?? error).slice(0, 200) });
       }
@@ -208,35 +264,103 @@ try {
 }
 
 const fmt = (v, digits = 2) =>
-  v === null || v === undefined || Number.isNaN(v) ? "n/a" : v.toFixed(digits);
-const find = (name, c) => rows.find((r) => r.name.startsWith(name) && r.concurrency === c);
-console.log(
-  `\ntoolgate benchmark — ${new Date().toISOString()} — node ${process.version}, wrangler dev (local workerd), loopback`,
-);
-console.log(
-  "scenario                  conc     n   p50 ms   p99 ms     req/s  p50/(a)  thr/(a)  p50/(b)  thr/(b)  rows/op",
+  v === null || v === undefined || !Number.isFinite(v) ? "n/a" : v.toFixed(digits);
+const find = (letter, c) =>
+  rows.find((r) => r.name.startsWith(`(${letter})`) && r.concurrency === c && !r.error);
+const lines = [];
+const out = (line) => lines.push(line);
+out(
+  "scenario                  conc     n   p50 ms   p99 ms     req/s  p50/(a)  thr/(a)  p50/(b)  thr/(b)  rows r/op  rows w/op",
 );
 for (const r of rows) {
   if (r.error) {
-    console.log(`${r.name.padEnd(25)} ${String(r.concurrency).padStart(4)}  error: ${r.error}`);
+    out(`${r.name.padEnd(25)} ${String(r.concurrency).padStart(4)}  error: ${r.error}`);
     continue;
   }
-  const a = find("(a)", r.concurrency);
-  const b = find("(b)", r.concurrency);
+  const a = find("a", r.concurrency);
+  const b = find("b", r.concurrency);
   const vsB = !r.name.startsWith("(a)") && !r.name.startsWith("(b)");
-  console.log(
+  out(
     `${r.name.padEnd(25)} ${String(r.concurrency).padStart(4)} ${String(r.n).padStart(5)} ${fmt(r.p50).padStart(8)} ${fmt(r.p99).padStart(8)} ${fmt(r.throughput, 0).padStart(9)}` +
-      ` ${fmt(r.p50 / a?.p50).padStart(8)} ${fmt(r.throughput / a?.throughput).padStart(8)} ${(vsB ? fmt(r.p50 / b?.p50) : "").padStart(8)} ${(vsB ? fmt(r.throughput / b?.throughput) : "").padStart(8)} ${fmt(r.rowsPerOp, 1).padStart(8)}`,
+      ` ${fmt(r.p50 / a?.p50).padStart(8)} ${fmt(r.throughput / a?.throughput).padStart(8)} ${(vsB ? fmt(r.p50 / b?.p50) : "").padStart(8)} ${(vsB ? fmt(r.throughput / b?.throughput) : "").padStart(8)}` +
+      ` ${fmt(r.rowsRead, 1).padStart(10)} ${fmt(r.rowsWritten, 1).padStart(10)}`,
   );
 }
-console.log(
-  "\ntargets: (c) p50 ≤ 1.3x (b) · (c) throughput ≥ 0.8x (b) · (d) throughput ≥ 0.8x (a) · ≤ 6 rows written per happy-path op",
+const verdict = (ok) => (ok ? "met" : "MISSED");
+out("");
+out(
+  "targets: (c) p50 ≤ 1.3x (b), thr ≥ 0.8x (b) · (d) thr ≥ 0.8x (a) · (c) vs (w): thr ≥ 2x, p50 ≤ 0.5x · ≤ 6 rows written per (c) op (aim 4) · (f) ≥ 300 writes/s",
 );
-for (const c of [1, 16]) {
-  const [b, cc, d, a] = [find("(b)", c), find("(c)", c), find("(d)", c), find("(a)", c)];
-  if (!b || !cc || !d || !a || b.error || cc.error || d.error || a.error) continue;
-  const verdict = (ok) => (ok ? "met" : "MISSED");
-  console.log(
-    `  c=${c}: (c)/(b) p50 ${fmt(cc.p50 / b.p50)} ${verdict(cc.p50 / b.p50 <= 1.3)} · (c)/(b) thr ${fmt(cc.throughput / b.throughput)} ${verdict(cc.throughput / b.throughput >= 0.8)} · (d)/(a) thr ${fmt(d.throughput / a.throughput)} ${verdict(d.throughput / a.throughput >= 0.8)} · rows (c) ${fmt(cc.rowsPerOp, 1)} ${verdict(cc.rowsPerOp <= 6)}`,
+for (const c of CONCURRENCY) {
+  const [a, b, cc, d, w, f] = ["a", "b", "c", "d", "w", "f"].map((l) => find(l, c));
+  const parts = [];
+  if (b && cc)
+    parts.push(
+      `(c)/(b) p50 ${fmt(cc.p50 / b.p50)} ${verdict(cc.p50 / b.p50 <= 1.3)}`,
+      `(c)/(b) thr ${fmt(cc.throughput / b.throughput)} ${verdict(cc.throughput / b.throughput >= 0.8)}`,
+    );
+  if (a && d)
+    parts.push(
+      `(d)/(a) thr ${fmt(d.throughput / a.throughput)} ${verdict(d.throughput / a.throughput >= 0.8)}`,
+    );
+  if (w && cc)
+    parts.push(
+      `(c)/(w) thr ${fmt(cc.throughput / w.throughput)} ${verdict(cc.throughput / w.throughput >= 2)}`,
+      `(c)/(w) p50 ${fmt(cc.p50 / w.p50)} ${verdict(cc.p50 / w.p50 <= 0.5)}`,
+    );
+  if (cc) parts.push(`rows w (c) ${fmt(cc.rowsWritten, 1)} ${verdict(cc.rowsWritten <= 6)}`);
+  if (f && c > 1) parts.push(`(f) ${fmt(f.throughput, 0)}/s ${verdict(f.throughput >= 300)}`);
+  out(`  c=${c}: ${parts.join(" · ")}`);
+}
+for (const letter of ["c", "g"]) {
+  const curve = CONCURRENCY.map((c) => [c, find(letter, c)]).filter(([, r]) => r);
+  if (curve.length > 1)
+    out(
+      `  throughput curve (${letter}): ${curve.map(([c, r]) => `c=${c} ${fmt(r.throughput, 0)}/s`).join(" → ")}`,
+    );
+}
+const table = lines.join("\n");
+const version = (pkg) =>
+  JSON.parse(readFileSync(join(ROOT, "node_modules", pkg, "package.json"), "utf8")).version;
+const git = (...args) => {
+  try {
+    return execFileSync("git", args, { cwd: ROOT, encoding: "utf8" }).trim();
+  } catch {
+    return "?";
+  }
+};
+const machine = `${cpus().length} × ${cpus()[0]?.model ?? "?"}, ${Math.round(totalmem() / 2 ** 30)} GiB; load average ${loadBefore.map((l) => l.toFixed(2)).join(" ")} at start, ${loadavg()
+  .map((l) => l.toFixed(2))
+  .join(" ")} at end`;
+const header = `toolgate benchmark — ${startedAt.toISOString()} — commit ${git("rev-parse", "--short", "HEAD")}${git("status", "--porcelain", "src", "bench") ? " (+ local changes)" : ""} — node ${process.version}, wrangler ${version("wrangler")} dev (local workerd), loopback`;
+console.log(`\n${header}\n${machine}\n${table}`);
+if (WRITE) {
+  const command = `BENCH_N1=${COUNTS[1]} BENCH_N16=${COUNTS[16]} BENCH_N64=${COUNTS[64]} BENCH_MAX_MS=${MAX_MS}${env.BENCH_ONLY ? ` BENCH_ONLY=${env.BENCH_ONLY}` : ""}${env.BENCH_CONC ? ` BENCH_CONC=${env.BENCH_CONC}` : ""} npm run bench -- --write`;
+  writeFileSync(
+    join(ROOT, "bench", "RESULTS.md"),
+    `# Benchmark results (latest run)
+
+Written by \`npm run bench -- --write\`; ratios are within this one run. Legend below the table.
+
+- **When / what**: ${header}
+- **Machine**: ${machine}
+- **Command**: \`${command}\`
+
+\`\`\`
+${table}
+\`\`\`
+
+Legend: (a) a Worker fetching the upstream; (b) the minimal durable floor (a new Durable Object per
+operation: write intent, fetch, write result); (w) the same call as a one-step Workflow
+(\`step.do\`), created by a Worker that answers once the instance is complete (status polled every
+5 ms); (c) a toolgate turn creating a new keyed write (\`charge_card\`: tenant secret, output
+schema, limits); (d) a re-proposal of a settled write (new call id, same arguments); (e) a write
+under its own uncontended resource lock; (f) every write on one resource (serialized by its lock);
+(g) writes spread over 1,000 resources; (h) a write that needs approval, timed from the approve POST
+to the upstream receiving the request (throughput: whole propose-approve cycles per second). Rows
+per op for toolgate: the growth of the isolate's SQLite counters over the scenario (warm-up
+included) divided by its operations, background work included; for (b) the object's own cursors.
+`,
   );
+  log("wrote bench/RESULTS.md");
 }

@@ -17,7 +17,7 @@ export const DEV_VARS = {
 /** The demo shop's API key, registered as the demo tenant's secret SHOP_API_KEY. */
 export const DEMO_SHOP_API_KEY = "sk_demo_shop_0123456789";
 
-/** Starts `wrangler dev` for `config` on `port`; resolves once GET /healthz answers (`readyTimeoutMs`, 60 s by default). */
+/** Starts `wrangler dev` for `config` on `port`; resolves once GET /healthz answers (`readyTimeoutMs`, 60 s by default). `kill()` SIGKILLs it. */
 export async function startWrangler({
   config = join(ROOT, "wrangler.toml"),
   port,
@@ -56,6 +56,15 @@ export async function startWrangler({
       process.kill(-child.pid, "SIGTERM");
     } catch {}
   };
+  /** A crash, not a shutdown: SIGKILL to wrangler's whole process group (workerd included). */
+  const kill = () => {
+    try {
+      process.kill(-child.pid, "SIGKILL");
+    } catch {}
+    return new Promise((resolve) =>
+      child.exitCode !== null ? resolve() : child.once("exit", resolve),
+    );
+  };
   const exited = new Promise((_, reject) =>
     child.once("exit", (code) => reject(new Error(`wrangler dev exited with ${code}`))),
   );
@@ -65,7 +74,7 @@ export async function startWrangler({
     stop();
     throw error;
   }
-  return { url, stop };
+  return { url, stop, kill };
 }
 
 async function waitForHealth(url, timeoutMs) {

@@ -24,6 +24,12 @@ export function canonicalJson(value: unknown): string {
 
 /** Deterministic (same bytes → same digest), so it belongs to the pure core despite being async. */
 export async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return [...new Uint8Array(digest)].map((byte) => byte.toString(16).padStart(2, "0")).join("");
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", ENCODER.encode(text)));
+  let hex = "";
+  for (const byte of digest) hex += HEX[byte];
+  return hex;
 }
+
+// Hoisted: a turn hashes four times; a new encoder and a spread-map-join per hash showed in the profile.
+const ENCODER = new TextEncoder();
+const HEX = Array.from({ length: 256 }, (_, byte) => byte.toString(16).padStart(2, "0"));

@@ -10,6 +10,7 @@ import { z } from "zod";
 import type { Usage } from "../domain/budget.ts";
 import type { Envelope } from "../domain/envelope.ts";
 import type { RunState, TurnCall, TurnGroup, TurnRecord } from "../domain/turn.ts";
+import { LruCache } from "../lru.ts";
 import type { ToolSource } from "../tools/spec.ts";
 
 export const OPERATION_SCHEMA = `
@@ -40,6 +41,14 @@ CREATE TABLE IF NOT EXISTS verifications (name TEXT PRIMARY KEY, settings_hash T
 export const LOCK_SCHEMA = `
 CREATE TABLE IF NOT EXISTS lock (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, resource TEXT NOT NULL, state TEXT NOT NULL, updated_at INTEGER NOT NULL);`;
 
+/**
+ * Rows read and written by every object in this isolate since it started (cursor.rowsRead /
+ * rowsWritten). The benchmark divides the growth over a scenario by its operations: rows per op for
+ * every path, background work (lock releases, inbox writes) included. Local wrangler dev runs all of
+ * a worker's objects in one isolate; in production each isolate counts only its own objects.
+ */
+export const SQL_ROWS = { read: 0, written: 0 };
+
 /** Tracks rows written by this object instance (cursor.rowsWritten), reported for the benchmark. */
 export class SqlStore {
   rowsWritten = 0;
@@ -62,10 +71,12 @@ export class SqlStore {
    */
   exists(table: string): boolean {
     if (this.ready || this.seen.has(table)) return true;
-    const found =
-      this.sql
-        .exec("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", table)
-        .toArray().length > 0;
+    const cursor = this.sql.exec(
+      "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
+      table,
+    );
+    const found = cursor.toArray().length > 0;
+    SQL_ROWS.read += cursor.rowsRead;
     if (found) this.seen.add(table);
     return found;
   }
@@ -79,7 +90,9 @@ export class SqlStore {
     query: string,
     ...bindings: SqlStorageValue[]
   ): T | null {
-    const rows = this.sql.exec<T>(query, ...bindings).toArray();
+    const cursor = this.sql.exec<T>(query, ...bindings);
+    const rows = cursor.toArray();
+    SQL_ROWS.read += cursor.rowsRead;
     return rows[0] ?? null;
   }
 
@@ -87,12 +100,17 @@ export class SqlStore {
     query: string,
     ...bindings: SqlStorageValue[]
   ): T[] {
-    return this.sql.exec<T>(query, ...bindings).toArray();
+    const cursor = this.sql.exec<T>(query, ...bindings);
+    const rows = cursor.toArray();
+    SQL_ROWS.read += cursor.rowsRead;
+    return rows;
   }
 
   private count(cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): number {
     cursor.toArray();
     this.rowsWritten += cursor.rowsWritten;
+    SQL_ROWS.read += cursor.rowsRead;
+    SQL_ROWS.written += cursor.rowsWritten;
     return cursor.rowsWritten;
   }
 }
@@ -193,14 +211,44 @@ function parseJson(text: string, what: string): unknown {
   }
 }
 
+/**
+ * Decoded rows, keyed by their exact stored text: a RunObject reads its run row several times per
+ * turn, and JSON.parse + the zod codec over the whole run (offered manifests included) was its
+ * largest cost on the replay path (npm run profile). Content-keyed, so never stale; values are
+ * deep-frozen, so a caller that mutated one would throw instead of corrupting the next read.
+ */
+const DECODED_ROWS = { maxEntries: 512, maxBytes: 8 * 1024 * 1024 };
+// Measured on a miss only: the key (the row's text) and the decoded value, about twice the text.
+const decodedRuns = new LruCache<string, RunState>(
+  DECODED_ROWS,
+  (run) => 2 * encodeRun(run).length,
+);
+const decodedTurns = new LruCache<string, TurnRecord>(
+  DECODED_ROWS,
+  (turn) => 2 * JSON.stringify(turn).length,
+);
+
 export const encodeRun = (run: RunState): string => JSON.stringify(run);
-export const decodeRun = (data: string): RunState =>
-  decodeWith(RunCodec, parseJson(data, "run"), "run");
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const item of Object.values(value)) deepFreeze(item);
+  }
+  return value;
+}
+
+export function decodeRun(data: string): RunState {
+  const cached = decodedRuns.get(data);
+  if (cached) return cached;
+  const run = deepFreeze(decodeWith(RunCodec, parseJson(data, "run"), "run"));
+  decodedRuns.set(data, run);
+  return run;
+}
 export const decodeTurnGroup = (row: unknown): TurnGroup => {
   const group = decodeWith(TurnGroupRowCodec, row, "turn group");
   return { key: group.key, turnStop: group.turn_stop, usageHash: group.usage_hash };
 };
-
 export const decodeUsage = (row: unknown): Usage => {
   const usage = decodeWith(UsageRowCodec, row, "usage");
   return { turns: usage.turns, toolCalls: usage.calls, cost: usage.cost };
@@ -219,7 +267,29 @@ export function encodeTurnCalls(calls: readonly TurnCall[]): string {
   return JSON.stringify(stored);
 }
 
+/** A turn row's columns as one cache key (only for rows whose columns have their stored types). */
+function turnKey(row: unknown): string | null {
+  if (typeof row !== "object" || row === null) return null;
+  const r = row as Record<string, unknown>;
+  const texts = [r.id, r.content_hash, r.calls];
+  const numbers = [r.seq, r.reserved_cost, r.model_cost, r.created_at];
+  if (!texts.every((v) => typeof v === "string") || !numbers.every((v) => typeof v === "number"))
+    return null;
+  if (r.settled_cost !== null && typeof r.settled_cost !== "number") return null;
+  // JSON text never holds a raw NUL, so the separator cannot be forged by a column's content.
+  return [...texts, ...numbers, r.settled_cost].join("\u0000");
+}
+
 export function decodeTurn(row: unknown): TurnRecord {
+  const key = turnKey(row);
+  const cached = key === null ? undefined : decodedTurns.get(key);
+  if (cached) return cached;
+  const decoded = deepFreeze(decodeTurnRow(row));
+  if (key !== null) decodedTurns.set(key, decoded);
+  return decoded;
+}
+
+function decodeTurnRow(row: unknown): TurnRecord {
   const turn = decodeWith(TurnRowCodec, row, "turn");
   const calls = decodeWith(StoredCallsCodec, parseJson(turn.calls, "turn"), "turn").map(
     (stored): TurnCall => {

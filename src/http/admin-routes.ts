@@ -1,7 +1,9 @@
 // /v1/admin: tenants and their API keys, with the deployment admin token only.
 import { Hono } from "hono";
+import { SQL_ROWS } from "../durable/store.ts";
 import { ulid } from "ulid";
 import { requireAdminToken, type AppEnv } from "./auth.ts";
+import { ApiProblem } from "./problem.ts";
 import { CreateTenant, IssueKey } from "./schemas.ts";
 import { checkId, readJson, tenantStub, unwrap } from "./request.ts";
 
@@ -11,6 +13,13 @@ export const adminRoutes = new Hono<AppEnv>()
   .use(async (c, next) => {
     requireAdminToken(c);
     await next();
+  })
+  // For the benchmark (rows read and written per operation): this isolate's SQLite row counters.
+  // Development only: in production an isolate's counters describe an arbitrary slice of tenants.
+  .get("/stats", (c) => {
+    if (c.env.TOOLGATE_ENV !== "development")
+      throw new ApiProblem({ code: "not_found", detail: "no such route" });
+    return c.json({ sql_rows: { read: SQL_ROWS.read, written: SQL_ROWS.written } });
   })
   .post("/tenants", async (c) => {
     const { name } = await readJson(c, CreateTenant);

@@ -10,6 +10,7 @@ import type { Env } from "../env.ts";
 import { tenantStub } from "../durable/stubs.ts";
 import { ApiProblem } from "./problem.ts";
 import { constantTimeEqual, hmac } from "../crypto.ts";
+import { LruCache } from "../lru.ts";
 
 export { ApiScope } from "./schemas.ts";
 
@@ -115,13 +116,32 @@ export async function signRunToken(
   return `rt.${payload}.${await hmac(signingKey(env), payload)}`;
 }
 
+/**
+ * Run tokens that verified, per isolate: an agent sends the same token with every turn, and the
+ * HMAC plus the constant-time compare showed on the replay path (npm run profile). Only a token
+ * that verified under the current signing key is kept, and its expiry is still checked every time.
+ */
+type VerifiedRunToken = { signingKey: string; tenantId: string; runId: string; expiresMs: number };
+const verifiedRunTokens = new LruCache<string, VerifiedRunToken>(
+  { maxEntries: 4096, maxBytes: 4 * 1024 * 1024 },
+  (entry) => 2 * (entry.tenantId.length + entry.runId.length) + 200,
+);
+
 async function verifyRunToken(env: Env, token: string): Promise<Principal | null> {
+  const key = signingKey(env);
+  const known = verifiedRunTokens.get(token);
+  if (known && known.signingKey === key)
+    return known.expiresMs > Date.now()
+      ? { kind: "run", tenantId: known.tenantId, runId: known.runId }
+      : null;
   const parts = token.split(".");
   if (parts.length !== 5) return null;
   const [, tenantId, runId, expires, signature] = parts as [string, string, string, string, string];
-  const expected = await hmac(signingKey(env), `${tenantId}.${runId}.${expires}`);
+  const expected = await hmac(key, `${tenantId}.${runId}.${expires}`);
   if (!(await constantTimeEqual(signature, expected))) return null;
-  return Number(expires) > Date.now() ? { kind: "run", tenantId, runId } : null;
+  const expiresMs = Number(expires);
+  verifiedRunTokens.set(token, { signingKey: key, tenantId, runId, expiresMs });
+  return expiresMs > Date.now() ? { kind: "run", tenantId, runId } : null;
 }
 
 function signingKey(env: Env): string {

@@ -106,3 +106,30 @@ describe("row codecs", () => {
     expect(decode).toThrow(/corrupt/);
   });
 });
+
+describe("decoded rows are cached by their exact text (the replay path reads them per turn)", () => {
+  it("the same run text decodes once: the same frozen value comes back", () => {
+    const text = encodeRun({ ...run, runId: "run_cached" });
+    const first = decodeRun(text);
+    expect(decodeRun(`${text}`)).toBe(first);
+    expect(Object.isFrozen(first.user.scopes)).toBe(true);
+    expect(() => (first.user.scopes as string[]).push("admin")).toThrow(TypeError);
+  });
+  it("other text is another run, and corrupt text is still refused after a valid decode", () => {
+    const text = encodeRun(run);
+    const changed = decodeRun(text.replace('"cancelledAtMs":null', '"cancelledAtMs":5'));
+    expect(changed.cancelledAtMs).toBe(5);
+    expect(decodeRun(text).cancelledAtMs).toBe(null);
+    expect(() => decodeRun(text.replace('"cancelledAtMs":null', '"cancelledAtMs":"5"'))).toThrow(
+      /corrupt/,
+    );
+  });
+  it("a turn is keyed by every column: a settled cost is a new decode, the same row is a hit", () => {
+    const open = decodeTurn(row({ id: "turn_cached" }));
+    expect(decodeTurn(row({ id: "turn_cached" }))).toBe(open);
+    const settled = decodeTurn(row({ id: "turn_cached", settled_cost: 1 }));
+    expect(settled.settledCost).toBe(1);
+    expect(open.settledCost).toBe(null);
+    expect(() => decodeTurn(row({ id: "turn_cached", seq: "1" }))).toThrow(/corrupt/);
+  });
+});
