@@ -192,6 +192,8 @@ describe("console in a real browser", () => {
     expect(steps).toEqual([
       "Proposed",
       "Validated and frozen",
+      // The demo's charge_card was not verified (POST /v1/tools/charge_card/verify): flagged, not lowered.
+      "Idempotency unverified",
       "Attempt 1 sent",
       "Attempt 1 answered",
       "Retry scheduled",
