@@ -21,7 +21,10 @@ export type ApiError =
   | { code: "invalid_manifest"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
   | { code: "unsupported_field"; detail: string }
+  | { code: "invalid_pointer"; detail: string }
   | { code: "unknown_secret"; detail: string }
+  /** Retention removed this settled operation; it will not run again. `pruned_at` travels in the problem. */
+  | { code: "operation_pruned"; detail: string; operation_id: string; pruned_at: string }
   | { code: "not_outcome_unknown"; detail: string }
   | { code: "not_awaiting_approval"; detail: string }
   | { code: "approval_mismatch"; detail: string }
@@ -41,6 +44,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "turn_conflict":
     case "misconfigured":
     case "unsupported_field":
+    case "invalid_pointer":
     case "unknown_secret":
     case "resend_not_allowed":
     case "self_approval":
@@ -62,7 +66,20 @@ export function toApiError(error: ObjectError): ApiError {
     case "already_started":
     case "not_started":
       return { code: "internal", detail: error.code };
+    case "pruned":
+      return prunedProblem(error.operation_id, error.pruned_at_ms);
   }
+}
+
+/** A settled operation removed by retention: what callers are told instead of a second execution. */
+export function prunedProblem(operationId: string, prunedAtMs: number): ApiError {
+  const prunedAt = new Date(prunedAtMs).toISOString();
+  return {
+    code: "operation_pruned",
+    operation_id: operationId,
+    pruned_at: prunedAt,
+    detail: `operation ${operationId} was settled and its record pruned at ${prunedAt} (retention); toolgate will not run it again`,
+  };
 }
 
 export function statusOf(error: ApiError): number {
@@ -84,8 +101,11 @@ export function statusOf(error: ApiError): number {
       return 413;
     case "invalid_manifest":
     case "unsupported_field":
+    case "invalid_pointer":
     case "unknown_secret":
       return 422;
+    case "operation_pruned":
+      return 410;
     case "not_outcome_unknown":
     case "not_awaiting_approval":
     case "approval_mismatch":
@@ -104,14 +124,18 @@ export class ApiProblem extends Error {
   }
 }
 
-export function problemResponse(error: ApiError): Response {
+/** `extra`: RFC 9457 extension members (e.g. a turn's results next to an `operation_pruned`). */
+export function problemResponse(error: ApiError, extra: Record<string, unknown> = {}): Response {
   const status = statusOf(error);
+  const { code, detail, ...members } = error;
   const body = {
-    type: `https://toolgate.dev/problems/${error.code}`,
-    title: error.code.replace(/_/g, " "),
+    type: `https://toolgate.dev/problems/${code}`,
+    title: code.replace(/_/g, " "),
     status,
-    code: error.code,
-    detail: error.detail,
+    code,
+    detail,
+    ...members,
+    ...extra,
   };
   return new Response(JSON.stringify(body), {
     status,

@@ -247,6 +247,7 @@ describe("settlement", () => {
     kind: "reply",
     envelope,
     settled,
+    terminal: settled,
     executedBy,
   });
 
