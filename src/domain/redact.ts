@@ -101,3 +101,24 @@ function collect(node: unknown, path: readonly string[], into: Set<string>): voi
 
 const arrayIndex = (token: string, length: number): number | null =>
   /^(0|[1-9][0-9]*)$/.test(token) && Number(token) < length ? Number(token) : null;
+
+/**
+ * Context fields a run binds into redacted arguments (tool `bind` + `redact`): the run's own view
+ * (the console's run page, GET /v1/runs/{id}) hides them too, or the value would show there.
+ */
+export function redactContext(
+  context: Record<string, unknown>,
+  tools: ReadonlyArray<{ bind: Record<string, string>; redact: readonly string[] }>,
+): Record<string, unknown> {
+  const hidden = new Set<string>();
+  for (const tool of tools) {
+    const parsed = parsePointers(tool.redact);
+    if (!parsed.ok) continue;
+    for (const [argument, source] of Object.entries(tool.bind))
+      if (parsed.value.some((path) => path[0] === argument))
+        hidden.add(source.replace(/^context\./, ""));
+  }
+  return Object.fromEntries(
+    Object.entries(context).map(([key, value]) => [key, hidden.has(key) ? REDACTED : value]),
+  );
+}

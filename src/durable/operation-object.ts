@@ -73,6 +73,8 @@ export type OperationReply = {
   inputHash: string;
   executedBy: string;
   rowsWritten: number;
+  /** When it was recorded (null: not yet): a cached copy is good only until retention prunes it. */
+  recordedAtMs: number | null;
 };
 export type OperationView = {
   operation_id: string;
@@ -174,6 +176,7 @@ export class OperationObject extends DurableObject<Env> {
         inputHash: req.input.hash,
         executedBy: existing.frozen.call_id,
         rowsWritten: 0,
+        recordedAtMs: null,
       });
     }
     if (!existing) {
@@ -1012,6 +1015,7 @@ export class OperationObject extends DurableObject<Env> {
       inputHash: frozen.input_hash,
       executedBy,
       rowsWritten,
+      recordedAtMs: state.phase === "recorded" ? state.recordedAtMs : null,
     };
   }
 

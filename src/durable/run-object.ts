@@ -20,6 +20,7 @@ import {
   offersCheckStatus,
 } from "../domain/check-status.ts";
 import { RUN_TEXT, type Envelope } from "../domain/envelope.ts";
+import { redactContext } from "../domain/redact.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
   closeCalls,
@@ -43,7 +44,7 @@ import {
   type TurnRecord,
   type TurnResult,
 } from "../domain/turn.ts";
-import { hostPolicy, type Env } from "../env.ts";
+import { hostPolicy, retentionMs, type Env } from "../env.ts";
 import { LruCache } from "../lru.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import type { ToolDefinition, ToolSource, ToolSpec } from "../tools/spec.ts";
@@ -446,7 +447,10 @@ export class RunObject extends DurableObject<Env> {
     waitMs: number,
   ): Promise<{ observation: CallObservation; rowsWritten: number }> {
     const known = this.recorded.get(submit.operationId);
-    if (known && known.inputHash === submit.input.hash)
+    // A remembered outcome is good until retention prunes the operation (then it must say so).
+    const fresh =
+      known?.recordedAtMs != null && Date.now() < known.recordedAtMs + retentionMs(this.env);
+    if (known && fresh && known.inputHash === submit.input.hash)
       return { observation: { kind: "reply", ...known }, rowsWritten: 0 };
     const { operationId, idempotencyKey, input, source } = submit;
     try {
@@ -590,7 +594,7 @@ export class RunObject extends DurableObject<Env> {
       status: run.cancelledAtMs === null ? "active" : "cancelled",
       user: run.user,
       tools: Object.keys(run.tools),
-      context: run.context,
+      context: redactContext(run.context, [...this.offeredTools(run).values()]),
       budgets: run.budgets,
       usage: { turns: usage.turns, tool_calls: usage.toolCalls, cost: usage.cost },
       created_at: new Date(run.createdAtMs).toISOString(),
