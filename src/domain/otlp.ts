@@ -1,5 +1,6 @@
 // The run trace as OTLP/JSON (`ExportTraceServiceRequest`, opentelemetry-proto's JSON mapping:
-// lowerCamelCase fields, hex trace and span ids, int64 as decimal strings, enums as integers). One
+// lowerCamelCase fields, hex trace and span ids, timestamps as decimal strings, integer attribute
+// values as JSON numbers (always safe integers here), enums as integers). One
 // trace id per run; one span per logical operation (its transitions as span events) and, under it,
 // one `execute_tool {tool}` span per attempt with the GenAI semantic-convention attributes
 // (gen_ai.operation.name, gen_ai.tool.*, error.type). Built from the stored, already redacted events
@@ -9,7 +10,7 @@ import type { TraceEvent } from "./operation.ts";
 import { sha256HexSync } from "./trace.ts";
 
 export type OtlpValue =
-  { stringValue: string } | { boolValue: boolean } | { intValue: string } | { doubleValue: number };
+  { stringValue: string } | { boolValue: boolean } | { intValue: number } | { doubleValue: number };
 export type OtlpAttribute = { key: string; value: OtlpValue };
 export type OtlpEvent = {
   timeUnixNano: string;
@@ -199,7 +200,8 @@ export function attributes(values: Record<string, unknown>): OtlpAttribute[] {
       return [
         {
           key,
-          value: Number.isSafeInteger(value) ? { intValue: String(value) } : { doubleValue: value },
+          // A JSON number: exact for safe integers, accepted for int64 by OTLP receivers.
+          value: Number.isSafeInteger(value) ? { intValue: value } : { doubleValue: value },
         },
       ];
     return [{ key, value: { stringValue: JSON.stringify(value) } }];

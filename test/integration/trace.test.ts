@@ -133,9 +133,9 @@ describe("trace model and export", () => {
       ]),
     ).toEqual(
       [
-        ["1", "retryable", "503", "503", 2],
-        ["2", "retryable", "503", "503", 2],
-        ["3", "succeeded", "200", undefined, 1],
+        [1, "retryable", 503, "503", 2],
+        [2, "retryable", 503, "503", 2],
+        [3, "succeeded", 200, undefined, 1],
       ].map(([attempt, outcome, status, error, code]) => [
         "execute_tool",
         name,
