@@ -3,8 +3,8 @@
 // per attempt), `reported` only for results a turn response delivered, redaction everywhere a copy
 // goes (trace, export, logs, console, inbox), retention pruning with 410s, and a background push to
 // a collector that can be down without changing anything.
-import { exports } from "cloudflare:workers";
-import { runInDurableObject } from "cloudflare:test";
+import { env, exports } from "cloudflare:workers";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/domain/canonical-json.ts";
 import {
@@ -21,9 +21,7 @@ import {
 } from "../support/api.ts";
 
 const charge = { amount: 500, currency: "usd" };
-const upstreamBase = (await import("cloudflare:workers")).env as unknown as {
-  UPSTREAM_URL: string;
-};
+const upstreamBase = env as unknown as { UPSTREAM_URL: string };
 const collectorState = async () =>
   (await (await fetch(`${upstreamBase.UPSTREAM_URL}/_control/state?ns=otel-collector`)).json()) as {
     requests: Array<{ path: string; headers: Record<string, string>; body: any; fault: string }>;
@@ -384,6 +382,21 @@ describe("retention", () => {
     expect((await operation(settledOp)).body.phase).toBe("recorded");
     expect((await operation(unknownOp)).body.phase).toBe("outcome_unknown");
     expect((await operation(waitingOp)).body.phase).toBe("awaiting_approval");
+    // A request a person rejected: settled, and its inbox entry closed.
+    const rejectedTurn = await turn(
+      runId,
+      [{ id: "c5", name: approvalTool.name, arguments: { amount: 9, currency: "eur" } }],
+      1,
+    );
+    const rejectedOp = rejectedTurn.body.results[0].operation_id as string;
+    expect(
+      (await api("POST", `/v1/operations/${rejectedOp}/reject`, { reason: "no" })).body.phase,
+    ).toBe("recorded");
+    const decided = async () =>
+      (await api("GET", "/v1/approvals?state=decided&limit=100")).body.items.map(
+        (i: any) => i.operation_id,
+      );
+    expect(await decided()).toContain(rejectedOp);
     const requestsBefore = (await up.state()).requests.length;
 
     // Two days and a minute later (the test deployment's TOOLGATE_RETENTION_MS), every alarm fires.
@@ -392,6 +405,15 @@ describe("retention", () => {
     expect(await fireAlarm(settledOp)).toBe(true);
     await fireAlarm(unknownOp);
     await fireAlarm(waitingOp);
+    expect(await fireAlarm(rejectedOp)).toBe(true);
+    const { tenantId } = await testTenant();
+    const tenants = (env as any).TENANTS;
+    expect(await runDurableObjectAlarm(tenants.get(tenants.idFromName(tenantId)))).toBe(true);
+    expect(await decided()).not.toContain(rejectedOp);
+    expect(
+      (await api("GET", "/v1/approvals?state=pending")).body.items.map((i: any) => i.operation_id),
+    ).toContain(waitingOp);
+    expect((await operation(rejectedOp)).status).toBe(410);
 
     const gone = await operation(settledOp);
     expect(gone.status).toBe(410);
