@@ -220,10 +220,12 @@ export class RunObject extends DurableObject<Env> {
         );
         return plan;
       });
-      if (plan)
+      if (plan) {
+        logRefusals(run.runId, plan.record);
         return ok(
           await this.settle(plan.record, waitMs, this.store.rowsWritten - rowsBefore, format),
         );
+      }
     }
   }
 
@@ -601,6 +603,26 @@ export class RunObject extends DurableObject<Env> {
       expires_at: new Date(run.expiresAtMs).toISOString(),
     };
   }
+}
+
+/** The gate's and the budgets' decisions (calls refused before any operation): one JSON log line each. */
+function logRefusals(runId: string, record: TurnRecord): void {
+  for (const stored of record.calls)
+    if ("fixed" in stored && stored.fixed.status !== "succeeded")
+      console.log(
+        JSON.stringify({
+          level: "info",
+          event: "toolgate.refused",
+          at: record.createdAtMs,
+          run_id: runId,
+          call_id: stored.call.id,
+          operation_id: stored.fixed.operation_id,
+          tool: stored.call.name,
+          turn_id: record.id,
+          status: stored.fixed.status,
+          code: stored.fixed.code,
+        }),
+      );
 }
 
 const notFound = (what: string): Result<never, RunError> =>

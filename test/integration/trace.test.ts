@@ -241,6 +241,33 @@ describe("trace model and export", () => {
   });
 });
 
+describe("structured logs", () => {
+  it("a call the gate refuses is one decision line, with no argument values", async () => {
+    const logs = captureLogs();
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const res = await turn(runId, [
+      { id: "c1", name, arguments: { amount: -5, currency: "gbp-SECRETISH" } },
+    ]);
+    expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "invalid_arguments" });
+    const lines = logs
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l))
+      .filter((l) => l.run_id === runId);
+    expect(lines).toEqual([
+      expect.objectContaining({
+        event: "toolgate.refused",
+        call_id: "c1",
+        tool: name,
+        status: "rejected",
+        code: "invalid_arguments",
+        operation_id: res.body.results[0].operation_id,
+      }),
+    ]);
+    expect(logs.join("\n")).not.toContain("gbp-SECRETISH");
+  });
+});
+
 describe("redaction", () => {
   it("a redacted argument never appears in the trace, export, logs, console pages or inbox; the hash is of the real input", async () => {
     const logs = captureLogs();
