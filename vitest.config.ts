@@ -23,6 +23,11 @@ function workerd(name: string, include: string[], bindings: Record<string, strin
               "*": { input_per_mtok: 1000, output_per_mtok: 2000 },
             }),
             DEMO_UPSTREAM_URL: `${inject("upstreamUrl")}/ns/code-tools`,
+            // Retention shorter than the 7-day default, so a pending approval (max 7 days) outlives it in tests.
+            TOOLGATE_RETENTION_MS: String(2 * 24 * 60 * 60_000),
+            // Every recorded operation's spans are pushed here (test/integration/trace.test.ts reads them).
+            OTEL_EXPORTER_OTLP_ENDPOINT: `${inject("upstreamUrl")}/ns/otel-collector`,
+            OTEL_EXPORTER_OTLP_HEADERS: "x-otel-token=otel-header-secret",
             // The fault soak's seed and size (SOAK_SEED, SOAK_OPS); empty: its defaults.
             SOAK_CONFIG: JSON.stringify(inject("soakConfig")),
             ...bindings,

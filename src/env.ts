@@ -30,6 +30,12 @@ export type Env = {
   TOOLGATE_MODEL_PRICES?: string;
   /** "true": header tools whose idempotency is not verified run as mode "none" (see requireVerifiedIdempotency). */
   TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY?: string;
+  /** How long a settled operation is kept before it is pruned (ms; default 7 days, at least 1 hour). */
+  TOOLGATE_RETENTION_MS?: string;
+  /** OpenTelemetry collector base URL: recorded operations' spans are pushed to {it}/v1/traces. */
+  OTEL_EXPORTER_OTLP_ENDPOINT?: string;
+  /** Secret: headers for the collector, `name=value,name2=value2` (OTLP exporter convention). */
+  OTEL_EXPORTER_OTLP_HEADERS?: string;
   /**
    * Other plain variables a code tool may declare it reads (`defineTool({ config: [...] })`), e.g.
    * DEMO_UPSTREAM_URL. Manifests can never read any binding: {secret:NAME} names tenant secrets.
@@ -64,6 +70,28 @@ export function hostPolicy(env: Env) {
 export function requireVerifiedIdempotency(env: Env): boolean {
   const value = (env.TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY ?? "").trim().toLowerCase();
   return !["", "false", "0", "off"].includes(value);
+}
+
+export const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60_000;
+export const MIN_RETENTION_MS = 60 * 60_000;
+
+/**
+ * The retention period. A value that is not a whole number of ms of at least an hour is a
+ * deployment error: it keeps the default (pruning early would forget outcomes it still promises).
+ */
+export function retentionMs(env: Env): number {
+  const raw = env.TOOLGATE_RETENTION_MS;
+  if (raw === undefined || raw === "") return DEFAULT_RETENTION_MS;
+  const value = Number(raw);
+  if (Number.isSafeInteger(value) && value >= MIN_RETENTION_MS) return value;
+  console.error(
+    JSON.stringify({
+      level: "error",
+      event: "toolgate.misconfigured",
+      detail: `TOOLGATE_RETENTION_MS must be a whole number of ms >= ${MIN_RETENTION_MS}; keeping ${DEFAULT_RETENTION_MS}`,
+    }),
+  );
+  return DEFAULT_RETENTION_MS;
 }
 
 const PriceTable = z.record(

@@ -76,7 +76,17 @@ export function describeEvent(event: TraceEvent): {
   label: string;
   fields: Array<[string, unknown]>;
 } {
-  const { type, at_ms: _at, operation_id: _op, ...rest } = event;
+  // The chain fields (seq, hashes) and the entered state are for tools; the label says it for people.
+  const {
+    type,
+    at_ms: _at,
+    operation_id: _op,
+    seq: _seq,
+    prev_hash: _prev,
+    hash: _hash,
+    state: _state,
+    ...rest
+  } = event;
   const omit = (...names: string[]) =>
     Object.entries(rest).filter(([name]) => !names.includes(name));
   switch (type) {
@@ -146,6 +156,10 @@ export function describeEvent(event: TraceEvent): {
       };
     case "approval_expired":
       return { label: "Approval expired", fields: omit("requested_at_ms") };
+    case "reported":
+      return { label: "Result delivered to the caller", fields: omit() };
+    case "pruned":
+      return { label: "Pruned after the retention period", fields: omit() };
     default:
       return { label: humanize(type), fields: omit() };
   }

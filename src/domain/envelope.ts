@@ -135,6 +135,8 @@ const WAITING_FOR_PERSON: Record<RepeatSafety, string> = {
  * says whether the call took effect only where toolgate knows it, and what to do next.
  */
 export const RUN_TEXT = {
+  pruned: (prunedAt: string) =>
+    `This call repeats an operation that already settled; its record was pruned at ${prunedAt} after the retention period, so toolgate will not run it again. Do not retry; tell the user it was already handled earlier.`,
   unknownTool: (name: string) =>
     `There is no tool named "${name}". Do not retry it; use one of the offered tools or tell the user.`,
   runCancelled: "The run was cancelled; this call was not executed. Do not retry; tell the user.",

@@ -4,7 +4,8 @@
 // cannot know it (workerd reports refused, reset and dropped connections alike); the only proof is
 // an answer from Cloudflare's edge (521/522/523), which arrives as an `http_error`.
 export type Observation =
-  | { kind: "ok"; result: unknown }
+  /** `status`: the 2xx the upstream answered (absent where no HTTP answer carried the result). */
+  | { kind: "ok"; result: unknown; status?: number }
   | { kind: "invalid_output"; detail: string }
   /** A 2xx status and its headers arrived, then the body could not be read (stalled past the timeout, or dropped). */
   | { kind: "body_lost"; timedOut: boolean; detail: string }

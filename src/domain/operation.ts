@@ -1098,7 +1098,7 @@ const watchdogAt = (plan: OperationPlan, nowMs: number) =>
 function summarize(observed: Observation): Record<string, unknown> {
   switch (observed.kind) {
     case "ok":
-      return { kind: "ok" };
+      return { kind: "ok", ...(observed.status === undefined ? {} : { status: observed.status }) };
     case "http_error":
       return { kind: "http_error", status: observed.status, retry_after_ms: observed.retryAfterMs };
     case "crash":

@@ -264,7 +264,10 @@ export function planTurn(
 
 /** What the run learned from a call's operation while settling the turn. */
 export type CallObservation =
-  | { kind: "reply"; envelope: Envelope; settled: boolean; executedBy: string }
+  /** `terminal`: the envelope is the operation's recorded outcome (it will never change). */
+  | { kind: "reply"; envelope: Envelope; settled: boolean; terminal: boolean; executedBy: string }
+  /** The operation settled long ago and was pruned (retention): it is not run again. */
+  | { kind: "pruned"; prunedAt: string }
   /** The operation refused to start: its stored tool does not compile (it never ran). */
   | { kind: "invalid_tool" }
   /** The operation could not be asked (RPC failure): still pending, ask again on the next poll. */
@@ -307,6 +310,16 @@ export function settleTurn(
           call: stored.call,
           envelope: refusal("failed", operationId, "permanent_failure", RUN_TEXT.toolUnavailable),
         };
+      case "pruned":
+        return {
+          call: stored.call,
+          envelope: refusal(
+            "rejected",
+            operationId,
+            "operation_pruned",
+            RUN_TEXT.pruned(seen.prunedAt),
+          ),
+        };
       case "unavailable":
         settled = false;
         return {
@@ -321,6 +334,22 @@ export function settleTurn(
   });
   const refund = settled && record.settledCost === null ? record.reservedCost - spent : 0;
   return { status: settled ? "settled" : "pending", results, spent, refund };
+}
+
+/**
+ * The operations whose recorded outcome this turn response delivers (their `reported` event): the
+ * call is still open in the turn as stored now (a closed call says cancelled instead) and its
+ * operation answered with its terminal envelope.
+ */
+export function reportedOperations(
+  record: TurnRecord,
+  observed: ReadonlyArray<CallObservation | null>,
+): string[] {
+  return record.calls.flatMap((stored, index) => {
+    if (!("submit" in stored) || stored.closed) return [];
+    const seen = observed[index];
+    return seen?.kind === "reply" && seen.terminal ? [stored.submit.operationId] : [];
+  });
 }
 
 function executedHere(envelope: Envelope, executedBy: string, callId: string): boolean {

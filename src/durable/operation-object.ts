@@ -6,6 +6,11 @@
 // here throws across the stub: a stored tool that no longer compiles is an observation, not an error.
 // Tenant secrets are fetched for each attempt before its row is written (never cached, never
 // stored); approvals mirror into the tenant's inbox, which is derived from this log.
+// Trace events are annotated, redacted by the tool's `redact` pointers and hash-chained inside the
+// transaction that appends them (domain/trace.ts); each attempt and decision is one JSON log line; a
+// recorded operation's spans are pushed to OTEL_EXPORTER_OTLP_ENDPOINT in the background. A settled
+// operation is pruned by its own alarm after the retention period, leaving a tombstone: the same
+// operation id (a re-proposal) then answers `pruned`, never a second execution.
 import { DurableObject } from "cloudflare:workers";
 import { needsApproval, type Decision } from "../domain/approval.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
@@ -23,14 +28,32 @@ import {
   type TraceEvent,
   type TransitionError,
 } from "../domain/operation.ts";
+import { otlpTrace } from "../domain/otlp.ts";
+import { redactDocument, redactionFor, scrub, type Redaction } from "../domain/redact.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { idempotencyTrust } from "../domain/verification.ts";
-import { configFor, hostPolicy, requireVerifiedIdempotency, type Env } from "../env.ts";
+import {
+  logLine,
+  reportedEvent,
+  seal,
+  traceStep,
+  verifyChain,
+  type ChainCheck,
+  type ChainLink,
+} from "../domain/trace.ts";
+import {
+  configFor,
+  hostPolicy,
+  requireVerifiedIdempotency,
+  retentionMs,
+  type Env,
+} from "../env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
 import type { FrozenInput } from "../domain/turn.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
+import { pushSpans } from "./otlp-push.ts";
 import { lockStub, runStub, tenantStub } from "./stubs.ts";
 import { verificationStatuses } from "./trust.ts";
 
@@ -58,6 +81,8 @@ export type OperationReply = {
   inputHash: string;
   executedBy: string;
   rowsWritten: number;
+  /** When it was recorded (null: not yet): a cached copy is good only until retention prunes it. */
+  recordedAtMs: number | null;
 };
 export type OperationView = {
   operation_id: string;
@@ -91,7 +116,11 @@ export type ApprovalView = {
   reason: string | null;
 };
 export type OperationError =
-  { code: "not_found" } | TransitionError | { code: "invalid_tool"; detail: string };
+  | { code: "not_found" }
+  | TransitionError
+  | { code: "invalid_tool"; detail: string }
+  /** Settled and pruned after the retention period: it will not run again (HTTP 410). */
+  | { code: "pruned"; operation_id: string; pruned_at_ms: number };
 export type Verdict = {
   outcome: "succeeded" | "failed" | "resend";
   result: unknown;
@@ -110,6 +139,10 @@ type FrozenRow = {
   input_hash: string;
   plan: OperationPlan;
   created_at: number;
+  /** The tool's risk, redaction pointers and trace opt-ins, frozen with the call (absent in older rows). */
+  risk?: string;
+  redact?: string[];
+  trace_content?: { arguments: boolean; result: boolean };
 };
 type Head = { seq: number; state: OperationState; frozen: FrozenRow };
 type Fixed = { spec: ToolSpec; input: FrozenInput };
@@ -132,6 +165,9 @@ export class OperationObject extends DurableObject<Env> {
 
   async submit(req: SubmitRequest): Promise<Result<OperationReply, OperationError>> {
     const rowsBefore = this.store.rowsWritten;
+    // Pruned: the stored outcome is gone, and running it again could repeat the effect.
+    const pruned = this.prunedFor(req.tenantId);
+    if (pruned) return err(pruned);
     const existing = this.head();
     if (existing && existing.frozen.input_hash !== req.input.hash) {
       // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
@@ -148,6 +184,7 @@ export class OperationObject extends DurableObject<Env> {
         inputHash: req.input.hash,
         executedBy: existing.frozen.call_id,
         rowsWritten: 0,
+        recordedAtMs: null,
       });
     }
     if (!existing) {
@@ -206,6 +243,9 @@ export class OperationObject extends DurableObject<Env> {
         input_hash: req.input.hash,
         plan,
         created_at: nowMs,
+        risk: spec.value.risk,
+        redact: spec.value.redact,
+        trace_content: spec.value.traceContent,
       };
       const tombstone = this.store.one<{ tenant_id: string; by: string }>(
         "SELECT tenant_id, by FROM op_tombstone WHERE k = 1",
@@ -233,7 +273,7 @@ export class OperationObject extends DurableObject<Env> {
   }
 
   async get(tenantId: string, waitMs: number): Promise<Result<OperationView, OperationError>> {
-    if (!this.headFor(tenantId)) return err({ code: "not_found" });
+    if (!this.headFor(tenantId)) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
     this.recoverOrphan();
     await this.waitFor(Date.now() + waitMs);
     await this.inboxWrites;
@@ -250,7 +290,7 @@ export class OperationObject extends DurableObject<Env> {
     decision: Decision,
   ): Promise<Result<OperationView, OperationError>> {
     const head = this.headFor(tenantId);
-    if (!head) return err({ code: "not_found" });
+    if (!head) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
     const approval = head.frozen.plan.approval;
     if (!approval) return err({ code: "not_awaiting_approval", phase: head.state.phase });
     let denial: Extract<OperationEvent, { type: "decide" }>["denial"] = null;
@@ -287,7 +327,7 @@ export class OperationObject extends DurableObject<Env> {
     verdict: Verdict,
   ): Promise<Result<OperationView, OperationError>> {
     const head = this.headFor(tenantId);
-    if (!head) return err({ code: "not_found" });
+    if (!head) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
     let secrets: Secrets | null = null;
     if (
       verdict.outcome === "resend" &&
@@ -315,10 +355,49 @@ export class OperationObject extends DurableObject<Env> {
     return step.ok ? ok(this.view()) : step;
   }
 
+  /** The stored events, in order: annotated, redacted and hash-chained when they were appended. */
   async traceFor(tenantId: string): Promise<Result<TraceEvent[], OperationError>> {
-    if (!this.headFor(tenantId)) return err({ code: "not_found" });
-    const rows = this.store.all<{ events: string }>("SELECT events FROM op_log ORDER BY seq");
-    return ok(rows.flatMap((row) => JSON.parse(row.events) as TraceEvent[]));
+    if (!this.headFor(tenantId)) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
+    return ok(this.events());
+  }
+
+  /** Checks the hash chain of the stored log: where it breaks, if it does (GET …?verify=1). */
+  async verify(tenantId: string): Promise<Result<ChainCheck, OperationError>> {
+    if (!this.headFor(tenantId)) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
+    return ok(verifyChain(this.events()));
+  }
+
+  /**
+   * The recorded result went to the caller in a turn response: appended once per (turn, format),
+   * so "recorded but never reported" stays visible. Only a recorded operation is reported.
+   */
+  async reported(
+    tenantId: string,
+    turnId: string,
+    format: string,
+  ): Promise<Result<boolean, OperationError>> {
+    const head = this.headFor(tenantId);
+    if (!head) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
+    if (head.state.phase !== "recorded") return ok(false);
+    const nowMs = Date.now();
+    const appended = this.ctx.storage.transactionSync(() => {
+      const current = this.head()!;
+      const seen = this.events().some(
+        (event) => event.type === "reported" && event.turn_id === turnId && event.format === format,
+      );
+      if (seen) return null;
+      const events = seal([reportedEvent(turnId, format, nowMs)], this.lastLink());
+      this.store.run(
+        "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, NULL)",
+        current.seq + 1,
+        nowMs,
+        JSON.stringify(current.state),
+        JSON.stringify(events),
+      );
+      return events;
+    });
+    if (appended) this.log(appended, head.frozen);
+    return ok(appended !== null);
   }
 
   /**
@@ -327,6 +406,8 @@ export class OperationObject extends DurableObject<Env> {
    * without sending anything.
    */
   async cancel(tenantId: string, by: string): Promise<Result<OperationView, OperationError>> {
+    const pruned = this.prunedFor(tenantId);
+    if (pruned) return err(pruned);
     if (!this.head()) {
       this.store.ensureSchema();
       this.store.run(
@@ -361,6 +442,7 @@ export class OperationObject extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     const head = this.head();
     if (!head) return;
+    if (head.state.phase === "recorded") return this.retire(head.frozen, head.state);
     // Before a retry or a resend, ask the run whether this may still execute: scopes may have
     // been revoked, the tool withdrawn or the deadline passed while the alarm waited.
     const sends =
@@ -414,18 +496,35 @@ export class OperationObject extends DurableObject<Env> {
     secrets: Secrets | null = null,
   ): Result<OperationState, OperationError> {
     const nowMs = Date.now();
+    let appended: TraceEvent[] = [];
+    let entered: OperationState["phase"] | null = null;
     const result = this.ctx.storage.transactionSync((): Result<Step, OperationError> => {
       const head = this.head();
       const plan = head?.frozen.plan ?? frozen?.plan;
-      if (!plan) return err({ code: "not_found" });
+      const row = head?.frozen ?? frozen;
+      if (!plan || !row) return err({ code: "not_found" });
       const step = transition(head?.state ?? null, event, plan, nowMs);
       if (step.ok && step.value.changed) {
+        appended = traceStep({
+          prev: head?.state ?? null,
+          next: step.value.state,
+          events: step.value.trace,
+          nowMs,
+          last: head ? this.lastLink() : null,
+          details: {
+            redaction: this.redaction(row),
+            risk: row.risk ?? null,
+            arguments: row.trace_content?.arguments ? JSON.parse(row.input) : undefined,
+            includeResult: row.trace_content?.result ?? false,
+          },
+        });
+        if (step.value.state.phase !== head?.state.phase) entered = step.value.state.phase;
         this.store.run(
           "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, ?)",
           (head?.seq ?? 0) + 1,
           nowMs,
           JSON.stringify(step.value.state),
-          JSON.stringify(step.value.trace),
+          JSON.stringify(appended),
           head ? null : JSON.stringify(frozen),
         );
         // The lease's fencing token, durable with the transition that starts the first attempt under it.
@@ -439,13 +538,21 @@ export class OperationObject extends DurableObject<Env> {
       return step;
     });
     if (!result.ok) return result;
+    const state = result.value.state;
+    if (appended.length > 0) this.log(appended, this.head()!.frozen);
+    // Recorded: the spans are complete. Pushed in the background; a collector that is down or slow
+    // changes nothing here (the push has its own timeout and its failure is only logged).
+    if (entered === "recorded") this.pushRecorded();
     for (const effect of result.value.effects) {
       switch (effect.kind) {
         case "set_alarm":
           void this.ctx.storage.setAlarm(effect.atMs);
           break;
         case "clear_alarm":
-          void this.ctx.storage.deleteAlarm();
+          // Nothing more will happen by itself; a recorded operation's only alarm is its pruning.
+          if (state.phase === "recorded")
+            void this.ctx.storage.setAlarm(state.recordedAtMs + retentionMs(this.env));
+          else void this.ctx.storage.deleteAlarm();
           break;
         case "send_attempt":
           this.track(() => this.attempt(effect.attempt, secrets));
@@ -608,6 +715,12 @@ export class OperationObject extends DurableObject<Env> {
     if (!head || !approval) return;
     const loaded = this.loadFixed();
     const view = this.view();
+    // The inbox (and the console page over it) shows the arguments as the trace does: redacted.
+    const redaction = this.redaction(head.frozen);
+    const shown = redactDocument(JSON.parse(head.frozen.input), redaction) as Record<
+      string,
+      unknown
+    >;
     try {
       await tenantStub(this.env, head.frozen.tenant_id).upsertApproval({
         operation_id: head.frozen.id,
@@ -615,11 +728,9 @@ export class OperationObject extends DurableObject<Env> {
         call_id: head.frozen.call_id,
         tool: view.tool,
         target: loaded.ok
-          ? loaded.value.spec.describeTarget(loaded.value.input.value)
+          ? scrub(loaded.value.spec.describeTarget(shown), redaction)
           : "(the tool no longer compiles)",
-        arguments: loaded.ok
-          ? loaded.value.input.value
-          : (JSON.parse(head.frozen.input) as Record<string, unknown>),
+        arguments: shown,
         state,
         requested_by: approval.requestedBy,
         requested_at_ms: head.frozen.created_at,
@@ -698,6 +809,8 @@ export class OperationObject extends DurableObject<Env> {
         tenantId: head.frozen.tenant_id,
         operationId: head.frozen.id,
       });
+      // Given back: nothing holds the resource for this operation any more (pruning may proceed).
+      if (this.store.exists("op_lease")) this.store.run("DELETE FROM op_lease");
     } catch (error) {
       // The lock's lease expiry asks this operation, which answers "settled": released then.
       console.error(
@@ -755,6 +868,121 @@ export class OperationObject extends DurableObject<Env> {
     for (const listener of [...this.listeners]) listener();
   }
 
+  // ── trace, logs, export, retention ───────────────────────────────────────────────────────────
+
+  private events(): TraceEvent[] {
+    if (!this.store.exists("op_log")) return [];
+    return this.store
+      .all<{ events: string }>("SELECT events FROM op_log ORDER BY seq")
+      .flatMap((row) => JSON.parse(row.events) as TraceEvent[]);
+  }
+
+  /** The newest sealed event: the next one chains onto it. */
+  private lastLink(): ChainLink | null {
+    const row = this.store.one<{ events: string }>(
+      "SELECT events FROM op_log WHERE events != '[]' ORDER BY seq DESC LIMIT 1",
+    );
+    const last = row ? (JSON.parse(row.events) as TraceEvent[]).at(-1) : undefined;
+    return last && typeof last.seq === "number" && typeof last.hash === "string"
+      ? { seq: last.seq, hash: last.hash }
+      : null;
+  }
+
+  private redactionCache: { id: string; redaction: Redaction } | null = null;
+  /** The tool's pointers applied to this call's frozen input (the input itself stays unredacted). */
+  private redaction(row: FrozenRow): Redaction {
+    if (this.redactionCache?.id !== row.id)
+      this.redactionCache = {
+        id: row.id,
+        redaction: redactionFor(row.redact ?? [], JSON.parse(row.input)),
+      };
+    return this.redactionCache.redaction;
+  }
+
+  /** One JSON line per attempt and per decision, from the already redacted events. */
+  private log(events: readonly TraceEvent[], row: FrozenRow): void {
+    const context = {
+      run_id: row.run_id,
+      call_id: row.call_id,
+      operation_id: row.id,
+      tool: toolName(row),
+    };
+    for (const event of events) {
+      const line = logLine(event, context);
+      if (line) console.log(JSON.stringify(line));
+    }
+  }
+
+  private pushRecorded(): void {
+    const head = this.head();
+    if (!head) return;
+    const spans = otlpTrace(head.frozen.run_id, [
+      { operation_id: head.frozen.id, events: this.events() },
+    ]);
+    this.ctx.waitUntil(pushSpans(this.env, spans, head.frozen.id));
+  }
+
+  private prunedFor(tenantId: string): Extract<OperationError, { code: "pruned" }> | null {
+    if (!this.store.exists("op_pruned")) return null;
+    const row = this.store.one<{ id: string; tenant_id: string; pruned_at_ms: number }>(
+      "SELECT id, tenant_id, pruned_at_ms FROM op_pruned WHERE k = 1",
+    );
+    return row && row.tenant_id === tenantId
+      ? { code: "pruned", operation_id: row.id, pruned_at_ms: row.pruned_at_ms }
+      : null;
+  }
+
+  /**
+   * A recorded operation's alarm: prune once the retention period has passed, unless it still
+   * holds its resource lock (the release is retried first). Unsettled operations never get here.
+   */
+  private async retire(
+    frozen: FrozenRow,
+    state: Extract<OperationState, { phase: "recorded" }>,
+  ): Promise<void> {
+    const head = { frozen, state };
+    const dueAtMs = state.recordedAtMs + retentionMs(this.env);
+    const nowMs = Date.now();
+    if (nowMs < dueAtMs) return void (await this.ctx.storage.setAlarm(dueAtMs));
+    const holdsLease = () =>
+      head.frozen.plan.resource !== null &&
+      this.store.exists("op_lease") &&
+      this.store.one("SELECT k FROM op_lease WHERE k = 1") !== null;
+    if (holdsLease()) await this.releaseLock();
+    if (holdsLease()) return void (await this.ctx.storage.setAlarm(nowMs + 3_600_000));
+    const outcome = head.state.outcome;
+    this.ctx.storage.transactionSync(() => {
+      this.store.ensureSchema();
+      this.store.run("DELETE FROM op_log");
+      this.store.run("DELETE FROM op_lease");
+      this.store.run("DELETE FROM op_tombstone");
+      this.store.run(
+        "INSERT OR REPLACE INTO op_pruned (k, id, tenant_id, input_hash, status, recorded_at_ms, pruned_at_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
+        head.frozen.id,
+        head.frozen.tenant_id,
+        head.frozen.input_hash,
+        outcome.status,
+        head.state.recordedAtMs,
+        nowMs,
+      );
+    });
+    this.frozenRow = null;
+    this.fixed = null;
+    this.redactionCache = null;
+    console.log(
+      JSON.stringify({
+        level: "info",
+        event: "toolgate.pruned",
+        at: nowMs,
+        run_id: head.frozen.run_id,
+        call_id: head.frozen.call_id,
+        operation_id: head.frozen.id,
+        tool: toolName(head.frozen),
+        status: outcome.status,
+      }),
+    );
+  }
+
   private frozenRow: FrozenRow | null = null;
 
   /** The newest log row; the frozen call is read once per instance (it is immutable). */
@@ -807,11 +1035,13 @@ export class OperationObject extends DurableObject<Env> {
       inputHash: frozen.input_hash,
       executedBy,
       rowsWritten,
+      recordedAtMs: state.phase === "recorded" ? state.recordedAtMs : null,
     };
   }
 
   private view(): OperationView {
     const { state, frozen } = this.head()!;
+    const result = envelopeFor(frozen.id, state, frozen.plan.safety);
     return {
       operation_id: frozen.id,
       tool: toolName(frozen),
@@ -822,7 +1052,11 @@ export class OperationObject extends DurableObject<Env> {
       idempotency_key: frozen.plan.idempotencyKey,
       repeat_safety: frozen.plan.safety,
       created_at: new Date(frozen.created_at).toISOString(),
-      result: envelopeFor(frozen.id, state, frozen.plan.safety),
+      // Messages can quote upstream text (shown in the console): hidden values are scrubbed from them.
+      result:
+        "message" in result
+          ? { ...result, message: scrub(result.message, this.redaction(frozen)) }
+          : result,
       late: state.phase === "recorded" && state.late,
       approval: this.approvalView(),
     };

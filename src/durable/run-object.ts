@@ -9,6 +9,7 @@ import { DurableObject } from "cloudflare:workers";
 import type { Budgets } from "../domain/budget.ts";
 import type { ProposedCall } from "../domain/gate.ts";
 import type { TraceEvent } from "../domain/operation.ts";
+import { otlpTrace, type OperationTrace, type OtlpTrace } from "../domain/otlp.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import {
   CHECK_STATUS,
@@ -20,6 +21,7 @@ import {
 } from "../domain/check-status.ts";
 import { RUN_TEXT, type Envelope } from "../domain/envelope.ts";
 import { mcpCallId } from "../domain/mcp-call.ts";
+import { redactContext } from "../domain/redact.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
   admitToGroup,
@@ -31,6 +33,7 @@ import {
   openOperations,
   operationIds,
   planTurn,
+  reportedOperations,
   sameGateInputs,
   settleTurn,
   turnIdentity,
@@ -46,7 +49,7 @@ import {
 } from "../domain/turn.ts";
 import type { ModelUsage } from "../domain/pricing.ts";
 import { unverifiedTraceDetail } from "../domain/verification.ts";
-import { hostPolicy, requireVerifiedIdempotency, type Env } from "../env.ts";
+import { hostPolicy, requireVerifiedIdempotency, retentionMs, type Env } from "../env.ts";
 import { LruCache } from "../lru.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import type { ToolDefinition, ToolSource, ToolSpec } from "../tools/spec.ts";
@@ -77,11 +80,12 @@ export type RunView = {
   created_at: string;
   expires_at: string;
 };
-/** `results`: each call's envelope paired with the call, in call order. */
+/** `results`: each call's envelope paired with the call, in call order. `pruned`: calls whose operation retention removed. */
 export type TurnReply = {
   turn_id: string;
   status: "settled" | "pending";
   results: TurnResult[];
+  pruned: Array<{ call_id: string; operation_id: string; pruned_at: string }>;
   rowsWritten: number;
 };
 export type IdempotencyWarning = {
@@ -113,6 +117,8 @@ const RECORDED_CACHE = { maxEntries: 256, maxBytes: 4 * 1024 * 1024 };
 export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, RUN_SCHEMA);
   private offered: { toolsHash: string; tools: Map<string, ToolSpec> } | null = null;
+  /** `${operation} ${turn} ${format}` already reported (a bounded cache; the operation dedupes too). */
+  private readonly reportedHere = new Set<string>();
   private readonly recorded = new LruCache<string, OperationReply>(
     RECORDED_CACHE,
     (reply) => JSON.stringify(reply.envelope).length + 200,
@@ -175,13 +181,17 @@ export class RunObject extends DurableObject<Env> {
     return next ? ok(this.view(next)) : notFound("run");
   }
 
-  /** `group`: the turn key shared by calls of one model response posted separately, and its usage. */
+  /**
+   * `group`: the turn key shared by calls of one model response posted separately, and its usage.
+   * `format`: the provider format the caller reads the results in (recorded with each `reported` event).
+   */
   async postTurn(
     tenantId: string,
     calls: ProposedCall[],
     modelCost: number,
     waitMs: number,
     group: { key: string; usage: ModelUsage | null } | null = null,
+    format = "native",
   ): Promise<Result<TurnReply, RunError>> {
     const identity = await turnIdentity(calls);
     const usageHash = group?.usage ? await sha256Hex(canonicalJson(group.usage)) : null;
@@ -197,7 +207,7 @@ export class RunObject extends DurableObject<Env> {
             code: "turn_conflict",
             detail: `turn ${identity.id} was posted with the same call ids and other calls; use new call ids for a new turn`,
           });
-        return ok(await this.settle(existing, waitMs, 0));
+        return ok(await this.settle(existing, waitMs, 0, format));
       }
       const offered = this.offeredTools(run);
       const checks = offersCheckStatus(offered.values())
@@ -262,10 +272,12 @@ export class RunObject extends DurableObject<Env> {
         return ok(plan);
       });
       if (plan && !plan.ok) return plan;
-      if (plan)
+      if (plan) {
+        logRefusals(run.runId, plan.value.record);
         return ok(
-          await this.settle(plan.value.record, waitMs, this.store.rowsWritten - rowsBefore),
+          await this.settle(plan.value.record, waitMs, this.store.rowsWritten - rowsBefore, format),
         );
+      }
     }
   }
 
@@ -301,10 +313,10 @@ export class RunObject extends DurableObject<Env> {
     const turnId = (await turnIdentity(proposed)).id;
     this.mcpInFlight.set(call.requestKey, turnId);
     try {
-      let reply = await this.postTurn(tenantId, proposed, 0, 0);
+      let reply = await this.postTurn(tenantId, proposed, 0, 0, null, "mcp");
       const first = reply.ok ? reply.value.results[0]?.envelope : undefined;
       if (reply.ok && reply.value.status === "pending" && first?.status !== "awaiting_approval")
-        reply = await this.getTurn(tenantId, turnId, waitMs);
+        reply = await this.getTurn(tenantId, turnId, waitMs, "mcp");
       if (!reply.ok) return reply;
       const envelope = reply.value.results[0]?.envelope;
       return envelope
@@ -337,9 +349,10 @@ export class RunObject extends DurableObject<Env> {
     tenantId: string,
     turnId: string,
     waitMs: number,
+    format = "native",
   ): Promise<Result<TurnReply, RunError>> {
     const turn = this.loadFor(tenantId) ? this.turn(turnId) : null;
-    return turn ? ok(await this.settle(turn, waitMs, 0)) : notFound("turn");
+    return turn ? ok(await this.settle(turn, waitMs, 0, format)) : notFound("turn");
   }
 
   /** The offered tools as plain data, for exporting definitions to the model (plus toolgate_check_status with any write). */
@@ -438,13 +451,48 @@ export class RunObject extends DurableObject<Env> {
       events.push({ type: "run_cancelled", at_ms: run.cancelledAtMs });
     const turns = this.turns();
     events.push(...turns.map(turnReceived));
-    for (const operationId of new Set(turns.flatMap(operationIds))) {
-      const opTrace = await operationStub(this.env, operationId).traceFor(tenantId);
-      if (opTrace.ok)
-        events.push(...opTrace.value.map((event) => ({ ...event, operation_id: operationId })));
+    for (const op of await this.operationTraces(tenantId, turns)) {
+      if ("pruned_at_ms" in op)
+        events.push({ type: "pruned", at_ms: op.pruned_at_ms, operation_id: op.operation_id });
+      else events.push(...op.events.map((event) => ({ ...event, operation_id: op.operation_id })));
     }
     events.sort((a, b) => a.at_ms - b.at_ms);
     return ok({ run_id: run.runId, events });
+  }
+
+  /** The run's trace as OTLP/JSON resourceSpans (GET /v1/runs/{id}/trace?format=otlp). */
+  async otlpFor(tenantId: string): Promise<Result<OtlpTrace, RunError>> {
+    const run = this.loadFor(tenantId);
+    if (!run) return notFound("run");
+    const ops = (await this.operationTraces(tenantId, this.turns())).filter(
+      (op): op is OperationTrace => "events" in op,
+    );
+    return ok(otlpTrace(run.runId, ops));
+  }
+
+  /** Each operation's stored (redacted, chained) events, or when retention pruned it. */
+  private async operationTraces(
+    tenantId: string,
+    turns: TurnRecord[],
+  ): Promise<Array<OperationTrace | { operation_id: string; pruned_at_ms: number }>> {
+    const ids = [...new Set(turns.flatMap(operationIds))];
+    const traces = await Promise.all(
+      ids.map(async (operationId) => ({
+        operationId,
+        trace: await operationStub(this.env, operationId).traceFor(tenantId),
+      })),
+    );
+    return traces.flatMap(
+      ({
+        operationId,
+        trace,
+      }): Array<OperationTrace | { operation_id: string; pruned_at_ms: number }> =>
+        trace.ok
+          ? [{ operation_id: operationId, events: trace.value }]
+          : trace.error.code === "pruned"
+            ? [{ operation_id: operationId, pruned_at_ms: trace.error.pruned_at_ms }]
+            : [],
+    );
   }
 
   // ── shell ────────────────────────────────────────────────────────────────────────────────────
@@ -455,7 +503,12 @@ export class RunObject extends DurableObject<Env> {
    * cancelled. The refund is a compare-and-set on `settled_cost`: it applies once, however many
    * settles race (issue 7: three concurrent polls each refunded).
    */
-  private async settle(record: TurnRecord, waitMs: number, rowsHere: number): Promise<TurnReply> {
+  private async settle(
+    record: TurnRecord,
+    waitMs: number,
+    rowsHere: number,
+    format: string,
+  ): Promise<TurnReply> {
     let rowsWritten = rowsHere;
     const run = this.load()!;
     const observed = await Promise.all(
@@ -481,12 +534,52 @@ export class RunObject extends DurableObject<Env> {
         }
       });
     }
+    await this.report(run.tenantId, current, observed, format);
     return {
       turn_id: record.id,
       status: settlement.status,
       results: settlement.results,
+      pruned: current.calls.flatMap((stored, index) => {
+        const seen = observed[index];
+        return "submit" in stored && seen?.kind === "pruned"
+          ? [
+              {
+                call_id: stored.call.id,
+                operation_id: stored.submit.operationId,
+                pruned_at: seen.prunedAt,
+              },
+            ]
+          : [];
+      }),
       rowsWritten,
     };
+  }
+
+  /**
+   * Tells each operation whose recorded result this response delivers that it was reported (once
+   * per turn and format; remembered here so replays cost no RPC). Best effort: a missed report
+   * leaves "recorded, not reported" in the trace, which is what it then looks like to the caller.
+   */
+  private async report(
+    tenantId: string,
+    turn: TurnRecord,
+    observed: ReadonlyArray<CallObservation | null>,
+    format: string,
+  ): Promise<void> {
+    const due = reportedOperations(turn, observed).filter(
+      (id) => !this.reportedHere.has(`${id} ${turn.id} ${format}`),
+    );
+    await Promise.all(
+      due.map(async (id) => {
+        const done = await operationStub(this.env, id)
+          .reported(tenantId, turn.id, format)
+          .catch(() => null);
+        if (done?.ok) {
+          if (this.reportedHere.size >= 4096) this.reportedHere.clear();
+          this.reportedHere.add(`${id} ${turn.id} ${format}`);
+        }
+      }),
+    );
   }
 
   private async observe(
@@ -496,7 +589,10 @@ export class RunObject extends DurableObject<Env> {
     waitMs: number,
   ): Promise<{ observation: CallObservation; rowsWritten: number }> {
     const known = this.recorded.get(submit.operationId);
-    if (known && known.inputHash === submit.input.hash)
+    // A remembered outcome is good until retention prunes the operation (then it must say so).
+    const fresh =
+      known?.recordedAtMs != null && Date.now() < known.recordedAtMs + retentionMs(this.env);
+    if (known && fresh && known.inputHash === submit.input.hash)
       return { observation: { kind: "reply", ...known }, rowsWritten: 0 };
     const { operationId, idempotencyKey, input, source } = submit;
     try {
@@ -513,9 +609,10 @@ export class RunObject extends DurableObject<Env> {
       });
       if (!reply.ok)
         return {
-          observation: {
-            kind: reply.error.code === "invalid_tool" ? "invalid_tool" : "unavailable",
-          },
+          observation:
+            reply.error.code === "pruned"
+              ? { kind: "pruned", prunedAt: new Date(reply.error.pruned_at_ms).toISOString() }
+              : { kind: reply.error.code === "invalid_tool" ? "invalid_tool" : "unavailable" },
           rowsWritten: 0,
         };
       if (reply.value.terminal) this.recorded.set(operationId, reply.value);
@@ -647,13 +744,33 @@ export class RunObject extends DurableObject<Env> {
       status: run.cancelledAtMs === null ? "active" : "cancelled",
       user: run.user,
       tools: Object.keys(run.tools),
-      context: run.context,
+      context: redactContext(run.context, [...this.offeredTools(run).values()]),
       budgets: run.budgets,
       usage: { turns: usage.turns, tool_calls: usage.toolCalls, cost: usage.cost },
       created_at: new Date(run.createdAtMs).toISOString(),
       expires_at: new Date(run.expiresAtMs).toISOString(),
     };
   }
+}
+
+/** The gate's and the budgets' decisions (calls refused before any operation): one JSON log line each. */
+function logRefusals(runId: string, record: TurnRecord): void {
+  for (const stored of record.calls)
+    if ("fixed" in stored && stored.fixed.status !== "succeeded")
+      console.log(
+        JSON.stringify({
+          level: "info",
+          event: "toolgate.refused",
+          at: record.createdAtMs,
+          run_id: runId,
+          call_id: stored.call.id,
+          operation_id: stored.fixed.operation_id,
+          tool: stored.call.name,
+          turn_id: record.id,
+          status: stored.fixed.status,
+          code: stored.fixed.code,
+        }),
+      );
 }
 
 const notFound = (what: string): Result<never, RunError> =>

@@ -14,7 +14,7 @@ import {
   sealSecret,
   secretFingerprint,
 } from "../crypto.ts";
-import { hostPolicy, type Env } from "../env.ts";
+import { hostPolicy, retentionMs, type Env } from "../env.ts";
 import type { ApiScope } from "../http/schemas.ts";
 import {
   verificationFor,
@@ -88,6 +88,9 @@ type SecretRow = {
   created_at: number;
   updated_at: number;
 };
+
+/** When a request left the inbox: decided, else (expired or cancelled) no later than its expiry. */
+const closedAtMs = (item: ApprovalItem): number => item.decided_at_ms ?? item.expires_at_ms;
 
 export class TenantObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage.sql, TENANT_SCHEMA);
@@ -366,6 +369,26 @@ export class TenantObject extends DurableObject<Env> {
       item.requested_at_ms,
       JSON.stringify(item),
     );
+    // A closed request leaves the inbox with retention, like its operation (pending ones never do).
+    if (item.state !== "pending" && (await this.ctx.storage.getAlarm()) === null)
+      await this.ctx.storage.setAlarm(closedAtMs(item) + retentionMs(this.env));
+  }
+
+  /** Retention for the inbox: closed requests older than the period go; the alarm follows the next one. */
+  override async alarm(): Promise<void> {
+    if (!this.store.exists("approvals")) return;
+    const nowMs = Date.now();
+    const keepMs = retentionMs(this.env);
+    const closed = this.store
+      .all<{ operation_id: string; data: string }>(
+        "SELECT operation_id, data FROM approvals WHERE state != 'pending'",
+      )
+      .map((row) => ({ id: row.operation_id, dueAtMs: closedAtMs(JSON.parse(row.data)) + keepMs }));
+    for (const row of closed)
+      if (row.dueAtMs <= nowMs)
+        this.store.run("DELETE FROM approvals WHERE operation_id = ?", row.id);
+    const next = Math.min(...closed.filter((row) => row.dueAtMs > nowMs).map((row) => row.dueAtMs));
+    if (Number.isFinite(next)) await this.ctx.storage.setAlarm(next);
   }
 
   /** Newest first; `pending` = still waiting for a person, `decided` = everything else. Cursor = the last item's (time, id). */

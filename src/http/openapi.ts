@@ -150,15 +150,18 @@ const ROUTES: Route[] = [
   {
     method: "get",
     path: "/v1/runs/{run_id}/trace",
-    summary: "Every transition of the run and its operations",
+    summary:
+      "Every transition of the run and its operations, hash-chained and redacted (format=json), or OTLP/JSON resourceSpans (format=otlp)",
     auth: "traces:read",
+    query: ["format"],
   },
   {
     method: "get",
     path: "/v1/operations/{operation_id}",
-    summary: "Read or long-poll one operation",
+    summary:
+      "Read or long-poll one operation; verify=1 checks its trace's hash chain; 410 operation_pruned after retention",
     auth: "runs:read",
-    query: ["wait"],
+    query: ["wait", "verify"],
   },
   {
     method: "post",

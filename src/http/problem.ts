@@ -23,7 +23,10 @@ export type ApiError =
   | { code: "invalid_manifest"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
   | { code: "unsupported_field"; detail: string }
+  | { code: "invalid_pointer"; detail: string }
   | { code: "unknown_secret"; detail: string }
+  /** Retention removed this settled operation; it will not run again. `pruned_at` travels in the problem. */
+  | { code: "operation_pruned"; detail: string; operation_id: string; pruned_at: string }
   | { code: "not_outcome_unknown"; detail: string }
   | { code: "not_awaiting_approval"; detail: string }
   | { code: "approval_mismatch"; detail: string }
@@ -51,6 +54,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "unknown_tool":
     case "misconfigured":
     case "unsupported_field":
+    case "invalid_pointer":
     case "unknown_secret":
     case "resend_not_allowed":
     case "self_approval":
@@ -76,7 +80,20 @@ export function toApiError(error: ObjectError): ApiError {
     case "already_started":
     case "not_started":
       return { code: "internal", detail: error.code };
+    case "pruned":
+      return prunedProblem(error.operation_id, error.pruned_at_ms);
   }
+}
+
+/** A settled operation removed by retention: what callers are told instead of a second execution. */
+export function prunedProblem(operationId: string, prunedAtMs: number): ApiError {
+  const prunedAt = new Date(prunedAtMs).toISOString();
+  return {
+    code: "operation_pruned",
+    operation_id: operationId,
+    pruned_at: prunedAt,
+    detail: `operation ${operationId} was settled and its record pruned at ${prunedAt} (retention); toolgate will not run it again`,
+  };
 }
 
 export function statusOf(error: ApiError): number {
@@ -101,11 +118,14 @@ export function statusOf(error: ApiError): number {
       return 413;
     case "invalid_manifest":
     case "unsupported_field":
+    case "invalid_pointer":
     case "unknown_secret":
     case "not_verifiable":
     case "invalid_arguments":
     case "policy_denied":
       return 422;
+    case "operation_pruned":
+      return 410;
     case "not_outcome_unknown":
     case "not_awaiting_approval":
     case "approval_mismatch":
@@ -127,6 +147,7 @@ export function statusOf(error: ApiError): number {
 export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
   switch (error.code) {
     case "not_found":
+    case "operation_pruned":
     case "unknown_tool":
     case "invalid_request":
     case "invalid_json":
@@ -151,6 +172,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "invalid_arguments":
     case "policy_denied":
     case "tool_changed":
+    case "invalid_pointer":
     case "misconfigured":
     case "internal":
       return -32603;
@@ -163,14 +185,18 @@ export class ApiProblem extends Error {
   }
 }
 
-export function problemResponse(error: ApiError): Response {
+/** `extra`: RFC 9457 extension members (e.g. a turn's results next to an `operation_pruned`). */
+export function problemResponse(error: ApiError, extra: Record<string, unknown> = {}): Response {
   const status = statusOf(error);
+  const { code, detail, ...members } = error;
   const body = {
-    type: `https://toolgate.dev/problems/${error.code}`,
-    title: error.code.replace(/_/g, " "),
+    type: `https://toolgate.dev/problems/${code}`,
+    title: code.replace(/_/g, " "),
     status,
-    code: error.code,
-    detail: error.detail,
+    code,
+    detail,
+    ...members,
+    ...extra,
   };
   const headers: Record<string, string> = { "Content-Type": "application/problem+json" };
   // RFC 6750 §3: a 401 names the scheme it wants (MCP clients read it to tell auth from other errors).

@@ -15,7 +15,7 @@ import {
   signRunToken,
   type AppEnv,
 } from "./auth.ts";
-import { ApiProblem } from "./problem.ts";
+import { ApiProblem, problemResponse, prunedProblem } from "./problem.ts";
 import { CreateRun, PatchRun } from "./schemas.ts";
 import {
   checkId,
@@ -104,6 +104,7 @@ export const runRoutes = new Hono<AppEnv>()
         cost,
         waitMs(c, DEFAULT_TURN_WAIT_MS),
         turnKey ? { key: turnKey, usage } : null,
+        format,
       ),
     );
     return turnResponse(c.req.url, runId, format, turn);
@@ -117,6 +118,7 @@ export const runRoutes = new Hono<AppEnv>()
         requireRunAccess(c, runId, "runs:read"),
         turnId,
         waitMs(c, 0),
+        format,
       ),
     );
     return turnResponse(c.req.url, runId, format, turn);
@@ -139,7 +141,12 @@ export const runRoutes = new Hono<AppEnv>()
   })
   .get("/:run_id/trace", async (c) => {
     const runId = runIdOf(c);
-    return c.json(unwrap(await runStub(c, runId).traceFor(requireScope(c, "traces:read"))));
+    const tenantId = requireScope(c, "traces:read");
+    const format = c.req.query("format") ?? "json";
+    if (format === "otlp") return c.json(unwrap(await runStub(c, runId).otlpFor(tenantId)));
+    if (format !== "json")
+      throw new ApiProblem({ code: "invalid_request", detail: "format must be json or otlp" });
+    return c.json(unwrap(await runStub(c, runId).traceFor(tenantId)));
   });
 
 const runIdOf = (c: Context<AppEnv>) => checkId(c.req.param("run_id") ?? "", RUN_ID, "run");
@@ -185,6 +192,13 @@ function turnResponse(
     results,
     ...(turn.status === "pending" ? { poll_url: pollUrl } : {}),
   };
+  // A re-proposal of an operation retention removed: 410, with every call's result still inside.
+  const pruned = turn.pruned[0];
+  if (pruned)
+    return problemResponse(prunedProblem(pruned.operation_id, Date.parse(pruned.pruned_at)), {
+      ...body,
+      pruned: turn.pruned,
+    });
   const headers: Record<string, string> = {
     "Content-Type": "application/json",
     "Toolgate-Rows-Written": String(turn.rowsWritten),

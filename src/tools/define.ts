@@ -6,7 +6,7 @@ import { z } from "zod";
 import { DEFAULT_APPROVAL_TTL_MS } from "../domain/approval.ts";
 import { closeSchema } from "../domain/json-schema.ts";
 import { toStrictSchema } from "../providers/strict-schema.ts";
-import { resourceKeyFor, unsupportedField } from "./manifest.ts";
+import { checkRedact, resourceKeyFor } from "./manifest.ts";
 import { DEFAULT_RETRY, type RetryPolicy } from "../domain/retry.ts";
 import type { IdempotencyMode } from "../domain/classify.ts";
 import type { OperationScope, Risk } from "../domain/identity.ts";
@@ -37,7 +37,10 @@ export type ToolDefinition<I extends z.ZodObject> = {
   reconcileSettleMs?: number;
   retry?: Partial<RetryPolicy>;
   cost?: number;
+  /** JSON Pointers hidden from traces, logs, the console, the inbox and exports. */
   redact?: string[];
+  /** Opt-in: the (redacted) arguments and result in the trace and its export. */
+  traceContent?: { arguments: boolean; result: boolean };
 };
 
 export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolSpec {
@@ -48,8 +51,8 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     expiresInMs: DEFAULT_APPROVAL_TTL_MS,
     fourEyes: true,
   };
-  const unsupported = unsupportedField({ redact: def.redact ?? [] });
-  if (unsupported) throw new Error(`defineTool ${def.name}: ${unsupported}`);
+  const pointers = checkRedact(def.redact ?? []);
+  if (pointers) throw new Error(`defineTool ${def.name}: ${pointers.detail}`);
   const reserved = (def.config ?? []).filter((name) => name.startsWith("TOOLGATE_"));
   if (reserved.length > 0)
     throw new Error(
@@ -88,5 +91,6 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     retry: { ...DEFAULT_RETRY, ...def.retry },
     cost: def.cost ?? 1,
     redact: def.redact ?? [],
+    traceContent: def.traceContent ?? { arguments: false, result: false },
   };
 }

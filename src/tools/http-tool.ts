@@ -98,7 +98,8 @@ async function attemptOnce(
   }
   if (body === null)
     return { kind: "invalid_output", detail: `response larger than ${MAX_RESPONSE_BYTES} bytes` };
-  return validateOutput(spec, body);
+  const observed = validateOutput(spec, body);
+  return observed.kind === "ok" ? { ...observed, status: response.status } : observed;
 }
 
 async function lookupOnce(

@@ -9,6 +9,7 @@
 import { z } from "zod";
 import { DEFAULT_APPROVAL_TTL_MS } from "../domain/approval.ts";
 import { closeSchema, refProblem, type Schema } from "../domain/json-schema.ts";
+import { parsePointers } from "../domain/redact.ts";
 import { DEFAULT_RETRY } from "../domain/retry.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { toStrictSchema } from "../providers/strict-schema.ts";
@@ -125,14 +126,20 @@ export const Manifest = z.strictObject({
       max_elapsed_ms: DEFAULT_RETRY.maxElapsedMs,
     }),
   cost: z.number().min(0).default(1),
-  redact: z.array(z.string()).default([]),
+  /** JSON Pointers (RFC 6901) hidden from traces, logs, the console, the inbox and exports. */
+  redact: z.array(z.string().max(512)).max(64).default([]),
+  /** Opt-in: the (redacted) arguments and result in the trace and its OTLP export (gen_ai.tool.call.*). */
+  trace: z
+    .strictObject({ arguments: z.boolean().default(false), result: z.boolean().default(false) })
+    .default({ arguments: false, result: false }),
 });
 export type Manifest = z.infer<typeof Manifest>;
 
 export type ManifestError =
   | { code: "invalid_manifest"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
-  | { code: "unsupported_field"; detail: string };
+  | { code: "unsupported_field"; detail: string }
+  | { code: "invalid_pointer"; detail: string };
 
 /**
  * Hosts tools may target: the deployment allow-list — `host`, `*.suffix`, either with `:port` to
@@ -147,8 +154,8 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
   if (!parsed.success)
     return err({ code: "invalid_manifest", detail: z.prettifyError(parsed.error) });
   const m = parsed.data;
-  const unsupported = unsupportedField(m);
-  if (unsupported) return err({ code: "unsupported_field", detail: unsupported });
+  const pointers = checkRedact(m.redact);
+  if (pointers) return err(pointers);
   for (const [which, schema] of [
     ["input_schema", m.input_schema],
     ["output_schema", m.output_schema],
@@ -253,16 +260,21 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     },
     cost: m.cost,
     redact: m.redact,
+    traceContent: m.trace,
   });
 }
 
-/**
- * Fields toolgate parses but does not enforce yet are refused rather than silently ignored (a
- * manifest that says "redact this" must never store it in the clear). Lifted when trace redaction lands.
- */
-export function unsupportedField(m: Pick<Manifest, "redact">): string | null {
-  if (m.redact.length > 0) return "redact: trace redaction is not enforced by this deployment yet";
-  return null;
+/** Every `redact` entry must be a JSON Pointer to a field: a malformed one would hide nothing. */
+export function checkRedact(
+  pointers: readonly string[],
+): { code: "invalid_pointer"; detail: string } | null {
+  const parsed = parsePointers(pointers);
+  return parsed.ok
+    ? null
+    : {
+        code: "invalid_pointer",
+        detail: `redact: ${JSON.stringify(parsed.error.pointer)} is not a JSON Pointer to a field (${parsed.error.detail})`,
+      };
 }
 
 /** `irreversible_write` asks a person by default; a `when` rule wins over a mode. */

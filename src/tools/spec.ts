@@ -83,7 +83,10 @@ export type ToolSpec = {
   reconcileSettleMs: number;
   retry: RetryPolicy;
   cost: number;
+  /** JSON Pointers (RFC 6901) redacted from every copy outside the frozen input (domain/redact.ts). */
   redact: string[];
+  /** Whether the trace and its export carry the (redacted) arguments and result. */
+  traceContent: { arguments: boolean; result: boolean };
 };
 
 /** How a tool travels inside toolgate: manifests as their JSON, code tools by catalog name. */

@@ -200,6 +200,8 @@ describe("console in a real browser", () => {
       "Attempt 2 sent",
       "Attempt 2 answered",
       "Recorded: succeeded",
+      // The agent's turn response carried the result (issue 10: `reported`).
+      "Result delivered to the caller",
     ]);
     expect(await charge.locator('li[data-event="attempt_finished"]').first().innerText()).toContain(
       "503",
@@ -295,7 +297,7 @@ describe("console in a real browser", () => {
     expect(steps.indexOf("Attempt 1 sent")).toBeGreaterThan(
       steps.findIndex((s) => /approv/i.test(s)),
     );
-    expect(steps.at(-1)).toBe("Recorded: succeeded");
+    expect(steps.slice(-2)).toEqual(["Recorded: succeeded", "Result delivered to the caller"]);
     await shot("07-run-after-approval");
   });
 

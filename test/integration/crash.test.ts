@@ -14,6 +14,7 @@ import {
   trace,
   turn,
   upstream,
+  automaticWork,
 } from "../support/api.ts";
 
 const charge = { amount: 900, currency: "eur" };
@@ -83,7 +84,7 @@ describe("crash recovery", () => {
     expect(first.body.results[0].status).toBe("succeeded");
     const operationId = first.body.results[0].operation_id as string;
     await crash(operationId);
-    expect(await fireAlarm(operationId)).toBe(false);
+    expect(await automaticWork(operationId)).toBe(false);
     const again = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     expect(again.body).toEqual(first.body);
     const reproposed = await turn(runId, [{ id: "c9", name, arguments: charge }]);
@@ -141,6 +142,7 @@ describe("a cancel that overtakes its operation's dispatch", () => {
     const events = (await trace(runId))
       .filter((e) => e.operation_id === frozen.operationId)
       .map((e) => e.type);
-    expect(events).toEqual(["proposed", "cancel_requested", "recorded"]);
+    // The turn delivered the recorded cancellation: `reported` closes the lifecycle.
+    expect(events).toEqual(["proposed", "cancel_requested", "recorded", "reported"]);
   });
 });

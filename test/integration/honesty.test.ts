@@ -14,6 +14,7 @@ import {
   trace,
   turn,
   upstream,
+  automaticWork,
 } from "../support/api.ts";
 
 const charge = { amount: 700, currency: "usd" };
@@ -285,7 +286,7 @@ describe("(c, d) 200 headers, then the body stalls or drops", () => {
     expect(res.body.results[0]).toMatchObject({ status: "failed", code: "invalid_output" });
     expect(res.body.results[0].message).toMatch(/took effect/);
     expect(res.body.results[0].message).not.toMatch(NOT_APPLIED);
-    expect(await fireAlarm(res.body.results[0].operation_id)).toBe(false);
+    expect(await automaticWork(res.body.results[0].operation_id)).toBe(false);
     expect((await up.state()).requests).toHaveLength(1);
     expect(await observed(runId)).toEqual(["body_lost"]);
   });
@@ -357,7 +358,7 @@ describe("(e) nothing sent, proven by Cloudflare's 521/522/523", () => {
     expect(final.body.result.message).toMatch(/nothing was sent/);
     expect(final.body.result.message).toMatch(/did not take effect/);
     expect((await up.state()).effects).toHaveLength(0);
-    expect(await fireAlarm(operationId)).toBe(false);
+    expect(await automaticWork(operationId)).toBe(false);
   });
 });
 

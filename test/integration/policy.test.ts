@@ -1,7 +1,16 @@
 // Policy and budgets enforced outside the prompt: scopes (at validation and again before each
 // retry), declarative limits, and run budgets that hold under concurrency.
 import { describe, expect, it } from "vitest";
-import { api, fireAlarm, manifest, operation, turn, unique, upstream } from "../support/api.ts";
+import {
+  api,
+  fireAlarm,
+  manifest,
+  operation,
+  turn,
+  unique,
+  upstream,
+  automaticWork,
+} from "../support/api.ts";
 
 async function runWith(tool: Record<string, unknown>, run: Record<string, unknown>) {
   expect((await api("PUT", `/v1/tools/${tool.name as string}`, tool)).status).toBe(201);
@@ -218,7 +227,7 @@ describe("cancellation", () => {
     const res = await api("POST", `/v1/operations/${operationId}/cancel`);
     expect(res.status).toBe(200);
     expect(res.body.result).toMatchObject({ status: "cancelled", code: "cancelled" });
-    expect(await fireAlarm(operationId)).toBe(false);
+    expect(await automaticWork(operationId)).toBe(false);
     expect(
       (await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`)).body.results[0].status,
     ).toBe("cancelled");
@@ -243,6 +252,6 @@ describe("cancellation", () => {
     await api("POST", `/v1/operations/${operationId}/cancel`);
     const settled = await operation(operationId, 2);
     expect(settled.body.result).toMatchObject({ status: "cancelled" });
-    expect(await fireAlarm(operationId)).toBe(false);
+    expect(await automaticWork(operationId)).toBe(false);
   });
 });

@@ -11,6 +11,7 @@ import {
   trace,
   turn,
   upstream,
+  automaticWork,
 } from "../support/api.ts";
 
 const charge = { amount: 500, currency: "usd" };
@@ -139,7 +140,7 @@ describe("retries", () => {
       code: "attempts_exhausted",
       message: expect.stringMatching(/did not take effect/),
     });
-    expect(await fireAlarm(operationId)).toBe(false);
+    expect(await automaticWork(operationId)).toBe(false);
     expect((await up.state()).requests).toHaveLength(2);
   });
 

@@ -535,15 +535,16 @@ describe("the gate accepts exactly what the export describes", () => {
 });
 
 describe("nothing accepted and ignored", () => {
-  it.each([["redact", { redact: ["/customer_id"] }, "redact"]])(
-    "%s → unsupported_field",
-    async (_what, fields, named) => {
+  // `redact` is enforced now (issue 10); a pointer that is not RFC 6901 would hide nothing, so it is refused.
+  it.each([["customer_id"], [""], ["/a~2b"]])(
+    "redact %j → invalid_pointer, nothing registered",
+    async (pointer) => {
       const t = await tenant();
-      const tool = { ...manifest({ url: upstream().url }), ...fields };
+      const tool = { ...manifest({ url: upstream().url }), redact: ["/amount", pointer] };
       const res = await t.call("PUT", `/v1/tools/${tool.name}`, tool);
       expect(res.status).toBe(422);
-      expect(res.body.code).toBe("unsupported_field");
-      expect(res.body.detail).toContain(named);
+      expect(res.body.code).toBe("invalid_pointer");
+      expect(res.body.detail).toContain(JSON.stringify(pointer));
       expect((await t.call("GET", `/v1/tools/${tool.name}`)).status).toBe(404);
     },
   );

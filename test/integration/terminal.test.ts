@@ -1,7 +1,7 @@
 // Definite outcomes are recorded once and never retried: each case sends exactly one request and
 // leaves no alarm behind.
 import { describe, expect, it } from "vitest";
-import { fireAlarm, manifest, setup, turn, upstream } from "../support/api.ts";
+import { fireAlarm, manifest, setup, turn, upstream, automaticWork } from "../support/api.ts";
 
 const cases = [
   {
@@ -70,7 +70,7 @@ describe("terminal outcomes", () => {
       expect(res.body.results[0]).toMatchObject({ status: c.status, code: c.code });
       expect(res.body.results[0].message).toMatch(/[Dd]o not/);
       const operationId = res.body.results[0].operation_id as string;
-      expect(await fireAlarm(operationId)).toBe(false);
+      expect(await automaticWork(operationId)).toBe(false);
       const state = await up.state();
       expect(state.requests).toHaveLength(1);
       expect(state.effects).toHaveLength("effects" in c ? c.effects : 0);
@@ -103,7 +103,7 @@ describe("terminal outcomes", () => {
       code: "permanent_failure",
       message: expect.stringMatching(/redirect/),
     });
-    expect(await fireAlarm(res.body.results[0].operation_id)).toBe(false);
+    expect(await automaticWork(res.body.results[0].operation_id)).toBe(false);
     expect((await up.state()).requests).toHaveLength(1);
   });
 

@@ -1,7 +1,7 @@
 // Test helpers: everything goes through the public HTTP API (exports.default.fetch); the upstream
 // is the real fault-injecting server from demo/upstream.ts, one namespace per test.
 import { env, exports } from "cloudflare:workers";
-import { runDurableObjectAlarm } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 
 export const ADMIN = "test-admin-token";
 const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
@@ -189,3 +189,21 @@ export async function trace(runId: string): Promise<Array<Record<string, any>>> 
 export const opStub = (operationId: string) =>
   (env as any).OPERATIONS.get((env as any).OPERATIONS.idFromName(operationId));
 export const fireAlarm = (operationId: string) => runDurableObjectAlarm(opStub(operationId));
+
+/**
+ * Whether the operation will still act by itself: an alarm is set for a retry, a watchdog, a
+ * lookup or an approval expiry. A recorded operation's only alarm is its retention pruning (due at
+ * least an hour after it was recorded), which is not automatic work on the call.
+ */
+export const automaticWork = (operationId: string) =>
+  runInDurableObject(opStub(operationId), async (_instance: unknown, state: DurableObjectState) => {
+    const at = await state.storage.getAlarm();
+    if (at === null) return false;
+    const row = state.storage.sql
+      .exec<{ state: string }>("SELECT state FROM op_log ORDER BY seq DESC LIMIT 1")
+      .toArray()[0];
+    const current = row
+      ? (JSON.parse(row.state) as { phase: string; recordedAtMs?: number })
+      : null;
+    return !(current?.phase === "recorded" && at >= current.recordedAtMs! + 3_600_000);
+  });

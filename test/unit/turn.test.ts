@@ -333,6 +333,7 @@ describe("settlement", () => {
     kind: "reply",
     envelope,
     settled,
+    terminal: settled,
     executedBy,
   });
 

@@ -1,0 +1,294 @@
+// The operation trace as people and tools read it (issue 10). Three pure steps the shell applies to
+// the events a transition returns, inside the same transaction: `annotate` names the lifecycle state
+// each transition entered (proposed → validated → [awaiting_approval] → executing → [outcome_unknown →
+// reconciling] → recorded → reported) and adds what an attempt cost (latency, outcome class, upstream
+// status, why this backoff); `seal` chains every event to the previous one by SHA-256 over its
+// canonical JSON, so `verifyChain` says exactly where a stored log was changed; `logLine` is the
+// structured log record of an attempt or decision (fixed fields only: never free text, never secrets).
+// An event with `state` is a transition into that state; one without is a decision or observation.
+import { createHash } from "node:crypto";
+import { canonicalJson } from "./canonical-json.ts";
+import type { OperationState, TraceEvent } from "./operation.ts";
+import { redactDocument, scrub, type Redaction } from "./redact.ts";
+
+export const LIFECYCLE = [
+  "proposed",
+  "validated",
+  "awaiting_approval",
+  "awaiting_lock",
+  "executing",
+  "retry_scheduled",
+  "outcome_unknown",
+  "reconciling",
+  "recorded",
+  "reported",
+] as const;
+export type Lifecycle = (typeof LIFECYCLE)[number];
+
+/** The event types that enter a state, and the state each enters. */
+const ENTERS: Readonly<Record<string, Lifecycle>> = {
+  proposed: "proposed",
+  validated: "validated",
+  awaiting_approval: "awaiting_approval",
+  awaiting_lock: "awaiting_lock",
+  attempt_started: "executing",
+  retry_scheduled: "retry_scheduled",
+  outcome_unknown: "outcome_unknown",
+  reconcile_started: "reconciling",
+  recorded: "recorded",
+  reported: "reported",
+};
+
+/** How one attempt ended, as a class (the attempt span's `toolgate.outcome`). */
+export type AttemptOutcome =
+  "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled" | "retryable" | "unknown";
+
+const lifecycleOf = (state: OperationState | null): Lifecycle | null =>
+  state === null ? null : state.phase;
+
+/**
+ * `prev`/`next`: the states around one transition that emitted `events` at `nowMs`. A transition
+ * whose events name no state it entered (a status lookup that answered "ask again later") gets
+ * one appended, so every change of state is an event.
+ */
+export function annotate(
+  prev: OperationState | null,
+  next: OperationState,
+  events: readonly TraceEvent[],
+  nowMs: number,
+): TraceEvent[] {
+  let current = lifecycleOf(prev);
+  const retryAfter = events.some(
+    (event) =>
+      event.type === "attempt_finished" &&
+      (event.observed as { retry_after_ms?: unknown } | undefined)?.retry_after_ms != null,
+  );
+  const out = events.map((event): TraceEvent => {
+    // A resend after an unknown outcome is planned like a retry, but the state stays outcome_unknown.
+    const entered =
+      event.type === "retry_scheduled" && next.phase !== "retry_scheduled"
+        ? undefined
+        : ENTERS[event.type];
+    if (entered) current = entered;
+    if (event.type === "attempt_finished") {
+      const observed = (event.observed ?? {}) as { status?: unknown };
+      return {
+        ...event,
+        outcome: attemptOutcome(next),
+        upstream_status: typeof observed.status === "number" ? observed.status : null,
+        latency_ms: prev?.phase === "executing" ? nowMs - prev.startedAtMs : null,
+      };
+    }
+    if (event.type === "retry_scheduled")
+      return {
+        ...event,
+        ...(entered ? { state: entered } : {}),
+        basis: retryAfter ? "retry_after" : "backoff",
+      };
+    return entered ? { ...event, state: entered } : event;
+  });
+  if (current !== next.phase) {
+    const synthetic: TraceEvent = { type: next.phase, at_ms: nowMs, state: next.phase };
+    if (next.phase === "outcome_unknown")
+      Object.assign(synthetic, {
+        code: next.code,
+        reconcile: next.reconcile,
+        due_at_ms: next.dueAtMs,
+        reason: next.reason,
+      });
+    out.push(synthetic);
+  }
+  return out;
+}
+
+function attemptOutcome(next: OperationState): AttemptOutcome {
+  switch (next.phase) {
+    case "recorded":
+      return next.outcome.status;
+    case "retry_scheduled":
+      return "retryable";
+    case "outcome_unknown":
+    case "reconciling":
+      return "unknown";
+    // An attempt never ends in these; a cancel that arrived first is recorded, not waited on.
+    case "executing":
+    case "awaiting_approval":
+    case "awaiting_lock":
+      return "unknown";
+  }
+}
+
+/** What the trace may show about the call besides its transitions (arguments and result only by opt-in). */
+export type TraceDetails = {
+  redaction: Redaction;
+  risk: string | null;
+  /** The frozen arguments when the tool opts in (redacted here before anything stores them). */
+  arguments?: unknown;
+  includeResult: boolean;
+};
+
+/** One transition's events as stored: annotated, detailed, redacted, then sealed onto the chain. */
+export function traceStep(args: {
+  prev: OperationState | null;
+  next: OperationState;
+  events: readonly TraceEvent[];
+  nowMs: number;
+  last: ChainLink | null;
+  details: TraceDetails;
+}): TraceEvent[] {
+  const { details, next } = args;
+  const detailed = annotate(args.prev, next, args.events, args.nowMs).map((event) => {
+    if (event.type === "validated")
+      return {
+        ...event,
+        risk: details.risk,
+        ...(details.arguments === undefined ? {} : { arguments: details.arguments }),
+      };
+    if (
+      event.type === "recorded" &&
+      details.includeResult &&
+      next.phase === "recorded" &&
+      next.outcome.status === "succeeded"
+    )
+      return { ...event, result: next.outcome.result ?? null };
+    return event;
+  });
+  return seal(
+    detailed.map((event) => redactEvent(event, details.redaction)),
+    args.last,
+  );
+}
+
+/** The fields that hold documents (arguments, results, upstream bodies) lose the tool's paths; every string loses the hidden values. */
+export function redactEvent(event: TraceEvent, redaction: Redaction): TraceEvent {
+  const out = scrub(event, redaction);
+  for (const field of ["arguments", "result", "body"])
+    if (out[field] !== undefined) out[field] = redactDocument(out[field], redaction);
+  return out;
+}
+
+/** The caller received the recorded result in a turn response (`format`: the provider format it was written in). */
+export const reportedEvent = (turnId: string, format: string, nowMs: number): TraceEvent => ({
+  type: "reported",
+  at_ms: nowMs,
+  state: "reported",
+  turn_id: turnId,
+  format,
+});
+
+// ── the hash chain ─────────────────────────────────────────────────────────────────────────────
+
+export type ChainLink = { seq: number; hash: string };
+/** `prev_hash` of the first event: the chain starts from nothing. */
+export const GENESIS_HASH = "0".repeat(64);
+
+export const sha256HexSync = (text: string): string =>
+  createHash("sha256").update(text).digest("hex");
+
+/** The hash an event carries: SHA-256 of its canonical JSON without `hash` (so with `prev_hash`). */
+export function eventHash(event: TraceEvent): string {
+  const { hash: _hash, ...rest } = event;
+  return sha256HexSync(canonicalJson(rest));
+}
+
+/** Numbers and links `events` after `last` (null: the first events of the log). JSON-normalized first, as stored. */
+export function seal(events: readonly TraceEvent[], last: ChainLink | null): TraceEvent[] {
+  let seq = last?.seq ?? 0;
+  let prev = last?.hash ?? GENESIS_HASH;
+  return events.map((raw) => {
+    const event = JSON.parse(JSON.stringify(raw)) as TraceEvent;
+    seq += 1;
+    const linked: TraceEvent = { ...event, seq, prev_hash: prev };
+    const hash = eventHash(linked);
+    prev = hash;
+    return { ...linked, hash };
+  });
+}
+
+export type ChainBreak = {
+  seq: number;
+  type: string;
+  /** `hash_mismatch`: this event was changed; `chain_broken`: an event before it was removed or replaced; `unsealed`: written without a hash. */
+  reason: "hash_mismatch" | "chain_broken" | "sequence_gap" | "unsealed";
+};
+export type ChainCheck =
+  | { ok: true; events: number; head_hash: string | null }
+  | { ok: false; events: number; broken_at: ChainBreak };
+
+/** Walks the log in order; the first event that does not check out is where the chain breaks. */
+export function verifyChain(events: readonly TraceEvent[]): ChainCheck {
+  let prev = GENESIS_HASH;
+  for (const [index, event] of events.entries()) {
+    const at = (reason: ChainBreak["reason"]): ChainCheck => ({
+      ok: false,
+      events: events.length,
+      broken_at: {
+        seq: typeof event.seq === "number" ? event.seq : index + 1,
+        type: event.type,
+        reason,
+      },
+    });
+    if (typeof event.hash !== "string" || typeof event.prev_hash !== "string")
+      return at("unsealed");
+    if (event.seq !== index + 1) return at("sequence_gap");
+    if (event.prev_hash !== prev) return at("chain_broken");
+    if (eventHash(event) !== event.hash) return at("hash_mismatch");
+    prev = event.hash;
+  }
+  return { ok: true, events: events.length, head_hash: events.length > 0 ? prev : null };
+}
+
+// ── structured logs ────────────────────────────────────────────────────────────────────────────
+
+/** One log line per attempt and per decision; other events (sent, proposed, …) are not logged. */
+const LOGGED = new Set([
+  "attempt_finished",
+  "retry_scheduled",
+  "outcome_unknown",
+  "reconcile_finished",
+  "approval_decided",
+  "approval_expired",
+  "resolved",
+  "denied",
+  "cancel_requested",
+  "recorded",
+  "reported",
+]);
+/** Fixed, typed fields only: free text (details, bodies, messages, reasons given by people) never reaches a log. */
+const LOG_FIELDS = [
+  "state",
+  "attempt",
+  "outcome",
+  "latency_ms",
+  "upstream_status",
+  "status",
+  "code",
+  "delay_ms",
+  "basis",
+  "reconcile",
+  "found",
+  "verdict",
+  "by",
+  "via",
+  "late",
+  "turn_id",
+  "format",
+] as const;
+
+export type LogContext = { run_id: string; call_id: string; operation_id: string; tool: string };
+
+export function logLine(event: TraceEvent, context: LogContext): Record<string, unknown> | null {
+  if (!LOGGED.has(event.type)) return null;
+  const line: Record<string, unknown> = {
+    level: event.type === "attempt_finished" && event.outcome !== "succeeded" ? "warn" : "info",
+    event: `toolgate.${event.type}`,
+    at: event.at_ms,
+    ...context,
+  };
+  for (const field of LOG_FIELDS) if (event[field] !== undefined) line[field] = event[field];
+  if (event.type === "attempt_finished") {
+    const observed = event.observed as { kind?: unknown } | undefined;
+    line.observed = observed?.kind ?? null;
+  }
+  return line;
+}
