@@ -5,26 +5,10 @@
 
 export type Format = "anthropic" | "openai-responses" | "openai-chat" | "native";
 
-export type Status =
-  | "succeeded"
-  | "rejected"
-  | "failed"
-  | "budget_exhausted"
-  | "cancelled"
-  | "outcome_unknown"
-  | "awaiting_approval"
-  | "pending";
-
-/** What toolgate tells the model about one call. */
-export type Envelope =
-  | { status: "succeeded"; operation_id: string; result: unknown }
-  | {
-      status: Exclude<Status, "succeeded">;
-      operation_id: string;
-      code: string;
-      message: string;
-      allowed_next_actions: string[];
-    };
+// The envelope is the server's own type (a type-only import: nothing of the server is loaded).
+import type { Envelope, ModelStatus } from "../domain/envelope.ts";
+export type { Envelope };
+export type Status = ModelStatus;
 
 export type AnthropicToolResults = {
   role: "user";

@@ -123,7 +123,7 @@ const ToolSourceCodec: z.ZodType<ToolSource> = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("manifest"), manifest: z.unknown() }),
   z.object({ kind: z.literal("code"), name: z.string() }),
 ]);
-const EnvelopeCodec: z.ZodType<Envelope> = z.union([
+export const EnvelopeCodec: z.ZodType<Envelope> = z.union([
   z.object({ status: z.literal("succeeded"), operation_id: z.string(), result: z.unknown() }),
   z.object({
     status: z.enum([

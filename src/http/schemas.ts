@@ -1,6 +1,7 @@
 // Wire schemas of the public API, in one place: routes parse requests with them and /openapi.json
 // is generated from them, so the documentation cannot drift from what the code accepts.
 import { z } from "zod";
+import { EnvelopeCodec } from "../durable/store.ts";
 
 export const ApiScope = z.enum([
   "runs:write",
@@ -99,24 +100,8 @@ export const Resolve = z.object({
   reason: z.string().min(1).max(2000),
 });
 
-export const Envelope = z.union([
-  z.object({ status: z.literal("succeeded"), operation_id: z.string(), result: z.unknown() }),
-  z.object({
-    status: z.enum([
-      "rejected",
-      "failed",
-      "budget_exhausted",
-      "cancelled",
-      "outcome_unknown",
-      "awaiting_approval",
-      "pending",
-    ]),
-    operation_id: z.string(),
-    code: z.string(),
-    message: z.string(),
-    allowed_next_actions: z.array(z.string()),
-  }),
-]);
+/** The envelope the model reads: the same codec the run object stores it with. */
+export const Envelope = EnvelopeCodec;
 
 export const TurnResponse = z.object({
   turn_id: z.string(),
