@@ -594,7 +594,7 @@ export class OperationObject extends DurableObject<Env> {
           this.lockWork = this.lockWork.then(() => this.acquireLock());
           break;
         case "release_lock":
-          this.lockWork = this.lockWork.then(() => this.releaseLock());
+          this.lockWork = this.lockWork.then(async () => void (await this.releaseLock()));
           break;
       }
     }
@@ -800,17 +800,22 @@ export class OperationObject extends DurableObject<Env> {
     else this.apply({ type: "lock_granted", fencingToken }, null, secrets);
   }
 
-  private async releaseLock(): Promise<void> {
+  /**
+   * True once the lock confirmed. Nothing is written here: the `op_lease` row (the token of the last
+   * grant) stays until pruning, which releases once more first (a no-op at the lock once released),
+   * so a hot resource's handoff costs no extra commit per write.
+   */
+  private async releaseLock(): Promise<boolean> {
     const head = this.head();
     const resource = head?.frozen.plan.resource;
-    if (!head || !resource) return;
+    if (!head || !resource) return true;
     try {
-      await lockStub(this.env, head.frozen.tenant_id, resource).release({
+      const released = await lockStub(this.env, head.frozen.tenant_id, resource).release({
         tenantId: head.frozen.tenant_id,
         operationId: head.frozen.id,
       });
-      // Given back: nothing holds the resource for this operation any more (pruning may proceed).
-      if (this.store.exists("op_lease")) this.store.run("DELETE FROM op_lease");
+      // not_found: the lock has no row at all, so nothing is held there either.
+      return released.ok || released.error.code === "not_found";
     } catch (error) {
       // The lock's lease expiry asks this operation, which answers "settled": released then.
       console.error(
@@ -818,6 +823,7 @@ export class OperationObject extends DurableObject<Env> {
         head.frozen.id,
         String(error),
       );
+      return false;
     }
   }
 
@@ -944,12 +950,13 @@ export class OperationObject extends DurableObject<Env> {
     const dueAtMs = state.recordedAtMs + retentionMs(this.env);
     const nowMs = Date.now();
     if (nowMs < dueAtMs) return void (await this.ctx.storage.setAlarm(dueAtMs));
-    const holdsLease = () =>
+    // Ever granted a lease: release it (again) before the log goes; until the lock confirms, keep it.
+    const leased =
       head.frozen.plan.resource !== null &&
       this.store.exists("op_lease") &&
       this.store.one("SELECT k FROM op_lease WHERE k = 1") !== null;
-    if (holdsLease()) await this.releaseLock();
-    if (holdsLease()) return void (await this.ctx.storage.setAlarm(nowMs + 3_600_000));
+    if (leased && !(await this.releaseLock()))
+      return void (await this.ctx.storage.setAlarm(nowMs + 3_600_000));
     const outcome = head.state.outcome;
     this.ctx.storage.transactionSync(() => {
       this.store.ensureSchema();

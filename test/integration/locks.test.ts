@@ -4,7 +4,7 @@
 // recovery; different resources run in parallel.
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { lockStub } from "../../src/durable/stubs.ts";
 import type { Env } from "../../src/env.ts";
 import type { LockState } from "../../src/domain/lock.ts";
@@ -213,6 +213,50 @@ describe("resource locks", () => {
       const view = await lockStub(typed, tenantId, resource).status(tenantId);
       expect(view).toMatchObject({ ok: true, value: { holder: null, queue: [], last_token: 2 } });
     }
+  });
+
+  it("pruning a locked write releases its lease first: a no-op once released, a handoff when the release was lost", async () => {
+    const up = upstream();
+    const { name, runId } = await lockedRun(up.url);
+    const { tenantId } = await testTenant();
+    const typed = env as unknown as Env;
+    const lockOf = (orderId: string) => lockStub(typed, tenantId, `order:${orderId}`);
+    const released = await turn(runId, [call(name, "ord_r", 1)]);
+    const lost = await turn(runId, [call(name, "ord_l", 1)]);
+    const [releasedOp, lostOp] = [released, lost].map((t) => {
+      expect(t.body.results[0].status).toBe("succeeded");
+      return t.body.results[0].operation_id as string;
+    }) as [string, string];
+    await lockOf("ord_l").acquire({
+      tenantId,
+      resource: "order:ord_l",
+      operationId: lostOp,
+      leaseMs: 60_000,
+    }); // the holder again, as if its release never arrived…
+    await lockOf("ord_l").acquire({
+      tenantId,
+      resource: "order:ord_l",
+      operationId: "op_next",
+      leaseMs: 60_000,
+    }); // …with a write waiting behind it
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(Date.now() + 2 * 24 * 60 * 60_000 + 60_000); // past TOOLGATE_RETENTION_MS
+      expect(await fireAlarm(releasedOp)).toBe(true);
+      expect(await fireAlarm(lostOp)).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+    for (const op of [releasedOp, lostOp])
+      expect((await operation(op)).body).toMatchObject({ code: "operation_pruned" });
+    expect(await lockOf("ord_r").status(tenantId)).toMatchObject({
+      ok: true,
+      value: { holder: null, last_token: 1 },
+    });
+    expect(await lockOf("ord_l").status(tenantId)).toMatchObject({
+      ok: true,
+      value: { holder: { operation_id: "op_next", fencing_token: 3 }, queue: [] },
+    });
   });
 
   it("a resource on a read tool is refused; the template's values are URL-encoded into the key", async () => {
