@@ -192,6 +192,10 @@ export type TurnPlan = {
  * Admits a frozen turn against the run's state and usage: a cancelled run refuses every call; else
  * the turn and call budgets decide in call order, reserving each admitted call's cost. The usage
  * returned counts this turn; `dispatch` is what may be sent once the record is durable.
+ * `recorded`: operations known to be recorded with these very inputs. A call of one can never
+ * execute, so it reserves nothing (and its settlement has nothing to refund); it still counts as a
+ * tool call and is still checked at its full cost, so a verdict never depends on what the run
+ * happens to remember. Every other call, a concurrent new one included, reserves its full cost.
  */
 export function planTurn(
   run: RunState,
@@ -206,6 +210,7 @@ export function planTurn(
     usageHash: string | null;
     admission: GroupAdmission;
   } | null = null,
+  recorded: ReadonlySet<string> = new Set(),
 ): TurnPlan {
   const cancelled = run.cancelledAtMs !== null;
   const modelCost = group && !group.admission.chargeModel ? 0 : proposedModelCost;
@@ -218,6 +223,7 @@ export function planTurn(
     nowMs,
     group?.admission.joined ?? null,
   );
+  let unreserved = 0;
   const calls = frozen.map((stored, index): TurnCall => {
     if (!("submit" in stored)) return stored;
     const operationId = stored.submit.operationId;
@@ -227,12 +233,14 @@ export function planTurn(
         fixed: refusal("cancelled", operationId, "cancelled", RUN_TEXT.runCancelled),
       };
     const verdict = admission.verdicts[index];
-    return verdict
-      ? {
-          call: stored.call,
-          fixed: refusal("budget_exhausted", operationId, verdict.code, verdict.message),
-        }
-      : stored;
+    if (verdict)
+      return {
+        call: stored.call,
+        fixed: refusal("budget_exhausted", operationId, verdict.code, verdict.message),
+      };
+    if (!recorded.has(operationId)) return stored;
+    unreserved += stored.submit.cost;
+    return { ...stored, submit: { ...stored.submit, cost: 0 } };
   });
   const dispatch = calls.flatMap((stored) => ("submit" in stored ? [stored.submit] : []));
   const record: TurnRecord = {
@@ -256,7 +264,9 @@ export function planTurn(
         : null;
   return {
     record,
-    usage: cancelled ? { ...usage, turns: usage.turns + (joined ? 0 : 1) } : admission.usage,
+    usage: cancelled
+      ? { ...usage, turns: usage.turns + (joined ? 0 : 1) }
+      : { ...admission.usage, cost: admission.usage.cost - unreserved },
     dispatch,
     group: groupRow,
   };

@@ -232,7 +232,8 @@ export class OperationObject extends DurableObject<Env> {
               },
         resource: spec.value.risk === "read" ? null : spec.value.resourceKey(input),
       };
-      this.store.ensureSchema();
+      // Only the log: the other tables are created where first needed (cancel, lock grant, pruning).
+      this.store.ensureTable("op_log");
       const frozen: FrozenRow = {
         id: req.operationId,
         tenant_id: req.tenantId,
@@ -247,9 +248,11 @@ export class OperationObject extends DurableObject<Env> {
         redact: spec.value.redact,
         trace_content: spec.value.traceContent,
       };
-      const tombstone = this.store.one<{ tenant_id: string; by: string }>(
-        "SELECT tenant_id, by FROM op_tombstone WHERE k = 1",
-      );
+      const tombstone = this.store.exists("op_tombstone")
+        ? this.store.one<{ tenant_id: string; by: string }>(
+            "SELECT tenant_id, by FROM op_tombstone WHERE k = 1",
+          )
+        : null;
       const cancelledBy = tombstone?.tenant_id === req.tenantId ? tombstone.by : null;
       const started = this.apply(
         {
@@ -409,7 +412,7 @@ export class OperationObject extends DurableObject<Env> {
     const pruned = this.prunedFor(tenantId);
     if (pruned) return err(pruned);
     if (!this.head()) {
-      this.store.ensureSchema();
+      this.store.ensureTable("op_tombstone");
       this.store.run(
         "INSERT OR IGNORE INTO op_tombstone (k, tenant_id, by, at_ms) VALUES (1, ?, ?, ?)",
         tenantId,
@@ -528,12 +531,14 @@ export class OperationObject extends DurableObject<Env> {
           head ? null : JSON.stringify(frozen),
         );
         // The lease's fencing token, durable with the transition that starts the first attempt under it.
-        if (event.type === "lock_granted")
+        if (event.type === "lock_granted") {
+          this.store.ensureTable("op_lease");
           this.store.run(
             "INSERT OR REPLACE INTO op_lease (k, resource, fencing_token) VALUES (1, ?, ?)",
             plan.resource ?? "",
             event.fencingToken,
           );
+        }
       }
       return step;
     });
@@ -594,7 +599,7 @@ export class OperationObject extends DurableObject<Env> {
           this.lockWork = this.lockWork.then(() => this.acquireLock());
           break;
         case "release_lock":
-          this.lockWork = this.lockWork.then(() => this.releaseLock());
+          this.lockWork = this.lockWork.then(async () => void (await this.releaseLock()));
           break;
       }
     }
@@ -800,17 +805,22 @@ export class OperationObject extends DurableObject<Env> {
     else this.apply({ type: "lock_granted", fencingToken }, null, secrets);
   }
 
-  private async releaseLock(): Promise<void> {
+  /**
+   * True once the lock confirmed. Nothing is written here: the `op_lease` row (the token of the last
+   * grant) stays until pruning, which releases once more first (a no-op at the lock once released),
+   * so a hot resource's handoff costs no extra commit per write.
+   */
+  private async releaseLock(): Promise<boolean> {
     const head = this.head();
     const resource = head?.frozen.plan.resource;
-    if (!head || !resource) return;
+    if (!head || !resource) return true;
     try {
-      await lockStub(this.env, head.frozen.tenant_id, resource).release({
+      const released = await lockStub(this.env, head.frozen.tenant_id, resource).release({
         tenantId: head.frozen.tenant_id,
         operationId: head.frozen.id,
       });
-      // Given back: nothing holds the resource for this operation any more (pruning may proceed).
-      if (this.store.exists("op_lease")) this.store.run("DELETE FROM op_lease");
+      // not_found: the lock has no row at all, so nothing is held there either.
+      return released.ok || released.error.code === "not_found";
     } catch (error) {
       // The lock's lease expiry asks this operation, which answers "settled": released then.
       console.error(
@@ -818,6 +828,7 @@ export class OperationObject extends DurableObject<Env> {
         head.frozen.id,
         String(error),
       );
+      return false;
     }
   }
 
@@ -944,18 +955,18 @@ export class OperationObject extends DurableObject<Env> {
     const dueAtMs = state.recordedAtMs + retentionMs(this.env);
     const nowMs = Date.now();
     if (nowMs < dueAtMs) return void (await this.ctx.storage.setAlarm(dueAtMs));
-    const holdsLease = () =>
+    // Ever granted a lease: release it (again) before the log goes; until the lock confirms, keep it.
+    const leased =
       head.frozen.plan.resource !== null &&
       this.store.exists("op_lease") &&
       this.store.one("SELECT k FROM op_lease WHERE k = 1") !== null;
-    if (holdsLease()) await this.releaseLock();
-    if (holdsLease()) return void (await this.ctx.storage.setAlarm(nowMs + 3_600_000));
+    if (leased && !(await this.releaseLock()))
+      return void (await this.ctx.storage.setAlarm(nowMs + 3_600_000));
     const outcome = head.state.outcome;
     this.ctx.storage.transactionSync(() => {
-      this.store.ensureSchema();
-      this.store.run("DELETE FROM op_log");
-      this.store.run("DELETE FROM op_lease");
-      this.store.run("DELETE FROM op_tombstone");
+      for (const table of ["op_log", "op_lease", "op_tombstone"])
+        if (this.store.exists(table)) this.store.run(`DELETE FROM ${table}`);
+      this.store.ensureTable("op_pruned");
       this.store.run(
         "INSERT OR REPLACE INTO op_pruned (k, id, tenant_id, input_hash, status, recorded_at_ms, pruned_at_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
         head.frozen.id,

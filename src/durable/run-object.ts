@@ -44,6 +44,7 @@ import {
   type RunState,
   type Submission,
   type TurnGroup,
+  type TurnCall,
   type TurnRecord,
   type TurnResult,
 } from "../domain/turn.ts";
@@ -243,7 +244,16 @@ export class RunObject extends DurableObject<Env> {
           if (!admission.ok) return admission;
           grouping = { key: group.key, existing, usageHash, admission: admission.value };
         }
-        const plan = planTurn(now, this.usage(), identity, frozen, modelCost, Date.now(), grouping);
+        const plan = planTurn(
+          now,
+          this.usage(),
+          identity,
+          frozen,
+          modelCost,
+          Date.now(),
+          grouping,
+          this.knownRecorded(frozen),
+        );
         const { record, usage } = plan;
         if (plan.group)
           this.store.run(
@@ -522,6 +532,7 @@ export class RunObject extends DurableObject<Env> {
     const current = this.turn(record.id) ?? record;
     const settlement = settleTurn(current, observed);
     if (settlement.refund !== 0) {
+      const before = this.store.rowsWritten;
       this.ctx.storage.transactionSync(() => {
         if (
           this.store.run(
@@ -533,6 +544,7 @@ export class RunObject extends DurableObject<Env> {
           this.store.run("UPDATE usage SET cost = cost - ?", settlement.refund);
         }
       });
+      rowsWritten += this.store.rowsWritten - before;
     }
     await this.report(run.tenantId, current, observed, format);
     return {
@@ -588,12 +600,8 @@ export class RunObject extends DurableObject<Env> {
     submit: Submission,
     waitMs: number,
   ): Promise<{ observation: CallObservation; rowsWritten: number }> {
-    const known = this.recorded.get(submit.operationId);
-    // A remembered outcome is good until retention prunes the operation (then it must say so).
-    const fresh =
-      known?.recordedAtMs != null && Date.now() < known.recordedAtMs + retentionMs(this.env);
-    if (known && fresh && known.inputHash === submit.input.hash)
-      return { observation: { kind: "reply", ...known }, rowsWritten: 0 };
+    const known = this.recordedReply(submit);
+    if (known) return { observation: { kind: "reply", ...known }, rowsWritten: 0 };
     const { operationId, idempotencyKey, input, source } = submit;
     try {
       const reply = await operationStub(this.env, operationId).submit({
@@ -624,6 +632,24 @@ export class RunObject extends DurableObject<Env> {
       console.error("operation unreachable", operationId, error);
       return { observation: { kind: "unavailable" }, rowsWritten: 0 };
     }
+  }
+
+  /** The remembered recorded outcome of this very submission, while retention still keeps it. */
+  private recordedReply(submit: Submission): OperationReply | null {
+    const known = this.recorded.get(submit.operationId);
+    // A remembered outcome is good until retention prunes the operation (then it must say so).
+    const fresh =
+      known?.recordedAtMs != null && Date.now() < known.recordedAtMs + retentionMs(this.env);
+    return known && fresh && known.inputHash === submit.input.hash ? known : null;
+  }
+
+  /** Operations of `calls` known recorded with the same input: their calls reserve no cost (planTurn). */
+  private knownRecorded(calls: readonly TurnCall[]): Set<string> {
+    return new Set(
+      calls.flatMap((stored) =>
+        "submit" in stored && this.recordedReply(stored.submit) ? [stored.submit.operationId] : [],
+      ),
+    );
   }
 
   /**

@@ -1,5 +1,6 @@
-// SQL schema and row codecs for every Durable Object. Each object creates its tables once, on its
-// first write (read paths never create storage, so probing a random id leaves nothing behind).
+// SQL schema and row codecs for every Durable Object. Each object creates its tables on its first
+// write (read paths never create storage, so probing a random id leaves nothing behind); an
+// operation creates each table only where it is first needed, so any of them may be missing.
 // No AUTOINCREMENT and no secondary indexes: each would add rows written on the hot path.
 // An operation is one append-only table: row N = transition N, holding the state it produced and
 // the trace events it emitted (so one transition = one row written); row 1 also holds the frozen
@@ -56,15 +57,42 @@ export class SqlStore {
   rowsWritten = 0;
   private ready = false;
   private readonly seen = new Set<string>();
+  /** The schema's CREATE TABLE statements by table name, each run on its own. */
+  private readonly tables: Map<string, string>;
   constructor(
     private readonly sql: SqlStorage,
-    private readonly schema: string,
-  ) {}
+    schema: string,
+  ) {
+    this.tables = new Map(
+      schema
+        .split(";")
+        .map((statement) => statement.trim())
+        .filter((statement) => statement !== "")
+        .map((statement) => {
+          const name = /^CREATE TABLE IF NOT EXISTS (\w+)/.exec(statement)?.[1];
+          if (!name) throw new Error(`not a CREATE TABLE statement: ${statement.slice(0, 60)}`);
+          return [name, statement] as const;
+        }),
+    );
+  }
 
+  /** Every table of the schema. */
   ensureSchema(): void {
     if (this.ready) return;
-    this.count(this.sql.exec(this.schema));
+    for (const name of this.tables.keys()) this.ensureTable(name);
     this.ready = true;
+  }
+
+  /**
+   * One table, where it is first needed (a CREATE TABLE writes two rows). One statement per exec:
+   * a multi-statement exec's cursor counts only its last statement's rows.
+   */
+  ensureTable(name: string): void {
+    if (this.ready || this.seen.has(name)) return;
+    const statement = this.tables.get(name);
+    if (!statement) throw new Error(`no table ${name} in this schema`);
+    this.count(this.sql.exec(statement));
+    this.seen.add(name);
   }
 
   /**

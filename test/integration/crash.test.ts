@@ -1,7 +1,7 @@
 // Crashes at each transition: the object is aborted (memory gone, storage kept) and recovers
 // from storage alone when its watchdog alarm fires.
 import { describe, expect, it } from "vitest";
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { freezeCall } from "../../src/domain/identity.ts";
 import {
   api,
@@ -115,6 +115,38 @@ describe("recovery on demand", () => {
   });
 });
 
+/** The tables an operation's storage holds (each is created where it is first needed). */
+const tables = (operationId: string) =>
+  runInDurableObject(opStub(operationId), (_instance: unknown, state: DurableObjectState) =>
+    state.storage.sql
+      .exec<{ name: string }>(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'op_%' ORDER BY name",
+      )
+      .toArray()
+      .map((row) => row.name),
+  );
+
+describe("an operation's tables", () => {
+  it("a new write creates only its log (6 rows in all: turn, usage, the table, two transitions); after a restart it answers from it", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(first.body.results[0].status).toBe("succeeded");
+    expect(first.headers.get("Toolgate-Rows-Written")).toBe("6");
+    const operationId = first.body.results[0].operation_id as string;
+    expect(await tables(operationId)).toEqual(["op_log"]);
+    await crash(operationId);
+    const replay = await turn(runId, [{ id: "c2", name, arguments: charge }]);
+    expect(replay.body.results[0]).toMatchObject({
+      status: "succeeded",
+      operation_id: operationId,
+    });
+    expect((await operation(operationId)).body.phase).toBe("recorded");
+    expect(await tables(operationId)).toEqual(["op_log"]);
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+});
+
 describe("a cancel that overtakes its operation's dispatch", () => {
   it("the operation, arriving after the cancel, is recorded cancelled and sends nothing", async () => {
     const up = upstream();
@@ -133,6 +165,9 @@ describe("a cancel that overtakes its operation's dispatch", () => {
     // The run's close reached the (not yet existing) operation first.
     const early = await opStub(frozen.operationId).cancel(tenantId, "key_test");
     expect(early.ok).toBe(false);
+    // Restarted in between: the tombstone is all its storage holds (no log table yet).
+    expect(await tables(frozen.operationId)).toEqual(["op_tombstone"]);
+    await evictDurableObject(opStub(frozen.operationId));
     const res = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     expect(res.body.results[0]).toMatchObject({
       status: "cancelled",

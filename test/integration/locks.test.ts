@@ -2,14 +2,19 @@
 // overlap and run in FIFO order under increasing fencing tokens; a write whose outcome is unknown
 // keeps the resource locked until it is settled; a crashed holder keeps its lease through its
 // recovery; different resources run in parallel.
-import { runInDurableObject } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { env } from "cloudflare:workers";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { describe, expect, it, vi } from "vitest";
+import { lockStub } from "../../src/durable/stubs.ts";
+import type { Env } from "../../src/env.ts";
+import type { LockState } from "../../src/domain/lock.ts";
 import {
   api,
   fireAlarm,
   manifest,
   operation,
   opStub,
+  testTenant,
   trace,
   turn,
   unique,
@@ -154,6 +159,104 @@ describe("resource locks", () => {
     const third = await turn(runId, [call(name, "ord_5", 3, "c3")], 10);
     expect(third.body.results[0].status).toBe("succeeded");
     expect((await up.state()).requests.map((r) => r.body.amount)).toEqual([1, 3]);
+  });
+
+  it("a lost grant notice is repaired: by the holder's recheck alarm, or by the lease expiry", async () => {
+    const up = upstream();
+    const { name, runId } = await lockedRun(up.url);
+    const { tenantId } = await testTenant();
+    const typed = env as unknown as Env;
+    for (const [index, repair] of (["recheck_alarm", "lease_expiry"] as const).entries()) {
+      const orderId = unique("ord");
+      const resource = `order:${orderId}`;
+      const raw = typed.LOCKS.get(typed.LOCKS.idFromName(`${tenantId}:${resource}`));
+      // Someone else holds the resource: the write queues behind it.
+      const blocker = { tenantId, resource, operationId: "op_blocker", leaseMs: 60_000 };
+      expect((await lockStub(typed, tenantId, resource).acquire(blocker)).ok).toBe(true);
+      const queued = await turn(runId, [call(name, orderId, 1)], 0);
+      expect(queued.body.results[0]).toMatchObject({ status: "pending", code: "resource_locked" });
+      const opId = queued.body.results[0].operation_id as string;
+      // The blocker's release and the grant to this write are committed, and the notice never
+      // arrives (the lock died right after its commit): the lock's row as handOver leaves it.
+      await runInDurableObject(raw, (_instance: unknown, state: DurableObjectState) => {
+        const row = state.storage.sql.exec<{ state: string }>("SELECT state FROM lock").one();
+        const lock = JSON.parse(row.state) as LockState;
+        expect(lock.queue.map((w) => w.operationId)).toEqual([opId]);
+        const granted: LockState = {
+          holder: {
+            operationId: opId,
+            fencingToken: 2,
+            leaseMs: 60_000,
+            leaseExpiresAtMs: repair === "lease_expiry" ? 1 : Date.now() + 60_000,
+            grantedAtMs: Date.now(),
+          },
+          queue: [],
+          lastToken: 2,
+        };
+        state.storage.sql.exec("UPDATE lock SET state = ?", JSON.stringify(granted));
+      });
+      const pending = await api("GET", `/v1/runs/${runId}/turns/${queued.body.turn_id}`);
+      expect(pending.body.results[0]).toMatchObject({ status: "pending", code: "resource_locked" });
+      expect((await up.state()).requests).toHaveLength(index);
+      if (repair === "recheck_alarm") {
+        // The operation's awaiting_lock alarm asks the lock again; the holder gets its token back.
+        expect(await fireAlarm(opId)).toBe(true);
+      } else {
+        // The lease ran out: the lock asks the holder, which is active, and repeats the notice.
+        expect(await runDurableObjectAlarm(raw)).toBe(true);
+      }
+      const after = await api("GET", `/v1/runs/${runId}/turns/${queued.body.turn_id}?wait=10`);
+      expect(after.body.results[0].status).toBe("succeeded");
+      const state = await up.state();
+      expect(state.requests).toHaveLength(index + 1);
+      expect(state.requests[index]!.fencingToken).toBe("2");
+      const view = await lockStub(typed, tenantId, resource).status(tenantId);
+      expect(view).toMatchObject({ ok: true, value: { holder: null, queue: [], last_token: 2 } });
+    }
+  });
+
+  it("pruning a locked write releases its lease first: a no-op once released, a handoff when the release was lost", async () => {
+    const up = upstream();
+    const { name, runId } = await lockedRun(up.url);
+    const { tenantId } = await testTenant();
+    const typed = env as unknown as Env;
+    const lockOf = (orderId: string) => lockStub(typed, tenantId, `order:${orderId}`);
+    const released = await turn(runId, [call(name, "ord_r", 1)]);
+    const lost = await turn(runId, [call(name, "ord_l", 1)]);
+    const [releasedOp, lostOp] = [released, lost].map((t) => {
+      expect(t.body.results[0].status).toBe("succeeded");
+      return t.body.results[0].operation_id as string;
+    }) as [string, string];
+    await lockOf("ord_l").acquire({
+      tenantId,
+      resource: "order:ord_l",
+      operationId: lostOp,
+      leaseMs: 60_000,
+    }); // the holder again, as if its release never arrived…
+    await lockOf("ord_l").acquire({
+      tenantId,
+      resource: "order:ord_l",
+      operationId: "op_next",
+      leaseMs: 60_000,
+    }); // …with a write waiting behind it
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(Date.now() + 2 * 24 * 60 * 60_000 + 60_000); // past TOOLGATE_RETENTION_MS
+      expect(await fireAlarm(releasedOp)).toBe(true);
+      expect(await fireAlarm(lostOp)).toBe(true);
+    } finally {
+      vi.useRealTimers();
+    }
+    for (const op of [releasedOp, lostOp])
+      expect((await operation(op)).body).toMatchObject({ code: "operation_pruned" });
+    expect(await lockOf("ord_r").status(tenantId)).toMatchObject({
+      ok: true,
+      value: { holder: null, last_token: 1 },
+    });
+    expect(await lockOf("ord_l").status(tenantId)).toMatchObject({
+      ok: true,
+      value: { holder: { operation_id: "op_next", fencing_token: 3 }, queue: [] },
+    });
   });
 
   it("a resource on a read tool is refused; the template's values are URL-encoded into the key", async () => {

@@ -221,6 +221,44 @@ describe("admission", () => {
   });
 });
 
+describe("a call of an operation known recorded (a replay)", () => {
+  const ids = { id: "turn_r", contentHash: "ch" };
+  const opOf = (c: TurnCall) => ("submit" in c ? c.submit.operationId : "");
+
+  it("reserves nothing and counts as a tool call: nothing to refund at settlement", async () => {
+    const calls = await frozen(run(), [call("c0", 1), call("c1", 2)]);
+    const plan = planTurn(run(), usage0, ids, calls, 0, 100, null, new Set([opOf(calls[0]!)]));
+    expect(shape(plan.record.calls)).toEqual(["submit", "submit"]);
+    expect(plan.usage).toEqual({ turns: 1, toolCalls: 2, cost: 2 });
+    expect(plan.record.reservedCost).toBe(2);
+    expect(plan.dispatch.map((d) => d.cost)).toEqual([0, 2]);
+    const observed: CallObservation[] = plan.dispatch.map((d, i) => ({
+      kind: "reply",
+      envelope: { status: "succeeded", operation_id: d.operationId, result: {} },
+      settled: true,
+      terminal: true,
+      executedBy: i === 0 ? "an_earlier_call" : "c1",
+    }));
+    expect(settleTurn(plan.record, observed)).toMatchObject({ spent: 2, refund: 0 });
+  });
+
+  it("is checked at its full cost: the verdicts are those of a run that remembers nothing", async () => {
+    const r = run({ budgets: { max_cost: 3 } });
+    const calls = await frozen(r, [call("c0", 1), call("c1", 2)]);
+    const remembered = planTurn(r, usage0, ids, calls, 0, 100, null, new Set([opOf(calls[0]!)]));
+    const forgotten = planTurn(r, usage0, ids, calls, 0, 100);
+    expect(shape(remembered.record.calls)).toEqual(["submit", "budget_exhausted/max_cost"]);
+    expect(shape(forgotten.record.calls)).toEqual(shape(remembered.record.calls));
+    expect(remembered.usage).toEqual({ turns: 1, toolCalls: 1, cost: 0 });
+    expect(forgotten.usage).toEqual({ turns: 1, toolCalls: 1, cost: 2 });
+    // Out of budget: refused either way (never "executed" from memory past the budget).
+    const spent = { ...usage0, cost: 3 };
+    const late = planTurn(r, spent, ids, [calls[0]!], 0, 100, null, new Set([opOf(calls[0]!)]));
+    expect(shape(late.record.calls)).toEqual(["budget_exhausted/max_cost"]);
+    expect(late.usage.cost).toBe(3);
+  });
+});
+
 describe("turn groups (calls of one model response posted separately under one turn_key)", () => {
   const plan = async (
     r: RunState,
