@@ -10,7 +10,7 @@ import { configFor, retryBudgetConfig, type Env } from "../env.ts";
 import type { ToolSpec } from "../tools/spec.ts";
 import { budgetStub } from "./stubs.ts";
 
-export const SPEND_TIMEOUT_MS = 500;
+export const SPEND_TIMEOUT_MS = 1_000;
 const FLUSH_EVERY_MS = 1_000;
 const MAX_TALLIES = 10_000;
 const GRANTED: RetryVerdict = { ok: true };
