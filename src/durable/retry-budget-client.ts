@@ -74,7 +74,16 @@ export async function askRetryBudget(env: Env, key: string, nowMs: number): Prom
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
     const timeout = new Promise<RetryVerdict>((resolve) => {
-      timer = setTimeout(() => resolve(GRANTED), SPEND_TIMEOUT_MS);
+      timer = setTimeout(() => {
+        console.error(
+          JSON.stringify({
+            level: "warn",
+            event: "toolgate.retry_budget_unavailable",
+            detail: `no answer within ${SPEND_TIMEOUT_MS} ms`,
+          }),
+        );
+        resolve(GRANTED);
+      }, SPEND_TIMEOUT_MS);
     });
     return await Promise.race([budgetStub(env, key).spend(nowMs, takePending(key)), timeout]);
   } catch (error) {
