@@ -30,6 +30,10 @@ function workerd(name: string, include: string[], bindings: Record<string, strin
             OTEL_EXPORTER_OTLP_HEADERS: "x-otel-token=otel-header-secret",
             // The fault soak's seed and size (SOAK_SEED, SOAK_OPS); empty: its defaults.
             SOAK_CONFIG: JSON.stringify(inject("soakConfig")),
+            // Tests fire retry alarms minutes before they are due, so a retry budget over the real
+            // clock would see each file's retries as one storm (the soak's especially): off here,
+            // on (the production default) in the integration-retry-budget project.
+            TOOLGATE_RETRY_BUDGET_RATIO: "off",
             ...bindings,
           },
         },
@@ -53,6 +57,10 @@ export default defineConfig({
       // The test deployment with TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY on, as production should run.
       workerd("integration-require-verified", ["test/integration-require-verified/**/*.test.ts"], {
         TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY: "true",
+      }),
+      // The test deployment with the retry budget on, as production runs by default.
+      workerd("integration-retry-budget", ["test/integration-retry-budget/**/*.test.ts"], {
+        TOOLGATE_RETRY_BUDGET_RATIO: "",
       }),
       {
         // wrangler dev + headless Chromium: readiness is waited for (selectors, responses), never slept on.

@@ -140,6 +140,10 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       case "/_control/script":
         space.faults.push(...(JSON.parse(raw || "[]") as Fault[]));
         return json(res, 200, { queued: space.faults.length });
+      case "/_control/clear":
+        // The outage is over: faults still queued are dropped (requests and effects are kept).
+        space.faults.length = 0;
+        return json(res, 200, { queued: 0 });
       case "/_control/mode": {
         const requested = (JSON.parse(raw || "{}") as { misbehave?: string[] }).misbehave ?? [];
         const unknown = requested.filter((m) => !(MISBEHAVIOURS as readonly string[]).includes(m));

@@ -3,6 +3,8 @@ import { z } from "zod";
 import { err, ok, type Result } from "./domain/result.ts";
 import type { OperationObject } from "./durable/operation-object.ts";
 import type { ResourceLockObject } from "./durable/resource-lock-object.ts";
+import type { RetryBudgetObject } from "./durable/retry-budget-object.ts";
+import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from "./domain/retry-budget.ts";
 import type { RunObject } from "./durable/run-object.ts";
 import type { TenantObject } from "./durable/tenant-object.ts";
 import type { Price } from "./domain/pricing.ts";
@@ -12,6 +14,7 @@ export type Env = {
   RUNS: DurableObjectNamespace<RunObject>;
   TENANTS: DurableObjectNamespace<TenantObject>;
   LOCKS: DurableObjectNamespace<ResourceLockObject>;
+  BUDGETS: DurableObjectNamespace<RetryBudgetObject>;
   /** Secret: bearer token for the API until per-tenant keys exist. */
   TOOLGATE_ADMIN_TOKEN?: string;
   /** Secret: HMAC key for run tokens. */
@@ -32,6 +35,11 @@ export type Env = {
   TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY?: string;
   /** How long a settled operation is kept before it is pruned (ms; default 7 days, at least 1 hour). */
   TOOLGATE_RETENTION_MS?: string;
+  /**
+   * Automatic retries per tenant and upstream host, as a share of its recent first attempts
+   * (default 0.1, on top of a floor of 10 retries per 10 s); "off" turns the retry budget off.
+   */
+  TOOLGATE_RETRY_BUDGET_RATIO?: string;
   /** OpenTelemetry collector base URL: recorded operations' spans are pushed to {it}/v1/traces. */
   OTEL_EXPORTER_OTLP_ENDPOINT?: string;
   /** Secret: headers for the collector, `name=value,name2=value2` (OTLP exporter convention). */
@@ -92,6 +100,28 @@ export function retentionMs(env: Env): number {
     }),
   );
   return DEFAULT_RETENTION_MS;
+}
+
+/**
+ * TOOLGATE_RETRY_BUDGET_RATIO. Unset or "": the default budget; "off": none (null). A value that
+ * is not a ratio in [0, 10] is a deployment error that keeps the default: a misspelt protection
+ * stays on.
+ */
+export function retryBudgetConfig(env: Env): RetryBudgetConfig | null {
+  const raw = (env.TOOLGATE_RETRY_BUDGET_RATIO ?? "").trim().toLowerCase();
+  if (raw === "") return DEFAULT_RETRY_BUDGET;
+  if (raw === "off") return null;
+  const ratio = Number(raw);
+  if (Number.isFinite(ratio) && ratio >= 0 && ratio <= 10)
+    return { ...DEFAULT_RETRY_BUDGET, ratio };
+  console.error(
+    JSON.stringify({
+      level: "error",
+      event: "toolgate.misconfigured",
+      detail: `TOOLGATE_RETRY_BUDGET_RATIO must be "off" or a number in [0, 10]; keeping ${DEFAULT_RETRY_BUDGET.ratio}`,
+    }),
+  );
+  return DEFAULT_RETRY_BUDGET;
 }
 
 const PriceTable = z.record(

@@ -113,6 +113,8 @@ export function describeEvent(event: TraceEvent): {
           ...omit("delay_ms", "due_at_ms", "attempt"),
         ],
       };
+    case "retry_deferred":
+      return { label: "Retry deferred by the host's retry budget", fields: omit("attempt") };
     case "outcome_unknown":
       return { label: "Outcome unknown", fields: omit() };
     case "reconcile_started":

@@ -12,6 +12,7 @@ import {
 import { classify, type RepeatSafety, type UnknownCode } from "./classify.ts";
 import type { LookupObservation, Observation } from "./observation.ts";
 import { nextDelayMs, planRetry, type RetryPolicy } from "./retry.ts";
+import { planDeferral } from "./retry-deferral.ts";
 import { err, ok, type Result } from "./result.ts";
 import { unverifiedTraceDetail, type IdempotencyTrust } from "./verification.ts";
 
@@ -131,6 +132,11 @@ export type OperationEvent =
       message: string;
     }
   | { type: "cancel"; by: string }
+  /**
+   * The host's retry budget refused the automatic retry or resend this alarm was about to send
+   * (domain/retry-budget.ts): wait until `untilMs`, same attempt, same phase.
+   */
+  | { type: "retry_deferred"; untilMs: number; reason: "retry_budget"; detail: string }
   /** The approver's preview came back (shown with the request; it changes nothing else). */
   | {
       type: "preview_finished";
@@ -283,6 +289,8 @@ function decideStep(
       return ok(onDenied(state, event, plan, nowMs));
     case "cancel":
       return ok(onCancel(state, event.by, plan, nowMs));
+    case "retry_deferred":
+      return ok(onRetryDeferred(state, event, plan, nowMs));
     case "decide":
       return onDecide(state, event, plan, nowMs);
     case "preview_finished":
@@ -579,6 +587,52 @@ function onCancel(state: OperationState, by: string, plan: OperationPlan, nowMs:
     case "recorded":
       return unchanged(state);
   }
+}
+
+/**
+ * Only an automatic send waits for the budget (a scheduled retry, or a keyed resend after an unknown
+ * outcome); the envelope is unchanged. A deferral past the elapsed budget is exhaustion, with the
+ * same honesty rule as any other: once an attempt may have applied, never "did not take effect".
+ */
+function onRetryDeferred(
+  state: OperationState,
+  event: Extract<OperationEvent, { type: "retry_deferred" }>,
+  plan: OperationPlan,
+  nowMs: number,
+): Step {
+  if (
+    state.phase !== "retry_scheduled" &&
+    !(state.phase === "outcome_unknown" && state.reconcile === "resend")
+  )
+    return unchanged(state);
+  const deferral = planDeferral({
+    policy: plan.retry,
+    operationId: plan.operationId,
+    attempt: state.attempt,
+    firstAttemptAtMs: state.firstAttemptAtMs,
+    untilMs: event.untilMs,
+    nowMs,
+  });
+  const deferred: TraceEvent = {
+    type: "retry_deferred",
+    at_ms: nowMs,
+    attempt: state.attempt,
+    reason: event.reason,
+    detail: event.detail,
+    ...(deferral.kind === "defer" ? { due_at_ms: deferral.dueAtMs } : { exhausted: "elapsed" }),
+  };
+  if (deferral.kind === "defer")
+    return {
+      state: { ...state, dueAtMs: deferral.dueAtMs },
+      effects: [{ kind: "set_alarm", atMs: deferral.dueAtMs }],
+      trace: [deferred],
+      changed: true,
+    };
+  const ambiguity = state.phase === "retry_scheduled" ? state.mayHaveApplied : ambiguityOf(state);
+  const outcome = exhaustedOutcome("elapsed", state.reason);
+  return ambiguity
+    ? stayUnknown(state, ambiguity, outcome, state.reason, plan, nowMs, [deferred])
+    : record(state.attempt, outcome, "attempt", nowMs, [deferred]);
 }
 
 const CANCELLED: Outcome = {

@@ -65,10 +65,16 @@ export function annotate(
   );
   const out = events.map((event): TraceEvent => {
     // A resend after an unknown outcome is planned like a retry, but the state stays outcome_unknown.
+    // A retry the host's budget deferred re-enters the state it waits in, with a later due time
+    // (unless the deferral exhausted it: then the events after it name the state entered).
     const entered =
-      event.type === "retry_scheduled" && next.phase !== "retry_scheduled"
-        ? undefined
-        : ENTERS[event.type];
+      event.type === "retry_deferred"
+        ? prev?.phase === next.phase
+          ? next.phase
+          : undefined
+        : event.type === "retry_scheduled" && next.phase !== "retry_scheduled"
+          ? undefined
+          : ENTERS[event.type];
     if (entered) current = entered;
     if (event.type === "attempt_finished") {
       const observed = (event.observed ?? {}) as { status?: unknown };
@@ -244,6 +250,7 @@ export function verifyChain(events: readonly TraceEvent[]): ChainCheck {
 const LOGGED = new Set([
   "attempt_finished",
   "retry_scheduled",
+  "retry_deferred",
   "outcome_unknown",
   "reconcile_finished",
   "approval_decided",

@@ -54,6 +54,7 @@ import type { ToolSource, ToolSpec } from "../tools/spec.ts";
 import type { FrozenInput } from "../domain/turn.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
 import { pushSpans } from "./otlp-push.ts";
+import { askRetryBudget, budgetKeyFor, noteFirstAttempt } from "./retry-budget-client.ts";
 import { lockStub, runStub, tenantStub } from "./stubs.ts";
 import { verificationStatuses } from "./trust.ts";
 
@@ -454,7 +455,12 @@ export class OperationObject extends DurableObject<Env> {
     let secrets: Secrets | null = null;
     if (sends) {
       const loaded = this.loadFixed();
-      const [verdict, resolved] = await Promise.all([
+      // An automatic send also asks the host's retry budget (a person's resend never does).
+      const budget = loaded.ok
+        ? budgetKeyFor(this.env, head.frozen.tenant_id, loaded.value.spec, loaded.value.input)
+        : null;
+      const nowMs = Date.now();
+      const [verdict, resolved, allowed] = await Promise.all([
         runStub(this.env, head.frozen.run_id).authorize(
           head.frozen.tenant_id,
           toolName(head.frozen),
@@ -462,10 +468,20 @@ export class OperationObject extends DurableObject<Env> {
         loaded.ok
           ? this.secretsFor(head.frozen.tenant_id, loaded.value.spec)
           : Promise.resolve(null),
+        budget ? askRetryBudget(this.env, budget, nowMs) : Promise.resolve({ ok: true as const }),
       ]);
       if (!verdict.ok) {
         // After an ambiguous attempt a denial may start a status lookup: keep the event open for it.
         this.apply({ type: "denied", ...verdict.error }, null);
+        await this.inFlight;
+        return;
+      }
+      if (!allowed.ok) {
+        const { reason, detail } = allowed;
+        this.apply(
+          { type: "retry_deferred", untilMs: nowMs + allowed.waitMs, reason, detail },
+          null,
+        );
         await this.inFlight;
         return;
       }
@@ -664,6 +680,17 @@ export class OperationObject extends DurableObject<Env> {
     } finally {
       if (this.abort === abort) this.abort = null;
     }
+    // Counted for the host's retry budget after the fact: nothing on the first attempt's path.
+    const budget =
+      attempt === 1 && loaded.ok && observation.kind !== "config_error"
+        ? budgetKeyFor(
+            this.env,
+            this.head()!.frozen.tenant_id,
+            loaded.value.spec,
+            loaded.value.input,
+          )
+        : null;
+    if (budget) noteFirstAttempt(this.env, budget, Date.now());
     this.apply({ type: "attempt_finished", attempt, observation }, null);
   }
 

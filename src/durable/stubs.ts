@@ -4,6 +4,7 @@
 import type { Env } from "../env.ts";
 import type { OperationObject } from "./operation-object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
+import type { RetryBudgetObject } from "./retry-budget-object.ts";
 import type { RunObject } from "./run-object.ts";
 import type { TenantObject } from "./tenant-object.ts";
 
@@ -24,3 +25,6 @@ export const lockStub = (env: Env, tenantId: string, resource: string) =>
   env.LOCKS.get(
     env.LOCKS.idFromName(`${tenantId}:${resource}`),
   ) as unknown as Methods<ResourceLockObject>;
+/** One retry budget per tenant + upstream origin (domain/retry-budget.ts budgetKey). */
+export const budgetStub = (env: Env, key: string) =>
+  env.BUDGETS.get(env.BUDGETS.idFromName(key)) as unknown as Methods<RetryBudgetObject>;

@@ -98,6 +98,8 @@ export function upstream() {
     script: async (...faults: unknown[]) =>
       void (await control("script", { method: "POST", body: JSON.stringify(faults) })),
     state: async () => (await (await control("state")).json()) as UpstreamState,
+    /** Drops the faults still queued: the upstream recovers. */
+    clear: async () => void (await control("clear", { method: "POST" })),
     /** Breaks idempotency promises for good in this namespace (demo/upstream.ts MISBEHAVIOURS). */
     misbehave: async (...modes: string[]) => {
       const response = await control("mode", {
