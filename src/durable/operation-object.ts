@@ -53,10 +53,13 @@ import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/htt
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
 import type { FrozenInput } from "../domain/turn.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
-import { pushSpans } from "./otlp-push.ts";
+import { collectorFor, pushSpans } from "./otlp-push.ts";
 import { askRetryBudget, budgetKeyFor, noteFirstAttempt } from "./retry-budget-client.ts";
 import { lockStub, runStub, tenantStub } from "./stubs.ts";
 import { verificationStatuses } from "./trust.ts";
+
+/** Deliveries of one recorded result kept in its trace (later replays are answered, not traced). */
+export const MAX_REPORTED_EVENTS = 100;
 
 export type SubmitRequest = {
   tenantId: string;
@@ -163,6 +166,8 @@ export class OperationObject extends DurableObject<Env> {
   private lockWork: Promise<void> = Promise.resolve();
   /** Inbox updates, in order; replies wait for them so a listing right after sees the change. */
   private inboxWrites: Promise<void> = Promise.resolve();
+  /** See deliveries(). */
+  private reportedKeys: Set<string> | null = null;
 
   async submit(req: SubmitRequest): Promise<Result<OperationReply, OperationError>> {
     const rowsBefore = this.store.rowsWritten;
@@ -373,7 +378,9 @@ export class OperationObject extends DurableObject<Env> {
 
   /**
    * The recorded result went to the caller in a turn response: appended once per (turn, format),
-   * so "recorded but never reported" stays visible. Only a recorded operation is reported.
+   * so "recorded but never reported" stays visible. Only a recorded operation is reported, and only
+   * its first MAX_REPORTED_EVENTS deliveries: an agent re-proposing a settled call forever is
+   * answered every time but cannot grow the log (and every trace export) without bound.
    */
   async reported(
     tenantId: string,
@@ -383,13 +390,12 @@ export class OperationObject extends DurableObject<Env> {
     const head = this.headFor(tenantId);
     if (!head) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
     if (head.state.phase !== "recorded") return ok(false);
+    const delivered = this.deliveries();
+    const key = `${turnId} ${format}`;
+    if (delivered.has(key) || delivered.size >= MAX_REPORTED_EVENTS) return ok(false);
     const nowMs = Date.now();
     const appended = this.ctx.storage.transactionSync(() => {
       const current = this.head()!;
-      const seen = this.events().some(
-        (event) => event.type === "reported" && event.turn_id === turnId && event.format === format,
-      );
-      if (seen) return null;
       const events = seal([reportedEvent(turnId, format, nowMs)], this.lastLink());
       this.store.run(
         "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, NULL)",
@@ -400,8 +406,9 @@ export class OperationObject extends DurableObject<Env> {
       );
       return events;
     });
-    if (appended) this.log(appended, head.frozen);
-    return ok(appended !== null);
+    delivered.add(key);
+    this.log(appended, head.frozen);
+    return ok(true);
   }
 
   /**
@@ -908,6 +915,19 @@ export class OperationObject extends DurableObject<Env> {
 
   // ── trace, logs, export, retention ───────────────────────────────────────────────────────────
 
+  /**
+   * The (turn, format) pairs already reported: read from the log once per instance, then kept (a
+   * scan of the whole log per report made every replay cost O(log length) rows).
+   */
+  private deliveries(): Set<string> {
+    this.reportedKeys ??= new Set(
+      this.events().flatMap((event) =>
+        event.type === "reported" ? [`${String(event.turn_id)} ${String(event.format)}`] : [],
+      ),
+    );
+    return this.reportedKeys;
+  }
+
   private events(): TraceEvent[] {
     if (!this.store.exists("op_log")) return [];
     return this.store
@@ -953,7 +973,8 @@ export class OperationObject extends DurableObject<Env> {
 
   private pushRecorded(): void {
     const head = this.head();
-    if (!head) return;
+    // No collector configured: not even the spans are built (they cost ~2% of a new write's CPU).
+    if (!head || !collectorFor(this.env)) return;
     const spans = otlpTrace(head.frozen.run_id, [
       { operation_id: head.frozen.id, events: this.events() },
     ]);

@@ -57,6 +57,8 @@ export class SqlStore {
   rowsWritten = 0;
   private ready = false;
   private readonly seen = new Set<string>();
+  /** Tables found missing (the common case for the rarely needed ones), until ensureTable creates them. */
+  private readonly absent = new Set<string>();
   /** The schema's CREATE TABLE statements by table name, each run on its own. */
   private readonly tables: Map<string, string>;
   constructor(
@@ -93,6 +95,7 @@ export class SqlStore {
     if (!statement) throw new Error(`no table ${name} in this schema`);
     this.count(this.sql.exec(statement));
     this.seen.add(name);
+    this.absent.delete(name);
   }
 
   /**
@@ -101,6 +104,8 @@ export class SqlStore {
    */
   exists(table: string): boolean {
     if (this.ready || this.seen.has(table)) return true;
+    // Only this object writes its database, and only through ensureTable: absence holds until then.
+    if (this.absent.has(table)) return false;
     const cursor = this.sql.exec(
       "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
       table,
@@ -108,6 +113,7 @@ export class SqlStore {
     const found = cursor.toArray().length > 0;
     SQL_ROWS.read += cursor.rowsRead;
     if (found) this.seen.add(table);
+    else this.absent.add(table);
     return found;
   }
 

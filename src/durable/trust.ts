@@ -4,6 +4,7 @@
 // A tenant that cannot be asked counts as "unverified": under the policy that fails closed.
 import type { VerificationStatus } from "../domain/verification.ts";
 import type { Env } from "../env.ts";
+import { LruCache } from "../lru.ts";
 import { Manifest } from "../tools/manifest.ts";
 import type { ToolSource } from "../tools/spec.ts";
 import { verificationSettingsHash } from "../tools/verify.ts";
@@ -17,10 +18,7 @@ export async function verificationStatuses(
   const items: Array<{ name: string; settingsHash: string }> = [];
   for (const [name, source] of tools) {
     if (source.kind !== "manifest") continue;
-    const parsed = Manifest.safeParse(source.manifest);
-    if (!parsed.success || parsed.data.risk === "read" || parsed.data.idempotency.mode !== "header")
-      continue;
-    const settingsHash = await verificationSettingsHash(source.manifest);
+    const settingsHash = await verifiableSettings(source.manifest);
     if (settingsHash) items.push({ name, settingsHash });
   }
   if (items.length === 0) return {};
@@ -30,4 +28,24 @@ export async function verificationStatuses(
     console.error("verification statuses unavailable", tenantId, String(error));
     return Object.fromEntries(items.map(({ name }) => [name, "unverified" as const]));
   }
+}
+
+/** Per isolate, by the manifest's text: the settings hash of a verifiable tool, null for any other. */
+const settingsHashes = new LruCache<string, { hash: string | null; keyBytes: number }>(
+  { maxEntries: 512, maxBytes: 8 << 20 },
+  (entry) => entry.keyBytes + 100,
+);
+
+/** A new operation asked this with two zod parses and a hash each time; a manifest never changes. */
+async function verifiableSettings(manifest: unknown): Promise<string | null> {
+  const key = JSON.stringify(manifest);
+  const cached = settingsHashes.get(key);
+  if (cached) return cached.hash;
+  const parsed = Manifest.safeParse(manifest);
+  const hash =
+    parsed.success && parsed.data.risk !== "read" && parsed.data.idempotency.mode === "header"
+      ? await verificationSettingsHash(manifest)
+      : null;
+  settingsHashes.set(key, { hash, keyBytes: key.length });
+  return hash;
 }

@@ -4,9 +4,10 @@
 // goes (trace, export, logs, console, inbox), retention pruning with 410s, and a background push to
 // a collector that can be down without changing anything.
 import { env, exports } from "cloudflare:workers";
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/domain/canonical-json.ts";
+import { MAX_REPORTED_EVENTS } from "../../src/durable/operation-object.ts";
 import {
   api,
   fireAlarm,
@@ -239,6 +240,37 @@ describe("trace model and export", () => {
     });
     expect(events.some((e) => e.type === "reported")).toBe(false);
   });
+});
+
+describe("reported, for a call re-proposed without end", () => {
+  it(`is answered every time; its trace keeps the first ${MAX_REPORTED_EVENTS} deliveries, across restarts`, async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const turnIds: string[] = [];
+    let operationId = "";
+    for (let i = 0; i < MAX_REPORTED_EVENTS + 5; i++) {
+      const res = await turn(runId, [{ id: `c${i}`, name, arguments: charge }]);
+      expect(res.body.results[0].status).toBe("succeeded");
+      operationId ||= res.body.results[0].operation_id;
+      expect(res.body.results[0].operation_id).toBe(operationId);
+      turnIds.push(res.body.turn_id);
+    }
+    expect((await up.state()).effects).toHaveLength(1);
+    const reportedTurns = async () =>
+      (await trace(runId))
+        .filter((e) => e.operation_id === operationId && e.type === "reported")
+        .map((e) => e.turn_id);
+    expect(await reportedTurns()).toEqual(turnIds.slice(0, MAX_REPORTED_EVENTS));
+    // A fresh instance reads its deliveries from the log: still capped, still answered, still one effect.
+    await evictDurableObject(opStub(operationId));
+    const later = await turn(runId, [{ id: "later", name, arguments: charge }]);
+    expect(later.body.results[0]).toMatchObject({ status: "succeeded", operation_id: operationId });
+    expect(await reportedTurns()).toEqual(turnIds.slice(0, MAX_REPORTED_EVENTS));
+    expect(
+      (await api("GET", `/v1/operations/${operationId}?verify=1`)).body.verification,
+    ).toMatchObject({ ok: true });
+    expect((await up.state()).effects).toHaveLength(1);
+  }, 60_000);
 });
 
 describe("structured logs", () => {
