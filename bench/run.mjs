@@ -335,9 +335,17 @@ const machine = `${cpus().length} × ${cpus()[0]?.model ?? "?"}, ${Math.round(to
 const header = `toolgate benchmark — ${startedAt.toISOString()} — commit ${git("rev-parse", "--short", "HEAD")}${git("status", "--porcelain", "src", "bench") ? " (+ local changes)" : ""} — node ${process.version}, wrangler ${version("wrangler")} dev (local workerd), loopback`;
 console.log(`\n${header}\n${machine}\n${table}`);
 if (WRITE) {
+  // The notes under the table (measurements, analyses) are the record's history: kept as they are.
+  const resultsPath = join(ROOT, "bench", "RESULTS.md");
+  let previous = "";
+  try {
+    previous = readFileSync(resultsPath, "utf8");
+  } catch {}
+  const notesAt = previous.indexOf("\n## Notes");
+  const notes = notesAt === -1 ? "" : previous.slice(notesAt);
   const command = `BENCH_N1=${COUNTS[1]} BENCH_N16=${COUNTS[16]} BENCH_N64=${COUNTS[64]} BENCH_MAX_MS=${MAX_MS}${env.BENCH_ONLY ? ` BENCH_ONLY=${env.BENCH_ONLY}` : ""}${env.BENCH_CONC ? ` BENCH_CONC=${env.BENCH_CONC}` : ""} npm run bench -- --write`;
   writeFileSync(
-    join(ROOT, "bench", "RESULTS.md"),
+    resultsPath,
     `# Benchmark results (latest run)
 
 Written by \`npm run bench -- --write\`; ratios are within this one run. Legend below the table.
@@ -360,7 +368,7 @@ under its own uncontended resource lock; (f) every write on one resource (serial
 to the upstream receiving the request (throughput: whole propose-approve cycles per second). Rows
 per op for toolgate: the growth of the isolate's SQLite counters over the scenario (warm-up
 included) divided by its operations, background work included; for (b) the object's own cursors.
-`,
+${notes}`,
   );
   log("wrote bench/RESULTS.md");
 }
