@@ -21,6 +21,11 @@ export class LruCache<K, V> {
     return this.totalBytes;
   }
 
+  clear(): void {
+    this.entries.clear();
+    this.totalBytes = 0;
+  }
+
   get(key: K): V | undefined {
     const entry = this.entries.get(key);
     if (!entry) return undefined;

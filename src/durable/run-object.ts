@@ -69,6 +69,9 @@ import {
 import { operationStub, tenantStub } from "./stubs.ts";
 import { verificationStatuses } from "./trust.ts";
 
+/** A run still holding an operation asks again a day later. */
+const RUN_PRUNE_RECHECK_MS = 24 * 60 * 60_000;
+
 export type RunInit = Omit<RunState, "toolsHash" | "createdAtMs" | "cancelledAtMs">;
 export type RunView = {
   run_id: string;
@@ -101,7 +104,9 @@ export type RunError =
   | { code: "not_found"; detail: string }
   | { code: "invalid_request"; detail: string }
   | { code: "turn_conflict"; detail: string }
-  | { code: "unknown_tool"; detail: string };
+  | { code: "unknown_tool"; detail: string }
+  /** Expired, every operation pruned, then its own rows (retention): it answers 410 from then on. */
+  | { code: "run_pruned"; run_id: string; pruned_at_ms: number };
 /** One MCP tools/call: `requestKey` names it for cancellation, `nonce` names a read (domain/mcp-call.ts). */
 export type McpCall = {
   requestKey: string;
@@ -142,7 +147,7 @@ export class RunObject extends DurableObject<Env> {
     };
     const created = this.ctx.storage.transactionSync(() => {
       this.store.ensureSchema();
-      if (this.load()) return false;
+      if (this.load() || this.store.one("SELECT 1 FROM run_pruned")) return false;
       this.store.run(
         "INSERT INTO run (id, tenant_id, data, created_at) VALUES (?, ?, ?, ?)",
         run.runId,
@@ -153,6 +158,8 @@ export class RunObject extends DurableObject<Env> {
       this.store.run("INSERT INTO usage (k, turns, calls, cost) VALUES (1, 0, 0, 0)");
       return true;
     });
+    // Retention: looked at once the run has expired (no token can post to it any more).
+    if (created) await this.ctx.storage.setAlarm(run.expiresAtMs + retentionMs(this.env));
     return created
       ? ok(this.view(run))
       : err({ code: "invalid_request", detail: "run already exists" });
@@ -160,7 +167,7 @@ export class RunObject extends DurableObject<Env> {
 
   async get(tenantId: string): Promise<Result<RunView, RunError>> {
     const run = this.loadFor(tenantId);
-    return run ? ok(this.view(run)) : notFound("run");
+    return run ? ok(this.view(run)) : this.missing(tenantId);
   }
 
   /** Scopes and offered tools may change mid-run; the next admission and the next retry see the change. */
@@ -181,7 +188,7 @@ export class RunObject extends DurableObject<Env> {
       this.store.run("UPDATE run SET data = ?", encodeRun(next));
       return next;
     });
-    return next ? ok(this.view(next)) : notFound("run");
+    return next ? ok(this.view(next)) : this.missing(tenantId);
   }
 
   /**
@@ -202,7 +209,7 @@ export class RunObject extends DurableObject<Env> {
     // scopes changed while it hashed (or asked the tenant), because the gate must see the newest.
     for (;;) {
       const run = this.loadFor(tenantId);
-      if (!run) return notFound("run");
+      if (!run) return this.missing(tenantId);
       const existing = this.turn(identity.id);
       if (existing) {
         if (existing.contentHash !== identity.contentHash)
@@ -305,7 +312,7 @@ export class RunObject extends DurableObject<Env> {
     waitMs: number,
   ): Promise<Result<McpCallReply, RunError>> {
     const run = this.loadFor(tenantId);
-    if (!run) return notFound("run");
+    if (!run) return this.missing(tenantId);
     const offered = this.offeredTools(run);
     const checkStatus = offersCheckStatus(offered.values());
     const risk = call.name === CHECK_STATUS && checkStatus ? "read" : offered.get(call.name)?.risk;
@@ -349,7 +356,7 @@ export class RunObject extends DurableObject<Env> {
     requestKey: string,
     by: string,
   ): Promise<Result<boolean, RunError>> {
-    if (!this.loadFor(tenantId)) return notFound("run");
+    if (!this.loadFor(tenantId)) return this.missing(tenantId);
     const turnId = this.mcpInFlight.get(requestKey);
     const turn = turnId ? this.turn(turnId) : null;
     if (!turn) return ok(false);
@@ -363,14 +370,15 @@ export class RunObject extends DurableObject<Env> {
     waitMs: number,
     format = "native",
   ): Promise<Result<TurnReply, RunError>> {
-    const turn = this.loadFor(tenantId) ? this.turn(turnId) : null;
+    if (!this.loadFor(tenantId)) return this.missing(tenantId);
+    const turn = this.turn(turnId);
     return turn ? ok(await this.settle(turn, waitMs, 0, format)) : notFound("turn");
   }
 
   /** The offered tools as plain data, for exporting definitions to the model (plus toolgate_check_status with any write). */
   async toolDefinitions(tenantId: string): Promise<Result<ToolDefinition[], RunError>> {
     const run = this.loadFor(tenantId);
-    if (!run) return notFound("run");
+    if (!run) return this.missing(tenantId);
     const offered = [...this.offeredTools(run).values()];
     const definitions = offered.map((spec) => ({
       name: spec.name,
@@ -389,7 +397,7 @@ export class RunObject extends DurableObject<Env> {
    */
   async idempotencyWarnings(tenantId: string): Promise<Result<IdempotencyWarning[], RunError>> {
     const run = this.loadFor(tenantId);
-    if (!run) return notFound("run");
+    if (!run) return this.missing(tenantId);
     const statuses = await verificationStatuses(this.env, tenantId, Object.entries(run.tools));
     const enforced = requireVerifiedIdempotency(this.env);
     return ok(
@@ -427,6 +435,48 @@ export class RunObject extends DurableObject<Env> {
         });
   }
 
+  /**
+   * Retention for the run itself (issue 10: "in each object"). Its turns keep every call's frozen
+   * arguments, so they go too — but only once the run's token has been expired for the retention
+   * period and every one of its operations is gone: an operation still held (outcome unknown,
+   * awaiting approval, recorded but not yet pruned) may still ask this run `authorize`. Asked in
+   * order, stopping at the first that is still there; then rechecked daily. A turn that arrived
+   * meanwhile (a tenant key may still post) defers it. What remains is one row: the id, the tenant
+   * and when (every route then answers 410 run_pruned).
+   */
+  override async alarm(): Promise<void> {
+    const run = this.load();
+    if (!run) return;
+    const nowMs = Date.now();
+    const dueAtMs = run.expiresAtMs + retentionMs(this.env);
+    if (nowMs < dueAtMs) return void (await this.ctx.storage.setAlarm(dueAtMs));
+    const turns = this.turns();
+    for (const id of new Set(turns.flatMap(operationIds))) {
+      const view = await operationStub(this.env, id)
+        .get(run.tenantId, 0)
+        .catch(() => null);
+      const gone = view !== null && !view.ok && view.error.code !== "invalid_tool";
+      if (!gone) return void (await this.ctx.storage.setAlarm(nowMs + RUN_PRUNE_RECHECK_MS));
+    }
+    const pruned = this.ctx.storage.transactionSync(() => {
+      if (this.turns().length !== turns.length) return false;
+      this.store.ensureTable("run_pruned");
+      this.store.run(
+        "INSERT OR REPLACE INTO run_pruned (k, run_id, tenant_id, pruned_at_ms) VALUES (1, ?, ?, ?)",
+        run.runId,
+        run.tenantId,
+        nowMs,
+      );
+      for (const table of ["turns", "turn_groups", "usage", "run"])
+        if (this.store.exists(table)) this.store.run(`DELETE FROM ${table}`);
+      return true;
+    });
+    if (!pruned) return void (await this.ctx.storage.setAlarm(nowMs + 60_000));
+    this.offered = null;
+    this.recorded.clear();
+    this.reportedHere.clear();
+  }
+
   /** Cancels the run: no new call is admitted or retried, and every open call of every turn is closed. */
   async cancel(tenantId: string, by: string): Promise<Result<RunView, RunError>> {
     const run = this.ctx.storage.transactionSync(() => {
@@ -435,7 +485,7 @@ export class RunObject extends DurableObject<Env> {
         this.store.run("UPDATE run SET data = ?", encodeRun({ ...run, cancelledAtMs: Date.now() }));
       return run;
     });
-    if (!run) return notFound("run");
+    if (!run) return this.missing(tenantId);
     await this.close(tenantId, null, by);
     return ok(this.view(this.load()!));
   }
@@ -446,7 +496,7 @@ export class RunObject extends DurableObject<Env> {
     operationId: string,
     by: string,
   ): Promise<Result<true, RunError>> {
-    if (!this.loadFor(tenantId)) return notFound("run");
+    if (!this.loadFor(tenantId)) return this.missing(tenantId);
     await this.close(tenantId, operationId, by);
     return ok(true);
   }
@@ -455,7 +505,7 @@ export class RunObject extends DurableObject<Env> {
     tenantId: string,
   ): Promise<Result<{ run_id: string; events: TraceEvent[] }, RunError>> {
     const run = this.loadFor(tenantId);
-    if (!run) return notFound("run");
+    if (!run) return this.missing(tenantId);
     const events: TraceEvent[] = [
       { type: "run_created", at_ms: run.createdAtMs, run_id: run.runId },
     ];
@@ -475,7 +525,7 @@ export class RunObject extends DurableObject<Env> {
   /** The run's trace as OTLP/JSON resourceSpans (GET /v1/runs/{id}/trace?format=otlp). */
   async otlpFor(tenantId: string): Promise<Result<OtlpTrace, RunError>> {
     const run = this.loadFor(tenantId);
-    if (!run) return notFound("run");
+    if (!run) return this.missing(tenantId);
     const ops = (await this.operationTraces(tenantId, this.turns())).filter(
       (op): op is OperationTrace => "events" in op,
     );
@@ -741,6 +791,18 @@ export class RunObject extends DurableObject<Env> {
     if (!this.store.exists("run")) return null;
     const row = this.store.one<{ data: string }>("SELECT data FROM run");
     return row ? decodeRun(row.data) : null;
+  }
+
+  /** Why this tenant finds no run here: retention removed it (410), or there never was one. */
+  private missing(tenantId: string): Result<never, RunError> {
+    const pruned = this.store.exists("run_pruned")
+      ? this.store.one<{ run_id: string; tenant_id: string; pruned_at_ms: number }>(
+          "SELECT run_id, tenant_id, pruned_at_ms FROM run_pruned WHERE k = 1",
+        )
+      : null;
+    return pruned && pruned.tenant_id === tenantId
+      ? err({ code: "run_pruned", run_id: pruned.run_id, pruned_at_ms: pruned.pruned_at_ms })
+      : notFound("run");
   }
 
   private loadFor(tenantId: string): RunState | null {

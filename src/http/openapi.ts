@@ -105,7 +105,7 @@ const ROUTES: Route[] = [
   {
     method: "get",
     path: "/v1/runs/{run_id}",
-    summary: "Read a run (scopes, tools, budgets, usage)",
+    summary: "Read a run (scopes, tools, budgets, usage); 410 run_pruned after retention",
     auth: "runs:read or run token",
   },
   {

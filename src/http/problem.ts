@@ -27,6 +27,8 @@ export type ApiError =
   | { code: "unknown_secret"; detail: string }
   /** Retention removed this settled operation; it will not run again. `pruned_at` travels in the problem. */
   | { code: "operation_pruned"; detail: string; operation_id: string; pruned_at: string }
+  /** Retention removed this run's turns once it had expired and all its operations were pruned. */
+  | { code: "run_pruned"; detail: string; run_id: string; pruned_at: string }
   | { code: "not_outcome_unknown"; detail: string }
   | { code: "not_awaiting_approval"; detail: string }
   | { code: "approval_mismatch"; detail: string }
@@ -82,6 +84,15 @@ export function toApiError(error: ObjectError): ApiError {
       return { code: "internal", detail: error.code };
     case "pruned":
       return prunedProblem(error.operation_id, error.pruned_at_ms);
+    case "run_pruned": {
+      const prunedAt = new Date(error.pruned_at_ms).toISOString();
+      return {
+        code: "run_pruned",
+        run_id: error.run_id,
+        pruned_at: prunedAt,
+        detail: `run ${error.run_id} expired and its record was pruned at ${prunedAt} (retention)`,
+      };
+    }
   }
 }
 
@@ -125,6 +136,7 @@ export function statusOf(error: ApiError): number {
     case "policy_denied":
       return 422;
     case "operation_pruned":
+    case "run_pruned":
       return 410;
     case "not_outcome_unknown":
     case "not_awaiting_approval":
@@ -148,6 +160,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
   switch (error.code) {
     case "not_found":
     case "operation_pruned":
+    case "run_pruned":
     case "unknown_tool":
     case "invalid_request":
     case "invalid_json":

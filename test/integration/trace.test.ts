@@ -503,6 +503,80 @@ describe("retention", () => {
   });
 });
 
+describe("run retention", () => {
+  const runObject = (runId: string) => (env as any).RUNS.get((env as any).RUNS.idFromName(runId));
+  /** Every row of every table in the run's own SQLite, as text. */
+  const storedText = (runId: string) =>
+    runInDurableObject(runObject(runId), (_i: unknown, state: DurableObjectState) => {
+      const sql = state.storage.sql;
+      const tables = sql
+        .exec("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE '_cf_%'")
+        .toArray()
+        .map((row) => String(row.name));
+      return JSON.stringify(tables.map((t) => sql.exec(`SELECT * FROM ${t}`).toArray()));
+    });
+
+  it("an expired run's turns go once all its operations are pruned; a run holding one is kept", async () => {
+    const up = upstream();
+    const marked = { amount: 424_242, currency: "usd" };
+    const { runId: doneRun, name } = await setup(manifest({ url: up.url }));
+    const settled = await turn(doneRun, [{ id: "c1", name, arguments: marked }]);
+    const settledOp = settled.body.results[0].operation_id as string;
+    expect(settled.body.results[0].status).toBe("succeeded");
+    const unknownTool = manifest({ url: up.url, idempotency: { mode: "none" }, timeout_ms: 300 });
+    const { runId: heldRun, name: unknownName } = await setup(unknownTool);
+    await up.script({ kind: "hang" });
+    const unknown = await turn(heldRun, [{ id: "c1", name: unknownName, arguments: charge }], 3);
+    const unknownOp = unknown.body.results[0].operation_id as string;
+    expect((await operation(unknownOp)).body.phase).toBe("outcome_unknown");
+    expect(await storedText(doneRun)).toContain("424242");
+
+    // Before the run has been expired for the retention period: nothing goes.
+    expect(await runDurableObjectAlarm(runObject(doneRun))).toBe(true);
+    expect((await api("GET", `/v1/runs/${doneRun}`)).status).toBe(200);
+    // Token lifetime (24 h) + retention (2 days) + a minute later, but its operation not yet pruned: kept.
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 3 * 24 * 60 * 60_000 + 60_000);
+    expect(await runDurableObjectAlarm(runObject(doneRun))).toBe(true);
+    expect((await api("GET", `/v1/runs/${doneRun}`)).status).toBe(200);
+    // Its operation pruned: the run goes too, arguments included, and says so on every route.
+    expect(await fireAlarm(settledOp)).toBe(true);
+    expect(await runDurableObjectAlarm(runObject(doneRun))).toBe(true);
+    const gone = await api("GET", `/v1/runs/${doneRun}`);
+    expect(gone.status).toBe(410);
+    expect(gone.body).toMatchObject({
+      code: "run_pruned",
+      run_id: doneRun,
+      pruned_at: new Date(Date.now()).toISOString(),
+    });
+    for (const path of [
+      `/v1/runs/${doneRun}/trace`,
+      `/v1/runs/${doneRun}/tools`,
+      `/v1/runs/${doneRun}/turns/${settled.body.turn_id}`,
+    ])
+      expect((await api("GET", path)).status).toBe(410);
+    const requests = (await up.state()).requests.length;
+    const reposted = await api("POST", `/v1/runs/${doneRun}/turns`, {
+      calls: [{ id: "c1", name, arguments: marked }],
+    });
+    expect(reposted.status).toBe(410);
+    expect((await up.state()).requests).toHaveLength(requests);
+    expect(await storedText(doneRun)).not.toContain("424242");
+    expect(await storedText(doneRun)).not.toContain(settledOp);
+
+    // The run whose operation still waits for a person: kept, and the person can still decide.
+    await fireAlarm(unknownOp);
+    expect(await runDurableObjectAlarm(runObject(heldRun))).toBe(true);
+    expect((await api("GET", `/v1/runs/${heldRun}`)).status).toBe(200);
+    const resolved = await api("POST", `/v1/operations/${unknownOp}/resolve`, {
+      outcome: "failed",
+      reason: "checked the shop: no charge",
+    });
+    expect(resolved.status).toBe(200);
+    expect((await operation(unknownOp)).body.phase).toBe("recorded");
+  });
+});
+
 describe("collector push", () => {
   it("pushes a recorded operation's spans with the configured headers; a collector that hangs changes nothing", async () => {
     const logs = captureLogs();
