@@ -386,13 +386,14 @@ export class OperationObject extends DurableObject<Env> {
     tenantId: string,
     turnId: string,
     format: string,
-  ): Promise<Result<boolean, OperationError>> {
+  ): Promise<Result<{ appended: boolean; full: boolean }, OperationError>> {
     const head = this.headFor(tenantId);
     if (!head) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
-    if (head.state.phase !== "recorded") return ok(false);
+    if (head.state.phase !== "recorded") return ok({ appended: false, full: false });
     const delivered = this.deliveries();
     const key = `${turnId} ${format}`;
-    if (delivered.has(key) || delivered.size >= MAX_REPORTED_EVENTS) return ok(false);
+    const full = () => delivered.size >= MAX_REPORTED_EVENTS;
+    if (delivered.has(key) || full()) return ok({ appended: false, full: full() });
     const nowMs = Date.now();
     const appended = this.ctx.storage.transactionSync(() => {
       const current = this.head()!;
@@ -408,7 +409,7 @@ export class OperationObject extends DurableObject<Env> {
     });
     delivered.add(key);
     this.log(appended, head.frozen);
-    return ok(true);
+    return ok({ appended: true, full: full() });
   }
 
   /**

@@ -125,6 +125,8 @@ export class RunObject extends DurableObject<Env> {
   private offered: { toolsHash: string; tools: Map<string, ToolSpec> } | null = null;
   /** `${operation} ${turn} ${format}` already reported (a bounded cache; the operation dedupes too). */
   private readonly reportedHere = new Set<string>();
+  /** Operations whose trace keeps no more deliveries (MAX_REPORTED_EVENTS): no report RPC for them. */
+  private readonly reportsFull = new Set<string>();
   /** Reports sent and not yet acknowledged: the run's own trace reads wait for them. */
   private reporting: Promise<unknown> = Promise.resolve();
   private readonly recorded = new LruCache<string, OperationReply>(
@@ -475,6 +477,7 @@ export class RunObject extends DurableObject<Env> {
     this.offered = null;
     this.recorded.clear();
     this.reportedHere.clear();
+    this.reportsFull.clear();
   }
 
   /** Cancels the run: no new call is admitted or retried, and every open call of every turn is closed. */
@@ -636,7 +639,7 @@ export class RunObject extends DurableObject<Env> {
     format: string,
   ): Promise<void> {
     const due = reportedOperations(turn, observed).filter(
-      (id) => !this.reportedHere.has(`${id} ${turn.id} ${format}`),
+      (id) => !this.reportedHere.has(`${id} ${turn.id} ${format}`) && !this.reportsFull.has(id),
     );
     await Promise.all(
       due.map(async (id) => {
@@ -646,6 +649,10 @@ export class RunObject extends DurableObject<Env> {
         if (done?.ok) {
           if (this.reportedHere.size >= 4096) this.reportedHere.clear();
           this.reportedHere.add(`${id} ${turn.id} ${format}`);
+          if (done.value.full) {
+            if (this.reportsFull.size >= 4096) this.reportsFull.clear();
+            this.reportsFull.add(id);
+          }
         }
       }),
     );
