@@ -155,7 +155,7 @@ type Loaded = Fixed & { plan: OperationPlan };
 type Secrets = Result<Record<string, string>, string>;
 
 export class OperationObject extends DurableObject<Env> {
-  private readonly store = new SqlStore(this.ctx.storage.sql, OPERATION_SCHEMA);
+  private readonly store = new SqlStore(this.ctx.storage, OPERATION_SCHEMA);
   private inFlight: Promise<void> | null = null;
   private abort: AbortController | null = null;
   private fixed: Fixed | null = null;
@@ -395,7 +395,7 @@ export class OperationObject extends DurableObject<Env> {
     const full = () => delivered.size >= MAX_REPORTED_EVENTS;
     if (delivered.has(key) || full()) return ok({ appended: false, full: full() });
     const nowMs = Date.now();
-    const appended = this.ctx.storage.transactionSync(() => {
+    const appended = this.store.transaction(() => {
       const current = this.head()!;
       const events = seal([reportedEvent(turnId, format, nowMs)], this.lastLink());
       this.store.run(
@@ -525,7 +525,7 @@ export class OperationObject extends DurableObject<Env> {
     const nowMs = Date.now();
     let appended: TraceEvent[] = [];
     let entered: OperationState["phase"] | null = null;
-    const result = this.ctx.storage.transactionSync((): Result<Step, OperationError> => {
+    const result = this.store.transaction((): Result<Step, OperationError> => {
       const head = this.head();
       const plan = head?.frozen.plan ?? frozen?.plan;
       const row = head?.frozen ?? frozen;
@@ -1012,7 +1012,7 @@ export class OperationObject extends DurableObject<Env> {
     if (leased && !(await this.releaseLock()))
       return void (await this.ctx.storage.setAlarm(nowMs + 3_600_000));
     const outcome = head.state.outcome;
-    this.ctx.storage.transactionSync(() => {
+    this.store.transaction(() => {
       for (const table of ["op_log", "op_lease", "op_tombstone"])
         if (this.store.exists(table)) this.store.run(`DELETE FROM ${table}`);
       this.store.ensureTable("op_pruned");

@@ -45,7 +45,7 @@ export type LockObjectError = { code: "not_found"; detail: string } | LockError;
 type Row = { tenant_id: string; resource: string; state: LockState };
 
 export class ResourceLockObject extends DurableObject<Env> {
-  private readonly store = new SqlStore(this.ctx.storage.sql, LOCK_SCHEMA);
+  private readonly store = new SqlStore(this.ctx.storage, LOCK_SCHEMA);
 
   /** Idempotent: the holder gets its token back (lease renewed); a waiter keeps its place. */
   async acquire(req: AcquireRequest): Promise<Result<AcquireReply, LockObjectError>> {
@@ -128,7 +128,7 @@ export class ResourceLockObject extends DurableObject<Env> {
     owner: { tenantId: string; resource: string } | null,
   ): Promise<Result<LockState, LockObjectError>> {
     const nowMs = Date.now();
-    const result = this.ctx.storage.transactionSync((): Result<LockStep, LockObjectError> => {
+    const result = this.store.transaction((): Result<LockStep, LockObjectError> => {
       const row = this.load();
       const step = transition(row?.state ?? EMPTY_LOCK, event, nowMs);
       if (step.ok && step.value.changed) {

@@ -121,7 +121,7 @@ export type McpCallReply = { envelope: Envelope; checkStatus: boolean };
 const RECORDED_CACHE = { maxEntries: 256, maxBytes: 4 * 1024 * 1024 };
 
 export class RunObject extends DurableObject<Env> {
-  private readonly store = new SqlStore(this.ctx.storage.sql, RUN_SCHEMA);
+  private readonly store = new SqlStore(this.ctx.storage, RUN_SCHEMA);
   private offered: { toolsHash: string; tools: Map<string, ToolSpec> } | null = null;
   /** `${operation} ${turn} ${format}` already reported (a bounded cache; the operation dedupes too). */
   private readonly reportedHere = new Set<string>();
@@ -147,7 +147,7 @@ export class RunObject extends DurableObject<Env> {
       createdAtMs: Date.now(),
       cancelledAtMs: null,
     };
-    const created = this.ctx.storage.transactionSync(() => {
+    const created = this.store.transaction(() => {
       this.store.ensureSchema();
       if (this.load() || this.store.one("SELECT 1 FROM run_pruned")) return false;
       this.store.run(
@@ -178,7 +178,7 @@ export class RunObject extends DurableObject<Env> {
     patch: { scopes?: string[]; tools?: Record<string, ToolSource> },
   ): Promise<Result<RunView, RunError>> {
     const toolsHash = patch.tools ? await hashTools(patch.tools) : null;
-    const next = this.ctx.storage.transactionSync(() => {
+    const next = this.store.transaction(() => {
       const run = this.loadFor(tenantId);
       if (!run) return null;
       const next: RunState = {
@@ -244,7 +244,7 @@ export class RunObject extends DurableObject<Env> {
             fixed: await this.checkStatus(run, call),
           };
       const rowsBefore = this.store.rowsWritten;
-      const plan = this.ctx.storage.transactionSync(() => {
+      const plan = this.store.transaction(() => {
         const now = this.loadFor(tenantId)!;
         if (this.turn(identity.id) || !sameGateInputs(run, now)) return null;
         let grouping = null;
@@ -460,7 +460,7 @@ export class RunObject extends DurableObject<Env> {
       const gone = view !== null && !view.ok && view.error.code !== "invalid_tool";
       if (!gone) return void (await this.ctx.storage.setAlarm(nowMs + RUN_PRUNE_RECHECK_MS));
     }
-    const pruned = this.ctx.storage.transactionSync(() => {
+    const pruned = this.store.transaction(() => {
       if (this.turns().length !== turns.length) return false;
       this.store.ensureTable("run_pruned");
       this.store.run(
@@ -482,7 +482,7 @@ export class RunObject extends DurableObject<Env> {
 
   /** Cancels the run: no new call is admitted or retried, and every open call of every turn is closed. */
   async cancel(tenantId: string, by: string): Promise<Result<RunView, RunError>> {
-    const run = this.ctx.storage.transactionSync(() => {
+    const run = this.store.transaction(() => {
       const run = this.loadFor(tenantId);
       if (run && run.cancelledAtMs === null)
         this.store.run("UPDATE run SET data = ?", encodeRun({ ...run, cancelledAtMs: Date.now() }));
@@ -589,7 +589,7 @@ export class RunObject extends DurableObject<Env> {
     const settlement = settleTurn(current, observed);
     if (settlement.refund !== 0) {
       const before = this.store.rowsWritten;
-      this.ctx.storage.transactionSync(() => {
+      this.store.transaction(() => {
         if (
           this.store.run(
             "UPDATE turns SET settled_cost = ? WHERE id = ? AND settled_cost IS NULL",
@@ -740,7 +740,7 @@ export class RunObject extends DurableObject<Env> {
     const unsettled = new Set(
       states.filter(({ view }) => !view?.ok || view.value.phase !== "recorded").map(({ id }) => id),
     );
-    this.ctx.storage.transactionSync(() => {
+    this.store.transaction(() => {
       for (const turn of this.turns()) {
         const closed = closeCalls(turn, unsettled);
         if (closed)

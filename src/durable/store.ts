@@ -62,10 +62,12 @@ export class SqlStore {
   private readonly absent = new Set<string>();
   /** The schema's CREATE TABLE statements by table name, each run on its own. */
   private readonly tables: Map<string, string>;
+  private readonly sql: SqlStorage;
   constructor(
-    private readonly sql: SqlStorage,
+    private readonly storage: DurableObjectStorage,
     schema: string,
   ) {
+    this.sql = storage.sql;
     this.tables = new Map(
       schema
         .split(";")
@@ -77,6 +79,22 @@ export class SqlStore {
           return [name, statement] as const;
         }),
     );
+  }
+
+  /**
+   * One synchronous transaction. If it throws, SQLite rolls it back, and with it any table it
+   * created: what this store remembers about tables is forgotten, so nothing trusts a rolled-back
+   * CREATE TABLE.
+   */
+  transaction<T>(work: () => T): T {
+    try {
+      return this.storage.transactionSync(work);
+    } catch (error) {
+      this.ready = false;
+      this.seen.clear();
+      this.absent.clear();
+      throw error;
+    }
   }
 
   /** Every table of the schema. */

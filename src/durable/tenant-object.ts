@@ -93,7 +93,7 @@ type SecretRow = {
 const closedAtMs = (item: ApprovalItem): number => item.decided_at_ms ?? item.expires_at_ms;
 
 export class TenantObject extends DurableObject<Env> {
-  private readonly store = new SqlStore(this.ctx.storage.sql, TENANT_SCHEMA);
+  private readonly store = new SqlStore(this.ctx.storage, TENANT_SCHEMA);
 
   async init(
     tenantId: string,
