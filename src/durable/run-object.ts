@@ -128,7 +128,7 @@ export class RunObject extends DurableObject<Env> {
   /** Operations whose trace keeps no more deliveries (MAX_REPORTED_EVENTS): no report RPC for them. */
   private readonly reportsFull = new Set<string>();
   /** Reports sent and not yet acknowledged: the run's own trace reads wait for them. */
-  private reporting: Promise<unknown> = Promise.resolve();
+  private reporting: Promise<void> = Promise.resolve();
   private readonly recorded = new LruCache<string, OperationReply>(
     RECORDED_CACHE,
     (reply) => JSON.stringify(reply.envelope).length + 200,
@@ -160,7 +160,7 @@ export class RunObject extends DurableObject<Env> {
       this.store.run("INSERT INTO usage (k, turns, calls, cost) VALUES (1, 0, 0, 0)");
       return true;
     });
-    // Retention: looked at once the run has expired (no token can post to it any more).
+    // Retention: looked at once the run's token has expired (see alarm()).
     if (created) await this.ctx.storage.setAlarm(run.expiresAtMs + retentionMs(this.env));
     return created
       ? ok(this.view(run))
@@ -604,7 +604,8 @@ export class RunObject extends DurableObject<Env> {
     }
     // Not awaited: the answer does not wait for the trace (a round trip and a commit per operation).
     const report = this.report(run.tenantId, current, observed, format);
-    this.reporting = Promise.all([this.reporting, report]);
+    // Resolved to nothing: a chain of resolved values would keep every earlier one alive.
+    this.reporting = Promise.all([this.reporting, report]).then(() => undefined);
     return {
       turn_id: record.id,
       status: settlement.status,
