@@ -1,7 +1,7 @@
 // Background push of finished spans to an OpenTelemetry collector (OTLP/HTTP JSON, POST
 // {OTEL_EXPORTER_OTLP_ENDPOINT}/v1/traces, headers from the OTEL_EXPORTER_OTLP_HEADERS secret in the
-// spec's `k=v,k2=v2` form). Run under ctx.waitUntil, bounded by its own timeout, never throwing: an
-// operation's result and timing never depend on a collector (issue 10).
+// spec's `k=v,k2=v2` form). Run under ctx.waitUntil, bounded by its own timeout and at most three
+// tries, never throwing: an operation's result and timing never depend on a collector (issue 10).
 import type { OtlpTrace } from "../domain/otlp.ts";
 import type { Env } from "../env.ts";
 
@@ -25,36 +25,59 @@ export function collectorFor(env: Env): { url: string; headers: Record<string, s
   return { url: `${base.replace(/\/+$/, "")}/v1/traces`, headers };
 }
 
+/** OTLP/HTTP §Retryable response codes: throttled or the collector briefly unavailable. */
+const RETRYABLE = new Set([429, 502, 503, 504]);
+/** Waits before the 2nd and 3rd push of the same spans (then it is logged as failed and dropped). */
+export const PUSH_RETRY_DELAYS_MS = [1_000, 3_000];
+
+/**
+ * Pushes once, and again after PUSH_RETRY_DELAYS_MS when the collector answered a retryable status
+ * or the connection failed (a timeout included); any other answer is final. The same spans each
+ * time: a collector deduplicates by trace and span id.
+ */
 export async function pushSpans(env: Env, trace: OtlpTrace, operationId: string): Promise<void> {
   const collector = collectorFor(env);
   if (!collector) return;
-  try {
-    const response = await fetch(collector.url, {
-      method: "POST",
-      headers: collector.headers,
-      body: JSON.stringify(trace),
-      redirect: "manual",
-      signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
-    });
-    await response.body?.cancel();
-    if (!response.ok)
+  const body = JSON.stringify(trace);
+  for (let attempt = 0; ; attempt++) {
+    const failure = await pushOnce(collector, body);
+    if (failure === null) return;
+    const delay = PUSH_RETRY_DELAYS_MS[attempt];
+    if (!failure.retryable || delay === undefined) {
+      // The header values are secrets: only the failure's class is logged, never the request.
       console.error(
         JSON.stringify({
           level: "warn",
           event: "toolgate.otlp_push_failed",
           operation_id: operationId,
-          status: response.status,
+          attempts: attempt + 1,
+          ...failure.log,
         }),
       );
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+}
+
+type PushFailure = { retryable: boolean; log: { status: number } | { error: string } };
+
+async function pushOnce(
+  collector: { url: string; headers: Record<string, string> },
+  body: string,
+): Promise<PushFailure | null> {
+  try {
+    const response = await fetch(collector.url, {
+      method: "POST",
+      headers: collector.headers,
+      body,
+      redirect: "manual",
+      signal: AbortSignal.timeout(PUSH_TIMEOUT_MS),
+    });
+    await response.body?.cancel();
+    if (response.ok) return null;
+    return { retryable: RETRYABLE.has(response.status), log: { status: response.status } };
   } catch (error) {
-    // The header values are secrets: only the failure's class is logged, never the request.
-    console.error(
-      JSON.stringify({
-        level: "warn",
-        event: "toolgate.otlp_push_failed",
-        operation_id: operationId,
-        error: error instanceof Error ? error.name : "error",
-      }),
-    );
+    return { retryable: true, log: { error: error instanceof Error ? error.name : "error" } };
   }
 }
