@@ -3,7 +3,7 @@
 // transition and attempt. Known event types get a readable label; any other type still renders,
 // with all its fields, so a new trace event never disappears from the console. All text is escaped.
 import type { FC } from "hono/jsx";
-import type { TraceEvent } from "../domain/operation.ts";
+import type { TraceEvent } from "../domain/operation/index.ts";
 
 export type OperationTimeline = {
   operationId: string;

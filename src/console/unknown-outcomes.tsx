@@ -5,7 +5,7 @@
 // same idempotency key. Needs operations:resolve, for GET and POST. A form that does not parse is
 // shown again with its values and the error (400); a verdict taken redirects with a flash (303).
 import type { Context } from "hono";
-import type { TraceEvent } from "../domain/operation.ts";
+import type { TraceEvent } from "../domain/operation/index.ts";
 import type { OperationView } from "../durable/operation-object.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";
 import { toApiError } from "../http/problem.ts";

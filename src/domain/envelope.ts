@@ -2,7 +2,7 @@
 // and either the result or code + message + allowed next actions. Messages tell the model what to
 // do, because the model will act on them: refusals say "do not retry; tell the user".
 import type { RepeatSafety } from "./classify.ts";
-import type { OperationState } from "./operation.ts";
+import type { OperationState } from "./operation/index.ts";
 
 export type ModelStatus =
   | "succeeded"

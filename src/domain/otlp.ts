@@ -6,7 +6,7 @@
 // (gen_ai.operation.name, gen_ai.tool.*, error.type). Built from the stored, already redacted events
 // only, so the export can never show more than the trace; ids are derived, so repeated exports and
 // background pushes of the same operation produce the same spans.
-import type { TraceEvent } from "./operation.ts";
+import type { TraceEvent } from "./operation/index.ts";
 import { sha256HexSync } from "./trace.ts";
 
 export type OtlpValue =

@@ -8,7 +8,7 @@
 // An event with `state` is a transition into that state; one without is a decision or observation.
 import { createHash } from "node:crypto";
 import { canonicalJson } from "./canonical-json.ts";
-import type { OperationState, TraceEvent } from "./operation.ts";
+import type { OperationState, TraceEvent } from "./operation/index.ts";
 import { redactDocument, scrub, type Redaction } from "./redact.ts";
 
 export const LIFECYCLE = [

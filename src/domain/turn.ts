@@ -16,7 +16,7 @@ import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { refusal, RUN_TEXT, type Envelope } from "./envelope.ts";
 import { admitCall, type GateRefusal, type ProposedCall } from "./gate.ts";
 import { freezeCall } from "./identity.ts";
-import type { TraceEvent } from "./operation.ts";
+import type { TraceEvent } from "./operation/index.ts";
 import { checkScopes } from "./policy.ts";
 import { err, ok, type Result } from "./result.ts";
 

@@ -12,7 +12,7 @@
 // operation is pruned by its own alarm after the retention period, leaving a tombstone: the same
 // operation id (a re-proposal) then answers `pruned`, never a second execution.
 import { DurableObject } from "cloudflare:workers";
-import { needsApproval, type Decision } from "../domain/approval.ts";
+import { needsApproval, type Decision } from "../domain/operation/index.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import type { RepeatSafety } from "../domain/classify.ts";
 import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
@@ -27,7 +27,7 @@ import {
   type Step,
   type TraceEvent,
   type TransitionError,
-} from "../domain/operation.ts";
+} from "../domain/operation/index.ts";
 import { otlpTrace } from "../domain/otlp.ts";
 import { redactDocument, redactionFor, scrub, type Redaction } from "../domain/redact.ts";
 import { err, ok, type Result } from "../domain/result.ts";

@@ -8,7 +8,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { Budgets } from "../domain/budget.ts";
 import type { ProposedCall } from "../domain/gate.ts";
-import type { TraceEvent } from "../domain/operation.ts";
+import type { TraceEvent } from "../domain/operation/index.ts";
 import { otlpTrace, type OperationTrace, type OtlpTrace } from "../domain/otlp.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import {

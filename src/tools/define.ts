@@ -3,7 +3,7 @@
 // only the tenant secrets and deployment variables it declares (`secrets`, `config`), and a field
 // toolgate does not enforce yet fails at definition, like a manifest's `unsupported_field`.
 import { z } from "zod";
-import { DEFAULT_APPROVAL_TTL_MS } from "../domain/approval.ts";
+import { DEFAULT_APPROVAL_TTL_MS } from "../domain/operation/index.ts";
 import { closeSchema } from "../domain/json-schema.ts";
 import { toStrictSchema } from "../providers/strict-schema.ts";
 import { checkRedact, resourceKeyFor } from "./manifest.ts";

@@ -7,7 +7,7 @@
 // refused outright and the parsed path is checked against the prefix). Secrets are the tenant's
 // own, named in headers only, and travel only over https (plain http only to loopback in development).
 import { z } from "zod";
-import { DEFAULT_APPROVAL_TTL_MS } from "../domain/approval.ts";
+import { DEFAULT_APPROVAL_TTL_MS } from "../domain/operation/index.ts";
 import { closeSchema, refProblem, type Schema } from "../domain/json-schema.ts";
 import { parsePointers } from "../domain/redact.ts";
 import { DEFAULT_RETRY } from "../domain/retry.ts";

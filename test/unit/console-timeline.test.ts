@@ -2,7 +2,7 @@
 // operation), which status each operation shows, and how each event type reads. Unknown event types
 // must still render with all their fields, and rendered HTML escapes every value.
 import { describe, expect, it } from "vitest";
-import type { TraceEvent } from "../../src/domain/operation.ts";
+import type { TraceEvent } from "../../src/domain/operation/index.ts";
 import { describeEvent, groupTrace, OperationCard } from "../../src/console/timeline.tsx";
 
 const ev = (type: string, at_ms: number, fields: Record<string, unknown> = {}): TraceEvent => ({

@@ -16,7 +16,10 @@ const FORBIDDEN = [
 ];
 
 it("src/domain uses no clock, randomness or I/O", () => {
-  const files = readdirSync(DOMAIN).filter((f) => f.endsWith(".ts"));
+  // Recursive: the fence covers the folders too (src/domain/operation/ …).
+  const files = readdirSync(DOMAIN, { recursive: true, encoding: "utf8" }).filter((f) =>
+    f.endsWith(".ts"),
+  );
   expect(files.length).toBeGreaterThan(8);
   const offences = files.flatMap((file) => {
     const text = readFileSync(join(DOMAIN, file), "utf8");

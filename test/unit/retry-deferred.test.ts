@@ -4,7 +4,11 @@
 // past the elapsed budget is exhaustion under the usual honesty rule. Pure: nothing to mock.
 import { describe, expect, it } from "vitest";
 import { envelopeFor } from "../../src/domain/envelope.ts";
-import { transition, type OperationPlan, type OperationState } from "../../src/domain/operation.ts";
+import {
+  transition,
+  type OperationPlan,
+  type OperationState,
+} from "../../src/domain/operation/index.ts";
 import type { RepeatSafety } from "../../src/domain/classify.ts";
 import { DEFERRAL_JITTER_MS, planDeferral } from "../../src/domain/retry-deferral.ts";
 import { NO_REDACTION } from "../../src/domain/redact.ts";

@@ -11,7 +11,7 @@ import {
   type OperationPlan,
   type OperationState,
   type TraceEvent,
-} from "../../src/domain/operation.ts";
+} from "../../src/domain/operation/index.ts";
 import { attemptSpanId, operationSpanId, otlpTrace, traceIdFor } from "../../src/domain/otlp.ts";
 import { NO_REDACTION, redactionFor } from "../../src/domain/redact.ts";
 import {

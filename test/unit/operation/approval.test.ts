@@ -1,8 +1,12 @@
 // Approval policy and the awaiting_approval arm of the state machine, as tables.
 import { describe, expect, it } from "vitest";
-import { needsApproval, type Decision } from "../../src/domain/approval.ts";
-import { transition, type OperationPlan, type OperationState } from "../../src/domain/operation.ts";
-import type { ApprovalRule } from "../../src/tools/spec.ts";
+import { needsApproval, type Decision } from "../../../src/domain/operation/index.ts";
+import {
+  transition,
+  type OperationPlan,
+  type OperationState,
+} from "../../../src/domain/operation/index.ts";
+import type { ApprovalRule } from "../../../src/tools/spec.ts";
 
 const rule = (mode: ApprovalRule["mode"], when: ApprovalRule["when"] = null): ApprovalRule => ({
   mode,

@@ -1,0 +1,209 @@
+// Approval, pure: whether a frozen input needs a person's decision, whether a decision may be
+// taken, and the awaiting_approval arm (ask, preview, decide, expire). An approval binds to
+// operation id + input hash + policy version (the hash of the tool's source), expires, is decided
+// once and by default not by the run's own user (four eyes). Approval is not authorization: the
+// run's scopes, deadline and tool are checked again after it (`decide` carries that `denial`).
+import type { ApprovalRule, Comparison } from "../../tools/spec.ts";
+import { err, ok, type Result } from "../result.ts";
+import { beginExecution, closeApproval, record, unchanged } from "./steps.ts";
+import type {
+  ApprovalRequest,
+  Decision,
+  DecisionRefusal,
+  OperationEvent,
+  OperationPlan,
+  OperationState,
+  Outcome,
+  Step,
+  TraceEvent,
+  TransitionError,
+} from "./state.ts";
+
+export const DEFAULT_APPROVAL_TTL_MS = 15 * 60_000;
+
+/**
+ * `when` rules ask when ANY listed condition holds (the conservative reading of a list of reasons
+ * to ask). A condition on a field the input does not carry asks too: a rule that cannot be
+ * evaluated must not let an irreversible action through unasked.
+ */
+export function needsApproval(rule: ApprovalRule, input: Record<string, unknown>): boolean {
+  switch (rule.mode) {
+    case "always":
+      return true;
+    case "never":
+      return false;
+    case "when":
+      return Object.entries(rule.when ?? {}).some(
+        ([field, comparison]) => input[field] === undefined || matches(comparison, input[field]),
+      );
+  }
+}
+
+function matches(c: Comparison, value: unknown): boolean {
+  const n = typeof value === "number" ? value : null;
+  // A numeric comparison against a non-number cannot be decided: ask.
+  if (
+    (c.gt !== undefined || c.gte !== undefined || c.lt !== undefined || c.lte !== undefined) &&
+    n === null
+  )
+    return true;
+  if (c.gt !== undefined && n! > c.gt) return true;
+  if (c.gte !== undefined && n! >= c.gte) return true;
+  if (c.lt !== undefined && n! < c.lt) return true;
+  if (c.lte !== undefined && n! <= c.lte) return true;
+  if (c.eq !== undefined && value === c.eq) return true;
+  if (c.in !== undefined && c.in.some((item) => item === value)) return true;
+  return false;
+}
+
+/** Checks a decision against the request it answers (expiry is the state machine's: it records it). */
+export function checkDecision(
+  request: ApprovalRequest,
+  decision: Decision,
+): Result<true, DecisionRefusal> {
+  if (request.fourEyes && decision.approverId === request.requestedBy) {
+    return err({
+      code: "self_approval",
+      detail: `${decision.approverId} asked for this call and cannot decide it (four eyes); another person must`,
+    });
+  }
+  if (decision.inputHash !== null && decision.inputHash !== request.inputHash)
+    return err({
+      code: "approval_mismatch",
+      detail: "the decision names other arguments than this operation holds",
+    });
+  if (decision.policyVersion !== null && decision.policyVersion !== request.policyVersion)
+    return err({
+      code: "approval_mismatch",
+      detail: "the decision names another version of the tool than this operation holds",
+    });
+  return ok(true);
+}
+
+/** Nothing is sent: the expiry alarm is set, the inbox opened, the preview asked for if the tool has one. */
+export function requestApproval(
+  approval: NonNullable<OperationPlan["approval"]>,
+  nowMs: number,
+  trace: TraceEvent[],
+): Step {
+  return {
+    state: { phase: "awaiting_approval", requestedAtMs: nowMs },
+    effects: [
+      { kind: "set_alarm", atMs: approval.expiresAtMs },
+      { kind: "inbox", state: "pending" },
+      ...(approval.preview ? [{ kind: "send_preview" } as const] : []),
+    ],
+    trace: [
+      ...trace,
+      {
+        type: "awaiting_approval",
+        at_ms: nowMs,
+        policy_version: approval.policyVersion,
+        requested_by: approval.requestedBy,
+        expires_at_ms: approval.expiresAtMs,
+      },
+    ],
+    changed: true,
+  };
+}
+
+/** The approver's preview came back: shown with the request, it changes nothing else. */
+export function onPreview(
+  state: OperationState,
+  event: Extract<OperationEvent, { type: "preview_finished" }>,
+  nowMs: number,
+): Step {
+  if (state.phase !== "awaiting_approval") return unchanged(state);
+  return {
+    state,
+    effects: [{ kind: "inbox", state: "pending" }],
+    trace: [{ type: "preview", at_ms: nowMs, ...event.preview }],
+    changed: true,
+  };
+}
+
+/** A person's decision on an awaiting call: expired, refused (four eyes, mismatch), rejected, or the first attempt. */
+export function onDecide(
+  state: OperationState,
+  event: Extract<OperationEvent, { type: "decide" }>,
+  plan: OperationPlan,
+  nowMs: number,
+): Result<Step, TransitionError> {
+  if (state.phase !== "awaiting_approval" || !plan.approval)
+    return err({ code: "not_awaiting_approval", phase: state.phase });
+  if (nowMs >= plan.approval.expiresAtMs) return ok(expireApproval(state, nowMs));
+  const checked = checkDecision(plan.approval, event.decision);
+  if (!checked.ok) return checked;
+  const { verdict, approverId, reason } = event.decision;
+  const decided: TraceEvent = {
+    type: "approval_decided",
+    at_ms: nowMs,
+    verdict,
+    by: approverId,
+    reason,
+  };
+  if (verdict === "reject") {
+    const why = reason ? `: ${reason}` : "";
+    return ok(
+      closeApproval(
+        record(
+          0,
+          {
+            status: "rejected",
+            code: "approval_rejected",
+            message: `A person rejected this call${why}. It was not executed. Do not retry; tell the user.`,
+          },
+          "attempt",
+          nowMs,
+          [decided],
+        ),
+        "rejected",
+      ),
+    );
+  }
+  if (event.denial)
+    return ok(
+      closeApproval(
+        record(0, event.denial, "attempt", nowMs, [
+          decided,
+          { type: "denied", at_ms: nowMs, code: event.denial.code },
+        ]),
+        "approved",
+      ),
+    );
+  const started = beginExecution(plan, nowMs, [decided]);
+  return ok({ ...started, effects: [...started.effects, { kind: "inbox", state: "approved" }] });
+}
+
+function expireApproval(
+  state: Extract<OperationState, { phase: "awaiting_approval" }>,
+  nowMs: number,
+): Step {
+  const outcome: Outcome = {
+    status: "rejected",
+    code: "approval_expired",
+    message:
+      "Nobody approved this call in time, so it was not executed. Do not retry now; tell the user it needs a person's approval.",
+  };
+  return closeApproval(
+    record(0, outcome, "attempt", nowMs, [
+      { type: "approval_expired", at_ms: nowMs, requested_at_ms: state.requestedAtMs },
+    ]),
+    "expired",
+  );
+}
+
+/** The expiry alarm of an awaiting call. */
+export function onApprovalAlarm(
+  state: Extract<OperationState, { phase: "awaiting_approval" }>,
+  plan: OperationPlan,
+  nowMs: number,
+): Step {
+  // Alarms are at-least-once and may fire early after a restart: expire only when due.
+  if (plan.approval && nowMs < plan.approval.expiresAtMs)
+    return {
+      ...unchanged(state),
+      effects: [{ kind: "set_alarm", atMs: plan.approval.expiresAtMs }],
+    };
+  return expireApproval(state, nowMs);
+}

@@ -1,0 +1,17 @@
+// The operation state machine's public surface: `transition` is the one entry, the types it speaks,
+// the approval policy the shell asks before freezing a plan, and the read-only views of a state.
+// Everything else in this folder is internal to the machine (state ← steps ← arms ← transition).
+export { DEFAULT_APPROVAL_TTL_MS, needsApproval } from "./approval.ts";
+export type {
+  Decision,
+  Effect,
+  OperationEvent,
+  OperationPlan,
+  OperationState,
+  Step,
+  TraceEvent,
+  TransitionError,
+} from "./state.ts";
+export { WATCHDOG_GRACE_MS } from "./steps.ts";
+export { transition } from "./transition.ts";
+export { isSettled, nextDueAtMs } from "./view.ts";

@@ -1,0 +1,198 @@
+// The operation's data: the plan frozen with it, its states (each arm holds only the fields valid
+// in it), the events that move it, the effects the shell performs and the step a transition returns.
+// Types only, imported by every other file of the machine and by nothing it imports (the bottom floor).
+// An approval binds to operation id + input hash + policy version: the request travels in the plan.
+import type { RepeatSafety, UnknownCode } from "../classify.ts";
+import type { LookupObservation, Observation } from "../observation.ts";
+import type { RetryPolicy } from "../retry.ts";
+import type { IdempotencyTrust } from "../verification.ts";
+
+export type ApprovalRequest = {
+  inputHash: string;
+  policyVersion: string;
+  requestedBy: string;
+  fourEyes: boolean;
+  expiresAtMs: number;
+};
+export type Decision = {
+  verdict: "approve" | "reject";
+  approverId: string;
+  reason: string | null;
+  inputHash: string | null;
+  policyVersion: string | null;
+};
+export type DecisionRefusal =
+  { code: "self_approval"; detail: string } | { code: "approval_mismatch"; detail: string };
+
+/** Frozen at validation and stored with the operation: everything a transition needs about the tool. */
+export type OperationPlan = {
+  operationId: string;
+  idempotencyKey: string;
+  safety: RepeatSafety;
+  retry: RetryPolicy;
+  timeoutMs: number;
+  /** Set when a person must decide before the first attempt; bound to input hash + policy version. */
+  approval: (ApprovalRequest & { preview: boolean }) | null;
+  /** The resource lock key (tool `resource` template applied to the input): attempts run under its lease. */
+  resource: string | null;
+  /** The tool has a status lookup (always for `lookup`; a `keyed` tool may have one too). */
+  hasLookup: boolean;
+  /** A lookup's "not found" is trusted only from (ambiguous attempt start + timeoutMs + settleMs). */
+  settleMs: number;
+  /**
+   * The tool promises an idempotency key no verification vouches for (domain/verification.ts);
+   * `enforced`: `safety` was lowered for it. Absent in plans frozen before verification existed.
+   */
+  unverified?: IdempotencyTrust["unverified"];
+};
+
+export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
+export type Outcome =
+  | { status: "succeeded"; result: unknown }
+  | { status: Exclude<TerminalStatus, "succeeded">; code: string; message: string };
+
+/** The latest attempt that may have applied: when it started (the settle window counts from there) and why. */
+export type Ambiguity = { atMs: number; code: UnknownCode };
+
+export type OperationState =
+  /** Nothing has been sent; a person decides (plan.approval). Expires at plan.approval.expiresAtMs. */
+  | { phase: "awaiting_approval"; requestedAtMs: number }
+  /** Nothing has been sent; another operation holds plan.resource (`blockedBy`, when the lock said who). */
+  | { phase: "awaiting_lock"; requestedAtMs: number; blockedBy: string | null }
+  /**
+   * `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late).
+   * `mayHaveApplied` (here and in `retry_scheduled`): set once any attempt was ambiguous, so that
+   * exhaustion, denial and cancellation end `outcome_unknown` instead of claiming no effect.
+   */
+  | {
+      phase: "executing";
+      attempt: number;
+      keyIssuedAtMs: number;
+      startedAtMs: number;
+      firstAttemptAtMs: number;
+      cancelRequested: boolean;
+      mayHaveApplied: Ambiguity | null;
+    }
+  | {
+      phase: "retry_scheduled";
+      attempt: number;
+      dueAtMs: number;
+      firstAttemptAtMs: number;
+      reason: string;
+      mayHaveApplied: Ambiguity | null;
+    }
+  /**
+   * `ambiguousAtMs`: start of the latest attempt that may have applied. `ifNotApplied`: what to
+   * record once a trusted lookup proves it did not happen (null: send again); set by exhaustion,
+   * denial or cancellation, which forbid further sends.
+   */
+  | {
+      phase: "outcome_unknown";
+      attempt: number;
+      firstAttemptAtMs: number;
+      code: UnknownCode;
+      ambiguousAtMs: number;
+      reconcile: "resend" | "lookup" | "human";
+      dueAtMs: number | null;
+      lookups: number;
+      reason: string;
+      ifNotApplied: Outcome | null;
+    }
+  | {
+      phase: "reconciling";
+      attempt: number;
+      firstAttemptAtMs: number;
+      code: UnknownCode;
+      ambiguousAtMs: number;
+      lookups: number;
+      startedAtMs: number;
+      ifNotApplied: Outcome | null;
+    }
+  | {
+      phase: "recorded";
+      outcome: Outcome;
+      attempts: number;
+      recordedAtMs: number;
+      via: "attempt" | "reconcile" | "resolve";
+      late: boolean;
+    };
+
+export type OperationEvent =
+  /** `cancelledBy`: the run cancelled this call before its operation existed (a cancel that overtook the dispatch). */
+  | { type: "start"; inputHash: string; callId: string; tool: string; cancelledBy?: string | null }
+  | { type: "attempt_finished"; attempt: number; observation: Observation }
+  /** `inFlight`: this instance still has a request outstanding (memory survives only while the object lives). */
+  | { type: "alarm"; inFlight: boolean }
+  | { type: "lookup_finished"; lookups: number; observation: LookupObservation }
+  /** A person's verdict on an outcome_unknown; `resend` (keyed tools only) sends once more with the same key. */
+  | {
+      type: "resolve";
+      outcome: "succeeded" | "failed" | "resend";
+      result: unknown;
+      reason: string;
+      by: string;
+    }
+  /** The run no longer allows the next attempt (scope revoked, deadline passed, tool withdrawn). */
+  | {
+      type: "denied";
+      status: "rejected" | "budget_exhausted" | "cancelled";
+      code: string;
+      message: string;
+    }
+  | { type: "cancel"; by: string }
+  /**
+   * The host's retry budget refused the automatic retry or resend this alarm was about to send
+   * (domain/retry-budget.ts): wait until `untilMs`, same attempt, same phase.
+   */
+  | { type: "retry_deferred"; untilMs: number; reason: "retry_budget"; detail: string }
+  /** The approver's preview came back (shown with the request; it changes nothing else). */
+  | {
+      type: "preview_finished";
+      preview: { status: number | null; body: unknown; detail: string | null };
+    }
+  /** The resource lock answered: this operation holds it (with its fencing token), or waits behind `blockedBy`. */
+  | { type: "lock_granted"; fencingToken: number }
+  | { type: "lock_queued"; blockedBy: string }
+  /** A person's decision; `denial`: what the run says about executing now (approval is not authorization). */
+  | {
+      type: "decide";
+      decision: Decision;
+      denial: {
+        status: "rejected" | "failed" | "budget_exhausted" | "cancelled";
+        code: string;
+        message: string;
+      } | null;
+    };
+
+export type Effect =
+  | { kind: "send_attempt"; attempt: number }
+  | { kind: "send_lookup"; lookups: number }
+  | { kind: "set_alarm"; atMs: number }
+  | { kind: "clear_alarm" }
+  /** Abort the in-flight request: only ever emitted for reads, whose abort cannot hide an effect. */
+  | { kind: "abort_attempt" }
+  /** Keep the tenant's approvals inbox in step: a request opened, or closed with how it ended. */
+  | { kind: "inbox"; state: "pending" | "approved" | "rejected" | "expired" | "cancelled" }
+  /** Send the tool's preview request once, for the approver. */
+  | { kind: "send_preview" }
+  /** Ask plan.resource's lock for the lease (idempotent), or give it back once the outcome is settled. */
+  | { kind: "acquire_lock" }
+  | { kind: "release_lock" }
+  /** The operation started or stopped waiting for a person's verdict (the tenant's unknown-outcomes list). */
+  | { kind: "needs_person"; open: boolean };
+
+export type TraceEvent = { type: string; at_ms: number; [field: string]: unknown };
+
+export type Step = {
+  state: OperationState;
+  effects: Effect[];
+  trace: TraceEvent[];
+  changed: boolean;
+};
+export type TransitionError =
+  | { code: "not_outcome_unknown"; phase: OperationState["phase"] }
+  | { code: "not_awaiting_approval"; phase: OperationState["phase"] }
+  | DecisionRefusal
+  | { code: "resend_not_allowed"; detail: string }
+  | { code: "already_started" }
+  | { code: "not_started" };

@@ -1,0 +1,160 @@
+// Every way an operation is stopped from outside: the run's denial, a cancel, and the host retry
+// budget's deferral (which may run out the time budget). The honesty rule for each: only work not
+// yet sent is refused outright; once an attempt may have applied, a stop only forbids further
+// sends and the operation stays outcome_unknown until a lookup or a person settles it.
+import { planDeferral } from "../retry-deferral.ts";
+import {
+  ambiguityOf,
+  CANCELLED,
+  closeApproval,
+  exhaustedOutcome,
+  record,
+  stayUnknown,
+  unchanged,
+} from "./steps.ts";
+import type {
+  OperationEvent,
+  OperationPlan,
+  OperationState,
+  Outcome,
+  Step,
+  TraceEvent,
+} from "./state.ts";
+
+/**
+ * Only work not yet sent can be refused outright. Once an attempt may have applied, the refusal
+ * only stops further sends: the operation stays outcome_unknown until a lookup or a person settles it.
+ */
+export function onDenied(
+  state: OperationState,
+  event: Extract<OperationEvent, { type: "denied" }>,
+  plan: OperationPlan,
+  nowMs: number,
+): Step {
+  const trace: TraceEvent = { type: "denied", at_ms: nowMs, code: event.code };
+  const denial: Outcome = { status: event.status, code: event.code, message: event.message };
+  if (state.phase === "awaiting_approval")
+    return closeApproval(record(0, denial, "attempt", nowMs, [trace]), "cancelled");
+  if (state.phase === "awaiting_lock") return record(0, denial, "attempt", nowMs, [trace]);
+  if (state.phase === "retry_scheduled") {
+    if (!state.mayHaveApplied) return record(state.attempt, denial, "attempt", nowMs, [trace]);
+    return stayUnknown(
+      state,
+      state.mayHaveApplied,
+      denial,
+      `denied: ${event.message}`,
+      plan,
+      nowMs,
+      [trace],
+    );
+  }
+  if (state.phase === "outcome_unknown" && state.reconcile === "resend")
+    return stayUnknown(state, ambiguityOf(state), denial, `denied: ${event.message}`, plan, nowMs, [
+      trace,
+    ]);
+  return unchanged(state);
+}
+
+export function onCancel(
+  state: OperationState,
+  by: string,
+  plan: OperationPlan,
+  nowMs: number,
+): Step {
+  const trace: TraceEvent = { type: "cancel_requested", at_ms: nowMs, by, phase: state.phase };
+  switch (state.phase) {
+    case "awaiting_approval":
+      return closeApproval(record(0, CANCELLED, "attempt", nowMs, [trace]), "cancelled");
+    case "awaiting_lock":
+      return record(0, CANCELLED, "attempt", nowMs, [trace]);
+    case "retry_scheduled":
+      if (!state.mayHaveApplied) return record(state.attempt, CANCELLED, "attempt", nowMs, [trace]);
+      return stayUnknown(
+        state,
+        state.mayHaveApplied,
+        CANCELLED,
+        "cancelled while the outcome was unknown",
+        plan,
+        nowMs,
+        [trace],
+      );
+    case "executing":
+      if (state.cancelRequested) return unchanged(state);
+      return {
+        state: { ...state, cancelRequested: true },
+        effects: plan.safety === "read" ? [{ kind: "abort_attempt" }] : [],
+        trace: [trace],
+        changed: true,
+      };
+    case "outcome_unknown":
+      // Resending after a cancel could perform the effect now; a status lookup cannot.
+      if (state.reconcile === "resend")
+        return stayUnknown(
+          state,
+          ambiguityOf(state),
+          CANCELLED,
+          "cancelled while the outcome was unknown",
+          plan,
+          nowMs,
+          [trace],
+        );
+    // falls through: a lookup or a person still settles it, but "not applied" now means cancelled
+    // (and a person may no longer resend it).
+    case "reconciling":
+      if (state.ifNotApplied?.status === "cancelled") return unchanged(state);
+      return {
+        state: { ...state, ifNotApplied: CANCELLED },
+        effects: [],
+        trace: [trace],
+        changed: true,
+      };
+    case "recorded":
+      return unchanged(state);
+  }
+}
+
+/**
+ * Only an automatic send waits for the budget (a scheduled retry, or a keyed resend after an unknown
+ * outcome); the envelope is unchanged. A deferral past the elapsed budget is exhaustion, with the
+ * same honesty rule as any other: once an attempt may have applied, never "did not take effect".
+ */
+export function onRetryDeferred(
+  state: OperationState,
+  event: Extract<OperationEvent, { type: "retry_deferred" }>,
+  plan: OperationPlan,
+  nowMs: number,
+): Step {
+  if (
+    state.phase !== "retry_scheduled" &&
+    !(state.phase === "outcome_unknown" && state.reconcile === "resend")
+  )
+    return unchanged(state);
+  const deferral = planDeferral({
+    policy: plan.retry,
+    operationId: plan.operationId,
+    attempt: state.attempt,
+    firstAttemptAtMs: state.firstAttemptAtMs,
+    untilMs: event.untilMs,
+    nowMs,
+  });
+  const deferred: TraceEvent = {
+    type: "retry_deferred",
+    at_ms: nowMs,
+    attempt: state.attempt,
+    reason: event.reason,
+    detail: event.detail,
+    ...(deferral.kind === "defer" ? { due_at_ms: deferral.dueAtMs } : { exhausted: "elapsed" }),
+  };
+  if (deferral.kind === "defer")
+    return {
+      state: { ...state, dueAtMs: deferral.dueAtMs },
+      effects: [{ kind: "set_alarm", atMs: deferral.dueAtMs }],
+      trace: [deferred],
+      changed: true,
+    };
+  const ambiguity = state.phase === "retry_scheduled" ? state.mayHaveApplied : ambiguityOf(state);
+  const outcome = exhaustedOutcome("elapsed", state.reason);
+  return ambiguity
+    ? stayUnknown(state, ambiguity, outcome, state.reason, plan, nowMs, [deferred])
+    : record(state.attempt, outcome, "attempt", nowMs, [deferred]);
+}

@@ -1,0 +1,187 @@
+// The operation state machine's one entry: given the stored state, one event and the clock reading,
+// return the next state, the effects the shell must perform (send, set alarm) and the trace events to
+// append. Invariants: the idempotency key never changes; a result is applied only to the attempt that
+// is in flight (compare-and-set on attempt number); `recorded` is terminal and absorbs every later
+// event; once any attempt may have applied, no outcome saying it did not is recorded without proof.
+import { err, ok, type Result } from "../result.ts";
+import { unverifiedTraceDetail } from "../verification.ts";
+import { onApprovalAlarm, onDecide, onPreview, requestApproval } from "./approval.ts";
+import { afterAttempt } from "./attempt.ts";
+import { onLockAlarm, onLockGranted, onLockQueued } from "./lease.ts";
+import { afterLookup, onResolve } from "./reconcile.ts";
+import {
+  ambiguityOf,
+  beginExecution,
+  CANCELLED,
+  record,
+  startAttempt,
+  startLookup,
+  unchanged,
+  watchdogAt,
+} from "./steps.ts";
+import { onCancel, onDenied, onRetryDeferred } from "./stop.ts";
+import type {
+  OperationEvent,
+  OperationPlan,
+  OperationState,
+  Step,
+  TraceEvent,
+  TransitionError,
+} from "./state.ts";
+
+/**
+ * The lease on plan.resource is held from the first attempt until the outcome is settled: every
+ * transition into `recorded` gives it back, wherever it comes from (an outcome_unknown keeps it).
+ */
+export function transition(
+  state: OperationState | null,
+  event: OperationEvent,
+  plan: OperationPlan,
+  nowMs: number,
+): Result<Step, TransitionError> {
+  const step = decideStep(state, event, plan, nowMs);
+  if (!step.ok || !step.value.changed) return step;
+  const effects = [...step.value.effects];
+  if (
+    plan.resource &&
+    state !== null &&
+    step.value.state.phase === "recorded" &&
+    state.phase !== "recorded"
+  )
+    effects.push({ kind: "release_lock" });
+  const waitsNow = waitsForPerson(step.value.state);
+  if (waitsNow !== (state !== null && waitsForPerson(state)))
+    effects.push({ kind: "needs_person", open: waitsNow });
+  return ok({ ...step.value, effects });
+}
+
+/** Only a person's verdict (POST …/resolve) moves it on. */
+const waitsForPerson = (state: OperationState) =>
+  state.phase === "outcome_unknown" && state.reconcile === "human";
+
+function decideStep(
+  state: OperationState | null,
+  event: OperationEvent,
+  plan: OperationPlan,
+  nowMs: number,
+): Result<Step, TransitionError> {
+  if (event.type === "start") {
+    if (state !== null) return err({ code: "already_started" });
+    if (event.cancelledBy) {
+      return ok(
+        record(0, CANCELLED, "attempt", nowMs, [
+          { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
+          { type: "cancel_requested", at_ms: nowMs, by: event.cancelledBy, phase: "proposed" },
+        ]),
+      );
+    }
+    const opened: TraceEvent[] = [
+      { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
+      { type: "validated", at_ms: nowMs, input_hash: event.inputHash },
+      ...unverifiedEvents(plan, nowMs),
+    ];
+    if (plan.approval) return ok(requestApproval(plan.approval, nowMs, opened));
+    return ok(beginExecution(plan, nowMs, opened));
+  }
+  if (state === null) return err({ code: "not_started" });
+  switch (event.type) {
+    case "attempt_finished":
+      if (state.phase !== "executing" || state.attempt !== event.attempt)
+        return ok(unchanged(state));
+      return ok(afterAttempt(state, event.observation, plan, nowMs));
+    case "lookup_finished":
+      if (state.phase !== "reconciling" || state.lookups !== event.lookups)
+        return ok(unchanged(state));
+      return ok(afterLookup(state, event.observation, plan, nowMs));
+    case "alarm":
+      return ok(onAlarm(state, event.inFlight, plan, nowMs));
+    case "resolve":
+      return onResolve(state, event, plan, nowMs);
+    case "denied":
+      return ok(onDenied(state, event, plan, nowMs));
+    case "cancel":
+      return ok(onCancel(state, event.by, plan, nowMs));
+    case "retry_deferred":
+      return ok(onRetryDeferred(state, event, plan, nowMs));
+    case "decide":
+      return onDecide(state, event, plan, nowMs);
+    case "preview_finished":
+      return ok(onPreview(state, event, nowMs));
+    case "lock_granted":
+      return ok(onLockGranted(state, event, plan, nowMs));
+    case "lock_queued":
+      return ok(onLockQueued(state, event, plan, nowMs));
+  }
+}
+
+/** Says, once, what an operation of a tool with an unverified idempotency key relies on (and why). */
+const unverifiedEvents = (plan: OperationPlan, nowMs: number): TraceEvent[] =>
+  plan.unverified
+    ? [
+        {
+          type: "idempotency_unverified",
+          at_ms: nowMs,
+          status: plan.unverified.status,
+          enforced: plan.unverified.enforced,
+          detail: unverifiedTraceDetail(plan.unverified),
+        },
+      ]
+    : [];
+
+/** An alarm is the machine's only timer: expiry, lock recheck, watchdog, retry, resend, lookup. */
+function onAlarm(
+  state: OperationState,
+  inFlight: boolean,
+  plan: OperationPlan,
+  nowMs: number,
+): Step {
+  switch (state.phase) {
+    case "awaiting_approval":
+      return onApprovalAlarm(state, plan, nowMs);
+    case "awaiting_lock":
+      return onLockAlarm(state, nowMs);
+    case "executing":
+      if (inFlight)
+        return {
+          ...unchanged(state),
+          effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }],
+        };
+      // The object restarted mid-attempt: the request may or may not have reached the upstream.
+      return afterAttempt(state, { kind: "crash" }, plan, nowMs);
+    case "reconciling":
+      if (inFlight)
+        return {
+          ...unchanged(state),
+          effects: [{ kind: "set_alarm", atMs: watchdogAt(plan, nowMs) }],
+        };
+      return afterLookup(
+        state,
+        { kind: "inconclusive", detail: "toolgate restarted during the status lookup" },
+        plan,
+        nowMs,
+      );
+    case "retry_scheduled":
+      return startAttempt(
+        state.attempt + 1,
+        state.firstAttemptAtMs,
+        nowMs,
+        plan,
+        state.mayHaveApplied,
+        [],
+      );
+    case "outcome_unknown":
+      if (state.reconcile === "resend")
+        return startAttempt(
+          state.attempt + 1,
+          state.firstAttemptAtMs,
+          nowMs,
+          plan,
+          ambiguityOf(state),
+          [],
+        );
+      if (state.reconcile === "lookup") return startLookup(state, plan, nowMs, []);
+      return unchanged(state);
+    case "recorded":
+      return unchanged(state);
+  }
+}
