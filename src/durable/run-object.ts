@@ -138,6 +138,12 @@ export type McpCallReply = { envelope: Envelope; checkStatus: boolean };
 const RECORDED_CACHE = { maxEntries: 256, maxBytes: 4 * 1024 * 1024 };
 /** Decoded tool sources by hash (content-addressed, so never stale). */
 const SOURCE_CACHE = { maxEntries: 64, maxBytes: 4 * 1024 * 1024 };
+/**
+ * Each tool source object's stored hash (`tool_sources`), so a call row names its source by hash.
+ * Per isolate, not per object: decoded turns are shared by every object here (store.ts), and the
+ * hash depends only on the source's content.
+ */
+const sourceHashes = new WeakMap<ToolSource, string>();
 
 export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, RUN_SCHEMA, RUN_LAZY_TABLES);
@@ -145,8 +151,6 @@ export class RunObject extends DurableObject<Env> {
     SOURCE_CACHE,
     (source) => JSON.stringify(source).length,
   );
-  /** Each tool source object's stored hash (`tool_sources`), so a call row names it by hash. */
-  private readonly sourceHashes = new WeakMap<ToolSource, string>();
   private offered: { toolsHash: string; tools: Map<string, ToolSpec> } | null = null;
   /** `${operation} ${turn} ${format}` already reported (a bounded cache; the operation dedupes too). */
   private readonly reportedHere = new Set<string>();
@@ -928,19 +932,24 @@ export class RunObject extends DurableObject<Env> {
   /** Computes (once per source object) the hash each source is stored under. */
   private async hashSources(sources: readonly ToolSource[]): Promise<void> {
     for (const source of sources)
-      if (!this.sourceHashes.has(source))
-        this.sourceHashes.set(source, await sha256Hex(canonicalJson(source)));
+      if (!sourceHashes.has(source))
+        sourceHashes.set(source, await sha256Hex(canonicalJson(source)));
   }
 
-  private readonly hashOf = (source: ToolSource): string | undefined =>
-    this.sourceHashes.get(source);
+  private readonly hashOf = (source: ToolSource): string | undefined => sourceHashes.get(source);
 
-  /** Stores each source (hashed by hashSources) once per run; in the caller's transaction. */
+  /**
+   * Stores each source hashed by hashSources once per run, in the caller's transaction (a source
+   * without a hash is kept in its call rows instead: encodeTurnCalls).
+   */
   private storeSources(sources: readonly ToolSource[]): void {
     this.store.ensureTable("tool_sources");
-    for (const hash of new Set(sources.map((source) => this.hashOf(source)!))) {
+    const done = new Set<string>();
+    for (const source of sources) {
+      const hash = this.hashOf(source);
+      if (hash === undefined || done.has(hash)) continue;
+      done.add(hash);
       if (this.store.one("SELECT 1 AS x FROM tool_sources WHERE hash = ?", hash)) continue;
-      const source = sources.find((s) => this.hashOf(s) === hash)!;
       this.store.run(
         "INSERT INTO tool_sources (hash, source) VALUES (?, ?)",
         hash,
@@ -958,7 +967,7 @@ export class RunObject extends DurableObject<Env> {
     if (!row) return null;
     const source = decodeToolSource(row.source);
     this.sources.set(hash, source);
-    this.sourceHashes.set(source, hash);
+    sourceHashes.set(source, hash);
     return source;
   };
 
