@@ -2,7 +2,8 @@
 // `check_status` next action of a waiting or unknown envelope is something the model can do. Its
 // argument is one operation id; its result is that operation's current envelope, for operations
 // of the same run only (anything else is indistinguishable from a missing one). The RunObject
-// answers it itself — it never reaches an upstream, costs nothing and uses no budget. Pure.
+// answers it itself — it never reaches an upstream and costs nothing; a run answers a limited
+// number of them (RUN_LIMITS.maxStatusChecks), then refuses each in its envelope. Pure.
 import type { ToolDefinition, ToolSpec } from "../tools/spec.ts";
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { refusal, type Envelope } from "./envelope.ts";
@@ -88,3 +89,12 @@ export function checkStatusEnvelope(
     );
   return { status: "succeeded", operation_id: checkId, result: current };
 }
+
+/** A check past the run's allowance: refused, and nothing was looked up. */
+export const checkStatusSpent = (checkId: string, allowance: number): Envelope =>
+  refusal(
+    "budget_exhausted",
+    checkId,
+    "max_status_checks",
+    `This conversation has used up its ${allowance} status checks, so nothing was looked up. Do not call ${CHECK_STATUS} again; tell the user you could not check on the operation from here.`,
+  );

@@ -159,16 +159,31 @@ export async function freezeTurn(
  * key: it is one model turn. Its first post counts the turn against max_turns and records the
  * verdict; later posts with other call ids join it (no new turn, the same verdict). The model's
  * usage is charged once per key: by the first post that carries it; a later post may repeat the
- * same usage, and other usage for that key is a conflict (one response has one usage).
+ * same usage, and other usage for that key is a conflict (one response has one usage). The key is
+ * the agent's to choose, so it holds at most what one post may: MAX_CALLS_PER_TURN calls over all
+ * its posts (`calls`); a post past that is a conflict, else one key would be every turn's.
  */
-export type TurnGroup = { key: string; turnStop: BudgetCode | null; usageHash: string | null };
+export type TurnGroup = {
+  key: string;
+  turnStop: BudgetCode | null;
+  usageHash: string | null;
+  calls: number;
+};
 export type GroupAdmission = { joined: JoinedTurn | null; chargeModel: boolean };
 
+/** `postCalls`: the calls of this post; `maxCalls`: what one model response may hold (MAX_CALLS_PER_TURN). */
 export function admitToGroup(
   existing: TurnGroup | null,
   usageHash: string | null,
+  postCalls: number,
+  maxCalls: number,
 ): Result<GroupAdmission, { code: "turn_conflict"; detail: string }> {
   if (!existing) return ok({ joined: null, chargeModel: true });
+  if (existing.calls + postCalls > maxCalls)
+    return err({
+      code: "turn_conflict",
+      detail: `turn_key ${JSON.stringify(existing.key)} already holds ${existing.calls} calls, and one model response has at most ${maxCalls}; post the next model response's calls under a new turn_key`,
+    });
   if (existing.usageHash !== null && usageHash !== null && existing.usageHash !== usageHash)
     return err({
       code: "turn_conflict",
@@ -184,8 +199,10 @@ export type TurnPlan = {
   record: TurnRecord;
   usage: Usage;
   dispatch: Submission[];
-  /** The group row to store (new, or its usage charged now); null when nothing changed. */
+  /** The group row to store (its calls counted, its usage charged if now); null without a turn key. */
   group: TurnGroup | null;
+  /** The run admitted no new turn here (cancelled, or its turn budget or deadline spent). */
+  runStopped: boolean;
 };
 
 /**
@@ -258,10 +275,17 @@ export function planTurn(
   const groupRow: TurnGroup | null = !group
     ? null
     : !group.existing
-      ? { key: group.key, turnStop: admission.turnStop?.code ?? null, usageHash: group.usageHash }
-      : group.admission.chargeModel
-        ? { ...group.existing, usageHash: group.usageHash }
-        : null;
+      ? {
+          key: group.key,
+          turnStop: admission.turnStop?.code ?? null,
+          usageHash: group.usageHash,
+          calls: frozen.length,
+        }
+      : {
+          ...group.existing,
+          usageHash: group.admission.chargeModel ? group.usageHash : group.existing.usageHash,
+          calls: group.existing.calls + frozen.length,
+        };
   return {
     record,
     usage: cancelled
@@ -269,6 +293,7 @@ export function planTurn(
       : { ...admission.usage, cost: admission.usage.cost - unreserved },
     dispatch,
     group: groupRow,
+    runStopped: cancelled || admission.turnStop !== null,
   };
 }
 

@@ -16,6 +16,7 @@ import {
   CHECK_STATUS_DEFINITION,
   checkStatusEnvelope,
   checkStatusId,
+  checkStatusSpent,
   checkStatusTarget,
   offersCheckStatus,
 } from "../domain/check-status.ts";
@@ -23,6 +24,14 @@ import { RUN_TEXT, type Envelope } from "../domain/envelope.ts";
 import { mcpCallId } from "../domain/mcp-call.ts";
 import { redactContext } from "../domain/redact.ts";
 import { err, ok, type Result } from "../domain/result.ts";
+import {
+  admitStored,
+  countStored,
+  NO_STORED,
+  RUN_LIMITS,
+  stoppedTurn,
+  type StoredCounts,
+} from "../domain/run-limits.ts";
 import {
   admitToGroup,
   closeCalls,
@@ -52,19 +61,25 @@ import type { ModelUsage } from "../domain/pricing.ts";
 import { unverifiedTraceDetail } from "../domain/verification.ts";
 import { hostPolicy, requireVerifiedIdempotency, retentionMs, type Env } from "../env.ts";
 import { LruCache } from "../lru.ts";
+import { MAX_CALLS_PER_TURN } from "../providers/types.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import type { ToolDefinition, ToolSource, ToolSpec } from "../tools/spec.ts";
 import type { OperationReply } from "./operation-object.ts";
 import {
   decodeRun,
+  decodeStoredCounts,
+  decodeToolSource,
   decodeTurn,
   decodeTurnGroup,
   decodeUsage,
   encodeRun,
   encodeTurnCalls,
+  RUN_LAZY_TABLES,
   RUN_SCHEMA,
   SqlStore,
   TURN_COLUMNS,
+  TURN_GROUP_CALLS_COLUMN,
+  USAGE_STORAGE_COLUMNS,
 } from "./store.ts";
 import { operationStub, tenantStub } from "./stubs.ts";
 import { verificationStatuses } from "./trust.ts";
@@ -105,6 +120,8 @@ export type RunError =
   | { code: "invalid_request"; detail: string }
   | { code: "turn_conflict"; detail: string }
   | { code: "unknown_tool"; detail: string }
+  /** The run stores no more turns (domain/run-limits.ts): nothing stored, nothing sent. */
+  | { code: "run_turn_limit"; detail: string }
   /** Expired, every operation pruned, then its own rows (retention): it answers 410 from then on. */
   | { code: "run_pruned"; run_id: string; pruned_at_ms: number };
 /** One MCP tools/call: `requestKey` names it for cancellation, `nonce` names a read (domain/mcp-call.ts). */
@@ -119,9 +136,21 @@ export type McpCallReply = { envelope: Envelope; checkStatus: boolean };
 
 /** Recorded outcomes are immutable, so replays are answered from memory: bounded by count and bytes. */
 const RECORDED_CACHE = { maxEntries: 256, maxBytes: 4 * 1024 * 1024 };
+/** Decoded tool sources by hash (content-addressed, so never stale). */
+const SOURCE_CACHE = { maxEntries: 64, maxBytes: 4 * 1024 * 1024 };
+/**
+ * Each tool source object's stored hash (`tool_sources`), so a call row names its source by hash.
+ * Per isolate, not per object: decoded turns are shared by every object here (store.ts), and the
+ * hash depends only on the source's content.
+ */
+const sourceHashes = new WeakMap<ToolSource, string>();
 
 export class RunObject extends DurableObject<Env> {
-  private readonly store = new SqlStore(this.ctx.storage, RUN_SCHEMA);
+  private readonly store = new SqlStore(this.ctx.storage, RUN_SCHEMA, RUN_LAZY_TABLES);
+  private readonly sources = new LruCache<string, ToolSource>(
+    SOURCE_CACHE,
+    (source) => JSON.stringify(source).length,
+  );
   private offered: { toolsHash: string; tools: Map<string, ToolSpec> } | null = null;
   /** `${operation} ${turn} ${format}` already reported (a bounded cache; the operation dedupes too). */
   private readonly reportedHere = new Set<string>();
@@ -147,6 +176,7 @@ export class RunObject extends DurableObject<Env> {
       createdAtMs: Date.now(),
       cancelledAtMs: null,
     };
+    await this.hashSources(Object.values(init.tools));
     const created = this.store.transaction(() => {
       this.store.ensureSchema();
       if (this.load() || this.store.one("SELECT 1 FROM run_pruned")) return false;
@@ -158,6 +188,7 @@ export class RunObject extends DurableObject<Env> {
         run.createdAtMs,
       );
       this.store.run("INSERT INTO usage (k, turns, calls, cost) VALUES (1, 0, 0, 0)");
+      this.storeSources(Object.values(init.tools));
       return true;
     });
     // Retention: looked at once the run's token has expired (see alarm()).
@@ -178,9 +209,11 @@ export class RunObject extends DurableObject<Env> {
     patch: { scopes?: string[]; tools?: Record<string, ToolSource> },
   ): Promise<Result<RunView, RunError>> {
     const toolsHash = patch.tools ? await hashTools(patch.tools) : null;
+    if (patch.tools) await this.hashSources(Object.values(patch.tools));
     const next = this.store.transaction(() => {
       const run = this.loadFor(tenantId);
       if (!run) return null;
+      if (patch.tools) this.storeSources(Object.values(patch.tools));
       const next: RunState = {
         ...run,
         user: { ...run.user, scopes: patch.scopes ?? run.user.scopes },
@@ -237,21 +270,29 @@ export class RunObject extends DurableObject<Env> {
         ),
       );
       // toolgate_check_status is answered here, at admission: a snapshot of the target, kept with the turn.
+      // Up to the run's allowance (`looked`, counted with the turn; a post that raced past it goes again).
+      const allowance = RUN_LIMITS.maxStatusChecks - this.storedCounts().checks;
+      const looked = Math.max(0, Math.min(checks.filter(Boolean).length, allowance));
+      let checkIndex = 0;
       for (const [index, call] of calls.entries())
         if (checks[index])
           frozen[index] = {
             call: { id: call.id, name: call.name },
-            fixed: await this.checkStatus(run, call),
+            fixed: await this.checkStatus(run, call, checkIndex++ < looked),
           };
+      await this.hashSources(frozen.flatMap((c) => ("submit" in c ? [c.submit.source] : [])));
       const rowsBefore = this.store.rowsWritten;
       const plan = this.store.transaction(() => {
         const now = this.loadFor(tenantId)!;
         if (this.turn(identity.id) || !sameGateInputs(run, now)) return null;
+        const counts = this.migrateStored();
+        if (counts.checks + looked > RUN_LIMITS.maxStatusChecks) return null;
         let grouping = null;
         if (group) {
           this.store.ensureSchema(); // a run created before turn groups existed lacks the table
+          this.store.ensureColumn("turn_groups", TURN_GROUP_CALLS_COLUMN);
           const existing = this.group(group.key);
-          const admission = admitToGroup(existing, usageHash);
+          const admission = admitToGroup(existing, usageHash, calls.length, MAX_CALLS_PER_TURN);
           if (!admission.ok) return admission;
           grouping = { key: group.key, existing, usageHash, admission: admission.value };
         }
@@ -266,29 +307,42 @@ export class RunObject extends DurableObject<Env> {
           this.knownRecorded(frozen),
         );
         const { record, usage } = plan;
+        const storedCalls = encodeTurnCalls(record.calls, this.hashOf);
+        const bytes = new TextEncoder().encode(storedCalls).byteLength;
+        const stopped = stoppedTurn(record, plan.runStopped);
+        const full = admitStored(counts, bytes, stopped);
+        if (full) return err(full);
+        const stored = countStored(counts, bytes, stopped, looked);
         if (plan.group)
           this.store.run(
-            "INSERT OR REPLACE INTO turn_groups (key, turn_stop, usage_hash) VALUES (?, ?, ?)",
+            "INSERT OR REPLACE INTO turn_groups (key, turn_stop, usage_hash, calls) VALUES (?, ?, ?, ?)",
             plan.group.key,
             plan.group.turnStop,
             plan.group.usageHash,
+            plan.group.calls,
           );
+        this.storeSources(dispatchedSources(record));
         this.store.run(
           `INSERT INTO turns (${TURN_COLUMNS}, admitted) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
           record.id,
           record.seq,
           record.contentHash,
-          encodeTurnCalls(record.calls),
+          storedCalls,
           record.reservedCost,
           record.modelCost,
           record.createdAtMs,
           plan.dispatch.length,
         );
+        if (this.store.exists("turn_ops")) this.indexTurn(record);
         this.store.run(
-          "UPDATE usage SET turns = ?, calls = ?, cost = ?",
+          "UPDATE usage SET turns = ?, calls = ?, cost = ?, stored_turns = ?, stored_bytes = ?, stopped_turns = ?, checks = ?",
           usage.turns,
           usage.toolCalls,
           usage.cost,
+          stored.turns,
+          stored.bytes,
+          stored.stopped,
+          stored.checks,
         );
         return ok(plan);
       });
@@ -469,12 +523,13 @@ export class RunObject extends DurableObject<Env> {
         run.tenantId,
         nowMs,
       );
-      for (const table of ["turns", "turn_groups", "usage", "run"])
+      for (const table of ["turns", "turn_groups", "turn_ops", "tool_sources", "usage", "run"])
         if (this.store.exists(table)) this.store.run(`DELETE FROM ${table}`);
       return true;
     });
     if (!pruned) return void (await this.ctx.storage.setAlarm(nowMs + 60_000));
     this.offered = null;
+    this.sources.clear();
     this.recorded.clear();
     this.reportedHere.clear();
     this.reportsFull.clear();
@@ -747,7 +802,7 @@ export class RunObject extends DurableObject<Env> {
         if (closed)
           this.store.run(
             "UPDATE turns SET calls = ? WHERE id = ?",
-            encodeTurnCalls(closed.calls),
+            encodeTurnCalls(closed.calls, this.hashOf),
             turn.id,
           );
       }
@@ -760,11 +815,19 @@ export class RunObject extends DurableObject<Env> {
     );
   }
 
-  /** The current envelope of an operation of this run (another run's or tenant's is "not found"). */
-  private async checkStatus(run: RunState, call: ProposedCall): Promise<Envelope> {
+  /**
+   * The current envelope of an operation of this run (another run's or tenant's is "not found").
+   * `allowed`: within the run's allowance of checks; else refused, and nothing is looked up.
+   */
+  private async checkStatus(
+    run: RunState,
+    call: ProposedCall,
+    allowed: boolean,
+  ): Promise<Envelope> {
     const checkId = await checkStatusId(run.tenantId, run.runId, call.id);
+    if (!allowed) return checkStatusSpent(checkId, RUN_LIMITS.maxStatusChecks);
     const target = checkStatusTarget(call.arguments);
-    if (!target.ok || !this.turns().some((turn) => operationIds(turn).includes(target.value)))
+    if (!target.ok || !this.holdsOperation(target.value))
       return checkStatusEnvelope(checkId, target, null);
     const view = await operationStub(this.env, target.value)
       .get(run.tenantId, 0)
@@ -825,7 +888,7 @@ export class RunObject extends DurableObject<Env> {
 
   private group(key: string): TurnGroup | null {
     const row = this.store.one(
-      "SELECT key, turn_stop, usage_hash FROM turn_groups WHERE key = ?",
+      "SELECT key, turn_stop, usage_hash, calls FROM turn_groups WHERE key = ?",
       key,
     );
     return row ? decodeTurnGroup(row) : null;
@@ -833,11 +896,104 @@ export class RunObject extends DurableObject<Env> {
 
   private turn(turnId: string): TurnRecord | null {
     const row = this.store.one(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = ?`, turnId);
-    return row ? decodeTurn(row) : null;
+    return row ? decodeTurn(row, this.sourceOf) : null;
   }
 
   private turns(): TurnRecord[] {
-    return this.store.all(`SELECT ${TURN_COLUMNS} FROM turns ORDER BY seq`).map(decodeTurn);
+    return this.store
+      .all(`SELECT ${TURN_COLUMNS} FROM turns ORDER BY seq`)
+      .map((row) => decodeTurn(row, this.sourceOf));
+  }
+
+  // ── what the run stores (domain/run-limits.ts) ───────────────────────────────────────────────
+
+  /** The usage row's storage counts (zero for a run created before them, until its next turn). */
+  private storedCounts(): StoredCounts {
+    if (!this.store.exists("usage") || !this.store.hasColumn("usage", "checks")) return NO_STORED;
+    return decodeStoredCounts(
+      this.store.one("SELECT stored_turns, stored_bytes, stopped_turns, checks FROM usage"),
+    );
+  }
+
+  /**
+   * The storage counts, in a turn's transaction: a run created before them gets their columns,
+   * its turns counted once. Their bytes are not (those rows held every call's tool source, and
+   * counting them would refuse runs the older layout made large); its checks start from zero.
+   */
+  private migrateStored(): StoredCounts {
+    const [turns, ...others] = USAGE_STORAGE_COLUMNS;
+    if (this.store.ensureColumn("usage", turns!))
+      this.store.run("UPDATE usage SET stored_turns = (SELECT COUNT(*) FROM turns)");
+    for (const column of others) this.store.ensureColumn("usage", column);
+    this.store.ensureTable("tool_sources");
+    return this.storedCounts();
+  }
+
+  /** Computes (once per source object) the hash each source is stored under. */
+  private async hashSources(sources: readonly ToolSource[]): Promise<void> {
+    for (const source of sources)
+      if (!sourceHashes.has(source))
+        sourceHashes.set(source, await sha256Hex(canonicalJson(source)));
+  }
+
+  private readonly hashOf = (source: ToolSource): string | undefined => sourceHashes.get(source);
+
+  /**
+   * Stores each source hashed by hashSources once per run, in the caller's transaction (a source
+   * without a hash is kept in its call rows instead: encodeTurnCalls).
+   */
+  private storeSources(sources: readonly ToolSource[]): void {
+    this.store.ensureTable("tool_sources");
+    const done = new Set<string>();
+    for (const source of sources) {
+      const hash = this.hashOf(source);
+      if (hash === undefined || done.has(hash)) continue;
+      done.add(hash);
+      if (this.store.one("SELECT 1 AS x FROM tool_sources WHERE hash = ?", hash)) continue;
+      this.store.run(
+        "INSERT INTO tool_sources (hash, source) VALUES (?, ?)",
+        hash,
+        JSON.stringify(source),
+      );
+    }
+  }
+
+  private readonly sourceOf = (hash: string): ToolSource | null => {
+    const cached = this.sources.get(hash);
+    if (cached) return cached;
+    const row = this.store.exists("tool_sources")
+      ? this.store.one<{ source: string }>("SELECT source FROM tool_sources WHERE hash = ?", hash)
+      : null;
+    if (!row) return null;
+    const source = decodeToolSource(row.source);
+    this.sources.set(hash, source);
+    sourceHashes.set(source, hash);
+    return source;
+  };
+
+  /**
+   * Whether a call of this run's turns names the operation: one read of `turn_ops`, which the
+   * first check builds from the stored turns (once; every later turn adds its own operations).
+   */
+  private holdsOperation(operationId: string): boolean {
+    if (!this.store.exists("turn_ops"))
+      this.store.transaction(() => {
+        this.store.ensureTable("turn_ops");
+        for (const turn of this.turns()) this.indexTurn(turn);
+      });
+    return (
+      this.store.one("SELECT 1 AS x FROM turn_ops WHERE operation_id = ?", operationId) !== null
+    );
+  }
+
+  /** `turn_ops` rows for the turn's operations (the first turn naming an operation keeps it). */
+  private indexTurn(turn: TurnRecord): void {
+    for (const id of new Set(operationIds(turn)))
+      this.store.run(
+        "INSERT OR IGNORE INTO turn_ops (operation_id, turn_id) VALUES (?, ?)",
+        id,
+        turn.id,
+      );
   }
 
   private view(run: RunState): RunView {
@@ -875,6 +1031,10 @@ function logRefusals(runId: string, record: TurnRecord): void {
         }),
       );
 }
+
+/** The tool sources of a turn's submitted calls. */
+const dispatchedSources = (record: TurnRecord): ToolSource[] =>
+  record.calls.flatMap((stored) => ("submit" in stored ? [stored.submit.source] : []));
 
 const notFound = (what: string): Result<never, RunError> =>
   err({ code: "not_found", detail: `no such ${what}` });

@@ -8,9 +8,14 @@
 // Pruning (retention) deletes the log and leaves one `op_pruned` row: the operation's tombstone.
 // A run is three tables: the run row, one usage row, and one row per turn; `decode*` below are
 // their typed codecs (a row that does not decode is corrupt storage: a thrown error, never a guess).
+// Beside them: turn groups, each tool source once by hash (a call row names its source by hash),
+// and `turn_ops` (operation → the first turn holding it), built only when a run first needs it
+// (toolgate_check_status), so runs that never check pay no row per call. Columns added since the
+// first schema are added to older objects' tables on their next write (`ensureColumn`).
 import { z } from "zod";
 import type { Usage } from "../domain/budget.ts";
 import type { Envelope } from "../domain/envelope.ts";
+import type { StoredCounts } from "../domain/run-limits.ts";
 import type { RunState, TurnCall, TurnGroup, TurnRecord } from "../domain/turn.ts";
 import { LruCache } from "../lru.ts";
 import type { ToolSource } from "../tools/spec.ts";
@@ -21,13 +26,27 @@ CREATE TABLE IF NOT EXISTS op_tombstone (k INTEGER PRIMARY KEY CHECK (k = 1), te
 CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);`;
 
+/** What a run has stored (run-limits.ts), kept in its usage row; added to older runs' rows on their next turn. */
+export const USAGE_STORAGE_COLUMNS = [
+  "stored_turns INTEGER NOT NULL DEFAULT 0",
+  "stored_bytes INTEGER NOT NULL DEFAULT 0",
+  "stopped_turns INTEGER NOT NULL DEFAULT 0",
+  "checks INTEGER NOT NULL DEFAULT 0",
+];
+/** Calls posted under a turn key so far (an older group starts from 0). */
+export const TURN_GROUP_CALLS_COLUMN = "calls INTEGER NOT NULL DEFAULT 0";
+/** Run tables ensureSchema leaves out: created where first needed. */
+export const RUN_LAZY_TABLES = ["turn_ops"];
+
 export const RUN_SCHEMA = `
 CREATE TABLE IF NOT EXISTS run (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, data TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS usage (k INTEGER PRIMARY KEY CHECK (k = 1), turns INTEGER NOT NULL, calls INTEGER NOT NULL, cost REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS usage (k INTEGER PRIMARY KEY CHECK (k = 1), turns INTEGER NOT NULL, calls INTEGER NOT NULL, cost REAL NOT NULL, ${USAGE_STORAGE_COLUMNS.join(", ")});
 CREATE TABLE IF NOT EXISTS turns (
   id TEXT PRIMARY KEY, seq INTEGER NOT NULL, content_hash TEXT NOT NULL, calls TEXT NOT NULL, admitted INTEGER NOT NULL,
   reserved_cost REAL NOT NULL, settled_cost REAL, model_cost REAL NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS turn_groups (key TEXT PRIMARY KEY, turn_stop TEXT, usage_hash TEXT) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_groups (key TEXT PRIMARY KEY, turn_stop TEXT, usage_hash TEXT, ${TURN_GROUP_CALLS_COLUMN}) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tool_sources (hash TEXT PRIMARY KEY, source TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS turn_ops (operation_id TEXT PRIMARY KEY, turn_id TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS run_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), run_id TEXT NOT NULL, tenant_id TEXT NOT NULL, pruned_at_ms INTEGER NOT NULL);`;
 
 export const TENANT_SCHEMA = `
@@ -62,12 +81,18 @@ export class SqlStore {
   private readonly absent = new Set<string>();
   /** The schema's CREATE TABLE statements by table name, each run on its own. */
   private readonly tables: Map<string, string>;
+  /** Column names per table, as read (or added) since the last rollback. */
+  private readonly columns = new Map<string, Set<string>>();
+  private readonly lazy: ReadonlySet<string>;
   private readonly sql: SqlStorage;
+  /** `lazy`: tables of the schema that ensureSchema does not create (ensureTable does, where needed). */
   constructor(
     private readonly storage: DurableObjectStorage,
     schema: string,
+    lazy: readonly string[] = [],
   ) {
     this.sql = storage.sql;
+    this.lazy = new Set(lazy);
     this.tables = new Map(
       schema
         .split(";")
@@ -93,14 +118,15 @@ export class SqlStore {
       this.ready = false;
       this.seen.clear();
       this.absent.clear();
+      this.columns.clear();
       throw error;
     }
   }
 
-  /** Every table of the schema. */
+  /** Every table of the schema (but the lazy ones). */
   ensureSchema(): void {
     if (this.ready) return;
-    for (const name of this.tables.keys()) this.ensureTable(name);
+    for (const name of this.tables.keys()) if (!this.lazy.has(name)) this.ensureTable(name);
     this.ready = true;
   }
 
@@ -109,7 +135,7 @@ export class SqlStore {
    * a multi-statement exec's cursor counts only its last statement's rows.
    */
   ensureTable(name: string): void {
-    if (this.ready || this.seen.has(name)) return;
+    if ((this.ready && !this.lazy.has(name)) || this.seen.has(name)) return;
     const statement = this.tables.get(name);
     if (!statement) throw new Error(`no table ${name} in this schema`);
     this.count(this.sql.exec(statement));
@@ -122,7 +148,7 @@ export class SqlStore {
    * "any table": an object created by an older schema lacks the newer tables until its next write.
    */
   exists(table: string): boolean {
-    if (this.ready || this.seen.has(table)) return true;
+    if ((this.ready && !this.lazy.has(table)) || this.seen.has(table)) return true;
     // Only this object writes its database, and only through ensureTable: absence holds until then.
     if (this.absent.has(table)) return false;
     const cursor = this.sql.exec(
@@ -134,6 +160,29 @@ export class SqlStore {
     if (found) this.seen.add(table);
     else this.absent.add(table);
     return found;
+  }
+
+  /** Whether `table` (which must exist) has `column`: an older object's table may lack a newer column. */
+  hasColumn(table: string, column: string): boolean {
+    let names = this.columns.get(table);
+    if (!names) {
+      // The statement's column names, without reading a row.
+      names = new Set(this.sql.exec(`SELECT * FROM ${table} LIMIT 0`).columnNames);
+      this.columns.set(table, names);
+    }
+    return names.has(column);
+  }
+
+  /**
+   * Adds a column an older schema lacked (`definition`: "name TYPE …", with a default for the
+   * existing rows; ALTER TABLE … ADD COLUMN changes the schema only). True if it was added now.
+   */
+  ensureColumn(table: string, definition: string): boolean {
+    const column = definition.split(" ")[0]!;
+    if (this.hasColumn(table, column)) return false;
+    this.count(this.sql.exec(`ALTER TABLE ${table} ADD COLUMN ${definition}`));
+    this.columns.get(table)!.add(column);
+    return true;
   }
 
   /** Runs a statement; returns the rows it wrote (a compare-and-set checks this). */
@@ -214,19 +263,26 @@ const RunCodec: z.ZodType<RunState> = z.object({
   cancelledAtMs: z.number().nullable(),
 });
 const CallRefCodec = z.object({ id: z.string(), name: z.string() });
-/** Stored without the input's value: it is the canonical text, parsed back (the arguments are kept once). */
+const StoredSubmitFields = {
+  operationId: z.string(),
+  idempotencyKey: z.string(),
+  canonical: z.string(),
+  hash: z.string(),
+  cost: z.number(),
+};
+/**
+ * Stored without the input's value: it is the canonical text, parsed back (the arguments are kept
+ * once). The tool source is named by its hash (`tool_sources` holds it once per run); rows written
+ * before that hold the source itself, and still decode.
+ */
 const StoredCallCodec = z.union([
   z.object({ call: CallRefCodec, fixed: EnvelopeCodec }),
   z.object({
     call: CallRefCodec,
-    submit: z.object({
-      operationId: z.string(),
-      idempotencyKey: z.string(),
-      canonical: z.string(),
-      hash: z.string(),
-      source: ToolSourceCodec,
-      cost: z.number(),
-    }),
+    submit: z.union([
+      z.strictObject({ ...StoredSubmitFields, sourceHash: z.string() }),
+      z.strictObject({ ...StoredSubmitFields, source: ToolSourceCodec }),
+    ]),
     closed: EnvelopeCodec.nullable(),
   }),
 ]);
@@ -234,10 +290,17 @@ type StoredCall = z.infer<typeof StoredCallCodec>;
 const StoredCallsCodec = z.array(StoredCallCodec);
 const InputValueCodec = z.record(z.string(), z.unknown());
 const UsageRowCodec = z.object({ turns: z.number(), calls: z.number(), cost: z.number() });
+const StoredCountsRowCodec = z.object({
+  stored_turns: z.number(),
+  stored_bytes: z.number(),
+  stopped_turns: z.number(),
+  checks: z.number(),
+});
 const TurnGroupRowCodec = z.object({
   key: z.string(),
   turn_stop: z.enum(["max_turns", "max_tool_calls", "deadline", "max_cost"]).nullable(),
   usage_hash: z.string().nullable(),
+  calls: z.number(),
 });
 const TurnRowCodec = z.object({
   id: z.string(),
@@ -302,25 +365,56 @@ export function decodeRun(data: string): RunState {
 }
 export const decodeTurnGroup = (row: unknown): TurnGroup => {
   const group = decodeWith(TurnGroupRowCodec, row, "turn group");
-  return { key: group.key, turnStop: group.turn_stop, usageHash: group.usage_hash };
+  return {
+    key: group.key,
+    turnStop: group.turn_stop,
+    usageHash: group.usage_hash,
+    calls: group.calls,
+  };
 };
 export const decodeUsage = (row: unknown): Usage => {
   const usage = decodeWith(UsageRowCodec, row, "usage");
   return { turns: usage.turns, toolCalls: usage.calls, cost: usage.cost };
 };
 
-export function encodeTurnCalls(calls: readonly TurnCall[]): string {
+export const decodeStoredCounts = (row: unknown): StoredCounts => {
+  const counts = decodeWith(StoredCountsRowCodec, row, "usage");
+  return {
+    turns: counts.stored_turns,
+    bytes: counts.stored_bytes,
+    stopped: counts.stopped_turns,
+    checks: counts.checks,
+  };
+};
+
+/**
+ * `hashOf`: the stored hash of a call's tool source (its `tool_sources` row), so the row names it;
+ * a source without one (e.g. a call decoded from an older row) is kept in the row as it was.
+ */
+export function encodeTurnCalls(
+  calls: readonly TurnCall[],
+  hashOf: (source: ToolSource) => string | undefined = () => undefined,
+): string {
   const stored = calls.map((call): StoredCall => {
     if ("fixed" in call) return call;
-    const { input, ...submit } = call.submit;
+    const { input, source, ...submit } = call.submit;
+    const sourceHash = hashOf(source);
+    const common = { ...submit, canonical: input.canonical, hash: input.hash };
     return {
       call: call.call,
-      submit: { ...submit, canonical: input.canonical, hash: input.hash },
+      submit: sourceHash === undefined ? { ...common, source } : { ...common, sourceHash },
       closed: call.closed,
     };
   });
   return JSON.stringify(stored);
 }
+
+/** A `tool_sources` row's text: decoded once per run object (deep-frozen, shared by its calls). */
+export const decodeToolSource = (text: string): ToolSource =>
+  deepFreeze(decodeWith(ToolSourceCodec, parseJson(text, "tool source"), "tool source"));
+
+/** The stored source a call row names; unknown hashes are corrupt storage. */
+export type SourceLookup = (hash: string) => ToolSource | null;
 
 /** A turn row's columns as one cache key (only for rows whose columns have their stored types). */
 function turnKey(row: unknown): string | null {
@@ -335,25 +429,33 @@ function turnKey(row: unknown): string | null {
   return [...texts, ...numbers, r.settled_cost].join("\u0000");
 }
 
-export function decodeTurn(row: unknown): TurnRecord {
+/** `sourceOf`: resolves the source hashes calls name (a source is content-addressed, so the cache key stays the row). */
+export function decodeTurn(row: unknown, sourceOf: SourceLookup = () => null): TurnRecord {
   const key = turnKey(row);
   const cached = key === null ? undefined : decodedTurns.get(key);
   if (cached) return cached;
-  const decoded = deepFreeze(decodeTurnRow(row));
+  const decoded = deepFreeze(decodeTurnRow(row, sourceOf));
   if (key !== null) decodedTurns.set(key, decoded);
   return decoded;
 }
 
-function decodeTurnRow(row: unknown): TurnRecord {
+function decodeTurnRow(row: unknown, sourceOf: SourceLookup): TurnRecord {
   const turn = decodeWith(TurnRowCodec, row, "turn");
+  const storedSource = (hash: string): ToolSource => {
+    const source = sourceOf(hash);
+    if (!source) throw new Error(`corrupt turn row: no stored tool source ${hash}`);
+    return source;
+  };
   const calls = decodeWith(StoredCallsCodec, parseJson(turn.calls, "turn"), "turn").map(
     (stored): TurnCall => {
       if ("fixed" in stored) return stored;
-      const { canonical, hash, ...submit } = stored.submit;
+      const { canonical, hash, operationId, idempotencyKey, cost } = stored.submit;
+      const source =
+        "source" in stored.submit ? stored.submit.source : storedSource(stored.submit.sourceHash);
       const value = decodeWith(InputValueCodec, parseJson(canonical, "turn"), "turn input");
       return {
         call: stored.call,
-        submit: { ...submit, input: { value, canonical, hash } },
+        submit: { operationId, idempotencyKey, input: { value, canonical, hash }, source, cost },
         closed: stored.closed,
       };
     },

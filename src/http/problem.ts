@@ -35,6 +35,7 @@ export type ApiError =
   | { code: "self_approval"; detail: string }
   | { code: "resend_not_allowed"; detail: string }
   | { code: "turn_conflict"; detail: string }
+  | { code: "run_turn_limit"; detail: string }
   | { code: "unknown_tool"; detail: string }
   | { code: "host_not_allowed"; detail: string }
   | { code: "origin_not_allowed"; detail: string }
@@ -53,6 +54,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "invalid_manifest":
     case "upstream_not_allowed":
     case "turn_conflict":
+    case "run_turn_limit":
     case "unknown_tool":
     case "misconfigured":
     case "unsupported_field":
@@ -143,6 +145,7 @@ export function statusOf(error: ApiError): number {
     case "approval_mismatch":
     case "resend_not_allowed":
     case "turn_conflict":
+    case "run_turn_limit":
     case "tool_changed":
       return 409;
     case "misconfigured":
@@ -179,6 +182,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "approval_mismatch":
     case "self_approval":
     case "resend_not_allowed":
+    case "run_turn_limit":
     case "host_not_allowed":
     case "origin_not_allowed":
     case "not_verifiable":

@@ -63,6 +63,39 @@ describe("turn groups (turn_key)", () => {
     expect((await r.up.state()).effects).toHaveLength(1);
   });
 
+  it("one turn_key holds at most one model response's calls (64): a post past that is 409 turn_conflict, nothing sent, nothing counted", async () => {
+    const r = await runWith({ max_turns: 1 });
+    const valid = (id: string) => ({ id, name: r.name, arguments: { amount: 5, currency: "usd" } });
+    // Refused by the gate (nothing sent), but calls of the response all the same.
+    const invalid = (id: string) => ({
+      id,
+      name: r.name,
+      arguments: { amount: -1, currency: "usd" },
+    });
+    const ids = (prefix: string, n: number) => Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+    const a = await r.post({
+      calls: [valid("v1"), ...ids("a", 40).map(invalid)],
+      turn_key: "resp_1",
+    });
+    const b = await r.post({ calls: ids("b", 23).map(invalid), turn_key: "resp_1" });
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect(a.body.results[0].status).toBe("succeeded");
+    const before = await r.usage();
+    expect(before).toEqual({ turns: 1, tool_calls: 1, cost: 1 });
+    // The 65th call under the same key would make max_turns count nothing for another response.
+    const past = await r.post({ calls: [valid("v2")], turn_key: "resp_1" });
+    expect(past.status).toBe(409);
+    expect(past.body).toMatchObject({
+      code: "turn_conflict",
+      detail: expect.stringContaining("new turn_key"),
+    });
+    expect(await r.usage()).toEqual(before);
+    // Under a new key it is a new model turn, which max_turns refuses.
+    const next = await r.post({ calls: [valid("v2")], turn_key: "resp_2" });
+    expect(next.body.results[0]).toMatchObject({ status: "budget_exhausted", code: "max_turns" });
+    expect((await r.up.state()).effects).toHaveLength(1);
+  });
+
   it("accepts an @openai/agents ModelResponse and an AI SDK model call as posted by the SDKs", async () => {
     const r = await runWith({});
     const agents = await r.post(

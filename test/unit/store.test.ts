@@ -107,6 +107,90 @@ describe("row codecs", () => {
   });
 });
 
+describe("tool sources are stored once per run; a call row names its source by hash", () => {
+  const big = {
+    kind: "manifest" as const,
+    manifest: { name: "y", description: "d".repeat(42_000) },
+  };
+  const manyCalls: TurnCall[] = Array.from({ length: 64 }, (_, i) => ({
+    call: { id: `c${i}`, name: "y" },
+    submit: {
+      operationId: `op_${i}`,
+      idempotencyKey: `tg_${i}`,
+      input: { value: { amount: i }, canonical: `{"amount":${i}}`, hash: `h${i}` },
+      source: big,
+      cost: 1,
+    },
+    closed: null,
+  }));
+  const hashOf = (source: unknown) => (source === big ? "src_big" : undefined);
+  const sourceOf = (hash: string) => (hash === "src_big" ? big : null);
+
+  it("a 64-call turn of a 42 KB manifest stays small, and decodes back to the same calls", () => {
+    const text = encodeTurnCalls(manyCalls, hashOf);
+    expect(text.length).toBeLessThan(16 * 1024);
+    expect(text).not.toContain("ddd");
+    const decoded = decodeTurn(row({ id: "turn_hashed", calls: text }), sourceOf);
+    expect(decoded.calls).toEqual(manyCalls);
+  });
+  it("a row naming a source the run does not hold is refused as corrupt", () => {
+    const text = encodeTurnCalls(manyCalls.slice(0, 1), hashOf);
+    expect(() => decodeTurn(row({ id: "turn_orphan", calls: text }), () => null)).toThrow(
+      /corrupt turn row: no stored tool source src_big/,
+    );
+  });
+  it("a row written before sources were stored by hash (the source in every call) still decodes", () => {
+    // Exactly what e1168c0's encodeTurnCalls wrote: a deployed run keeps working.
+    const old = JSON.stringify([
+      { call: { id: "c1", name: "x" }, fixed: refusal("rejected", "op_r", "forbidden", "no") },
+      {
+        call: { id: "c2", name: "y" },
+        submit: {
+          operationId: "op_1",
+          idempotencyKey: "tg_1",
+          source: { kind: "manifest", manifest: { name: "y" } },
+          cost: 1,
+          canonical: '{"amount":5}',
+          hash: "ab",
+        },
+        closed: refusal("cancelled", "op_1", "cancelled", "closed"),
+      },
+    ]);
+    const decoded = decodeTurn(row({ id: "turn_old", calls: old }), () => null);
+    expect(decoded.calls[1]).toEqual({
+      call: { id: "c2", name: "y" },
+      submit: {
+        operationId: "op_1",
+        idempotencyKey: "tg_1",
+        input: { value: { amount: 5 }, canonical: '{"amount":5}', hash: "ab" },
+        source: { kind: "manifest", manifest: { name: "y" } },
+        cost: 1,
+      },
+      closed: refusal("cancelled", "op_1", "cancelled", "closed"),
+    });
+    // Re-encoded (a cancel closing a call) without a known hash, it keeps its source inline.
+    expect(JSON.parse(encodeTurnCalls(decoded.calls))).toEqual(JSON.parse(old));
+  });
+  it("a call holding both a source and a source hash is refused as corrupt", () => {
+    const both = JSON.stringify([
+      {
+        call: { id: "c2", name: "y" },
+        submit: {
+          operationId: "op_1",
+          idempotencyKey: "tg_1",
+          source: { kind: "code", name: "x" },
+          sourceHash: "src_big",
+          cost: 1,
+          canonical: "{}",
+          hash: "ab",
+        },
+        closed: null,
+      },
+    ]);
+    expect(() => decodeTurn(row({ id: "turn_both", calls: both }), sourceOf)).toThrow(/corrupt/);
+  });
+});
+
 describe("decoded rows are cached by their exact text (the replay path reads them per turn)", () => {
   it("the same run text decodes once: the same frozen value comes back", () => {
     const text = encodeRun({ ...run, runId: "run_cached" });

@@ -268,7 +268,7 @@ describe("turn groups (calls of one model response posted separately under one t
     modelCost = 3,
     nowMs = 100,
   ) => {
-    const admission = admitToGroup(existing, usageHash);
+    const admission = admitToGroup(existing, usageHash, 1, 64);
     if (!admission.ok) throw new Error(admission.error.detail);
     const calls = await frozen(r, [call("c1", 1)]);
     return planTurn(r, before, { id: "turn_g", contentHash: "ch" }, calls, modelCost, nowMs, {
@@ -282,23 +282,29 @@ describe("turn groups (calls of one model response posted separately under one t
   it("the first post counts one turn, charges the usage and stores the verdict", async () => {
     const p = await plan(run(), usage0, null, "u1");
     expect(p.usage).toEqual({ turns: 1, toolCalls: 1, cost: 2 + 3 });
-    expect(p.group).toEqual({ key: "k1", turnStop: null, usageHash: "u1" });
+    expect(p.group).toEqual({ key: "k1", turnStop: null, usageHash: "u1", calls: 1 });
     expect(p.record.modelCost).toBe(3);
   });
   it("a later post with the same usage joins: no new turn, usage not charged again", async () => {
     const before = { turns: 1, toolCalls: 1, cost: 5 };
-    const p = await plan(run(), before, { key: "k1", turnStop: null, usageHash: "u1" }, "u1");
+    const p = await plan(
+      run(),
+      before,
+      { key: "k1", turnStop: null, usageHash: "u1", calls: 1 },
+      "u1",
+    );
     expect(p.usage).toEqual({ turns: 1, toolCalls: 2, cost: 7 });
     expect(p.record.modelCost).toBe(0);
     expect(p.record.seq).toBe(1);
-    expect(p.group).toBeNull();
+    // Only its calls are counted in the key's row.
+    expect(p.group).toEqual({ key: "k1", turnStop: null, usageHash: "u1", calls: 2 });
   });
   it("a joining post is admitted even when max_turns is now used up by its own model turn", async () => {
     const r = run({ budgets: { max_turns: 1 } });
     const p = await plan(
       r,
       { turns: 1, toolCalls: 1, cost: 2 },
-      { key: "k1", turnStop: null, usageHash: null },
+      { key: "k1", turnStop: null, usageHash: null, calls: 1 },
       null,
     );
     expect(shape(p.record.calls)).toEqual(["submit"]);
@@ -308,7 +314,7 @@ describe("turn groups (calls of one model response posted separately under one t
     const p = await plan(
       r,
       { turns: 2, toolCalls: 1, cost: 2 },
-      { key: "k1", turnStop: "max_turns", usageHash: null },
+      { key: "k1", turnStop: "max_turns", usageHash: null, calls: 1 },
       null,
     );
     expect(shape(p.record.calls)).toEqual(["budget_exhausted/max_turns"]);
@@ -319,7 +325,7 @@ describe("turn groups (calls of one model response posted separately under one t
     const p = await plan(
       r,
       { turns: 1, toolCalls: 1, cost: 2 },
-      { key: "k1", turnStop: null, usageHash: null },
+      { key: "k1", turnStop: null, usageHash: null, calls: 1 },
       null,
       3,
       100,
@@ -330,16 +336,38 @@ describe("turn groups (calls of one model response posted separately under one t
     const p = await plan(
       run(),
       { turns: 1, toolCalls: 1, cost: 2 },
-      { key: "k1", turnStop: null, usageHash: null },
+      { key: "k1", turnStop: null, usageHash: null, calls: 1 },
       "u1",
     );
     expect(p.record.modelCost).toBe(3);
-    expect(p.group).toEqual({ key: "k1", turnStop: null, usageHash: "u1" });
+    expect(p.group).toEqual({ key: "k1", turnStop: null, usageHash: "u1", calls: 2 });
   });
   it("other usage for the same key is a turn_conflict", () => {
-    const verdict = admitToGroup({ key: "k1", turnStop: null, usageHash: "u1" }, "u2");
+    const verdict = admitToGroup(
+      { key: "k1", turnStop: null, usageHash: "u1", calls: 1 },
+      "u2",
+      1,
+      64,
+    );
     expect(verdict.ok).toBe(false);
     if (!verdict.ok) expect(verdict.error.code).toBe("turn_conflict");
+  });
+  // The key is the agent's: without a bound, every post under one key would join the first turn.
+  it.each([
+    ["the first post of a key", null, 64, true],
+    ["a join up to one response's calls", 63, 1, true],
+    ["a join of many calls up to the cap", 32, 32, true],
+    ["a join one call past the cap", 64, 1, false],
+    ["a join that would cross the cap", 60, 5, false],
+  ] as const)("%s (held %s, posting %s): admitted %s", (_what, held, post, admitted) => {
+    const existing =
+      held === null ? null : { key: "k1", turnStop: null, usageHash: null, calls: held };
+    const verdict = admitToGroup(existing, null, post, 64);
+    expect(verdict.ok).toBe(admitted);
+    if (!verdict.ok) {
+      expect(verdict.error.code).toBe("turn_conflict");
+      expect(verdict.error.detail).toContain("new turn_key");
+    }
   });
 });
 
