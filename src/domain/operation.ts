@@ -134,9 +134,10 @@ export type OperationEvent =
   | { type: "cancel"; by: string }
   /**
    * The host's retry budget refused the automatic retry or resend this alarm was about to send
-   * (domain/retry-budget.ts): wait until `untilMs`, same attempt, same phase.
+   * (domain/retry-budget.ts), or (`unavailable`) the run or the tenant could not be asked before
+   * it: wait until `untilMs`, same attempt, same phase. Nothing was sent.
    */
-  | { type: "retry_deferred"; untilMs: number; reason: "retry_budget"; detail: string }
+  | { type: "retry_deferred"; untilMs: number; reason: "retry_budget" | "unavailable"; detail: string }
   /** The approver's preview came back (shown with the request; it changes nothing else). */
   | {
       type: "preview_finished";
@@ -191,8 +192,25 @@ export type TransitionError =
 
 /** A watchdog fires this long after an attempt's own timeout if its result never got recorded. */
 export const WATCHDOG_GRACE_MS = 5_000;
-/** While waiting for a resource lock, ask it again this often (a grant notice may have been lost). */
+/**
+ * While waiting for a resource lock, ask it again (a grant notice may have been lost) after 30 s,
+ * then at doubling gaps up to 10 min: the grant notice is the normal path, and a queue behind an
+ * operation that waits for a person may wait for days.
+ */
 export const LOCK_RECHECK_MS = 30_000;
+export const LOCK_RECHECK_MAX_MS = 600_000;
+
+/** The first recheck after `nowMs` on the schedule that starts when the wait began (so it needs no stored counter). */
+export function nextLockRecheckAtMs(requestedAtMs: number, nowMs: number): number {
+  let atMs = requestedAtMs + LOCK_RECHECK_MS;
+  let gapMs = 2 * LOCK_RECHECK_MS;
+  while (atMs <= nowMs && gapMs < LOCK_RECHECK_MAX_MS) {
+    atMs += gapMs;
+    gapMs = Math.min(2 * gapMs, LOCK_RECHECK_MAX_MS);
+  }
+  if (atMs <= nowMs) atMs += Math.ceil((nowMs - atMs + 1) / gapMs) * gapMs;
+  return atMs;
+}
 
 /**
  * The lease on plan.resource is held from the first attempt until the outcome is settled: every
@@ -354,7 +372,10 @@ function beginExecution(plan: OperationPlan, nowMs: number, trace: TraceEvent[])
   if (!plan.resource) return startAttempt(1, nowMs, nowMs, plan, null, trace);
   return {
     state: { phase: "awaiting_lock", requestedAtMs: nowMs, blockedBy: null },
-    effects: [{ kind: "set_alarm", atMs: nowMs + LOCK_RECHECK_MS }, { kind: "acquire_lock" }],
+    effects: [
+      { kind: "set_alarm", atMs: nextLockRecheckAtMs(nowMs, nowMs) },
+      { kind: "acquire_lock" },
+    ],
     trace: [...trace, { type: "awaiting_lock", at_ms: nowMs, resource: plan.resource }],
     changed: true,
   };
@@ -999,7 +1020,10 @@ function onAlarm(
     case "awaiting_lock":
       return {
         ...unchanged(state),
-        effects: [{ kind: "set_alarm", atMs: nowMs + LOCK_RECHECK_MS }, { kind: "acquire_lock" }],
+        effects: [
+          { kind: "set_alarm", atMs: nextLockRecheckAtMs(state.requestedAtMs, nowMs) },
+          { kind: "acquire_lock" },
+        ],
       };
     case "executing":
       if (inFlight)
@@ -1167,6 +1191,32 @@ function summarize(observed: Observation): Record<string, unknown> {
 /** Settled = nothing more will happen without a person: the caller can stop waiting. */
 export const isSettled = (state: OperationState): boolean =>
   state.phase === "recorded" || (state.phase === "outcome_unknown" && state.reconcile === "human");
+
+/**
+ * When this state's own alarm is due: what the transitions into it armed (null: none, or a recorded
+ * operation, whose only alarm is its pruning, which the shell knows). The shell puts the alarm back
+ * here after something else (an outbox redelivery) moved it earlier.
+ */
+export function stateAlarmAtMs(
+  state: OperationState,
+  plan: OperationPlan,
+  nowMs: number,
+): number | null {
+  switch (state.phase) {
+    case "awaiting_approval":
+      return plan.approval?.expiresAtMs ?? null;
+    case "awaiting_lock":
+      return nextLockRecheckAtMs(state.requestedAtMs, nowMs);
+    case "executing":
+    case "reconciling":
+      return watchdogAt(plan, state.startedAtMs);
+    case "retry_scheduled":
+    case "outcome_unknown":
+      return state.dueAtMs;
+    case "recorded":
+      return null;
+  }
+}
 
 /** When the operation will next act by itself (null: in flight now, or never). */
 export function nextDueAtMs(state: OperationState): number | null {
