@@ -162,7 +162,14 @@ export function transition(
         case "waiting":
           // Its first attempt ran, so it knows it holds the lock: no grant notice, a longer lease.
           return ok(
-            extend(state, holder, holder.leaseMs, nowMs, false, Math.max(holder.leaseMs, PERSON_LEASE_MS)),
+            extend(
+              state,
+              holder,
+              holder.leaseMs,
+              nowMs,
+              false,
+              Math.max(holder.leaseMs, PERSON_LEASE_MS),
+            ),
           );
         case "unreachable":
           return ok({

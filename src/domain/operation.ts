@@ -137,7 +137,12 @@ export type OperationEvent =
    * (domain/retry-budget.ts), or (`unavailable`) the run or the tenant could not be asked before
    * it: wait until `untilMs`, same attempt, same phase. Nothing was sent.
    */
-  | { type: "retry_deferred"; untilMs: number; reason: "retry_budget" | "unavailable"; detail: string }
+  | {
+      type: "retry_deferred";
+      untilMs: number;
+      reason: "retry_budget" | "unavailable";
+      detail: string;
+    }
   /** The approver's preview came back (shown with the request; it changes nothing else). */
   | {
       type: "preview_finished";

@@ -824,14 +824,14 @@ export class OperationObject extends DurableObject<Env> {
               detail: `toolgate could not read the tenant's secrets for this attempt (${asked?.detail ?? ""})`,
             }
           : !secrets!.ok
-          ? { kind: "config_error", detail: secrets!.error }
-          : await sendAttempt(loaded.value.spec, loaded.value.input, {
-              idempotencyKey: loaded.value.plan.idempotencyKey,
-              secrets: secrets!.value,
-              config: configFor(this.env, loaded.value.spec.configNames),
-              signal: abort.signal,
-              fencingToken: this.fencingToken(),
-            });
+            ? { kind: "config_error", detail: secrets!.error }
+            : await sendAttempt(loaded.value.spec, loaded.value.input, {
+                idempotencyKey: loaded.value.plan.idempotencyKey,
+                secrets: secrets!.value,
+                config: configFor(this.env, loaded.value.spec.configNames),
+                signal: abort.signal,
+                fencingToken: this.fencingToken(),
+              });
     } catch (error) {
       // sendAttempt never throws by contract; if it does, the request may already have gone out.
       observation = {
@@ -990,8 +990,7 @@ export class OperationObject extends DurableObject<Env> {
 
   private outboxPending(): boolean {
     return (
-      this.store.exists("op_outbox") &&
-      this.store.one("SELECT seq FROM op_outbox LIMIT 1") !== null
+      this.store.exists("op_outbox") && this.store.one("SELECT seq FROM op_outbox LIMIT 1") !== null
     );
   }
 
@@ -1021,7 +1020,10 @@ export class OperationObject extends DurableObject<Env> {
         continue;
       }
       const attempts = row.attempts + 1;
-      const delayMs = Math.min(OUTBOX_RETRY_MAX_MS, OUTBOX_RETRY_MS * 2 ** Math.min(attempts - 1, 20));
+      const delayMs = Math.min(
+        OUTBOX_RETRY_MAX_MS,
+        OUTBOX_RETRY_MS * 2 ** Math.min(attempts - 1, 20),
+      );
       this.store.run(
         "UPDATE op_outbox SET attempts = ?, next_at_ms = ? WHERE seq = ? AND kind = ?",
         attempts,
@@ -1055,8 +1057,7 @@ export class OperationObject extends DurableObject<Env> {
       ? (this.store.one<{ at: number | null }>("SELECT MIN(next_at_ms) AS at FROM op_outbox")?.at ??
         null)
       : null;
-    const at =
-      atMs === null ? outboxAtMs : outboxAtMs === null ? atMs : Math.min(atMs, outboxAtMs);
+    const at = atMs === null ? outboxAtMs : outboxAtMs === null ? atMs : Math.min(atMs, outboxAtMs);
     void (at === null ? this.ctx.storage.deleteAlarm() : this.ctx.storage.setAlarm(at));
   }
 
@@ -1485,6 +1486,8 @@ export function inboxPreview(preview: Preview | null): ApprovalItem["preview"] {
   const bytes = new TextEncoder().encode(JSON.stringify(preview.body ?? null));
   if (bytes.length <= INBOX_PREVIEW_BYTES) return { ...preview, truncated: false };
   // A character cut in half decodes as U+FFFD: dropped, so the kept text is only whole characters.
-  const kept = new TextDecoder().decode(bytes.subarray(0, INBOX_PREVIEW_BYTES)).replace(/\uFFFD+$/, "");
+  const kept = new TextDecoder()
+    .decode(bytes.subarray(0, INBOX_PREVIEW_BYTES))
+    .replace(/\uFFFD+$/, "");
   return { ...preview, body: kept, truncated: true };
 }

@@ -42,7 +42,7 @@ function decoded(text: string): string | null {
 /** Malformed entries already reported, per configured value: logged once per isolate, not per push. */
 const warned = new Set<string>();
 function warnOnce(raw: string, index: number): void {
-  const key = `${raw.length}:${raw}:${index}`;
+  const key = `${index} ${raw}`;
   if (warned.has(key)) return;
   if (warned.size >= 64) warned.clear();
   warned.add(key);

@@ -466,7 +466,9 @@ export class TenantObject extends DurableObject<Env> {
       return {
         ...rest,
         // Rows written before the inbox capped previews had no flag: they were never cut.
-        preview: rest.preview ? { ...rest.preview, truncated: rest.preview.truncated ?? false } : null,
+        preview: rest.preview
+          ? { ...rest.preview, truncated: rest.preview.truncated ?? false }
+          : null,
         requested_at: iso(requested_at_ms),
         expires_at: iso(expires_at_ms),
         decided_at: decided_at_ms === null ? null : iso(decided_at_ms),

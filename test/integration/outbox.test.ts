@@ -51,8 +51,10 @@ const unknownIds = async (limit = 100) =>
     (o: any) => o.operation_id,
   );
 const outboxRows = (operationId: string) =>
-  runInDurableObject(opStub(operationId), (_instance: unknown, state: DurableObjectState) =>
-    state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM op_outbox").one().n,
+  runInDurableObject(
+    opStub(operationId),
+    (_instance: unknown, state: DurableObjectState) =>
+      state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM op_outbox").one().n,
   );
 
 describe("approvals inbox from the outbox", () => {

@@ -4,7 +4,10 @@ import { describe, expect, it } from "vitest";
 import { envelopeFor } from "../../src/domain/envelope.ts";
 import {
   isSettled,
+  LOCK_RECHECK_MAX_MS,
   nextDueAtMs,
+  nextLockRecheckAtMs,
+  stateAlarmAtMs,
   transition,
   WATCHDOG_GRACE_MS,
   type Effect,
@@ -936,5 +939,170 @@ describe("body lost after 2xx headers: exactly one classified observation", () =
       expect(says(first.state, safety)).toMatch(/took effect/);
       expect(says(first.state, safety)).not.toMatch(NOT_APPLIED);
     }
+  });
+});
+
+describe("waiting for a resource lock: rechecks back off, the grant notice is the normal path", () => {
+  const locked: OperationPlan = { ...plan("keyed"), resource: "order:1" };
+  const waiting = (requestedAtMs: number): OperationState => ({
+    phase: "awaiting_lock",
+    requestedAtMs,
+    blockedBy: "op_other",
+  });
+  const S = 1_000;
+
+  it.each([
+    ["at the start", 0, 30_000],
+    ["at the first recheck", 30_000, 90_000],
+    ["between rechecks", 100_000, 210_000],
+    ["the gaps double", 210_000, 450_000],
+    ["…up to 10 min", 930_000, 1_530_000],
+    ["then every 10 min", 1_530_000, 2_130_000],
+    ["a week later, still on the 10 min grid", 7 * 86_400_000 + 5, 7 * 86_400_000 + 330_000],
+  ] as const)("%s: waited %i ms → next recheck at +%i ms", (_name, waitedMs, nextMs) => {
+    expect(nextLockRecheckAtMs(S, S + waitedMs)).toBe(S + nextMs);
+    const at = transition(waiting(S), { type: "alarm", inFlight: false }, locked, S + waitedMs);
+    expect(at.ok && at.value.effects).toEqual([
+      { kind: "set_alarm", atMs: S + nextMs },
+      { kind: "acquire_lock" },
+    ]);
+  });
+
+  it("a day of waiting asks the lock about 150 times (every 30 s was 2,880), never more than 10 min apart", () => {
+    let nowMs = S;
+    const rechecks: number[] = [];
+    while (nowMs < S + 86_400_000) {
+      nowMs = nextLockRecheckAtMs(S, nowMs);
+      rechecks.push(nowMs);
+    }
+    expect(rechecks.length).toBeLessThan(160);
+    const gaps = rechecks.slice(1).map((at, i) => at - rechecks[i]!);
+    expect(Math.max(...gaps)).toBe(LOCK_RECHECK_MAX_MS);
+  });
+
+  it("a waiter the run denies (deadline, cancel) is recorded with the denial and gives up its place", () => {
+    const s = step(
+      waiting(S),
+      { type: "denied", status: "cancelled", code: "cancelled", message: "The run was cancelled." },
+      locked,
+    );
+    expect(s.state).toMatchObject({ phase: "recorded", outcome: { status: "cancelled" } });
+    expect(s.effects).toContainEqual({ kind: "release_lock" });
+  });
+});
+
+describe("stateAlarmAtMs: the alarm each state armed, so the shell can put it back", () => {
+  const approval: OperationPlan = {
+    ...plan("keyed"),
+    approval: {
+      inputHash: "h",
+      policyVersion: "v",
+      requestedBy: "u1",
+      fourEyes: true,
+      expiresAtMs: 99_000,
+      preview: false,
+    },
+  };
+  it.each([
+    [
+      "awaiting_approval: its expiry",
+      { phase: "awaiting_approval", requestedAtMs: 0 },
+      approval,
+      99_000,
+    ],
+    [
+      "awaiting_lock: the next recheck",
+      { phase: "awaiting_lock", requestedAtMs: 0, blockedBy: null },
+      plan("keyed"),
+      30_000,
+    ],
+    ["executing: the watchdog", executing(), plan("keyed"), 2_000 + WATCHDOG_GRACE_MS],
+    [
+      "retry_scheduled: the retry",
+      {
+        phase: "retry_scheduled",
+        attempt: 1,
+        dueAtMs: 42_000,
+        firstAttemptAtMs: 0,
+        reason: "",
+        mayHaveApplied: null,
+      },
+      plan("keyed"),
+      42_000,
+    ],
+    [
+      "outcome_unknown for a person: none",
+      {
+        phase: "outcome_unknown",
+        attempt: 1,
+        firstAttemptAtMs: 0,
+        code: "timeout_unknown",
+        ambiguousAtMs: 0,
+        reconcile: "human",
+        dueAtMs: null,
+        lookups: 0,
+        reason: "",
+        ifNotApplied: null,
+      },
+      plan("neither"),
+      null,
+    ],
+  ] as const)("%s", (_name, state, p, expected) => {
+    expect(stateAlarmAtMs(state as OperationState, p, 10_000)).toBe(expected);
+  });
+});
+
+describe("toolgate's own dependencies failing before a send", () => {
+  const notSent: Observation = {
+    kind: "not_sent",
+    detail: "toolgate could not read the tenant's secrets for this attempt",
+  };
+
+  it.each(["read", "keyed", "lookup", "neither"] as const)(
+    "%s: not_sent is a retry that may not have applied (nothing was handed to the network)",
+    (safety) => {
+      const s = step(
+        executing(),
+        { type: "attempt_finished", attempt: 1, observation: notSent },
+        plan(safety),
+      );
+      expect(s.state).toMatchObject({ phase: "retry_scheduled", attempt: 1, mayHaveApplied: null });
+    },
+  );
+
+  it("not_sent after an ambiguous attempt keeps the ambiguity: exhaustion then stays outcome_unknown", () => {
+    const ambiguous: OperationState = {
+      ...executing(2),
+      mayHaveApplied: { atMs: 0, code: "timeout_unknown" },
+    } as OperationState;
+    const s = step(
+      ambiguous,
+      { type: "attempt_finished", attempt: 2, observation: notSent },
+      plan("neither", 2),
+    );
+    expect(s.state).toMatchObject({ phase: "outcome_unknown", reconcile: "human" });
+    expect(says(s.state, "neither")).not.toMatch(NOT_APPLIED);
+  });
+
+  it("retry_deferred `unavailable` keeps the phase and attempt, moves the due time, and says why", () => {
+    const scheduled: OperationState = {
+      phase: "retry_scheduled",
+      attempt: 1,
+      dueAtMs: T - 1,
+      firstAttemptAtMs: 0,
+      reason: "HTTP 429",
+      mayHaveApplied: null,
+    };
+    const s = step(scheduled, {
+      type: "retry_deferred",
+      untilMs: T + 5_000,
+      reason: "unavailable",
+      detail:
+        "toolgate could not prepare the request: the run could not be asked; nothing was sent",
+    });
+    expect(s.state).toMatchObject({ phase: "retry_scheduled", attempt: 1 });
+    expect(nextDueAtMs(s.state)).toBeGreaterThanOrEqual(T + 5_000);
+    expect(s.effects).toEqual([{ kind: "set_alarm", atMs: nextDueAtMs(s.state) }]);
+    expect(s.trace[0]).toMatchObject({ type: "retry_deferred", reason: "unavailable" });
   });
 });

@@ -6,7 +6,11 @@ import { describe, expect, it } from "vitest";
 import { envelopeFor } from "../../src/domain/envelope.ts";
 import { transition, type OperationPlan, type OperationState } from "../../src/domain/operation.ts";
 import type { RepeatSafety } from "../../src/domain/classify.ts";
-import { DEFERRAL_JITTER_MS, planDeferral } from "../../src/domain/retry-deferral.ts";
+import {
+  backoffSinceMs,
+  DEFERRAL_JITTER_MS,
+  planDeferral,
+} from "../../src/domain/retry-deferral.ts";
 import { NO_REDACTION } from "../../src/domain/redact.ts";
 import { traceStep, type TraceDetails } from "../../src/domain/trace.ts";
 
@@ -247,5 +251,16 @@ describe("deferral timing and trace", () => {
       ["retry_deferred", undefined],
       ["recorded", "recorded"],
     ]);
+  });
+});
+
+describe("backoffSinceMs: waiting on toolgate's own objects (the run, the tenant, a failing alarm)", () => {
+  it.each([
+    ["just started: the floor", 0, 5_000],
+    ["failing for 3 s: still the floor", 3_000, 5_000],
+    ["failing for a minute: wait a minute (so the time since doubles)", 60_000, 60_000],
+    ["failing for an hour: the 10 min cap", 3_600_000, 600_000],
+  ] as const)("%s", (_name, failingForMs, waitMs) => {
+    expect(backoffSinceMs(T, T + failingForMs)).toBe(waitMs);
   });
 });
