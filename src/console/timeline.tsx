@@ -114,7 +114,13 @@ export function describeEvent(event: TraceEvent): {
         ],
       };
     case "retry_deferred":
-      return { label: "Retry deferred by the host's retry budget", fields: omit("attempt") };
+      return {
+        label:
+          rest.reason === "unavailable"
+            ? "Retry deferred: toolgate could not prepare it (nothing sent)"
+            : "Retry deferred by the host's retry budget",
+        fields: omit("attempt"),
+      };
     case "outcome_unknown":
       return { label: "Outcome unknown", fields: omit() };
     case "reconcile_started":

@@ -94,6 +94,9 @@ export function classify(safety: RepeatSafety, observed: Observation): Decision 
         ),
         coversEarlierAttempts: false,
       };
+    case "not_sent":
+      // Stopped inside toolgate before fetch: a retry for every tool, and it settles nothing earlier.
+      return { kind: "retry", retryAfterMs: null, reason: observed.detail, mayHaveApplied: null };
     case "timeout":
       return ambiguous(safety, "timeout_unknown", observed.detail);
     case "connection_lost":

@@ -15,8 +15,11 @@ export type LockHolder = {
 export type LockWaiter = { operationId: string; leaseMs: number; enqueuedAtMs: number };
 export type LockState = { holder: LockHolder | null; queue: LockWaiter[]; lastToken: number };
 
-/** What the holder said when its lease ran out; `unreachable` = the question itself failed (no answer is not "gone"). */
-export type HolderAnswer = "active" | "settled" | "gone" | "unreachable";
+/**
+ * What the holder said when its lease ran out; `unreachable` = the question itself failed (no
+ * answer is not "gone"); `waiting` = active, but only a person can move it on (an unknown outcome).
+ */
+export type HolderAnswer = "active" | "waiting" | "settled" | "gone" | "unreachable";
 
 export type LockEvent =
   | { type: "acquire"; operationId: string; leaseMs: number }
@@ -51,6 +54,12 @@ export const MAX_LEASE_MS = 24 * 60 * 60_000;
 export const MAX_QUEUE = 1_000;
 /** How soon to ask again when the holder could not be asked at all. */
 export const ASK_RETRY_MS = 30_000;
+/**
+ * The lease given to a holder that waits for a person (hours or days): asking it every lease period
+ * cost a write and an RPC each time for nothing, since only its own release (when the person
+ * settles it) frees the lock anyway.
+ */
+export const PERSON_LEASE_MS = 6 * 60 * 60_000;
 
 export function transition(
   state: LockState,
@@ -150,6 +159,18 @@ export function transition(
           // Slow or waiting on a person is not vanished: extend, and repeat the grant notice in
           // case the first one was lost (the shell may stop between commit and notify).
           return ok(extend(state, holder, holder.leaseMs, nowMs, true));
+        case "waiting":
+          // Its first attempt ran, so it knows it holds the lock: no grant notice, a longer lease.
+          return ok(
+            extend(
+              state,
+              holder,
+              holder.leaseMs,
+              nowMs,
+              false,
+              Math.max(holder.leaseMs, PERSON_LEASE_MS),
+            ),
+          );
         case "unreachable":
           return ok({
             ...unchanged(state),
@@ -201,15 +222,16 @@ function grant(state: LockState, waiter: LockWaiter, nowMs: number, notify: bool
   return { state: { ...state, holder, lastToken: fencingToken }, effects, changed: true };
 }
 
-/** Same holder, same token, a lease of `leaseMs` from now. */
+/** Same holder, same token, a lease of `leaseMs` (this time only: `forMs`) from now. */
 function extend(
   state: LockState,
   holder: LockHolder,
   leaseMs: number,
   nowMs: number,
   notify: boolean,
+  forMs = leaseMs,
 ): LockStep {
-  const next: LockHolder = { ...holder, leaseMs, leaseExpiresAtMs: nowMs + leaseMs };
+  const next: LockHolder = { ...holder, leaseMs, leaseExpiresAtMs: nowMs + forMs };
   const effects: LockEffect[] = [{ kind: "set_alarm", atMs: next.leaseExpiresAtMs }];
   if (notify)
     effects.push({

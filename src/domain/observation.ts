@@ -14,7 +14,12 @@ export type Observation =
   | { kind: "connection_lost"; detail: string }
   | { kind: "crash" }
   /** The request could not be built (a secret is missing, the stored tool no longer compiles): nothing was sent. */
-  | { kind: "config_error"; detail: string };
+  | { kind: "config_error"; detail: string }
+  /**
+   * toolgate could not prepare the request because one of its own objects did not answer (the
+   * tenant's secrets): it was never handed to the network, so nothing was sent (known, not guessed).
+   */
+  | { kind: "not_sent"; detail: string };
 
 export type LookupObservation =
   | { kind: "found"; result: unknown }

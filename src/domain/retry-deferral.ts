@@ -26,3 +26,15 @@ export function planDeferral(args: {
   if (dueAtMs - args.firstAttemptAtMs > args.policy.maxElapsedMs) return { kind: "exhausted" };
   return { kind: "defer", dueAtMs };
 }
+
+/** Bounds of backoffSinceMs: the first wait, and the longest. */
+export const UNAVAILABLE_MIN_MS = 5_000;
+export const UNAVAILABLE_MAX_MS = 600_000;
+
+/**
+ * How long to wait before trying again when something toolgate itself needs did not answer (the
+ * run, the tenant, a failing alarm): as long as it has been failing since `sinceMs`, within
+ * 5 s–10 min. Each wait at least doubles the time since `sinceMs`, so it backs off with no counter.
+ */
+export const backoffSinceMs = (sinceMs: number, nowMs: number): number =>
+  Math.min(UNAVAILABLE_MAX_MS, Math.max(UNAVAILABLE_MIN_MS, nowMs - sinceMs));

@@ -5,7 +5,11 @@
 // Memory holds only what cannot be stored: whether this instance has a request in flight. Nothing
 // here throws across the stub: a stored tool that no longer compiles is an observation, not an error.
 // Tenant secrets are fetched for each attempt before its row is written (never cached, never
-// stored); approvals mirror into the tenant's inbox, which is derived from this log.
+// stored); approvals mirror into the tenant's inbox, which is derived from this log, through a
+// transactional outbox: each update is a row written in the transition's own transaction, delivered
+// after the commit and by the alarm until the tenant acknowledges it (a crash or a failed RPC delays
+// it, never loses it). No RPC failure before a send is a throw: it is a typed answer, a deferral or a
+// `not_sent` observation, and an alarm whose work fails re-arms itself with backoff.
 // Trace events are annotated, redacted by the tool's `redact` pointers and hash-chained inside the
 // transaction that appends them (domain/trace.ts); each attempt and decision is one JSON log line; a
 // recorded operation's spans are pushed to OTEL_EXPORTER_OTLP_ENDPOINT in the background. A settled
@@ -19,8 +23,12 @@ import { envelopeFor, refusal, type Envelope } from "../domain/envelope.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
 import {
   isSettled,
+  LOCK_RECHECK_MS,
+  nextDueAtMs,
+  stateAlarmAtMs,
   transition,
   WATCHDOG_GRACE_MS,
+  type Effect,
   type OperationPlan,
   type OperationEvent,
   type OperationState,
@@ -31,6 +39,7 @@ import {
 import { otlpTrace } from "../domain/otlp.ts";
 import { redactDocument, redactionFor, scrub, type Redaction } from "../domain/redact.ts";
 import { err, ok, type Result } from "../domain/result.ts";
+import { backoffSinceMs } from "../domain/retry-deferral.ts";
 import { idempotencyTrust } from "../domain/verification.ts";
 import {
   logLine,
@@ -56,10 +65,34 @@ import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
 import { collectorFor, pushSpans } from "./otlp-push.ts";
 import { askRetryBudget, budgetKeyFor, noteFirstAttempt } from "./retry-budget-client.ts";
 import { lockStub, runStub, tenantStub } from "./stubs.ts";
+import type { ApprovalItem, UnknownItem } from "./tenant-object.ts";
 import { verificationStatuses } from "./trust.ts";
 
 /** Deliveries of one recorded result kept in its trace (later replays are answered, not traced). */
 export const MAX_REPORTED_EVENTS = 100;
+/** An outbox row not acknowledged is delivered again after 5 s, then at doubling gaps up to 10 min. */
+export const OUTBOX_RETRY_MS = 5_000;
+export const OUTBOX_RETRY_MAX_MS = 600_000;
+/** What the approvals inbox keeps of a preview's body (the operation keeps all of it). */
+export const INBOX_PREVIEW_BYTES = 16 * 1024;
+
+/**
+ * What the tenant plane is told, one outbox row each, named as the events a webhook will carry: the
+ * approvals inbox (`approval.*`) and the list of operations waiting for a person (`operation.*`).
+ */
+export type OutboxKind =
+  | "approval.requested"
+  | "approval.previewed"
+  | "approval.decided"
+  | "approval.expired"
+  | "approval.cancelled"
+  | "operation.outcome_unknown"
+  | "operation.recorded"
+  | "operation.resent";
+/** An outbox row's payload: the whole new standing, so a delivery is an idempotent upsert at the tenant. */
+export type OutboxPayload =
+  | { target: "approval"; item: ApprovalItem }
+  | { target: "unknown"; open: boolean; item: UnknownItem };
 
 export type SubmitRequest = {
   tenantId: string;
@@ -124,7 +157,9 @@ export type OperationError =
   | TransitionError
   | { code: "invalid_tool"; detail: string }
   /** Settled and pruned after the retention period: it will not run again (HTTP 410). */
-  | { code: "pruned"; operation_id: string; pruned_at_ms: number };
+  | { code: "pruned"; operation_id: string; pruned_at_ms: number }
+  /** The run could not be asked before a send; nothing was decided or sent (HTTP 503, try again). */
+  | { code: "unavailable"; detail: string };
 export type Verdict = {
   outcome: "succeeded" | "failed" | "resend";
   result: unknown;
@@ -153,6 +188,20 @@ type Fixed = { spec: ToolSpec; input: FrozenInput };
 type Loaded = Fixed & { plan: OperationPlan };
 /** The tenant secrets one attempt may use, fetched before its row is written (no await between row and fetch). */
 type Secrets = Result<Record<string, string>, string>;
+/** An RPC's answer, or why there was none (the callee threw or could not be reached). */
+type Asked<T> = { answered: true; value: T } | { answered: false; detail: string };
+type OutboxRow = { seq: number; kind: OutboxKind; payload: string; attempts: number };
+
+/** Asks without throwing: a rejected RPC becomes a value the caller must handle. */
+async function ask<T>(question: () => Promise<T>): Promise<Asked<T>> {
+  try {
+    return { answered: true, value: await question() };
+  } catch (error) {
+    return { answered: false, detail: String(error) };
+  }
+}
+const UNAVAILABLE_DETAIL =
+  "toolgate could not ask the run whether this call may still run; nothing was decided or sent. Try again shortly.";
 
 export class OperationObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, OPERATION_SCHEMA);
@@ -164,7 +213,7 @@ export class OperationObject extends DurableObject<Env> {
   private previewing: Promise<void> = Promise.resolve();
   /** Lock requests and releases, in order; replies wait for them so the envelope shows the standing. */
   private lockWork: Promise<void> = Promise.resolve();
-  /** Inbox updates, in order; replies wait for them so a listing right after sees the change. */
+  /** Outbox deliveries, in order; replies wait for them so a listing right after sees the change. */
   private inboxWrites: Promise<void> = Promise.resolve();
   /** See deliveries(). */
   private reportedKeys: Set<string> | null = null;
@@ -202,7 +251,12 @@ export class OperationObject extends DurableObject<Env> {
       // The approval binds to this exact tool source (its hash is the policy version).
       const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
       const [secrets, verified] = await Promise.all([
-        asks ? null : this.secretsFor(req.tenantId, spec.value),
+        // Unanswered: the attempt asks again itself, and ends `not_sent` if that fails too.
+        asks
+          ? null
+          : ask(() => this.secretsFor(req.tenantId, spec.value)).then((asked) =>
+              asked.answered ? asked.value : null,
+            ),
         verificationStatuses(this.env, req.tenantId, [[spec.value.name, req.source]]),
       ]);
       // The awaits let other calls in: one of them may have started this operation meanwhile.
@@ -313,16 +367,25 @@ export class OperationObject extends DurableObject<Env> {
           message: `toolgate could not run this tool (${loaded.error}). It was not executed. Do not retry; tell the user.`,
         };
       else {
+        const spec = loaded.value.spec;
         const [verdict, resolved] = await Promise.all([
-          runStub(this.env, head.frozen.run_id).authorize(
-            tenantId,
-            loaded.value.spec.name,
-            approval.policyVersion,
+          ask(() =>
+            runStub(this.env, head.frozen.run_id).authorize(
+              tenantId,
+              spec.name,
+              approval.policyVersion,
+            ),
           ),
-          this.secretsFor(tenantId, loaded.value.spec),
+          ask(() => this.secretsFor(tenantId, spec)),
         ]);
-        denial = verdict.ok ? null : verdict.error;
-        secrets = resolved;
+        // Unasked is not allowed: still awaiting approval (its expiry alarm stands), decide again.
+        if (!verdict.answered) {
+          console.error("approval: the run could not be asked", head.frozen.id, verdict.detail);
+          return err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
+        }
+        denial = verdict.value.ok ? null : verdict.value.error;
+        // Unanswered secrets: the attempt asks again itself (and ends `not_sent` if it cannot).
+        secrets = resolved.answered ? resolved.value : null;
       }
     }
     const step = this.apply({ type: "decide", decision, denial }, null, secrets);
@@ -346,18 +409,25 @@ export class OperationObject extends DurableObject<Env> {
       // A resend is a new execution: the run must still allow it, exactly as before a retry.
       const loaded = this.loadFixed();
       const [allowed, resolved] = await Promise.all([
-        runStub(this.env, head.frozen.run_id).authorize(
-          head.frozen.tenant_id,
-          toolName(head.frozen),
+        ask(() =>
+          runStub(this.env, head.frozen.run_id).authorize(
+            head.frozen.tenant_id,
+            toolName(head.frozen),
+          ),
         ),
-        loaded.ok ? this.secretsFor(tenantId, loaded.value.spec) : Promise.resolve(null),
+        loaded.ok ? ask(() => this.secretsFor(tenantId, loaded.value.spec)) : null,
       ]);
-      if (!allowed.ok)
+      // Unasked is not allowed: it still waits for a person, who may send the verdict again.
+      if (!allowed.answered) {
+        console.error("resend: the run could not be asked", head.frozen.id, allowed.detail);
+        return err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
+      }
+      if (!allowed.value.ok)
         return err({
           code: "resend_not_allowed",
-          detail: `the run no longer allows sending it (${allowed.error.code}); resolve it as succeeded or failed`,
+          detail: `the run no longer allows sending it (${allowed.value.error.code}); resolve it as succeeded or failed`,
         });
-      secrets = resolved;
+      secrets = resolved?.answered ? resolved.value : null;
     }
     const step = this.apply({ type: "resolve", ...verdict }, null, secrets);
     await this.inboxWrites;
@@ -439,10 +509,12 @@ export class OperationObject extends DurableObject<Env> {
   // ── resource locks: the lock object asks and tells the operations that use it ──────────────
 
   /** Asked by a ResourceLockObject whose lease for this operation expired: does it still need it? */
-  async lockHolderStatus(): Promise<"active" | "settled" | "gone"> {
+  async lockHolderStatus(): Promise<"active" | "waiting" | "settled" | "gone"> {
     const head = this.head();
     if (!head) return "gone";
-    return head.state.phase === "recorded" ? "settled" : "active";
+    if (head.state.phase === "recorded") return "settled";
+    // Only a person moves it on: the lock may ask far less often (domain/lock.ts PERSON_LEASE_MS).
+    return isSettled(head.state) ? "waiting" : "active";
   }
 
   /** Told by a ResourceLockObject that this operation now holds `resource` (FIFO turn reached). */
@@ -451,10 +523,48 @@ export class OperationObject extends DurableObject<Env> {
     await this.startUnderLease(fencingToken);
   }
 
+  /**
+   * Never left to the platform's retries of a throwing alarm (a few, over about two minutes): if
+   * anything here fails, the alarm is set again with backoff and the error only logged.
+   */
   override async alarm(): Promise<void> {
-    const head = this.head();
-    if (!head) return;
+    try {
+      await this.runAlarm();
+    } catch (error) {
+      console.error("operation alarm failed; it runs again by itself", String(error));
+      this.armAt(Date.now() + this.fallbackDelayMs());
+    }
+  }
+
+  private async runAlarm(): Promise<void> {
+    if (!this.head()) return;
+    // Outbox rows the tenant has not acknowledged go first. An alarm that came for them while the
+    // state's own time is still ahead (a retry due later) does nothing else: no early retry.
+    if (this.outboxPending()) {
+      this.armAt(Date.now() + this.fallbackDelayMs());
+      this.inboxWrites = this.inboxWrites.then(() => this.deliverOutbox());
+      await this.inboxWrites;
+      const due = nextDueAtMs(this.head()!.state);
+      if (due !== null && due > Date.now()) return;
+    }
+    const head = this.head()!;
     if (head.state.phase === "recorded") return this.retire(head.frozen, head.state);
+    if (head.state.phase === "awaiting_lock") {
+      // A waiter asks the run on each recheck: it stops at the run's deadline or cancel instead of
+      // queueing for ever. Unanswered: it keeps waiting (the recheck below is armed either way).
+      this.armAt(Date.now() + this.fallbackDelayMs());
+      const verdict = await ask(() =>
+        runStub(this.env, head.frozen.run_id).authorize(
+          head.frozen.tenant_id,
+          toolName(head.frozen),
+        ),
+      );
+      if (verdict.answered && !verdict.value.ok) {
+        this.apply({ type: "denied", ...verdict.value.error }, null);
+        await this.lockWork;
+        return;
+      }
+    }
     // Before a retry or a resend, ask the run whether this may still execute: scopes may have
     // been revoked, the tool withdrawn or the deadline passed while the alarm waited.
     const sends =
@@ -462,25 +572,49 @@ export class OperationObject extends DurableObject<Env> {
       (head.state.phase === "outcome_unknown" && head.state.reconcile === "resend");
     let secrets: Secrets | null = null;
     if (sends) {
+      const nowMs = Date.now();
+      // Armed before the first await: whatever happens to the questions below (a throw, a hang, the
+      // object dying), this alarm comes back by itself. The transition below overwrites it.
+      this.armAt(nowMs + this.fallbackDelayMs());
       const loaded = this.loadFixed();
       // An automatic send also asks the host's retry budget (a person's resend never does).
       const budget = loaded.ok
         ? budgetKeyFor(this.env, head.frozen.tenant_id, loaded.value.spec, loaded.value.input)
         : null;
-      const nowMs = Date.now();
       const [verdict, resolved, allowed] = await Promise.all([
-        runStub(this.env, head.frozen.run_id).authorize(
-          head.frozen.tenant_id,
-          toolName(head.frozen),
+        ask(() =>
+          runStub(this.env, head.frozen.run_id).authorize(
+            head.frozen.tenant_id,
+            toolName(head.frozen),
+          ),
         ),
         loaded.ok
-          ? this.secretsFor(head.frozen.tenant_id, loaded.value.spec)
+          ? ask(() => this.secretsFor(head.frozen.tenant_id, loaded.value.spec))
           : Promise.resolve(null),
         budget ? askRetryBudget(this.env, budget, nowMs) : Promise.resolve({ ok: true as const }),
       ]);
-      if (!verdict.ok) {
+      if (!verdict.answered || (resolved && !resolved.answered)) {
+        const unanswered = !verdict.answered
+          ? `the run could not be asked whether it may still run (${verdict.detail})`
+          : `the tenant's secrets could not be read (${resolved && !resolved.answered ? resolved.detail : ""})`;
+        // Nothing was sent: the same attempt waits (backing off, within its elapsed budget).
+        const current = this.head()!.state;
+        const since = "firstAttemptAtMs" in current ? current.firstAttemptAtMs : nowMs;
+        this.apply(
+          {
+            type: "retry_deferred",
+            untilMs: nowMs + backoffSinceMs(since, nowMs),
+            reason: "unavailable",
+            detail: `toolgate could not prepare the request: ${unanswered}; nothing was sent`,
+          },
+          null,
+        );
+        await this.inFlight;
+        return;
+      }
+      if (!verdict.value.ok) {
         // After an ambiguous attempt a denial may start a status lookup: keep the event open for it.
-        this.apply({ type: "denied", ...verdict.error }, null);
+        this.apply({ type: "denied", ...verdict.value.error }, null);
         await this.inFlight;
         return;
       }
@@ -493,7 +627,7 @@ export class OperationObject extends DurableObject<Env> {
         await this.inFlight;
         return;
       }
-      secrets = resolved;
+      secrets = resolved?.answered ? resolved.value : null;
     }
     this.apply({ type: "alarm", inFlight: this.inFlight !== null }, null, secrets);
     await Promise.all([this.inboxWrites, this.lockWork]);
@@ -525,6 +659,7 @@ export class OperationObject extends DurableObject<Env> {
     const nowMs = Date.now();
     let appended: TraceEvent[] = [];
     let entered: OperationState["phase"] | null = null;
+    let outboxed = false;
     const result = this.store.transaction((): Result<Step, OperationError> => {
       const head = this.head();
       const plan = head?.frozen.plan ?? frozen?.plan;
@@ -563,25 +698,49 @@ export class OperationObject extends DurableObject<Env> {
             event.fencingToken,
           );
         }
+        // What the tenant plane must learn, in this same transaction: a crash after the commit
+        // delays its delivery, never loses it (and nothing is told about a transition that did not commit).
+        for (const effect of step.value.effects) {
+          const row = this.outboxRow(effect, event, step.value.state, nowMs);
+          if (!row) continue;
+          this.store.ensureTable("op_outbox");
+          this.store.run(
+            "INSERT INTO op_outbox (seq, kind, payload, attempts, next_at_ms, at_ms) VALUES (?, ?, ?, 0, ?, ?)",
+            (head?.seq ?? 0) + 1,
+            row.kind,
+            JSON.stringify(row.payload),
+            nowMs + OUTBOX_RETRY_MS,
+            nowMs,
+          );
+          outboxed = true;
+        }
       }
       return step;
     });
     if (!result.ok) return result;
     const state = result.value.state;
-    if (appended.length > 0) this.log(appended, this.head()!.frozen);
-    // Recorded: the spans are complete. Pushed in the background; a collector that is down or slow
-    // changes nothing here (the push has its own timeout and its failure is only logged).
-    if (entered === "recorded") this.pushRecorded();
+    // Nothing after the commit may throw: the effects below (lock release, outbox, alarms) must run.
+    try {
+      if (appended.length > 0) this.log(appended, this.head()!.frozen);
+      // Recorded: the spans are complete. Pushed in the background; a collector that is down or slow
+      // changes nothing here (the push has its own timeout and its failure is only logged).
+      if (entered === "recorded") this.pushRecorded();
+    } catch (error) {
+      console.error("trace log or export failed after a commit", String(error));
+    }
+    let armed = false;
     for (const effect of result.value.effects) {
       switch (effect.kind) {
         case "set_alarm":
-          void this.ctx.storage.setAlarm(effect.atMs);
+          this.armAt(effect.atMs);
+          armed = true;
           break;
         case "clear_alarm":
           // Nothing more will happen by itself; a recorded operation's only alarm is its pruning.
-          if (state.phase === "recorded")
-            void this.ctx.storage.setAlarm(state.recordedAtMs + retentionMs(this.env));
-          else void this.ctx.storage.deleteAlarm();
+          this.armAt(
+            state.phase === "recorded" ? state.recordedAtMs + retentionMs(this.env) : null,
+          );
+          armed = true;
           break;
         case "send_attempt":
           this.track(() => this.attempt(effect.attempt, secrets));
@@ -593,32 +752,12 @@ export class OperationObject extends DurableObject<Env> {
           this.track(() => this.lookup(effect.lookups));
           break;
         case "inbox":
-          this.inboxWrites = this.inboxWrites.then(() => this.writeInbox(effect.state));
+        case "needs_person":
+          // Written to the outbox inside the transaction; delivered below.
           break;
         case "send_preview":
           this.previewing = this.preview();
           break;
-        case "needs_person": {
-          const head = this.head()!;
-          const item = {
-            operation_id: head.frozen.id,
-            run_id: head.frozen.run_id,
-            tool: toolName(head.frozen),
-            since_ms: nowMs,
-          };
-          this.inboxWrites = this.inboxWrites.then(() =>
-            tenantStub(this.env, head.frozen.tenant_id)
-              .markUnknown(item, effect.open)
-              .catch((error: unknown) =>
-                console.error(
-                  "unknown-outcomes list update failed",
-                  item.operation_id,
-                  String(error),
-                ),
-              ),
-          );
-          break;
-        }
         case "acquire_lock":
           this.lockWork = this.lockWork.then(() => this.acquireLock());
           break;
@@ -626,6 +765,11 @@ export class OperationObject extends DurableObject<Env> {
           this.lockWork = this.lockWork.then(async () => void (await this.releaseLock()));
           break;
       }
+    }
+    if (outboxed) {
+      // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
+      if (!armed) this.armAt(this.ownAlarmAtMs());
+      this.inboxWrites = this.inboxWrites.then(() => this.deliverOutbox());
     }
     if (result.value.changed) this.notify();
     return ok(result.value.state);
@@ -657,7 +801,8 @@ export class OperationObject extends DurableObject<Env> {
   /**
    * `prefetched`: the secrets fetched before the attempt row was written; an attempt started without
    * them fetches them here, before any byte is sent. A secret that is gone is a configuration
-   * failure observed without sending: typed, never a throw.
+   * failure observed without sending: typed, never a throw. A tenant that does not answer is
+   * `not_sent` (retried like any attempt that provably sent nothing).
    */
   private async attempt(attempt: number, prefetched: Secrets | null): Promise<void> {
     const loaded = this.loadFixed();
@@ -665,20 +810,28 @@ export class OperationObject extends DurableObject<Env> {
     this.abort = abort;
     let observation: Observation;
     try {
-      const secrets = !loaded.ok
+      const asked: Asked<Secrets> | null = !loaded.ok
         ? null
-        : (prefetched ?? (await this.secretsFor(this.head()!.frozen.tenant_id, loaded.value.spec)));
+        : prefetched
+          ? { answered: true, value: prefetched }
+          : await ask(() => this.secretsFor(this.head()!.frozen.tenant_id, loaded.value.spec));
+      const secrets = asked?.answered ? asked.value : null;
       observation = !loaded.ok
         ? { kind: "config_error", detail: loaded.error }
-        : !secrets!.ok
-          ? { kind: "config_error", detail: secrets!.error }
-          : await sendAttempt(loaded.value.spec, loaded.value.input, {
-              idempotencyKey: loaded.value.plan.idempotencyKey,
-              secrets: secrets!.value,
-              config: configFor(this.env, loaded.value.spec.configNames),
-              signal: abort.signal,
-              fencingToken: this.fencingToken(),
-            });
+        : !asked?.answered
+          ? {
+              kind: "not_sent",
+              detail: `toolgate could not read the tenant's secrets for this attempt (${asked?.detail ?? ""})`,
+            }
+          : !secrets!.ok
+            ? { kind: "config_error", detail: secrets!.error }
+            : await sendAttempt(loaded.value.spec, loaded.value.input, {
+                idempotencyKey: loaded.value.plan.idempotencyKey,
+                secrets: secrets!.value,
+                config: configFor(this.env, loaded.value.spec.configNames),
+                signal: abort.signal,
+                fencingToken: this.fencingToken(),
+              });
     } catch (error) {
       // sendAttempt never throws by contract; if it does, the request may already have gone out.
       observation = {
@@ -690,7 +843,10 @@ export class OperationObject extends DurableObject<Env> {
     }
     // Counted for the host's retry budget after the fact: nothing on the first attempt's path.
     const budget =
-      attempt === 1 && loaded.ok && observation.kind !== "config_error"
+      attempt === 1 &&
+      loaded.ok &&
+      observation.kind !== "config_error" &&
+      observation.kind !== "not_sent"
         ? budgetKeyFor(
             this.env,
             this.head()!.frozen.tenant_id,
@@ -733,7 +889,10 @@ export class OperationObject extends DurableObject<Env> {
     let preview: Preview = { status: null, body: null, detail: loaded.ok ? null : loaded.error };
     if (loaded.ok) {
       const { spec, input } = loaded.value;
-      const secrets = await this.secretsFor(head.frozen.tenant_id, spec);
+      const asked = await ask(() => this.secretsFor(head.frozen.tenant_id, spec));
+      const secrets: Secrets = asked.answered
+        ? asked.value
+        : err("toolgate could not read the tenant's secrets for the preview");
       preview = secrets.ok
         ? await sendPreview(spec, input, {
             idempotencyKey: head.frozen.plan.idempotencyKey,
@@ -746,13 +905,14 @@ export class OperationObject extends DurableObject<Env> {
   }
 
   /**
-   * Mirrors an approval request into the tenant's inbox (GET /v1/approvals, the console). The
+   * The approval request as the tenant's inbox shows it (GET /v1/approvals, the console), from the
+   * log as it stands. Built inside the transition's transaction and carried by its outbox row: the
    * operation's own log is authoritative; the inbox row is derived and rewritten idempotently.
    */
-  private async writeInbox(state: ApprovalView["state"]): Promise<void> {
+  private approvalItem(state: ApprovalView["state"]): ApprovalItem | null {
     const head = this.head();
     const approval = head?.frozen.plan.approval;
-    if (!head || !approval) return;
+    if (!head || !approval) return null;
     const loaded = this.loadFixed();
     const view = this.view();
     // The inbox (and the console page over it) shows the arguments as the trace does: redacted.
@@ -761,30 +921,162 @@ export class OperationObject extends DurableObject<Env> {
       string,
       unknown
     >;
-    try {
-      await tenantStub(this.env, head.frozen.tenant_id).upsertApproval({
-        operation_id: head.frozen.id,
-        run_id: head.frozen.run_id,
-        call_id: head.frozen.call_id,
-        tool: view.tool,
-        target: loaded.ok
-          ? scrub(loaded.value.spec.describeTarget(shown), redaction)
-          : "(the tool no longer compiles)",
-        arguments: shown,
-        state,
-        requested_by: approval.requestedBy,
-        requested_at_ms: head.frozen.created_at,
-        expires_at_ms: approval.expiresAtMs,
-        input_hash: approval.inputHash,
-        policy_version: approval.policyVersion,
-        preview: view.approval?.preview ?? null,
-        decided_by: view.approval?.decided_by ?? null,
-        decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,
-        reason: view.approval?.reason ?? null,
-      });
-    } catch (error) {
-      console.error("approvals inbox update failed", head.frozen.id, String(error));
+    let target = "(the tool no longer compiles)";
+    if (loaded.ok)
+      try {
+        target = scrub(loaded.value.spec.describeTarget(shown), redaction);
+      } catch {
+        target = "(the target could not be described)";
+      }
+    return {
+      operation_id: head.frozen.id,
+      run_id: head.frozen.run_id,
+      call_id: head.frozen.call_id,
+      tool: view.tool,
+      target,
+      arguments: shown,
+      state,
+      requested_by: approval.requestedBy,
+      requested_at_ms: head.frozen.created_at,
+      expires_at_ms: approval.expiresAtMs,
+      input_hash: approval.inputHash,
+      policy_version: approval.policyVersion,
+      preview: inboxPreview(view.approval?.preview ?? null),
+      decided_by: view.approval?.decided_by ?? null,
+      decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,
+      reason: view.approval?.reason ?? null,
+    };
+  }
+
+  /** The outbox row one effect of a committed transition calls for (null: the tenant plane need not know). */
+  private outboxRow(
+    effect: Effect,
+    event: OperationEvent,
+    state: OperationState,
+    nowMs: number,
+  ): { kind: OutboxKind; payload: OutboxPayload } | null {
+    if (effect.kind === "inbox") {
+      const item = this.approvalItem(effect.state);
+      if (!item) return null;
+      const kind: OutboxKind =
+        effect.state === "pending"
+          ? event.type === "preview_finished"
+            ? "approval.previewed"
+            : "approval.requested"
+          : effect.state === "approved" || effect.state === "rejected"
+            ? "approval.decided"
+            : effect.state === "expired"
+              ? "approval.expired"
+              : "approval.cancelled";
+      return { kind, payload: { target: "approval", item } };
     }
+    if (effect.kind === "needs_person") {
+      const frozen = this.head()!.frozen;
+      const item = {
+        operation_id: frozen.id,
+        run_id: frozen.run_id,
+        tool: toolName(frozen),
+        since_ms: nowMs,
+      };
+      const kind: OutboxKind = effect.open
+        ? "operation.outcome_unknown"
+        : state.phase === "recorded"
+          ? "operation.recorded"
+          : "operation.resent";
+      return { kind, payload: { target: "unknown", open: effect.open, item } };
+    }
+    return null;
+  }
+
+  private outboxPending(): boolean {
+    return (
+      this.store.exists("op_outbox") && this.store.one("SELECT seq FROM op_outbox LIMIT 1") !== null
+    );
+  }
+
+  /**
+   * Delivers the outbox to the tenant, oldest first. An acknowledged row is deleted; the first that
+   * fails stays with its next time (backoff) and the alarm is armed for it. Never throws. The
+   * tenant applies each delivery as an upsert keyed by operation id and ignores one older than what
+   * it holds (`seq`), so a repeated or overtaken delivery changes nothing.
+   */
+  private async deliverOutbox(): Promise<void> {
+    const head = this.head();
+    if (!head || !this.store.exists("op_outbox")) return;
+    const rows = this.store.all<OutboxRow>(
+      "SELECT seq, kind, payload, attempts FROM op_outbox ORDER BY seq, kind",
+    );
+    if (rows.length === 0) return;
+    const tenant = head.frozen.tenant_id;
+    for (const row of rows) {
+      const delivered = await ask(async () => {
+        const payload = JSON.parse(row.payload) as OutboxPayload;
+        const stub = tenantStub(this.env, tenant);
+        if (payload.target === "approval") await stub.upsertApproval(payload.item, row.seq);
+        else await stub.markUnknown(payload.item, payload.open, row.seq);
+      });
+      if (delivered.answered) {
+        this.store.run("DELETE FROM op_outbox WHERE seq = ? AND kind = ?", row.seq, row.kind);
+        continue;
+      }
+      const attempts = row.attempts + 1;
+      const delayMs = Math.min(
+        OUTBOX_RETRY_MAX_MS,
+        OUTBOX_RETRY_MS * 2 ** Math.min(attempts - 1, 20),
+      );
+      this.store.run(
+        "UPDATE op_outbox SET attempts = ?, next_at_ms = ? WHERE seq = ? AND kind = ?",
+        attempts,
+        Date.now() + delayMs,
+        row.seq,
+        row.kind,
+      );
+      console.error(
+        JSON.stringify({
+          level: "warn",
+          event: "toolgate.outbox_delivery_failed",
+          operation_id: head.frozen.id,
+          kind: row.kind,
+          attempts,
+          retry_in_ms: delayMs,
+          detail: delivered.detail,
+        }),
+      );
+      break;
+    }
+    // Back to the state's own alarm, or the next redelivery if that comes first.
+    this.armAt(this.ownAlarmAtMs());
+  }
+
+  /**
+   * Sets the alarm to `atMs` (null: none), or earlier when an outbox row is due for redelivery
+   * before it: every alarm the operation sets goes through here, so none can drop a redelivery.
+   */
+  private armAt(atMs: number | null): void {
+    const outboxAtMs = this.store.exists("op_outbox")
+      ? (this.store.one<{ at: number | null }>("SELECT MIN(next_at_ms) AS at FROM op_outbox")?.at ??
+        null)
+      : null;
+    const at = atMs === null ? outboxAtMs : outboxAtMs === null ? atMs : Math.min(atMs, outboxAtMs);
+    void (at === null ? this.ctx.storage.deleteAlarm() : this.ctx.storage.setAlarm(at));
+  }
+
+  /** When the current state's own alarm is due (a recorded operation's: its pruning). */
+  private ownAlarmAtMs(): number | null {
+    const head = this.head();
+    if (!head) return null;
+    return head.state.phase === "recorded"
+      ? head.state.recordedAtMs + retentionMs(this.env)
+      : stateAlarmAtMs(head.state, head.frozen.plan, Date.now());
+  }
+
+  /** An alarm whose work failed comes back after as long as the state has stood (5 s–10 min). */
+  private fallbackDelayMs(): number {
+    const nowMs = Date.now();
+    const last = this.store.exists("op_log")
+      ? this.store.one<{ at_ms: number }>("SELECT at_ms FROM op_log ORDER BY seq DESC LIMIT 1")
+      : null;
+    return backoffSinceMs(last?.at_ms ?? nowMs, nowMs);
   }
 
   /** Asks the resource's lock for the lease (idempotent: the holder gets its token back). */
@@ -829,15 +1121,31 @@ export class OperationObject extends DurableObject<Env> {
     const waited = head.state.blockedBy !== null;
     const [verdict, secrets] = await Promise.all([
       waited
-        ? runStub(this.env, head.frozen.run_id).authorize(
-            head.frozen.tenant_id,
-            toolName(head.frozen),
+        ? ask(() =>
+            runStub(this.env, head.frozen.run_id).authorize(
+              head.frozen.tenant_id,
+              toolName(head.frozen),
+            ),
           )
-        : Promise.resolve(ok(true as const)),
-      loaded.ok ? this.secretsFor(head.frozen.tenant_id, loaded.value.spec) : Promise.resolve(null),
+        : Promise.resolve({ answered: true as const, value: ok(true as const) }),
+      loaded.ok
+        ? ask(() => this.secretsFor(head.frozen.tenant_id, loaded.value.spec))
+        : Promise.resolve(null),
     ]);
-    if (!verdict.ok) this.apply({ type: "denied", ...verdict.error }, null);
-    else this.apply({ type: "lock_granted", fencingToken }, null, secrets);
+    if (!verdict.answered) {
+      // Still awaiting_lock (holding the lease): the recheck re-acquires (same token) and asks again.
+      console.error("lock granted, but the run could not be asked", head.frozen.id, verdict.detail);
+      this.armAt(Date.now() + LOCK_RECHECK_MS);
+      return;
+    }
+    if (!verdict.value.ok) this.apply({ type: "denied", ...verdict.value.error }, null);
+    // Unanswered secrets: the attempt asks again itself (and ends `not_sent` if it cannot).
+    else
+      this.apply(
+        { type: "lock_granted", fencingToken },
+        null,
+        secrets?.answered ? secrets.value : null,
+      );
   }
 
   /**
@@ -1003,14 +1311,15 @@ export class OperationObject extends DurableObject<Env> {
     const head = { frozen, state };
     const dueAtMs = state.recordedAtMs + retentionMs(this.env);
     const nowMs = Date.now();
-    if (nowMs < dueAtMs) return void (await this.ctx.storage.setAlarm(dueAtMs));
+    // Not before the tenant has every outbox row: then the alarm is the next redelivery's.
+    if (this.outboxPending()) return this.armAt(null);
+    if (nowMs < dueAtMs) return this.armAt(dueAtMs);
     // Ever granted a lease: release it (again) before the log goes; until the lock confirms, keep it.
     const leased =
       head.frozen.plan.resource !== null &&
       this.store.exists("op_lease") &&
       this.store.one("SELECT k FROM op_lease WHERE k = 1") !== null;
-    if (leased && !(await this.releaseLock()))
-      return void (await this.ctx.storage.setAlarm(nowMs + 3_600_000));
+    if (leased && !(await this.releaseLock())) return this.armAt(nowMs + 3_600_000);
     const outcome = head.state.outcome;
     this.store.transaction(() => {
       for (const table of ["op_log", "op_lease", "op_tombstone"])
@@ -1165,4 +1474,20 @@ function toolName(frozen: FrozenRow): string {
   if (frozen.source.kind === "code") return frozen.source.name;
   const name = (frozen.source.manifest as { name?: unknown } | null)?.name;
   return typeof name === "string" ? name : "(unnamed tool)";
+}
+
+/**
+ * What the inbox keeps of a preview: its body up to INBOX_PREVIEW_BYTES of JSON text (beyond that,
+ * that much of the text as a string, flagged `truncated`), so a page of requests stays small. The
+ * operation keeps the whole preview (GET /v1/operations/{id}).
+ */
+export function inboxPreview(preview: Preview | null): ApprovalItem["preview"] {
+  if (!preview) return null;
+  const bytes = new TextEncoder().encode(JSON.stringify(preview.body ?? null));
+  if (bytes.length <= INBOX_PREVIEW_BYTES) return { ...preview, truncated: false };
+  // A character cut in half decodes as U+FFFD: dropped, so the kept text is only whole characters.
+  const kept = new TextDecoder()
+    .decode(bytes.subarray(0, INBOX_PREVIEW_BYTES))
+    .replace(/\uFFFD+$/, "");
+  return { ...preview, body: kept, truncated: true };
 }

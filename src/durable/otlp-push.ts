@@ -15,14 +15,45 @@ export function collectorFor(env: Env): { url: string; headers: Record<string, s
   const headers: Record<string, string> = { "Content-Type": "application/json" };
   const raw =
     typeof env.OTEL_EXPORTER_OTLP_HEADERS === "string" ? env.OTEL_EXPORTER_OTLP_HEADERS : "";
-  for (const pair of raw.split(",")) {
+  raw.split(",").forEach((pair, index) => {
+    if (pair.trim() === "") return;
     const at = pair.indexOf("=");
-    if (at <= 0) continue;
-    headers[decodeURIComponent(pair.slice(0, at).trim())] = decodeURIComponent(
-      pair.slice(at + 1).trim(),
-    );
-  }
+    const name = at > 0 ? decoded(pair.slice(0, at).trim()) : null;
+    const value = at > 0 ? decoded(pair.slice(at + 1).trim()) : null;
+    // A malformed entry must not throw: this runs after an operation's transition has committed.
+    if (name === null || value === null || !HEADER_NAME.test(name) || /[\r\n\0]/.test(value))
+      return warnOnce(raw, index);
+    headers[name] = value;
+  });
   return { url: `${base.replace(/\/+$/, "")}/v1/traces`, headers };
+}
+
+/** RFC 9110 §5.6.2 token: what `fetch` accepts as a header name. */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+function decoded(text: string): string | null {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return null;
+  }
+}
+
+/** Malformed entries already reported, per configured value: logged once per isolate, not per push. */
+const warned = new Set<string>();
+function warnOnce(raw: string, index: number): void {
+  const key = `${index} ${raw}`;
+  if (warned.has(key)) return;
+  if (warned.size >= 64) warned.clear();
+  warned.add(key);
+  // The values are secrets: only the entry's position is logged.
+  console.error(
+    JSON.stringify({
+      level: "warn",
+      event: "toolgate.otlp_header_dropped",
+      detail: `OTEL_EXPORTER_OTLP_HEADERS entry ${index + 1} is not name=value with a valid header name and percent-encoding; it is not sent`,
+    }),
+  );
 }
 
 /** OTLP/HTTP §Retryable response codes: throttled or the collector briefly unavailable. */

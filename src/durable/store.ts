@@ -6,6 +6,9 @@
 // the trace events it emitted (so one transition = one row written); row 1 also holds the frozen
 // call. The current state is the last row; the primary key makes a concurrent append fail (CAS).
 // Pruning (retention) deletes the log and leaves one `op_pruned` row: the operation's tombstone.
+// `op_outbox` holds what the tenant plane has not acknowledged yet (keyed by the log row that wrote it).
+// The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
+// (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 // A run is three tables: the run row, one usage row, and one row per turn; `decode*` below are
 // their typed codecs (a row that does not decode is corrupt storage: a thrown error, never a guess).
 // Beside them: turn groups, each tool source once by hash (a call row names its source by hash),
@@ -24,7 +27,8 @@ export const OPERATION_SCHEMA = `
 CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT);
 CREATE TABLE IF NOT EXISTS op_tombstone (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);`;
+CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS op_outbox (seq INTEGER NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY (seq, kind)) WITHOUT ROWID;`;
 
 /** What a run has stored (run-limits.ts), kept in its usage row; added to older runs' rows on their next turn. */
 export const USAGE_STORAGE_COLUMNS = [
@@ -55,7 +59,7 @@ CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, name TEXT NOT NULL, sc
 CREATE TABLE IF NOT EXISTS tools (name TEXT PRIMARY KEY, manifest TEXT NOT NULL, version INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS approvals (
   operation_id TEXT PRIMARY KEY, state TEXT NOT NULL, requested_at INTEGER NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS unknowns (operation_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, tool TEXT NOT NULL, since INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS unknowns (operation_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, tool TEXT NOT NULL, since INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0, open INTEGER NOT NULL DEFAULT 1, closed_at INTEGER) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, iv TEXT NOT NULL, ciphertext TEXT NOT NULL, fingerprint TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS verifications (name TEXT PRIMARY KEY, settings_hash TEXT NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;`;
 

@@ -26,6 +26,7 @@ import { verificationSettingsHash } from "../tools/verify.ts";
 import { CODE_TOOLS } from "../tools/code-tools.ts";
 import type { ToolSource } from "../tools/spec.ts";
 import { SqlStore, TENANT_SCHEMA } from "./store.ts";
+import { operationStub } from "./stubs.ts";
 
 /** `verification`: the stored verdict when it holds for the tool's current settings, else unverified. */
 export type ToolRecord = {
@@ -49,11 +50,19 @@ export type ApprovalItem = {
   expires_at_ms: number;
   input_hash: string;
   policy_version: string;
-  preview: { status: number | null; body: unknown; detail: string | null } | null;
+  /** `truncated`: the body is the first 16 KiB of its JSON text; the operation has all of it. */
+  preview: {
+    status: number | null;
+    body: unknown;
+    detail: string | null;
+    truncated: boolean;
+  } | null;
   decided_by: string | null;
   decided_at_ms: number | null;
   reason: string | null;
 };
+/** An operation waiting for a person's verdict on an unknown outcome, as the tenant lists it. */
+export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };
 export type ApprovalPage = {
   items: Array<
     Omit<ApprovalItem, "requested_at_ms" | "expires_at_ms" | "decided_at_ms"> & {
@@ -91,6 +100,17 @@ type SecretRow = {
 
 /** When a request left the inbox: decided, else (expired or cancelled) no later than its expiry. */
 const closedAtMs = (item: ApprovalItem): number => item.decided_at_ms ?? item.expires_at_ms;
+
+/** An RPC's answer, or that there was none (the callee threw or could not be reached). */
+async function ask<T>(
+  question: () => Promise<T>,
+): Promise<{ answered: true; value: T } | { answered: false }> {
+  try {
+    return { answered: true, value: await question() };
+  } catch {
+    return { answered: false };
+  }
+}
 
 export class TenantObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, TENANT_SCHEMA);
@@ -354,27 +374,47 @@ export class TenantObject extends DurableObject<Env> {
           code: "unknown_secret",
           detail: `the tenant secret ${name} is not defined (it was deleted after the tool was registered)`,
         });
-      values[name] = await openSecret(master.value, tenantId, name, row);
+      try {
+        values[name] = await openSecret(master.value, tenantId, name, row);
+      } catch {
+        // Typed, never a rejection: a caller that sees a thrown RPC cannot tell "nothing was sent".
+        return err({
+          code: "unknown_secret",
+          detail: `the tenant secret ${name} could not be decrypted (TOOLGATE_SECRETS_KEY changed, or the stored value is damaged); register it again with PUT /v1/secrets/${name}`,
+        });
+      }
     }
     return ok(values);
   }
 
-  /** Written by operations: one row per approval request, rewritten as it is decided. */
-  async upsertApproval(item: ApprovalItem): Promise<void> {
+  /**
+   * Delivered by operations from their outbox (at least once, possibly out of order): one row per
+   * approval request, rewritten as it is decided. `seq` orders one operation's deliveries: an older
+   * one than the row holds changes nothing.
+   */
+  async upsertApproval(item: ApprovalItem, seq: number): Promise<void> {
     this.store.ensureSchema();
+    const held = this.store.one<{ data: string }>(
+      "SELECT data FROM approvals WHERE operation_id = ?",
+      item.operation_id,
+    );
+    if (held && seq < ((JSON.parse(held.data) as { seq?: number }).seq ?? -1)) return;
     this.store.run(
       "INSERT OR REPLACE INTO approvals (operation_id, state, requested_at, data) VALUES (?, ?, ?, ?)",
       item.operation_id,
       item.state,
       item.requested_at_ms,
-      JSON.stringify(item),
+      JSON.stringify({ ...item, seq }),
     );
     // A closed request leaves the inbox with retention, like its operation (pending ones never do).
     if (item.state !== "pending" && (await this.ctx.storage.getAlarm()) === null)
       await this.ctx.storage.setAlarm(closedAtMs(item) + retentionMs(this.env));
   }
 
-  /** Retention for the inbox: closed requests older than the period go; the alarm follows the next one. */
+  /**
+   * Retention for the inbox and for the closed rows of the unknown-outcomes list: closed ones older
+   * than the period go; the alarm follows the next one.
+   */
   override async alarm(): Promise<void> {
     if (!this.store.exists("approvals")) return;
     const nowMs = Date.now();
@@ -387,7 +427,15 @@ export class TenantObject extends DurableObject<Env> {
     for (const row of closed)
       if (row.dueAtMs <= nowMs)
         this.store.run("DELETE FROM approvals WHERE operation_id = ?", row.id);
-    const next = Math.min(...closed.filter((row) => row.dueAtMs > nowMs).map((row) => row.dueAtMs));
+    this.unknownsTable();
+    this.store.run("DELETE FROM unknowns WHERE open = 0 AND closed_at <= ?", nowMs - keepMs);
+    const unknownDue = this.store.one<{ at: number | null }>(
+      "SELECT MIN(closed_at) AS at FROM unknowns WHERE open = 0",
+    )?.at;
+    const next = Math.min(
+      ...closed.filter((row) => row.dueAtMs > nowMs).map((row) => row.dueAtMs),
+      ...(unknownDue == null ? [] : [unknownDue + keepMs]),
+    );
     if (Number.isFinite(next)) await this.ctx.storage.setAlarm(next);
   }
 
@@ -410,12 +458,17 @@ export class TenantObject extends DurableObject<Env> {
       limit + 1,
     );
     const items = rows.slice(0, limit).map((row) => {
-      const { requested_at_ms, expires_at_ms, decided_at_ms, ...rest } = JSON.parse(
+      const { requested_at_ms, expires_at_ms, decided_at_ms, ...stored } = JSON.parse(
         row.data,
-      ) as ApprovalItem;
+      ) as ApprovalItem & { seq?: number };
+      const { seq: _seq, ...rest } = stored;
       const iso = (ms: number) => new Date(ms).toISOString();
       return {
         ...rest,
+        // Rows written before the inbox capped previews had no flag: they were never cut.
+        preview: rest.preview
+          ? { ...rest.preview, truncated: rest.preview.truncated ?? false }
+          : null,
         requested_at: iso(requested_at_ms),
         expires_at: iso(expires_at_ms),
         decided_at: decided_at_ms === null ? null : iso(decided_at_ms),
@@ -428,35 +481,100 @@ export class TenantObject extends DurableObject<Env> {
     };
   }
 
-  /** Written by operations: an operation waiting for a person's verdict on an unknown outcome, or no longer. */
-  async markUnknown(
-    item: { operation_id: string; run_id: string; tool: string; since_ms: number },
-    open: boolean,
-  ): Promise<void> {
-    this.store.ensureSchema();
-    if (open)
-      this.store.run(
-        "INSERT OR REPLACE INTO unknowns (operation_id, run_id, tool, since) VALUES (?, ?, ?, ?)",
-        item.operation_id,
-        item.run_id,
-        item.tool,
-        item.since_ms,
-      );
-    else this.store.run("DELETE FROM unknowns WHERE operation_id = ?", item.operation_id);
+  /**
+   * Delivered by operations from their outbox (at least once, possibly out of order): an operation
+   * started or stopped waiting for a person's verdict on an unknown outcome. A closed row stays as a
+   * tombstone (until retention), so an older delivery (`seq`) can never reopen it.
+   */
+  async markUnknown(item: UnknownItem, open: boolean, seq: number): Promise<void> {
+    this.unknownsTable();
+    const held = this.store.one<{ seq: number }>(
+      "SELECT seq FROM unknowns WHERE operation_id = ?",
+      item.operation_id,
+    );
+    if (held && seq < held.seq) return;
+    const nowMs = Date.now();
+    this.store.run(
+      "INSERT OR REPLACE INTO unknowns (operation_id, run_id, tool, since, seq, open, closed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+      item.operation_id,
+      item.run_id,
+      item.tool,
+      item.since_ms,
+      seq,
+      open ? 1 : 0,
+      open ? null : nowMs,
+    );
+    if (!open && (await this.ctx.storage.getAlarm()) === null)
+      await this.ctx.storage.setAlarm(nowMs + retentionMs(this.env));
   }
 
-  /** Operations whose outcome only a person can settle, oldest first (the details live with each operation). */
+  /**
+   * Operations whose outcome only a person can settle, oldest first (the details live with each
+   * operation). Each candidate is checked with its operation before it counts toward `limit`: a row
+   * whose operation has moved on (a close not delivered yet, or lost before the outbox existed) is
+   * closed here and skipped, so stale rows can never fill the page and hide one that really waits.
+   * An operation that cannot be asked is listed (it may still wait).
+   */
   async listUnknowns(
     limit: number,
   ): Promise<Array<{ operation_id: string; run_id: string; tool: string; since: string }>> {
-    if (!this.store.exists("unknowns")) return [];
-    return this.store
-      .all<{ operation_id: string; run_id: string; tool: string; since: number }>(
-        "SELECT * FROM unknowns ORDER BY since, operation_id LIMIT ?",
-        limit,
-      )
-      .map((row) => ({ ...row, since: new Date(row.since).toISOString() }));
+    const tenantId = this.tenant()?.id;
+    if (!tenantId || !this.store.exists("unknowns")) return [];
+    this.unknownsTable();
+    type Row = { operation_id: string; run_id: string; tool: string; since: number; seq: number };
+    const listed: Row[] = [];
+    let after: Row | null = null;
+    while (listed.length < limit) {
+      const batch: Row[] = this.store.all<Row>(
+        `SELECT operation_id, run_id, tool, since, seq FROM unknowns WHERE open = 1
+         AND (since > ? OR (since = ? AND operation_id > ?)) ORDER BY since, operation_id LIMIT ?`,
+        after?.since ?? -1,
+        after?.since ?? -1,
+        after?.operation_id ?? "",
+        limit - listed.length,
+      );
+      if (batch.length === 0) break;
+      const waits = await Promise.all(
+        batch.map(async (row) => {
+          const view = await ask(() => operationStub(this.env, row.operation_id).get(tenantId, 0));
+          if (!view.answered) return true;
+          return view.value.ok && view.value.value.phase === "outcome_unknown";
+        }),
+      );
+      batch.forEach((row, index) => {
+        if (waits[index]) listed.push(row);
+        // Only if no delivery changed the row meanwhile (the questions above were awaited).
+        else
+          this.store.run(
+            "UPDATE unknowns SET open = 0, closed_at = ? WHERE operation_id = ? AND seq = ? AND open = 1",
+            Date.now(),
+            row.operation_id,
+            row.seq,
+          );
+      });
+      after = batch.at(-1)!;
+    }
+    return listed.map(({ seq: _seq, since, ...row }) => ({
+      ...row,
+      since: new Date(since).toISOString(),
+    }));
   }
+
+  /** The unknowns table, with the columns added after its first version (once per instance). */
+  private unknownsTable(): void {
+    this.store.ensureSchema();
+    if (this.unknownsMigrated) return;
+    const columns = this.ctx.storage.sql.exec("SELECT * FROM unknowns LIMIT 0").columnNames;
+    if (!columns.includes("seq"))
+      for (const column of [
+        "seq INTEGER NOT NULL DEFAULT 0",
+        "open INTEGER NOT NULL DEFAULT 1",
+        "closed_at INTEGER",
+      ])
+        this.store.run(`ALTER TABLE unknowns ADD COLUMN ${column}`);
+    this.unknownsMigrated = true;
+  }
+  private unknownsMigrated = false;
 
   /** Snapshots the named tools for a run; every name must resolve. */
   async sources(names: string[]): Promise<Result<Record<string, ToolSource>, TenantError>> {

@@ -44,6 +44,8 @@ export type ApiError =
   | { code: "policy_denied"; detail: string }
   | { code: "tool_changed"; detail: string }
   | { code: "misconfigured"; detail: string }
+  /** Something toolgate needs did not answer just now; nothing was changed or sent. Try again. */
+  | { code: "unavailable"; detail: string }
   | { code: "internal"; detail: string };
 
 export function toApiError(error: ObjectError): ApiError {
@@ -67,6 +69,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "invalid_arguments":
     case "policy_denied":
     case "tool_changed":
+    case "unavailable":
       return { code: error.code, detail: error.detail };
     case "not_awaiting_approval":
       return {
@@ -151,6 +154,8 @@ export function statusOf(error: ApiError): number {
     case "misconfigured":
     case "internal":
       return 500;
+    case "unavailable":
+      return 503;
   }
 }
 
@@ -191,6 +196,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "tool_changed":
     case "invalid_pointer":
     case "misconfigured":
+    case "unavailable":
     case "internal":
       return -32603;
   }
@@ -218,5 +224,7 @@ export function problemResponse(error: ApiError, extra: Record<string, unknown> 
   const headers: Record<string, string> = { "Content-Type": "application/problem+json" };
   // RFC 6750 §3: a 401 names the scheme it wants (MCP clients read it to tell auth from other errors).
   if (status === 401) headers["WWW-Authenticate"] = 'Bearer realm="toolgate"';
+  // RFC 9110 §10.2.3: a 503 says when to try again (nothing was changed, so trying again is safe).
+  if (status === 503) headers["Retry-After"] = "5";
   return new Response(JSON.stringify(body), { status, headers });
 }

@@ -303,7 +303,7 @@ describe("approvals", () => {
     const item = (await api("GET", "/v1/approvals?state=pending")).body.items.find(
       (i: any) => i.operation_id === op,
     );
-    expect(item.preview).toEqual(view.body.approval.preview);
+    expect(item.preview).toEqual({ ...view.body.approval.preview, truncated: false });
     const state = await up.state();
     expect(state.requests.map((r) => [r.method, r.path])).toEqual([
       ["GET", "/quotes/usd?amount=120"],

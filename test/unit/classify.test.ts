@@ -247,6 +247,11 @@ const table: Row[] = [
     },
   ],
   [
+    "not sent: toolgate could not prepare the request (its tenant did not answer)",
+    { kind: "not_sent", detail: "x" },
+    { read: "retry", keyed: "retry", lookup: "retry", neither: "retry" },
+  ],
+  [
     "misconfigured",
     { kind: "config_error", detail: "x" },
     {

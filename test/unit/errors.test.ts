@@ -19,6 +19,7 @@ describe("toApiError", () => {
     [{ code: "invalid_arguments", detail: "x" }, "invalid_arguments", 422],
     [{ code: "policy_denied", detail: "x" }, "policy_denied", 422],
     [{ code: "tool_changed", detail: "x" }, "tool_changed", 409],
+    [{ code: "unavailable", detail: "x" }, "unavailable", 503],
     [{ code: "already_started" }, "internal", 500],
     [{ code: "not_started" }, "internal", 500],
   ];

@@ -5,6 +5,7 @@ import {
   ASK_RETRY_MS,
   EMPTY_LOCK,
   MAX_QUEUE,
+  PERSON_LEASE_MS,
   standing,
   transition,
   type LockEvent,
@@ -168,6 +169,17 @@ describe("lock transition table", () => {
         { kind: "set_alarm", atMs: T + LEASE },
         { kind: "notify_granted", operationId: "op_a", fencingToken: 7 },
       ],
+    ],
+    [
+      "expired, holder waiting for a person → held for PERSON_LEASE_MS this time, no grant notice, its own lease unchanged",
+      expired,
+      { type: "lease_expired", operationId: "op_a", fencingToken: 7, answer: "waiting" },
+      {
+        holder: { ...holder("op_a", 7), leaseExpiresAtMs: T + PERSON_LEASE_MS },
+        queue: busy.queue,
+        lastToken: 7,
+      },
+      [{ kind: "set_alarm", atMs: T + PERSON_LEASE_MS }],
     ],
     [
       "expired, holder settled → next granted",
@@ -372,6 +384,20 @@ describe("lock scenarios", () => {
     }
   });
 
+  it("a holder waiting for a person is asked once per PERSON_LEASE_MS, not once per lease (a day: 4 questions, not 1,440)", () => {
+    let state = step(EMPTY_LOCK, acquire("op_1", 60_000), 0).state;
+    let asks = 0;
+    for (let nowMs = 60_000; nowMs <= 24 * 3_600_000; nowMs += 60_000) {
+      const alarm = step(state, { type: "alarm" }, nowMs);
+      if (!alarm.effects.some((effect) => effect.kind === "ask_holder")) continue;
+      asks += 1;
+      const answer = { operationId: "op_1", fencingToken: 1, answer: "waiting" } as const;
+      state = step(alarm.state, { type: "lease_expired", ...answer }, nowMs).state;
+    }
+    expect(asks).toBe(4);
+    expect(state.holder).toMatchObject({ operationId: "op_1", fencingToken: 1, leaseMs: 60_000 });
+  });
+
   it("an answer arriving after the grant moved on cannot release the new holder", () => {
     // op_1's lease ran out, the question went out; meanwhile op_1 released and op_2 got token 2.
     const [, , released] = replay([
@@ -397,7 +423,7 @@ describe("lock invariants over random event sequences (seeded)", () => {
     t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
     return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
-  const answers = ["active", "settled", "gone", "unreachable"] as const;
+  const answers = ["active", "waiting", "settled", "gone", "unreachable"] as const;
 
   it.each([1, 2, 3, 4, 5, 6, 7, 8])(
     "seed %i: one holder, FIFO grants, tokens only ever increase",
@@ -446,11 +472,13 @@ describe("lock invariants over random event sequences (seeded)", () => {
           // FIFO: a new holder taken from the queue is the one that was first in line.
           if (before.holder) expect(state.holder.operationId).toBe(before.queue[0]!.operationId);
         }
-        // Expiry alone never frees a holder that answered active or could not be asked.
+        // Expiry alone never frees a holder that answered active, waiting, or could not be asked.
         if (
           event.type === "lease_expired" &&
           before.holder &&
-          (event.answer === "active" || event.answer === "unreachable")
+          (event.answer === "active" ||
+            event.answer === "waiting" ||
+            event.answer === "unreachable")
         ) {
           expect(state.holder).toMatchObject({
             operationId: before.holder.operationId,

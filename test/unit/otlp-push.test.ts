@@ -2,7 +2,7 @@
 // retryable answers (429/502/503/504, a failed or timed-out connection) are pushed again after 1 s
 // and 3 s with the same body; anything else is final; a failure is logged without the secret headers.
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { PUSH_RETRY_DELAYS_MS, pushSpans } from "../../src/durable/otlp-push.ts";
+import { collectorFor, PUSH_RETRY_DELAYS_MS, pushSpans } from "../../src/durable/otlp-push.ts";
 import type { Env } from "../../src/env.ts";
 
 const env = {
@@ -79,5 +79,47 @@ describe("pushSpans", () => {
       attempts: 3,
       status: 502,
     });
+  });
+});
+
+describe("OTEL_EXPORTER_OTLP_HEADERS", () => {
+  const withHeaders = (headers: string) =>
+    ({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "https://collector.example",
+      OTEL_EXPORTER_OTLP_HEADERS: headers,
+    }) as unknown as Env;
+
+  it("a malformed entry (stray %, no name, a name fetch refuses) is dropped and logged once without its value; the rest are sent; nothing throws", () => {
+    const lines = logged();
+    const env = withHeaders(
+      "x-token=a%2Cb, bad=sk_100%_off,=orphan-value,bad name=sk_hidden,x-other=ok,",
+    );
+    for (let i = 0; i < 3; i++)
+      expect(collectorFor(env)).toEqual({
+        url: "https://collector.example/v1/traces",
+        headers: { "Content-Type": "application/json", "x-token": "a,b", "x-other": "ok" },
+      });
+    expect(lines).toHaveLength(3);
+    expect(lines.map((l) => JSON.parse(l).event)).toEqual([
+      "toolgate.otlp_header_dropped",
+      "toolgate.otlp_header_dropped",
+      "toolgate.otlp_header_dropped",
+    ]);
+    expect(lines.join("\n")).not.toMatch(/sk_100|orphan-value|sk_hidden/);
+  });
+
+  it("the spans are still pushed with the well-formed headers", async () => {
+    vi.useFakeTimers();
+    logged();
+    const sent: Array<Record<string, string>> = [];
+    vi.stubGlobal(
+      "fetch",
+      vi.fn(async (_url: string, init: RequestInit) => {
+        sent.push(init.headers as Record<string, string>);
+        return new Response("{}", { status: 200 });
+      }),
+    );
+    await pushSpans(withHeaders("x-token=ok,x-bad=%E0%A4%A"), trace, "op_2");
+    expect(sent).toEqual([{ "Content-Type": "application/json", "x-token": "ok" }]);
   });
 });

@@ -10,7 +10,11 @@ import {
   type OperationState,
 } from "../../src/domain/operation/index.ts";
 import type { RepeatSafety } from "../../src/domain/classify.ts";
-import { DEFERRAL_JITTER_MS, planDeferral } from "../../src/domain/retry-deferral.ts";
+import {
+  backoffSinceMs,
+  DEFERRAL_JITTER_MS,
+  planDeferral,
+} from "../../src/domain/retry-deferral.ts";
 import { NO_REDACTION } from "../../src/domain/redact.ts";
 import { traceStep, type TraceDetails } from "../../src/domain/trace.ts";
 
@@ -251,5 +255,16 @@ describe("deferral timing and trace", () => {
       ["retry_deferred", undefined],
       ["recorded", "recorded"],
     ]);
+  });
+});
+
+describe("backoffSinceMs: waiting on toolgate's own objects (the run, the tenant, a failing alarm)", () => {
+  it.each([
+    ["just started: the floor", 0, 5_000],
+    ["failing for 3 s: still the floor", 3_000, 5_000],
+    ["failing for a minute: wait a minute (so the time since doubles)", 60_000, 60_000],
+    ["failing for an hour: the 10 min cap", 3_600_000, 600_000],
+  ] as const)("%s", (_name, failingForMs, waitMs) => {
+    expect(backoffSinceMs(T, T + failingForMs)).toBe(waitMs);
   });
 });

@@ -12,6 +12,11 @@ export type {
   TraceEvent,
   TransitionError,
 } from "./state.ts";
-export { WATCHDOG_GRACE_MS } from "./steps.ts";
+export {
+  LOCK_RECHECK_MAX_MS,
+  LOCK_RECHECK_MS,
+  nextLockRecheckAtMs,
+  WATCHDOG_GRACE_MS,
+} from "./steps.ts";
 export { transition } from "./transition.ts";
-export { isSettled, nextDueAtMs } from "./view.ts";
+export { isSettled, nextDueAtMs, stateAlarmAtMs } from "./view.ts";

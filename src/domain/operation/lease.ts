@@ -2,7 +2,7 @@
 // until the outcome is settled (transition gives it back on every entry into `recorded`). Nothing
 // is sent until the lock grants it; a lost grant notice is covered by asking again on an alarm.
 // The fencing token the grant carries goes to the upstream with each attempt (the shell's part).
-import { LOCK_RECHECK_MS, startAttempt, unchanged } from "./steps.ts";
+import { nextLockRecheckAtMs, startAttempt, unchanged } from "./steps.ts";
 import type { OperationEvent, OperationPlan, OperationState, Step } from "./state.ts";
 
 export function onLockGranted(
@@ -48,11 +48,14 @@ export function onLockQueued(
   };
 }
 
-/** The recheck alarm: ask the lock again (idempotent) and re-arm. */
+/** The recheck alarm: ask the lock again (idempotent) and re-arm on the backing-off schedule. */
 export const onLockAlarm = (
   state: Extract<OperationState, { phase: "awaiting_lock" }>,
   nowMs: number,
 ): Step => ({
   ...unchanged(state),
-  effects: [{ kind: "set_alarm", atMs: nowMs + LOCK_RECHECK_MS }, { kind: "acquire_lock" }],
+  effects: [
+    { kind: "set_alarm", atMs: nextLockRecheckAtMs(state.requestedAtMs, nowMs) },
+    { kind: "acquire_lock" },
+  ],
 });

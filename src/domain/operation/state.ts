@@ -142,9 +142,15 @@ export type OperationEvent =
   | { type: "cancel"; by: string }
   /**
    * The host's retry budget refused the automatic retry or resend this alarm was about to send
-   * (domain/retry-budget.ts): wait until `untilMs`, same attempt, same phase.
+   * (domain/retry-budget.ts), or (`unavailable`) the run or the tenant could not be asked before
+   * it: wait until `untilMs`, same attempt, same phase. Nothing was sent.
    */
-  | { type: "retry_deferred"; untilMs: number; reason: "retry_budget"; detail: string }
+  | {
+      type: "retry_deferred";
+      untilMs: number;
+      reason: "retry_budget" | "unavailable";
+      detail: string;
+    }
   /** The approver's preview came back (shown with the request; it changes nothing else). */
   | {
       type: "preview_finished";

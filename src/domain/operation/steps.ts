@@ -15,8 +15,25 @@ import type {
 
 /** A watchdog fires this long after an attempt's own timeout if its result never got recorded. */
 export const WATCHDOG_GRACE_MS = 5_000;
-/** While waiting for a resource lock, ask it again this often (a grant notice may have been lost). */
+/**
+ * While waiting for a resource lock, ask it again (a grant notice may have been lost) after 30 s,
+ * then at doubling gaps up to 10 min: the grant notice is the normal path, and a queue behind an
+ * operation that waits for a person may wait for days.
+ */
 export const LOCK_RECHECK_MS = 30_000;
+export const LOCK_RECHECK_MAX_MS = 600_000;
+
+/** The first recheck after `nowMs` on the schedule that starts when the wait began (so it needs no stored counter). */
+export function nextLockRecheckAtMs(requestedAtMs: number, nowMs: number): number {
+  let atMs = requestedAtMs + LOCK_RECHECK_MS;
+  let gapMs = 2 * LOCK_RECHECK_MS;
+  while (atMs <= nowMs && gapMs < LOCK_RECHECK_MAX_MS) {
+    atMs += gapMs;
+    gapMs = Math.min(2 * gapMs, LOCK_RECHECK_MAX_MS);
+  }
+  if (atMs <= nowMs) atMs += Math.ceil((nowMs - atMs + 1) / gapMs) * gapMs;
+  return atMs;
+}
 
 export const CANCELLED: Outcome = {
   status: "cancelled",
@@ -116,7 +133,10 @@ export function beginExecution(plan: OperationPlan, nowMs: number, trace: TraceE
   if (!plan.resource) return startAttempt(1, nowMs, nowMs, plan, null, trace);
   return {
     state: { phase: "awaiting_lock", requestedAtMs: nowMs, blockedBy: null },
-    effects: [{ kind: "set_alarm", atMs: nowMs + LOCK_RECHECK_MS }, { kind: "acquire_lock" }],
+    effects: [
+      { kind: "set_alarm", atMs: nextLockRecheckAtMs(nowMs, nowMs) },
+      { kind: "acquire_lock" },
+    ],
     trace: [...trace, { type: "awaiting_lock", at_ms: nowMs, resource: plan.resource }],
     changed: true,
   };

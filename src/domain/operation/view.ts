@@ -1,6 +1,7 @@
 // What the rest of the system reads off a stored state without moving it: whether the caller can
 // stop waiting, and when the operation will next act by itself (the shell's alarm and wait times).
-import type { OperationState } from "./state.ts";
+import type { OperationPlan, OperationState } from "./state.ts";
+import { nextLockRecheckAtMs, watchdogAt } from "./steps.ts";
 
 /** Settled = nothing more will happen without a person: the caller can stop waiting. */
 export const isSettled = (state: OperationState): boolean =>
@@ -11,4 +12,30 @@ export function nextDueAtMs(state: OperationState): number | null {
   if (state.phase === "retry_scheduled") return state.dueAtMs;
   if (state.phase === "outcome_unknown") return state.dueAtMs;
   return null;
+}
+
+/**
+ * When this state's own alarm is due: what the transitions into it armed (null: none, or a recorded
+ * operation, whose only alarm is its pruning, which the shell knows). The shell puts the alarm back
+ * here after something else (an outbox redelivery) moved it earlier.
+ */
+export function stateAlarmAtMs(
+  state: OperationState,
+  plan: OperationPlan,
+  nowMs: number,
+): number | null {
+  switch (state.phase) {
+    case "awaiting_approval":
+      return plan.approval?.expiresAtMs ?? null;
+    case "awaiting_lock":
+      return nextLockRecheckAtMs(state.requestedAtMs, nowMs);
+    case "executing":
+    case "reconciling":
+      return watchdogAt(plan, state.startedAtMs);
+    case "retry_scheduled":
+    case "outcome_unknown":
+      return state.dueAtMs;
+    case "recorded":
+      return null;
+  }
 }

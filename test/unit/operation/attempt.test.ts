@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import { envelopeFor } from "../../../src/domain/envelope.ts";
 import type { Observation } from "../../../src/domain/observation.ts";
+import { nextDueAtMs, type OperationState } from "../../../src/domain/operation/index.ts";
 import { nextDelayMs } from "../../../src/domain/retry.ts";
 import { executing, NOT_APPLIED, plan, play, says, status, step, T, timeout } from "./fixtures.ts";
 
@@ -228,5 +229,60 @@ describe("body lost after 2xx headers: exactly one classified observation", () =
       expect(says(first.state, safety)).toMatch(/took effect/);
       expect(says(first.state, safety)).not.toMatch(NOT_APPLIED);
     }
+  });
+});
+
+describe("toolgate's own dependencies failing before a send", () => {
+  const notSent: Observation = {
+    kind: "not_sent",
+    detail: "toolgate could not read the tenant's secrets for this attempt",
+  };
+
+  it.each(["read", "keyed", "lookup", "neither"] as const)(
+    "%s: not_sent is a retry that may not have applied (nothing was handed to the network)",
+    (safety) => {
+      const s = step(
+        executing(),
+        { type: "attempt_finished", attempt: 1, observation: notSent },
+        plan(safety),
+      );
+      expect(s.state).toMatchObject({ phase: "retry_scheduled", attempt: 1, mayHaveApplied: null });
+    },
+  );
+
+  it("not_sent after an ambiguous attempt keeps the ambiguity: exhaustion then stays outcome_unknown", () => {
+    const ambiguous: OperationState = {
+      ...executing(2),
+      mayHaveApplied: { atMs: 0, code: "timeout_unknown" },
+    } as OperationState;
+    const s = step(
+      ambiguous,
+      { type: "attempt_finished", attempt: 2, observation: notSent },
+      plan("neither", 2),
+    );
+    expect(s.state).toMatchObject({ phase: "outcome_unknown", reconcile: "human" });
+    expect(says(s.state, "neither")).not.toMatch(NOT_APPLIED);
+  });
+
+  it("retry_deferred `unavailable` keeps the phase and attempt, moves the due time, and says why", () => {
+    const scheduled: OperationState = {
+      phase: "retry_scheduled",
+      attempt: 1,
+      dueAtMs: T - 1,
+      firstAttemptAtMs: 0,
+      reason: "HTTP 429",
+      mayHaveApplied: null,
+    };
+    const s = step(scheduled, {
+      type: "retry_deferred",
+      untilMs: T + 5_000,
+      reason: "unavailable",
+      detail:
+        "toolgate could not prepare the request: the run could not be asked; nothing was sent",
+    });
+    expect(s.state).toMatchObject({ phase: "retry_scheduled", attempt: 1 });
+    expect(nextDueAtMs(s.state)).toBeGreaterThanOrEqual(T + 5_000);
+    expect(s.effects).toEqual([{ kind: "set_alarm", atMs: nextDueAtMs(s.state) }]);
+    expect(s.trace[0]).toMatchObject({ type: "retry_deferred", reason: "unavailable" });
   });
 });

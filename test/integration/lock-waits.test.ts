@@ -1,0 +1,70 @@
+// A write queued behind a resource whose holder waits for a person (an unknown outcome nobody has
+// resolved yet) must not poll for ever: each recheck asks its run, so a run past its deadline takes
+// its write out of the queue, recorded with that refusal and nothing sent.
+import { env } from "cloudflare:workers";
+import { runInDurableObject } from "cloudflare:test";
+import { describe, expect, it } from "vitest";
+import { lockStub } from "../../src/durable/stubs.ts";
+import type { Env } from "../../src/env.ts";
+import { api, fireAlarm, manifest, operation, testTenant, turn, upstream } from "../support/api.ts";
+
+const runObject = (runId: string) => (env as any).RUNS.get((env as any).RUNS.idFromName(runId));
+
+/** Moves the run's start back by `ms`, as if that much time had passed (its deadline counts from it). */
+const age = (runId: string, ms: number) =>
+  runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) => {
+    const row = state.storage.sql.exec<{ data: string }>("SELECT data FROM run").one();
+    const run = JSON.parse(row.data) as { createdAtMs: number };
+    run.createdAtMs -= ms;
+    state.storage.sql.exec("UPDATE run SET data = ?", JSON.stringify(run));
+  });
+
+describe("waiting for a resource lock", () => {
+  it("a waiter whose run passed its deadline leaves the queue at its next recheck, recorded budget_exhausted/deadline, nothing sent", async () => {
+    const up = upstream();
+    const tool = manifest({
+      url: up.url,
+      timeout_ms: 300,
+      idempotency: { mode: "none" },
+      input_schema: {
+        type: "object",
+        additionalProperties: false,
+        properties: { order_id: { type: "string" }, amount: { type: "integer" } },
+        required: ["order_id", "amount"],
+      },
+      resource: "order:{order_id}",
+      request: { method: "POST", url: `${up.url}/orders/{order_id}/refunds` },
+    });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool)).status).toBe(201);
+    const newRun = async (budgets: Record<string, number> = {}) =>
+      (await api("POST", "/v1/runs", { user: { id: "u1" }, tools: [tool.name], budgets })).body
+        .run_id as string;
+    const refund = (amount: number) => ({
+      id: `c${amount}`,
+      name: tool.name,
+      arguments: { order_id: "ord_1", amount },
+    });
+
+    // The holder: its response never arrives and nothing can look it up, so it waits for a person.
+    await up.script({ kind: "commit_then_hang" });
+    const holder = (await turn(await newRun(), [refund(1)])).body.results[0];
+    expect(holder).toMatchObject({ status: "outcome_unknown" });
+
+    const waiterRun = await newRun({ max_duration_ms: 3_600_000 });
+    const queued = (await turn(waiterRun, [refund(2)], 0)).body.results[0];
+    expect(queued).toMatchObject({ status: "pending", code: "resource_locked" });
+    const waiter = queued.operation_id as string;
+
+    await age(waiterRun, 2 * 3_600_000);
+    expect(await fireAlarm(waiter)).toBe(true);
+    expect((await operation(waiter)).body.result).toMatchObject({
+      status: "budget_exhausted",
+      code: "deadline",
+    });
+    const { tenantId } = await testTenant();
+    const lock = await lockStub(env as unknown as Env, tenantId, "order:ord_1").status(tenantId);
+    expect(lock.ok && lock.value.holder?.operation_id).toBe(holder.operation_id);
+    expect(lock.ok && lock.value.queue).toEqual([]);
+    expect((await up.state()).requests).toHaveLength(1);
+  });
+});
