@@ -12,7 +12,13 @@ import { problemPage } from "./layout.tsx";
 import type { ConsoleEnv } from "./page.ts";
 import { PAGES } from "./pages.ts";
 import { csrfToken, csrfValid, openSession } from "./session.ts";
-import { endSession, SESSION_COOKIE, signingKey, signInRoutes } from "./sign-in.tsx";
+import {
+  endSession,
+  SESSION_COOKIE,
+  signingKey,
+  signingKeyMissing,
+  signInRoutes,
+} from "./sign-in.tsx";
 import { CONSOLE_CSS } from "./styles.ts";
 
 const MAX_FORM_BYTES = 16 * 1024;
@@ -31,13 +37,7 @@ const securityHeaders: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
 
 const requireSession: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
   const key = signingKey(c);
-  if (!key)
-    return problemPage(
-      c,
-      500,
-      "Console unavailable",
-      "TOOLGATE_SIGNING_KEY is not set for this deployment.",
-    );
+  if (!key) return signingKeyMissing(c);
   const claims = await openSession(key, getCookie(c, SESSION_COOKIE), Date.now());
   const current = claims ? await tenantStub(c.env, claims.tenantId).keyInfo(claims.keyId) : null;
   if (!claims || !current?.ok) {

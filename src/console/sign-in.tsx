@@ -48,6 +48,15 @@ export function signingKey(c: Context<ConsoleEnv>): string | null {
   return c.env.TOOLGATE_SIGNING_KEY || null;
 }
 
+/** The page for a deployment without a signing key: no session can be sealed or opened (500). */
+export const signingKeyMissing = (c: Context<ConsoleEnv>, consequence = "") =>
+  problemPage(
+    c,
+    500,
+    "Console unavailable",
+    `TOOLGATE_SIGNING_KEY is not set for this deployment${consequence}.`,
+  );
+
 const ENDED: Record<string, string> = {
   signed_out: "You are signed out.",
   expired: "Your session ended: it expired, or its API key was revoked. Sign in again to continue.",
@@ -58,13 +67,7 @@ async function signInForm(
   options: { error?: string; notice?: string; next: string; status?: 200 | 401 | 403 },
 ) {
   const key = signingKey(c);
-  if (!key)
-    return problemPage(
-      c,
-      500,
-      "Console unavailable",
-      "TOOLGATE_SIGNING_KEY is not set for this deployment, so the console cannot sign anyone in.",
-    );
+  if (!key) return signingKeyMissing(c, ", so the console cannot sign anyone in");
   const nonce = randomSecret();
   setCookie(c, LOGIN_COOKIE, nonce, { ...COOKIE, maxAge: LOGIN_TTL_MS / 1000 });
   const token = await loginToken(key, nonce);
@@ -125,13 +128,7 @@ export const signInRoutes = consoleRoutes()
   )
   .post("/sign-in", async (c) => {
     const key = signingKey(c);
-    if (!key)
-      return problemPage(
-        c,
-        500,
-        "Console unavailable",
-        "TOOLGATE_SIGNING_KEY is not set for this deployment.",
-      );
+    if (!key) return signingKeyMissing(c);
     const form = await c.req.parseBody();
     const next = safeNext(form.next);
     if (!(await loginTokenValid(key, getCookie(c, LOGIN_COOKIE), form.csrf))) {

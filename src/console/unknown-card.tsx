@@ -1,0 +1,82 @@
+// One unknown outcome as a card: the tool and its error code, the facts (run, how long it has
+// waited, operation, idempotency key, whether sending it again is safe), its attempts and what the
+// upstream said, and the verdict form. `form` is set only on the card whose form did not parse.
+import type { TraceEvent } from "../domain/operation/index.ts";
+import type { OperationView } from "../durable/operation-object.ts";
+import { Attempts } from "./attempts.tsx";
+import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
+import { ago } from "./format.ts";
+import { Badge } from "./timeline.tsx";
+import { ResolveForm } from "./verdict-form.tsx";
+import type { FormState } from "./verdict.ts";
+
+/** An operation still waiting for a person, with its view and its log. */
+export type Waiting = {
+  operation_id: string;
+  run_id: string;
+  tool: string;
+  since: string;
+  view: OperationView;
+  events: TraceEvent[];
+};
+
+const SAFETY_TEXT: Record<OperationView["repeat_safety"], string> = {
+  keyed:
+    "The tool deduplicates by idempotency key: sending it again with the same key cannot repeat the effect.",
+  lookup:
+    "The tool has a status lookup, but it gave no clear answer. It has no idempotency key, so toolgate will not send it again.",
+  neither:
+    "The tool has no idempotency key and no status lookup: only the upstream system can tell. toolgate will not send it again.",
+  read: "A read: it changed nothing upstream.",
+};
+
+export const UnknownCard = ({
+  item,
+  csrf,
+  nowMs,
+  form,
+}: {
+  item: Waiting;
+  csrf: string;
+  nowMs: number;
+  form: FormState | null;
+}) => {
+  const id = item.operation_id;
+  const { view } = item;
+  const code = view.result.status === "succeeded" ? null : view.result.code;
+  return (
+    <article class="item" id={id} aria-labelledby={`${id}-title`} data-operation={id}>
+      <header>
+        <h2 id={`${id}-title`}>{item.tool}</h2>
+        <Badge status="outcome_unknown" />
+        {code && <code>{code}</code>}
+      </header>
+      <div class="item-body">
+        <Facts>
+          <RunFact runId={item.run_id} operationId={id} />
+          <TimeFact
+            label="Waiting since"
+            at={item.since}
+            hint={ago(Date.parse(item.since), nowMs)}
+          />
+          <Fact label="Operation" mono>
+            {id}
+          </Fact>
+          <Fact label="Idempotency key" mono>
+            {view.idempotency_key}
+          </Fact>
+          <Fact label="Sending again">{SAFETY_TEXT[view.repeat_safety]}</Fact>
+        </Facts>
+        <h3>Attempts and what the upstream said</h3>
+        <Attempts events={item.events} />
+        <ResolveForm
+          operationId={id}
+          tool={item.tool}
+          keyed={view.repeat_safety === "keyed"}
+          csrf={csrf}
+          form={form}
+        />
+      </div>
+    </article>
+  );
+};
