@@ -118,7 +118,7 @@ export async function prepareVerification(
     input,
     changed,
     settingsHash: (await verificationSettingsHash(manifest))!,
-    baseUrl: rebased.value === m ? null : new URL(body.base_url!).origin,
+    baseUrl: sandboxOrigin(m, rebased.value),
   });
 }
 
@@ -126,6 +126,16 @@ export async function prepareVerification(
 async function freeze(value: Record<string, unknown>): Promise<FrozenInput> {
   const canonical = canonicalJson(value);
   return { value, canonical, hash: await sha256Hex(canonical) };
+}
+
+/**
+ * The origin the checks go to when it is not the tool's own (a sandbox), else null. Only a verdict
+ * with null vouches for the tool (domain/verification.ts countedStatus): a `base_url` naming the
+ * tool's own origin is a check of production, anything else is not.
+ */
+function sandboxOrigin(m: Manifest, rebased: Manifest): string | null {
+  const same = rebased.request.url === m.request.url && rebased.reconcile?.url === m.reconcile?.url;
+  return same ? null : new URL(rebased.request.url).origin;
 }
 
 /** A sandbox origin replaces the origin of the request and the status lookup (paths stay). */
