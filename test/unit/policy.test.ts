@@ -5,6 +5,7 @@ import { admitCall } from "../../src/domain/gate.ts";
 import { checkLimits, checkScopes } from "../../src/domain/policy.ts";
 import { modelCost } from "../../src/domain/pricing.ts";
 import { compileManifest } from "../../src/tools/manifest.ts";
+import type { Limit } from "../../src/tools/spec.ts";
 
 const spec = (() => {
   const compiled = compileManifest(
@@ -173,12 +174,12 @@ describe("limits and scopes", () => {
     expect(checkLimits({ amount: { min: 1 } }, { amount: 0 }, {}).ok).toBe(false);
     expect(checkLimits({ reason: { enum: ["damaged"] } }, { reason: "other" }, {}).ok).toBe(false);
   });
-  it.each([
+  it.each<[string, Record<string, Limit>, Record<string, unknown>]>([
     ["a max limit on an absent field", { amount: { max: 10 } }, {}],
     ["a min limit on an absent field", { amount: { min: 1 } }, { other: 5 }],
     ["an enum limit on an absent field", { reason: { enum: ["damaged"] } }, {}],
     ["a context limit on an absent field", { amount: { max: "context.refund_limit" } }, {}],
-  ] as const)("fails closed: %s → policy_denied", (_what, limits, input) => {
+  ])("fails closed: %s → policy_denied", (_what, limits, input) => {
     const r = checkLimits(limits, input, { refund_limit: 100 });
     expect(r).toMatchObject({ ok: false, error: { code: "policy_denied" } });
     expect(!r.ok && r.error.message).toMatch(/has a limit and was not given/);
