@@ -363,7 +363,7 @@ async function readCapped(response: Response): Promise<string | null> {
   return new TextDecoder().decode(bytes);
 }
 
-export const SNIPPET_CHARS = 200;
+const SNIPPET_CHARS = 200;
 
 /**
  * The start of an error body, for the model; the status alone decides, so an unreadable body is
