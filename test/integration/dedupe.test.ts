@@ -53,7 +53,7 @@ describe("deduplication", () => {
     expect(first.body.results[0]).toMatchObject({ status: "pending", code: "retry_scheduled" });
     // The run now derives keys from another signing key; the operation keeps the one in its plan.
     const run = (env as any).RUNS.get((env as any).RUNS.idFromName(runId));
-    await runInDurableObject(run, (instance: any) => {
+    await (runInDurableObject as any)(run, (instance: any) => {
       instance.env = { ...instance.env, TOOLGATE_SIGNING_KEY: "rotated-signing-key" };
     });
     const again = await turn(runId, [{ id: "c2", name, arguments: charge }]);
