@@ -38,8 +38,11 @@ export type Fault =
   | { kind: "headers_then_stall"; commit?: boolean }
   /** 200 and the headers, a first chunk of the body, then the connection is destroyed. */
   | { kind: "headers_then_drop"; commit?: boolean }
-  /** Answers `status` with the request's headers in the body (an upstream that echoes credentials). */
-  | { kind: "echo"; status?: number };
+  /**
+   * Answers `status` with the request's headers in the body (an upstream that echoes credentials);
+   * with `header`, as plain text: `prefix` then that request header's value ("invalid key sk_…").
+   */
+  | { kind: "echo"; status?: number; header?: string; prefix?: string };
 
 /**
  * Opt-in, per namespace: `ignores_key` (every write is a new effect, the key is never looked at),
@@ -326,6 +329,11 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         res.end(`{"id":"eff_deep","nested":${"[".repeat(fault.depth)}${"]".repeat(fault.depth)}}`);
         return;
       case "echo":
+        if (fault.header !== undefined) {
+          res.writeHead(fault.status ?? 200, { "Content-Type": "text/plain" });
+          res.end(`${fault.prefix ?? ""}${header(req, fault.header.toLowerCase()) ?? ""}`);
+          return;
+        }
         return json(res, fault.status ?? 200, { id: "echo", headers: req.headers });
       case "redirect":
         if (fault.commit && isWrite) commit();

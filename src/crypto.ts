@@ -117,3 +117,30 @@ export async function secretFingerprint(
   );
   return `hmac:${base64url(mac).slice(0, 12)}`;
 }
+
+// Upstream idempotency keys are an HMAC of the operation id (domain/identity.ts): the key material
+// is HKDF-SHA-256 of TOOLGATE_SIGNING_KEY under its own purpose label, so it serves nothing else
+// and the signing key itself never reaches the core. One deployment has one signing key.
+let keyMaterial: { signingKey: string; bits: Promise<Uint8Array<ArrayBuffer>> } | null = null;
+
+export function idempotencyKeySecret(signingKey: string): Promise<Uint8Array<ArrayBuffer>> {
+  if (keyMaterial?.signingKey !== signingKey) {
+    const bits = crypto.subtle
+      .importKey("raw", enc(signingKey), "HKDF", false, ["deriveBits"])
+      .then((base) =>
+        crypto.subtle.deriveBits(
+          {
+            name: "HKDF",
+            hash: "SHA-256",
+            salt: enc("toolgate/idempotency-keys/v1"),
+            info: enc("upstream idempotency key"),
+          },
+          base,
+          256,
+        ),
+      )
+      .then((derived) => new Uint8Array(derived));
+    keyMaterial = { signingKey, bits };
+  }
+  return keyMaterial.bits;
+}

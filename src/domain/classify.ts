@@ -61,11 +61,18 @@ export function classify(safety: RepeatSafety, observed: Observation): Decision 
     case "ok":
       return { kind: "succeed", result: observed.result };
     case "invalid_output":
-      // The upstream answered 2xx: for a write the effect happened, so this is never retried.
+      // The upstream answered 2xx: for a write the effect happened, so this is never retried, and
+      // the model must not read "failed" as "not done" (it would tell the user the write failed).
+      if (safety === "read")
+        return fail(
+          "failed",
+          "invalid_output",
+          `The tool answered with output toolgate could not accept (${observed.detail}). ${DO_NOT_RETRY}`,
+        );
       return fail(
         "failed",
         "invalid_output",
-        `The tool answered with output toolgate could not accept (${observed.detail}). ${DO_NOT_RETRY}`,
+        `The tool accepted this call (it answered success), so it took effect, but toolgate could not accept its answer (${observed.detail}), so there is no result to show. Do not retry this call; tell the user it was done but its result could not be read.`,
       );
     case "body_lost":
       // A 2xx arrived, so a write took effect; only its result was lost. A keyed write asks again

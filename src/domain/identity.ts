@@ -1,6 +1,8 @@
 // Logical operation identity. The operation id is a hash of (tenant, scope, tool, operation key);
-// the idempotency key sent upstream is derived from the operation id alone, so it is identical
-// on every attempt, after every crash, and whichever call id the model used to propose it.
+// the idempotency key sent upstream is derived from the operation id alone (keyed by deployment
+// key material), so it is identical on every attempt, after every crash, and whichever call id the
+// model used to propose it, yet the operation id the model reads in every envelope does not give
+// it away.
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 
 export type OperationId = `op_${string}`;
@@ -24,7 +26,6 @@ export type FrozenInput = { value: Record<string, unknown>; canonical: string; h
 
 export type FrozenCall = {
   operationId: OperationId;
-  idempotencyKey: string;
   canonicalInput: string;
   inputHash: string;
 };
@@ -46,7 +47,31 @@ export async function freezeCall(call: IdentityInput): Promise<FrozenCall> {
   const scopeValue = call.risk === "read" || call.scope === "run" ? `run:${call.runId}` : "tenant";
   const digest = await sha256Hex(canonicalJson([call.tenantId, scopeValue, call.tool, key]));
   const operationId: OperationId = `op_${digest.slice(0, 32)}`;
-  return { operationId, idempotencyKey: idempotencyKeyFor(operationId), canonicalInput, inputHash };
+  return { operationId, canonicalInput, inputHash };
 }
 
-export const idempotencyKeyFor = (operationId: OperationId): string => `tg_${operationId.slice(3)}`;
+/**
+ * The key sent upstream: `tg_` + HMAC-SHA256(keySecret, operation id), 32 hex characters. Without
+ * the secret the operation id (which the model sees) says nothing about it, so a model cannot
+ * pre-empt or poison a pending operation's key through another tool of the same upstream.
+ * `keySecret`: deployment key material, passed in by the shell (src/crypto.ts). An operation
+ * stores its key in its plan when it is created: a rotated secret never changes an existing key.
+ */
+export async function idempotencyKeyFor(
+  operationId: OperationId,
+  keySecret: Uint8Array<ArrayBuffer>,
+): Promise<string> {
+  const key = await crypto.subtle.importKey(
+    "raw",
+    keySecret,
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = new Uint8Array(
+    await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(operationId)),
+  );
+  let hex = "";
+  for (const byte of mac.subarray(0, 16)) hex += byte.toString(16).padStart(2, "0");
+  return `tg_${hex}`;
+}

@@ -176,13 +176,21 @@ const spanBase = (traceId: string, spanId: string, parentSpanId: string | undefi
   droppedLinksCount: 0,
 });
 
-/** Span events carry the event's own fields; nested objects travel as JSON text. */
+/**
+ * Span events carry the event's own fields; nested objects travel as JSON text. The idempotency
+ * key (`attempt_started`) is hashed, as on the spans: the key itself lets anyone holding a trace
+ * replay the request against the upstream.
+ */
 function spanEvent(event: TraceEvent): OtlpEvent {
   const { type, at_ms, ...fields } = event;
   const flat: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(fields))
     flat[`toolgate.${name}`] =
-      value !== null && typeof value === "object" ? JSON.stringify(value) : value;
+      name === "idempotency_key" && typeof value === "string"
+        ? sha256HexSync(value)
+        : value !== null && typeof value === "object"
+          ? JSON.stringify(value)
+          : value;
   return {
     timeUnixNano: nanos(at_ms),
     name: type,

@@ -1,6 +1,7 @@
 // Policy decisions enforced in code, outside the prompt: required scopes and declarative limits
 // (numbers may reference the run's context, e.g. "context.refund_limit"). Limits fail closed: a
-// limit whose reference is missing from the context denies. Pure functions over plain data.
+// limit whose reference is missing from the context denies, and so does a limited field the call
+// leaves out (as approval rules ask). Pure functions over plain data.
 import type { Limit } from "../tools/spec.ts";
 import { err, ok, type Result } from "./result.ts";
 
@@ -26,7 +27,13 @@ export function checkLimits(
 ): Result<true, PolicyRefusal> {
   for (const [field, limit] of Object.entries(limits)) {
     const value = input[field];
-    if (value === undefined) continue;
+    // Absent (or a strict-mode null, which the gate reads as absent) is not "within the limit": an
+    // upstream may read "no amount" as "everything", so a limit that cannot be checked denies.
+    if (value === undefined)
+      return err({
+        code: "policy_denied",
+        message: `Policy does not allow this: ${field} has a limit and was not given, so it cannot be checked. Give ${field} explicitly if the user stated it; otherwise do not retry; tell the user.`,
+      });
     if (limit.enum && !limit.enum.some((allowed) => allowed === value))
       return deny(field, `must be one of ${limit.enum.map((v) => JSON.stringify(v)).join(", ")}`);
     for (const [bound, compare] of [

@@ -68,6 +68,32 @@ export function scrub<T>(value: T, redaction: Redaction): T {
   return walk(value) as T;
 }
 
+/**
+ * `text` cut to at most `max` characters without leaving a fragment of any `hidden` value at the
+ * end: the cut moves back before a value it would split, and before a tail that begins one
+ * (MIN_SCRUB_LENGTH characters or more). Scrub whole values first, then cut with this: cutting
+ * first leaves the prefix of a value straddling the cut that no whole-value scrub can find.
+ */
+export function cutClear(text: string, max: number, hidden: readonly string[]): string {
+  if (text.length <= max) return text;
+  let end = max;
+  for (let moved = true; moved && end > 0;) {
+    moved = false;
+    for (const value of hidden) {
+      for (let k = Math.min(value.length - 1, end); k >= 1; k--) {
+        const start = end - k;
+        const fragment = text.startsWith(value.slice(0, k), start);
+        if (fragment && (k >= MIN_SCRUB_LENGTH || text.startsWith(value, start))) {
+          end = start;
+          moved = true;
+          break;
+        }
+      }
+    }
+  }
+  return text.slice(0, end);
+}
+
 function replaceAt(node: unknown, path: readonly string[]): unknown {
   if (path.length === 0) return REDACTED;
   const [head, ...rest] = path as [string, ...string[]];

@@ -15,7 +15,7 @@ import {
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { refusal, RUN_TEXT, type Envelope } from "./envelope.ts";
 import { admitCall, type GateRefusal, type ProposedCall } from "./gate.ts";
-import { freezeCall } from "./identity.ts";
+import { freezeCall, idempotencyKeyFor } from "./identity.ts";
 import type { TraceEvent } from "./operation/index.ts";
 import { checkScopes } from "./policy.ts";
 import { err, ok, type Result } from "./result.ts";
@@ -114,11 +114,15 @@ export const unofferedNames = (verdicts: readonly GateVerdict[]): string[] => [
   ),
 ];
 
-/** Freezes the admitted calls; a refusal becomes its envelope (`unknown_tool` for names the tenant does not know). */
+/**
+ * Freezes the admitted calls; a refusal becomes its envelope (`unknown_tool` for names the tenant
+ * does not know). `keySecret`: the deployment's key material for upstream idempotency keys.
+ */
 export async function freezeTurn(
   run: RunState,
   verdicts: readonly GateVerdict[],
   registered: ReadonlySet<string>,
+  keySecret: Uint8Array<ArrayBuffer>,
 ): Promise<TurnCall[]> {
   return Promise.all(
     verdicts.map(async (verdict): Promise<TurnCall> => {
@@ -144,7 +148,7 @@ export async function freezeTurn(
       });
       const submit: Submission = {
         operationId: frozen.operationId,
-        idempotencyKey: frozen.idempotencyKey,
+        idempotencyKey: await idempotencyKeyFor(frozen.operationId, keySecret),
         input: { value: input, canonical: frozen.canonicalInput, hash: frozen.inputHash },
         source: run.tools[verdict.call.name]!,
         cost: spec.cost,

@@ -215,6 +215,17 @@ export function verdictOf(
   return { status, checked_at: checkedAt, settings_hash: settingsHash, base_url: baseUrl, checks };
 }
 
+/**
+ * What a verdict counts for when an operation decides what it may rely on: only checks sent to the
+ * tool's own origin vouch for it. A verdict obtained against a sandbox (`base_url`) is stored and
+ * shown with the tool, but the production upstream was never tested, so it counts as unverified.
+ */
+export function countedStatus(verification: Verification): VerificationStatus {
+  return verification.status === "verified" && verification.base_url !== null
+    ? "unverified"
+    : verification.status;
+}
+
 /** A verdict holds only for the settings it was checked with; anything else is unverified. */
 export function verificationFor(
   stored: Verification | null,
@@ -263,10 +274,12 @@ export type IdempotencyTrust = {
 };
 
 /**
- * A `header` write whose verdict is not `verified`: under TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY it
- * runs as mode `none` with no trusted status lookup (the lookup is part of what verify proves), so
- * an ambiguous attempt waits for a person instead of being resent; otherwise it keeps its promise
- * and is flagged. Reads and other modes are untouched.
+ * A write that promises safe repeats (mode `header`, or `natural`, which verify cannot check)
+ * whose verdict is not `verified`: under TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY it runs as mode
+ * `none` with no trusted status lookup (the lookup is part of what verify proves), so an ambiguous
+ * attempt waits for a person instead of being resent; otherwise it keeps its promise and is
+ * flagged. `status` null: no verdict applies (a code tool, reviewed with the deployment). Reads
+ * and mode `none` promise nothing and are untouched.
  */
 export function idempotencyTrust(
   risk: Risk,
@@ -276,7 +289,7 @@ export function idempotencyTrust(
   requireVerified: boolean,
 ): IdempotencyTrust {
   const safety = repeatSafety(risk, mode, hasReconcile);
-  if (risk === "read" || mode !== "header" || status === null || status === "verified")
+  if (risk === "read" || mode === "none" || status === null || status === "verified")
     return { safety, hasLookup: hasReconcile, unverified: null };
   if (!requireVerified)
     return { safety, hasLookup: hasReconcile, unverified: { status, enforced: false } };
@@ -287,7 +300,7 @@ export function idempotencyTrust(
 export function unverifiedTraceDetail(
   unverified: NonNullable<IdempotencyTrust["unverified"]>,
 ): string {
-  const what = `its upstream's idempotency handling is ${unverified.status} (POST /v1/tools/{name}/verify)`;
+  const what = `its upstream's idempotency handling is ${unverified.status} (only a "header" tool verified against its own origin with POST /v1/tools/{name}/verify counts)`;
   return unverified.enforced
     ? `TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY is on and ${what}: it runs as idempotency mode "none" — an ambiguous attempt is not resent and its status lookup is not trusted; a person settles it`
     : `${what}: automatic resends after an ambiguous attempt rely on a promise no one has checked`;

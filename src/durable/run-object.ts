@@ -6,6 +6,7 @@
 // three": outgoing messages wait for pending writes). A crash can lose a turn only together with
 // its operations, never its accounting alone. Memory holds bounded, derived caches only.
 import { DurableObject } from "cloudflare:workers";
+import { idempotencyKeySecret } from "../crypto.ts";
 import type { Budgets } from "../domain/budget.ts";
 import type { ProposedCall } from "../domain/gate.ts";
 import type { TraceEvent } from "../domain/operation/index.ts";
@@ -122,6 +123,8 @@ export type RunError =
   | { code: "unknown_tool"; detail: string }
   /** The run stores no more turns (domain/run-limits.ts): nothing stored, nothing sent. */
   | { code: "run_turn_limit"; detail: string }
+  /** TOOLGATE_SIGNING_KEY is unset: no upstream idempotency key can be derived. */
+  | { code: "misconfigured"; detail: string }
   /** Expired, every operation pruned, then its own rows (retention): it answers 410 from then on. */
   | { code: "run_pruned"; run_id: string; pruned_at_ms: number };
 /** One MCP tools/call: `requestKey` names it for cancellation, `nonce` names a read (domain/mcp-call.ts). */
@@ -239,6 +242,13 @@ export class RunObject extends DurableObject<Env> {
     format = "native",
   ): Promise<Result<TurnReply, RunError>> {
     const identity = await turnIdentity(calls);
+    if (!this.env.TOOLGATE_SIGNING_KEY)
+      return err({
+        code: "misconfigured",
+        detail:
+          "TOOLGATE_SIGNING_KEY is not set for this deployment (upstream idempotency keys derive from it)",
+      });
+    const keySecret = await idempotencyKeySecret(this.env.TOOLGATE_SIGNING_KEY);
     const usageHash = group?.usage ? await sha256Hex(canonicalJson(group.usage)) : null;
     // Each pass admits against one snapshot of the run; it repeats only if the run's tools or
     // scopes changed while it hashed (or asked the tenant), because the gate must see the newest.
@@ -268,6 +278,7 @@ export class RunObject extends DurableObject<Env> {
             (name) => name !== CHECK_STATUS || !checks.includes(true),
           ),
         ),
+        keySecret,
       );
       // toolgate_check_status is answered here, at admission: a snapshot of the target, kept with the turn.
       // Up to the run's allowance (`looked`, counted with the turn; a post that raced past it goes again).

@@ -17,6 +17,7 @@ import {
 import { hostPolicy, retentionMs, type Env } from "../env.ts";
 import type { ApiScope } from "../http/schemas.ts";
 import {
+  countedStatus,
   verificationFor,
   type Verification,
   type VerificationStatus,
@@ -315,7 +316,7 @@ export class TenantObject extends DurableObject<Env> {
     return Object.fromEntries(
       items.map(({ name, settingsHash }) => [
         name,
-        verificationFor(this.verificationRow(name), settingsHash).status,
+        countedStatus(verificationFor(this.verificationRow(name), settingsHash)),
       ]),
     );
   }

@@ -70,7 +70,7 @@ const ROUTES: Route[] = [
     method: "post",
     path: "/v1/tools/{name}/verify",
     summary:
-      "Check that the upstream deduplicates by the tool's idempotency header (sends test requests) → the stored verdict",
+      "Check that the upstream deduplicates by the tool's idempotency header (sends test requests) → the stored verdict; a tool whose approval rule would ask needs approvals:decide too, unless base_url names a sandbox",
     auth: "tools:write",
     body: VerifyTool,
   },

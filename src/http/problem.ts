@@ -52,6 +52,7 @@ export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
     case "not_found":
       return { code: "not_found", detail: "detail" in error ? error.detail : "not found" };
+    case "forbidden":
     case "invalid_request":
     case "invalid_manifest":
     case "upstream_not_allowed":

@@ -35,7 +35,11 @@ export const toolRoutes = new Hono<AppEnv>()
     const stub = tenantStub(c, tenantId);
     const tool = unwrap(await stub.getTool(c.req.param("name")));
     // Everything is checked before the first byte goes upstream: tool, base_url, arguments, secrets.
-    const prepared = unwrap(await prepareVerification(tool.manifest, body, hostPolicy(c.env)));
+    const principal = c.get("principal");
+    const mayDecide = principal.kind === "key" && principal.scopes.includes("approvals:decide");
+    const prepared = unwrap(
+      await prepareVerification(tool.manifest, body, hostPolicy(c.env), mayDecide),
+    );
     const secrets = unwrap(await stub.secretsFor(tenantId, prepared.spec.secretNames));
     const verification = await runVerification(
       prepared,

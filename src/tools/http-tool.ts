@@ -13,6 +13,7 @@ import { isLoopback } from "./manifest.ts";
 import type { FrozenInput } from "../domain/identity.ts";
 import type { BuiltRequest, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
 import { jsonTextProblem } from "../domain/strict-json.ts";
+import { cutClear, REDACTED, redactionFor } from "../domain/redact.ts";
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
@@ -76,7 +77,7 @@ async function attemptOnce(
     const detail =
       response.status >= 300 && response.status < 400
         ? `redirect to ${response.headers.get("Location") ?? "?"} not followed`
-        : await snippet(response);
+        : await snippet(response, ctx.secrets, redactionFor(spec.redact, input.value).values);
     return {
       kind: "http_error",
       status: response.status,
@@ -218,10 +219,18 @@ async function probeOnce(
       };
     else {
       const parsed = parseOrText(text);
+      // Scrubbed before it is cut (and never cut inside a secret): see cutClear.
+      const secrets = Object.values(ctx.secrets);
       received = {
         kind: "response",
         status: response.status,
-        body: text.length <= EVIDENCE_BYTES ? parsed : text.slice(0, EVIDENCE_BYTES),
+        body:
+          text.length <= EVIDENCE_BYTES
+            ? parsed
+            : cutClear(scrubText(text, secrets), EVIDENCE_BYTES, [
+                ...secretForms(secrets),
+                REDACTED,
+              ]),
         digest: await sha256Hex(typeof parsed === "string" ? parsed : canonicalJson(parsed)),
         truncated: text.length > EVIDENCE_BYTES,
         valid_output: validateOutput(spec, text).kind === "ok",
@@ -272,6 +281,16 @@ export function scrubSecrets<T>(value: T, secrets: readonly string[]): T {
   };
   return scrub(value) as T;
 }
+
+/** How a secret can appear in upstream text: as itself, and JSON-escaped inside a JSON string. */
+function secretForms(secrets: readonly string[]): string[] {
+  const live = secrets.filter((secret) => secret.length > 0);
+  return [...new Set(live.flatMap((secret) => [secret, JSON.stringify(secret).slice(1, -1)]))];
+}
+
+/** Every form of every secret replaced in raw text (before it is cut or parsed). */
+const scrubText = (text: string, secrets: readonly string[]): string =>
+  secretForms(secrets).reduce((out, form) => out.replaceAll(form, REDACTED), text);
 
 /** A code tool's builder is code: if it throws, nothing was sent and the call is misconfigured. */
 function build(
@@ -344,10 +363,23 @@ async function readCapped(response: Response): Promise<string | null> {
   return new TextDecoder().decode(bytes);
 }
 
-/** The start of an error body, for the model; the status alone decides, so an unreadable body is fine. */
-async function snippet(response: Response): Promise<string> {
+const SNIPPET_CHARS = 200;
+
+/**
+ * The start of an error body, for the model; the status alone decides, so an unreadable body is
+ * fine. Secrets are scrubbed from the whole body first, and the cut never leaves the start of a
+ * secret, of an argument the tool redacts (scrubbed by whole value later, in traces and the
+ * console) or of "[redacted]": a prefix cut off at the boundary is a leak no later scrub can see.
+ */
+async function snippet(
+  response: Response,
+  secrets: Record<string, string>,
+  redacted: readonly string[],
+): Promise<string> {
   try {
-    return ((await readCapped(response)) ?? "").slice(0, 200);
+    const values = Object.values(secrets);
+    const text = scrubText((await readCapped(response)) ?? "", values);
+    return cutClear(text, SNIPPET_CHARS, [...secretForms(values), ...redacted, REDACTED]);
   } catch {
     return "(the error body could not be read)";
   }

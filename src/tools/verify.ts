@@ -5,6 +5,7 @@
 // The verdict binds to the hash of the settings it tested (request, idempotency, reconcile).
 import { z } from "zod";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
+import { needsApproval } from "../domain/operation/index.ts";
 import { admitCall } from "../domain/gate.ts";
 import type { FrozenInput } from "../domain/identity.ts";
 import { checkLimits } from "../domain/policy.ts";
@@ -36,6 +37,7 @@ export type VerifyTool = z.infer<typeof VerifyTool>;
 
 export type VerifyError =
   | ManifestError
+  | { code: "forbidden"; detail: string }
   | { code: "not_verifiable"; detail: string }
   | { code: "invalid_arguments"; detail: string }
   | { code: "policy_denied"; detail: string }
@@ -57,10 +59,17 @@ export async function verificationSettingsHash(manifest: unknown): Promise<strin
   return sha256Hex(canonicalJson({ request, idempotency, reconcile: reconcile ?? null }));
 }
 
+/**
+ * `mayDecideApprovals`: the caller's key also holds `approvals:decide`. Verify sends real writes
+ * with the tenant's secrets and asks no one, so a tool whose approval rule would ask a person
+ * about these requests is verified against its own origin only by a key that may approve them;
+ * any `tools:write` key may verify it against a sandbox `base_url`.
+ */
 export async function prepareVerification(
   manifest: unknown,
   body: VerifyTool,
   hosts: HostPolicy,
+  mayDecideApprovals: boolean,
 ): Promise<Result<PreparedVerification, VerifyError>> {
   const parsed = Manifest.safeParse(manifest);
   if (!parsed.success)
@@ -113,12 +122,19 @@ export async function prepareVerification(
       detail:
         "no single argument (other than bound and URL fields) can be changed to another value the schema accepts, so the changed-body check cannot be sent",
     });
+  const baseUrl = sandboxOrigin(m, rebased.value);
+  const asks = needsApproval(spec.approval, input) || needsApproval(spec.approval, changed.input);
+  if (baseUrl === null && asks && !mayDecideApprovals)
+    return err({
+      code: "forbidden",
+      detail: `${spec.name} needs a person's approval for these arguments, and verify would send them to its own origin with no one asked: use a key that also holds approvals:decide, or verify against a sandbox base_url`,
+    });
   return ok({
     spec,
     input,
     changed,
     settingsHash: (await verificationSettingsHash(manifest))!,
-    baseUrl: rebased.value === m ? null : new URL(body.base_url!).origin,
+    baseUrl,
   });
 }
 
@@ -126,6 +142,16 @@ export async function prepareVerification(
 async function freeze(value: Record<string, unknown>): Promise<FrozenInput> {
   const canonical = canonicalJson(value);
   return { value, canonical, hash: await sha256Hex(canonical) };
+}
+
+/**
+ * The origin the checks go to when it is not the tool's own (a sandbox), else null. Only a verdict
+ * with null vouches for the tool (domain/verification.ts countedStatus): a `base_url` naming the
+ * tool's own origin is a check of production, anything else is not.
+ */
+function sandboxOrigin(m: Manifest, rebased: Manifest): string | null {
+  const same = rebased.request.url === m.request.url && rebased.reconcile?.url === m.reconcile?.url;
+  return same ? null : new URL(rebased.request.url).origin;
 }
 
 /** A sandbox origin replaces the origin of the request and the status lookup (paths stay). */

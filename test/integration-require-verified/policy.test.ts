@@ -77,6 +77,80 @@ describe("policy on: only a verified key is relied on", () => {
     expect((await trace(runId)).map((e) => e.type)).not.toContain("idempotency_unverified");
   });
 
+  it('mode "natural" (which verify cannot check) is not trusted: a timed-out write is not resent', async () => {
+    const up = upstream();
+    const tool = manifest({
+      url: up.url,
+      timeout_ms: 300,
+      request: { method: "PUT", url: `${up.url}/charges` },
+      idempotency: { mode: "natural" },
+    });
+    const { runId, name } = await setup(tool);
+    await up.script({ kind: "commit_then_hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(first.body.results[0]).toMatchObject({
+      status: "outcome_unknown",
+      code: "timeout_unknown",
+    });
+    const operationId = first.body.results[0].operation_id as string;
+    // Fired anyway: whatever it does, the upstream must not see the write again.
+    const automatic = await fireAlarm(operationId);
+    expect((await up.state()).requests).toHaveLength(1);
+    expect(automatic).toBe(false); // no automatic resend
+    expect((await operation(operationId)).body).toMatchObject({
+      phase: "outcome_unknown",
+      repeat_safety: "neither",
+    });
+    const resend = await api("POST", `/v1/operations/${operationId}/resolve`, {
+      outcome: "resend",
+      reason: "try again",
+    });
+    expect(resend.body.code).toBe("resend_not_allowed");
+    const state = await up.state();
+    expect(state.requests).toHaveLength(1);
+    expect(state.effects).toHaveLength(1);
+    expect((await trace(runId)).find((e) => e.type === "idempotency_unverified")).toMatchObject({
+      status: "unverified",
+      enforced: true,
+    });
+    expect((await api("GET", `/v1/runs/${runId}/tools`)).body.warnings).toEqual([
+      expect.objectContaining({ tool: name, status: "unverified", enforced: true }),
+    ]);
+  });
+
+  it("a verdict from a sandbox base_url is shown but does not count; one from the tool's own origin does", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url, timeout_ms: 300 });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool)).status).toBe(201);
+    // Another origin (loopback by name) in front of the same well-behaved upstream.
+    const sandbox = new URL(up.url.replace("127.0.0.1", "localhost")).origin;
+    const checked = await api("POST", `/v1/tools/${tool.name}/verify`, {
+      arguments: charge,
+      base_url: sandbox,
+    });
+    expect(checked.body.verification).toMatchObject({ status: "verified", base_url: sandbox });
+    expect((await api("GET", `/v1/tools/${tool.name}`)).body.verification.base_url).toBe(sandbox);
+    const { runId, name } = await setup(tool);
+    expect((await api("GET", `/v1/runs/${runId}/tools`)).body.warnings).toEqual([
+      expect.objectContaining({ tool: name, status: "unverified", enforced: true }),
+    ]);
+    const before = (await up.state()).requests.length;
+    await up.script({ kind: "commit_then_hang" });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    const operationId = first.body.results[0].operation_id as string;
+    expect(first.body.results[0].status).toBe("outcome_unknown");
+    expect(await fireAlarm(operationId)).toBe(false);
+    expect((await up.state()).requests.length - before).toBe(1);
+
+    // base_url naming the tool's own origin is a check of production: it counts.
+    const own = await api("POST", `/v1/tools/${tool.name}/verify`, {
+      arguments: { amount: 501, currency: "usd" },
+      base_url: new URL(up.url).origin,
+    });
+    expect(own.body.verification).toMatchObject({ status: "verified", base_url: null });
+    expect((await api("GET", `/v1/runs/${runId}/tools`)).body.warnings).toEqual([]);
+  });
+
   it("a failed verdict is not trusted either", async () => {
     const up = upstream();
     await up.misbehave("ignores_key");

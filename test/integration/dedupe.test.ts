@@ -1,7 +1,18 @@
 // Duplicates of every kind map to one logical operation and one effect: the same turn posted
 // twice, the model re-proposing a write with a new call id, and many identical turns at once.
+import { env } from "cloudflare:workers";
+import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { api, manifest, setup, trace, turn, upstream } from "../support/api.ts";
+import {
+  api,
+  fireAlarm,
+  manifest,
+  operation,
+  setup,
+  trace,
+  turn,
+  upstream,
+} from "../support/api.ts";
 
 const charge = { amount: 1200, currency: "usd" };
 
@@ -31,6 +42,38 @@ describe("deduplication", () => {
     const c = await turn(runId, [{ id: "c3", name, arguments: { amount: 1300, currency: "usd" } }]);
     expect(c.body.results[0].operation_id).not.toBe(a.body.results[0].operation_id);
     expect((await up.state()).effects).toHaveLength(2);
+  });
+
+  it("a rotated TOOLGATE_SIGNING_KEY never changes the key of an operation in flight: the retry and a re-proposal keep it", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    await up.script({ kind: "status", status: 429 });
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    const operationId = first.body.results[0].operation_id as string;
+    expect(first.body.results[0]).toMatchObject({ status: "pending", code: "retry_scheduled" });
+    // The run now derives keys from another signing key; the operation keeps the one in its plan.
+    const run = (env as any).RUNS.get((env as any).RUNS.idFromName(runId));
+    await (runInDurableObject as any)(run, (instance: any) => {
+      instance.env = { ...instance.env, TOOLGATE_SIGNING_KEY: "rotated-signing-key" };
+    });
+    const again = await turn(runId, [{ id: "c2", name, arguments: charge }]);
+    expect(again.body.results[0].operation_id).toBe(operationId);
+    expect(await fireAlarm(operationId)).toBe(true);
+    expect((await operation(operationId)).body.result.status).toBe("succeeded");
+    const keys = (await up.state()).requests.map((r) => r.key);
+    expect(keys).toHaveLength(2);
+    expect(keys[1]).toBe(keys[0]);
+    expect((await operation(operationId)).body.idempotency_key).toBe(keys[0]);
+    // A new operation under the rotated key gets a key of its own.
+    const other = await turn(runId, [
+      { id: "c3", name, arguments: { amount: 1201, currency: "usd" } },
+    ]);
+    const third = (await up.state()).requests[2]!.key;
+    expect(third).toMatch(/^tg_[0-9a-f]{32}$/);
+    expect(third).not.toBe(keys[0]);
+    // Neither key can be read off the operation id the model sees.
+    expect(keys[0]).not.toBe(`tg_${operationId.slice(3)}`);
+    expect(third).not.toBe(`tg_${(other.body.results[0].operation_id as string).slice(3)}`);
   });
 
   it("calls in one turn run concurrently", async () => {

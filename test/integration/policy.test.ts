@@ -102,6 +102,36 @@ describe("scopes and limits", () => {
     ).toBe("policy_denied");
     expect((await up.state()).effects).toHaveLength(1);
   });
+
+  it("a limit on an optional field the model leaves out (or sends null) is policy_denied; nothing is sent", async () => {
+    const up = upstream();
+    // The upstream refunds everything when no amount is given: the limit must not be skippable.
+    const tool = manifest({
+      url: up.url,
+      input_schema: {
+        type: "object",
+        additionalProperties: false,
+        properties: { order_id: { type: "string" }, amount: { type: "integer" } },
+        required: ["order_id"],
+      },
+      limits: { amount: { max: "context.refund_limit" } },
+    });
+    const { runId, name } = await runWith(tool, { context: { refund_limit: 100 } });
+    const res = await turn(runId, [
+      { id: "c1", name, arguments: { order_id: "o1" } },
+      { id: "c2", name, arguments: { order_id: "o2", amount: null } },
+    ]);
+    for (const result of res.body.results) {
+      expect(result).toMatchObject({ status: "rejected", code: "policy_denied" });
+      expect(result.message).toMatch(/amount has a limit and was not given/);
+    }
+    expect((await up.state()).requests).toHaveLength(0);
+    const within = await turn(runId, [
+      { id: "c3", name, arguments: { order_id: "o3", amount: 40 } },
+    ]);
+    expect(within.body.results[0].status).toBe("succeeded");
+    expect((await up.state()).effects).toHaveLength(1);
+  });
 });
 
 describe("budgets", () => {

@@ -153,6 +153,38 @@ describe("tenant secrets", () => {
     expect(everything).toContain("SHOP_KEY");
   });
 
+  it("an upstream that echoes the credential across the 200-character snippet cut leaks no part of it, anywhere", async () => {
+    const t = await tenant();
+    const value = `QJ7w${unique("echo")}`;
+    expect((await t.call("PUT", "/v1/secrets/ECHO_KEY", { value })).status).toBe(201);
+    const up = upstream();
+    const tool = withSecretHeader(up.url, "ECHO_KEY");
+    const runId = await t.setup(tool);
+    // "invalid key Bearer <secret>" with the secret starting at character 192: the old cut kept 8 of it.
+    const prefix = `${"x".repeat(185 - "invalid key ".length)}invalid key `;
+    await up.script({ kind: "echo", status: 400, header: "Authorization", prefix });
+    const res = await t.post(runId, [
+      { id: "c1", name: tool.name, arguments: { amount: 1, currency: "usd" } },
+    ]);
+    const result = res.body.results[0];
+    expect(result).toMatchObject({ status: "rejected", code: "invalid_arguments" });
+    expect(result.message).toContain("invalid key Bearer");
+    // The upstream really got (and echoed) the credential, at character 192 of its answer.
+    const sent = (await up.state()).requests;
+    expect(sent.map((r) => r.authorization)).toEqual([`Bearer ${value}`]);
+    expect(`${prefix}Bearer ${value}`.indexOf(value)).toBe(192);
+
+    await t.call("GET", `/v1/operations/${result.operation_id}`);
+    await t.call("GET", `/v1/runs/${runId}/trace`);
+    await t.call("GET", `/v1/runs/${runId}/trace?format=otlp`);
+    const everything = t.seen.join("\n");
+    expect(everything).toContain("invalid key Bearer");
+    const leaked = Array.from({ length: value.length - 3 }, (_, i) => value.slice(0, 4 + i)).filter(
+      (fragment) => everything.includes(fragment),
+    );
+    expect(leaked).toEqual([]);
+  });
+
   it("write-only: listing shows names, fingerprints and times; ciphertext at rest is not the value; PUT rotates; DELETE removes", async () => {
     const t = await tenant();
     const value = `sk_live_${unique("v")}`;

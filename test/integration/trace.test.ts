@@ -151,6 +151,15 @@ describe("trace model and export", () => {
       ]),
     );
     expect(attr(attempts[0], "toolgate.idempotency_key")).not.toBe(key);
+    // Nor is it anywhere else in the export (the attempt_started span events included).
+    expect(JSON.stringify(otlp.body)).not.toContain(key);
+    // The upstream got one key, on every attempt, and it is not the operation id's hex (which the
+    // model reads in every envelope): it cannot be worked out from the operation id.
+    const sentKeys = (await up.state()).requests.map((r) => r.key);
+    expect(sentKeys).toEqual([key, key, key]);
+    expect(key).toMatch(/^tg_[0-9a-f]{32}$/);
+    expect(key).not.toBe(`tg_${operationId.slice(3)}`);
+    expect(key).not.toContain(operationId.slice(3, 11));
     expect(
       attempts.every(
         (s) =>

@@ -3,7 +3,7 @@
 // check named and its evidence. Bad input is a typed problem with nothing sent upstream. The
 // verdict is stored with the tool, bound to its settings, and flagged on runs and traces.
 import { describe, expect, it } from "vitest";
-import { api, manifest, setup, trace, turn, unique, upstream } from "../support/api.ts";
+import { api, manifest, newTenant, setup, trace, turn, unique, upstream } from "../support/api.ts";
 
 const SECRET = "sk_test_verify_0123456789";
 
@@ -322,6 +322,44 @@ describe("bad input: a typed problem, nothing sent", () => {
     expect(res.body.code).toBe("invalid_arguments");
     expect(res.body.detail).toContain("context.customer_id");
     expect((await up.state()).requests).toHaveLength(0);
+  });
+});
+
+describe("verify does not bypass approvals", () => {
+  it("a tools:write key cannot send an approval-requiring tool's writes to its own origin; a sandbox, or a key that may approve, can", async () => {
+    const up = upstream();
+    const writer = await newTenant(["tools:write", "secrets:write"]);
+    const approver = await newTenant(["tools:write", "approvals:decide"]);
+    const as = (key: string) => ({ Authorization: `Bearer ${key}` });
+    const tool = manifest({ url: up.url, risk: "irreversible_write", approval: "always" });
+    for (const t of [writer, approver])
+      expect((await api("PUT", `/v1/tools/${tool.name}`, tool, as(t.key))).status).toBe(201);
+
+    const refused = await api("POST", `/v1/tools/${tool.name}/verify`, ARGS, as(writer.key));
+    expect(refused.status).toBe(403);
+    expect(refused.headers.get("Content-Type")).toBe("application/problem+json");
+    expect(refused.body.code).toBe("forbidden");
+    expect(refused.body.detail).toContain("approvals:decide");
+    // Naming the tool's own origin as base_url is still production.
+    const own = await api(
+      "POST",
+      `/v1/tools/${tool.name}/verify`,
+      { ...ARGS, base_url: new URL(up.url).origin },
+      as(writer.key),
+    );
+    expect(own.body.code).toBe("forbidden");
+    expect((await up.state()).requests).toHaveLength(0);
+
+    const sandbox = new URL(up.url.replace("127.0.0.1", "localhost")).origin;
+    const inSandbox = await api(
+      "POST",
+      `/v1/tools/${tool.name}/verify`,
+      { ...ARGS, base_url: sandbox },
+      as(writer.key),
+    );
+    expect(inSandbox.body.verification).toMatchObject({ status: "verified", base_url: sandbox });
+    const byApprover = await api("POST", `/v1/tools/${tool.name}/verify`, ARGS, as(approver.key));
+    expect(byApprover.body.verification).toMatchObject({ status: "verified", base_url: null });
   });
 });
 

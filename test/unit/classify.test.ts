@@ -309,6 +309,22 @@ describe("classify", () => {
     expect(d.kind === "fail" && d.message).not.toMatch(/did not/);
   });
 
+  it.each(["keyed", "lookup", "neither"] as const)(
+    "a write answered 2xx with invalid output (%s) says it took effect, never that it failed to",
+    (safety) => {
+      const d = classify(safety, { kind: "invalid_output", detail: "response is not JSON" });
+      expect(d).toMatchObject({ kind: "fail", status: "failed", code: "invalid_output" });
+      expect(d.kind === "fail" && d.message).toMatch(/took effect/);
+      expect(d.kind === "fail" && d.message).toMatch(/response is not JSON/);
+      expect(d.kind === "fail" && d.message).not.toMatch(/did not|not executed|failed/);
+    },
+  );
+
+  it("a read answered with invalid output says nothing about an effect", () => {
+    const d = classify("read", { kind: "invalid_output", detail: "x" });
+    expect(d.kind === "fail" && d.message).not.toMatch(/took effect/);
+  });
+
   // A keyed upstream answers a repeated key from its idempotency layer, so its definite answer
   // settles the earlier attempts too; a refusal of credentials or a tool that no longer compiles
   // never reached that layer and proves nothing about them.

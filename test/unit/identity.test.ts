@@ -1,9 +1,19 @@
 // freezeCall: logical operation id = hash(tenant, scope, tool, operation key); the idempotency key
-// is derived from the operation id alone. Each row varies one input and states whether the
-// operation id and the input hash must stay the same.
+// is derived from the operation id alone, under the deployment's key material (an HMAC). Each row
+// varies one input and states whether the operation id and the input hash must stay the same.
 import { describe, expect, it } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/domain/canonical-json.ts";
-import { freezeCall, idempotencyKeyFor, type IdentityInput } from "../../src/domain/identity.ts";
+import {
+  freezeCall,
+  idempotencyKeyFor,
+  type IdentityInput,
+  type OperationId,
+} from "../../src/domain/identity.ts";
+import { idempotencyKeySecret } from "../../src/crypto.ts";
+
+const SECRET = await idempotencyKeySecret("test-signing-key");
+const keyOf = async (call: IdentityInput) =>
+  idempotencyKeyFor((await freezeCall(call)).operationId, SECRET);
 
 const write: IdentityInput = {
   tenantId: "t_1",
@@ -122,7 +132,8 @@ describe("freezeCall identity", () => {
   it.each(rows)("%s", async (_name, a, b, sameOperation, sameHash) => {
     const [fa, fb] = await Promise.all([freezeCall(a), freezeCall(b)]);
     expect(fa.operationId === fb.operationId).toBe(sameOperation);
-    expect(fa.idempotencyKey === fb.idempotencyKey).toBe(sameOperation);
+    const [ka, kb] = await Promise.all([keyOf(a), keyOf(b)]);
+    expect(ka === kb).toBe(sameOperation);
     expect(fa.inputHash === fb.inputHash).toBe(sameHash);
   });
 
@@ -162,25 +173,52 @@ describe("operation id and idempotency key format", () => {
     ["write", write],
     ["read", read],
     ["business key", keyed],
-  ])("%s: op_ + 32 lowercase hex, key tg_ + the same 32 hex", async (_name, call) => {
+  ])("%s: op_ + 32 lowercase hex, key tg_ + 32 other lowercase hex", async (_name, call) => {
     const frozen = await freezeCall(call);
     expect(frozen.operationId).toMatch(/^op_[0-9a-f]{32}$/);
-    expect(frozen.idempotencyKey).toBe(`tg_${frozen.operationId.slice(3)}`);
-    expect(frozen.idempotencyKey).toBe(idempotencyKeyFor(frozen.operationId));
+    const key = await idempotencyKeyFor(frozen.operationId, SECRET);
+    expect(key).toMatch(/^tg_[0-9a-f]{32}$/);
+    expect(key).not.toBe(`tg_${frozen.operationId.slice(3)}`);
   });
 
-  it("the idempotency key is a function of the operation id only", () => {
-    expect(idempotencyKeyFor("op_0123456789abcdef0123456789abcdef")).toBe(
-      "tg_0123456789abcdef0123456789abcdef",
+  it("the key is HMAC-SHA256(secret, operation id): stable, per operation, and not derivable from the id alone", async () => {
+    const id: OperationId = "op_0123456789abcdef0123456789abcdef";
+    const key = await idempotencyKeyFor(id, SECRET);
+    // Stable: every attempt and every re-proposal computes the same key.
+    expect(await idempotencyKeyFor(id, SECRET)).toBe(key);
+    expect(await idempotencyKeyFor("op_a", SECRET)).not.toBe(
+      await idempotencyKeyFor("op_b", SECRET),
     );
-    expect(idempotencyKeyFor("op_a")).not.toBe(idempotencyKeyFor("op_b"));
+    // What the model could compute from the operation id it reads is not the key.
+    const unkeyed = await sha256Hex(id);
+    expect(key).not.toBe(`tg_${id.slice(3)}`);
+    expect(key.slice(3)).not.toBe(unkeyed.slice(0, 32));
+    expect(key).not.toContain(id.slice(3, 11));
+    // It is the HMAC under the deployment's key material, and nothing else.
+    const mac = await crypto.subtle.sign(
+      "HMAC",
+      await crypto.subtle.importKey("raw", SECRET, { name: "HMAC", hash: "SHA-256" }, false, [
+        "sign",
+      ]),
+      new TextEncoder().encode(id),
+    );
+    const hex = [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
+    expect(key).toBe(`tg_${hex.slice(0, 32)}`);
+  });
+
+  it("another deployment secret gives another key for the same operation", async () => {
+    const id: OperationId = "op_0123456789abcdef0123456789abcdef";
+    const other = await idempotencyKeySecret("another-deployment-signing-key");
+    expect(other).not.toEqual(SECRET);
+    expect(SECRET).toHaveLength(32);
+    expect(await idempotencyKeyFor(id, other)).not.toBe(await idempotencyKeyFor(id, SECRET));
+    // The key material is derived for this purpose: it is not the signing key's bytes.
+    expect(new TextDecoder().decode(SECRET)).not.toContain("test-signing-key");
   });
 
   it("a write's key is identical across call ids (never derived from the call id)", async () => {
     const keys = await Promise.all(
-      ["c1", "c2", "toolu_01", "call_abc"].map(
-        async (callId) => (await freezeCall({ ...write, callId })).idempotencyKey,
-      ),
+      ["c1", "c2", "toolu_01", "call_abc"].map(async (callId) => keyOf({ ...write, callId })),
     );
     expect(new Set(keys).size).toBe(1);
   });

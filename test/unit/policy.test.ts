@@ -5,6 +5,7 @@ import { admitCall } from "../../src/domain/gate.ts";
 import { checkLimits, checkScopes } from "../../src/domain/policy.ts";
 import { modelCost } from "../../src/domain/pricing.ts";
 import { compileManifest } from "../../src/tools/manifest.ts";
+import type { Limit } from "../../src/tools/spec.ts";
 
 const spec = (() => {
   const compiled = compileManifest(
@@ -125,12 +126,63 @@ describe("admitCall", () => {
   });
 });
 
+describe("a limit on an optional field", () => {
+  const optional = (() => {
+    const compiled = compileManifest(
+      {
+        name: "refund_optional",
+        description: "Refund; without an amount the upstream refunds everything.",
+        input_schema: {
+          type: "object",
+          additionalProperties: false,
+          properties: { order_id: { type: "string" }, amount: { type: "number" } },
+          required: ["order_id"],
+        },
+        risk: "write",
+        request: { method: "POST", url: "http://127.0.0.1:1/refunds" },
+        limits: { amount: { max: "context.refund_limit" } },
+      },
+      { allowlist: [], allowLoopback: true },
+    );
+    if (!compiled.ok) throw new Error(compiled.error.detail);
+    return compiled.value;
+  })();
+  const tools = new Map([["refund_optional", optional]]);
+  it.each([
+    ["amount within the limit → ok", { order_id: "o1", amount: 50 }, "ok"],
+    ["amount over the limit → policy_denied", { order_id: "o1", amount: 150 }, "policy_denied"],
+    [
+      "amount left out (the upstream would refund everything) → policy_denied",
+      { order_id: "o1" },
+      "policy_denied",
+    ],
+    [
+      "amount null (strict mode: absent) → policy_denied",
+      { order_id: "o1", amount: null },
+      "policy_denied",
+    ],
+  ] as const)("%s", (_what, args, expected) => {
+    expect(optional.strictExport).toBe(true);
+    const call = { id: "c", name: "refund_optional", arguments: args };
+    expect(code(admitCall(call, tools, { refund_limit: 100 }, []))).toBe(expected);
+  });
+});
+
 describe("limits and scopes", () => {
   it("numeric and enum limits", () => {
     expect(checkLimits({ amount: { min: 1, max: 10 } }, { amount: 10 }, {}).ok).toBe(true);
     expect(checkLimits({ amount: { min: 1 } }, { amount: 0 }, {}).ok).toBe(false);
     expect(checkLimits({ reason: { enum: ["damaged"] } }, { reason: "other" }, {}).ok).toBe(false);
-    expect(checkLimits({ amount: { max: 10 } }, {}, {}).ok).toBe(true);
+  });
+  it.each<[string, Record<string, Limit>, Record<string, unknown>]>([
+    ["a max limit on an absent field", { amount: { max: 10 } }, {}],
+    ["a min limit on an absent field", { amount: { min: 1 } }, { other: 5 }],
+    ["an enum limit on an absent field", { reason: { enum: ["damaged"] } }, {}],
+    ["a context limit on an absent field", { amount: { max: "context.refund_limit" } }, {}],
+  ])("fails closed: %s → policy_denied", (_what, limits, input) => {
+    const r = checkLimits(limits, input, { refund_limit: 100 });
+    expect(r).toMatchObject({ ok: false, error: { code: "policy_denied" } });
+    expect(!r.ok && r.error.message).toMatch(/has a limit and was not given/);
   });
   it("names the missing scopes", () => {
     const r = checkScopes("refund", ["a", "b"], ["a"]);

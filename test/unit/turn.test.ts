@@ -58,6 +58,7 @@ const run = (over: Partial<RunState> = {}): RunState => ({
   ...over,
 });
 const usage0: Usage = { turns: 0, toolCalls: 0, cost: 0 };
+const KEY_SECRET = new Uint8Array(32).fill(7);
 const call = (id: string, amount: number, name = "charge") => ({ id, name, arguments: { amount } });
 
 async function frozen(
@@ -65,7 +66,7 @@ async function frozen(
   calls: Array<ReturnType<typeof call>>,
   registered: string[] = [],
 ) {
-  return freezeTurn(r, gateTurn(r, offered, calls), new Set(registered));
+  return freezeTurn(r, gateTurn(r, offered, calls), new Set(registered), KEY_SECRET);
 }
 const shape = (calls: TurnCall[]) =>
   calls.map((c) =>

@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest";
 import {
   changeOneArgument,
+  countedStatus,
   idempotencyTrust,
   judgeChangedBody,
   judgeConcurrent,
@@ -150,6 +151,18 @@ describe("judges", () => {
     expect(verificationFor(v, "h2")).toEqual(UNVERIFIED);
     expect(verificationFor(null, "h1")).toEqual(UNVERIFIED);
   });
+
+  it("only a verdict from the tool's own origin counts; a sandbox's is shown but counts as unverified", () => {
+    const passed = judgeFirstSend(answer(200));
+    const own = verdictOf([passed], "t", "h1", null);
+    const sandbox = verdictOf([passed], "t", "h1", "https://sandbox.example.test");
+    expect(sandbox.status).toBe("verified");
+    expect(countedStatus(own)).toBe("verified");
+    expect(countedStatus(sandbox)).toBe("unverified");
+    const failedSandbox = verdictOf([judgeFirstSend(silence)], "t", "h1", "https://s.example.test");
+    expect(countedStatus(failedSandbox)).toBe("failed");
+    expect(countedStatus(UNVERIFIED)).toBe("unverified");
+  });
 });
 
 describe("changeOneArgument", () => {
@@ -216,9 +229,24 @@ describe("idempotencyTrust", () => {
       { safety: "read", hasLookup: false, unverified: null },
     ],
     [
-      "mode natural promises no key",
+      "mode natural, a code tool (no verdict exists): keyed",
       ["write", "natural", false, status(null), true],
       { safety: "keyed", hasLookup: false, unverified: null },
+    ],
+    [
+      "mode natural manifest (verify cannot check it), policy on: mode none, no resend",
+      ["write", "natural", true, status("unverified"), true],
+      { safety: "neither", hasLookup: false, unverified: { status: "unverified", enforced: true } },
+    ],
+    [
+      "mode natural manifest, policy off: keyed, flagged",
+      ["irreversible_write", "natural", false, status("unverified"), false],
+      { safety: "keyed", hasLookup: false, unverified: { status: "unverified", enforced: false } },
+    ],
+    [
+      "mode none promises nothing: never flagged",
+      ["write", "none", false, status("unverified"), true],
+      { safety: "neither", hasLookup: false, unverified: null },
     ],
     [
       "mode none with a lookup",
