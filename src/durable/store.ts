@@ -6,6 +6,8 @@
 // the trace events it emitted (so one transition = one row written); row 1 also holds the frozen
 // call. The current state is the last row; the primary key makes a concurrent append fail (CAS).
 // Pruning (retention) deletes the log and leaves one `op_pruned` row: the operation's tombstone.
+// A cancel that arrives before the operation exists leaves an `op_early_cancel` row per cancelling
+// run (only that run's submit obeys it); `op_tombstone` is its older, unbound form, still read.
 // A run is three tables: the run row, one usage row, and one row per turn; `decode*` below are
 // their typed codecs (a row that does not decode is corrupt storage: a thrown error, never a guess).
 import { z } from "zod";
@@ -18,6 +20,7 @@ import type { ToolSource } from "../tools/spec.ts";
 export const OPERATION_SCHEMA = `
 CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT);
 CREATE TABLE IF NOT EXISTS op_tombstone (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS op_early_cancel (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);`;
 
