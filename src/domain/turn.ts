@@ -312,7 +312,7 @@ export type Settlement = {
   results: TurnResult[];
   spent: number;
   refund: number;
-  /** First settlement of a turn that reserved something: store `spent` now (even with no refund), so it is final. */
+  /** First settlement whose accounting could still change later: store `spent` now (refund or not), so it is final. */
   finalize: boolean;
 };
 
@@ -323,14 +323,18 @@ export type Settlement = {
  * attempt does not). Closed and unrunnable calls keep their reservation: toolgate cannot prove
  * they never ran, and a budget may over-count but never under-count. A pruned call keeps it too:
  * retention removed the record of who executed it, and pruning must never give budget back.
- * The first settlement is final (`finalize`, stored by compare-and-set on the settled cost), so
- * `refund` applies at most once and a later poll (after pruning, say) never settles it again.
+ * The first settlement is final: `finalize` stores it (compare-and-set on the settled cost), so
+ * `refund` applies at most once and a later poll never settles it again. One case is left
+ * unstored, the common new write (one row less on its path): nothing refunded and every call
+ * answered by a recorded outcome. Each call then counted its full cost, and what later polls can
+ * see of it (the same recorded outcome, pruned, closed) counts its full cost again: the same sum.
  */
 export function settleTurn(
   record: TurnRecord,
   observed: ReadonlyArray<CallObservation | null>,
 ): Settlement {
   let settled = true;
+  let final = true;
   let spent = 0;
   const results = record.calls.map((stored, index): TurnResult => {
     if ("fixed" in stored) return { call: stored.call, envelope: stored.fixed };
@@ -343,6 +347,7 @@ export function settleTurn(
     switch (seen.kind) {
       case "invalid_tool":
         spent += cost;
+        final = false; // the operation may still be created later (the deployment fixed)
         return {
           call: stored.call,
           envelope: refusal("failed", operationId, "permanent_failure", RUN_TEXT.toolUnavailable),
@@ -366,12 +371,14 @@ export function settleTurn(
         };
       case "reply":
         settled &&= seen.settled;
+        final &&= seen.terminal;
         if (executedHere(seen.envelope, seen.executedBy, stored.call.id)) spent += cost;
         return { call: stored.call, envelope: seen.envelope };
     }
   });
-  const finalize = settled && record.settledCost === null && record.reservedCost > 0;
-  const refund = finalize ? record.reservedCost - spent : 0;
+  const first = settled && record.settledCost === null && record.reservedCost > 0;
+  const refund = first ? record.reservedCost - spent : 0;
+  const finalize = first && (refund !== 0 || !final);
   return { status: settled ? "settled" : "pending", results, spent, refund, finalize };
 }
 

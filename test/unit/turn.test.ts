@@ -733,20 +733,41 @@ describe("settlement", () => {
     expect(s.results.map((r) => r.call.id)).toEqual(rec.calls.map((c) => c.call.id));
   });
 
-  it("the first settlement is final even with nothing to refund; a pending or free turn stores nothing", () => {
+  it("the first settlement is final: stored whenever a later poll could see it otherwise", () => {
     const paid = record([open("c1", "op_a")]);
-    expect(settleTurn(paid, [reply(ok("op_a"), "c1")])).toMatchObject({
+    const unknown = refusal("outcome_unknown", "op_a", "timeout", "x");
+    // Waiting for a person (settled, not yet recorded): nothing refunded, but stored now, so a
+    // later outcome (the person finds it cancelled) cannot refund it.
+    const waiting: CallObservation = { ...reply(unknown, "c1"), terminal: false };
+    const first = settleTurn(paid, [waiting]);
+    expect(first).toMatchObject({ status: "settled", spent: 1, refund: 0, finalize: true });
+    const later = settleTurn(record([open("c1", "op_a")], first.spent), [
+      reply(refusal("cancelled", "op_a", "cancelled", "x"), "c1"),
+    ]);
+    expect(later).toMatchObject({ refund: 0, finalize: false });
+    // A refund is stored with its settlement.
+    expect(settleTurn(paid, [reply(ok("op_a"), "c9")])).toMatchObject({
+      refund: 1,
       finalize: true,
-      refund: 0,
     });
-    const settledBefore = record([open("c1", "op_a")], 1);
-    expect(settleTurn(settledBefore, [reply(ok("op_a"), "c1")]).finalize).toBe(false);
+    // Every call answered by a recorded outcome and nothing refunded: stable as it is, so no row is
+    // written (a later poll counts the same: the same outcome, or pruned, each at its full cost).
+    expect(settleTurn(paid, [reply(ok("op_a"), "c1")])).toMatchObject({
+      refund: 0,
+      finalize: false,
+    });
+    const pruned: CallObservation = {
+      kind: "pruned",
+      prunedAt: "2026-12-06T00:00:00.000Z",
+      status: "succeeded",
+    };
+    expect(settleTurn(paid, [pruned])).toMatchObject({ spent: 1, refund: 0 });
+    // Not settled yet, or nothing reserved: nothing to store.
     const pending = settleTurn(paid, [
       reply(refusal("pending", "op_a", "executing", "x"), "c1", false),
     ]);
     expect(pending.finalize).toBe(false);
-    const free = record([open("c1", "op_a", 0)]);
-    expect(settleTurn(free, [reply(ok("op_a"), "c1")]).finalize).toBe(false);
+    expect(settleTurn(record([open("c1", "op_a", 0)]), [waiting]).finalize).toBe(false);
   });
 
   it("a pruned call says how the identical request had settled, never that it was handled", () => {
