@@ -600,8 +600,8 @@ export class RunObject extends DurableObject<Env> {
     );
     const current = this.turn(record.id) ?? record;
     const settlement = settleTurn(current, observed);
-    // Stored even with nothing to refund: a settled turn's accounting is final (a poll after
-    // retention pruned its operations must not settle it again and refund what was spent).
+    // A settled turn's accounting is final: stored (refund or not) unless settleTurn shows a later
+    // poll can only count the same (a poll after pruning must never refund what was spent).
     if (settlement.finalize) {
       const before = this.store.rowsWritten;
       this.store.transaction(() => {

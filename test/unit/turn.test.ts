@@ -738,7 +738,13 @@ describe("settlement", () => {
     const unknown = refusal("outcome_unknown", "op_a", "timeout", "x");
     // Waiting for a person (settled, not yet recorded): nothing refunded, but stored now, so a
     // later outcome (the person finds it cancelled) cannot refund it.
-    const waiting: CallObservation = { ...reply(unknown, "c1"), terminal: false };
+    const waiting: CallObservation = {
+      kind: "reply",
+      envelope: unknown,
+      settled: true,
+      terminal: false,
+      executedBy: "c1",
+    };
     const first = settleTurn(paid, [waiting]);
     expect(first).toMatchObject({ status: "settled", spent: 1, refund: 0, finalize: true });
     const later = settleTurn(record([open("c1", "op_a")], first.spent), [
