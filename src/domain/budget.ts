@@ -14,7 +14,8 @@ export type BudgetRefusal = { code: BudgetCode; message: string };
 
 const stop = (code: BudgetCode, what: string): BudgetRefusal => ({
   code,
-  message: `This conversation has used up its ${what}. The call was not executed. Do not retry; tell the user.`,
+  // True even if an identical earlier call ran (its operation could not be asked): never "not executed".
+  message: `This conversation has used up its ${what}, so toolgate did not send this call now. If an identical earlier call already ran, its result stands. Do not retry; tell the user.`,
 });
 
 export function checkTurn(

@@ -67,6 +67,19 @@ export const checkStatusId = async (
 ): Promise<string> =>
   `op_${(await sha256Hex(canonicalJson([tenantId, runId, CHECK_STATUS, callId]))).slice(0, 32)}`;
 
+/**
+ * Whether this run may read the operation: it created it (the frozen run id), or one of its calls
+ * joined it with the identical input hash, and so already receives that very result through its
+ * own call (bound identity fields are part of the input). A call refused as a conflict points at
+ * the operation too, with another hash: that never counts, or a tenant-scoped key would let any
+ * run read another's result.
+ */
+export const mayReadOperation = (
+  runId: string,
+  operation: { run_id: string; input_hash: string },
+  ownHashes: readonly string[],
+): boolean => operation.run_id === runId || ownHashes.includes(operation.input_hash);
+
 /** The answer: the target's envelope as the result, or a refusal when it is not an operation of this run. */
 export function checkStatusEnvelope(
   checkId: string,

@@ -135,11 +135,14 @@ const WAITING_FOR_PERSON: Record<RepeatSafety, string> = {
  * says whether the call took effect only where toolgate knows it, and what to do next.
  */
 export const RUN_TEXT = {
-  pruned: (prunedAt: string) =>
-    `This call repeats an operation that already settled; its record was pruned at ${prunedAt} after the retention period, so toolgate will not run it again. Do not retry; tell the user it was already handled earlier.`,
+  /** Only what the tombstone knows: how the identical request settled, not what it did. */
+  pruned: (prunedAt: string, status: string) =>
+    `An identical request was settled earlier as ${status}; its record was pruned at ${prunedAt} after the retention period, so toolgate will not send it again. Do not retry; tell the user.`,
   unknownTool: (name: string) =>
     `There is no tool named "${name}". Do not retry it; use one of the offered tools or tell the user.`,
-  runCancelled: "The run was cancelled; this call was not executed. Do not retry; tell the user.",
+  /** Said only after the operation was asked: no identical earlier call exists (or it could not be asked). */
+  runCancelled:
+    "The run was cancelled, so toolgate did not send this call now. If an identical earlier call already ran, its result stands. Do not retry; tell the user.",
   cancelledBeforeRetry:
     "The run was cancelled before this call took effect. Do not retry; tell the user.",
   deadlineBeforeRetry:

@@ -207,6 +207,8 @@ export type TurnPlan = {
   group: TurnGroup | null;
   /** The run admitted no new turn here (cancelled, or its turn budget or deadline spent). */
   runStopped: boolean;
+  /** Operations of refused calls not yet peeked: non-empty means "peek these, then plan again". */
+  unpeeked: string[];
 };
 
 /**
@@ -217,6 +219,12 @@ export type TurnPlan = {
  * execute, so it reserves nothing (and its settlement has nothing to refund); it still counts as a
  * tool call and is still checked at its full cost, so a verdict never depends on what the run
  * happens to remember. Every other call, a concurrent new one included, reserves its full cost.
+ * `peeked`: what the operations themselves said (read-only, never created) for calls a budget or a
+ * cancel refuses: the input hash of the existing (or pruned) operation, null when there is none or
+ * it could not be asked. A refused call whose operation exists with this very input is a replay,
+ * not a new execution: it is dispatched (it can only read the stored outcome), free and uncounted,
+ * whatever the budgets or the cancel say. A refused call not yet peeked is listed in `unpeeked`;
+ * such a plan must not be committed (the shell peeks those and plans again).
  */
 export function planTurn(
   run: RunState,
@@ -232,8 +240,18 @@ export function planTurn(
     admission: GroupAdmission;
   } | null = null,
   recorded: ReadonlySet<string> = new Set(),
+  peeked: ReadonlyMap<string, string | null> = new Map(),
 ): TurnPlan {
   const cancelled = run.cancelledAtMs !== null;
+  const unpeeked: string[] = [];
+  /** The call as a replay of its existing operation, or null: then it is refused (after a peek). */
+  const replay = (stored: Extract<TurnCall, { submit: Submission }>): TurnCall | null => {
+    const { operationId, input } = stored.submit;
+    if (!peeked.has(operationId)) unpeeked.push(operationId);
+    return peeked.get(operationId) === input.hash
+      ? { ...stored, submit: { ...stored.submit, cost: 0 } }
+      : null;
+  };
   const modelCost = group && !group.admission.chargeModel ? 0 : proposedModelCost;
   const costs = frozen.map((stored) => ("submit" in stored ? stored.submit.cost : null));
   const admission = admitTurn(
@@ -249,16 +267,20 @@ export function planTurn(
     if (!("submit" in stored)) return stored;
     const operationId = stored.submit.operationId;
     if (cancelled)
-      return {
-        call: stored.call,
-        fixed: refusal("cancelled", operationId, "cancelled", RUN_TEXT.runCancelled),
-      };
+      return (
+        replay(stored) ?? {
+          call: stored.call,
+          fixed: refusal("cancelled", operationId, "cancelled", RUN_TEXT.runCancelled),
+        }
+      );
     const verdict = admission.verdicts[index];
     if (verdict)
-      return {
-        call: stored.call,
-        fixed: refusal("budget_exhausted", operationId, verdict.code, verdict.message),
-      };
+      return (
+        replay(stored) ?? {
+          call: stored.call,
+          fixed: refusal("budget_exhausted", operationId, verdict.code, verdict.message),
+        }
+      );
     if (!recorded.has(operationId)) return stored;
     unreserved += stored.submit.cost;
     return { ...stored, submit: { ...stored.submit, cost: 0 } };
@@ -298,6 +320,7 @@ export function planTurn(
     dispatch,
     group: groupRow,
     runStopped: cancelled || admission.turnStop !== null,
+    unpeeked,
   };
 }
 
@@ -305,8 +328,8 @@ export function planTurn(
 export type CallObservation =
   /** `terminal`: the envelope is the operation's recorded outcome (it will never change). */
   | { kind: "reply"; envelope: Envelope; settled: boolean; terminal: boolean; executedBy: string }
-  /** The operation settled long ago and was pruned (retention): it is not run again. */
-  | { kind: "pruned"; prunedAt: string }
+  /** The operation settled long ago (as `status`) and was pruned (retention): it is not run again. */
+  | { kind: "pruned"; prunedAt: string; status: string }
   /** The operation refused to start: its stored tool does not compile (it never ran). */
   | { kind: "invalid_tool" }
   /** The operation could not be asked (RPC failure): still pending, ask again on the next poll. */
@@ -318,6 +341,8 @@ export type Settlement = {
   results: TurnResult[];
   spent: number;
   refund: number;
+  /** First settlement whose accounting could still change later: store `spent` now (refund or not), so it is final. */
+  finalize: boolean;
 };
 
 /**
@@ -325,14 +350,20 @@ export type Settlement = {
  * Once every call is settled the reservation settles to what was spent: only a call that executed
  * its operation pays (a replay of another call's operation, a conflict, or a cancel before any
  * attempt does not). Closed and unrunnable calls keep their reservation: toolgate cannot prove
- * they never ran, and a budget may over-count but never under-count. `refund` is applied at most
- * once, by compare-and-set on the stored settled cost.
+ * they never ran, and a budget may over-count but never under-count. A pruned call keeps it too:
+ * retention removed the record of who executed it, and pruning must never give budget back.
+ * The first settlement is final: `finalize` stores it (compare-and-set on the settled cost), so
+ * `refund` applies at most once and a later poll never settles it again. One case is left
+ * unstored, the common new write (one row less on its path): nothing refunded and every call
+ * answered by a recorded outcome. Each call then counted its full cost, and what later polls can
+ * see of it (the same recorded outcome, pruned, closed) counts its full cost again: the same sum.
  */
 export function settleTurn(
   record: TurnRecord,
   observed: ReadonlyArray<CallObservation | null>,
 ): Settlement {
   let settled = true;
+  let final = true;
   let spent = 0;
   const results = record.calls.map((stored, index): TurnResult => {
     if ("fixed" in stored) return { call: stored.call, envelope: stored.fixed };
@@ -345,18 +376,20 @@ export function settleTurn(
     switch (seen.kind) {
       case "invalid_tool":
         spent += cost;
+        final = false; // the operation may still be created later (the deployment fixed)
         return {
           call: stored.call,
           envelope: refusal("failed", operationId, "permanent_failure", RUN_TEXT.toolUnavailable),
         };
       case "pruned":
+        spent += cost;
         return {
           call: stored.call,
           envelope: refusal(
             "rejected",
             operationId,
             "operation_pruned",
-            RUN_TEXT.pruned(seen.prunedAt),
+            RUN_TEXT.pruned(seen.prunedAt, seen.status),
           ),
         };
       case "unavailable":
@@ -367,12 +400,15 @@ export function settleTurn(
         };
       case "reply":
         settled &&= seen.settled;
+        final &&= seen.terminal;
         if (executedHere(seen.envelope, seen.executedBy, stored.call.id)) spent += cost;
         return { call: stored.call, envelope: seen.envelope };
     }
   });
-  const refund = settled && record.settledCost === null ? record.reservedCost - spent : 0;
-  return { status: settled ? "settled" : "pending", results, spent, refund };
+  const first = settled && record.settledCost === null && record.reservedCost > 0;
+  const refund = first ? record.reservedCost - spent : 0;
+  const finalize = first && (refund !== 0 || !final);
+  return { status: settled ? "settled" : "pending", results, spent, refund, finalize };
 }
 
 /**
@@ -411,6 +447,51 @@ export const openOperations = (record: TurnRecord): string[] =>
   record.calls.flatMap((stored) =>
     "submit" in stored && stored.closed === null ? [stored.submit.operationId] : [],
   );
+
+/** The input hashes this turn's submitted calls froze for `operationId` (a conflicting call's differs from the operation's). */
+export const submittedHashes = (record: TurnRecord, operationId: string): string[] =>
+  record.calls.flatMap((stored) =>
+    "submit" in stored && stored.submit.operationId === operationId
+      ? [stored.submit.input.hash]
+      : [],
+  );
+
+/** What a cancel learned about an operation a call points at: `absent` when it does not exist yet or could not be asked. */
+export type Standing =
+  { kind: "recorded" } | { kind: "open"; runId: string; inputHash: string } | { kind: "absent" };
+export type ClosePlan = { close: Set<string>; cancel: Set<string> };
+
+/**
+ * What a cancel of this run (all its calls, or `only` one operation) does. A run cancels only
+ * operations it created: another run's operation (a tenant-scoped key shared across runs) is never
+ * cancelled from here. Its calls that joined it (identical input) are only closed; a call it
+ * refused as a conflict keeps that answer. An operation that is absent is cancelled all the same:
+ * the operation keeps a tombstone bound to this run, or refuses if another run created it.
+ */
+export function planClose(
+  runId: string,
+  turns: readonly TurnRecord[],
+  standing: ReadonlyMap<string, Standing>,
+  only: string | null,
+): ClosePlan {
+  const close = new Set<string>();
+  const cancel = new Set<string>();
+  const ours = (seen: Standing | undefined) =>
+    seen?.kind === "absent" || (seen?.kind === "open" && seen.runId === runId);
+  for (const turn of turns)
+    for (const stored of turn.calls) {
+      if (!("submit" in stored) || stored.closed !== null) continue;
+      const { operationId, input } = stored.submit;
+      if (only !== null && operationId !== only) continue;
+      const seen = standing.get(operationId);
+      if (ours(seen)) {
+        close.add(operationId);
+        cancel.add(operationId);
+      } else if (seen?.kind === "open" && seen.inputHash === input.hash) close.add(operationId);
+    }
+  if (only !== null && ours(standing.get(only))) cancel.add(only);
+  return { close, cancel };
+}
 
 /**
  * Closes, in one step, every open call of the turn whose operation is in `unsettled` (not yet

@@ -156,10 +156,26 @@ export type OperationError =
   | { code: "not_found" }
   | TransitionError
   | { code: "invalid_tool"; detail: string }
-  /** Settled and pruned after the retention period: it will not run again (HTTP 410). */
-  | { code: "pruned"; operation_id: string; pruned_at_ms: number }
+  /**
+   * Settled (as `status`, the recorded outcome's) and pruned after the retention period: it will
+   * not run again (HTTP 410). `input_hash`: what it was, so an identical request can be told apart.
+   */
+  | {
+      code: "pruned";
+      operation_id: string;
+      pruned_at_ms: number;
+      status: string;
+      input_hash: string;
+    }
   /** The run could not be asked before a send; nothing was decided or sent (HTTP 503, try again). */
   | { code: "unavailable"; detail: string };
+/** What `peek` saw: the operation as it stands, never created or changed by asking. */
+export type OperationPeek = {
+  phase: OperationState["phase"];
+  run_id: string;
+  input_hash: string;
+  envelope: Envelope;
+};
 export type Verdict = {
   outcome: "succeeded" | "failed" | "resend";
   result: unknown;
@@ -308,12 +324,7 @@ export class OperationObject extends DurableObject<Env> {
         redact: spec.value.redact,
         trace_content: spec.value.traceContent,
       };
-      const tombstone = this.store.exists("op_tombstone")
-        ? this.store.one<{ tenant_id: string; by: string }>(
-            "SELECT tenant_id, by FROM op_tombstone WHERE k = 1",
-          )
-        : null;
-      const cancelledBy = tombstone?.tenant_id === req.tenantId ? tombstone.by : null;
+      const cancelledBy = this.cancelledEarly(req.tenantId, req.runId);
       const started = this.apply(
         {
           type: "start",
@@ -333,6 +344,22 @@ export class OperationObject extends DurableObject<Env> {
     await this.waitFor(Date.now() + req.waitMs);
     await this.inboxWrites;
     return ok(this.reply(req, this.store.rowsWritten - rowsBefore));
+  }
+
+  /**
+   * Read-only, and never creates anything: how the operation stands, or that there is none (or
+   * that it was pruned, with its input hash). The run asks this before refusing a call by a budget
+   * or a cancel: a call identical to an existing operation is a replay, never refused.
+   */
+  async peek(tenantId: string): Promise<Result<OperationPeek, OperationError>> {
+    const head = this.headFor(tenantId);
+    if (!head) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
+    return ok({
+      phase: head.state.phase,
+      run_id: head.frozen.run_id,
+      input_hash: head.frozen.input_hash,
+      envelope: envelopeFor(head.frozen.id, head.state, head.frozen.plan.safety),
+    });
   }
 
   async get(tenantId: string, waitMs: number): Promise<Result<OperationView, OperationError>> {
@@ -483,24 +510,32 @@ export class OperationObject extends DurableObject<Env> {
   }
 
   /**
-   * A cancel can overtake its operation's dispatch (the run closes a call whose submit is still in
-   * flight): then a tombstone is kept, and the operation, when it arrives, is recorded cancelled
-   * without sending anything.
+   * Cancelled by the run `runId`, which may cancel only an operation it created: another run's
+   * (a tenant-scoped key shared across runs) is "not found" to it. A cancel can overtake its
+   * operation's dispatch (the run closes a call whose submit is still in flight): then a tombstone
+   * bound to that run is kept, and the operation, when that run's submit arrives, is recorded
+   * cancelled without sending anything. Another run's submit does not obey it.
    */
-  async cancel(tenantId: string, by: string): Promise<Result<OperationView, OperationError>> {
+  async cancel(
+    tenantId: string,
+    by: string,
+    runId: string,
+  ): Promise<Result<OperationView, OperationError>> {
     const pruned = this.prunedFor(tenantId);
     if (pruned) return err(pruned);
     if (!this.head()) {
-      this.store.ensureTable("op_tombstone");
+      this.store.ensureTable("op_early_cancel");
       this.store.run(
-        "INSERT OR IGNORE INTO op_tombstone (k, tenant_id, by, at_ms) VALUES (1, ?, ?, ?)",
+        "INSERT OR IGNORE INTO op_early_cancel (run_id, tenant_id, by, at_ms) VALUES (?, ?, ?, ?)",
+        runId,
         tenantId,
         by,
         Date.now(),
       );
       return err({ code: "not_found" });
     }
-    if (!this.headFor(tenantId)) return err({ code: "not_found" });
+    const head = this.headFor(tenantId);
+    if (!head || head.frozen.run_id !== runId) return err({ code: "not_found" });
     const step = this.apply({ type: "cancel", by }, null);
     await this.inboxWrites;
     return step.ok ? ok(this.view()) : step;
@@ -1292,12 +1327,43 @@ export class OperationObject extends DurableObject<Env> {
 
   private prunedFor(tenantId: string): Extract<OperationError, { code: "pruned" }> | null {
     if (!this.store.exists("op_pruned")) return null;
-    const row = this.store.one<{ id: string; tenant_id: string; pruned_at_ms: number }>(
-      "SELECT id, tenant_id, pruned_at_ms FROM op_pruned WHERE k = 1",
-    );
+    const row = this.store.one<{
+      id: string;
+      tenant_id: string;
+      input_hash: string;
+      status: string;
+      pruned_at_ms: number;
+    }>("SELECT id, tenant_id, input_hash, status, pruned_at_ms FROM op_pruned WHERE k = 1");
     return row && row.tenant_id === tenantId
-      ? { code: "pruned", operation_id: row.id, pruned_at_ms: row.pruned_at_ms }
+      ? {
+          code: "pruned",
+          operation_id: row.id,
+          pruned_at_ms: row.pruned_at_ms,
+          status: row.status,
+          input_hash: row.input_hash,
+        }
       : null;
+  }
+
+  /**
+   * Who cancelled this operation before it existed, if that was the submitting run. A tombstone
+   * from before tombstones named their run (`op_tombstone`) is obeyed by any run of the tenant.
+   */
+  private cancelledEarly(tenantId: string, runId: string): string | null {
+    const early = this.store.exists("op_early_cancel")
+      ? this.store.one<{ by: string }>(
+          "SELECT by FROM op_early_cancel WHERE run_id = ? AND tenant_id = ?",
+          runId,
+          tenantId,
+        )
+      : null;
+    if (early) return early.by;
+    const legacy = this.store.exists("op_tombstone")
+      ? this.store.one<{ tenant_id: string; by: string }>(
+          "SELECT tenant_id, by FROM op_tombstone WHERE k = 1",
+        )
+      : null;
+    return legacy?.tenant_id === tenantId ? legacy.by : null;
   }
 
   /**
@@ -1322,7 +1388,7 @@ export class OperationObject extends DurableObject<Env> {
     if (leased && !(await this.releaseLock())) return this.armAt(nowMs + 3_600_000);
     const outcome = head.state.outcome;
     this.store.transaction(() => {
-      for (const table of ["op_log", "op_lease", "op_tombstone"])
+      for (const table of ["op_log", "op_lease", "op_tombstone", "op_early_cancel"])
         if (this.store.exists(table)) this.store.run(`DELETE FROM ${table}`);
       this.store.ensureTable("op_pruned");
       this.store.run(

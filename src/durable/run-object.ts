@@ -19,6 +19,7 @@ import {
   checkStatusId,
   checkStatusSpent,
   checkStatusTarget,
+  mayReadOperation,
   offersCheckStatus,
 } from "../domain/check-status.ts";
 import { RUN_TEXT, type Envelope } from "../domain/envelope.ts";
@@ -42,16 +43,19 @@ import {
   mayExecute,
   openOperations,
   operationIds,
+  planClose,
   planTurn,
   reportedOperations,
   sameGateInputs,
   settleTurn,
+  submittedHashes,
   turnIdentity,
   turnReceived,
   unofferedNames,
   type CallObservation,
   type Denial,
   type RunState,
+  type Standing,
   type Submission,
   type TurnGroup,
   type TurnCall,
@@ -100,12 +104,12 @@ export type RunView = {
   created_at: string;
   expires_at: string;
 };
-/** `results`: each call's envelope paired with the call, in call order. `pruned`: calls whose operation retention removed. */
+/** `results`: each call's envelope paired with the call, in call order. `pruned`: calls whose operation retention removed (`settled_as`: how it had settled). */
 export type TurnReply = {
   turn_id: string;
   status: "settled" | "pending";
   results: TurnResult[];
-  pruned: Array<{ call_id: string; operation_id: string; pruned_at: string }>;
+  pruned: Array<{ call_id: string; operation_id: string; pruned_at: string; settled_as: string }>;
   rowsWritten: number;
 };
 export type IdempotencyWarning = {
@@ -250,6 +254,8 @@ export class RunObject extends DurableObject<Env> {
       });
     const keySecret = await idempotencyKeySecret(this.env.TOOLGATE_SIGNING_KEY);
     const usageHash = group?.usage ? await sha256Hex(canonicalJson(group.usage)) : null;
+    // What the operations of calls a budget or a cancel refuses said (peek, read-only): planTurn's `peeked`.
+    const peeked = new Map<string, string | null>();
     // Each pass admits against one snapshot of the run; it repeats only if the run's tools or
     // scopes changed while it hashed (or asked the tenant), because the gate must see the newest.
     for (;;) {
@@ -316,7 +322,10 @@ export class RunObject extends DurableObject<Env> {
           Date.now(),
           grouping,
           this.knownRecorded(frozen),
+          peeked,
         );
+        // Refused calls whose operations were not asked yet: nothing is written; ask, then admit again.
+        if (plan.unpeeked.length > 0) return { peek: plan.unpeeked };
         const { record, usage } = plan;
         const storedCalls = encodeTurnCalls(record.calls, this.hashOf);
         const bytes = new TextEncoder().encode(storedCalls).byteLength;
@@ -357,6 +366,10 @@ export class RunObject extends DurableObject<Env> {
         );
         return ok(plan);
       });
+      if (plan && "peek" in plan) {
+        await this.peekInto(run.tenantId, plan.peek, peeked);
+        continue;
+      }
       if (plan && !plan.ok) return plan;
       if (plan) {
         logRefusals(run.runId, plan.value.record);
@@ -653,7 +666,9 @@ export class RunObject extends DurableObject<Env> {
     );
     const current = this.turn(record.id) ?? record;
     const settlement = settleTurn(current, observed);
-    if (settlement.refund !== 0) {
+    // A settled turn's accounting is final: stored (refund or not) unless settleTurn shows a later
+    // poll can only count the same (a poll after pruning must never refund what was spent).
+    if (settlement.finalize) {
       const before = this.store.rowsWritten;
       this.store.transaction(() => {
         if (
@@ -661,7 +676,8 @@ export class RunObject extends DurableObject<Env> {
             "UPDATE turns SET settled_cost = ? WHERE id = ? AND settled_cost IS NULL",
             settlement.spent,
             record.id,
-          ) === 1
+          ) === 1 &&
+          settlement.refund !== 0
         ) {
           this.store.run("UPDATE usage SET cost = cost - ?", settlement.refund);
         }
@@ -684,6 +700,7 @@ export class RunObject extends DurableObject<Env> {
                 call_id: stored.call.id,
                 operation_id: stored.submit.operationId,
                 pruned_at: seen.prunedAt,
+                settled_as: seen.status,
               },
             ]
           : [];
@@ -750,7 +767,11 @@ export class RunObject extends DurableObject<Env> {
         return {
           observation:
             reply.error.code === "pruned"
-              ? { kind: "pruned", prunedAt: new Date(reply.error.pruned_at_ms).toISOString() }
+              ? {
+                  kind: "pruned",
+                  prunedAt: new Date(reply.error.pruned_at_ms).toISOString(),
+                  status: reply.error.status,
+                }
               : { kind: reply.error.code === "invalid_tool" ? "invalid_tool" : "unavailable" },
           rowsWritten: 0,
         };
@@ -774,6 +795,28 @@ export class RunObject extends DurableObject<Env> {
     return known && fresh && known.inputHash === submit.input.hash ? known : null;
   }
 
+  /** Asks each operation how it stands (read-only): its input hash, or null (none, or unreachable). */
+  private async peekInto(
+    tenantId: string,
+    ids: readonly string[],
+    into: Map<string, string | null>,
+  ): Promise<void> {
+    const seen = await Promise.all(
+      ids.map(async (id) => {
+        const peek = await operationStub(this.env, id)
+          .peek(tenantId)
+          .catch(() => null);
+        const hash = peek?.ok
+          ? peek.value.input_hash
+          : peek?.error.code === "pruned"
+            ? peek.error.input_hash
+            : null;
+        return [id, hash] as const;
+      }),
+    );
+    for (const [id, hash] of seen) into.set(id, hash);
+  }
+
   /** Operations of `calls` known recorded with the same input: their calls reserve no cost (planTurn). */
   private knownRecorded(calls: readonly TurnCall[]): Set<string> {
     return new Set(
@@ -784,29 +827,38 @@ export class RunObject extends DurableObject<Env> {
   }
 
   /**
-   * Asks every open operation (or only `only`) for its state, then closes all calls whose
-   * operation is not recorded in one synchronous block over every turn row (issue 7: per-operation
-   * read-await-write lost updates), then cancels those operations. A result arriving later is
-   * recorded on the operation, flagged late, never on the closed turn.
+   * Asks every open operation (or only `only`) for its state, then closes the calls planClose
+   * picks in one synchronous block over every turn row (issue 7: per-operation read-await-write
+   * lost updates), then cancels the operations this run created (never another run's). A result
+   * arriving later is recorded on the operation, flagged late, never on the closed turn.
    */
   private async close(tenantId: string, only: string | null, by: string): Promise<void> {
+    const run = this.load()!;
     const open = new Set(
       this.turns()
         .flatMap(openOperations)
         .filter((id) => (only === null || id === only) && !this.recorded.get(id)),
     );
-    // An operation that cannot be asked (or does not exist yet) counts as not recorded: its call is closed.
+    if (only !== null) open.add(only);
+    // An operation that cannot be asked (or does not exist yet) is absent: its call is closed.
     const states = await Promise.all(
-      [...open].map(async (id) => ({
-        id,
-        view: await operationStub(this.env, id)
+      [...open].map(async (id): Promise<[string, Standing]> => {
+        const view = await operationStub(this.env, id)
           .get(tenantId, 0)
-          .catch(() => null),
-      })),
+          .catch(() => null);
+        if (view?.ok)
+          return [
+            id,
+            view.value.phase === "recorded"
+              ? { kind: "recorded" }
+              : { kind: "open", runId: view.value.run_id, inputHash: view.value.input_hash },
+          ];
+        // Pruned: settled long ago, nothing to close or cancel.
+        return [id, view?.error.code === "pruned" ? { kind: "recorded" } : { kind: "absent" }];
+      }),
     );
-    const unsettled = new Set(
-      states.filter(({ view }) => !view?.ok || view.value.phase !== "recorded").map(({ id }) => id),
-    );
+    const plan = planClose(run.runId, this.turns(), new Map(states), only);
+    const unsettled = plan.close;
     this.store.transaction(() => {
       for (const turn of this.turns()) {
         const closed = closeCalls(turn, unsettled);
@@ -818,17 +870,18 @@ export class RunObject extends DurableObject<Env> {
           );
       }
     });
-    if (only !== null) unsettled.add(only);
     // Best effort: a missed cancel leaves the call closed ("may still complete"); in a cancelled run the
-    // operation is still refused at its next retry (authorize).
+    // operation is still refused at its next retry (authorize). The operation checks the run too.
     await Promise.allSettled(
-      [...unsettled].map((id) => operationStub(this.env, id).cancel(tenantId, by)),
+      [...plan.cancel].map((id) => operationStub(this.env, id).cancel(tenantId, by, run.runId)),
     );
   }
 
   /**
-   * The current envelope of an operation of this run (another run's or tenant's is "not found").
-   * `allowed`: within the run's allowance of checks; else refused, and nothing is looked up.
+   * The current envelope of an operation this run created or joined with the identical input
+   * (mayReadOperation); anything else (another run's, reached through a conflicting call, or
+   * another tenant's) is "not found". `allowed`: within the run's allowance of checks; else
+   * refused, and nothing is looked up.
    */
   private async checkStatus(
     run: RunState,
@@ -838,12 +891,18 @@ export class RunObject extends DurableObject<Env> {
     const checkId = await checkStatusId(run.tenantId, run.runId, call.id);
     if (!allowed) return checkStatusSpent(checkId, RUN_LIMITS.maxStatusChecks);
     const target = checkStatusTarget(call.arguments);
-    if (!target.ok || !this.holdsOperation(target.value))
-      return checkStatusEnvelope(checkId, target, null);
+    // The index answers "not held here" without a scan; only a held operation reads this run's
+    // calls of it, at most RUN_LIMITS.maxStatusChecks times per run.
+    const hashes =
+      target.ok && this.holdsOperation(target.value)
+        ? this.turns().flatMap((turn) => submittedHashes(turn, target.value))
+        : [];
+    if (!target.ok || hashes.length === 0) return checkStatusEnvelope(checkId, target, null);
     const view = await operationStub(this.env, target.value)
       .get(run.tenantId, 0)
       .catch(() => null);
-    return checkStatusEnvelope(checkId, target, view?.ok ? view.value.result : null);
+    const readable = view?.ok && mayReadOperation(run.runId, view.value, hashes);
+    return checkStatusEnvelope(checkId, target, readable ? view.value.result : null);
   }
 
   /** Which of `names` the tenant knows; asked only for names the run does not offer (an unreachable tenant keeps tool_not_allowed). */

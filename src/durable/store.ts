@@ -9,6 +9,8 @@
 // `op_outbox` holds what the tenant plane has not acknowledged yet (keyed by the log row that wrote it).
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
+// A cancel that arrives before the operation exists leaves an `op_early_cancel` row per cancelling
+// run (only that run's submit obeys it); `op_tombstone` is its older, unbound form, still read.
 // A run is three tables: the run row, one usage row, and one row per turn; `decode*` below are
 // their typed codecs (a row that does not decode is corrupt storage: a thrown error, never a guess).
 // Beside them: turn groups, each tool source once by hash (a call row names its source by hash),
@@ -26,6 +28,7 @@ import type { ToolSource } from "../tools/spec.ts";
 export const OPERATION_SCHEMA = `
 CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT);
 CREATE TABLE IF NOT EXISTS op_tombstone (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS op_early_cancel (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_outbox (seq INTEGER NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY (seq, kind)) WITHOUT ROWID;`;

@@ -25,8 +25,17 @@ export type ApiError =
   | { code: "unsupported_field"; detail: string }
   | { code: "invalid_pointer"; detail: string }
   | { code: "unknown_secret"; detail: string }
-  /** Retention removed this settled operation; it will not run again. `pruned_at` travels in the problem. */
-  | { code: "operation_pruned"; detail: string; operation_id: string; pruned_at: string }
+  /**
+   * Retention removed this settled operation; it will not run again. `pruned_at` travels in the
+   * problem, and `settled_as`: the recorded outcome's status (`status` is the HTTP status there).
+   */
+  | {
+      code: "operation_pruned";
+      detail: string;
+      operation_id: string;
+      pruned_at: string;
+      settled_as: string;
+    }
   /** Retention removed this run's turns once it had expired and all its operations were pruned. */
   | { code: "run_pruned"; detail: string; run_id: string; pruned_at: string }
   | { code: "not_outcome_unknown"; detail: string }
@@ -89,7 +98,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "not_started":
       return { code: "internal", detail: error.code };
     case "pruned":
-      return prunedProblem(error.operation_id, error.pruned_at_ms);
+      return prunedProblem(error.operation_id, error.pruned_at_ms, error.status);
     case "run_pruned": {
       const prunedAt = new Date(error.pruned_at_ms).toISOString();
       return {
@@ -102,14 +111,18 @@ export function toApiError(error: ObjectError): ApiError {
   }
 }
 
-/** A settled operation removed by retention: what callers are told instead of a second execution. */
-export function prunedProblem(operationId: string, prunedAtMs: number): ApiError {
+/**
+ * A settled operation removed by retention: what callers are told instead of a second execution.
+ * `status`: how it was settled (succeeded, rejected, failed…), the one fact its tombstone keeps.
+ */
+export function prunedProblem(operationId: string, prunedAtMs: number, status: string): ApiError {
   const prunedAt = new Date(prunedAtMs).toISOString();
   return {
     code: "operation_pruned",
     operation_id: operationId,
     pruned_at: prunedAt,
-    detail: `operation ${operationId} was settled and its record pruned at ${prunedAt} (retention); toolgate will not run it again`,
+    settled_as: status,
+    detail: `operation ${operationId} was settled earlier as ${status}; its record was pruned at ${prunedAt} (retention); toolgate will not send it again`,
   };
 }
 

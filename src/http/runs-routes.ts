@@ -195,10 +195,13 @@ function turnResponse(
   // A re-proposal of an operation retention removed: 410, with every call's result still inside.
   const pruned = turn.pruned[0];
   if (pruned)
-    return problemResponse(prunedProblem(pruned.operation_id, Date.parse(pruned.pruned_at)), {
-      ...body,
-      pruned: turn.pruned,
-    });
+    return problemResponse(
+      prunedProblem(pruned.operation_id, Date.parse(pruned.pruned_at), pruned.settled_as),
+      {
+        ...body,
+        pruned: turn.pruned,
+      },
+    );
   const headers: Record<string, string> = {
     "Content-Type": "application/json",
     "Toolgate-Rows-Written": String(turn.rowsWritten),

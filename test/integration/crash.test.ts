@@ -163,10 +163,10 @@ describe("a cancel that overtakes its operation's dispatch", () => {
       callId: "c1",
     });
     // The run's close reached the (not yet existing) operation first.
-    const early = await opStub(frozen.operationId).cancel(tenantId, "key_test");
+    const early = await opStub(frozen.operationId).cancel(tenantId, "key_test", runId);
     expect(early.ok).toBe(false);
-    // Restarted in between: the tombstone is all its storage holds (no log table yet).
-    expect(await tables(frozen.operationId)).toEqual(["op_tombstone"]);
+    // Restarted in between: the tombstone (bound to the run) is all its storage holds (no log table yet).
+    expect(await tables(frozen.operationId)).toEqual(["op_early_cancel"]);
     await evictDurableObject(opStub(frozen.operationId));
     const res = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     expect(res.body.results[0]).toMatchObject({

@@ -10,12 +10,14 @@ import {
   freezeTurn,
   gateTurn,
   mayExecute,
+  planClose,
   planTurn,
   settleTurn,
   turnIdentity,
   unofferedNames,
   type CallObservation,
   type RunState,
+  type Standing,
   type Submission,
   type TurnCall,
   type TurnGroup,
@@ -257,6 +259,226 @@ describe("a call of an operation known recorded (a replay)", () => {
     const late = planTurn(r, spent, ids, [calls[0]!], 0, 100, null, new Set([opOf(calls[0]!)]));
     expect(shape(late.record.calls)).toEqual(["budget_exhausted/max_cost"]);
     expect(late.usage.cost).toBe(3);
+  });
+});
+
+describe("a call a budget or a cancel would refuse, whose operation was peeked", () => {
+  const ids = { id: "turn_p", contentHash: "ch" };
+  const opOf = (c: TurnCall) => ("submit" in c ? c.submit.operationId : "");
+  const hashOf = (c: TurnCall) => ("submit" in c ? c.submit.input.hash : "");
+  type Row = [
+    string,
+    Partial<RunState>,
+    Usage,
+    /** What the peek said for each call: "same" (this input), "other" (a conflict), "none", or unasked. */
+    Array<"same" | "other" | "none" | "unasked">,
+    string[],
+    Usage,
+    number,
+    /** unpeeked: which calls' operations the plan asks to peek first. */
+    number[],
+  ];
+  const spentCalls: Usage = { turns: 1, toolCalls: 1, cost: 2 };
+  const rows: Row[] = [
+    [
+      "over max_tool_calls, not yet asked: the plan asks for a peek (and must not be committed)",
+      { budgets: { max_tool_calls: 1 } },
+      spentCalls,
+      ["unasked"],
+      ["budget_exhausted/max_tool_calls"],
+      { turns: 2, toolCalls: 1, cost: 2 },
+      0,
+      [0],
+    ],
+    [
+      "over max_tool_calls, the identical operation exists: a free, uncounted replay",
+      { budgets: { max_tool_calls: 1 } },
+      spentCalls,
+      ["same"],
+      ["submit"],
+      { turns: 2, toolCalls: 1, cost: 2 },
+      0,
+      [],
+    ],
+    [
+      "over max_tool_calls, no such operation: refused",
+      { budgets: { max_tool_calls: 1 } },
+      spentCalls,
+      ["none"],
+      ["budget_exhausted/max_tool_calls"],
+      { turns: 2, toolCalls: 1, cost: 2 },
+      0,
+      [],
+    ],
+    [
+      "over max_tool_calls, the operation holds other arguments (a conflict): refused",
+      { budgets: { max_tool_calls: 1 } },
+      spentCalls,
+      ["other"],
+      ["budget_exhausted/max_tool_calls"],
+      { turns: 2, toolCalls: 1, cost: 2 },
+      0,
+      [],
+    ],
+    [
+      "over max_cost: the identical operation replays, a new call is refused; usage unchanged",
+      { budgets: { max_cost: 2 } },
+      spentCalls,
+      ["same", "none"],
+      ["submit", "budget_exhausted/max_cost"],
+      { turns: 2, toolCalls: 1, cost: 2 },
+      0,
+      [],
+    ],
+    [
+      "a cancelled run: the identical operation's outcome, the others refused",
+      { cancelledAtMs: 5 },
+      usage0,
+      ["same", "none"],
+      ["submit", "cancelled/cancelled"],
+      { turns: 1, toolCalls: 0, cost: 0 },
+      0,
+      [],
+    ],
+    [
+      "a cancelled run, not yet asked: peek first",
+      { cancelledAtMs: 5 },
+      usage0,
+      ["unasked", "unasked"],
+      ["cancelled/cancelled", "cancelled/cancelled"],
+      { turns: 1, toolCalls: 0, cost: 0 },
+      0,
+      [0, 1],
+    ],
+  ];
+  it.each(rows)("%s", async (_what, over, before, said, expected, after, reserved, unpeeked) => {
+    const r = run(over);
+    const calls = await frozen(
+      r,
+      said.map((_, i) => call(`c${i}`, i + 1)),
+    );
+    const peeked = new Map<string, string | null>();
+    said.forEach((what, i) => {
+      const c = calls[i]!;
+      if (what === "same") peeked.set(opOf(c), hashOf(c));
+      if (what === "other") peeked.set(opOf(c), "another_hash");
+      if (what === "none") peeked.set(opOf(c), null);
+    });
+    const plan = planTurn(r, before, ids, calls, 0, 100, null, new Set(), peeked);
+    expect(shape(plan.record.calls)).toEqual(expected);
+    expect(plan.usage).toEqual(after);
+    expect(plan.record.reservedCost).toBe(reserved);
+    expect(plan.unpeeked).toEqual(unpeeked.map((i) => opOf(calls[i]!)));
+    // A replay is dispatched (it can only read its stored outcome) and costs nothing.
+    said.forEach((what, i) => {
+      if (what === "same")
+        expect(plan.dispatch.find((d) => d.operationId === opOf(calls[i]!))?.cost).toBe(0);
+    });
+  });
+
+  it("a refusal never claims the call was not executed (an identical earlier one may have run)", async () => {
+    for (const over of [{ budgets: { max_tool_calls: 0 } }, { cancelledAtMs: 5 }]) {
+      const r = run(over);
+      const calls = await frozen(r, [call("c0", 1)]);
+      const plan = planTurn(
+        r,
+        usage0,
+        ids,
+        calls,
+        0,
+        100,
+        null,
+        new Set(),
+        new Map([[opOf(calls[0]!), null]]),
+      );
+      const refused = plan.record.calls[0]!;
+      expect("fixed" in refused && "message" in refused.fixed && refused.fixed.message).toMatch(
+        /did not send this call now\. If an identical earlier call already ran, its result stands/,
+      );
+      expect(JSON.stringify(refused)).not.toMatch(
+        /not executed|did not take effect|nothing was sent/,
+      );
+    }
+  });
+});
+
+describe("planClose: a run cancels only operations it created", () => {
+  const sub = (op: string, hash: string): TurnCall => ({
+    call: { id: `c_${op}_${hash}`, name: "t" },
+    submit: {
+      operationId: op,
+      idempotencyKey: `tg_${op}`,
+      input: { value: {}, canonical: "{}", hash },
+      source: { kind: "code", name: "x" },
+      cost: 1,
+    },
+    closed: null,
+  });
+  const turnOf = (calls: TurnCall[]): TurnRecord => ({
+    id: "turn_c",
+    contentHash: "c",
+    seq: 1,
+    calls,
+    reservedCost: 0,
+    settledCost: null,
+    modelCost: 0,
+    createdAtMs: 0,
+  });
+  type Row = [string, Standing, "close+cancel" | "close" | "nothing"];
+  const rows: Row[] = [
+    [
+      "created by this run, still open",
+      { kind: "open", runId: "run_1", inputHash: "h1" },
+      "close+cancel",
+    ],
+    [
+      "not created yet, or unreachable: closed, and a tombstone bound to this run",
+      { kind: "absent" },
+      "close+cancel",
+    ],
+    ["recorded", { kind: "recorded" }, "nothing"],
+    [
+      "another run's, joined with the identical input: closed only",
+      { kind: "open", runId: "run_2", inputHash: "h1" },
+      "close",
+    ],
+    [
+      "another run's, reached by a conflicting call: left alone",
+      { kind: "open", runId: "run_2", inputHash: "h9" },
+      "nothing",
+    ],
+  ];
+  it.each(rows)("%s", (_what, standing, expected) => {
+    const turns = [turnOf([sub("op_a", "h1")])];
+    for (const only of [null, "op_a"]) {
+      const plan = planClose("run_1", turns, new Map([["op_a", standing]]), only);
+      const got = plan.cancel.has("op_a")
+        ? "close+cancel"
+        : plan.close.has("op_a")
+          ? "close"
+          : "nothing";
+      expect(got).toBe(expected);
+      expect(plan.cancel.has("op_a")).toBe(expected === "close+cancel");
+    }
+  });
+
+  it("only: another of the run's operations is neither closed nor cancelled; an operation no call points at is cancelled only if ours", () => {
+    const turns = [turnOf([sub("op_a", "h1"), sub("op_b", "h2")])];
+    const mine: Standing = { kind: "open", runId: "run_1", inputHash: "h1" };
+    const plan = planClose(
+      "run_1",
+      turns,
+      new Map([
+        ["op_a", mine],
+        ["op_b", mine],
+        ["op_z", mine],
+      ]),
+      "op_z",
+    );
+    expect([...plan.close]).toEqual([]);
+    expect([...plan.cancel]).toEqual(["op_z"]);
+    const theirs: Standing = { kind: "open", runId: "run_2", inputHash: "h1" };
+    expect([...planClose("run_1", turns, new Map([["op_z", theirs]]), "op_z").cancel]).toEqual([]);
   });
 });
 
@@ -508,6 +730,22 @@ describe("settlement", () => {
       0,
     ],
     [
+      "pruned before its first settlement: keeps its reservation (pruning never gives budget back)",
+      record([open("c1", "op_a")]),
+      [{ kind: "pruned", prunedAt: "2026-12-06T00:00:00.000Z", status: "succeeded" }],
+      "settled",
+      1,
+      0,
+    ],
+    [
+      "settled earlier, polled after pruning: final, no second settlement",
+      record([open("c1", "op_a")], 1),
+      [{ kind: "pruned", prunedAt: "2026-12-06T00:00:00.000Z", status: "succeeded" }],
+      "settled",
+      1,
+      0,
+    ],
+    [
       "fixed refusals cost nothing",
       record([
         { call: { id: "c1", name: "t" }, fixed: refusal("rejected", "op_r", "forbidden", "x") },
@@ -522,6 +760,59 @@ describe("settlement", () => {
     const s = settleTurn(rec, observed);
     expect([s.status, s.spent, s.refund]).toEqual([status, spent, refund]);
     expect(s.results.map((r) => r.call.id)).toEqual(rec.calls.map((c) => c.call.id));
+  });
+
+  it("the first settlement is final: stored whenever a later poll could see it otherwise", () => {
+    const paid = record([open("c1", "op_a")]);
+    const unknown = refusal("outcome_unknown", "op_a", "timeout", "x");
+    // Waiting for a person (settled, not yet recorded): nothing refunded, but stored now, so a
+    // later outcome (the person finds it cancelled) cannot refund it.
+    const waiting: CallObservation = {
+      kind: "reply",
+      envelope: unknown,
+      settled: true,
+      terminal: false,
+      executedBy: "c1",
+    };
+    const first = settleTurn(paid, [waiting]);
+    expect(first).toMatchObject({ status: "settled", spent: 1, refund: 0, finalize: true });
+    const later = settleTurn(record([open("c1", "op_a")], first.spent), [
+      reply(refusal("cancelled", "op_a", "cancelled", "x"), "c1"),
+    ]);
+    expect(later).toMatchObject({ refund: 0, finalize: false });
+    // A refund is stored with its settlement.
+    expect(settleTurn(paid, [reply(ok("op_a"), "c9")])).toMatchObject({
+      refund: 1,
+      finalize: true,
+    });
+    // Every call answered by a recorded outcome and nothing refunded: stable as it is, so no row is
+    // written (a later poll counts the same: the same outcome, or pruned, each at its full cost).
+    expect(settleTurn(paid, [reply(ok("op_a"), "c1")])).toMatchObject({
+      refund: 0,
+      finalize: false,
+    });
+    const pruned: CallObservation = {
+      kind: "pruned",
+      prunedAt: "2026-12-06T00:00:00.000Z",
+      status: "succeeded",
+    };
+    expect(settleTurn(paid, [pruned])).toMatchObject({ spent: 1, refund: 0 });
+    // Not settled yet, or nothing reserved: nothing to store.
+    const pending = settleTurn(paid, [
+      reply(refusal("pending", "op_a", "executing", "x"), "c1", false),
+    ]);
+    expect(pending.finalize).toBe(false);
+    expect(settleTurn(record([open("c1", "op_a", 0)]), [waiting]).finalize).toBe(false);
+  });
+
+  it("a pruned call says how the identical request had settled, never that it was handled", () => {
+    const s = settleTurn(record([open("c1", "op_a")]), [
+      { kind: "pruned", prunedAt: "2026-12-06T00:00:00.000Z", status: "rejected" },
+    ]);
+    const envelope = s.results[0]!.envelope;
+    expect(envelope).toMatchObject({ status: "rejected", code: "operation_pruned" });
+    expect("message" in envelope && envelope.message).toMatch(/settled earlier as rejected/);
+    expect("message" in envelope && envelope.message).not.toMatch(/handled|succeeded/);
   });
 
   it("a closed call answers with its closing envelope, whatever its operation says later", () => {
