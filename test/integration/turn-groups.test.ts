@@ -90,8 +90,12 @@ describe("turn groups (turn_key)", () => {
       detail: expect.stringContaining("new turn_key"),
     });
     expect(await r.usage()).toEqual(before);
-    // Under a new key it is a new model turn, which max_turns refuses.
-    const next = await r.post({ calls: [valid("v2")], turn_key: "resp_2" });
+    // Under a new key it is a new model turn, which max_turns refuses for a new write (a repeat of
+    // the first one would get its stored outcome: audit finding 2).
+    const next = await r.post({
+      calls: [{ id: "v3", name: r.name, arguments: { amount: 6, currency: "usd" } }],
+      turn_key: "resp_2",
+    });
     expect(next.body.results[0]).toMatchObject({ status: "budget_exhausted", code: "max_turns" });
     expect((await r.up.state()).effects).toHaveLength(1);
   });
