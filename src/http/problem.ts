@@ -14,6 +14,8 @@ export type ObjectError =
 
 export type ApiError =
   | { code: "unauthorized"; detail: string }
+  /** A tenant API key of the old, untagged format, refused at the edge: the admin should reissue it. */
+  | { code: "api_key_outdated"; detail: string }
   | { code: "forbidden"; detail: string }
   | { code: "not_found"; detail: string }
   | { code: "invalid_request"; detail: string }
@@ -35,6 +37,8 @@ export type ApiError =
   | { code: "self_approval"; detail: string }
   | { code: "resend_not_allowed"; detail: string }
   | { code: "turn_conflict"; detail: string }
+  /** POST /v1/runs with a request_id already used for a run created from another body. */
+  | { code: "request_id_conflict"; detail: string }
   | { code: "unknown_tool"; detail: string }
   | { code: "host_not_allowed"; detail: string }
   | { code: "origin_not_allowed"; detail: string }
@@ -110,6 +114,7 @@ export function prunedProblem(operationId: string, prunedAtMs: number): ApiError
 export function statusOf(error: ApiError): number {
   switch (error.code) {
     case "unauthorized":
+    case "api_key_outdated":
       return 401;
     case "forbidden":
     case "upstream_not_allowed":
@@ -143,6 +148,7 @@ export function statusOf(error: ApiError): number {
     case "approval_mismatch":
     case "resend_not_allowed":
     case "turn_conflict":
+    case "request_id_conflict":
     case "tool_changed":
       return 409;
     case "misconfigured":
@@ -165,10 +171,12 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "invalid_request":
     case "invalid_json":
     case "turn_conflict":
+    case "request_id_conflict":
     case "payload_too_large":
     case "unsupported_media_type":
       return -32602;
     case "unauthorized":
+    case "api_key_outdated":
     case "forbidden":
     case "invalid_manifest":
     case "upstream_not_allowed":
