@@ -57,6 +57,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "invalid_manifest":
     case "upstream_not_allowed":
     case "turn_conflict":
+    case "request_id_conflict":
     case "unknown_tool":
     case "misconfigured":
     case "unsupported_field":

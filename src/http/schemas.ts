@@ -35,6 +35,13 @@ export const CreateRun = z.object({
   tools: z.array(z.string()).min(1).max(128),
   context: z.record(z.string(), z.unknown()).default({}),
   budgets: Budgets.default({}),
+  request_id: z
+    .string()
+    .regex(/^[A-Za-z0-9._:-]{1,128}$/, "request_id is 1-128 letters, digits, '.', '_', ':' or '-'")
+    .optional()
+    .describe(
+      "Chosen by the client, unique per run it means to create (e.g. a UUID): the same request sent again returns the same run (200); another body with it is 409 request_id_conflict",
+    ),
 });
 
 export const PatchRun = z
