@@ -85,6 +85,7 @@ export class Toolgate {
     verdict: "approve" | "reject",
     decision: {
       reason?: string;
+      /** Decide on a named person's behalf: needs a key holding approvals:delegate. */
       approver?: { id: string };
       input_hash?: string;
       policy_version?: string;

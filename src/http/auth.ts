@@ -146,13 +146,21 @@ export function signingKey(env: Env): string {
 }
 
 /**
- * Who decides an approval: the deciding key's name, optionally narrowed to a person by
- * `{ approver: { id } }` (a service that holds approvals:decide deciding on someone's behalf).
+ * Who decides an approval: the deciding key's name. Four eyes compares it with the run's user, so
+ * naming someone else (`{ approver: { id } }`, a service deciding on a person's behalf, which it
+ * has authenticated itself) needs the separate scope approvals:delegate: any other
+ * approvals:decide key could otherwise pass four eyes by naming anyone.
  */
 export function approverId(c: Context<AppEnv>, named: { id: string } | undefined): string {
   const principal = c.get("principal");
-  if (named) return named.id;
-  return principal.kind === "key" ? principal.keyName : principalName(c);
+  if (principal.kind !== "key") return principalName(c);
+  if (!named) return principal.keyName;
+  if (!principal.scopes.includes("approvals:delegate"))
+    throw new ApiProblem({
+      code: "forbidden",
+      detail: `naming the approver (approver.id) needs an API key with the scope approvals:delegate; without it the approver is this key's name (${principal.keyName}). Nothing was decided`,
+    });
+  return named.id;
 }
 
 /** Who did it, for the trace: the key id or the run. */

@@ -9,6 +9,8 @@ export const ApiScope = z.enum([
   "tools:write",
   "secrets:write",
   "approvals:decide",
+  /** With approvals:decide: may name the person a decision is made for (`approver.id`). */
+  "approvals:delegate",
   "operations:resolve",
   "traces:read",
 ]);
@@ -81,7 +83,7 @@ export const SecretRecord = z.object({
 const Approver = z
   .strictObject({ id: z.string().min(1).max(256) })
   .describe(
-    "Who decides, when a service key decides on a person's behalf; default: the API key's name",
+    "Who decides, when a service key holding approvals:delegate decides on a person's behalf; default: the API key's name",
   );
 /** `input_hash` / `policy_version`: optional, what the approver saw; a mismatch is refused (409). */
 export const Approve = z.strictObject({
