@@ -40,9 +40,14 @@ export class Toolgate {
     this.transport = { ...options, token: options.apiKey };
   }
 
-  /** Opens a run for one end user; hand `run_token` (or `this.run(created)`) to the agent. */
+  /**
+   * Opens a run for one end user; hand `run_token` (or `this.run(created)`) to the agent. Every
+   * send of one call carries the same `request_id` (a new UUID unless given), so a resend after a
+   * lost response gets the same run back, never a second one.
+   */
   async createRun(run: CreateRunRequest): Promise<RunCreated & { client: ToolgateRun }> {
-    const { body } = await request<RunCreated>(this.transport, "POST", "/v1/runs", run);
+    const sent = { ...run, request_id: run.request_id ?? crypto.randomUUID() };
+    const { body } = await request<RunCreated>(this.transport, "POST", "/v1/runs", sent);
     return { ...body, client: this.run(body) };
   }
 
@@ -80,6 +85,7 @@ export class Toolgate {
     verdict: "approve" | "reject",
     decision: {
       reason?: string;
+      /** Decide on a named person's behalf: needs a key holding approvals:delegate. */
       approver?: { id: string };
       input_hash?: string;
       policy_version?: string;

@@ -60,6 +60,8 @@ export type CreateRunRequest = {
   tools: string[];
   context?: Record<string, unknown>;
   budgets?: RunBudgets;
+  /** Names this creation (1-128 of A-Z a-z 0-9 . _ : -): the same request again returns the same run. */
+  request_id?: string;
 };
 export type RunCreated = {
   run_id: string;

@@ -1,11 +1,12 @@
 // /console/approvals: the tenant's approvals inbox (TenantObject.listApprovals), newest first, with
-// cursor pages; a "decided" tab shows how each request ended. Each pending request shows exactly
-// what will run — tool, frozen arguments, target, preview — and its approve / reject forms carry
+// cursor pages; a "decided" tab shows how each request ended. Each pending request shows what will
+// run — tool, frozen arguments and target read from the operation itself (the inbox copy is
+// redacted like the trace; fields the tool hides are named), preview — and its forms carry
 // the input_hash and policy_version of what was shown, so a decision can never apply to other
 // arguments or another tool version (the operation refuses a mismatch). The approver is the
 // signed-in key's name; four eyes is the operation's check. Needs approvals:decide, for GET and POST.
 import type { Context } from "hono";
-import type { OperationError, OperationView } from "../durable/operation-object.ts";
+import type { ApprovalInput, OperationError, OperationView } from "../durable/operation-object.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";
 import type { ApprovalPage } from "../durable/tenant-object.ts";
 import { toApiError } from "../http/problem.ts";
@@ -51,6 +52,7 @@ async function showInbox(c: Context<ConsoleEnv>) {
     tenantStub(c.env, session.tenantId).listApprovals(state, cursor ?? null, PAGE_SIZE),
     takeFlash(c),
   ]);
+  const exact = state === "pending" ? await exactInputs(c, page.items) : new Map();
   const nowMs = Date.now();
   return render(
     c,
@@ -58,8 +60,8 @@ async function showInbox(c: Context<ConsoleEnv>) {
     <>
       <h1>Approvals</h1>
       <p class="lede">
-        Calls that wait for a person before toolgate sends anything. What you see is exactly what
-        will run: approving sends these arguments, with this tool version, once.
+        Calls that wait for a person before toolgate sends anything. Approving sends the arguments
+        shown, with this tool version, once — including fields the tool hides from traces.
       </p>
       <FlashBox flash={flash} />
       <nav aria-label="Approval lists" class="tabs">
@@ -76,7 +78,14 @@ async function showInbox(c: Context<ConsoleEnv>) {
             {cursor ? "No older requests are waiting." : "Nothing is waiting for approval."}
           </p>
         ) : (
-          page.items.map((item) => <PendingCard item={item} csrf={session.csrf} nowMs={nowMs} />)
+          page.items.map((item) => (
+            <PendingCard
+              item={item}
+              exact={exact.get(item.operation_id) ?? null}
+              csrf={session.csrf}
+              nowMs={nowMs}
+            />
+          ))
         )
       ) : (
         <DecidedTable items={page.items} cursor={cursor ?? null} />
@@ -102,9 +111,45 @@ const Pager = ({
     </nav>
   ) : null;
 
-const PendingCard = ({ item, csrf, nowMs }: { item: Item; csrf: string; nowMs: number }) => {
+/**
+ * Each pending request's real arguments, from its operation (this page needs approvals:decide):
+ * the inbox row is a redacted copy. A request whose operation cannot answer now is shown redacted.
+ */
+async function exactInputs(
+  c: Context<ConsoleEnv>,
+  items: readonly Item[],
+): Promise<Map<string, ApprovalInput>> {
+  const tenantId = c.get("session").tenantId;
+  const answers = await Promise.all(
+    items.map((item) =>
+      operationStub(c.env, item.operation_id)
+        .approvalInput(tenantId)
+        .catch(() => null),
+    ),
+  );
+  const exact = new Map<string, ApprovalInput>();
+  items.forEach((item, i) => {
+    const answer = answers[i];
+    // Only for the call the inbox row describes (a row out of step with its operation is not it).
+    if (answer?.ok && answer.value.input_hash === item.input_hash)
+      exact.set(item.operation_id, answer.value);
+  });
+  return exact;
+}
+
+const PendingCard = ({
+  item,
+  exact,
+  csrf,
+  nowMs,
+}: {
+  item: Item;
+  exact: ApprovalInput | null;
+  csrf: string;
+  nowMs: number;
+}) => {
   const id = item.operation_id;
-  const target = splitTarget(item.target);
+  const target = splitTarget(exact?.target ?? item.target);
   const expiry = expiresIn(Date.parse(item.expires_at), nowMs);
   return (
     <article class="item" id={id} aria-labelledby={`${id}-title`} data-operation={id}>
@@ -141,10 +186,36 @@ const PendingCard = ({ item, csrf, nowMs }: { item: Item; csrf: string; nowMs: n
           <dt>Operation</dt>
           <dd class="mono">{id}</dd>
         </dl>
-        <h3 id={`${id}-args`}>Arguments, exactly as they will be sent</h3>
-        <pre aria-labelledby={`${id}-args`} data-role="arguments">
-          <code>{pretty(item.arguments)}</code>
-        </pre>
+        {exact ? (
+          <>
+            <h3 id={`${id}-args`}>Arguments, as they will be sent</h3>
+            <pre aria-labelledby={`${id}-args`} data-role="arguments">
+              <code>{pretty(exact.arguments)}</code>
+            </pre>
+            {exact.hidden.length > 0 && (
+              <p class="hint" data-role="hidden-fields">
+                Hidden from traces, logs and exports (shown here because you decide):{" "}
+                {exact.hidden.map((pointer, i) => (
+                  <>
+                    {i > 0 && ", "}
+                    <code>{pointer}</code>
+                  </>
+                ))}
+              </p>
+            )}
+          </>
+        ) : (
+          <>
+            <h3 id={`${id}-args`}>Arguments, as the trace shows them</h3>
+            <p class="alert" data-role="arguments-unavailable">
+              toolgate could not read this call's arguments from the operation just now, so fields
+              the tool hides from traces show as [redacted]. Reload before you approve.
+            </p>
+            <pre aria-labelledby={`${id}-args`} data-role="arguments">
+              <code>{pretty(item.arguments)}</code>
+            </pre>
+          </>
+        )}
         <h3 id={`${id}-preview`}>Preview</h3>
         <Preview preview={item.preview} labelledBy={`${id}-preview`} />
         {expiry.expired ? (
@@ -280,7 +351,7 @@ const DecidedTable = ({ items, cursor }: { items: Item[]; cursor: string | null 
             <td>
               <span class="mono">{item.tool}</span>
               <details>
-                <summary>Arguments</summary>
+                <summary>Arguments (as the trace shows them)</summary>
                 <pre>
                   <code>{pretty(item.arguments)}</code>
                 </pre>
@@ -414,7 +485,7 @@ export function decisionFlash(
         };
       return {
         tone: "ok",
-        text: `Approved ${tool}. It runs once now, with exactly the arguments shown; follow it on the run page.`,
+        text: `Approved ${tool}. It runs once now, with the arguments and tool version you approved; follow it on the run page.`,
       };
     }
   }

@@ -1,11 +1,12 @@
-// Sign-in and sign-out. A person pastes a tenant API key once; toolgate verifies it with the
-// tenant's own object (hashed, constant time, not revoked) and answers with a short session cookie
-// (HttpOnly, Secure, SameSite=Strict, Path=/console). The key itself is never stored in the browser.
-// The form is protected against login CSRF by a nonce cookie set when the form was served.
+// Sign-in and sign-out. A person pastes a tenant API key once; toolgate checks it as the API does
+// (its tag in the Worker, then hashed, constant time, not revoked, by the tenant's own object) and
+// answers with a short session cookie (HttpOnly, Secure, SameSite=Strict, Path=/console). The key
+// itself is never stored in the browser. The form is protected against login CSRF by a nonce cookie
+// set when the form was served.
 import type { Context } from "hono";
 import { deleteCookie, getCookie, setCookie } from "hono/cookie";
 import { randomSecret } from "../crypto.ts";
-import { tenantStub } from "../durable/stubs.ts";
+import { checkApiKey } from "../http/api-keys.ts";
 import { problemPage, render } from "./layout.tsx";
 import { consoleRoutes, type ConsoleEnv } from "./page.ts";
 import {
@@ -19,21 +20,6 @@ import {
 export const SESSION_COOKIE = "tg_console";
 const LOGIN_COOKIE = "tg_console_login";
 const COOKIE = { httpOnly: true, secure: true, sameSite: "Strict", path: "/console" } as const;
-
-/** Same shape as http/auth.ts accepts: `tgk.<tenant>.<key_id>.<secret>`. */
-function parseKey(key: string): { tenantId: string; keyId: string; secret: string } | null {
-  const [prefix, tenantId, keyId, secret, ...rest] = key.trim().split(".");
-  if (
-    prefix !== "tgk" ||
-    !tenantId ||
-    !keyId ||
-    !secret ||
-    rest.length > 0 ||
-    !/^ten_[0-9A-Z]{26}$/.test(tenantId)
-  )
-    return null;
-  return { tenantId, keyId, secret };
-}
 
 /** Only a path inside the console may be a post-sign-in destination (no open redirect). */
 export function safeNext(next: unknown): string {
@@ -140,23 +126,27 @@ export const signInRoutes = consoleRoutes()
         { href: "/console/sign-in", label: "Sign in again" },
       );
     }
-    const parsed = typeof form.api_key === "string" ? parseKey(form.api_key) : null;
-    const stub = parsed ? tenantStub(c.env, parsed.tenantId) : null;
-    const verified = parsed && stub ? await stub.verifyKey(parsed.keyId, parsed.secret) : null;
-    const info = parsed && stub && verified?.ok ? await stub.keyInfo(parsed.keyId) : null;
-    if (!parsed || !info?.ok)
+    const nowMs = Date.now();
+    // The API's own check: a key whose tag is wrong never reaches the tenant's object.
+    const checked =
+      typeof form.api_key === "string"
+        ? await checkApiKey(c.env, key, form.api_key.trim(), nowMs)
+        : null;
+    if (!checked?.ok)
       return signInForm(c, {
-        error: "That API key is not valid, or it has been revoked. Check it and try again.",
+        error:
+          checked?.code === "api_key_outdated"
+            ? "That API key has the old format and cannot be checked right now. Ask your admin to issue a new key, then sign in with it."
+            : "That API key is not valid, or it has been revoked. Check it and try again.",
         next,
         status: 401,
       });
-    const nowMs = Date.now();
     const token = await sealSession(key, {
       sid: randomSecret(),
-      tenantId: parsed.tenantId,
-      keyId: parsed.keyId,
-      keyName: info.value.name,
-      scopes: info.value.scopes,
+      tenantId: checked.key.tenantId,
+      keyId: checked.key.keyId,
+      keyName: checked.key.name,
+      scopes: checked.key.scopes,
       expiresAtMs: nowMs + SESSION_TTL_MS,
     });
     deleteCookie(c, LOGIN_COOKIE, COOKIE);

@@ -148,3 +148,22 @@ export function redactContext(
     Object.entries(context).map(([key, value]) => [key, hidden.has(key) ? REDACTED : value]),
   );
 }
+
+/** The pointers that name a value present in `doc`: the fields a redacted copy of it hides. */
+export function presentPointers(pointers: readonly string[], doc: unknown): string[] {
+  return pointers.filter((pointer) => {
+    const parsed = parsePointer(pointer);
+    if (!parsed.ok) return false;
+    let node: unknown = doc;
+    for (const token of parsed.value) {
+      if (Array.isArray(node)) {
+        const index = arrayIndex(token, node.length);
+        if (index === null) return false;
+        node = node[index];
+      } else if (node && typeof node === "object" && Object.hasOwn(node, token))
+        node = (node as Record<string, unknown>)[token];
+      else return false;
+    }
+    return true;
+  });
+}

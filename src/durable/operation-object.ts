@@ -38,6 +38,7 @@ import {
 } from "../domain/operation/index.ts";
 import { otlpTrace } from "../domain/otlp.ts";
 import { redactDocument, redactionFor, scrub, type Redaction } from "../domain/redact.ts";
+import { presentPointers } from "../domain/redact.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { backoffSinceMs } from "../domain/retry-deferral.ts";
 import { idempotencyTrust } from "../domain/verification.ts";
@@ -151,6 +152,18 @@ export type ApprovalView = {
   decided_by: string | null;
   decided_at: string | null;
   reason: string | null;
+};
+/**
+ * What a person deciding an approval sees: the frozen arguments and target as they will be sent,
+ * hidden fields included, and which fields (`hidden`, the tool's `redact` pointers present in
+ * them) every other copy — trace, inbox, logs, exports — shows as "[redacted]".
+ */
+export type ApprovalInput = {
+  arguments: Record<string, unknown>;
+  target: string;
+  hidden: string[];
+  input_hash: string;
+  policy_version: string;
 };
 export type OperationError =
   | { code: "not_found" }
@@ -368,6 +381,26 @@ export class OperationObject extends DurableObject<Env> {
     await this.waitFor(Date.now() + waitMs);
     await this.inboxWrites;
     return ok(this.view());
+  }
+
+  /**
+   * The call as an approver must see it (ApprovalInput). Read-only, for callers holding
+   * approvals:decide; never copied into the inbox row or the trace, which stay redacted.
+   */
+  async approvalInput(tenantId: string): Promise<Result<ApprovalInput, OperationError>> {
+    const head = this.headFor(tenantId);
+    if (!head) return err(this.prunedFor(tenantId) ?? { code: "not_found" });
+    const approval = head.frozen.plan.approval;
+    if (!approval) return err({ code: "not_awaiting_approval", phase: head.state.phase });
+    const input = JSON.parse(head.frozen.input) as Record<string, unknown>;
+    const loaded = this.loadFixed();
+    return ok({
+      arguments: input,
+      target: loaded.ok ? loaded.value.spec.describeTarget(input) : "(the tool no longer compiles)",
+      hidden: presentPointers(head.frozen.redact ?? [], input),
+      input_hash: approval.inputHash,
+      policy_version: approval.policyVersion,
+    });
   }
 
   /**

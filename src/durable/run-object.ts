@@ -124,6 +124,8 @@ export type RunError =
   | { code: "not_found"; detail: string }
   | { code: "invalid_request"; detail: string }
   | { code: "turn_conflict"; detail: string }
+  /** POST /v1/runs: this request_id already created a run from another body. */
+  | { code: "request_id_conflict"; detail: string }
   | { code: "unknown_tool"; detail: string }
   /** The run stores no more turns (domain/run-limits.ts): nothing stored, nothing sent. */
   | { code: "run_turn_limit"; detail: string }
@@ -176,7 +178,11 @@ export class RunObject extends DurableObject<Env> {
    */
   private readonly mcpInFlight = new Map<string, string>();
 
-  async create(init: RunInit): Promise<Result<RunView, RunError>> {
+  /** `requestHash`: the creating request's hash, when the client named it with a request_id (see `requested`). */
+  async create(
+    init: RunInit,
+    requestHash: string | null = null,
+  ): Promise<Result<RunView, RunError>> {
     const run: RunState = {
       ...init,
       toolsHash: await hashTools(init.tools),
@@ -196,6 +202,8 @@ export class RunObject extends DurableObject<Env> {
       );
       this.store.run("INSERT INTO usage (k, turns, calls, cost) VALUES (1, 0, 0, 0)");
       this.storeSources(Object.values(init.tools));
+      if (requestHash !== null)
+        this.store.run("INSERT INTO run_request (k, request_hash) VALUES (1, ?)", requestHash);
       return true;
     });
     // Retention: looked at once the run's token has expired (see alarm()).
@@ -203,6 +211,31 @@ export class RunObject extends DurableObject<Env> {
     return created
       ? ok(this.view(run))
       : err({ code: "invalid_request", detail: "run already exists" });
+  }
+
+  /**
+   * POST /v1/runs sent again with the same request_id (the run id derives from it): this run if it
+   * was created by the same request, `request_id_conflict` if by another; null when there is none yet.
+   */
+  async requested(
+    tenantId: string,
+    requestHash: string,
+  ): Promise<Result<RunView | null, RunError>> {
+    const run = this.loadFor(tenantId);
+    if (!run) {
+      const missing = this.missing(tenantId);
+      return !missing.ok && missing.error.code === "run_pruned" ? missing : ok(null);
+    }
+    const row = this.store.exists("run_request")
+      ? this.store.one<{ request_hash: string }>("SELECT request_hash FROM run_request WHERE k = 1")
+      : null;
+    return row?.request_hash === requestHash
+      ? ok(this.view(run))
+      : err({
+          code: "request_id_conflict",
+          detail:
+            "this request_id already created a run from a different request body; use a new request_id for a new run",
+        });
   }
 
   async get(tenantId: string): Promise<Result<RunView, RunError>> {

@@ -2,7 +2,8 @@
 import { Hono } from "hono";
 import { SQL_ROWS } from "../durable/store.ts";
 import { ulid } from "ulid";
-import { requireAdminToken, type AppEnv } from "./auth.ts";
+import { sealApiKey } from "./api-keys.ts";
+import { requireAdminToken, signingKey, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
 import { CreateTenant, IssueKey } from "./schemas.ts";
 import { checkId, readJson, tenantStub, unwrap } from "./request.ts";
@@ -29,10 +30,14 @@ export const adminRoutes = new Hono<AppEnv>()
   .post("/tenants/:tenant_id/keys", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
     const { name, scopes } = await readJson(c, IssueKey);
-    return c.json(
-      unwrap(await tenantStub(c, tenantId).issueKey(tenantId, name, [...new Set(scopes)])),
-      201,
+    // Before the key exists: a deployment without a signing key cannot issue keys it could check.
+    const signing = signingKey(c.env);
+    const issued = unwrap(
+      await tenantStub(c, tenantId).issueKey(tenantId, name, [...new Set(scopes)]),
     );
+    // The edge's tag lets the Worker refuse made-up keys without waking the tenant (api-keys.ts).
+    const key = await sealApiKey(signing, tenantId, issued.key_id, issued.key);
+    return c.json({ ...issued, key }, 201);
   })
   .delete("/tenants/:tenant_id/keys/:key_id", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");

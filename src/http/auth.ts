@@ -1,13 +1,13 @@
 // Authentication and authorization at the edge. Three kinds of bearer token:
 // - the deployment admin token (TOOLGATE_ADMIN_TOKEN): /v1/admin/* only;
-// - tenant API keys `tgk.<tenant>.<key_id>.<secret>`: verified (hashed, constant time) by the
-//   tenant's own object, carrying scopes;
+// - tenant API keys `tgk.<tenant>.<key_id>.<secret>.<tag>`: the tag (HMAC over tenant and key id)
+//   is checked here, then the secret (hashed, constant time) by the tenant's own object (api-keys.ts);
 // - run tokens `rt.<tenant>.<run>.<expiry>.<hmac>`: let an agent drive exactly one run.
 // Production has no default credentials: an unset secret is a 500, never an open door.
 import type { Context, MiddlewareHandler } from "hono";
 import type { ApiScope } from "./schemas.ts";
 import type { Env } from "../env.ts";
-import { tenantStub } from "../durable/stubs.ts";
+import { checkApiKey } from "./api-keys.ts";
 import { ApiProblem } from "./problem.ts";
 import { constantTimeEqual, hmac } from "../crypto.ts";
 import { LruCache } from "../lru.ts";
@@ -53,19 +53,11 @@ export async function authenticateRun(
 
 async function identify(env: Env, token: string): Promise<Principal | null> {
   if (token.startsWith("tgk.")) {
-    const [, tenantId, keyId, secret, ...rest] = token.split(".");
-    if (!tenantId || !keyId || !secret || rest.length > 0 || !/^ten_[0-9A-Z]{26}$/.test(tenantId))
-      return null;
-    const verified = await tenantStub(env, tenantId).verifyKey(keyId, secret);
-    return verified.ok
-      ? {
-          kind: "key",
-          tenantId,
-          keyId,
-          keyName: verified.value.name,
-          scopes: verified.value.scopes,
-        }
-      : null;
+    // The key's tag is checked here first: a made-up key never reaches the tenant's object.
+    const checked = await checkApiKey(env, signingKey(env), token, Date.now());
+    if (!checked.ok) throw new ApiProblem({ code: checked.code, detail: checked.detail });
+    const { tenantId, keyId, name, scopes } = checked.key;
+    return { kind: "key", tenantId, keyId, keyName: name, scopes };
   }
   if (token.startsWith("rt.")) return verifyRunToken(env, token);
   const adminToken = env.TOOLGATE_ADMIN_TOKEN;
@@ -144,7 +136,7 @@ async function verifyRunToken(env: Env, token: string): Promise<Principal | null
   return expiresMs > Date.now() ? { kind: "run", tenantId, runId } : null;
 }
 
-function signingKey(env: Env): string {
+export function signingKey(env: Env): string {
   if (!env.TOOLGATE_SIGNING_KEY)
     throw new ApiProblem({
       code: "misconfigured",
@@ -154,13 +146,21 @@ function signingKey(env: Env): string {
 }
 
 /**
- * Who decides an approval: the deciding key's name, optionally narrowed to a person by
- * `{ approver: { id } }` (a service that holds approvals:decide deciding on someone's behalf).
+ * Who decides an approval: the deciding key's name. Four eyes compares it with the run's user, so
+ * naming someone else (`{ approver: { id } }`, a service deciding on a person's behalf, which it
+ * has authenticated itself) needs the separate scope approvals:delegate: any other
+ * approvals:decide key could otherwise pass four eyes by naming anyone.
  */
 export function approverId(c: Context<AppEnv>, named: { id: string } | undefined): string {
   const principal = c.get("principal");
-  if (named) return named.id;
-  return principal.kind === "key" ? principal.keyName : principalName(c);
+  if (principal.kind !== "key") return principalName(c);
+  if (!named) return principal.keyName;
+  if (!principal.scopes.includes("approvals:delegate"))
+    throw new ApiProblem({
+      code: "forbidden",
+      detail: `naming the approver (approver.id) needs an API key with the scope approvals:delegate; without it the approver is this key's name (${principal.keyName}). Nothing was decided`,
+    });
+  return named.id;
 }
 
 /** Who did it, for the trace: the key id or the run. */

@@ -192,6 +192,13 @@ const ROUTES: Route[] = [
   },
   {
     method: "get",
+    path: "/v1/approvals/{operation_id}",
+    summary:
+      "One approval request as the approver must see it: the frozen arguments and target unredacted, `hidden` naming the fields traces redact",
+    auth: "approvals:decide",
+  },
+  {
+    method: "get",
     path: "/v1/unknown-outcomes",
     summary:
       "Operations waiting for a person's verdict (outcome_unknown with no automatic way left), oldest first",

@@ -1,6 +1,7 @@
 // /v1/operations: read one operation (long-poll with ?wait=), decide an approval, resolve an
 // outcome_unknown (succeeded, failed, or resend with the same idempotency key: keyed tools only)
-// and cancel. /v1/approvals: the tenant's inbox of approval requests.
+// and cancel. /v1/approvals: the tenant's inbox of approval requests (redacted, like the trace),
+// and /v1/approvals/{operation_id}: one request's real arguments, for the approver.
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import { Approve, ApprovalsQuery, Reject, Resolve } from "./schemas.ts";
@@ -43,22 +44,31 @@ export const unknownOutcomeRoutes = new Hono<AppEnv>().get("/", async (c) => {
   return c.json({ operations: await tenantStub(c, tenantId).listUnknowns(limit) });
 });
 
-export const approvalRoutes = new Hono<AppEnv>().get("/", async (c) => {
-  const tenantId = requireScope(c, "approvals:decide");
-  const query = ApprovalsQuery.safeParse(c.req.query());
-  if (!query.success)
-    throw new ApiProblem({
-      code: "invalid_request",
-      detail: "state is pending or decided; limit 1-100; cursor from next_cursor",
-    });
-  return c.json(
-    await tenantStub(c, tenantId).listApprovals(
-      query.data.state,
-      query.data.cursor ?? null,
-      query.data.limit,
-    ),
-  );
-});
+export const approvalRoutes = new Hono<AppEnv>()
+  .get("/", async (c) => {
+    const tenantId = requireScope(c, "approvals:decide");
+    const query = ApprovalsQuery.safeParse(c.req.query());
+    if (!query.success)
+      throw new ApiProblem({
+        code: "invalid_request",
+        detail: "state is pending or decided; limit 1-100; cursor from next_cursor",
+      });
+    return c.json(
+      await tenantStub(c, tenantId).listApprovals(
+        query.data.state,
+        query.data.cursor ?? null,
+        query.data.limit,
+      ),
+    );
+  })
+  // The inbox mirrors the trace (redacted); whoever decides reads the real arguments here, from
+  // the operation itself, with the fields the tool hides everywhere else named in `hidden`.
+  .get("/:operation_id", async (c) => {
+    const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
+    const tenantId = requireScope(c, "approvals:decide");
+    const input = unwrap(await operationStub(c, operationId).approvalInput(tenantId));
+    return c.json({ operation_id: operationId, ...input });
+  });
 
 export const operationRoutes = new Hono<AppEnv>()
   .get("/:operation_id", async (c) => {

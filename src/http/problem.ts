@@ -14,6 +14,8 @@ export type ObjectError =
 
 export type ApiError =
   | { code: "unauthorized"; detail: string }
+  /** A tenant API key of the old, untagged format, refused at the edge: the admin should reissue it. */
+  | { code: "api_key_outdated"; detail: string }
   | { code: "forbidden"; detail: string }
   | { code: "not_found"; detail: string }
   | { code: "invalid_request"; detail: string }
@@ -45,6 +47,8 @@ export type ApiError =
   | { code: "resend_not_allowed"; detail: string }
   | { code: "turn_conflict"; detail: string }
   | { code: "run_turn_limit"; detail: string }
+  /** POST /v1/runs with a request_id already used for a run created from another body. */
+  | { code: "request_id_conflict"; detail: string }
   | { code: "unknown_tool"; detail: string }
   | { code: "host_not_allowed"; detail: string }
   | { code: "origin_not_allowed"; detail: string }
@@ -67,6 +71,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "upstream_not_allowed":
     case "turn_conflict":
     case "run_turn_limit":
+    case "request_id_conflict":
     case "unknown_tool":
     case "misconfigured":
     case "unsupported_field":
@@ -129,6 +134,7 @@ export function prunedProblem(operationId: string, prunedAtMs: number, status: s
 export function statusOf(error: ApiError): number {
   switch (error.code) {
     case "unauthorized":
+    case "api_key_outdated":
       return 401;
     case "forbidden":
     case "upstream_not_allowed":
@@ -163,6 +169,7 @@ export function statusOf(error: ApiError): number {
     case "resend_not_allowed":
     case "turn_conflict":
     case "run_turn_limit":
+    case "request_id_conflict":
     case "tool_changed":
       return 409;
     case "misconfigured":
@@ -187,10 +194,12 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "invalid_request":
     case "invalid_json":
     case "turn_conflict":
+    case "request_id_conflict":
     case "payload_too_large":
     case "unsupported_media_type":
       return -32602;
     case "unauthorized":
+    case "api_key_outdated":
     case "forbidden":
     case "invalid_manifest":
     case "upstream_not_allowed":

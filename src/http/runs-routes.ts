@@ -7,7 +7,8 @@ import { modelCost } from "../domain/pricing.ts";
 import { modelPrices } from "../env.ts";
 import { adapters, exportTools } from "../providers/index.ts";
 import { ToolsFormat, TurnFormat } from "../providers/types.ts";
-import type { TurnReply } from "../durable/run-object.ts";
+import type { RunView, TurnReply } from "../durable/run-object.ts";
+import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import {
   principalName,
   requireRunAccess,
@@ -31,40 +32,78 @@ import {
 
 const RUN_TTL_MS = 24 * 60 * 60_000;
 
+/**
+ * The run a client's request_id names, per tenant: `run_` and 26 Crockford base32 characters of
+ * SHA-256(purpose, tenant, request_id), the shape of every run id. Another tenant's same request_id
+ * names another run.
+ */
+const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+async function requestedRunId(tenantId: string, requestId: string): Promise<string> {
+  const text = `toolgate/run-request/v1\n${tenantId}\n${requestId}`;
+  const digest = new Uint8Array(
+    await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)),
+  );
+  return `run_${Array.from(digest.subarray(0, 26), (byte) => CROCKFORD[byte & 31]).join("")}`;
+}
+
+/** The answer to POST /v1/runs, for a new run (201) and for the same request sent again (200). */
+async function created(
+  c: Context<AppEnv>,
+  tenantId: string,
+  stub: ReturnType<typeof runStub>,
+  run: RunView,
+  status: 200 | 201,
+) {
+  const [definitions, warnings] = await Promise.all([
+    stub.toolDefinitions(tenantId),
+    stub.idempotencyWarnings(tenantId),
+  ]);
+  return c.json(
+    {
+      run_id: run.run_id,
+      run_token: await signRunToken(c.env, tenantId, run.run_id, Date.parse(run.expires_at)),
+      expires_at: run.expires_at,
+      tools: exportTools(unwrap(definitions), toolsFormat(c)),
+      warnings: unwrap(warnings),
+    },
+    status,
+  );
+}
+
 export const runRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {
     const tenantId = requireScope(c, "runs:write");
-    const body = await readJson(c, CreateRun);
-    const sources = unwrap(await tenantStub(c, tenantId).sources([...new Set(body.tools)]));
-    const runId = `run_${ulid()}`;
-    const expiresAtMs = Date.now() + RUN_TTL_MS;
-    const format = toolsFormat(c);
+    const { request_id: requestId, ...body } = await readJson(c, CreateRun);
+    // A request_id names this creation: a resend (lost response) lands on the same RunObject.
+    const requestHash = requestId ? await sha256Hex(canonicalJson(body)) : null;
+    const runId = requestId ? await requestedRunId(tenantId, requestId) : `run_${ulid()}`;
     const stub = runStub(c, runId);
-    const run = unwrap(
-      await stub.create({
+    const replay = async () => {
+      const earlier = unwrap(await stub.requested(tenantId, requestHash!));
+      if (!earlier)
+        throw new ApiProblem({
+          code: "request_id_conflict",
+          detail: "this request_id cannot be used for a run here; use a new request_id",
+        });
+      return created(c, tenantId, stub, earlier, 200);
+    };
+    if (requestHash && unwrap(await stub.requested(tenantId, requestHash))) return replay();
+    const sources = unwrap(await tenantStub(c, tenantId).sources([...new Set(body.tools)]));
+    const made = await stub.create(
+      {
         runId,
         tenantId,
         user: body.user,
         tools: sources,
         context: body.context,
         budgets: body.budgets,
-        expiresAtMs,
-      }),
-    );
-    const [definitions, warnings] = await Promise.all([
-      stub.toolDefinitions(tenantId),
-      stub.idempotencyWarnings(tenantId),
-    ]);
-    return c.json(
-      {
-        run_id: runId,
-        run_token: await signRunToken(c.env, tenantId, runId, expiresAtMs),
-        expires_at: run.expires_at,
-        tools: exportTools(unwrap(definitions), format),
-        warnings: unwrap(warnings),
+        expiresAtMs: Date.now() + RUN_TTL_MS,
       },
-      201,
+      requestHash,
     );
+    // Two sends of one request raced: the one that lost answers with the run the other created.
+    if (!made.ok && requestHash && made.error.code === "invalid_request") return replay();
+    return created(c, tenantId, stub, unwrap(made), 201);
   })
   .get("/:run_id", async (c) => {
     const runId = runIdOf(c);

@@ -9,6 +9,8 @@ export const ApiScope = z.enum([
   "tools:write",
   "secrets:write",
   "approvals:decide",
+  /** With approvals:decide: may name the person a decision is made for (`approver.id`). */
+  "approvals:delegate",
   "operations:resolve",
   "traces:read",
 ]);
@@ -35,6 +37,13 @@ export const CreateRun = z.object({
   tools: z.array(z.string()).min(1).max(128),
   context: z.record(z.string(), z.unknown()).default({}),
   budgets: Budgets.default({}),
+  request_id: z
+    .string()
+    .regex(/^[A-Za-z0-9._:-]{1,128}$/, "request_id is 1-128 letters, digits, '.', '_', ':' or '-'")
+    .optional()
+    .describe(
+      "Chosen by the client, unique per run it means to create (e.g. a UUID): the same request sent again returns the same run (200); another body with it is 409 request_id_conflict",
+    ),
 });
 
 export const PatchRun = z
@@ -74,7 +83,7 @@ export const SecretRecord = z.object({
 const Approver = z
   .strictObject({ id: z.string().min(1).max(256) })
   .describe(
-    "Who decides, when a service key decides on a person's behalf; default: the API key's name",
+    "Who decides, when a service key holding approvals:delegate decides on a person's behalf; default: the API key's name",
   );
 /** `input_hash` / `policy_version`: optional, what the approver saw; a mismatch is refused (409). */
 export const Approve = z.strictObject({

@@ -2,7 +2,17 @@
 // approves; reject and expiry send nothing; a decision is taken once; four eyes; approval is not
 // authorization (scopes and the tool's version are checked again); the inbox; turns that wait.
 import { describe, expect, it } from "vitest";
-import { api, manifest, newTenant, operation, turn, unique, upstream } from "../support/api.ts";
+import {
+  ADMIN,
+  api,
+  manifest,
+  newTenant,
+  operation,
+  testTenant,
+  turn,
+  unique,
+  upstream,
+} from "../support/api.ts";
 
 async function approvalRun(
   overrides: Record<string, unknown> = {},
@@ -140,6 +150,57 @@ describe("approvals", () => {
     const relaxed = await approvalRun({ approval: { mode: "always", four_eyes: false } });
     const op2 = (await charge(relaxed.runId, relaxed.name)).body.results[0].operation_id;
     expect((await approve(op2, { approver: { id: "u1" } })).status).toBe(200);
+  });
+
+  it("four eyes cannot be passed by naming someone: approver.id needs approvals:delegate; otherwise the approver is the key", async () => {
+    const { up, runId, name } = await approvalRun();
+    const op = (await charge(runId, name)).body.results[0].operation_id;
+    const issue = async (keyName: string, scopes: string[]) => {
+      const { tenantId } = await testTenant();
+      const issued = await api(
+        "POST",
+        `/v1/admin/tenants/${tenantId}/keys`,
+        { name: keyName, scopes },
+        { Authorization: `Bearer ${ADMIN}` },
+      );
+      return { Authorization: `Bearer ${issued.body.key}` };
+    };
+    // The run's own user holds a deciding key and names a colleague: refused, nothing decided.
+    const own = await issue("u1", ["approvals:decide"]);
+    const named = await api(
+      "POST",
+      `/v1/operations/${op}/approve`,
+      { approver: { id: "supervisor_7" } },
+      own,
+    );
+    expect(named).toMatchObject({ status: 403, body: { code: "forbidden" } });
+    expect(named.body.detail).toContain("approvals:delegate");
+    const rejectNamed = await api(
+      "POST",
+      `/v1/operations/${op}/reject`,
+      { reason: "no", approver: { id: "supervisor_7" } },
+      own,
+    );
+    expect(rejectNamed.status).toBe(403);
+    // Without naming anyone the approver is the key's name, and four eyes sees it is the run's user.
+    expect(await api("POST", `/v1/operations/${op}/approve`, {}, own)).toMatchObject({
+      status: 403,
+      body: { code: "self_approval" },
+    });
+    expect((await operation(op)).body.phase).toBe("awaiting_approval");
+    expect((await up.state()).requests).toHaveLength(0);
+
+    // A service key trusted to delegate may decide on a named person's behalf.
+    const service = await issue("approvals-service", ["approvals:decide", "approvals:delegate"]);
+    const delegated = await api(
+      "POST",
+      `/v1/operations/${op}/approve`,
+      { approver: { id: "supervisor_7" } },
+      service,
+    );
+    expect(delegated.body.approval.decided_by).toBe("supervisor_7");
+    await operation(op, 5);
+    expect((await up.state()).effects).toHaveLength(1);
   });
 
   it("approval is not authorization: scopes revoked while waiting → forbidden, zero requests", async () => {

@@ -405,6 +405,79 @@ describe("console approvals", () => {
     expect((await get("/console/approvals?state=everything", session)).status).toBe(400);
   });
 
+  it("P3: a field the tool hides from traces is shown to the approver, named as hidden, and to nobody else", async () => {
+    const { t, auth, up, runId, call, session, csrf } = await approvalTenant({
+      redact: ["/amount"],
+      approval: "always",
+    });
+    const waiting = await call({ amount: 987654, currency: "usd" });
+    expect(waiting.status).toBe("awaiting_approval");
+
+    // The approver (approvals:decide) sees the real amount, and that traces hide it.
+    const inbox = await get("/console/approvals", session);
+    const card = inbox.text.slice(inbox.text.indexOf(`data-operation="${waiting.operation_id}"`));
+    expect(card).toContain("&quot;amount&quot;: 987654");
+    expect(card).not.toContain("[redacted]");
+    const hiddenNote = /data-role="hidden-fields">([\s\S]*?)<\/p>/.exec(card)?.[1] ?? "";
+    expect(hiddenNote).toContain("Hidden from traces");
+    expect(hiddenNote).toContain("<code>/amount</code>");
+    expect(inbox.text).not.toMatch(/exactly/i);
+
+    // The API: the inbox copy stays redacted; the request itself shows the approver the amount.
+    const listed = await api("GET", "/v1/approvals?state=pending", undefined, auth);
+    const item = listed.body.items.find((i: any) => i.operation_id === waiting.operation_id);
+    expect(item.arguments).toEqual({ amount: "[redacted]", currency: "usd" });
+    const exact = await api("GET", `/v1/approvals/${waiting.operation_id}`, undefined, auth);
+    expect(exact.status).toBe(200);
+    expect(exact.body).toMatchObject({
+      operation_id: waiting.operation_id,
+      arguments: { amount: 987654, currency: "usd" },
+      hidden: ["/amount"],
+      input_hash: item.input_hash,
+      policy_version: item.policy_version,
+    });
+
+    // A key of the same tenant without approvals:decide sees the amount nowhere.
+    const reader = await api(
+      "POST",
+      `/v1/admin/tenants/${t.tenantId}/keys`,
+      { name: "reader", scopes: ["runs:read", "traces:read"] },
+      { Authorization: `Bearer ${ADMIN}` },
+    );
+    const readerAuth = { Authorization: `Bearer ${reader.body.key}` };
+    expect(
+      (await api("GET", `/v1/approvals/${waiting.operation_id}`, undefined, readerAuth)).status,
+    ).toBe(403);
+    const readerSession = (await signIn(reader.body.key)).session;
+    const refused = await get("/console/approvals", readerSession);
+    expect(refused.status).toBe(403);
+    expect(refused.text).not.toContain("987654");
+    const runPage = await get(`/console/runs/${runId}`, readerSession);
+    expect(runPage.status).toBe(200);
+    expect(runPage.text).toContain(waiting.operation_id);
+    expect(runPage.text).not.toContain("987654");
+    const trace = await api("GET", `/v1/runs/${runId}/trace`, undefined, readerAuth);
+    expect(JSON.stringify(trace.body)).not.toContain("987654");
+
+    // What the approver saw is what is sent, once.
+    const approved = await post(
+      `/console/approvals/${waiting.operation_id}/approve`,
+      {
+        csrf,
+        input_hash: hidden(card, "input_hash"),
+        policy_version: hidden(card, "policy_version"),
+      },
+      session,
+    );
+    expect((await flashOf(cookieAfter(session, approved), "/console/approvals")).flash).toContain(
+      "Approved",
+    );
+    await api("GET", `/v1/operations/${waiting.operation_id}?wait=5`, undefined, auth);
+    const state = await up.state();
+    expect(state.effects).toHaveLength(1);
+    expect(state.requests[0]!.body).toEqual({ amount: 987654, currency: "usd" });
+  });
+
   it("reject needs a reason; a rejected call never runs; four eyes holds for the console too", async () => {
     const { up, tool, auth, call, session, csrf } = await approvalTenant();
     const waiting = await call({ amount: 900, currency: "usd" });

@@ -4,7 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { api, manifest, operation, turn, unique, upstream } from "../support/api.ts";
+import { api, manifest, newTenant, operation, turn, unique, upstream } from "../support/api.ts";
 
 async function runWith(tool: Record<string, unknown>, run: Record<string, unknown>) {
   const put = await api("PUT", `/v1/tools/${tool.name as string}`, tool);
@@ -250,4 +250,65 @@ describe("crash window", () => {
       expect(await usage(runId)).toEqual({ turns: 2, tool_calls: 1, cost: 1 });
     },
   );
+});
+
+describe("creating a run with a request_id (a client's resend after a lost response)", () => {
+  it("the same request again is the same run (200, same token); another body is 409; no second run", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool)).status).toBe(201);
+    const requestId = unique("req");
+    const body = { user: { id: "u1", scopes: [] }, tools: [tool.name], request_id: requestId };
+    const first = await api("POST", "/v1/runs", body);
+    expect(first.status).toBe(201);
+    // The response was lost; the client sends the same request again.
+    const again = await api("POST", "/v1/runs", body);
+    expect(again.status).toBe(200);
+    for (const field of ["run_id", "run_token", "expires_at", "tools"])
+      expect(again.body[field]).toEqual(first.body[field]);
+
+    // The agent's work on it is one run's: a turn with either token lands on the same run.
+    const res = await api(
+      "POST",
+      `/v1/runs/${again.body.run_id}/turns?format=native`,
+      { calls: [{ id: "c1", name: tool.name, arguments: charge(3) }] },
+      { Authorization: `Bearer ${again.body.run_token}`, Prefer: "wait=5" },
+    );
+    expect(res.body.results[0].status).toBe("succeeded");
+    expect((await usage(first.body.run_id)).tool_calls).toBe(1);
+
+    // The same request_id with another body is refused, and the first run is unchanged.
+    const other = await api("POST", "/v1/runs", { ...body, user: { id: "u2", scopes: [] } });
+    expect(other).toMatchObject({ status: 409, body: { code: "request_id_conflict" } });
+    expect((await api("GET", `/v1/runs/${first.body.run_id}`)).body.user.id).toBe("u1");
+
+    // Without a request_id every POST is a new run, as before.
+    const { request_id: _, ...plain } = body;
+    const a = await api("POST", "/v1/runs", plain);
+    const b = await api("POST", "/v1/runs", plain);
+    expect(a.body.run_id).not.toBe(b.body.run_id);
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("two sends racing land on one run; another tenant's same request_id is its own run; a malformed one is 400", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool)).status).toBe(201);
+    const body = { user: { id: "u1", scopes: [] }, tools: [tool.name], request_id: unique("req") };
+    const raced = await Promise.all([1, 2, 3].map(() => api("POST", "/v1/runs", body)));
+    expect(raced.map((r) => r.status).sort()).toEqual([200, 200, 201]);
+    expect(new Set(raced.map((r) => r.body.run_id)).size).toBe(1);
+
+    const other = await newTenant(["runs:write", "tools:write"]);
+    const auth = { Authorization: `Bearer ${other.key}` };
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool, auth)).status).toBe(201);
+    const theirs = await api("POST", "/v1/runs", body, auth);
+    expect(theirs.status).toBe(201);
+    expect(theirs.body.run_id).not.toBe(raced[0]!.body.run_id);
+
+    for (const requestId of ["", "has space", "x".repeat(129), 42])
+      expect((await api("POST", "/v1/runs", { ...body, request_id: requestId })).body.code).toBe(
+        "invalid_request",
+      );
+  });
 });

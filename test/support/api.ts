@@ -15,6 +15,7 @@ export const ALL_SCOPES = [
   "tools:write",
   "secrets:write",
   "approvals:decide",
+  "approvals:delegate",
   "operations:resolve",
   "traces:read",
 ];

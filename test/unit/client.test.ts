@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import {
   callIds,
+  Toolgate,
   ToolgateRun,
   ToolgateUnreachable,
   UNREACHABLE_TEXT,
@@ -166,5 +167,55 @@ describe("ToolgateRun.turn", () => {
       status: 409,
       code: "turn_conflict",
     });
+  });
+});
+
+describe("Toolgate.createRun", () => {
+  const created = {
+    run_id: "run_1",
+    run_token: "rt",
+    expires_at: "2027-01-01T00:00:00.000Z",
+    tools: [],
+  };
+  function backend(steps: Step[]) {
+    const bodies: Array<Record<string, unknown>> = [];
+    const fetch = (async (_url: URL, init: RequestInit) => {
+      bodies.push(JSON.parse(init.body as string));
+      const step = steps.shift();
+      if (!step) throw new Error("unexpected request");
+      // The server received it either way: a lost response is the case that used to make two runs.
+      if (step === "network_error") throw new TypeError("fetch failed");
+      return new Response(JSON.stringify(step.body), { status: step.status });
+    }) as unknown as typeof globalThis.fetch;
+    return {
+      toolgate: new Toolgate({ baseUrl: "http://tg.test", apiKey: "tgk", fetch, attempts: 3 }),
+      bodies,
+    };
+  }
+  const request = { user: { id: "u1", scopes: [] }, tools: ["charge_card"] };
+
+  it("a resend after a lost response or a 502 names the same creation (request_id), so the server returns the same run", async () => {
+    const { toolgate, bodies } = backend([
+      "network_error",
+      { status: 502, body: {} },
+      { status: 200, body: created },
+    ]);
+    expect((await toolgate.createRun(request)).run_id).toBe("run_1");
+    expect(bodies).toHaveLength(3);
+    const id = bodies[0]!.request_id;
+    expect(id).toMatch(/^[A-Za-z0-9._:-]{1,128}$/);
+    expect(bodies.every((body) => JSON.stringify(body) === JSON.stringify(bodies[0]))).toBe(true);
+    expect(bodies[0]).toMatchObject(request);
+
+    // Another createRun is another run: a new request_id.
+    const second = backend([{ status: 201, body: created }]);
+    await second.toolgate.createRun(request);
+    expect(second.bodies[0]!.request_id).not.toBe(id);
+  });
+
+  it("keeps a request_id the caller chose (e.g. persisted across a backend restart)", async () => {
+    const { toolgate, bodies } = backend(["network_error", { status: 201, body: created }]);
+    await toolgate.createRun({ ...request, request_id: "order-42-refund" });
+    expect(bodies.map((body) => body.request_id)).toEqual(["order-42-refund", "order-42-refund"]);
   });
 });

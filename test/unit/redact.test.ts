@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import {
   parsePointer,
   parsePointers,
+  presentPointers,
   redactContext,
   redactDocument,
   redactionFor,
@@ -75,5 +76,18 @@ describe("redactContext", () => {
         { bind: { region: "context.region" }, redact: [] },
       ]),
     ).toEqual({ customer_id: REDACTED, refund_limit: 100, region: "eu" });
+  });
+});
+
+describe("presentPointers (what an approver is told traces hide)", () => {
+  const doc = { amount: 5, card: { number: "4242" }, items: [{ sku: "a" }], empty: null };
+  it.each([
+    [["/amount"], ["/amount"]],
+    [["/card/number", "/card/cvc"], ["/card/number"]],
+    [["/items/0/sku", "/items/1/sku", "/items/x"], ["/items/0/sku"]],
+    [["/empty"], ["/empty"]],
+    [["/missing", "not-a-pointer"], []],
+  ])("%j in the document → %j", (pointers, present) => {
+    expect(presentPointers(pointers, doc)).toEqual(present);
   });
 });
