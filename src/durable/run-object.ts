@@ -81,11 +81,11 @@ import {
   encodeTurnCalls,
   RUN_LAZY_TABLES,
   RUN_SCHEMA,
-  SqlStore,
   TURN_COLUMNS,
   TURN_GROUP_CALLS_COLUMN,
   USAGE_STORAGE_COLUMNS,
-} from "./store.ts";
+} from "./store/run-rows.ts";
+import { SqlStore } from "./store/sql-store.ts";
 import { operationStub, tenantStub } from "./stubs.ts";
 import { verificationStatuses } from "./trust.ts";
 

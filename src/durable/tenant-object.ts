@@ -26,7 +26,8 @@ import { compileManifest, type ManifestError } from "../tools/manifest.ts";
 import { verificationSettingsHash } from "../tools/verify.ts";
 import { CODE_TOOLS } from "../tools/code-tools.ts";
 import type { ToolSource } from "../tools/spec.ts";
-import { SqlStore, TENANT_SCHEMA } from "./store.ts";
+import { SqlStore } from "./store/sql-store.ts";
+import { TENANT_SCHEMA } from "./store/tenant-rows.ts";
 import { operationStub } from "./stubs.ts";
 
 /** `verification`: the stored verdict when it holds for the tool's current settings, else unverified. */
