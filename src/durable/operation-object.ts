@@ -51,13 +51,8 @@ import {
   type ChainCheck,
   type ChainLink,
 } from "../domain/trace.ts";
-import {
-  configFor,
-  hostPolicy,
-  requireVerifiedIdempotency,
-  retentionMs,
-  type Env,
-} from "../env.ts";
+import { configFor, hostPolicy, requireVerifiedIdempotency, retentionMs } from "../config.ts";
+import type { Env } from "./env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";

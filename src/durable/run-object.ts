@@ -64,7 +64,8 @@ import {
 } from "../domain/turn.ts";
 import type { ModelUsage } from "../domain/pricing.ts";
 import { unverifiedTraceDetail } from "../domain/verification.ts";
-import { hostPolicy, requireVerifiedIdempotency, retentionMs, type Env } from "../env.ts";
+import { hostPolicy, requireVerifiedIdempotency, retentionMs } from "../config.ts";
+import type { Env } from "./env.ts";
 import { LruCache } from "../lru.ts";
 import { MAX_CALLS_PER_TURN } from "../providers/types.ts";
 import { resolveTool } from "../tools/catalog.ts";

@@ -1,7 +1,7 @@
 // Typed stubs. workers-types maps RPC return types through Rpc.Serializable, which erases any
 // branch holding `unknown` (our envelopes carry untrusted tool output typed as unknown); the
 // values cross the stub as structured clones, so the declared method types are the honest ones.
-import type { Env } from "../env.ts";
+import type { Env } from "./env.ts";
 import type { OperationObject } from "./operation-object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";

@@ -14,7 +14,8 @@ import {
   sealSecret,
   secretFingerprint,
 } from "../crypto.ts";
-import { hostPolicy, retentionMs, type Env } from "../env.ts";
+import { hostPolicy, retentionMs } from "../config.ts";
+import type { Env } from "./env.ts";
 import type { ApiScope } from "../http/schemas.ts";
 import {
   countedStatus,

@@ -5,7 +5,7 @@
 // always "unverified". A tenant that cannot be asked counts as "unverified": under the policy
 // that fails closed.
 import type { VerificationStatus } from "../domain/verification.ts";
-import type { Env } from "../env.ts";
+import type { Env } from "./env.ts";
 import { LruCache } from "../lru.ts";
 import { Manifest } from "../tools/manifest.ts";
 import type { ToolSource } from "../tools/spec.ts";
