@@ -145,3 +145,15 @@ export function modelPrices(env: DeploymentVars): Result<Record<string, Price>, 
     });
   return ok(parsed.data);
 }
+
+/** TOOLGATE_SECRETS_KEY: the root key tenant secrets are sealed under; unset is a deployment error. */
+export function secretsKey(env: DeploymentVars): Result<string, ConfigError> {
+  const key = env.TOOLGATE_SECRETS_KEY;
+  return key
+    ? ok(key)
+    : err({
+        code: "misconfigured",
+        detail:
+          "TOOLGATE_SECRETS_KEY is not set for this deployment (wrangler secret put TOOLGATE_SECRETS_KEY)",
+      });
+}

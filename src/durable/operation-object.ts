@@ -62,8 +62,8 @@ import { SqlStore } from "./store/sql-store.ts";
 import { collectorFor, pushSpans } from "./otlp-push.ts";
 import { askRetryBudget, budgetKeyFor, noteFirstAttempt } from "./retry-budget-client.ts";
 import { lockStub, runStub, tenantStub } from "./stubs.ts";
-import type { ApprovalItem, UnknownItem } from "./tenant-object.ts";
-import { verificationStatuses } from "./trust.ts";
+import type { ApprovalItem, UnknownItem } from "./tenant/inbox.ts";
+import { verificationStatuses } from "./tenant/registry.ts";
 
 /** Deliveries of one recorded result kept in its trace (later replays are answered, not traced). */
 export const MAX_REPORTED_EVENTS = 100;

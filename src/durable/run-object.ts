@@ -88,7 +88,7 @@ import {
 } from "./store/run-rows.ts";
 import { SqlStore } from "./store/sql-store.ts";
 import { operationStub, tenantStub } from "./stubs.ts";
-import { verificationStatuses } from "./trust.ts";
+import { verificationStatuses } from "./tenant/registry.ts";
 
 /** A run still holding an operation asks again a day later. */
 const RUN_PRUNE_RECHECK_MS = 24 * 60 * 60_000;
