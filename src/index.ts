@@ -5,6 +5,6 @@ export { OperationObject } from "./durable/operation-object.ts";
 export { ResourceLockObject } from "./durable/resource-lock-object.ts";
 export { RetryBudgetObject } from "./durable/retry-budget-object.ts";
 export { RunObject } from "./durable/run-object.ts";
-export { TenantObject } from "./durable/tenant-object.ts";
+export { TenantObject } from "./durable/tenant/object.ts";
 
 export default app;

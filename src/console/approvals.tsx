@@ -8,7 +8,7 @@
 import type { Context } from "hono";
 import type { ApprovalInput, OperationError, OperationView } from "../durable/operation-object.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";
-import type { ApprovalPage } from "../durable/tenant-object.ts";
+import type { ApprovalPage } from "../durable/tenant/inbox.ts";
 import { toApiError } from "../http/problem.ts";
 import { OPERATION_ID } from "../http/request.ts";
 import { ApprovalsQuery } from "../http/schemas.ts";

@@ -2,7 +2,7 @@
 // Hono routes (GET renders; any POST is already CSRF-checked by the console app) and, optionally,
 // a link in the header navigation. Register it in pages.ts; the layout builds the nav from there.
 import { Hono } from "hono";
-import type { Env } from "../env.ts";
+import type { Env } from "../durable/env.ts";
 import type { ApiScope } from "../http/schemas.ts";
 
 /** The signed-in person, re-verified against the tenant on this request. */

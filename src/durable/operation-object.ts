@@ -51,23 +51,19 @@ import {
   type ChainCheck,
   type ChainLink,
 } from "../domain/trace.ts";
-import {
-  configFor,
-  hostPolicy,
-  requireVerifiedIdempotency,
-  retentionMs,
-  type Env,
-} from "../env.ts";
+import { configFor, hostPolicy, requireVerifiedIdempotency, retentionMs } from "../config.ts";
+import type { Env } from "./env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
 import type { FrozenInput } from "../domain/turn.ts";
-import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
+import { OPERATION_SCHEMA } from "./store/operation-rows.ts";
+import { SqlStore } from "./store/sql-store.ts";
 import { collectorFor, pushSpans } from "./otlp-push.ts";
 import { askRetryBudget, budgetKeyFor, noteFirstAttempt } from "./retry-budget-client.ts";
 import { lockStub, runStub, tenantStub } from "./stubs.ts";
-import type { ApprovalItem, UnknownItem } from "./tenant-object.ts";
-import { verificationStatuses } from "./trust.ts";
+import type { ApprovalItem, UnknownItem } from "./tenant/inbox.ts";
+import { verificationStatuses } from "./tenant/registry.ts";
 
 /** Deliveries of one recorded result kept in its trace (later replays are answered, not traced). */
 export const MAX_REPORTED_EVENTS = 100;

@@ -3,7 +3,7 @@
 // spec's `k=v,k2=v2` form). Run under ctx.waitUntil, bounded by its own timeout and at most three
 // tries, never throwing: an operation's result and timing never depend on a collector (issue 10).
 import type { OtlpTrace } from "../domain/otlp.ts";
-import type { Env } from "../env.ts";
+import type { Env } from "./env.ts";
 
 export const PUSH_TIMEOUT_MS = 5_000;
 

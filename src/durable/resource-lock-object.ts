@@ -16,8 +16,9 @@ import {
   type LockStep,
 } from "../domain/lock.ts";
 import { err, ok, type Result } from "../domain/result.ts";
-import type { Env } from "../env.ts";
-import { LOCK_SCHEMA, SqlStore } from "./store.ts";
+import type { Env } from "./env.ts";
+import { LOCK_SCHEMA } from "./store/lock-rows.ts";
+import { SqlStore } from "./store/sql-store.ts";
 import { operationStub } from "./stubs.ts";
 
 export type AcquireRequest = {

@@ -6,7 +6,8 @@
 // only damps an outage, it must never wedge an operation.
 import { budgetKey, type RetryVerdict } from "../domain/retry-budget.ts";
 import type { FrozenInput } from "../domain/turn.ts";
-import { configFor, retryBudgetConfig, type Env } from "../env.ts";
+import { configFor, retryBudgetConfig } from "../config.ts";
+import type { Env } from "./env.ts";
 import type { ToolSpec } from "../tools/spec.ts";
 import { budgetStub } from "./stubs.ts";
 

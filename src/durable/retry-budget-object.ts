@@ -11,7 +11,8 @@ import {
   type RetryBudgetState,
   type RetryVerdict,
 } from "../domain/retry-budget.ts";
-import { retryBudgetConfig, type Env } from "../env.ts";
+import { retryBudgetConfig } from "../config.ts";
+import type { Env } from "./env.ts";
 
 export class RetryBudgetObject extends DurableObject<Env> {
   private window: RetryBudgetState = EMPTY_BUDGET;

@@ -64,7 +64,8 @@ import {
 } from "../domain/turn.ts";
 import type { ModelUsage } from "../domain/pricing.ts";
 import { unverifiedTraceDetail } from "../domain/verification.ts";
-import { hostPolicy, requireVerifiedIdempotency, retentionMs, type Env } from "../env.ts";
+import { hostPolicy, requireVerifiedIdempotency, retentionMs } from "../config.ts";
+import type { Env } from "./env.ts";
 import { LruCache } from "../lru.ts";
 import { MAX_CALLS_PER_TURN } from "../providers/types.ts";
 import { resolveTool } from "../tools/catalog.ts";
@@ -81,13 +82,13 @@ import {
   encodeTurnCalls,
   RUN_LAZY_TABLES,
   RUN_SCHEMA,
-  SqlStore,
   TURN_COLUMNS,
   TURN_GROUP_CALLS_COLUMN,
   USAGE_STORAGE_COLUMNS,
-} from "./store.ts";
+} from "./store/run-rows.ts";
+import { SqlStore } from "./store/sql-store.ts";
 import { operationStub, tenantStub } from "./stubs.ts";
-import { verificationStatuses } from "./trust.ts";
+import { verificationStatuses } from "./tenant/registry.ts";
 
 /** A run still holding an operation asks again a day later. */
 const RUN_PRUNE_RECHECK_MS = 24 * 60 * 60_000;

@@ -1,12 +1,12 @@
 // Typed stubs. workers-types maps RPC return types through Rpc.Serializable, which erases any
 // branch holding `unknown` (our envelopes carry untrusted tool output typed as unknown); the
 // values cross the stub as structured clones, so the declared method types are the honest ones.
-import type { Env } from "../env.ts";
+import type { Env } from "./env.ts";
 import type { OperationObject } from "./operation-object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
 import type { RunObject } from "./run-object.ts";
-import type { TenantObject } from "./tenant-object.ts";
+import type { TenantObject } from "./tenant/object.ts";
 
 type Methods<T> = {
   [K in keyof T]: T[K] extends (...args: infer A) => Promise<infer R>

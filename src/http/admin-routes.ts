@@ -1,6 +1,6 @@
 // /v1/admin: tenants and their API keys, with the deployment admin token only.
 import { Hono } from "hono";
-import { SQL_ROWS } from "../durable/store.ts";
+import { SQL_ROWS } from "../durable/store/sql-store.ts";
 import { ulid } from "ulid";
 import { sealApiKey } from "./api-keys.ts";
 import { requireAdminToken, signingKey, type AppEnv } from "./auth.ts";

@@ -4,7 +4,7 @@
 // waking the tenant's object. A key with a genuine tag still goes to the object, which checks the
 // secret's hash and revocation. Keys issued before tags existed (`tgk.<tenant>.<key_id>.<secret>`)
 // still work, but only through a per-isolate failure limiter (see checkLegacy); reissue them.
-import type { Env } from "../env.ts";
+import type { Env } from "../durable/env.ts";
 import { tenantStub } from "../durable/stubs.ts";
 import { constantTimeEqual, hmac } from "../crypto.ts";
 import { sha256Hex } from "../domain/canonical-json.ts";

@@ -6,7 +6,7 @@
 // Production has no default credentials: an unset secret is a 500, never an open door.
 import type { Context, MiddlewareHandler } from "hono";
 import type { ApiScope } from "./schemas.ts";
-import type { Env } from "../env.ts";
+import type { Env } from "../durable/env.ts";
 import { checkApiKey } from "./api-keys.ts";
 import { ApiProblem } from "./problem.ts";
 import { constantTimeEqual, hmac } from "../crypto.ts";

@@ -9,7 +9,7 @@ import {
   validateHostHeader,
   validateOriginHeader,
 } from "@modelcontextprotocol/server";
-import type { Env } from "../env.ts";
+import type { Env } from "../durable/env.ts";
 import type { ApiError } from "./problem.ts";
 
 const list = (value: unknown): string[] =>

@@ -3,8 +3,8 @@
 // and a new API error cannot compile without its status.
 import type { OperationError } from "../durable/operation-object.ts";
 import type { RunError } from "../durable/run-object.ts";
-import type { TenantError } from "../durable/tenant-object.ts";
-import type { ConfigError } from "../env.ts";
+import type { TenantError } from "../durable/tenant/object.ts";
+import type { ConfigError } from "../config.ts";
 import type { ManifestError } from "../tools/manifest.ts";
 import type { VerifyError } from "../tools/verify.ts";
 

@@ -4,7 +4,7 @@ import { Hono, type Context } from "hono";
 import { ulid } from "ulid";
 import { z } from "zod";
 import { modelCost } from "../domain/pricing.ts";
-import { modelPrices } from "../env.ts";
+import { modelPrices } from "../config.ts";
 import { adapters, exportTools } from "../providers/index.ts";
 import { ToolsFormat, TurnFormat } from "../providers/types.ts";
 import type { RunView, TurnReply } from "../durable/run-object.ts";

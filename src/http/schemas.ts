@@ -1,7 +1,7 @@
 // Wire schemas of the public API, in one place: routes parse requests with them and /openapi.json
 // is generated from them, so the documentation cannot drift from what the code accepts.
 import { z } from "zod";
-import { EnvelopeCodec } from "../durable/store.ts";
+import { EnvelopeCodec } from "../durable/store/run-rows.ts";
 
 export const ApiScope = z.enum([
   "runs:write",

@@ -4,7 +4,7 @@
 import { Hono } from "hono";
 import { ulid } from "ulid";
 import { z } from "zod";
-import { hostPolicy } from "../env.ts";
+import { hostPolicy } from "../config.ts";
 import { prepareVerification, runVerification, VerifyTool } from "../tools/verify.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
 import { readJson, tenantStub, unwrap } from "./request.ts";

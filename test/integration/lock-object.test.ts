@@ -6,7 +6,7 @@ import { env } from "cloudflare:workers";
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { lockStub } from "../../src/durable/stubs.ts";
-import type { Env } from "../../src/env.ts";
+import type { Env } from "../../src/durable/env.ts";
 import { manifest, setup, turn, unique, upstream } from "../support/api.ts";
 
 const LEASE_MS = 60_000;

@@ -5,7 +5,7 @@ import { env } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { lockStub } from "../../src/durable/stubs.ts";
-import type { Env } from "../../src/env.ts";
+import type { Env } from "../../src/durable/env.ts";
 import { api, fireAlarm, manifest, operation, testTenant, turn, upstream } from "../support/api.ts";
 
 const runObject = (runId: string) => (env as any).RUNS.get((env as any).RUNS.idFromName(runId));

@@ -6,7 +6,7 @@ import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
 import { lockStub } from "../../src/durable/stubs.ts";
-import type { Env } from "../../src/env.ts";
+import type { Env } from "../../src/durable/env.ts";
 import type { LockState } from "../../src/domain/lock.ts";
 import {
   api,

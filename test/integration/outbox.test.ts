@@ -6,7 +6,7 @@
 import { env } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it, onTestFinished } from "vitest";
-import { TENANT_SCHEMA } from "../../src/durable/store.ts";
+import { TENANT_SCHEMA } from "../../src/durable/store/tenant-rows.ts";
 import {
   api,
   automaticWork,

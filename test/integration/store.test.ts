@@ -2,7 +2,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { SqlStore } from "../../src/durable/store.ts";
+import { SqlStore } from "../../src/durable/store/sql-store.ts";
 
 const SCHEMA = `CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v TEXT NOT NULL);`;
 const fresh = () => (env as any).OPERATIONS.get((env as any).OPERATIONS.newUniqueId());

@@ -1,7 +1,8 @@
 // The one error map: every Durable Object error arm → an API error → an HTTP status, and the
 // deployment's price table read as a Result (a malformed table is `misconfigured`, never zero cost).
 import { describe, expect, it } from "vitest";
-import { modelPrices, type Env } from "../../src/env.ts";
+import { modelPrices } from "../../src/config.ts";
+import type { Env } from "../../src/durable/env.ts";
 import { statusOf, toApiError, type ObjectError } from "../../src/http/problem.ts";
 
 describe("toApiError", () => {

@@ -7,7 +7,7 @@ import { mcpCallId, mcpRequestKey, type McpCallNaming } from "../../src/domain/m
 import { mcpGuard } from "../../src/http/mcp-guard.ts";
 import { jsonRpcCodeOf } from "../../src/http/problem.ts";
 import { annotationsFor, callResult } from "../../src/providers/mcp-tools.ts";
-import type { Env } from "../../src/env.ts";
+import type { Env } from "../../src/durable/env.ts";
 
 const write: McpCallNaming = {
   risk: "write",

@@ -3,7 +3,7 @@
 // and 3 s with the same body; anything else is final; a failure is logged without the secret headers.
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { collectorFor, PUSH_RETRY_DELAYS_MS, pushSpans } from "../../src/durable/otlp-push.ts";
-import type { Env } from "../../src/env.ts";
+import type { Env } from "../../src/durable/env.ts";
 
 const env = {
   OTEL_EXPORTER_OTLP_ENDPOINT: "https://collector.example/",

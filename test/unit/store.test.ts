@@ -9,7 +9,7 @@ import {
   decodeUsage,
   encodeRun,
   encodeTurnCalls,
-} from "../../src/durable/store.ts";
+} from "../../src/durable/store/run-rows.ts";
 
 const run: RunState = {
   runId: "run_1",

@@ -19,7 +19,8 @@ import {
   type Exchange,
   type VerificationStatus,
 } from "../../src/domain/verification.ts";
-import { requireVerifiedIdempotency, type Env } from "../../src/env.ts";
+import { requireVerifiedIdempotency } from "../../src/config.ts";
+import type { Env } from "../../src/durable/env.ts";
 
 const sent = { method: "POST", url: "https://api.example.test/charges", headers: {}, body: {} };
 const answer = (status: number, id: string | null = "eff_1", valid = true): Exchange => ({

@@ -1,20 +1,13 @@
-// Bindings and configuration of one deployment (wrangler.toml + `wrangler secret put`).
+// The deployment's plain variables (wrangler.toml [vars] + `wrangler secret put`) and their readers:
+// each reader parses one variable, and a malformed safety setting fails closed or keeps its default
+// (logged as toolgate.misconfigured), never silently open. A leaf: nothing here imports durable/,
+// so any module may read configuration without reaching the object classes (Env: durable/env.ts).
 import { z } from "zod";
 import { err, ok, type Result } from "./domain/result.ts";
-import type { OperationObject } from "./durable/operation-object.ts";
-import type { ResourceLockObject } from "./durable/resource-lock-object.ts";
-import type { RetryBudgetObject } from "./durable/retry-budget-object.ts";
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from "./domain/retry-budget.ts";
-import type { RunObject } from "./durable/run-object.ts";
-import type { TenantObject } from "./durable/tenant-object.ts";
 import type { Price } from "./domain/pricing.ts";
 
-export type Env = {
-  OPERATIONS: DurableObjectNamespace<OperationObject>;
-  RUNS: DurableObjectNamespace<RunObject>;
-  TENANTS: DurableObjectNamespace<TenantObject>;
-  LOCKS: DurableObjectNamespace<ResourceLockObject>;
-  BUDGETS: DurableObjectNamespace<RetryBudgetObject>;
+export type DeploymentVars = {
   /** Secret: bearer token for the API until per-tenant keys exist. */
   TOOLGATE_ADMIN_TOKEN?: string;
   /** Secret: HMAC key for run tokens. */
@@ -52,7 +45,7 @@ export type Env = {
 };
 
 /** Exactly the variables a code tool declared, as strings; TOOLGATE_* are refused at defineTool. */
-export function configFor(env: Env, names: readonly string[]): Record<string, string> {
+export function configFor(env: DeploymentVars, names: readonly string[]): Record<string, string> {
   const config: Record<string, string> = {};
   for (const name of names) {
     const value = env[name];
@@ -61,7 +54,7 @@ export function configFor(env: Env, names: readonly string[]): Record<string, st
   return config;
 }
 
-export function hostPolicy(env: Env) {
+export function hostPolicy(env: DeploymentVars) {
   return {
     allowlist: (env.TOOLGATE_UPSTREAM_ALLOWLIST ?? "")
       .split(",")
@@ -75,7 +68,7 @@ export function hostPolicy(env: Env) {
  * TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY. Unset, "", "false", "0" or "off": off (local default).
  * Any other value turns it on: a misspelt safety setting fails closed, never silently open.
  */
-export function requireVerifiedIdempotency(env: Env): boolean {
+export function requireVerifiedIdempotency(env: DeploymentVars): boolean {
   const value = (env.TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY ?? "").trim().toLowerCase();
   return !["", "false", "0", "off"].includes(value);
 }
@@ -87,7 +80,7 @@ export const MIN_RETENTION_MS = 60 * 60_000;
  * The retention period. A value that is not a whole number of ms of at least an hour is a
  * deployment error: it keeps the default (pruning early would forget outcomes it still promises).
  */
-export function retentionMs(env: Env): number {
+export function retentionMs(env: DeploymentVars): number {
   const raw = env.TOOLGATE_RETENTION_MS;
   if (raw === undefined || raw === "") return DEFAULT_RETENTION_MS;
   const value = Number(raw);
@@ -107,7 +100,7 @@ export function retentionMs(env: Env): number {
  * is not a ratio in [0, 10] is a deployment error that keeps the default: a misspelt protection
  * stays on.
  */
-export function retryBudgetConfig(env: Env): RetryBudgetConfig | null {
+export function retryBudgetConfig(env: DeploymentVars): RetryBudgetConfig | null {
   const raw = (env.TOOLGATE_RETRY_BUDGET_RATIO ?? "").trim().toLowerCase();
   if (raw === "") return DEFAULT_RETRY_BUDGET;
   if (raw === "off") return null;
@@ -136,7 +129,7 @@ export type ConfigError = { code: "misconfigured"; detail: string };
  * The model price table. Unset means no model is priced (budgets count tool cost only); a value
  * that is not a valid table is a deployment error, never silently zero cost.
  */
-export function modelPrices(env: Env): Result<Record<string, Price>, ConfigError> {
+export function modelPrices(env: DeploymentVars): Result<Record<string, Price>, ConfigError> {
   if (env.TOOLGATE_MODEL_PRICES === undefined || env.TOOLGATE_MODEL_PRICES === "") return ok({});
   let raw: unknown;
   try {
@@ -151,4 +144,16 @@ export function modelPrices(env: Env): Result<Record<string, Price>, ConfigError
       detail: `TOOLGATE_MODEL_PRICES: ${z.prettifyError(parsed.error)}`,
     });
   return ok(parsed.data);
+}
+
+/** TOOLGATE_SECRETS_KEY: the root key tenant secrets are sealed under; unset is a deployment error. */
+export function secretsKey(env: DeploymentVars): Result<string, ConfigError> {
+  const key = env.TOOLGATE_SECRETS_KEY;
+  return key
+    ? ok(key)
+    : err({
+        code: "misconfigured",
+        detail:
+          "TOOLGATE_SECRETS_KEY is not set for this deployment (wrangler secret put TOOLGATE_SECRETS_KEY)",
+      });
 }

@@ -1,0 +1,14 @@
+// An operation is one append-only table: row N = transition N, holding the state it produced and
+// the trace events it emitted (so one transition = one row written); row 1 also holds the frozen
+// call. The current state is the last row; the primary key makes a concurrent append fail (CAS).
+// Pruning (retention) deletes the log and leaves one `op_pruned` row: the operation's tombstone.
+// `op_outbox` holds what the tenant plane has not acknowledged yet (keyed by the log row that wrote it).
+// A cancel that arrives before the operation exists leaves an `op_early_cancel` row per cancelling
+// run (only that run's submit obeys it); `op_tombstone` is its older, unbound form, still read.
+export const OPERATION_SCHEMA = `
+CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT);
+CREATE TABLE IF NOT EXISTS op_tombstone (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS op_early_cancel (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS op_outbox (seq INTEGER NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY (seq, kind)) WITHOUT ROWID;`;

@@ -1,0 +1,161 @@
+// SqlStore: one object's SQLite, with the row counters the benchmark reads. Each object creates its
+// tables on its first write (read paths never create storage, so probing a random id leaves nothing
+// behind); tables may be lazy (created only where first needed), so any of them may be missing.
+// No AUTOINCREMENT and no secondary indexes: each would add rows written on the hot path. Columns
+// added since a table's first schema are added to older objects' tables on their next write
+// (`ensureColumn`).
+
+/**
+ * Rows read and written by every object in this isolate since it started (cursor.rowsRead /
+ * rowsWritten). The benchmark divides the growth over a scenario by its operations: rows per op for
+ * every path, background work (lock releases, inbox writes) included. Local wrangler dev runs all of
+ * a worker's objects in one isolate; in production each isolate counts only its own objects.
+ */
+export const SQL_ROWS = { read: 0, written: 0 };
+
+/** Tracks rows written by this object instance (cursor.rowsWritten), reported for the benchmark. */
+export class SqlStore {
+  rowsWritten = 0;
+  private ready = false;
+  private readonly seen = new Set<string>();
+  /** Tables found missing (the common case for the rarely needed ones), until ensureTable creates them. */
+  private readonly absent = new Set<string>();
+  /** The schema's CREATE TABLE statements by table name, each run on its own. */
+  private readonly tables: Map<string, string>;
+  /** Column names per table, as read (or added) since the last rollback. */
+  private readonly columns = new Map<string, Set<string>>();
+  private readonly lazy: ReadonlySet<string>;
+  private readonly sql: SqlStorage;
+  /** `lazy`: tables of the schema that ensureSchema does not create (ensureTable does, where needed). */
+  constructor(
+    private readonly storage: DurableObjectStorage,
+    schema: string,
+    lazy: readonly string[] = [],
+  ) {
+    this.sql = storage.sql;
+    this.lazy = new Set(lazy);
+    this.tables = new Map(
+      schema
+        .split(";")
+        .map((statement) => statement.trim())
+        .filter((statement) => statement !== "")
+        .map((statement) => {
+          const name = /^CREATE TABLE IF NOT EXISTS (\w+)/.exec(statement)?.[1];
+          if (!name) throw new Error(`not a CREATE TABLE statement: ${statement.slice(0, 60)}`);
+          return [name, statement] as const;
+        }),
+    );
+  }
+
+  /**
+   * One synchronous transaction. If it throws, SQLite rolls it back, and with it any table it
+   * created: what this store remembers about tables is forgotten, so nothing trusts a rolled-back
+   * CREATE TABLE.
+   */
+  transaction<T>(work: () => T): T {
+    try {
+      return this.storage.transactionSync(work);
+    } catch (error) {
+      this.ready = false;
+      this.seen.clear();
+      this.absent.clear();
+      this.columns.clear();
+      throw error;
+    }
+  }
+
+  /** Every table of the schema (but the lazy ones). */
+  ensureSchema(): void {
+    if (this.ready) return;
+    for (const name of this.tables.keys()) if (!this.lazy.has(name)) this.ensureTable(name);
+    this.ready = true;
+  }
+
+  /**
+   * One table, where it is first needed (a CREATE TABLE writes two rows). One statement per exec:
+   * a multi-statement exec's cursor counts only its last statement's rows.
+   */
+  ensureTable(name: string): void {
+    if ((this.ready && !this.lazy.has(name)) || this.seen.has(name)) return;
+    const statement = this.tables.get(name);
+    if (!statement) throw new Error(`no table ${name} in this schema`);
+    this.count(this.sql.exec(statement));
+    this.seen.add(name);
+    this.absent.delete(name);
+  }
+
+  /**
+   * True once `table` exists (cheap: one read of sqlite_schema, then remembered). Per table, not
+   * "any table": an object created by an older schema lacks the newer tables until its next write.
+   */
+  exists(table: string): boolean {
+    if ((this.ready && !this.lazy.has(table)) || this.seen.has(table)) return true;
+    // Only this object writes its database, and only through ensureTable: absence holds until then.
+    if (this.absent.has(table)) return false;
+    const cursor = this.sql.exec(
+      "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
+      table,
+    );
+    const found = cursor.toArray().length > 0;
+    SQL_ROWS.read += cursor.rowsRead;
+    if (found) this.seen.add(table);
+    else this.absent.add(table);
+    return found;
+  }
+
+  /** Whether `table` (which must exist) has `column`: an older object's table may lack a newer column. */
+  hasColumn(table: string, column: string): boolean {
+    let names = this.columns.get(table);
+    if (!names) {
+      // The statement's column names, without reading a row.
+      names = new Set(this.sql.exec(`SELECT * FROM ${table} LIMIT 0`).columnNames);
+      this.columns.set(table, names);
+    }
+    return names.has(column);
+  }
+
+  /**
+   * Adds a column an older schema lacked (`definition`: "name TYPE …", with a default for the
+   * existing rows; ALTER TABLE … ADD COLUMN changes the schema only). True if it was added now.
+   */
+  ensureColumn(table: string, definition: string): boolean {
+    const column = definition.split(" ")[0]!;
+    if (this.hasColumn(table, column)) return false;
+    this.count(this.sql.exec(`ALTER TABLE ${table} ADD COLUMN ${definition}`));
+    this.columns.get(table)!.add(column);
+    return true;
+  }
+
+  /** Runs a statement; returns the rows it wrote (a compare-and-set checks this). */
+  run(query: string, ...bindings: SqlStorageValue[]): number {
+    return this.count(this.sql.exec(query, ...bindings));
+  }
+
+  one<T extends Record<string, SqlStorageValue>>(
+    query: string,
+    ...bindings: SqlStorageValue[]
+  ): T | null {
+    const cursor = this.sql.exec<T>(query, ...bindings);
+    const rows = cursor.toArray();
+    SQL_ROWS.read += cursor.rowsRead;
+    return rows[0] ?? null;
+  }
+
+  all<T extends Record<string, SqlStorageValue>>(
+    query: string,
+    ...bindings: SqlStorageValue[]
+  ): T[] {
+    const cursor = this.sql.exec<T>(query, ...bindings);
+    const rows = cursor.toArray();
+    SQL_ROWS.read += cursor.rowsRead;
+    return rows;
+  }
+
+  private count(cursor: SqlStorageCursor<Record<string, SqlStorageValue>>): number {
+    cursor.toArray();
+    this.rowsWritten += cursor.rowsWritten;
+    SQL_ROWS.read += cursor.rowsRead;
+    SQL_ROWS.written += cursor.rowsWritten;
+    return cursor.rowsWritten;
+  }
+}

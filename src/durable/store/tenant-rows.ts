@@ -1,0 +1,36 @@
+// The tenant's tables: its record, API keys (hashes only), tool manifests and their verdicts,
+// sealed secrets, and the approvals inbox and unknown-outcomes list its operations deliver to.
+// The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
+// (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
+import type { SqlStore } from "./sql-store.ts";
+export const TENANT_SCHEMA = `
+CREATE TABLE IF NOT EXISTS tenant (id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, name TEXT NOT NULL, scopes TEXT NOT NULL, secret_hash TEXT NOT NULL, created_at INTEGER NOT NULL, revoked_at INTEGER) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tools (name TEXT PRIMARY KEY, manifest TEXT NOT NULL, version INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS approvals (
+  operation_id TEXT PRIMARY KEY, state TEXT NOT NULL, requested_at INTEGER NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS unknowns (operation_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, tool TEXT NOT NULL, since INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0, open INTEGER NOT NULL DEFAULT 1, closed_at INTEGER) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, iv TEXT NOT NULL, ciphertext TEXT NOT NULL, fingerprint TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS verifications (name TEXT PRIMARY KEY, settings_hash TEXT NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;`;
+
+/** Columns of `unknowns` added after its first version (older tenants get them on first use). */
+export const UNKNOWNS_ADDED_COLUMNS = [
+  "seq INTEGER NOT NULL DEFAULT 0",
+  "open INTEGER NOT NULL DEFAULT 1",
+  "closed_at INTEGER",
+];
+
+export type ToolRow = { name: string; manifest: string; version: number; updated_at: number };
+export type SecretRow = {
+  name: string;
+  iv: string;
+  ciphertext: string;
+  fingerprint: string;
+  created_at: number;
+  updated_at: number;
+};
+
+/** The tenant record, if this object holds one (read paths never create the table). */
+export function tenantRecord(store: SqlStore): { id: string } | null {
+  return store.exists("tenant") ? store.one<{ id: string }>("SELECT id FROM tenant") : null;
+}

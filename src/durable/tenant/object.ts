@@ -1,0 +1,197 @@
+// TenantObject: one per tenant, the RPC surface over its record and the modules beside it: API keys
+// (keys.ts), upstream secrets (secrets.ts), the tool registry and its verdicts (registry.ts), and
+// the approvals inbox and unknown-outcomes list its operations deliver to (inbox.ts). Method names
+// and signatures are the contract other objects and routes call through stubs.
+import { DurableObject } from "cloudflare:workers";
+import { err, ok, type Result } from "../../domain/result.ts";
+import type { Verification, VerificationStatus } from "../../domain/verification.ts";
+import type { ApiScope } from "../../http/schemas.ts";
+import type { ManifestError } from "../../tools/manifest.ts";
+import type { ToolSource } from "../../tools/spec.ts";
+import type { Env } from "../env.ts";
+import { SqlStore } from "../store/sql-store.ts";
+import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
+import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
+import { issueKey, keyInfo, revokeKey, verifyKey } from "./keys.ts";
+import {
+  deleteTool,
+  getTool,
+  knownTools,
+  listTools,
+  putTool,
+  recordVerification,
+  sources,
+  storedStatuses,
+  type ToolRecord,
+} from "./registry.ts";
+import {
+  deleteSecret,
+  listSecrets,
+  putSecret,
+  secretsFor,
+  type SecretRecord,
+  type SecretsError,
+} from "./secrets.ts";
+
+export type TenantError =
+  | ManifestError
+  | SecretsError
+  | { code: "not_found"; detail: string }
+  | { code: "invalid_request"; detail: string }
+  /** A verification finished after the tool's checked settings were replaced (or it was deleted). */
+  | { code: "tool_changed"; detail: string };
+
+export class TenantObject extends DurableObject<Env> {
+  private readonly store = new SqlStore(this.ctx.storage, TENANT_SCHEMA);
+  private readonly inbox = new Inbox(this.store, this.ctx.storage, this.env);
+
+  async init(
+    tenantId: string,
+    name: string,
+  ): Promise<Result<{ tenant_id: string; name: string }, TenantError>> {
+    this.store.ensureSchema();
+    if (this.store.one("SELECT id FROM tenant"))
+      return err({ code: "invalid_request", detail: "tenant exists" });
+    this.store.run(
+      "INSERT INTO tenant (id, name, created_at) VALUES (?, ?, ?)",
+      tenantId,
+      name,
+      Date.now(),
+    );
+    return ok({ tenant_id: tenantId, name });
+  }
+
+  // ── API keys (keys.ts) ───────────────────────────────────────────────────────────────────────
+
+  async issueKey(
+    tenantId: string,
+    name: string,
+    scopes: ApiScope[],
+  ): Promise<
+    Result<{ key_id: string; key: string; name: string; scopes: ApiScope[] }, TenantError>
+  > {
+    return issueKey(this.store, tenantId, name, scopes);
+  }
+
+  async revokeKey(keyId: string): Promise<Result<true, TenantError>> {
+    return revokeKey(this.store, keyId);
+  }
+
+  async verifyKey(
+    keyId: string,
+    secret: string,
+  ): Promise<Result<{ scopes: ApiScope[]; name: string }, TenantError>> {
+    return verifyKey(this.store, keyId, secret);
+  }
+
+  /** A key that is still valid (not revoked): its name and scopes. The console re-checks it on every request. */
+  async keyInfo(keyId: string): Promise<Result<{ name: string; scopes: ApiScope[] }, TenantError>> {
+    return keyInfo(this.store, keyId);
+  }
+
+  // ── Tool registry and verdicts (registry.ts) ─────────────────────────────────────────────────
+
+  async putTool(
+    name: string,
+    manifest: unknown,
+  ): Promise<Result<ToolRecord & { created: boolean }, TenantError>> {
+    return putTool(this.store, this.env, name, manifest);
+  }
+
+  async getTool(name: string): Promise<Result<ToolRecord, TenantError>> {
+    return getTool(this.store, name);
+  }
+
+  /** The list shows each verdict without its evidence (GET /v1/tools/{name} has the exchanges). */
+  async listTools(): Promise<ToolRecord[]> {
+    return listTools(this.store);
+  }
+
+  async deleteTool(name: string): Promise<Result<true, TenantError>> {
+    return deleteTool(this.store, name);
+  }
+
+  /** Stores a verdict only if the tool still has the settings it was checked with. */
+  async recordVerification(
+    name: string,
+    verification: Verification,
+  ): Promise<Result<Verification, TenantError>> {
+    return recordVerification(this.store, name, verification);
+  }
+
+  /** Asked when an operation is created and when a run exports its tools: the verdict for exactly these settings. */
+  async verificationStatuses(
+    items: Array<{ name: string; settingsHash: string }>,
+  ): Promise<Record<string, VerificationStatus>> {
+    return storedStatuses(this.store, items);
+  }
+
+  /** Snapshots the named tools for a run; every name must resolve. */
+  async sources(names: string[]): Promise<Result<Record<string, ToolSource>, TenantError>> {
+    return sources(this.store, names);
+  }
+
+  /** Which of `names` this tenant knows at all (a registered manifest or a code tool). Read-only. */
+  async knownTools(names: string[]): Promise<string[]> {
+    return knownTools(this.store, names);
+  }
+
+  // ── Secrets (secrets.ts) ─────────────────────────────────────────────────────────────────────
+
+  async putSecret(
+    tenantId: string,
+    name: string,
+    value: string,
+  ): Promise<Result<SecretRecord & { created: boolean }, TenantError>> {
+    return putSecret(this.store, this.env, tenantId, name, value);
+  }
+
+  async listSecrets(): Promise<SecretRecord[]> {
+    return listSecrets(this.store);
+  }
+
+  async deleteSecret(name: string): Promise<Result<true, TenantError>> {
+    return deleteSecret(this.store, name);
+  }
+
+  /** The decrypted values of exactly `names`, for one attempt of one of this tenant's operations. */
+  async secretsFor(
+    tenantId: string,
+    names: string[],
+  ): Promise<Result<Record<string, string>, SecretsError>> {
+    return secretsFor(this.store, this.env, tenantId, names);
+  }
+
+  // ── Approvals inbox and unknown outcomes (inbox.ts) ──────────────────────────────────────────
+
+  /** Delivered by operations from their outbox; `seq` orders one operation's deliveries. */
+  async upsertApproval(item: ApprovalItem, seq: number): Promise<void> {
+    return this.inbox.upsertApproval(item, seq);
+  }
+
+  /** Retention for the inbox and for the closed rows of the unknown-outcomes list. */
+  override async alarm(): Promise<void> {
+    return this.inbox.prune();
+  }
+
+  /** Newest first; `pending` = still waiting for a person, `decided` = everything else. */
+  async listApprovals(
+    state: "pending" | "decided",
+    cursor: string | null,
+    limit: number,
+  ): Promise<ApprovalPage> {
+    return this.inbox.listApprovals(state, cursor, limit);
+  }
+
+  /** Delivered by operations from their outbox: an operation started or stopped waiting for a person. */
+  async markUnknown(item: UnknownItem, open: boolean, seq: number): Promise<void> {
+    return this.inbox.markUnknown(item, open, seq);
+  }
+
+  /** Operations whose outcome only a person can settle, oldest first, each checked with its operation. */
+  async listUnknowns(
+    limit: number,
+  ): Promise<Array<{ operation_id: string; run_id: string; tool: string; since: string }>> {
+    return this.inbox.listUnknowns(limit);
+  }
+}
