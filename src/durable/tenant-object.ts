@@ -22,7 +22,8 @@ import {
   type Verification,
   type VerificationStatus,
 } from "../domain/verification.ts";
-import { compileManifest, type ManifestError } from "../tools/manifest.ts";
+import { compileManifest } from "../tools/manifest/compile.ts";
+import type { ManifestError } from "../tools/manifest/schema.ts";
 import { verificationSettingsHash } from "../tools/verify.ts";
 import { CODE_TOOLS } from "../tools/code-tools.ts";
 import type { ToolSource } from "../tools/spec.ts";

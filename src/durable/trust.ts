@@ -7,7 +7,7 @@
 import type { VerificationStatus } from "../domain/verification.ts";
 import type { Env } from "../env.ts";
 import { LruCache } from "../lru.ts";
-import { Manifest } from "../tools/manifest.ts";
+import { Manifest } from "../tools/manifest/schema.ts";
 import type { ToolSource } from "../tools/spec.ts";
 import { verificationSettingsHash } from "../tools/verify.ts";
 import { tenantStub } from "./stubs.ts";

@@ -9,7 +9,7 @@ import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { parseRetryAfterMs } from "../domain/retry.ts";
 import type { Exchange, Received } from "../domain/verification.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
-import { isLoopback } from "./manifest.ts";
+import { isLoopback } from "./manifest/url.ts";
 import type { FrozenInput } from "../domain/identity.ts";
 import type { BuiltRequest, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
 import { jsonTextProblem } from "../domain/strict-json.ts";
