@@ -23,7 +23,7 @@ import {
   type Check,
   type Verification,
 } from "../domain/verification.ts";
-import { sendProbe } from "./http-tool.ts";
+import { sendProbe } from "./probe.ts";
 import { compileManifest } from "./manifest/compile.ts";
 import { Manifest, type HostPolicy, type ManifestError } from "./manifest/schema.ts";
 import type { ToolSpec } from "./spec.ts";
