@@ -9,7 +9,7 @@ import type { Result } from "../domain/result.ts";
 import type { Flash } from "./flash.ts";
 import { utc } from "./format.ts";
 
-/** The approvals inbox; each pending card's forms post to `${HOME}/<operation>/approve` or `/reject`. */
+/** The approvals inbox; a pending card's forms post to `${HOME}/<operation>/approve` or `/reject`. */
 export const HOME = "/console/approvals";
 export const MAX_REASON = 2000;
 /** One row of the tenant's approvals inbox. */

@@ -1,5 +1,5 @@
-// Verification probes (POST /v1/tools/{name}/verify): one request sent through the executor's own
-// request path (http-tool.ts), reported raw as an Exchange for the judges in domain/verification.ts.
+// Verification probes (POST /v1/tools/{name}/verify): one request sent through the executor's
+// own request path (http-tool.ts), reported raw as an Exchange for the verification judges.
 // Secret values are scrubbed from everything it reports, before any evidence is cut.
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import type { FrozenInput } from "../domain/identity.ts";

@@ -20,9 +20,8 @@ import {
   judgeReplay,
   skippedCheck,
   verdictOf,
-  type Check,
-  type Verification,
-} from "../domain/verification.ts";
+} from "../domain/verification-judges.ts";
+import type { Check, Verification } from "../domain/verification.ts";
 import { sendProbe } from "./probe.ts";
 import { compileManifest } from "./manifest/compile.ts";
 import { Manifest, type HostPolicy, type ManifestError } from "./manifest/schema.ts";

@@ -1,6 +1,6 @@
-// The manifest wire schema (DESIGN.md "Tools"): the contract for PUT /v1/tools/{name}. Every object
-// is strict (an unknown field is refused, never ignored), and a field toolgate does not enforce yet
-// is refused as `unsupported_field`. Parsing only; compile.ts turns a parsed manifest into a ToolSpec.
+// The manifest wire schema (DESIGN.md "Tools"): the contract for PUT /v1/tools/{name}. Every
+// object is strict (an unknown field is refused, never ignored), and a field toolgate does not
+// enforce yet is refused as `unsupported_field`. Parsing only: compile.ts makes the ToolSpec.
 import { z } from "zod";
 import { DEFAULT_RETRY } from "../../domain/retry.ts";
 
