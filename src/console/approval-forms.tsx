@@ -4,71 +4,68 @@
 // needs one (the agent is told it).
 import { HOME, MAX_REASON, type Item } from "./approval-decision.ts";
 
-const Bound = ({ item, csrf }: { item: Item; csrf: string }) => (
-  <>
-    <input type="hidden" name="csrf" value={csrf} />
-    <input type="hidden" name="input_hash" value={item.input_hash} />
-    <input type="hidden" name="policy_version" value={item.policy_version} />
-  </>
+type Verdict = "approve" | "reject";
+
+const WORDS: Record<
+  Verdict,
+  { action: string; label: string; hint: string; required: boolean; button: string }
+> = {
+  approve: {
+    action: "Approve",
+    label: "Reason for approving",
+    hint: "Optional. Recorded with your name in the operation's log.",
+    required: false,
+    button: "Approve and run",
+  },
+  reject: {
+    action: "Reject",
+    label: "Reason for rejecting",
+    hint: "Required. The agent is told this call was rejected, with your reason.",
+    required: true,
+    button: "Reject",
+  },
+};
+
+export const DecideForms = ({ item, csrf }: { item: Item; csrf: string }) => (
+  <div class="decide">
+    <DecideForm item={item} csrf={csrf} verdict="approve" />
+    <DecideForm item={item} csrf={csrf} verdict="reject" />
+  </div>
 );
 
-export const DecideForms = ({ item, csrf }: { item: Item; csrf: string }) => {
+/** One verdict's form; it posts to `${HOME}/<operation>/<verdict>`. */
+const DecideForm = ({ item, csrf, verdict }: { item: Item; csrf: string; verdict: Verdict }) => {
   const id = item.operation_id;
+  const words = WORDS[verdict];
   return (
-    <div class="decide">
-      <form
-        method="post"
-        action={`${HOME}/${id}/approve`}
-        class="stack"
-        aria-label={`Approve ${item.tool}`}
-      >
-        <Bound item={item} csrf={csrf} />
-        <div>
-          <label for={`${id}-approve-reason`}>Reason for approving</label>
-          <p class="hint" id={`${id}-approve-hint`}>
-            Optional. Recorded with your name in the operation's log.
-          </p>
-          <textarea
-            id={`${id}-approve-reason`}
-            name="reason"
-            rows={2}
-            maxlength={MAX_REASON}
-            aria-describedby={`${id}-approve-hint`}
-          ></textarea>
-        </div>
-        <div>
-          <button type="submit" class="approve">
-            Approve and run
-          </button>
-        </div>
-      </form>
-      <form
-        method="post"
-        action={`${HOME}/${id}/reject`}
-        class="stack"
-        aria-label={`Reject ${item.tool}`}
-      >
-        <Bound item={item} csrf={csrf} />
-        <div>
-          <label for={`${id}-reject-reason`}>Reason for rejecting</label>
-          <p class="hint" id={`${id}-reject-hint`}>
-            Required. The agent is told this call was rejected, with your reason.
-          </p>
-          <textarea
-            id={`${id}-reject-reason`}
-            name="reason"
-            rows={2}
-            maxlength={MAX_REASON}
-            required
-            aria-describedby={`${id}-reject-hint`}
-          ></textarea>
-        </div>
-        <div>
-          <button type="submit" class="reject">
-            Reject
-          </button>
-        </div>
-      </form>
-    </div>
+    <form
+      method="post"
+      action={`${HOME}/${id}/${verdict}`}
+      class="stack"
+      aria-label={`${words.action} ${item.tool}`}
+    >
+      <input type="hidden" name="csrf" value={csrf} />
+      <input type="hidden" name="input_hash" value={item.input_hash} />
+      <input type="hidden" name="policy_version" value={item.policy_version} />
+      <div>
+        <label for={`${id}-${verdict}-reason`}>{words.label}</label>
+        <p class="hint" id={`${id}-${verdict}-hint`}>
+          {words.hint}
+        </p>
+        <textarea
+          id={`${id}-${verdict}-reason`}
+          name="reason"
+          rows={2}
+          maxlength={MAX_REASON}
+          required={words.required}
+          aria-describedby={`${id}-${verdict}-hint`}
+        ></textarea>
+      </div>
+      <div>
+        <button type="submit" class={verdict}>
+          {words.button}
+        </button>
+      </div>
+    </form>
   );
 };
