@@ -6,23 +6,20 @@
 // arguments or another tool version (the operation refuses a mismatch). The approver is the
 // signed-in key's name; four eyes is the operation's check. Needs approvals:decide, for GET and POST.
 import type { Context } from "hono";
-import type { ApprovalInput, OperationError, OperationView } from "../durable/operation-object.ts";
+import type { ApprovalInput } from "../durable/operation-object.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";
 import type { ApprovalPage } from "../durable/tenant/inbox.ts";
 import { toApiError } from "../http/problem.ts";
 import { OPERATION_ID } from "../http/request.ts";
 import { ApprovalsQuery } from "../http/schemas.ts";
-import type { Result } from "../domain/result.ts";
-import { setFlash, takeFlash, type Flash } from "./flash.ts";
-import { expiresIn, pretty, splitTarget, utc } from "./format.ts";
+import { PendingCard } from "./approval-card.tsx";
+import { decisionFlash, HOME, MAX_REASON, type Item } from "./approval-decision.ts";
+import { DecidedTable } from "./decided-table.tsx";
+import { setFlash, takeFlash } from "./flash.ts";
 import { FlashBox, problemPage, render } from "./layout.tsx";
 import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
-import { Badge } from "./timeline.tsx";
 
-type Item = ApprovalPage["items"][number];
 const PAGE_SIZE = 20;
-const MAX_REASON = 2000;
-const HOME = "/console/approvals";
 
 function allowed(c: Context<ConsoleEnv>) {
   return c.get("session").scopes.includes("approvals:decide");
@@ -95,7 +92,7 @@ async function showInbox(c: Context<ConsoleEnv>) {
   );
 }
 
-const Pager = ({
+export const Pager = ({
   state,
   cursor,
   next,
@@ -137,249 +134,6 @@ async function exactInputs(
   return exact;
 }
 
-const PendingCard = ({
-  item,
-  exact,
-  csrf,
-  nowMs,
-}: {
-  item: Item;
-  exact: ApprovalInput | null;
-  csrf: string;
-  nowMs: number;
-}) => {
-  const id = item.operation_id;
-  const target = splitTarget(exact?.target ?? item.target);
-  const expiry = expiresIn(Date.parse(item.expires_at), nowMs);
-  return (
-    <article class="item" id={id} aria-labelledby={`${id}-title`} data-operation={id}>
-      <header>
-        <h2 id={`${id}-title`}>{item.tool}</h2>
-        <Badge status="awaiting_approval" />
-        <span class={expiry.expired ? "chip expired" : "chip"}>{expiry.text}</span>
-      </header>
-      <div class="item-body">
-        <dl class="facts">
-          <dt>Target</dt>
-          <dd>
-            {target.method && <code class="method">{target.method}</code>} <code>{target.url}</code>
-          </dd>
-          <dt>Asked by</dt>
-          <dd>
-            <span class="mono">{item.requested_by}</span> <span class="hint">(the run's user)</span>
-          </dd>
-          <dt>Run</dt>
-          <dd>
-            <a class="mono" href={`/console/runs/${item.run_id}#${id}`}>
-              {item.run_id}
-            </a>
-          </dd>
-          <dt>Requested</dt>
-          <dd>
-            <time datetime={item.requested_at}>{utc(item.requested_at)}</time>
-          </dd>
-          <dt>Expires</dt>
-          <dd>
-            <time datetime={item.expires_at}>{utc(item.expires_at)}</time>{" "}
-            <span class="hint">({expiry.text})</span>
-          </dd>
-          <dt>Operation</dt>
-          <dd class="mono">{id}</dd>
-        </dl>
-        {exact ? (
-          <>
-            <h3 id={`${id}-args`}>Arguments, as they will be sent</h3>
-            <pre aria-labelledby={`${id}-args`} data-role="arguments">
-              <code>{pretty(exact.arguments)}</code>
-            </pre>
-            {exact.hidden.length > 0 && (
-              <p class="hint" data-role="hidden-fields">
-                Hidden from traces, logs and exports (shown here because you decide):{" "}
-                {exact.hidden.map((pointer, i) => (
-                  <>
-                    {i > 0 && ", "}
-                    <code>{pointer}</code>
-                  </>
-                ))}
-              </p>
-            )}
-          </>
-        ) : (
-          <>
-            <h3 id={`${id}-args`}>Arguments, as the trace shows them</h3>
-            <p class="alert" data-role="arguments-unavailable">
-              toolgate could not read this call's arguments from the operation just now, so fields
-              the tool hides from traces show as [redacted]. Reload before you approve.
-            </p>
-            <pre aria-labelledby={`${id}-args`} data-role="arguments">
-              <code>{pretty(item.arguments)}</code>
-            </pre>
-          </>
-        )}
-        <h3 id={`${id}-preview`}>Preview</h3>
-        <Preview preview={item.preview} labelledBy={`${id}-preview`} />
-        {expiry.expired ? (
-          <p class="alert">
-            This request has expired. Nothing was sent; toolgate records it as expired and tells the
-            agent.
-          </p>
-        ) : (
-          <DecideForms item={item} csrf={csrf} />
-        )}
-        <p class="hint fingerprint">
-          Bound to input hash <span class="mono">{item.input_hash}</span> and tool version{" "}
-          <span class="mono">{item.policy_version}</span>.
-        </p>
-      </div>
-    </article>
-  );
-};
-
-const Preview = ({ preview, labelledBy }: { preview: Item["preview"]; labelledBy: string }) => {
-  if (!preview) return <p class="empty">No preview for this call.</p>;
-  return (
-    <div class="preview">
-      <p>
-        {preview.status === null ? (
-          "The preview request got no answer"
-        ) : (
-          <>
-            The tool answered <code>HTTP {String(preview.status)}</code>
-          </>
-        )}
-        {preview.detail && <>: {preview.detail}</>}
-      </p>
-      {preview.body !== null && (
-        <pre aria-labelledby={labelledBy} data-role="preview">
-          <code>{pretty(preview.body)}</code>
-        </pre>
-      )}
-    </div>
-  );
-};
-
-const Bound = ({ item, csrf }: { item: Item; csrf: string }) => (
-  <>
-    <input type="hidden" name="csrf" value={csrf} />
-    <input type="hidden" name="input_hash" value={item.input_hash} />
-    <input type="hidden" name="policy_version" value={item.policy_version} />
-  </>
-);
-
-const DecideForms = ({ item, csrf }: { item: Item; csrf: string }) => {
-  const id = item.operation_id;
-  return (
-    <div class="decide">
-      <form
-        method="post"
-        action={`${HOME}/${id}/approve`}
-        class="stack"
-        aria-label={`Approve ${item.tool}`}
-      >
-        <Bound item={item} csrf={csrf} />
-        <div>
-          <label for={`${id}-approve-reason`}>Reason for approving</label>
-          <p class="hint" id={`${id}-approve-hint`}>
-            Optional. Recorded with your name in the operation's log.
-          </p>
-          <textarea
-            id={`${id}-approve-reason`}
-            name="reason"
-            rows={2}
-            maxlength={MAX_REASON}
-            aria-describedby={`${id}-approve-hint`}
-          ></textarea>
-        </div>
-        <div>
-          <button type="submit" class="approve">
-            Approve and run
-          </button>
-        </div>
-      </form>
-      <form
-        method="post"
-        action={`${HOME}/${id}/reject`}
-        class="stack"
-        aria-label={`Reject ${item.tool}`}
-      >
-        <Bound item={item} csrf={csrf} />
-        <div>
-          <label for={`${id}-reject-reason`}>Reason for rejecting</label>
-          <p class="hint" id={`${id}-reject-hint`}>
-            Required. The agent is told this call was rejected, with your reason.
-          </p>
-          <textarea
-            id={`${id}-reject-reason`}
-            name="reason"
-            rows={2}
-            maxlength={MAX_REASON}
-            required
-            aria-describedby={`${id}-reject-hint`}
-          ></textarea>
-        </div>
-        <div>
-          <button type="submit" class="reject">
-            Reject
-          </button>
-        </div>
-      </form>
-    </div>
-  );
-};
-
-const DecidedTable = ({ items, cursor }: { items: Item[]; cursor: string | null }) =>
-  items.length === 0 ? (
-    <p class="empty">
-      {cursor ? "No older decisions." : "No approval request has been decided yet."}
-    </p>
-  ) : (
-    <table class="decided">
-      <caption>Decided requests, newest first</caption>
-      <thead>
-        <tr>
-          <th scope="col">Tool</th>
-          <th scope="col">Outcome</th>
-          <th scope="col">By</th>
-          <th scope="col">Reason</th>
-          <th scope="col">When</th>
-          <th scope="col">Run</th>
-        </tr>
-      </thead>
-      <tbody>
-        {items.map((item) => (
-          <tr data-operation={item.operation_id}>
-            <td>
-              <span class="mono">{item.tool}</span>
-              <details>
-                <summary>Arguments (as the trace shows them)</summary>
-                <pre>
-                  <code>{pretty(item.arguments)}</code>
-                </pre>
-              </details>
-            </td>
-            <td>
-              <Badge status={item.state} />
-            </td>
-            <td class="mono">{item.decided_by ?? "—"}</td>
-            <td>{item.reason ?? "—"}</td>
-            <td>
-              {item.decided_at ? (
-                <time datetime={item.decided_at}>{utc(item.decided_at)}</time>
-              ) : (
-                <span class="hint">asked {utc(item.requested_at)}</span>
-              )}
-            </td>
-            <td>
-              <a class="mono" href={`/console/runs/${item.run_id}#${item.operation_id}`}>
-                {item.run_id}
-              </a>
-            </td>
-          </tr>
-        ))}
-      </tbody>
-    </table>
-  );
-
 /** Reads the form, asks the operation to decide, and leaves the outcome as a flash for the inbox (303). */
 async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reject") {
   if (!allowed(c)) return notAllowed(c);
@@ -414,81 +168,6 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
   });
   await setFlash(c, decisionFlash(decided, verdict, session.keyName));
   return c.redirect(HOME, 303);
-}
-
-/** What happened, in words: the operation's answer is authoritative (it may already have been decided). */
-export function decisionFlash(
-  decided: Result<OperationView, OperationError>,
-  verdict: "approve" | "reject",
-  me: string,
-): Flash {
-  if (!decided.ok) {
-    const { code, detail } = toApiError(decided.error);
-    switch (code) {
-      case "self_approval":
-        return { tone: "error", text: `Refused (four eyes): ${detail}. Nothing was decided.` };
-      case "approval_mismatch":
-        return {
-          tone: "error",
-          text: `Refused: ${detail} (it changed since this page was shown). Nothing was decided; reload and check it again.`,
-        };
-      case "not_found":
-        return {
-          tone: "error",
-          text: "There is no such approval request in this tenant. Nothing was decided.",
-        };
-      default:
-        return { tone: "error", text: `Nothing was decided: ${detail}.` };
-    }
-  }
-  const view = decided.value;
-  const approval = view.approval;
-  const tool = view.tool;
-  if (!approval)
-    return { tone: "error", text: `${tool} does not wait for approval. Nothing was decided.` };
-  const mine =
-    approval.decided_by === me && (approval.state === "approved") === (verdict === "approve");
-  switch (approval.state) {
-    case "pending":
-      return {
-        tone: "error",
-        text: `${tool} is still waiting; your decision was not recorded. Try again.`,
-      };
-    case "expired":
-      return {
-        tone: "error",
-        text: `Refused: the approval for ${tool} had expired, so nothing was run. The agent is told it needs a person's approval.`,
-      };
-    case "cancelled":
-      return {
-        tone: "error",
-        text: `${tool} was cancelled before it was decided, so nothing was run.`,
-      };
-    case "approved":
-    case "rejected": {
-      if (!mine)
-        return {
-          tone: "info",
-          text: `${tool} was already ${approval.state} by ${approval.decided_by ?? "someone"}${approval.decided_at ? ` at ${utc(approval.decided_at)}` : ""}; your decision was not recorded.`,
-        };
-      if (approval.state === "rejected")
-        return {
-          tone: "ok",
-          text: `Rejected ${tool}. Nothing was sent; the agent is told it was rejected.`,
-        };
-      const result = view.result;
-      // Approval is not authorization: the run may refuse it now (scopes revoked, deadline, tool changed).
-      if (view.phase === "recorded" && result.status !== "succeeded")
-        return {
-          tone: "error",
-          text: `Approved, but toolgate did not run ${tool}: ${result.message}`,
-        };
-      return {
-        tone: "ok",
-        text: `Approved ${tool}. It runs once now, with the arguments and tool version you approved; follow it on the run page.`,
-      };
-    }
-  }
 }
 
 export const approvalsPage = definePage({

@@ -7,7 +7,7 @@
 // only, so the export can never show more than the trace; ids are derived, so repeated exports and
 // background pushes of the same operation produce the same spans.
 import type { TraceEvent } from "./operation/index.ts";
-import { sha256HexSync } from "./trace.ts";
+import { sha256HexSync } from "./trace-chain.ts";
 
 export type OtlpValue =
   { stringValue: string } | { boolValue: boolean } | { intValue: number } | { doubleValue: number };

@@ -42,15 +42,8 @@ import { presentPointers } from "../domain/redact.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import { backoffSinceMs } from "../domain/retry-deferral.ts";
 import { idempotencyTrust } from "../domain/verification.ts";
-import {
-  logLine,
-  reportedEvent,
-  seal,
-  traceStep,
-  verifyChain,
-  type ChainCheck,
-  type ChainLink,
-} from "../domain/trace.ts";
+import { logLine, reportedEvent, traceStep } from "../domain/trace.ts";
+import { seal, verifyChain, type ChainCheck, type ChainLink } from "../domain/trace-chain.ts";
 import { configFor, hostPolicy, requireVerifiedIdempotency, retentionMs } from "../config.ts";
 import type { Env } from "./env.ts";
 import { resolveTool } from "../tools/catalog.ts";

@@ -2,7 +2,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { NativeTurnBody } from "../providers/native.ts";
-import { Manifest } from "../tools/manifest.ts";
+import { Manifest } from "../tools/manifest/schema.ts";
 import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
 import {

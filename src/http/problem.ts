@@ -5,7 +5,7 @@ import type { OperationError } from "../durable/operation-object.ts";
 import type { RunError } from "../durable/run-object.ts";
 import type { TenantError } from "../durable/tenant/object.ts";
 import type { ConfigError } from "../config.ts";
-import type { ManifestError } from "../tools/manifest.ts";
+import type { ManifestError } from "../tools/manifest/schema.ts";
 import type { VerifyError } from "../tools/verify.ts";
 
 /** Every error a Durable Object RPC (or the deployment's configuration) can return. */

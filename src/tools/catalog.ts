@@ -4,7 +4,8 @@
 // tenant registering many tools cannot grow an isolate's memory without limit.
 import { err, ok, type Result } from "../domain/result.ts";
 import { LruCache } from "../lru.ts";
-import { compileManifest, type HostPolicy, type ManifestError } from "./manifest.ts";
+import { compileManifest } from "./manifest/compile.ts";
+import type { HostPolicy, ManifestError } from "./manifest/schema.ts";
 import type { ToolSource, ToolSpec } from "./spec.ts";
 import { CODE_TOOLS } from "./code-tools.ts";
 

@@ -4,16 +4,15 @@
 // timeout as the request. It never claims "nothing was sent": workerd reports a refused, a reset and
 // a dropped connection alike ("Network connection lost."), so only Cloudflare's 521/522/523 prove it.
 // Secrets travel only over https (loopback http in development), and every injected secret value
-// is scrubbed from whatever upstream text comes back before anyone stores or shows it.
-import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
+// is scrubbed from whatever upstream text comes back before anyone stores or shows it (secrets.ts).
+// Verification probes (probe.ts) go through this same request path.
 import { parseRetryAfterMs } from "../domain/retry.ts";
-import type { Exchange, Received } from "../domain/verification.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
-import { isLoopback } from "./manifest.ts";
 import type { FrozenInput } from "../domain/identity.ts";
 import type { BuiltRequest, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
 import { jsonTextProblem } from "../domain/strict-json.ts";
 import { cutClear, REDACTED, redactionFor } from "../domain/redact.ts";
+import { insecureForSecrets, scrubSecrets, scrubText, secretForms } from "./secrets.ts";
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
@@ -159,141 +158,8 @@ async function previewOnce(
   }
 }
 
-/** How much of a verification answer's body is kept as evidence (the digest covers all of it). */
-export const EVIDENCE_BYTES = 4096;
-
-/**
- * One request of POST /v1/tools/{name}/verify, built and sent exactly as an attempt (or a status
- * lookup) is — same builder, secrets over https only, the key header, the timeout, no redirects,
- * the size cap — but reported raw: what was sent, the status, the whole body's digest and a capped
- * copy as evidence. Secret values are scrubbed from all of it.
- */
-export async function sendProbe(
-  spec: ToolSpec,
-  which: "request" | "reconcile",
-  input: FrozenInput,
-  ctx: RequestContext,
-): Promise<Exchange> {
-  return scrubSecrets(await probeOnce(spec, which, input, ctx), Object.values(ctx.secrets));
-}
-
-async function probeOnce(
-  spec: ToolSpec,
-  which: "request" | "reconcile",
-  input: FrozenInput,
-  ctx: RequestContext,
-): Promise<Exchange> {
-  const key = ctx.idempotencyKey;
-  const builder = which === "request" ? spec.buildRequest : spec.buildReconcile;
-  const built = builder
-    ? build(builder, input, ctx)
-    : { error: "the tool has no reconcile request" };
-  const unsent = (detail: string): Exchange => ({
-    idempotency_key: key,
-    sent: { method: "", url: "", headers: {}, body: null },
-    received: { kind: "no_response", detail: `nothing was sent: ${detail}` },
-  });
-  if ("error" in built) return unsent(built.error);
-  const insecure = insecureForSecrets(built.url, ctx);
-  if (insecure) return unsent(insecure);
-  if (which === "request" && spec.idempotency.mode === "header" && spec.idempotency.header)
-    built.headers[spec.idempotency.header] = key;
-  const sent = {
-    method: built.method,
-    url: built.url,
-    headers: { ...built.headers },
-    body: built.body === null ? null : parseOrText(built.body),
-  };
-  let received: Received;
-  try {
-    const response = await send(built, spec.timeoutMs, null);
-    const text = await readCapped(response);
-    if (text === null)
-      received = {
-        kind: "response",
-        status: response.status,
-        body: `(larger than ${MAX_RESPONSE_BYTES} bytes)`,
-        digest: "oversized",
-        truncated: true,
-        valid_output: false,
-      };
-    else {
-      const parsed = parseOrText(text);
-      // Scrubbed before it is cut (and never cut inside a secret): see cutClear.
-      const secrets = Object.values(ctx.secrets);
-      received = {
-        kind: "response",
-        status: response.status,
-        body:
-          text.length <= EVIDENCE_BYTES
-            ? parsed
-            : cutClear(scrubText(text, secrets), EVIDENCE_BYTES, [
-                ...secretForms(secrets),
-                REDACTED,
-              ]),
-        digest: await sha256Hex(typeof parsed === "string" ? parsed : canonicalJson(parsed)),
-        truncated: text.length > EVIDENCE_BYTES,
-        valid_output: validateOutput(spec, text).kind === "ok",
-      };
-    }
-  } catch (error) {
-    received = {
-      kind: "no_response",
-      detail: isTimeout(error) ? `no complete response within ${spec.timeoutMs} ms` : String(error),
-    };
-  }
-  return { idempotency_key: key, sent, received };
-}
-
-function parseOrText(text: string): unknown {
-  try {
-    return text.length === 0 ? "" : JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
-
-/** Secrets travel only over https (plain http to loopback is development's upstream). */
-function insecureForSecrets(url: string, ctx: RequestContext): string | null {
-  if (Object.keys(ctx.secrets).length === 0) return null;
-  const target = new URL(url);
-  return target.protocol === "https:" || isLoopback(target.hostname)
-    ? null
-    : `refusing to send secrets over plain http to ${target.host}`;
-}
-
-/**
- * Upstream text (error snippets, results, connection errors) can echo a credential back; every
- * injected secret value is replaced before anything is stored in the trace or shown to the model.
- */
-export function scrubSecrets<T>(value: T, secrets: readonly string[]): T {
-  const live = secrets.filter((secret) => secret.length > 0);
-  if (live.length === 0) return value;
-  const scrub = (item: unknown): unknown => {
-    if (typeof item === "string")
-      return live.reduce((text, secret) => text.replaceAll(secret, "[redacted]"), item);
-    if (Array.isArray(item)) return item.map(scrub);
-    if (typeof item === "object" && item !== null)
-      return Object.fromEntries(
-        Object.entries(item).map(([key, inner]) => [scrub(key) as string, scrub(inner)]),
-      );
-    return item;
-  };
-  return scrub(value) as T;
-}
-
-/** How a secret can appear in upstream text: as itself, and JSON-escaped inside a JSON string. */
-function secretForms(secrets: readonly string[]): string[] {
-  const live = secrets.filter((secret) => secret.length > 0);
-  return [...new Set(live.flatMap((secret) => [secret, JSON.stringify(secret).slice(1, -1)]))];
-}
-
-/** Every form of every secret replaced in raw text (before it is cut or parsed). */
-const scrubText = (text: string, secrets: readonly string[]): string =>
-  secretForms(secrets).reduce((out, form) => out.replaceAll(form, REDACTED), text);
-
 /** A code tool's builder is code: if it throws, nothing was sent and the call is misconfigured. */
-function build(
+export function build(
   builder: RequestBuilder,
   input: FrozenInput,
   ctx: RequestContext,
@@ -305,7 +171,7 @@ function build(
   }
 }
 
-function send(
+export function send(
   built: BuiltRequest,
   timeoutMs: number,
   signal: AbortSignal | null,
@@ -320,7 +186,7 @@ function send(
   });
 }
 
-function validateOutput(spec: ToolSpec, text: string): Observation {
+export function validateOutput(spec: ToolSpec, text: string): Observation {
   let parsed: unknown;
   try {
     parsed = text.length === 0 ? null : JSON.parse(text);
@@ -339,7 +205,7 @@ function validateOutput(spec: ToolSpec, text: string): Observation {
       };
 }
 
-async function readCapped(response: Response): Promise<string | null> {
+export async function readCapped(response: Response): Promise<string | null> {
   if (!response.body) return "";
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -385,5 +251,5 @@ async function snippet(
   }
 }
 
-const isTimeout = (error: unknown) =>
+export const isTimeout = (error: unknown) =>
   error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");

@@ -20,11 +20,11 @@ import {
   judgeReplay,
   skippedCheck,
   verdictOf,
-  type Check,
-  type Verification,
-} from "../domain/verification.ts";
-import { sendProbe } from "./http-tool.ts";
-import { compileManifest, Manifest, type HostPolicy, type ManifestError } from "./manifest.ts";
+} from "../domain/verification-judges.ts";
+import type { Check, Verification } from "../domain/verification.ts";
+import { sendProbe } from "./probe.ts";
+import { compileManifest } from "./manifest/compile.ts";
+import { Manifest, type HostPolicy, type ManifestError } from "./manifest/schema.ts";
 import type { ToolSpec } from "./spec.ts";
 
 /** The verify request body. `context` fills the tool's bound arguments (and limits), as a run's would. */

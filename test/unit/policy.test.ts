@@ -4,7 +4,7 @@ import { admitTurn, reserveCall } from "../../src/domain/budget.ts";
 import { admitCall } from "../../src/domain/gate.ts";
 import { checkLimits, checkScopes } from "../../src/domain/policy.ts";
 import { modelCost } from "../../src/domain/pricing.ts";
-import { compileManifest } from "../../src/tools/manifest.ts";
+import { compileManifest } from "../../src/tools/manifest/compile.ts";
 import type { Limit } from "../../src/tools/spec.ts";
 
 const spec = (() => {

@@ -5,8 +5,9 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/domain/canonical-json.ts";
 import { classify } from "../../src/domain/classify.ts";
 import { cutClear, redactionFor, scrub } from "../../src/domain/redact.ts";
-import { compileManifest } from "../../src/tools/manifest.ts";
-import { sendAttempt, sendProbe } from "../../src/tools/http-tool.ts";
+import { compileManifest } from "../../src/tools/manifest/compile.ts";
+import { sendAttempt } from "../../src/tools/http-tool.ts";
+import { sendProbe } from "../../src/tools/probe.ts";
 
 /** How much of an error body the model is shown, and how much verify evidence is kept. */
 const SNIPPET_CHARS = 200;

@@ -14,15 +14,8 @@ import {
 } from "../../src/domain/operation/index.ts";
 import { attemptSpanId, operationSpanId, otlpTrace, traceIdFor } from "../../src/domain/otlp.ts";
 import { NO_REDACTION, redactionFor } from "../../src/domain/redact.ts";
-import {
-  GENESIS_HASH,
-  logLine,
-  reportedEvent,
-  seal,
-  traceStep,
-  verifyChain,
-  type TraceDetails,
-} from "../../src/domain/trace.ts";
+import { logLine, reportedEvent, traceStep, type TraceDetails } from "../../src/domain/trace.ts";
+import { GENESIS_HASH, seal, verifyChain } from "../../src/domain/trace-chain.ts";
 
 const plan = (over: Partial<OperationPlan> = {}): OperationPlan => ({
   operationId: "op_trace",

@@ -23,7 +23,7 @@ import {
   type TurnGroup,
   type TurnRecord,
 } from "../../src/domain/turn.ts";
-import { compileManifest } from "../../src/tools/manifest.ts";
+import { compileManifest } from "../../src/tools/manifest/compile.ts";
 
 const manifestOf = (name: string, extra: Record<string, unknown> = {}) => ({
   name,

@@ -2,7 +2,9 @@
 // template's static path prefix; "", "." and ".." are refused in path placeholders; everything
 // else is percent-encoded, never interpreted.
 import { describe, expect, it } from "vitest";
-import { buildUrl, compileManifest, type HostPolicy } from "../../src/tools/manifest.ts";
+import { compileManifest } from "../../src/tools/manifest/compile.ts";
+import type { HostPolicy } from "../../src/tools/manifest/schema.ts";
+import { buildUrl } from "../../src/tools/manifest/url.ts";
 
 describe("buildUrl", () => {
   const T = "https://shop.example.com/customers/{customer_id}/{kind}/{id}?expand={expand}";

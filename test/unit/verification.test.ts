@@ -4,8 +4,6 @@
 import { describe, expect, it } from "vitest";
 import {
   changeOneArgument,
-  countedStatus,
-  idempotencyTrust,
   judgeChangedBody,
   judgeConcurrent,
   judgeFirstSend,
@@ -14,6 +12,10 @@ import {
   judgeReplay,
   skippedCheck,
   verdictOf,
+} from "../../src/domain/verification-judges.ts";
+import {
+  countedStatus,
+  idempotencyTrust,
   verificationFor,
   UNVERIFIED,
   type Exchange,

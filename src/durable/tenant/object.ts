@@ -6,7 +6,7 @@ import { DurableObject } from "cloudflare:workers";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { Verification, VerificationStatus } from "../../domain/verification.ts";
 import type { ApiScope } from "../../http/schemas.ts";
-import type { ManifestError } from "../../tools/manifest.ts";
+import type { ManifestError } from "../../tools/manifest/schema.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";

@@ -15,7 +15,8 @@ import {
 } from "../../domain/verification.ts";
 import { LruCache } from "../../lru.ts";
 import { CODE_TOOLS } from "../../tools/code-tools.ts";
-import { compileManifest, Manifest } from "../../tools/manifest.ts";
+import { compileManifest } from "../../tools/manifest/compile.ts";
+import { Manifest } from "../../tools/manifest/schema.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import { verificationSettingsHash } from "../../tools/verify.ts";
 import type { Env } from "../env.ts";

@@ -1,0 +1,71 @@
+// The approve and reject forms on a pending approval card. Both carry the session's CSRF token and
+// the input_hash and policy_version of what the card showed, so the operation refuses a decision
+// about other arguments or another tool version. Approving takes an optional reason; rejecting
+// needs one (the agent is told it).
+import { HOME, MAX_REASON, type Item } from "./approval-decision.ts";
+
+type Verdict = "approve" | "reject";
+
+const WORDS: Record<
+  Verdict,
+  { action: string; label: string; hint: string; required: boolean; button: string }
+> = {
+  approve: {
+    action: "Approve",
+    label: "Reason for approving",
+    hint: "Optional. Recorded with your name in the operation's log.",
+    required: false,
+    button: "Approve and run",
+  },
+  reject: {
+    action: "Reject",
+    label: "Reason for rejecting",
+    hint: "Required. The agent is told this call was rejected, with your reason.",
+    required: true,
+    button: "Reject",
+  },
+};
+
+export const DecideForms = ({ item, csrf }: { item: Item; csrf: string }) => (
+  <div class="decide">
+    <DecideForm item={item} csrf={csrf} verdict="approve" />
+    <DecideForm item={item} csrf={csrf} verdict="reject" />
+  </div>
+);
+
+/** One verdict's form; it posts to `${HOME}/<operation>/<verdict>`. */
+const DecideForm = ({ item, csrf, verdict }: { item: Item; csrf: string; verdict: Verdict }) => {
+  const id = item.operation_id;
+  const words = WORDS[verdict];
+  return (
+    <form
+      method="post"
+      action={`${HOME}/${id}/${verdict}`}
+      class="stack"
+      aria-label={`${words.action} ${item.tool}`}
+    >
+      <input type="hidden" name="csrf" value={csrf} />
+      <input type="hidden" name="input_hash" value={item.input_hash} />
+      <input type="hidden" name="policy_version" value={item.policy_version} />
+      <div>
+        <label for={`${id}-${verdict}-reason`}>{words.label}</label>
+        <p class="hint" id={`${id}-${verdict}-hint`}>
+          {words.hint}
+        </p>
+        <textarea
+          id={`${id}-${verdict}-reason`}
+          name="reason"
+          rows={2}
+          maxlength={MAX_REASON}
+          required={words.required}
+          aria-describedby={`${id}-${verdict}-hint`}
+        ></textarea>
+      </div>
+      <div>
+        <button type="submit" class={verdict}>
+          {words.button}
+        </button>
+      </div>
+    </form>
+  );
+};

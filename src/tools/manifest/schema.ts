@@ -1,0 +1,137 @@
+// The manifest wire schema (DESIGN.md "Tools"): the contract for PUT /v1/tools/{name}. Every
+// object is strict (an unknown field is refused, never ignored), and a field toolgate does not
+// enforce yet is refused as `unsupported_field`. Parsing only: compile.ts makes the ToolSpec.
+import { z } from "zod";
+import { DEFAULT_RETRY } from "../../domain/retry.ts";
+
+const Comparison = z
+  .strictObject({
+    gt: z.number(),
+    gte: z.number(),
+    lt: z.number(),
+    lte: z.number(),
+    eq: z.unknown(),
+    in: z.array(z.unknown()),
+  })
+  .partial();
+const Approval = z.union([
+  z.enum(["always", "never"]),
+  z
+    .strictObject({
+      mode: z.enum(["always", "never"]).optional(),
+      when: z.record(z.string(), Comparison).optional(),
+      expires_in_ms: z
+        .number()
+        .int()
+        .min(1_000)
+        .max(7 * 24 * 60 * 60_000)
+        .optional(),
+      four_eyes: z.boolean().optional(),
+    })
+    .refine(
+      (a) => a.mode !== undefined || a.when !== undefined,
+      "approval needs a mode or a when rule",
+    ),
+]);
+const RequestTemplate = z.strictObject({
+  method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]),
+  url: z.string().max(2048),
+  headers: z.record(z.string(), z.string()).default({}),
+});
+
+export const Manifest = z.strictObject({
+  name: z
+    .string()
+    .regex(
+      /^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/,
+      "tool names are 1-64 letters, digits, _ or -, starting with a letter",
+    )
+    .refine(
+      (name) => !name.toLowerCase().startsWith("toolgate_"),
+      "names starting with toolgate_ are reserved for built-in tools",
+    ),
+  description: z.string().min(1).max(4096),
+  input_schema: z.record(z.string(), z.unknown()),
+  output_schema: z.record(z.string(), z.unknown()).optional(),
+  risk: z.enum(["read", "write", "irreversible_write"]),
+  request: RequestTemplate,
+  idempotency: z
+    .discriminatedUnion("mode", [
+      z.strictObject({
+        mode: z.literal("header"),
+        header: z.string().min(1).default("Idempotency-Key"),
+      }),
+      z.strictObject({ mode: z.literal("natural") }),
+      z.strictObject({ mode: z.literal("none") }),
+    ])
+    .default({ mode: "none" }),
+  // settle_ms: how long after an ambiguous attempt's own timeout a 404 still only means "not yet".
+  reconcile: RequestTemplate.partial({ method: true })
+    .extend({ settle_ms: z.number().int().min(0).max(3_600_000).optional() })
+    .optional(),
+  /** A read the approver sees before deciding (a quote, a dry run): sent once, when approval is asked. */
+  preview: RequestTemplate.extend({ method: z.enum(["GET", "POST"]).default("GET") }).optional(),
+  operation_key: z.array(z.string()).default([]),
+  operation_scope: z.enum(["run", "tenant"]).default("run"),
+  resource: z
+    .string()
+    .min(1)
+    .max(256)
+    .regex(/^[^{}]*(\{[a-zA-Z0-9_]+\}[^{}]*)*$/, "resource templates look like order:{order_id}")
+    .optional(),
+  bind: z
+    .record(
+      z.string(),
+      z.string().regex(/^context\.[a-zA-Z0-9_]+$/, "bind values look like context.field"),
+    )
+    .default({}),
+  requires_scopes: z.array(z.string()).default([]),
+  approval: Approval.optional(),
+  limits: z
+    .record(
+      z.string(),
+      z
+        .strictObject({
+          max: z.union([z.number(), z.string()]),
+          min: z.union([z.number(), z.string()]),
+          enum: z.array(z.unknown()),
+        })
+        .partial(),
+    )
+    .default({}),
+  timeout_ms: z.number().int().min(1).max(120_000).default(10_000),
+  max_attempts: z.number().int().min(1).max(20).default(DEFAULT_RETRY.maxAttempts),
+  retry: z
+    .strictObject({
+      min_delay_ms: z.number().int().min(0).default(DEFAULT_RETRY.minDelayMs),
+      initial_delay_ms: z.number().int().min(0).default(DEFAULT_RETRY.initialDelayMs),
+      max_delay_ms: z.number().int().min(0).default(DEFAULT_RETRY.maxDelayMs),
+      max_elapsed_ms: z.number().int().min(0).default(DEFAULT_RETRY.maxElapsedMs),
+    })
+    .default({
+      min_delay_ms: DEFAULT_RETRY.minDelayMs,
+      initial_delay_ms: DEFAULT_RETRY.initialDelayMs,
+      max_delay_ms: DEFAULT_RETRY.maxDelayMs,
+      max_elapsed_ms: DEFAULT_RETRY.maxElapsedMs,
+    }),
+  cost: z.number().min(0).default(1),
+  /** JSON Pointers (RFC 6901) hidden from traces, logs, the console, the inbox and exports. */
+  redact: z.array(z.string().max(512)).max(64).default([]),
+  /** Opt-in: the (redacted) arguments and result in the trace and its OTLP export (gen_ai.tool.call.*). */
+  trace: z
+    .strictObject({ arguments: z.boolean().default(false), result: z.boolean().default(false) })
+    .default({ arguments: false, result: false }),
+});
+export type Manifest = z.infer<typeof Manifest>;
+
+export type ManifestError =
+  | { code: "invalid_manifest"; detail: string }
+  | { code: "upstream_not_allowed"; detail: string }
+  | { code: "unsupported_field"; detail: string }
+  | { code: "invalid_pointer"; detail: string };
+
+/**
+ * Hosts tools may target: the deployment allow-list — `host`, `*.suffix`, either with `:port` to
+ * pin a port (without one, only the scheme's default port) — plus loopback on any port in development.
+ */
+export type HostPolicy = { allowlist: string[]; allowLoopback: boolean };
