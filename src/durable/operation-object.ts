@@ -61,7 +61,7 @@ import {
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
-import type { FrozenInput } from "../domain/turn.ts";
+import type { FrozenInput } from "../domain/turn/turn.ts";
 import { OPERATION_SCHEMA, SqlStore } from "./store.ts";
 import { collectorFor, pushSpans } from "./otlp-push.ts";
 import { askRetryBudget, budgetKeyFor, noteFirstAttempt } from "./retry-budget-client.ts";

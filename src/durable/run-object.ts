@@ -7,8 +7,8 @@
 // its operations, never its accounting alone. Memory holds bounded, derived caches only.
 import { DurableObject } from "cloudflare:workers";
 import { idempotencyKeySecret } from "../crypto.ts";
-import type { Budgets } from "../domain/budget.ts";
-import type { ProposedCall } from "../domain/gate.ts";
+import type { Budgets } from "../domain/turn/budget.ts";
+import type { ProposedCall } from "../domain/turn/gate.ts";
 import type { TraceEvent } from "../domain/operation/index.ts";
 import { otlpTrace, type OperationTrace, type OtlpTrace } from "../domain/otlp.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
@@ -36,32 +36,34 @@ import {
 } from "../domain/run-limits.ts";
 import {
   admitToGroup,
-  closeCalls,
   freezeTurn,
   gateTurn,
+  planTurn,
+  unofferedNames,
+  type TurnGroup,
+} from "../domain/turn/admit.ts";
+import { closeCalls, planClose, type Standing } from "../domain/turn/close.ts";
+import { mayExecute } from "../domain/turn/gate.ts";
+import {
+  reportedOperations,
+  settleTurn,
+  type CallObservation,
+  type TurnResult,
+} from "../domain/turn/settle.ts";
+import {
   hashTools,
-  mayExecute,
   openOperations,
   operationIds,
-  planClose,
-  planTurn,
-  reportedOperations,
   sameGateInputs,
-  settleTurn,
   submittedHashes,
   turnIdentity,
   turnReceived,
-  unofferedNames,
-  type CallObservation,
   type Denial,
   type RunState,
-  type Standing,
   type Submission,
-  type TurnGroup,
   type TurnCall,
   type TurnRecord,
-  type TurnResult,
-} from "../domain/turn.ts";
+} from "../domain/turn/turn.ts";
 import type { ModelUsage } from "../domain/pricing.ts";
 import { unverifiedTraceDetail } from "../domain/verification.ts";
 import { hostPolicy, requireVerifiedIdempotency, retentionMs, type Env } from "../env.ts";

@@ -18,10 +18,11 @@
 // (toolgate_check_status), so runs that never check pay no row per call. Columns added since the
 // first schema are added to older objects' tables on their next write (`ensureColumn`).
 import { z } from "zod";
-import type { Usage } from "../domain/budget.ts";
+import type { Usage } from "../domain/turn/budget.ts";
 import type { Envelope } from "../domain/envelope.ts";
 import type { StoredCounts } from "../domain/run-limits.ts";
-import type { RunState, TurnCall, TurnGroup, TurnRecord } from "../domain/turn.ts";
+import type { TurnGroup } from "../domain/turn/admit.ts";
+import type { RunState, TurnCall, TurnRecord } from "../domain/turn/turn.ts";
 import { LruCache } from "../lru.ts";
 import type { ToolSource } from "../tools/spec.ts";
 
