@@ -5,7 +5,7 @@ import type { OperationObject } from "./durable/operation-object.ts";
 import type { ResourceLockObject } from "./durable/resource-lock-object.ts";
 import type { RetryBudgetObject } from "./durable/retry-budget-object.ts";
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from "./domain/retry-budget.ts";
-import type { RunObject } from "./durable/run-object.ts";
+import type { RunObject } from "./durable/run/object.ts";
 import type { TenantObject } from "./durable/tenant-object.ts";
 import type { Price } from "./domain/pricing.ts";
 

@@ -2,7 +2,6 @@
 import { describe, expect, it } from "vitest";
 import type { TurnCall, TurnRecord } from "../../../src/domain/turn/turn.ts";
 import { planClose, type Standing } from "../../../src/domain/turn/close.ts";
-import { run, call } from "./fixtures.ts";
 
 describe("planClose: a run cancels only operations it created", () => {
   const sub = (op: string, hash: string): TurnCall => ({

@@ -4,7 +4,6 @@ import { describe, expect, it } from "vitest";
 import type { RunState } from "../../../src/domain/turn/turn.ts";
 import { admitToGroup, planTurn, type TurnGroup } from "../../../src/domain/turn/admit.ts";
 import type { Usage } from "../../../src/domain/turn/budget.ts";
-import { refusal } from "../../../src/domain/envelope.ts";
 import { run, usage0, call, frozen, shape } from "./fixtures.ts";
 
 describe("turn groups (calls of one model response posted separately under one turn_key)", () => {

@@ -4,7 +4,6 @@ import { describe, expect, it } from "vitest";
 import type { RunState, TurnCall } from "../../../src/domain/turn/turn.ts";
 import { planTurn } from "../../../src/domain/turn/admit.ts";
 import type { Usage } from "../../../src/domain/turn/budget.ts";
-import { refusal } from "../../../src/domain/envelope.ts";
 import { run, usage0, call, frozen, shape } from "./fixtures.ts";
 
 describe("a call a budget or a cancel would refuse, whose operation was peeked", () => {

@@ -5,7 +5,6 @@ import type { Submission, TurnCall, TurnRecord } from "../../../src/domain/turn/
 import { settleTurn, type CallObservation } from "../../../src/domain/turn/settle.ts";
 import { closeCalls } from "../../../src/domain/turn/close.ts";
 import { refusal, type Envelope } from "../../../src/domain/envelope.ts";
-import { call } from "./fixtures.ts";
 
 describe("settlement", () => {
   const submission = (operationId: string, cost = 1): Submission => ({
