@@ -89,7 +89,7 @@ export async function postTurn(
           call: { id: call.id, name: call.name },
           fixed: await checkStatus(env, store, rows, run, call, checkIndex++ < looked),
         };
-    await sources.hash(frozen.flatMap((c) => ("submit" in c ? [c.submit.source] : [])));
+    await sources.hash(dispatchedSources(frozen));
     const rowsBefore = store.rowsWritten;
     const plan = store.transaction(() => {
       const now = rows.loadFor(tenantId)!;
@@ -133,7 +133,7 @@ export async function postTurn(
           plan.group.usageHash,
           plan.group.calls,
         );
-      sources.store(dispatchedSources(record));
+      sources.store(dispatchedSources(record.calls));
       store.run(
         `INSERT INTO turns (${TURN_COLUMNS}, admitted) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
         record.id,

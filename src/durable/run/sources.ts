@@ -2,7 +2,7 @@
 // its source by hash. Content-addressed, so a decoded source is never stale: the decoded cache and
 // the source → hash map need no invalidation.
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
-import type { TurnRecord } from "../../domain/turn/turn.ts";
+import type { TurnCall } from "../../domain/turn/turn.ts";
 import { LruCache } from "../../lru.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import { decodeToolSource, type SqlStore } from "../store.ts";
@@ -72,5 +72,5 @@ export class ToolSources {
 }
 
 /** The tool sources of a turn's submitted calls. */
-export const dispatchedSources = (record: TurnRecord): ToolSource[] =>
-  record.calls.flatMap((stored) => ("submit" in stored ? [stored.submit.source] : []));
+export const dispatchedSources = (calls: readonly TurnCall[]): ToolSource[] =>
+  calls.flatMap((stored) => ("submit" in stored ? [stored.submit.source] : []));
