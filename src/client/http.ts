@@ -1,7 +1,7 @@
 // The client's one HTTP path: JSON over fetch, problem+json turned into ToolgateProblem, and a
 // bounded resend after a network error or a gateway 502/503/504. Resending is safe only because
 // every request the client sends is idempotent on the server: a turn is identified by its call
-// ids and content (src/domain/turn.ts: same ids + same content → the same turn, never a second
+// ids and content (src/domain/turn/turn.ts: same ids + same content → the same turn, never a second
 // one); createRun carries a request_id, so a resend returns the run the first send created; a
 // decision is taken once; reads change nothing. A new non-idempotent request must not use this
 // path without such a key. When toolgate stays unreachable, ToolgateUnreachable carries the only

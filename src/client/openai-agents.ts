@@ -3,7 +3,7 @@
 // on its own, so every call is posted as a native turn carrying a turn key shared by the calls of
 // one model response — (this RunContext, its model-request count) — and that response's token
 // usage: toolgate counts one model turn per key and charges the usage once (see
-// src/domain/turn.ts, TurnGroup). `needsApproval` asks toolgate (its approval rules, and a call
+// src/domain/turn/admit.ts, TurnGroup). `needsApproval` asks toolgate (its approval rules, and a call
 // already settled never asks again); `decide()` records the person's verdict in toolgate, bound to
 // the frozen input, and in the SDK's RunState. Failures reach the model as toolgate's envelope
 // through `errorFunction`, never the SDK's "Please try again".

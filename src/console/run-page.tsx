@@ -2,7 +2,7 @@
 // and the timeline of every turn and every operation's transitions and attempts, from the same
 // run trace the API serves (GET /v1/runs/{id}/trace). Needs runs:read and traces:read.
 import type { Context } from "hono";
-import type { IdempotencyWarning, RunView } from "../durable/run-object.ts";
+import type { IdempotencyWarning, RunView } from "../durable/run/contracts.ts";
 import { runStub } from "../durable/stubs.ts";
 import { RUN_ID } from "../http/request.ts";
 import type { ApiScope } from "../http/schemas.ts";

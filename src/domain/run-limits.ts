@@ -3,7 +3,7 @@
 // (409 run_turn_limit, nothing stored, nothing sent) once a run holds as much as any agent run
 // needs, so a runaway or hostile agent cannot grow a run's storage, nor the memory a cancel, a
 // trace or the retention pass needs to read it, without bound. Pure.
-import type { TurnRecord } from "./turn.ts";
+import type { TurnRecord } from "./turn/turn.ts";
 
 export const RUN_LIMITS = {
   /** Turn rows (each post of a turn key is one): one every 9 s for a run token's 24 h. */

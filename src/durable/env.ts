@@ -4,7 +4,7 @@ import type { DeploymentVars } from "../config.ts";
 import type { OperationObject } from "./operation-object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
-import type { RunObject } from "./run-object.ts";
+import type { RunObject } from "./run/object.ts";
 import type { TenantObject } from "./tenant/object.ts";
 
 export type Env = {

@@ -49,7 +49,7 @@ import type { Env } from "./env.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../tools/spec.ts";
-import type { FrozenInput } from "../domain/turn.ts";
+import type { FrozenInput } from "../domain/turn/turn.ts";
 import { OPERATION_SCHEMA } from "./store/operation-rows.ts";
 import { SqlStore } from "./store/sql-store.ts";
 import { collectorFor, pushSpans } from "./otlp-push.ts";

@@ -5,7 +5,7 @@
 // object that throws, is unreachable or is slow (SPEND_TIMEOUT_MS) grants the retry: the budget
 // only damps an outage, it must never wedge an operation.
 import { budgetKey, type RetryVerdict } from "../domain/retry-budget.ts";
-import type { FrozenInput } from "../domain/turn.ts";
+import type { FrozenInput } from "../domain/turn/turn.ts";
 import { configFor, retryBudgetConfig } from "../config.ts";
 import type { Env } from "./env.ts";
 import type { ToolSpec } from "../tools/spec.ts";

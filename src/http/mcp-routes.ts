@@ -19,7 +19,7 @@ import {
 import { Hono, type Context } from "hono";
 import { ulid } from "ulid";
 import { mcpRequestKey } from "../domain/mcp-call.ts";
-import type { RunError } from "../durable/run-object.ts";
+import type { RunError } from "../durable/run/contracts.ts";
 import type { Result } from "../domain/result.ts";
 import { exportTools } from "../providers/index.ts";
 import { callResult } from "../providers/mcp-tools.ts";

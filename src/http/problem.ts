@@ -2,7 +2,7 @@
 // exhaustive with no default: a new Durable Object error arm cannot compile without an API error,
 // and a new API error cannot compile without its status.
 import type { OperationError } from "../durable/operation-object.ts";
-import type { RunError } from "../durable/run-object.ts";
+import type { RunError } from "../durable/run/contracts.ts";
 import type { TenantError } from "../durable/tenant/object.ts";
 import type { ConfigError } from "../config.ts";
 import type { ManifestError } from "../tools/manifest/schema.ts";

@@ -7,7 +7,7 @@ import { modelCost } from "../domain/pricing.ts";
 import { modelPrices } from "../config.ts";
 import { adapters, exportTools } from "../providers/index.ts";
 import { ToolsFormat, TurnFormat } from "../providers/types.ts";
-import type { RunView, TurnReply } from "../durable/run-object.ts";
+import type { RunView, TurnReply } from "../durable/run/contracts.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import {
   principalName,

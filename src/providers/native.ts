@@ -3,7 +3,7 @@
 // model call or step (`{ content: [...parts], usage?, modelId? | response.modelId? }`) or its parts
 // array, where each `tool-call` part (toolCallId, toolName, input) not executed by the provider is
 // a call. `turn_key` groups calls of one model response posted separately (one model turn, usage
-// charged once; see run-object.ts). Out: the envelopes in call order. Tools export as
+// charged once; see durable/run/admit.ts). Out: the envelopes in call order. Tools export as
 // provider-neutral `{ name, description, input_schema }`. NativeTurnBody is the OpenAPI body.
 import { z } from "zod";
 import type { Envelope } from "../domain/envelope.ts";

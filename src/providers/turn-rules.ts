@@ -4,7 +4,7 @@
 // budget back), and one-line parse errors that name the offending path.
 import { z } from "zod";
 import type { Envelope } from "../domain/envelope.ts";
-import type { ProposedCall } from "../domain/gate.ts";
+import type { ProposedCall } from "../domain/turn/gate.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
   MAX_ARGUMENT_BYTES,

@@ -4,7 +4,7 @@
 // and never see Durable Objects or HTTP.
 import { z } from "zod";
 import type { Envelope } from "../domain/envelope.ts";
-import type { ProposedCall } from "../domain/gate.ts";
+import type { ProposedCall } from "../domain/turn/gate.ts";
 import type { Risk } from "../domain/identity.ts";
 import type { ModelUsage } from "../domain/pricing.ts";
 import type { Result } from "../domain/result.ts";

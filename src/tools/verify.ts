@@ -6,9 +6,9 @@
 import { z } from "zod";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import { needsApproval } from "../domain/operation/index.ts";
-import { admitCall } from "../domain/gate.ts";
+import { admitCall } from "../domain/turn/gate.ts";
 import type { FrozenInput } from "../domain/identity.ts";
-import { checkLimits } from "../domain/policy.ts";
+import { checkLimits } from "../domain/turn/policy.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import {
   changeOneArgument,

@@ -1,8 +1,8 @@
 // The gate, declarative limits, scopes, budgets and pricing: pure tables.
 import { describe, expect, it } from "vitest";
-import { admitTurn, reserveCall } from "../../src/domain/budget.ts";
-import { admitCall } from "../../src/domain/gate.ts";
-import { checkLimits, checkScopes } from "../../src/domain/policy.ts";
+import { admitTurn, reserveCall } from "../../src/domain/turn/budget.ts";
+import { admitCall } from "../../src/domain/turn/gate.ts";
+import { checkLimits, checkScopes } from "../../src/domain/turn/policy.ts";
 import { modelCost } from "../../src/domain/pricing.ts";
 import { compileManifest } from "../../src/tools/manifest/compile.ts";
 import type { Limit } from "../../src/tools/spec.ts";

@@ -9,7 +9,7 @@ import {
   RUN_LIMITS,
   stoppedTurn,
 } from "../../src/domain/run-limits.ts";
-import type { TurnCall, TurnRecord } from "../../src/domain/turn.ts";
+import type { TurnCall, TurnRecord } from "../../src/domain/turn/turn.ts";
 
 const fixed = (envelope: Envelope): TurnCall => ({ call: { id: "c", name: "t" }, fixed: envelope });
 const submitted: TurnCall = {

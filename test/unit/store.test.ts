@@ -2,7 +2,7 @@
 // canonical text), and a row that does not decode is refused loudly, never guessed at.
 import { describe, expect, it } from "vitest";
 import { refusal } from "../../src/domain/envelope.ts";
-import type { RunState, TurnCall } from "../../src/domain/turn.ts";
+import type { RunState, TurnCall } from "../../src/domain/turn/turn.ts";
 import {
   decodeRun,
   decodeTurn,

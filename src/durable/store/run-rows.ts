@@ -4,10 +4,11 @@
 // and `turn_ops` (operation → the first turn holding it), built only when a run first needs it
 // (toolgate_check_status), so runs that never check pay no row per call.
 import { z } from "zod";
-import type { Usage } from "../../domain/budget.ts";
+import type { Usage } from "../../domain/turn/budget.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import type { StoredCounts } from "../../domain/run-limits.ts";
-import type { RunState, TurnCall, TurnGroup, TurnRecord } from "../../domain/turn.ts";
+import type { RunState, TurnCall, TurnRecord } from "../../domain/turn/turn.ts";
+import type { TurnGroup } from "../../domain/turn/admit.ts";
 import { LruCache } from "../../lru.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import { decodeWith, deepFreeze, parseJson } from "./codec.ts";

@@ -1,7 +1,7 @@
 // Run budgets: whichever of max_turns, max_tool_calls, max_duration_ms or max_cost runs out first
 // stops the run. The RunObject derives usage from its turn rows and calls these checks inside one
 // synchronous block, so concurrent turns cannot both take the last unit.
-import { err, ok, type Result } from "./result.ts";
+import { err, ok, type Result } from "../result.ts";
 export type Budgets = {
   max_turns?: number;
   max_tool_calls?: number;

@@ -3,11 +3,15 @@
 // context and never from the model; arguments must be exactly what the exported schema describes
 // (one schema: a strict-mode null for an optional field reads as absent, an undeclared field is
 // refused by name) and satisfy the declarative limits and the tool's URL rules.
-// Pure: plain data in, admitted input or a refusal out.
-import type { ToolSpec } from "../tools/spec.ts";
-import { normalizeArguments } from "./json-schema.ts";
+// Pure: plain data in, admitted input or a refusal out. `mayExecute` asks the same checks again
+// before each retry, plus the run-level stops (cancelled, deadline).
+import type { ToolSpec } from "../../tools/spec.ts";
+import { normalizeArguments } from "../json-schema.ts";
+import { pastDeadline } from "./budget.ts";
+import { RUN_TEXT } from "../envelope.ts";
 import { checkLimits, checkScopes } from "./policy.ts";
-import { err, ok, type Result } from "./result.ts";
+import { err, ok, type Result } from "../result.ts";
+import type { Denial, RunState } from "./turn.ts";
 
 export type ProposedCall = { id: string; name: string; arguments: unknown };
 export type GateRefusal = {
@@ -91,4 +95,36 @@ export function admitCall(
   const limits = checkLimits(spec.limits, admitted, context);
   if (!limits.ok) return limits;
   return ok({ spec, input: admitted });
+}
+
+/**
+ * Asked by an operation before each retry or resend. The same checks as the gate (`admitCall`):
+ * the tool must still be offered and the user must hold its scopes (`checkScopes`, one function
+ * for both); plus the run-level stops (cancelled, deadline).
+ */
+export function mayExecute(
+  run: RunState | null,
+  offered: ReadonlyMap<string, ToolSpec>,
+  tool: string,
+  nowMs: number,
+): Result<true, Denial> {
+  if (!run || run.cancelledAtMs !== null)
+    return err({ status: "cancelled", code: "cancelled", message: RUN_TEXT.cancelledBeforeRetry });
+  if (pastDeadline(run.budgets, run.createdAtMs, nowMs))
+    return err({
+      status: "budget_exhausted",
+      code: "deadline",
+      message: RUN_TEXT.deadlineBeforeRetry,
+    });
+  const spec = offered.get(tool);
+  if (!spec)
+    return err({
+      status: "rejected",
+      code: "tool_not_allowed",
+      message: RUN_TEXT.withdrawnBeforeRetry(tool),
+    });
+  const scopes = checkScopes(spec.name, spec.requiresScopes, run.user.scopes);
+  return scopes.ok
+    ? ok(true)
+    : err({ status: "rejected", code: scopes.error.code, message: scopes.error.message });
 }

@@ -2,8 +2,8 @@
 // (numbers may reference the run's context, e.g. "context.refund_limit"). Limits fail closed: a
 // limit whose reference is missing from the context denies, and so does a limited field the call
 // leaves out (as approval rules ask). Pure functions over plain data.
-import type { Limit } from "../tools/spec.ts";
-import { err, ok, type Result } from "./result.ts";
+import type { Limit } from "../../tools/spec.ts";
+import { err, ok, type Result } from "../result.ts";
 
 export type PolicyRefusal = { code: "forbidden" | "policy_denied"; message: string };
 

@@ -1,0 +1,62 @@
+// What the RunObject answers over RPC (routes, the console and other objects call it through
+// stubs): the run as the API shows it, a turn's reply, and the closed set of run errors. Types only,
+// plus `notFound`; the one error → HTTP map is src/http/problem.ts.
+import type { Envelope } from "../../domain/envelope.ts";
+import { err, type Result } from "../../domain/result.ts";
+import type { Budgets } from "../../domain/turn/budget.ts";
+import type { TurnResult } from "../../domain/turn/settle.ts";
+import type { RunState } from "../../domain/turn/turn.ts";
+
+export type RunInit = Omit<RunState, "toolsHash" | "createdAtMs" | "cancelledAtMs">;
+export type RunView = {
+  run_id: string;
+  status: "active" | "cancelled";
+  user: RunState["user"];
+  tools: string[];
+  context: Record<string, unknown>;
+  budgets: Budgets;
+  usage: { turns: number; tool_calls: number; cost: number };
+  created_at: string;
+  expires_at: string;
+};
+/** `results`: each call's envelope paired with the call, in call order. `pruned`: calls whose operation retention removed (`settled_as`: how it had settled). */
+export type TurnReply = {
+  turn_id: string;
+  status: "settled" | "pending";
+  results: TurnResult[];
+  pruned: Array<{ call_id: string; operation_id: string; pruned_at: string; settled_as: string }>;
+  rowsWritten: number;
+};
+export type IdempotencyWarning = {
+  tool: string;
+  code: "idempotency_unverified";
+  status: "failed" | "unverified";
+  /** TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY is on: the tool runs without automatic resends. */
+  enforced: boolean;
+  detail: string;
+};
+export type RunError =
+  | { code: "not_found"; detail: string }
+  | { code: "invalid_request"; detail: string }
+  | { code: "turn_conflict"; detail: string }
+  /** POST /v1/runs: this request_id already created a run from another body. */
+  | { code: "request_id_conflict"; detail: string }
+  | { code: "unknown_tool"; detail: string }
+  /** The run stores no more turns (domain/run-limits.ts): nothing stored, nothing sent. */
+  | { code: "run_turn_limit"; detail: string }
+  /** TOOLGATE_SIGNING_KEY is unset: no upstream idempotency key can be derived. */
+  | { code: "misconfigured"; detail: string }
+  /** Expired, every operation pruned, then its own rows (retention): it answers 410 from then on. */
+  | { code: "run_pruned"; run_id: string; pruned_at_ms: number };
+/** One MCP tools/call: `requestKey` names it for cancellation, `nonce` names a read (domain/mcp-call.ts). */
+export type McpCall = {
+  requestKey: string;
+  name: string;
+  arguments: Record<string, unknown>;
+  nonce: string;
+};
+/** `checkStatus`: the run offers toolgate_check_status (the result text may point at it). */
+export type McpCallReply = { envelope: Envelope; checkStatus: boolean };
+
+export const notFound = (what: string): Result<never, RunError> =>
+  err({ code: "not_found", detail: `no such ${what}` });

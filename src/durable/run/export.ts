@@ -1,0 +1,46 @@
+// What the run exports to the model beside its tools: the definitions as plain data (plus
+// toolgate_check_status with any write), and a warning for each offered tool whose idempotency key
+// no verification vouches for (the definitions themselves stay provider-valid).
+import { CHECK_STATUS_DEFINITION, offersCheckStatus } from "../../domain/check-status.ts";
+import type { RunState } from "../../domain/turn/turn.ts";
+import { unverifiedTraceDetail } from "../../domain/verification.ts";
+import { requireVerifiedIdempotency } from "../../config.ts";
+import type { Env } from "../env.ts";
+import type { ToolDefinition, ToolSpec } from "../../tools/spec.ts";
+import { verificationStatuses } from "../tenant/registry.ts";
+import type { IdempotencyWarning } from "./contracts.ts";
+
+/** The offered tools as plain data, for exporting definitions to the model (plus toolgate_check_status with any write). */
+export function toolDefinitions(offered: readonly ToolSpec[]): ToolDefinition[] {
+  const definitions = offered.map((spec) => ({
+    name: spec.name,
+    description: spec.description,
+    inputJsonSchema: spec.inputJsonSchema,
+    bound: Object.keys(spec.bind),
+    risk: spec.risk,
+    builtIn: false,
+  }));
+  return offersCheckStatus(offered) ? [...definitions, CHECK_STATUS_DEFINITION] : definitions;
+}
+
+/**
+ * Offered tools whose idempotency key no verification vouches for (for the settings this run
+ * snapshotted): the export flags them next to the definitions, which stay provider-valid.
+ */
+export async function idempotencyWarnings(
+  env: Env,
+  tenantId: string,
+  run: RunState,
+): Promise<IdempotencyWarning[]> {
+  const statuses = await verificationStatuses(env, tenantId, Object.entries(run.tools));
+  const enforced = requireVerifiedIdempotency(env);
+  return Object.entries(statuses)
+    .filter((entry): entry is [string, "failed" | "unverified"] => entry[1] !== "verified")
+    .map(([tool, status]) => ({
+      tool,
+      code: "idempotency_unverified" as const,
+      status,
+      enforced,
+      detail: unverifiedTraceDetail({ status, enforced }),
+    }));
+}

@@ -1,0 +1,60 @@
+// Retention for the run itself (issue 10: "in each object"): once the run's token has been expired
+// for the retention period and every one of its operations is gone, its rows go and one row stays
+// (id, tenant, when: every route then answers 410 run_pruned). Alarms are at-least-once: each
+// pass re-reads everything and either prunes in one transaction or sets the next alarm.
+import { operationIds } from "../../domain/turn/turn.ts";
+import { retentionMs } from "../../config.ts";
+import { operationStub } from "../stubs.ts";
+import type { RunParts } from "./parts.ts";
+
+/** A run still holding an operation asks again a day later. */
+const RUN_PRUNE_RECHECK_MS = 24 * 60 * 60_000;
+
+/**
+ * Its turns keep every call's frozen arguments, so they go too — but only once the run's token
+ * has been expired for the retention period and every one of its operations is gone: an operation
+ * still held (outcome unknown, awaiting approval, recorded but not yet pruned) may still ask this
+ * run `authorize`. Asked in order, stopping at the first that is still there; then rechecked
+ * daily. A turn that arrived meanwhile (a tenant key may still post) defers it. True when pruned
+ * now (the object then drops its caches).
+ */
+export async function pruneRun(
+  parts: RunParts,
+  storage: DurableObjectStorage,
+  nowMs: number,
+): Promise<boolean> {
+  const { env, store, rows } = parts;
+  const run = rows.load();
+  if (!run) return false;
+  const dueAtMs = run.expiresAtMs + retentionMs(env);
+  if (nowMs < dueAtMs) {
+    await storage.setAlarm(dueAtMs);
+    return false;
+  }
+  const turns = rows.turns();
+  for (const id of new Set(turns.flatMap(operationIds))) {
+    const view = await operationStub(env, id)
+      .get(run.tenantId, 0)
+      .catch(() => null);
+    const gone = view !== null && !view.ok && view.error.code !== "invalid_tool";
+    if (!gone) {
+      await storage.setAlarm(nowMs + RUN_PRUNE_RECHECK_MS);
+      return false;
+    }
+  }
+  const pruned = store.transaction(() => {
+    if (rows.turns().length !== turns.length) return false;
+    store.ensureTable("run_pruned");
+    store.run(
+      "INSERT OR REPLACE INTO run_pruned (k, run_id, tenant_id, pruned_at_ms) VALUES (1, ?, ?, ?)",
+      run.runId,
+      run.tenantId,
+      nowMs,
+    );
+    for (const table of ["turns", "turn_groups", "turn_ops", "tool_sources", "usage", "run"])
+      if (store.exists(table)) store.run(`DELETE FROM ${table}`);
+    return true;
+  });
+  if (!pruned) await storage.setAlarm(nowMs + 60_000);
+  return pruned;
+}
