@@ -1,7 +1,7 @@
 // Bindings and configuration of one deployment (wrangler.toml + `wrangler secret put`).
 import { z } from "zod";
 import { err, ok, type Result } from "./domain/result.ts";
-import type { OperationObject } from "./durable/operation-object.ts";
+import type { OperationObject } from "./durable/operation/object.ts";
 import type { ResourceLockObject } from "./durable/resource-lock-object.ts";
 import type { RetryBudgetObject } from "./durable/retry-budget-object.ts";
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from "./domain/retry-budget.ts";

@@ -69,7 +69,7 @@ import { LruCache } from "../lru.ts";
 import { MAX_CALLS_PER_TURN } from "../providers/types.ts";
 import { resolveTool } from "../tools/catalog.ts";
 import type { ToolDefinition, ToolSource, ToolSpec } from "../tools/spec.ts";
-import type { OperationReply } from "./operation-object.ts";
+import type { OperationReply } from "./operation/contracts.ts";
 import {
   decodeRun,
   decodeStoredCounts,
