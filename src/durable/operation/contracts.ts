@@ -111,12 +111,8 @@ export type OperationPeek = {
   input_hash: string;
   envelope: Envelope;
 };
-export type Verdict = {
-  outcome: "succeeded" | "failed" | "resend";
-  result: unknown;
-  reason: string;
-  by: string;
-};
+/** A person's verdict on an outcome_unknown (the `resolve` event without its type). */
+export type Verdict = Omit<Extract<OperationEvent, { type: "resolve" }>, "type">;
 
 /** The call as frozen at validation (row 1 of the log); it never changes afterwards. */
 export type FrozenRow = {

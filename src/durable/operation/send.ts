@@ -8,7 +8,7 @@ import { err } from "../../domain/result.ts";
 import { configFor, type Env } from "../../env.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../../tools/http-tool.ts";
 import { budgetKeyFor, noteFirstAttempt } from "../retry-budget-client.ts";
-import type { Secrets } from "./contracts.ts";
+import type { Loaded, Secrets } from "./contracts.ts";
 import { ask, secretsFor, type Asked } from "./gather.ts";
 import { fencingToken } from "./lease-client.ts";
 import type { OperationLog } from "./log.ts";
@@ -104,9 +104,7 @@ export class Sender {
           : !secrets!.ok
             ? { kind: "config_error", detail: secrets!.error }
             : await sendAttempt(loaded.value.spec, loaded.value.input, {
-                idempotencyKey: loaded.value.plan.idempotencyKey,
-                secrets: secrets!.value,
-                config: configFor(this.env, loaded.value.spec.configNames),
+                ...this.carried(loaded.value, secrets!.value),
                 signal: abort.signal,
                 fencingToken: fencingToken(this.log),
               });
@@ -147,11 +145,11 @@ export class Sender {
         ? { kind: "inconclusive", detail: loaded.error }
         : !secrets!.ok
           ? { kind: "inconclusive", detail: secrets!.error }
-          : await sendLookup(loaded.value.spec, loaded.value.input, {
-              idempotencyKey: loaded.value.plan.idempotencyKey,
-              secrets: secrets!.value,
-              config: configFor(this.env, loaded.value.spec.configNames),
-            });
+          : await sendLookup(
+              loaded.value.spec,
+              loaded.value.input,
+              this.carried(loaded.value, secrets!.value),
+            );
     } catch (error) {
       observation = {
         kind: "inconclusive",
@@ -163,22 +161,27 @@ export class Sender {
 
   private async runPreview(): Promise<void> {
     const loaded = this.log.loadFixed();
-    const head = this.log.head()!;
+    const tenantId = this.log.head()!.frozen.tenant_id;
     let preview: Preview = { status: null, body: null, detail: loaded.ok ? null : loaded.error };
     if (loaded.ok) {
       const { spec, input } = loaded.value;
-      const asked = await ask(() => secretsFor(this.env, head.frozen.tenant_id, spec));
+      const asked = await ask(() => secretsFor(this.env, tenantId, spec));
       const secrets: Secrets = asked.answered
         ? asked.value
         : err("toolgate could not read the tenant's secrets for the preview");
       preview = secrets.ok
-        ? await sendPreview(spec, input, {
-            idempotencyKey: head.frozen.plan.idempotencyKey,
-            secrets: secrets.value,
-            config: configFor(this.env, spec.configNames),
-          })
+        ? await sendPreview(spec, input, this.carried(loaded.value, secrets.value))
         : { status: null, body: null, detail: secrets.error };
     }
     this.apply({ type: "preview_finished", preview });
+  }
+
+  /** What every request to the tool carries: the operation's key, the tenant's secrets, the deployment's config. */
+  private carried(loaded: Loaded, secrets: Record<string, string>) {
+    return {
+      idempotencyKey: loaded.plan.idempotencyKey,
+      secrets,
+      config: configFor(this.env, loaded.spec.configNames),
+    };
   }
 }
