@@ -2,7 +2,7 @@
 // when, when it expires, the arguments read from the operation itself (the inbox copy is redacted
 // like the trace; fields the tool hides are named) and the preview — then the decide forms, unless
 // it has expired, and the input hash and tool version the forms are bound to.
-import type { ApprovalInput } from "../durable/operation-object.ts";
+import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import type { Item } from "./approval-decision.ts";
 import { DecideForms } from "./approval-forms.tsx";
 import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";

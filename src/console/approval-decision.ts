@@ -2,7 +2,7 @@
 // inbox address and the reason limit the forms and the handler share, and decisionFlash, which puts
 // the operation's answer into words for the inbox flash. The operation's answer is authoritative:
 // the request may already have been decided, have expired or been cancelled. Pure.
-import type { OperationError, OperationView } from "../durable/operation-object.ts";
+import type { OperationError, OperationView } from "../durable/operation/contracts.ts";
 import type { ApprovalPage } from "../durable/tenant/inbox.ts";
 import { toApiError } from "../http/problem.ts";
 import type { Result } from "../domain/result.ts";

@@ -6,7 +6,7 @@
 // arguments or another tool version (the operation refuses a mismatch). The approver is the
 // signed-in key's name; four eyes is the operation's check. Needs approvals:decide, for GET and POST.
 import type { Context } from "hono";
-import type { ApprovalInput } from "../durable/operation-object.ts";
+import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";
 import type { ApprovalPage } from "../durable/tenant/inbox.ts";
 import { toApiError } from "../http/problem.ts";

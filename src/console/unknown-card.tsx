@@ -2,7 +2,7 @@
 // waited, operation, idempotency key, whether sending it again is safe), its attempts and what the
 // upstream said, and the verdict form. `form` is set only on the card whose form did not parse.
 import type { TraceEvent } from "../domain/operation/index.ts";
-import type { OperationView } from "../durable/operation-object.ts";
+import type { OperationView } from "../durable/operation/contracts.ts";
 import { Attempts } from "./attempts.tsx";
 import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
 import { ago } from "./format.ts";

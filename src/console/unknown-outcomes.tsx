@@ -4,7 +4,7 @@
 // POST. A form that does not parse is shown again with its values and the error (400); a verdict
 // taken redirects with a flash (303).
 import type { Context } from "hono";
-import type { OperationView } from "../durable/operation-object.ts";
+import type { OperationView } from "../durable/operation/contracts.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";
 import { toApiError } from "../http/problem.ts";
 import { OPERATION_ID } from "../http/request.ts";

@@ -1,7 +1,7 @@
 // The Worker's bindings: the Durable Object namespaces (named by their classes) and the plain
 // variables of config.ts. Type-only: the objects read their settings through config.ts's readers.
 import type { DeploymentVars } from "../config.ts";
-import type { OperationObject } from "./operation-object.ts";
+import type { OperationObject } from "./operation/object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
 import type { RunObject } from "./run/object.ts";

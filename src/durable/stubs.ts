@@ -2,7 +2,7 @@
 // branch holding `unknown` (our envelopes carry untrusted tool output typed as unknown); the
 // values cross the stub as structured clones, so the declared method types are the honest ones.
 import type { Env } from "./env.ts";
-import type { OperationObject } from "./operation-object.ts";
+import type { OperationObject } from "./operation/object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
 import type { RunObject } from "./run/object.ts";

@@ -1,7 +1,7 @@
 // The one place errors become HTTP: RFC 9457 problem+json with a stable `code`. Both switches are
 // exhaustive with no default: a new Durable Object error arm cannot compile without an API error,
 // and a new API error cannot compile without its status.
-import type { OperationError } from "../durable/operation-object.ts";
+import type { OperationError } from "../durable/operation/contracts.ts";
 import type { RunError } from "../durable/run/contracts.ts";
 import type { TenantError } from "../durable/tenant/object.ts";
 import type { ConfigError } from "../config.ts";

@@ -7,7 +7,7 @@ import { env, exports } from "cloudflare:workers";
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { canonicalJson, sha256Hex } from "../../src/domain/canonical-json.ts";
-import { MAX_REPORTED_EVENTS } from "../../src/durable/operation-object.ts";
+import { MAX_REPORTED_EVENTS } from "../../src/durable/operation/trace.ts";
 import {
   api,
   fireAlarm,

@@ -1,5 +1,5 @@
-// RunObject: one per run. A thin shell around domain/turn/, as operation-object.ts is around
-// domain/operation/: load rows (typed codecs in store.ts) → pure decision → one transactionSync →
+// RunObject: one per run. A thin shell around domain/turn/, as operation/object.ts is around
+// domain/operation/: load rows (typed codecs in store/run-rows.ts) → pure decision → one transactionSync →
 // effects. A turn's row and its usage are committed *before* any of its operations is sent: the
 // RPCs are issued after the transaction with no await in between, so the output gate holds them
 // until the commit is confirmed (Cloudflare, "Durable Objects: Easy, Fast, Correct — Choose

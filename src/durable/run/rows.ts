@@ -1,4 +1,4 @@
-// The run's rows read through their codecs (store.ts): the run, its usage, turn groups and turns,
+// The run's rows read through their codecs (store/run-rows.ts): the run, its usage, turn groups and turns,
 // and why a tenant finds no run here (never created, or pruned: 410). Reads only; every write
 // stays in the caller's one transaction.
 import { redactContext } from "../../domain/redact.ts";

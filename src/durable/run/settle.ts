@@ -7,7 +7,7 @@ import type { Env } from "../env.ts";
 import { LruCache } from "../../lru.ts";
 import { reportedOperations, settleTurn, type CallObservation } from "../../domain/turn/settle.ts";
 import type { RunState, Submission, TurnCall, TurnRecord } from "../../domain/turn/turn.ts";
-import type { OperationReply } from "../operation-object.ts";
+import type { OperationReply } from "../operation/contracts.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { operationStub } from "../stubs.ts";
 import type { TurnReply } from "./contracts.ts";

@@ -1,0 +1,72 @@
+// A new operation's plan, frozen with the call: how it may be repeated (after the tool's
+// idempotency verification), its retry and timeout, its approval (bound to the exact tool source,
+// whose hash is the policy version) and its resource. Pure: the shell gathers the verification
+// status, the policy version and the clock. Also the refusal of a changed input under the same id.
+import type { ToolSpec } from "../../tools/spec.ts";
+import { refusal, type Envelope } from "../envelope.ts";
+import type { FrozenInput } from "../turn/turn.ts";
+import { idempotencyTrust, type VerificationStatus } from "../verification.ts";
+import type { OperationPlan } from "./state.ts";
+
+export type PlanCall = {
+  operationId: string;
+  idempotencyKey: string;
+  input: FrozenInput;
+  /** The run's end user: who asked, for the approvals inbox and four eyes. */
+  userId: string;
+};
+
+/**
+ * `policyVersion`: null when the call needs no approval. `verified`: the tool's idempotency
+ * verification (null: none); `requireVerified`: a key not verified is then never resent.
+ */
+export function planOperation(
+  spec: ToolSpec,
+  call: PlanCall,
+  policyVersion: string | null,
+  verified: VerificationStatus | null,
+  requireVerified: boolean,
+  nowMs: number,
+): OperationPlan {
+  const rule = spec.approval;
+  // Frozen with the plan: a tool whose key is not verified is flagged, or (policy on) never resent.
+  const trust = idempotencyTrust(
+    spec.risk,
+    spec.idempotency.mode,
+    spec.buildReconcile !== null,
+    verified,
+    requireVerified,
+  );
+  return {
+    operationId: call.operationId,
+    idempotencyKey: call.idempotencyKey,
+    safety: trust.safety,
+    retry: spec.retry,
+    timeoutMs: spec.timeoutMs,
+    hasLookup: trust.hasLookup,
+    ...(trust.unverified ? { unverified: trust.unverified } : {}),
+    settleMs: spec.reconcileSettleMs,
+    approval:
+      policyVersion === null
+        ? null
+        : {
+            inputHash: call.input.hash,
+            policyVersion,
+            requestedBy: call.userId,
+            fourEyes: rule.fourEyes,
+            expiresAtMs: nowMs + rule.expiresInMs,
+            preview: spec.buildPreview !== null,
+          },
+    resource: spec.risk === "read" ? null : spec.resourceKey(call.input.value),
+  };
+}
+
+/** Same logical operation, different frozen input: a changed amount or recipient is a new decision. */
+export function idempotencyConflict(operationId: string): Envelope {
+  return refusal(
+    "rejected",
+    operationId,
+    "idempotency_conflict",
+    "This operation was already requested with different arguments; toolgate will not change it. Do not retry; tell the user what was already done.",
+  );
+}

@@ -1,0 +1,61 @@
+// What one transition writes inside its transaction, and what follows its commit. Inside: the log
+// row (state + events annotated, redacted and hash-chained onto the log), the lease's fencing token
+// with the grant, and an outbox row for everything the tenant plane must learn (a crash after the
+// commit delays its delivery, never loses it). After: log lines and the OTLP push, never a throw.
+import type {
+  OperationEvent,
+  OperationState,
+  Step,
+  TraceEvent,
+} from "../../domain/operation/index.ts";
+import type { Env } from "../env.ts";
+import type { FrozenRow, Head } from "./contracts.ts";
+import { recordLease } from "./lease-client.ts";
+import type { OperationLog } from "./log.ts";
+import { outboxRow, writeOutbox } from "./outbox.ts";
+import { logEvents, pushRecorded, traceOf } from "./trace.ts";
+
+/** Called inside the transaction, for a step that changed the state; `frozen` only for row 1. */
+export function writeStep(
+  log: OperationLog,
+  head: Head | null,
+  frozen: FrozenRow | null,
+  event: OperationEvent,
+  step: Step,
+  nowMs: number,
+): { appended: TraceEvent[]; outboxed: boolean } {
+  const row = (head?.frozen ?? frozen)!;
+  const appended = traceOf(log, head, row, step, nowMs);
+  const seq = (head?.seq ?? 0) + 1;
+  log.append(seq, nowMs, step.state, appended, head ? null : frozen);
+  // The lease's fencing token, durable with the transition that starts the first attempt under it.
+  if (event.type === "lock_granted") recordLease(log.store, row.plan.resource, event.fencingToken);
+  // What the tenant plane must learn, in this same transaction: a crash after the commit
+  // delays its delivery, never loses it (and nothing is told about a transition that did not commit).
+  let outboxed = false;
+  for (const effect of step.effects) {
+    const outbox = outboxRow(log, effect, event, step.state, nowMs);
+    if (!outbox) continue;
+    writeOutbox(log.store, seq, outbox, nowMs);
+    outboxed = true;
+  }
+  return { appended, outboxed };
+}
+
+/** After the commit: nothing here may throw (the effects after it — lock release, outbox, alarms — must run). */
+export function afterCommit(
+  env: Env,
+  log: OperationLog,
+  appended: readonly TraceEvent[],
+  entered: OperationState["phase"] | null,
+  waitUntil: (promise: Promise<unknown>) => void,
+): void {
+  try {
+    if (appended.length > 0) logEvents(appended, log.head()!.frozen);
+    // Recorded: the spans are complete. Pushed in the background; a collector that is down or slow
+    // changes nothing here (the push has its own timeout and its failure is only logged).
+    if (entered === "recorded") pushRecorded(env, log, waitUntil);
+  } catch (error) {
+    console.error("trace log or export failed after a commit", String(error));
+  }
+}

@@ -1,0 +1,147 @@
+// The OperationObject's contract: the RPC requests, replies and errors other objects and the edge
+// see, and the shapes its modules pass each other (the frozen row, the head, the loaded tool). The
+// frozen row is row 1 of the log and never changes; the head is the newest row with it.
+import type { RepeatSafety } from "../../domain/classify.ts";
+import type { Envelope } from "../../domain/envelope.ts";
+import type {
+  OperationEvent,
+  OperationPlan,
+  OperationState,
+  TransitionError,
+} from "../../domain/operation/index.ts";
+import type { Result } from "../../domain/result.ts";
+import type { FrozenInput } from "../../domain/turn/turn.ts";
+import type { Env } from "../env.ts";
+import type { Preview } from "../../tools/http-tool.ts";
+import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
+import type { Alarms } from "./alarm.ts";
+import type { OperationLog } from "./log.ts";
+
+export type SubmitRequest = {
+  tenantId: string;
+  runId: string;
+  callId: string;
+  source: ToolSource;
+  /** The call's input as frozen by the run: value, canonical JSON text and its hash, as one value. */
+  input: FrozenInput;
+  operationId: string;
+  idempotencyKey: string;
+  /** The run's end user: who asked, for the approvals inbox and four eyes. */
+  userId: string;
+  waitMs: number;
+};
+/**
+ * `executedBy`: the call that created the operation (a replay from another call did not execute it).
+ * `terminal`: recorded, so this envelope will never change and callers may keep it.
+ */
+export type OperationReply = {
+  envelope: Envelope;
+  settled: boolean;
+  terminal: boolean;
+  inputHash: string;
+  executedBy: string;
+  rowsWritten: number;
+  /** When it was recorded (null: not yet): a cached copy is good only until retention prunes it. */
+  recordedAtMs: number | null;
+};
+export type OperationView = {
+  operation_id: string;
+  tool: string;
+  run_id: string;
+  call_id: string;
+  phase: OperationState["phase"];
+  input_hash: string;
+  idempotency_key: string;
+  /** How the tool can be repeated: only `keyed` may be resent after an unknown outcome (the console's resolve form). */
+  repeat_safety: RepeatSafety;
+  created_at: string;
+  result: Envelope;
+  /** The result arrived after the operation was cancelled; it was not reported to the closed turn. */
+  late: boolean;
+  /** Present when the call needed a person's decision. */
+  approval: ApprovalView | null;
+};
+export type ApprovalView = {
+  state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
+  requested_by: string;
+  requested_at: string;
+  expires_at: string;
+  input_hash: string;
+  policy_version: string;
+  four_eyes: boolean;
+  /** The tool's preview answer, when it has one (null while it runs or when it has none). */
+  preview: Preview | null;
+  decided_by: string | null;
+  decided_at: string | null;
+  reason: string | null;
+};
+/**
+ * What a person deciding an approval sees: the frozen arguments and target as they will be sent,
+ * hidden fields included, and which fields (`hidden`, the tool's `redact` pointers present in
+ * them) every other copy — trace, inbox, logs, exports — shows as "[redacted]".
+ */
+export type ApprovalInput = {
+  arguments: Record<string, unknown>;
+  target: string;
+  hidden: string[];
+  input_hash: string;
+  policy_version: string;
+};
+export type OperationError =
+  | { code: "not_found" }
+  | TransitionError
+  | { code: "invalid_tool"; detail: string }
+  /**
+   * Settled (as `status`, the recorded outcome's) and pruned after the retention period: it will
+   * not run again (HTTP 410). `input_hash`: what it was, so an identical request can be told apart.
+   */
+  | {
+      code: "pruned";
+      operation_id: string;
+      pruned_at_ms: number;
+      status: string;
+      input_hash: string;
+    }
+  /** The run could not be asked before a send; nothing was decided or sent (HTTP 503, try again). */
+  | { code: "unavailable"; detail: string };
+/** What `peek` saw: the operation as it stands, never created or changed by asking. */
+export type OperationPeek = {
+  phase: OperationState["phase"];
+  run_id: string;
+  input_hash: string;
+  envelope: Envelope;
+};
+/** A person's verdict on an outcome_unknown (the `resolve` event without its type). */
+export type Verdict = Omit<Extract<OperationEvent, { type: "resolve" }>, "type">;
+
+/** The call as frozen at validation (row 1 of the log); it never changes afterwards. */
+export type FrozenRow = {
+  id: string;
+  tenant_id: string;
+  run_id: string;
+  call_id: string;
+  source: ToolSource;
+  input: string;
+  input_hash: string;
+  plan: OperationPlan;
+  created_at: number;
+  /** The tool's risk, redaction pointers and trace opt-ins, frozen with the call (absent in older rows). */
+  risk?: string;
+  redact?: string[];
+  trace_content?: { arguments: boolean; result: boolean };
+};
+export type Head = { seq: number; state: OperationState; frozen: FrozenRow };
+export type Fixed = { spec: ToolSpec; input: FrozenInput };
+export type Loaded = Fixed & { plan: OperationPlan };
+/** The tenant secrets one attempt may use, fetched before its row is written (no await between row and fetch). */
+export type Secrets = Result<Record<string, string>, string>;
+
+/** What the object lends the modules beside it: its log, its one way to transition, its alarm. */
+export type Shell = {
+  env: Env;
+  log: OperationLog;
+  /** One transition (OperationObject.apply); `secrets`: prefetched for an attempt it starts. */
+  apply(event: OperationEvent, secrets?: Secrets | null): unknown;
+  /** The one alarm: set (never past an outbox row's redelivery) or back to the state's own time. */
+  alarms: Alarms;
+};

@@ -1,0 +1,201 @@
+// Before a send: the run's verdict, the tenant's secrets and the host's retry budget, asked at once
+// by one function with one catch (`ask`): a rejected RPC is a value the caller must handle, never a
+// throw across the stub. Secrets are fetched for each send and never cached or stored.
+import type { OperationEvent } from "../../domain/operation/index.ts";
+import { ok, err, type Result } from "../../domain/result.ts";
+import type { RetryVerdict } from "../../domain/retry-budget.ts";
+import { backoffSinceMs } from "../../domain/retry-deferral.ts";
+import type { Denial } from "../../domain/turn/turn.ts";
+import type { Env } from "../env.ts";
+import type { ToolSpec } from "../../tools/spec.ts";
+import { askRetryBudget, budgetKeyFor } from "../retry-budget-client.ts";
+import { runStub, tenantStub } from "../stubs.ts";
+import type { FrozenRow, Head, OperationError, Secrets } from "./contracts.ts";
+import { toolName, type OperationLog } from "./log.ts";
+
+type DecideDenial = Extract<OperationEvent, { type: "decide" }>["denial"];
+
+/** An RPC's answer, or why there was none (the callee threw or could not be reached). */
+export type Asked<T> = { answered: true; value: T } | { answered: false; detail: string };
+
+/** Asks without throwing: a rejected RPC becomes a value the caller must handle. */
+export async function ask<T>(question: () => Promise<T>): Promise<Asked<T>> {
+  try {
+    return { answered: true, value: await question() };
+  } catch (error) {
+    return { answered: false, detail: String(error) };
+  }
+}
+
+export const UNAVAILABLE_DETAIL =
+  "toolgate could not ask the run whether this call may still run; nothing was decided or sent. Try again shortly.";
+
+/** Exactly the tenant secrets `spec` names, from this operation's own tenant. */
+export async function secretsFor(env: Env, tenantId: string, spec: ToolSpec): Promise<Secrets> {
+  if (spec.secretNames.length === 0) return ok({});
+  const resolved = await tenantStub(env, tenantId).secretsFor(tenantId, spec.secretNames);
+  return resolved.ok ? ok(resolved.value) : err(resolved.error.detail);
+}
+
+export type Wanted = {
+  /** Ask the run whether `tool` may still run (bound to an approval's policy version); null: allowed unasked. */
+  authorize: { tool: string; policyVersion?: string } | null;
+  /** The tool whose secrets to fetch (null: none, e.g. the tool no longer compiles). */
+  secretsOf: ToolSpec | null;
+  /** The host retry budget to ask (an automatic send only; a person's resend never does). */
+  budget: string | null;
+};
+export type Gathered = {
+  verdict: Asked<Result<true, Denial>>;
+  /** null: not fetched. */
+  secrets: Asked<Secrets> | null;
+  budget: RetryVerdict;
+};
+
+const ALLOWED = { answered: true as const, value: ok(true as const) };
+
+/** Everything a send needs to know, asked in parallel; nothing here throws. */
+export async function gather(
+  env: Env,
+  frozen: FrozenRow,
+  want: Wanted,
+  nowMs: number,
+): Promise<Gathered> {
+  const { authorize, secretsOf, budget } = want;
+  const [verdict, secrets, allowed] = await Promise.all([
+    authorize
+      ? ask(() =>
+          runStub(env, frozen.run_id).authorize(
+            frozen.tenant_id,
+            authorize.tool,
+            authorize.policyVersion ?? null,
+          ),
+        )
+      : Promise.resolve(ALLOWED),
+    secretsOf ? ask(() => secretsFor(env, frozen.tenant_id, secretsOf)) : Promise.resolve(null),
+    budget ? askRetryBudget(env, budget, nowMs) : Promise.resolve({ ok: true as const }),
+  ]);
+  return { verdict, secrets, budget: allowed };
+}
+
+/** The secrets a gather fetched, or null when it did not get them (the attempt then asks again itself). */
+export function prefetched(gathered: Gathered): Secrets | null {
+  return gathered.secrets?.answered ? gathered.secrets.value : null;
+}
+
+/**
+ * Before approving: the run's verdict on this exact tool version and the first attempt's secrets.
+ * A tool that no longer compiles is a denial; a run that cannot be asked is `unavailable` (unasked
+ * is not allowed: still awaiting approval, its expiry alarm stands, decide again).
+ */
+export async function gatherApproval(
+  env: Env,
+  log: OperationLog,
+  head: Head,
+  policyVersion: string,
+): Promise<Result<{ denial: DecideDenial; secrets: Secrets | null }, OperationError>> {
+  const loaded = log.loadFixed();
+  if (!loaded.ok)
+    return ok({
+      denial: {
+        status: "failed",
+        code: "permanent_failure",
+        message: `toolgate could not run this tool (${loaded.error}). It was not executed. Do not retry; tell the user.`,
+      },
+      secrets: null,
+    });
+  const spec = loaded.value.spec;
+  const authorize = { tool: spec.name, policyVersion };
+  const gathered = await gather(
+    env,
+    head.frozen,
+    { authorize, secretsOf: spec, budget: null },
+    Date.now(),
+  );
+  if (!gathered.verdict.answered) {
+    console.error("approval: the run could not be asked", head.frozen.id, gathered.verdict.detail);
+    return err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
+  }
+  const denial = gathered.verdict.value.ok ? null : gathered.verdict.value.error;
+  // Unanswered secrets: the attempt asks again itself (and ends `not_sent` if it cannot).
+  return ok({ denial, secrets: prefetched(gathered) });
+}
+
+/**
+ * Before a person's resend: a resend is a new execution, so the run must still allow it, exactly as
+ * before a retry. Unasked is not allowed: it still waits for a person, who may send the verdict again.
+ */
+export async function gatherResend(
+  env: Env,
+  log: OperationLog,
+  { frozen }: Head,
+): Promise<Result<Secrets | null, OperationError>> {
+  const loaded = log.loadFixed();
+  const secretsOf = loaded.ok ? loaded.value.spec : null;
+  const want = { authorize: { tool: toolName(frozen) }, secretsOf, budget: null };
+  const gathered = await gather(env, frozen, want, Date.now());
+  const allowed = gathered.verdict;
+  if (!allowed.answered) {
+    console.error("resend: the run could not be asked", frozen.id, allowed.detail);
+    return err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
+  }
+  if (!allowed.value.ok)
+    return err({
+      code: "resend_not_allowed",
+      detail: `the run no longer allows sending it (${allowed.value.error.code}); resolve it as succeeded or failed`,
+    });
+  return ok(prefetched(gathered));
+}
+
+/**
+ * Before an alarm's retry or resend: the run may have revoked scopes, withdrawn the tool or passed
+ * its deadline while the alarm waited, and an automatic send also asks the host's retry budget.
+ * `instead`: the event that stops the send (unanswered: deferred with backoff, nothing sent;
+ * denied by the run; deferred by the budget), or null to send with `secrets`.
+ */
+export async function gatherAlarmSend(
+  env: Env,
+  log: OperationLog,
+  { frozen }: Head,
+  nowMs: number,
+): Promise<{ instead: OperationEvent | null; secrets: Secrets | null }> {
+  const loaded = log.loadFixed();
+  const want = {
+    authorize: { tool: toolName(frozen) },
+    secretsOf: loaded.ok ? loaded.value.spec : null,
+    budget: loaded.ok
+      ? budgetKeyFor(env, frozen.tenant_id, loaded.value.spec, loaded.value.input)
+      : null,
+  };
+  const gathered = await gather(env, frozen, want, nowMs);
+  const { verdict, secrets: resolved, budget: allowed } = gathered;
+  if (!verdict.answered || (resolved && !resolved.answered)) {
+    const unanswered = !verdict.answered
+      ? `the run could not be asked whether it may still run (${verdict.detail})`
+      : `the tenant's secrets could not be read (${resolved && !resolved.answered ? resolved.detail : ""})`;
+    // Nothing was sent: the same attempt waits (backing off, within its elapsed budget).
+    const current = log.head()!.state;
+    const since = "firstAttemptAtMs" in current ? current.firstAttemptAtMs : nowMs;
+    const instead: OperationEvent = {
+      type: "retry_deferred",
+      untilMs: nowMs + backoffSinceMs(since, nowMs),
+      reason: "unavailable",
+      detail: `toolgate could not prepare the request: ${unanswered}; nothing was sent`,
+    };
+    return { instead, secrets: null };
+  }
+  // After an ambiguous attempt a denial may start a status lookup: keep the event open for it.
+  if (!verdict.value.ok)
+    return { instead: { type: "denied", ...verdict.value.error }, secrets: null };
+  if (!allowed.ok) {
+    const { reason, detail } = allowed;
+    const instead: OperationEvent = {
+      type: "retry_deferred",
+      untilMs: nowMs + allowed.waitMs,
+      reason,
+      detail,
+    };
+    return { instead, secrets: null };
+  }
+  return { instead: null, secrets: prefetched(gathered) };
+}

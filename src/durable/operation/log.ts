@@ -1,0 +1,144 @@
+// OperationLog: reads the operation's log (op_log). The head is the newest row plus the frozen call
+// (row 1, immutable, so read once per instance); the stored tool is compiled once per instance, and
+// an error (never a throw) if it no longer compiles. `forget()` drops these caches when pruned.
+import type { OperationPlan, OperationState, TraceEvent } from "../../domain/operation/index.ts";
+import { redactionFor, type Redaction } from "../../domain/redact.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
+import type { ChainLink } from "../../domain/trace-chain.ts";
+import { hostPolicy } from "../../config.ts";
+import type { Env } from "../env.ts";
+import { resolveTool } from "../../tools/catalog.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+import type { Fixed, FrozenRow, Head, Loaded } from "./contracts.ts";
+
+export class OperationLog {
+  private frozenRow: FrozenRow | null = null;
+  private fixed: Fixed | null = null;
+  private redactionCache: { id: string; redaction: Redaction } | null = null;
+  /** See deliveries(). */
+  private reportedKeys: Set<string> | null = null;
+
+  constructor(
+    readonly store: SqlStore,
+    private readonly env: Env,
+  ) {}
+
+  /** The newest log row; the frozen call is read once per instance (it is immutable). */
+  head(): Head | null {
+    if (!this.store.exists("op_log")) return null;
+    const last = this.store.one<{ seq: number; state: string }>(
+      "SELECT seq, state FROM op_log ORDER BY seq DESC LIMIT 1",
+    );
+    if (!last) return null;
+    this.frozenRow ??= JSON.parse(
+      this.store.one<{ frozen: string }>("SELECT frozen FROM op_log WHERE seq = 1")!.frozen,
+    ) as FrozenRow;
+    return {
+      seq: last.seq,
+      state: JSON.parse(last.state) as OperationState,
+      frozen: this.frozenRow,
+    };
+  }
+
+  headFor(tenantId: string): Head | null {
+    const head = this.head();
+    return head && head.frozen.tenant_id === tenantId ? head : null;
+  }
+
+  /** Appends one log row: the state after it and its sealed events (`frozen` only for row 1). */
+  append(
+    seq: number,
+    nowMs: number,
+    state: OperationState,
+    events: TraceEvent[],
+    frozen: FrozenRow | null,
+  ): void {
+    this.store.run(
+      "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, ?)",
+      seq,
+      nowMs,
+      JSON.stringify(state),
+      JSON.stringify(events),
+      frozen ? JSON.stringify(frozen) : null,
+    );
+  }
+
+  events(): TraceEvent[] {
+    if (!this.store.exists("op_log")) return [];
+    return this.store
+      .all<{ events: string }>("SELECT events FROM op_log ORDER BY seq")
+      .flatMap((row) => JSON.parse(row.events) as TraceEvent[]);
+  }
+
+  /** The newest sealed event: the next one chains onto it. */
+  lastLink(): ChainLink | null {
+    const row = this.store.one<{ events: string }>(
+      "SELECT events FROM op_log WHERE events != '[]' ORDER BY seq DESC LIMIT 1",
+    );
+    const last = row ? (JSON.parse(row.events) as TraceEvent[]).at(-1) : undefined;
+    return last && typeof last.seq === "number" && typeof last.hash === "string"
+      ? { seq: last.seq, hash: last.hash }
+      : null;
+  }
+
+  /** When the last row was written (null: no log). */
+  lastAtMs(): number | null {
+    const last = this.store.exists("op_log")
+      ? this.store.one<{ at_ms: number }>("SELECT at_ms FROM op_log ORDER BY seq DESC LIMIT 1")
+      : null;
+    return last?.at_ms ?? null;
+  }
+
+  /**
+   * The (turn, format) pairs already reported: read from the log once per instance, then kept (a
+   * scan of the whole log per report made every replay cost O(log length) rows).
+   */
+  deliveries(): Set<string> {
+    this.reportedKeys ??= new Set(
+      this.events().flatMap((event) =>
+        event.type === "reported" ? [`${String(event.turn_id)} ${String(event.format)}`] : [],
+      ),
+    );
+    return this.reportedKeys;
+  }
+
+  /** The tool's pointers applied to this call's frozen input (the input itself stays unredacted). */
+  redaction(row: FrozenRow): Redaction {
+    if (this.redactionCache?.id !== row.id)
+      this.redactionCache = {
+        id: row.id,
+        redaction: redactionFor(row.redact ?? [], JSON.parse(row.input)),
+      };
+    return this.redactionCache.redaction;
+  }
+
+  /** The stored tool, compiled under today's deployment; an error (never a throw) if it no longer compiles. */
+  loadFixed(): Result<Loaded, string> {
+    const frozen = this.head()!.frozen;
+    if (!this.fixed) {
+      const spec = resolveTool(frozen.source, hostPolicy(this.env));
+      if (!spec.ok)
+        return err(`the stored tool no longer compiles in this deployment: ${spec.error.detail}`);
+      const value = JSON.parse(frozen.input) as Record<string, unknown>;
+      this.fixed = {
+        spec: spec.value,
+        input: { value, canonical: frozen.input, hash: frozen.input_hash },
+      };
+    }
+    return ok({ ...this.fixed, plan: frozen.plan });
+  }
+
+  /** The log is gone (pruned): nothing read from it may be kept. */
+  forget(): void {
+    this.frozenRow = null;
+    this.fixed = null;
+    this.redactionCache = null;
+  }
+}
+
+/** The tool's name from the stored source itself, so it is known even when the tool no longer compiles. */
+export function toolName(frozen: FrozenRow): string {
+  if (frozen.source.kind === "code") return frozen.source.name;
+  const name = (frozen.source.manifest as { name?: unknown } | null)?.name;
+  return typeof name === "string" ? name : "(unnamed tool)";
+}

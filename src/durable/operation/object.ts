@@ -1,0 +1,299 @@
+// OperationObject: one per logical operation. A thin shell around domain/operation: each RPC finds
+// its operation (owned by the tenant), gathers what a send needs (gather.ts), then apply(): one
+// transactionSync appending one log row (state + sealed trace + outbox rows), then the effects.
+// The attempt is durable before fetch with no await in between (the output gate holds the request
+// until the write is confirmed); results are applied by compare-and-set on the attempt number.
+// Nothing here throws across the stub, and an alarm whose work fails re-arms itself with backoff.
+import { DurableObject } from "cloudflare:workers";
+import {
+  transition,
+  type Decision,
+  type OperationEvent,
+  type OperationState,
+  type Step,
+  type TraceEvent,
+} from "../../domain/operation/index.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
+import { verifyChain, type ChainCheck } from "../../domain/trace-chain.ts";
+import { hostPolicy, retentionMs } from "../../config.ts";
+import type { Env } from "../env.ts";
+import { resolveTool } from "../../tools/catalog.ts";
+import { OPERATION_SCHEMA } from "../store/operation-rows.ts";
+import { SqlStore } from "../store/sql-store.ts";
+import type * as C from "./contracts.ts";
+import { gatherApproval, gatherResend } from "./gather.ts";
+import { acquireLock, holderStatus, releaseLock, startUnderLease } from "./lease-client.ts";
+import { OperationLog } from "./log.ts";
+import { deliverOutbox } from "./outbox.ts";
+import { afterCommit, writeStep } from "./commit.ts";
+import { cancelEarly, cancelledEarly, missing, prunedFor } from "./retention.ts";
+import { Sender } from "./send.ts";
+import { prepareStart } from "./start.ts";
+import { Alarms, runAlarm, type AlarmHost } from "./alarm.ts";
+import { Waiters } from "./wait.ts";
+import { report, type Reported } from "./trace.ts";
+import { approvalInputOf, conflictReplyOf, peekOf, replyOf, viewOf } from "./views.ts";
+
+type Reply<T> = Promise<Result<T, C.OperationError>>;
+
+export class OperationObject extends DurableObject<Env> {
+  private readonly store = new SqlStore(this.ctx.storage, OPERATION_SCHEMA);
+  private readonly log = new OperationLog(this.store, this.env);
+  private readonly sender = new Sender(this.env, this.log, (event) => this.apply(event, null));
+  private readonly waiters = new Waiters(this.log);
+  private readonly alarms = new Alarms(this.ctx.storage, this.log, this.env);
+  /** Lock requests and releases, in order; replies wait for them so the envelope shows the standing. */
+  private lockWork: Promise<void> = Promise.resolve();
+  /** Outbox deliveries, in order; replies wait for them so a listing right after sees the change. */
+  private inboxWrites: Promise<void> = Promise.resolve();
+  /** What the modules beside it may use: the log, apply, the alarm, the background work. */
+  private readonly shell: AlarmHost = {
+    env: this.env,
+    log: this.log,
+    apply: (event, secrets) => this.apply(event, null, secrets ?? null),
+    alarms: this.alarms,
+    sender: this.sender,
+    // Outbox deliveries go in order, each after the ones queued.
+    deliver: () => (this.inboxWrites = this.inboxWrites.then(() => deliverOutbox(this.shell))),
+    inboxWrites: () => this.inboxWrites,
+    lockWork: () => this.lockWork,
+  };
+
+  async submit(req: C.SubmitRequest): Reply<C.OperationReply> {
+    const rowsBefore = this.store.rowsWritten;
+    // Pruned: the stored outcome is gone, and running it again could repeat the effect.
+    const pruned = prunedFor(this.store, req.tenantId);
+    if (pruned) return err(pruned);
+    const existing = this.log.head();
+    // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
+    if (existing && existing.frozen.input_hash !== req.input.hash)
+      return ok(conflictReplyOf(existing, req));
+    if (!existing) {
+      const spec = resolveTool(req.source, hostPolicy(this.env));
+      if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
+      const { frozen, secrets } = await prepareStart(this.env, req, spec.value);
+      // The awaits let other calls in: one of them may have started this operation meanwhile.
+      if (this.log.head()) return this.submit(req);
+      // Only the log: the other tables are created where first needed (cancel, lock grant, pruning).
+      this.store.ensureTable("op_log");
+      const cancelledBy = cancelledEarly(this.store, req.tenantId, req.runId);
+      const [inputHash, callId, tool] = [req.input.hash, req.callId, spec.value.name];
+      const start = { type: "start", inputHash, callId, tool, cancelledBy } as const;
+      const started = this.apply(start, frozen, secrets);
+      if (!started.ok) return started;
+    } else this.sender.recoverOrphan();
+    await Promise.all([this.sender.previewing, this.inboxWrites, this.lockWork]);
+    await this.waiters.waitFor(Date.now() + req.waitMs);
+    await this.inboxWrites;
+    return ok(replyOf(this.log.head()!, req, this.store.rowsWritten - rowsBefore));
+  }
+
+  /**
+   * Read-only, and never creates anything: how the operation stands, or that there is none (or
+   * that it was pruned, with its input hash). The run asks this before refusing a call by a budget
+   * or a cancel: a call identical to an existing operation is a replay, never refused.
+   */
+  async peek(tenantId: string): Reply<C.OperationPeek> {
+    const head = this.log.headFor(tenantId);
+    return head ? ok(peekOf(head)) : err(missing(this.store, tenantId));
+  }
+
+  async get(tenantId: string, waitMs: number): Reply<C.OperationView> {
+    if (!this.log.headFor(tenantId)) return err(missing(this.store, tenantId));
+    this.sender.recoverOrphan();
+    await this.waiters.waitFor(Date.now() + waitMs);
+    await this.inboxWrites;
+    return ok(viewOf(this.log));
+  }
+
+  /**
+   * The call as an approver must see it (ApprovalInput). Read-only, for callers holding
+   * approvals:decide; never copied into the inbox row or the trace, which stay redacted.
+   */
+  async approvalInput(tenantId: string): Reply<C.ApprovalInput> {
+    const head = this.log.headFor(tenantId);
+    if (!head) return err(missing(this.store, tenantId));
+    const input = approvalInputOf(this.log, head);
+    return input ? ok(input) : err({ code: "not_awaiting_approval", phase: head.state.phase });
+  }
+
+  /**
+   * A person's decision on a call awaiting approval. Decided once: a later decision (or one that
+   * lost a race) gets the recorded one back. Approval is not authorization: before the first
+   * attempt the run checks scopes, deadline, cancellation and that the tool is still this version.
+   */
+  async decide(tenantId: string, decision: Decision): Reply<C.OperationView> {
+    const head = this.log.headFor(tenantId);
+    if (!head) return err(missing(this.store, tenantId));
+    const approval = head.frozen.plan.approval;
+    if (!approval) return err({ code: "not_awaiting_approval", phase: head.state.phase });
+    let denial: Extract<OperationEvent, { type: "decide" }>["denial"] = null;
+    let secrets: C.Secrets | null = null;
+    if (head.state.phase === "awaiting_approval" && decision.verdict === "approve") {
+      const gathered = await gatherApproval(this.env, this.log, head, approval.policyVersion);
+      if (!gathered.ok) return gathered;
+      ({ denial, secrets } = gathered.value);
+    }
+    const step = this.apply({ type: "decide", decision, denial }, null, secrets);
+    await this.inboxWrites;
+    if (!step.ok && step.error.code !== "not_awaiting_approval") return step;
+    return ok(viewOf(this.log));
+  }
+
+  async resolve(tenantId: string, verdict: C.Verdict): Reply<C.OperationView> {
+    const head = this.log.headFor(tenantId);
+    if (!head) return err(missing(this.store, tenantId));
+    let secrets: C.Secrets | null = null;
+    const { state, frozen } = head;
+    if (
+      verdict.outcome === "resend" &&
+      state.phase === "outcome_unknown" &&
+      frozen.plan.safety === "keyed"
+    ) {
+      const gathered = await gatherResend(this.env, this.log, head);
+      if (!gathered.ok) return gathered;
+      secrets = gathered.value;
+    }
+    const step = this.apply({ type: "resolve", ...verdict }, null, secrets);
+    await this.inboxWrites;
+    return step.ok ? ok(viewOf(this.log)) : step;
+  }
+
+  /** The stored events, in order: annotated, redacted and hash-chained when they were appended. */
+  async traceFor(tenantId: string): Reply<TraceEvent[]> {
+    return this.log.headFor(tenantId) ? ok(this.log.events()) : err(missing(this.store, tenantId));
+  }
+
+  /** Checks the hash chain of the stored log: where it breaks, if it does (GET …?verify=1). */
+  async verify(tenantId: string): Reply<ChainCheck> {
+    if (!this.log.headFor(tenantId)) return err(missing(this.store, tenantId));
+    return ok(verifyChain(this.log.events()));
+  }
+
+  /** The recorded result went to the caller in a turn response (trace.ts report). */
+  async reported(tenantId: string, turnId: string, format: string): Reply<Reported> {
+    const head = this.log.headFor(tenantId);
+    return head ? ok(report(this.log, head, turnId, format)) : err(missing(this.store, tenantId));
+  }
+
+  /**
+   * Cancelled by the run `runId`, which may cancel only an operation it created: another run's
+   * (a tenant-scoped key shared across runs) is "not found" to it. A cancel that overtakes its
+   * operation's submit is kept for that run's submit only (retention.ts cancelEarly).
+   */
+  async cancel(tenantId: string, by: string, runId: string): Reply<C.OperationView> {
+    const pruned = prunedFor(this.store, tenantId);
+    if (pruned) return err(pruned);
+    if (!this.log.head()) return err(cancelEarly(this.store, tenantId, runId, by, Date.now()));
+    const head = this.log.headFor(tenantId);
+    if (!head || head.frozen.run_id !== runId) return err({ code: "not_found" });
+    const step = this.apply({ type: "cancel", by }, null);
+    await this.inboxWrites;
+    return step.ok ? ok(viewOf(this.log)) : step;
+  }
+
+  // ── resource locks: the lock object asks and tells the operations that use it ──────────────
+
+  /** Asked by a ResourceLockObject whose lease for this operation expired: does it still need it? */
+  async lockHolderStatus(): Promise<"active" | "waiting" | "settled" | "gone"> {
+    return holderStatus(this.log.head());
+  }
+
+  /** Told by a ResourceLockObject that this operation now holds `resource` (FIFO turn reached). */
+  async onLockGranted(resource: string, fencingToken: number): Promise<void> {
+    if (this.log.head()?.frozen.plan.resource !== resource) return;
+    await startUnderLease(this.shell, fencingToken);
+  }
+
+  /**
+   * Never left to the platform's retries of a throwing alarm (a few, over about two minutes): if
+   * anything here fails, the alarm is set again with backoff and the error only logged.
+   */
+  override async alarm(): Promise<void> {
+    try {
+      await runAlarm(this.shell);
+    } catch (error) {
+      console.error("operation alarm failed; it runs again by itself", String(error));
+      this.alarms.armAt(Date.now() + this.alarms.fallbackDelayMs());
+    }
+  }
+
+  // ── shell ────────────────────────────────────────────────────────────────────────────────────
+
+  /**
+   * One transition = one synchronous transaction appending one log row (state + trace events) and
+   * the outbox rows it calls for; effects run only after it. `frozen` is given exactly once, for
+   * the `start` event.
+   */
+  private apply(
+    event: OperationEvent,
+    frozen: C.FrozenRow | null,
+    secrets: C.Secrets | null = null,
+  ): Result<OperationState, C.OperationError> {
+    const nowMs = Date.now();
+    let appended: TraceEvent[] = [];
+    let entered: OperationState["phase"] | null = null;
+    let outboxed = false;
+    const result = this.store.transaction((): Result<Step, C.OperationError> => {
+      const head = this.log.head();
+      const row = head?.frozen ?? frozen;
+      if (!row) return err({ code: "not_found" });
+      const step = transition(head?.state ?? null, event, row.plan, nowMs);
+      if (step.ok && step.value.changed) {
+        if (step.value.state.phase !== head?.state.phase) entered = step.value.state.phase;
+        ({ appended, outboxed } = writeStep(this.log, head, frozen, event, step.value, nowMs));
+      }
+      return step;
+    });
+    if (!result.ok) return result;
+    const state = result.value.state;
+    afterCommit(this.env, this.log, appended, entered, (p) => this.ctx.waitUntil(p));
+    let armed = false;
+    for (const effect of result.value.effects) {
+      switch (effect.kind) {
+        case "set_alarm":
+          this.alarms.armAt(effect.atMs);
+          armed = true;
+          break;
+        case "clear_alarm":
+          // Nothing more will happen by itself; a recorded operation's only alarm is its pruning.
+          this.alarms.armAt(
+            state.phase === "recorded" ? state.recordedAtMs + retentionMs(this.env) : null,
+          );
+          armed = true;
+          break;
+        case "send_attempt":
+          this.sender.attempt(effect.attempt, secrets);
+          break;
+        case "abort_attempt":
+          this.sender.abortAttempt();
+          break;
+        case "send_lookup":
+          this.sender.lookup(effect.lookups);
+          break;
+        case "inbox":
+        case "needs_person":
+          // Written to the outbox inside the transaction; delivered below.
+          break;
+        case "send_preview":
+          this.sender.preview();
+          break;
+        case "acquire_lock":
+          this.lockWork = this.lockWork.then(() => acquireLock(this.shell));
+          break;
+        case "release_lock":
+          this.lockWork = this.lockWork.then(
+            async () => void (await releaseLock(this.env, this.log.head()?.frozen)),
+          );
+          break;
+      }
+    }
+    if (outboxed) {
+      // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
+      if (!armed) this.alarms.rearm();
+      void this.shell.deliver();
+    }
+    if (result.value.changed) this.waiters.notify();
+    return ok(result.value.state);
+  }
+}

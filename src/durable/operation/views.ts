@@ -1,0 +1,195 @@
+// What callers see of an operation, read from its log as it stands (never changed by reading): the
+// reply to a submit, the peek, the full view with its approval story, what an approver sees (hidden
+// fields included, never copied elsewhere), and the approvals inbox's redacted item.
+import type { Envelope } from "../../domain/envelope.ts";
+import { envelopeFor } from "../../domain/envelope.ts";
+import { isSettled } from "../../domain/operation/index.ts";
+import { idempotencyConflict } from "../../domain/operation/plan.ts";
+import { presentPointers, redactDocument, scrub } from "../../domain/redact.ts";
+import type { Preview } from "../../tools/http-tool.ts";
+import type { ApprovalItem } from "../tenant/inbox.ts";
+import type {
+  ApprovalInput,
+  ApprovalView,
+  Head,
+  OperationPeek,
+  OperationReply,
+  OperationView,
+  SubmitRequest,
+} from "./contracts.ts";
+import { toolName, type OperationLog } from "./log.ts";
+
+/** What the approvals inbox keeps of a preview's body (the operation keeps all of it). */
+export const INBOX_PREVIEW_BYTES = 16 * 1024;
+
+export function envelopeOf(head: Head): Envelope {
+  return envelopeFor(head.frozen.id, head.state, head.frozen.plan.safety);
+}
+
+export function peekOf(head: Head): OperationPeek {
+  return {
+    phase: head.state.phase,
+    run_id: head.frozen.run_id,
+    input_hash: head.frozen.input_hash,
+    envelope: envelopeOf(head),
+  };
+}
+
+/** A submit whose input differs from the operation's frozen one: refused, nothing changed. */
+export function conflictReplyOf(existing: Head, req: SubmitRequest): OperationReply {
+  return {
+    envelope: idempotencyConflict(req.operationId),
+    settled: true,
+    terminal: false,
+    inputHash: req.input.hash,
+    executedBy: existing.frozen.call_id,
+    rowsWritten: 0,
+    recordedAtMs: null,
+  };
+}
+
+/** `rowsWritten`: rows this instance wrote while serving the call (reported for the benchmark). */
+export function replyOf(head: Head, req: SubmitRequest, rowsWritten: number): OperationReply {
+  const { state, frozen } = head;
+  const executedBy =
+    frozen.run_id === req.runId ? frozen.call_id : `${frozen.run_id}:${frozen.call_id}`;
+  return {
+    envelope: envelopeOf(head),
+    settled: isSettled(state),
+    terminal: state.phase === "recorded",
+    inputHash: frozen.input_hash,
+    executedBy,
+    rowsWritten,
+    recordedAtMs: state.phase === "recorded" ? state.recordedAtMs : null,
+  };
+}
+
+export function viewOf(log: OperationLog): OperationView {
+  const head = log.head()!;
+  const { state, frozen } = head;
+  const result = envelopeOf(head);
+  return {
+    operation_id: frozen.id,
+    tool: toolName(frozen),
+    run_id: frozen.run_id,
+    call_id: frozen.call_id,
+    phase: state.phase,
+    input_hash: frozen.input_hash,
+    idempotency_key: frozen.plan.idempotencyKey,
+    repeat_safety: frozen.plan.safety,
+    created_at: new Date(frozen.created_at).toISOString(),
+    // Messages can quote upstream text (shown in the console): hidden values are scrubbed from them.
+    result:
+      "message" in result
+        ? { ...result, message: scrub(result.message, log.redaction(frozen)) }
+        : result,
+    late: state.phase === "recorded" && state.late,
+    approval: approvalViewOf(log, head),
+  };
+}
+
+/** The approval's story, from the log: requested, then decided, expired or cancelled. */
+function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalView | null {
+  const approval = frozen.plan.approval;
+  if (!approval) return null;
+  const events = log.events();
+  const decided = events.find((event) => event.type === "approval_decided");
+  const preview = events.find((event) => event.type === "preview");
+  const verdictState = decided ? (decided.verdict === "approve" ? "approved" : "rejected") : null;
+  const closed = events.some((event) => event.type === "approval_expired")
+    ? "expired"
+    : state.phase === "awaiting_approval"
+      ? "pending"
+      : "cancelled";
+  return {
+    state: verdictState ?? closed,
+    requested_by: approval.requestedBy,
+    requested_at: new Date(frozen.created_at).toISOString(),
+    expires_at: new Date(approval.expiresAtMs).toISOString(),
+    input_hash: approval.inputHash,
+    policy_version: approval.policyVersion,
+    four_eyes: approval.fourEyes,
+    preview: preview
+      ? {
+          status: (preview.status as number | null) ?? null,
+          body: preview.body ?? null,
+          detail: (preview.detail as string | null) ?? null,
+        }
+      : null,
+    decided_by: typeof decided?.by === "string" ? decided.by : null,
+    decided_at: decided ? new Date(decided.at_ms).toISOString() : null,
+    reason: typeof decided?.reason === "string" ? decided.reason : null,
+  };
+}
+
+/** The call as an approver must see it (null: it needs no approval). */
+export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | null {
+  const approval = head.frozen.plan.approval;
+  if (!approval) return null;
+  const input = JSON.parse(head.frozen.input) as Record<string, unknown>;
+  const loaded = log.loadFixed();
+  return {
+    arguments: input,
+    target: loaded.ok ? loaded.value.spec.describeTarget(input) : "(the tool no longer compiles)",
+    hidden: presentPointers(head.frozen.redact ?? [], input),
+    input_hash: approval.inputHash,
+    policy_version: approval.policyVersion,
+  };
+}
+
+/**
+ * The approval request as the tenant's inbox shows it (GET /v1/approvals, the console), from the
+ * log as it stands. Built inside the transition's transaction and carried by its outbox row: the
+ * operation's own log is authoritative; the inbox row is derived and rewritten idempotently.
+ */
+export function approvalItem(log: OperationLog, state: ApprovalView["state"]): ApprovalItem | null {
+  const head = log.head();
+  const approval = head?.frozen.plan.approval;
+  if (!head || !approval) return null;
+  const loaded = log.loadFixed();
+  const view = viewOf(log);
+  // The inbox (and the console page over it) shows the arguments as the trace does: redacted.
+  const redaction = log.redaction(head.frozen);
+  const shown = redactDocument(JSON.parse(head.frozen.input), redaction) as Record<string, unknown>;
+  let target = "(the tool no longer compiles)";
+  if (loaded.ok)
+    try {
+      target = scrub(loaded.value.spec.describeTarget(shown), redaction);
+    } catch {
+      target = "(the target could not be described)";
+    }
+  return {
+    operation_id: head.frozen.id,
+    run_id: head.frozen.run_id,
+    call_id: head.frozen.call_id,
+    tool: view.tool,
+    target,
+    arguments: shown,
+    state,
+    requested_by: approval.requestedBy,
+    requested_at_ms: head.frozen.created_at,
+    expires_at_ms: approval.expiresAtMs,
+    input_hash: approval.inputHash,
+    policy_version: approval.policyVersion,
+    preview: inboxPreview(view.approval?.preview ?? null),
+    decided_by: view.approval?.decided_by ?? null,
+    decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,
+    reason: view.approval?.reason ?? null,
+  };
+}
+
+/**
+ * What the inbox keeps of a preview: its body up to INBOX_PREVIEW_BYTES of JSON text (beyond that,
+ * that much of the text as a string, flagged `truncated`), so a page of requests stays small. The
+ * operation keeps the whole preview (GET /v1/operations/{id}).
+ */
+export function inboxPreview(preview: Preview | null): ApprovalItem["preview"] {
+  if (!preview) return null;
+  const bytes = new TextEncoder().encode(JSON.stringify(preview.body ?? null));
+  if (bytes.length <= INBOX_PREVIEW_BYTES) return { ...preview, truncated: false };
+  // A character cut in half decodes as U+FFFD: dropped, so the kept text is only whole characters.
+  const kept = new TextDecoder()
+    .decode(bytes.subarray(0, INBOX_PREVIEW_BYTES))
+    .replace(/\uFFFD+$/, "");
+  return { ...preview, body: kept, truncated: true };
+}
