@@ -1,11 +1,9 @@
-// RunObject: one per run. A thin shell around domain/turn/, as operation/object.ts is around
-// domain/operation/: load rows (typed codecs in store/run-rows.ts) → pure decision → one transactionSync →
-// effects. A turn's row and its usage are committed *before* any of its operations is sent: the
-// RPCs are issued after the transaction with no await in between, so the output gate holds them
-// until the commit is confirmed (Cloudflare, "Durable Objects: Easy, Fast, Correct — Choose
-// three": outgoing messages wait for pending writes). A crash can lose a turn only together with
-// its operations, never its accounting alone. Memory holds bounded, derived caches only.
-// Each RPC's body beyond load-and-answer lives beside it: admit.ts, settle.ts, close.ts, trace.ts.
+// RunObject: one per run, a thin shell around domain/turn/: load rows (store/run-rows.ts) → pure
+// decision → one transactionSync → effects. A turn's row and usage are committed *before* any of its
+// operations is sent: the RPCs leave after the transaction with no await between, so the output
+// gate holds them until the commit is confirmed (Cloudflare, "Durable Objects: Easy, Fast, Correct —
+// Choose three"). A crash loses a turn only with its operations, never its accounting alone. Each
+// RPC's body beyond load-and-answer lives beside it: admit.ts, settle.ts, close.ts, trace.ts.
 import { DurableObject } from "cloudflare:workers";
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { RUN_TEXT } from "../../domain/envelope.ts";
