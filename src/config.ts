@@ -56,13 +56,35 @@ export function configFor(env: DeploymentVars, names: readonly string[]): Record
 
 export function hostPolicy(env: DeploymentVars) {
   return {
-    allowlist: (env.TOOLGATE_UPSTREAM_ALLOWLIST ?? "")
-      .split(",")
-      .map((h) => h.trim().toLowerCase())
-      .filter(Boolean),
-    allowLoopback: env.TOOLGATE_ENV === "development",
+    allowlist: commaList(env.TOOLGATE_UPSTREAM_ALLOWLIST),
+    allowLoopback: isDevelopment(env),
   };
 }
+
+/** TOOLGATE_ENV "development": loopback upstreams and /mcp hosts, /v1/admin/stats. Anything else is production. */
+export const isDevelopment = (env: DeploymentVars): boolean => env.TOOLGATE_ENV === "development";
+
+/** TOOLGATE_SIGNING_KEY, or null when the deployment has none (its users answer `misconfigured`). */
+export const signingKeyOf = (env: DeploymentVars): string | null =>
+  env.TOOLGATE_SIGNING_KEY || null;
+
+/** TOOLGATE_ADMIN_TOKEN, or null when the deployment has none (the admin API answers `misconfigured`). */
+export const adminTokenOf = (env: DeploymentVars): string | null =>
+  env.TOOLGATE_ADMIN_TOKEN || null;
+
+/** /mcp's DNS-rebinding lists (lower-cased hostnames): TOOLGATE_MCP_ALLOWED_HOSTS and _ORIGINS. */
+export const mcpAllowLists = (env: DeploymentVars) => ({
+  hosts: commaList(env.TOOLGATE_MCP_ALLOWED_HOSTS),
+  origins: commaList(env.TOOLGATE_MCP_ALLOWED_ORIGINS),
+});
+
+const commaList = (value: unknown): string[] =>
+  typeof value === "string"
+    ? value
+        .split(",")
+        .map((name) => name.trim().toLowerCase())
+        .filter(Boolean)
+    : [];
 
 /**
  * TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY. Unset, "", "false", "0" or "off": off (local default).

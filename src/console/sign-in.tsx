@@ -16,6 +16,7 @@ import {
   sealSession,
   SESSION_TTL_MS,
 } from "./session.ts";
+import { signingKeyOf } from "../config.ts";
 
 export const SESSION_COOKIE = "tg_console";
 const LOGIN_COOKIE = "tg_console_login";
@@ -31,7 +32,7 @@ export function safeNext(next: unknown): string {
 }
 
 export function signingKey(c: Context<ConsoleEnv>): string | null {
-  return c.env.TOOLGATE_SIGNING_KEY || null;
+  return signingKeyOf(c.env);
 }
 
 /** The page for a deployment without a signing key: no session can be sealed or opened (500). */

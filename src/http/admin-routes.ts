@@ -7,6 +7,7 @@ import { requireAdminToken, signingKey, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
 import { CreateTenant, IssueKey } from "./schemas.ts";
 import { checkId, readJson, tenantStub, unwrap } from "./request.ts";
+import { isDevelopment } from "../config.ts";
 
 const TENANT_ID = /^ten_[0-9A-Z]{26}$/;
 
@@ -18,8 +19,7 @@ export const adminRoutes = new Hono<AppEnv>()
   // For the benchmark (rows read and written per operation): this isolate's SQLite row counters.
   // Development only: in production an isolate's counters describe an arbitrary slice of tenants.
   .get("/stats", (c) => {
-    if (c.env.TOOLGATE_ENV !== "development")
-      throw new ApiProblem({ code: "not_found", detail: "no such route" });
+    if (!isDevelopment(c.env)) throw new ApiProblem({ code: "not_found", detail: "no such route" });
     return c.json({ sql_rows: { read: SQL_ROWS.read, written: SQL_ROWS.written } });
   })
   .post("/tenants", async (c) => {

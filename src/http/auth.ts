@@ -11,6 +11,7 @@ import { checkApiKey } from "./api-keys.ts";
 import { ApiProblem } from "./problem.ts";
 import { constantTimeEqual, hmac } from "../crypto.ts";
 import { LruCache } from "../lru.ts";
+import { adminTokenOf, signingKeyOf } from "../config.ts";
 
 export { ApiScope } from "./schemas.ts";
 
@@ -60,7 +61,7 @@ async function identify(env: Env, token: string): Promise<Principal | null> {
     return { kind: "key", tenantId, keyId, keyName: name, scopes };
   }
   if (token.startsWith("rt.")) return verifyRunToken(env, token);
-  const adminToken = env.TOOLGATE_ADMIN_TOKEN;
+  const adminToken = adminTokenOf(env);
   if (!adminToken)
     throw new ApiProblem({
       code: "misconfigured",
@@ -137,12 +138,13 @@ async function verifyRunToken(env: Env, token: string): Promise<Principal | null
 }
 
 export function signingKey(env: Env): string {
-  if (!env.TOOLGATE_SIGNING_KEY)
+  const key = signingKeyOf(env);
+  if (!key)
     throw new ApiProblem({
       code: "misconfigured",
       detail: "TOOLGATE_SIGNING_KEY is not set for this deployment",
     });
-  return env.TOOLGATE_SIGNING_KEY;
+  return key;
 }
 
 /**

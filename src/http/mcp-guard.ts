@@ -11,14 +11,7 @@ import {
 } from "@modelcontextprotocol/server";
 import type { Env } from "../durable/env.ts";
 import type { ApiError } from "./problem.ts";
-
-const list = (value: unknown): string[] =>
-  typeof value === "string"
-    ? value
-        .split(",")
-        .map((name) => name.trim().toLowerCase())
-        .filter(Boolean)
-    : [];
+import { isDevelopment, mcpAllowLists } from "../config.ts";
 
 function hostnameOf(host: string): string {
   try {
@@ -29,16 +22,16 @@ function hostnameOf(host: string): string {
 }
 
 export function mcpGuard(env: Env, host: string, origin: string | null): ApiError | null {
-  const listedHosts = list(env.TOOLGATE_MCP_ALLOWED_HOSTS);
+  const listed = mcpAllowLists(env);
   const hosts =
-    listedHosts.length > 0
-      ? listedHosts
-      : env.TOOLGATE_ENV === "development"
+    listed.hosts.length > 0
+      ? listed.hosts
+      : isDevelopment(env)
         ? localhostAllowedHostnames()
         : null;
   const checked = validateHostHeader(host, hosts ?? [hostnameOf(host)]);
   if (!checked.ok) return { code: "host_not_allowed", detail: `${checked.message} for /mcp` };
-  const origins = [checked.hostname, ...list(env.TOOLGATE_MCP_ALLOWED_ORIGINS)];
+  const origins = [checked.hostname, ...listed.origins];
   const allowed = validateOriginHeader(origin, origins);
   return allowed.ok
     ? null

@@ -17,6 +17,7 @@ import {
 } from "../../domain/turn/admit.ts";
 import type { ProposedCall } from "../../domain/turn/gate.ts";
 import { sameGateInputs, turnIdentity, type TurnRecord } from "../../domain/turn/turn.ts";
+import { signingKeyOf } from "../../config.ts";
 import type { Env } from "../env.ts";
 import { MAX_CALLS_PER_TURN } from "../../providers/types.ts";
 import { encodeTurnCalls, TURN_COLUMNS, TURN_GROUP_CALLS_COLUMN } from "../store/run-rows.ts";
@@ -39,13 +40,14 @@ export async function postTurn(
 ): Promise<Result<TurnReply, RunError>> {
   const { env, store, rows, sources, settler } = parts;
   const identity = await turnIdentity(calls);
-  if (!env.TOOLGATE_SIGNING_KEY)
+  const signingKey = signingKeyOf(env);
+  if (!signingKey)
     return err({
       code: "misconfigured",
       detail:
         "TOOLGATE_SIGNING_KEY is not set for this deployment (upstream idempotency keys derive from it)",
     });
-  const keySecret = await idempotencyKeySecret(env.TOOLGATE_SIGNING_KEY);
+  const keySecret = await idempotencyKeySecret(signingKey);
   const usageHash = group?.usage ? await sha256Hex(canonicalJson(group.usage)) : null;
   // What the operations of calls a budget or a cancel refuses said (peek, read-only): planTurn's `peeked`.
   const peeked = new Map<string, string | null>();
