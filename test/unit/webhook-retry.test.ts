@@ -24,20 +24,30 @@ describe("planWebhookRetry", () => {
     [6, 10 * H],
     [7, 10 * H],
   ];
-  it.each(table)("after failed attempt %i the delay is jittered within [step/2, step] of %i ms", (attempt, step) => {
-    for (let event = 0; event < 100; event++) {
-      const plan = planWebhookRetry({ eventId: `evt_${event}`, endpointId: "wh_a", attempt, nowMs: 1_000 });
-      expect(plan.kind).toBe("retry");
-      if (plan.kind !== "retry") return;
-      expect(plan.delayMs).toBeGreaterThanOrEqual(step / 2);
-      expect(plan.delayMs).toBeLessThanOrEqual(step);
-      expect(plan.dueAtMs).toBe(1_000 + plan.delayMs);
-    }
-  });
+  it.each(table)(
+    "after failed attempt %i the delay is jittered within [step/2, step] of %i ms",
+    (attempt, step) => {
+      for (let event = 0; event < 100; event++) {
+        const plan = planWebhookRetry({
+          eventId: `evt_${event}`,
+          endpointId: "wh_a",
+          attempt,
+          nowMs: 1_000,
+        });
+        expect(plan.kind).toBe("retry");
+        if (plan.kind !== "retry") return;
+        expect(plan.delayMs).toBeGreaterThanOrEqual(step / 2);
+        expect(plan.delayMs).toBeLessThanOrEqual(step);
+        expect(plan.dueAtMs).toBe(1_000 + plan.delayMs);
+      }
+    },
+  );
 
   it("gives up after the eighth attempt: the delivery is failed", () => {
     expect(WEBHOOK_MAX_ATTEMPTS).toBe(8);
-    expect(planWebhookRetry({ eventId: "evt_1", endpointId: "wh_a", attempt: 8, nowMs: 0 })).toEqual({
+    expect(
+      planWebhookRetry({ eventId: "evt_1", endpointId: "wh_a", attempt: 8, nowMs: 0 }),
+    ).toEqual({
       kind: "failed",
     });
   });
@@ -46,7 +56,12 @@ describe("planWebhookRetry", () => {
     for (let event = 0; event < 50; event++) {
       let total = 0;
       for (let attempt = 1; attempt < WEBHOOK_MAX_ATTEMPTS; attempt++) {
-        const plan = planWebhookRetry({ eventId: `evt_${event}`, endpointId: "wh_a", attempt, nowMs: 0 });
+        const plan = planWebhookRetry({
+          eventId: `evt_${event}`,
+          endpointId: "wh_a",
+          attempt,
+          nowMs: 0,
+        });
         if (plan.kind === "retry") total += plan.delayMs;
       }
       expect(total).toBeGreaterThanOrEqual(13 * H);
