@@ -79,6 +79,8 @@ type RequestLog = {
   body: unknown;
   /** The scripted fault this request drew ("ok" when none). */
   fault: Fault["kind"];
+  /** Webhook receivers (paths under /webhooks): the body exactly as sent, to verify its signature. */
+  raw?: string;
 };
 
 type Namespace = {
@@ -204,6 +206,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       headers: req.headers,
       body,
       fault: fault.kind,
+      ...(path.startsWith("/webhooks") ? { raw } : {}),
     });
     wake(space);
     if (method !== "GET" && method !== "HEAD") {
