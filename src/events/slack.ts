@@ -94,11 +94,12 @@ export function slackMessage(event: ToolgateEvent, consoleUrl: string): SlackMes
     },
   ];
   if (data.arguments) {
-    const json = cap(JSON.stringify(data.arguments, null, 2), 2900);
-    blocks.push({
-      type: "section",
-      text: { type: "mrkdwn", text: `\`\`\`${escapeMrkdwn(json)}\`\`\`` },
-    });
+    // Escaped first, then cut (escaping can grow the text fivefold), never inside an entity.
+    const json = cap(escapeMrkdwn(JSON.stringify(data.arguments, null, 2)), 2990).replace(
+      /&[a-z]{0,3}…$/,
+      "…",
+    );
+    blocks.push({ type: "section", text: { type: "mrkdwn", text: `\`\`\`${json}\`\`\`` } });
   }
   const ids = [
     event.run_id ? `run \`${event.run_id}\`` : null,
