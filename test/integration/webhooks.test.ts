@@ -288,6 +288,46 @@ describe("delivery", () => {
     ]);
   });
 
+  it("a redirect is not followed: a failed attempt, and nothing reaches the Location", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    await up.script({ kind: "redirect", location: `${up.url}/webhooks/elsewhere`, status: 307 });
+    const hook = await endpoint(call, `${up.url}/webhooks/moved`);
+    const outcomes = await deliverToEndpoints(typedEnv, tenantId, event(tenantId));
+    expect(outcomes.ok && outcomes.value[0]).toMatchObject({
+      delivered: false,
+      status: 307,
+      error: `redirect to ${up.url}/webhooks/elsewhere not followed`,
+    });
+    expect((await up.state()).requests.map((r) => r.path)).toEqual(["/webhooks/moved"]);
+    expect(hook.secret).toMatch(/^whsec_/);
+  });
+
+  it("after the whole schedule of failed attempts the delivery is failed and the endpoint failing; one success heals it", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    await up.script(...Array.from({ length: 8 }, () => ({ kind: "status", status: 500 })));
+    const hook = await endpoint(call, `${up.url}/webhooks/dead`);
+    const evt = event(tenantId);
+    const outcomes = [];
+    for (let attempt = 1; attempt <= 8; attempt++) {
+      const result = await deliverToEndpoints(typedEnv, tenantId, evt);
+      outcomes.push(result.ok ? result.value[0]! : null);
+    }
+    expect(outcomes.map((o) => [o!.attempt, o!.retry?.kind, o!.state])).toEqual([
+      ...Array.from({ length: 7 }, (_, i) => [i + 1, "retry", "healthy"]),
+      [8, "failed", "failing"],
+    ]);
+    const [listed] = (await call("GET", "/v1/webhooks")).body.webhooks;
+    expect(listed).toMatchObject({ id: hook.id, state: "failing", consecutive_failures: 8 });
+    expect(received(await up.state(), hook.secret).map((r) => r.webhookId)).toEqual(
+      Array(8).fill(evt.id),
+    );
+    // Still redeliverable by hand; a delivered attempt heals the endpoint.
+    const again = await call("POST", `/v1/webhooks/${hook.id}/redeliver`, { event_id: evt.id });
+    expect(again.body).toMatchObject({ delivered: true, attempt: 9, state: "healthy" });
+  });
+
   it("tenant B's endpoint never receives tenant A's events", async () => {
     const a = await webhookTenant();
     const b = await webhookTenant();
