@@ -5,6 +5,8 @@
 // segment after /ns/) and consumed in order, so parallel tests never see each other's faults.
 // A namespace can also be told to break one idempotency promise for good (POST /_control/mode,
 // `{ "misbehave": [...] }`), to test verification; by default it keeps every promise.
+// Webhook receivers: POSTs to paths under /webhooks are logged with their raw body (to verify the
+// Standard Webhooks signature) and draw scripted faults like any write (500 N times, hang, redirect).
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from "node:http";
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
