@@ -86,6 +86,7 @@ export async function deliverWebhook(
       ? failed(`no response within ${timeoutMs} ms`)
       : failed(`connection failed: ${scrub(String(error), target.secret)}`);
   }
+  // The timeout's signal also errors a body that stalls after the headers (tested: a stalled 2xx).
   // Scrubbed before it is cut, so no part of a secret survives at the edge of the snippet.
   const snippet = scrub(await readSnippet(response), target.secret).slice(0, SNIPPET_CHARS);
   const latency = Date.now() - started;

@@ -288,6 +288,21 @@ describe("delivery", () => {
     ]);
   });
 
+  it("a receiver that answers 200 and then stalls its body does not hold the delivery past the timeout", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    await up.script({ kind: "headers_then_stall" });
+    const hook = await endpoint(call, `${up.url}/webhooks/stall`);
+    const outcomes = await deliverToEndpoints(typedEnv, tenantId, event(tenantId), {
+      timeoutMs: 300,
+    });
+    expect(outcomes.ok && outcomes.value[0]).toMatchObject({
+      endpoint_id: hook.id,
+      delivered: true,
+      status: 200,
+    });
+  });
+
   it("a redirect is not followed: a failed attempt, and nothing reaches the Location", async () => {
     const { tenantId, call } = await webhookTenant();
     const up = upstream();
