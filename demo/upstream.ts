@@ -5,6 +5,8 @@
 // segment after /ns/) and consumed in order, so parallel tests never see each other's faults.
 // A namespace can also be told to break one idempotency promise for good (POST /_control/mode,
 // `{ "misbehave": [...] }`), to test verification; by default it keeps every promise.
+// Webhook receivers: POSTs to paths under /webhooks are logged with their raw body (to verify the
+// Standard Webhooks signature) and draw scripted faults like any write (500 N times, hang, redirect).
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from "node:http";
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
@@ -79,6 +81,8 @@ type RequestLog = {
   body: unknown;
   /** The scripted fault this request drew ("ok" when none). */
   fault: Fault["kind"];
+  /** Webhook receivers (paths under /webhooks): the body exactly as sent, to verify its signature. */
+  raw?: string;
 };
 
 type Namespace = {
@@ -204,6 +208,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       headers: req.headers,
       body,
       fault: fault.kind,
+      ...(path.startsWith("/webhooks") ? { raw } : {}),
     });
     wake(space);
     if (method !== "GET" && method !== "HEAD") {

@@ -12,6 +12,7 @@ import { MAX_BODY_BYTES } from "./request.ts";
 import { runRoutes } from "./runs-routes.ts";
 import { secretRoutes } from "./secrets-routes.ts";
 import { toolRoutes } from "./tools-routes.ts";
+import { webhookRoutes } from "./webhooks-routes.ts";
 import { mcpRoutes } from "./mcp-routes.ts";
 
 export const app = new Hono<AppEnv>();
@@ -32,6 +33,7 @@ app.use("/v1/*", authenticate);
 app.route("/v1/admin", adminRoutes);
 app.route("/v1/tools", toolRoutes);
 app.route("/v1/secrets", secretRoutes);
+app.route("/v1/webhooks", webhookRoutes);
 app.route("/v1/runs", runRoutes);
 app.route("/v1/operations", operationRoutes);
 app.route("/v1/approvals", approvalRoutes);

@@ -18,6 +18,10 @@ import {
   Resolve,
   SecretRecord,
   TurnResponse,
+  PutWebhook,
+  Redeliver,
+  WebhookDelivery,
+  WebhookRecord,
 } from "./schemas.ts";
 
 type Route = {
@@ -94,6 +98,49 @@ const ROUTES: Route[] = [
     path: "/v1/secrets/{name}",
     summary: "Delete a tenant secret",
     auth: "secrets:write",
+  },
+  {
+    method: "put",
+    path: "/v1/webhooks/{id}",
+    summary:
+      "Create or change a webhook endpoint (Standard Webhooks or Slack); the whsec_ secret is in the creating answer only; a URL failing the tool URL rules is 422 webhook_url_not_allowed",
+    auth: "webhooks:write",
+    body: PutWebhook,
+    response: WebhookRecord,
+  },
+  {
+    method: "get",
+    path: "/v1/webhooks",
+    summary: "List webhook endpoints and their state (never a secret)",
+    auth: "webhooks:read or webhooks:write",
+  },
+  {
+    method: "delete",
+    path: "/v1/webhooks/{id}",
+    summary: "Delete a webhook endpoint and its delivery log",
+    auth: "webhooks:write",
+  },
+  {
+    method: "post",
+    path: "/v1/webhooks/{id}/rotate-secret",
+    summary: "Replace the endpoint's signing secret → the new whsec_ secret, shown once",
+    auth: "webhooks:write",
+  },
+  {
+    method: "get",
+    path: "/v1/webhooks/{id}/deliveries",
+    summary: "Recent delivery attempts, newest first (the last 100 are kept)",
+    auth: "webhooks:read or webhooks:write",
+    response: z.object({ webhook_id: z.string(), deliveries: z.array(WebhookDelivery) }),
+    query: ["limit"],
+  },
+  {
+    method: "post",
+    path: "/v1/webhooks/{id}/redeliver",
+    summary:
+      "Send an event from this endpoint's delivery log again now (same webhook-id) → the attempt's outcome",
+    auth: "webhooks:write",
+    body: Redeliver,
   },
   {
     method: "post",

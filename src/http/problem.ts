@@ -24,6 +24,8 @@ export type ApiError =
   | { code: "payload_too_large"; detail: string }
   | { code: "invalid_manifest"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
+  /** PUT /v1/webhooks/{id}: the URL fails the tool URL rules (https, allow-list, no private address). */
+  | { code: "webhook_url_not_allowed"; detail: string }
   | { code: "unsupported_field"; detail: string }
   | { code: "invalid_pointer"; detail: string }
   | { code: "unknown_secret"; detail: string }
@@ -69,6 +71,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "invalid_request":
     case "invalid_manifest":
     case "upstream_not_allowed":
+    case "webhook_url_not_allowed":
     case "turn_conflict":
     case "run_turn_limit":
     case "request_id_conflict":
@@ -153,6 +156,7 @@ export function statusOf(error: ApiError): number {
     case "payload_too_large":
       return 413;
     case "invalid_manifest":
+    case "webhook_url_not_allowed":
     case "unsupported_field":
     case "invalid_pointer":
     case "unknown_secret":
@@ -203,6 +207,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "forbidden":
     case "invalid_manifest":
     case "upstream_not_allowed":
+    case "webhook_url_not_allowed":
     case "unsupported_field":
     case "unknown_secret":
     case "not_outcome_unknown":

@@ -2,6 +2,7 @@
 // is generated from them, so the documentation cannot drift from what the code accepts.
 import { z } from "zod";
 import { EnvelopeCodec } from "../durable/store/run-rows.ts";
+import { EventType } from "../domain/events.ts";
 
 export const ApiScope = z.enum([
   "runs:write",
@@ -13,6 +14,10 @@ export const ApiScope = z.enum([
   "approvals:delegate",
   "operations:resolve",
   "traces:read",
+  /** Webhook endpoints: create, change, delete, rotate secrets, redeliver (and read). */
+  "webhooks:write",
+  /** Webhook endpoints and their delivery logs, read-only (never a secret). */
+  "webhooks:read",
 ]);
 export type ApiScope = z.infer<typeof ApiScope>;
 
@@ -129,4 +134,56 @@ export const Problem = z.object({
   status: z.number(),
   code: z.string(),
   detail: z.string(),
+});
+
+/** Webhook endpoint ids are chosen by the tenant (PUT is create-or-replace). */
+export const WebhookId = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}$/, "webhook ids are 1-64 letters, digits, '_' or '-'");
+export const PutWebhook = z.strictObject({
+  url: z
+    .string()
+    .max(2048)
+    .describe("https, host on TOOLGATE_UPSTREAM_ALLOWLIST, no private address"),
+  events: z
+    .union([z.tuple([z.literal("*")]), z.array(EventType).min(1)])
+    .describe('Event types to send, or ["*"] for all'),
+  format: z
+    .enum(["standard", "slack"])
+    .describe("standard: Standard Webhooks JSON; slack: a Block Kit message"),
+  description: z.string().max(500).optional(),
+});
+export const WebhookRecord = z.object({
+  id: z.string(),
+  url: z.string(),
+  events: z.array(z.string()),
+  format: z.enum(["standard", "slack"]),
+  description: z.string().nullable(),
+  state: z.enum(["healthy", "failing"]),
+  consecutive_failures: z.number(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  last_attempt_at: z.string().nullable(),
+  last_delivered_at: z.string().nullable(),
+  secret: z
+    .string()
+    .optional()
+    .describe("whsec_…: only in the answer that created the endpoint; never shown again"),
+});
+export const WebhookDelivery = z.object({
+  event_id: z.string(),
+  event_type: z.string(),
+  attempt: z.number(),
+  at: z.string(),
+  delivered: z.boolean(),
+  status: z.number().nullable(),
+  latency_ms: z.number(),
+  snippet: z
+    .string()
+    .describe("The start of the receiver's answer (256 characters, secret-scrubbed)"),
+  error: z.string().nullable(),
+});
+export const Redeliver = z.strictObject({ event_id: z.string().regex(/^evt_[0-9a-f]{32}$/) });
+export const DeliveriesQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(50),
 });

@@ -82,6 +82,8 @@ export type UpstreamState = {
     body: any;
     /** The scripted fault this request drew ("ok" when none). */
     fault: string;
+    /** Webhook receivers (paths under /webhooks): the raw body, to verify its signature. */
+    raw?: string;
   }>;
   /** `request`: the index in `requests` of the request that committed the effect. */
   effects: Array<{ id: string; key: string | null; body: any; path: string; request: number }>;

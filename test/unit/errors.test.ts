@@ -13,6 +13,7 @@ describe("toApiError", () => {
     [{ code: "turn_conflict", detail: "x" }, "turn_conflict", 409],
     [{ code: "invalid_manifest", detail: "x" }, "invalid_manifest", 422],
     [{ code: "upstream_not_allowed", detail: "x" }, "upstream_not_allowed", 403],
+    [{ code: "webhook_url_not_allowed", detail: "x" }, "webhook_url_not_allowed", 422],
     [{ code: "not_outcome_unknown", phase: "recorded" }, "not_outcome_unknown", 409],
     [{ code: "invalid_tool", detail: "x" }, "misconfigured", 500],
     [{ code: "misconfigured", detail: "x" }, "misconfigured", 500],

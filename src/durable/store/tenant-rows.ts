@@ -1,5 +1,6 @@
 // The tenant's tables: its record, API keys (hashes only), tool manifests and their verdicts,
-// sealed secrets, and the approvals inbox and unknown-outcomes list its operations deliver to.
+// sealed secrets, the approvals inbox and unknown-outcomes list its operations deliver to, and its
+// webhook endpoints (secret sealed like a tenant secret) with their capped delivery logs.
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 import type { SqlStore } from "./sql-store.ts";
@@ -11,7 +12,15 @@ CREATE TABLE IF NOT EXISTS approvals (
   operation_id TEXT PRIMARY KEY, state TEXT NOT NULL, requested_at INTEGER NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS unknowns (operation_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, tool TEXT NOT NULL, since INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0, open INTEGER NOT NULL DEFAULT 1, closed_at INTEGER) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, iv TEXT NOT NULL, ciphertext TEXT NOT NULL, fingerprint TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS verifications (name TEXT PRIMARY KEY, settings_hash TEXT NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;`;
+CREATE TABLE IF NOT EXISTS verifications (name TEXT PRIMARY KEY, settings_hash TEXT NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS webhooks (
+  id TEXT PRIMARY KEY, url TEXT NOT NULL, events TEXT NOT NULL, format TEXT NOT NULL, description TEXT, console_url TEXT NOT NULL,
+  iv TEXT NOT NULL, ciphertext TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
+  consecutive_failures INTEGER NOT NULL DEFAULT 0, last_attempt_at INTEGER, last_delivered_at INTEGER) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+  endpoint_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, event TEXT NOT NULL, attempt INTEGER NOT NULL,
+  at_ms INTEGER NOT NULL, delivered INTEGER NOT NULL, status INTEGER, latency_ms INTEGER NOT NULL, error TEXT, snippet TEXT NOT NULL,
+  PRIMARY KEY (endpoint_id, seq)) WITHOUT ROWID;`;
 
 /** Columns of `unknowns` added after its first version (older tenants get them on first use). */
 export const UNKNOWNS_ADDED_COLUMNS = [
@@ -20,6 +29,36 @@ export const UNKNOWNS_ADDED_COLUMNS = [
   "closed_at INTEGER",
 ];
 
+export type WebhookRow = {
+  id: string;
+  url: string;
+  /** JSON: event types, or ["*"]. */
+  events: string;
+  format: string;
+  description: string | null;
+  console_url: string;
+  iv: string;
+  ciphertext: string;
+  created_at: number;
+  updated_at: number;
+  consecutive_failures: number;
+  last_attempt_at: number | null;
+  last_delivered_at: number | null;
+};
+export type WebhookDeliveryRow = {
+  endpoint_id: string;
+  seq: number;
+  event_id: string;
+  /** JSON: the event as delivered (redeliver replays it from here). */
+  event: string;
+  attempt: number;
+  at_ms: number;
+  delivered: number;
+  status: number | null;
+  latency_ms: number;
+  error: string | null;
+  snippet: string;
+};
 export type ToolRow = { name: string; manifest: string; version: number; updated_at: number };
 export type SecretRow = {
   name: string;

@@ -1,6 +1,7 @@
 // TenantObject: one per tenant, the RPC surface over its record and the modules beside it: API keys
 // (keys.ts), upstream secrets (secrets.ts), the tool registry and its verdicts (registry.ts), and
-// the approvals inbox and unknown-outcomes list its operations deliver to (inbox.ts). Method names
+// the approvals inbox and unknown-outcomes list its operations deliver to (inbox.ts), and webhook
+// endpoints with their delivery logs (webhooks.ts). Method names
 // and signatures are the contract other objects and routes call through stubs.
 import { DurableObject } from "cloudflare:workers";
 import { err, ok, type Result } from "../../domain/result.ts";
@@ -8,6 +9,8 @@ import type { Verification, VerificationStatus } from "../../domain/verification
 import type { ApiScope } from "../../http/schemas.ts";
 import type { ManifestError } from "../../tools/manifest/schema.ts";
 import type { ToolSource } from "../../tools/spec.ts";
+import type { EventType, ToolgateEvent } from "../../domain/events.ts";
+import type { EndpointState } from "../../domain/webhook-retry.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
@@ -32,10 +35,14 @@ import {
   type SecretRecord,
   type SecretsError,
 } from "./secrets.ts";
+import * as webhooks from "./webhooks.ts";
+import type { DeliveryRecord, DeliveryResult, WebhookRecord, WebhookSpec } from "./webhooks.ts";
+import type { WebhookTarget, WebhooksError } from "./webhooks.ts";
 
 export type TenantError =
   | ManifestError
   | SecretsError
+  | WebhooksError
   | { code: "not_found"; detail: string }
   | { code: "invalid_request"; detail: string }
   /** A verification finished after the tool's checked settings were replaced (or it was deleted). */
@@ -193,5 +200,61 @@ export class TenantObject extends DurableObject<Env> {
     limit: number,
   ): Promise<Array<{ operation_id: string; run_id: string; tool: string; since: string }>> {
     return this.inbox.listUnknowns(limit);
+  }
+
+  // ── Webhook endpoints and their delivery logs (webhooks.ts) ──────────────────────────────────
+
+  /** `secret` only when created: it is never shown again. */
+  async putWebhook(
+    tenantId: string,
+    id: string,
+    spec: WebhookSpec,
+  ): Promise<Result<WebhookRecord & { created: boolean; secret?: string }, TenantError>> {
+    return webhooks.putWebhook(this.store, this.env, tenantId, id, spec);
+  }
+
+  async listWebhooks(): Promise<WebhookRecord[]> {
+    return webhooks.listWebhooks(this.store);
+  }
+
+  async deleteWebhook(id: string): Promise<Result<true, TenantError>> {
+    return webhooks.deleteWebhook(this.store, id);
+  }
+
+  async rotateWebhookSecret(
+    tenantId: string,
+    id: string,
+  ): Promise<Result<{ id: string; secret: string }, TenantError>> {
+    return webhooks.rotateWebhookSecret(this.store, this.env, tenantId, id);
+  }
+
+  /** The endpoints subscribed to `type`, secrets opened, for one delivery from this Worker. */
+  async webhookTargets(
+    tenantId: string,
+    type: EventType,
+  ): Promise<Result<WebhookTarget[], TenantError>> {
+    return webhooks.webhookTargets(this.store, this.env, tenantId, type);
+  }
+
+  async redeliveryOf(
+    tenantId: string,
+    id: string,
+    eventId: string,
+  ): Promise<Result<{ target: WebhookTarget; event: ToolgateEvent }, TenantError>> {
+    return webhooks.redeliveryOf(this.store, this.env, tenantId, id, eventId);
+  }
+
+  /** null: the endpoint was deleted while the attempt was in flight (nothing is logged). */
+  async recordDelivery(
+    endpointId: string,
+    event: ToolgateEvent,
+    result: DeliveryResult,
+    atMs: number,
+  ): Promise<{ attempt: number; state: EndpointState } | null> {
+    return webhooks.recordDelivery(this.store, endpointId, event, result, atMs);
+  }
+
+  async listDeliveries(id: string, limit: number): Promise<Result<DeliveryRecord[], TenantError>> {
+    return webhooks.listDeliveries(this.store, id, limit);
   }
 }

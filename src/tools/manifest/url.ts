@@ -72,7 +72,7 @@ export function checkTemplate(
   return ok(names);
 }
 
-function allows(entry: string, host: string, port: number, protocol: string): boolean {
+export function allows(entry: string, host: string, port: number, protocol: string): boolean {
   const pinned = /^(.*):(\d{1,5})$/.exec(entry);
   const pattern = pinned ? pinned[1]! : entry;
   const allowedPort = pinned ? Number(pinned[2]) : protocol === "https:" ? 443 : 80;

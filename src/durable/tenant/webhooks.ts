@@ -1,0 +1,325 @@
+// A tenant's webhook endpoints and their delivery logs. The `whsec_` signing secret (Standard
+// Webhooks: whsec_ + base64 of 32 random bytes) is sealed like a tenant secret and leaves this object
+// in two ways only: once to the person who created or rotated it, and opened for a delivery from
+// this Worker (events/deliver.ts). Every attempt is logged (capped per endpoint); an endpoint's
+// state is derived from its consecutive failures (domain/webhook-retry.ts).
+import { openSecret, sealSecret } from "../../crypto.ts";
+import { hostPolicy, secretsKey } from "../../config.ts";
+import type { EventType, ToolgateEvent } from "../../domain/events.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
+import { endpointState, type EndpointState } from "../../domain/webhook-retry.ts";
+import { checkWebhookUrl, type WebhookUrlError } from "../../events/webhook-url.ts";
+import type { Env } from "../env.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+import { tenantRecord, type WebhookDeliveryRow, type WebhookRow } from "../store/tenant-rows.ts";
+import type { TenantError } from "./object.ts";
+
+/** Attempts kept per endpoint (the oldest go first); redeliver replays events from this log. */
+export const DELIVERIES_KEPT = 100;
+
+export type WebhookFormat = "standard" | "slack";
+export type WebhookSpec = {
+  url: string;
+  events: Array<EventType | "*">;
+  format: WebhookFormat;
+  description: string | null;
+  /** Origin of the request that created the endpoint: Slack messages link to its console. */
+  console_url: string;
+};
+export type WebhookRecord = Omit<WebhookSpec, "console_url"> & {
+  id: string;
+  state: EndpointState;
+  consecutive_failures: number;
+  created_at: string;
+  updated_at: string;
+  last_attempt_at: string | null;
+  last_delivered_at: string | null;
+};
+/** What a delivery needs: the endpoint with its secret opened. Lives only for the send. */
+export type WebhookTarget = {
+  id: string;
+  url: string;
+  format: WebhookFormat;
+  secret: string;
+  console_url: string;
+};
+/** One attempt's outcome: 2xx is delivered; anything else, a timeout or a refusal is a failure. */
+export type DeliveryResult = {
+  delivered: boolean;
+  status: number | null;
+  latency_ms: number;
+  /** The start of the response body (capped, secret-scrubbed), or why there was none. */
+  snippet: string;
+  error: string | null;
+};
+export type DeliveryRecord = DeliveryResult & {
+  event_id: string;
+  event_type: string;
+  attempt: number;
+  at: string;
+};
+export type WebhooksError = WebhookUrlError;
+
+const sealName = (id: string) => `webhook/${id}`;
+
+function newSecret(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  return `whsec_${btoa(String.fromCharCode(...bytes))}`;
+}
+
+export async function putWebhook(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  id: string,
+  spec: WebhookSpec,
+): Promise<Result<WebhookRecord & { created: boolean; secret?: string }, TenantError>> {
+  if (!tenantRecord(store)) return err({ code: "not_found", detail: "no such tenant" });
+  const url = checkWebhookUrl(spec.url, hostPolicy(env));
+  if (!url.ok) return url;
+  const previous = webhookRow(store, id);
+  const now = Date.now();
+  store.ensureSchema();
+  const fields = [url.value, JSON.stringify(spec.events), spec.format, spec.description];
+  if (previous) {
+    store.run(
+      "UPDATE webhooks SET url = ?, events = ?, format = ?, description = ?, updated_at = ? WHERE id = ?",
+      ...fields,
+      now,
+      id,
+    );
+    return ok({ ...toRecord(webhookRow(store, id)!), created: false });
+  }
+  const master = secretsKey(env);
+  if (!master.ok) return master;
+  const secret = newSecret();
+  const sealed = await sealSecret(master.value, tenantId, sealName(id), secret);
+  store.run(
+    `INSERT INTO webhooks (id, url, events, format, description, console_url, iv, ciphertext, created_at, updated_at, consecutive_failures)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)`,
+    id,
+    ...fields,
+    spec.console_url,
+    sealed.iv,
+    sealed.ciphertext,
+    now,
+    now,
+  );
+  return ok({ ...toRecord(webhookRow(store, id)!), created: true, secret });
+}
+
+export function listWebhooks(store: SqlStore): WebhookRecord[] {
+  return store.exists("webhooks")
+    ? store.all<WebhookRow>("SELECT * FROM webhooks ORDER BY id").map(toRecord)
+    : [];
+}
+
+export function deleteWebhook(store: SqlStore, id: string): Result<true, TenantError> {
+  if (!webhookRow(store, id)) return err({ code: "not_found", detail: `no webhook ${id}` });
+  store.transaction(() => {
+    store.run("DELETE FROM webhooks WHERE id = ?", id);
+    if (store.exists("webhook_deliveries"))
+      store.run("DELETE FROM webhook_deliveries WHERE endpoint_id = ?", id);
+  });
+  return ok(true);
+}
+
+/** A new secret, returned once; the old one stops signing at once. */
+export async function rotateWebhookSecret(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  id: string,
+): Promise<Result<{ id: string; secret: string }, TenantError>> {
+  if (!webhookRow(store, id)) return err({ code: "not_found", detail: `no webhook ${id}` });
+  const master = secretsKey(env);
+  if (!master.ok) return master;
+  const secret = newSecret();
+  const sealed = await sealSecret(master.value, tenantId, sealName(id), secret);
+  store.run(
+    "UPDATE webhooks SET iv = ?, ciphertext = ?, updated_at = ? WHERE id = ?",
+    sealed.iv,
+    sealed.ciphertext,
+    Date.now(),
+    id,
+  );
+  return ok({ id, secret });
+}
+
+/** The endpoints subscribed to `type`, secrets opened (one that cannot be opened is left out, logged). */
+export async function webhookTargets(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  type: EventType,
+): Promise<Result<WebhookTarget[], TenantError>> {
+  if (tenantRecord(store)?.id !== tenantId || !store.exists("webhooks")) return ok([]);
+  const master = secretsKey(env);
+  if (!master.ok) return master;
+  const rows = store.all<WebhookRow>("SELECT * FROM webhooks ORDER BY id").filter((row) => {
+    const events = JSON.parse(row.events) as string[];
+    return events.includes("*") || events.includes(type);
+  });
+  const targets: WebhookTarget[] = [];
+  for (const row of rows) {
+    const target = await openTarget(master.value, tenantId, row);
+    if (target) targets.push(target);
+  }
+  return ok(targets);
+}
+
+/** For redeliver: the endpoint and the event as this endpoint's log last recorded it. */
+export async function redeliveryOf(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  id: string,
+  eventId: string,
+): Promise<Result<{ target: WebhookTarget; event: ToolgateEvent }, TenantError>> {
+  const row = tenantRecord(store)?.id === tenantId ? webhookRow(store, id) : null;
+  if (!row) return err({ code: "not_found", detail: `no webhook ${id}` });
+  const logged = store.exists("webhook_deliveries")
+    ? store.one<{ event: string }>(
+        "SELECT event FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ? ORDER BY seq DESC LIMIT 1",
+        id,
+        eventId,
+      )
+    : null;
+  if (!logged)
+    return err({
+      code: "not_found",
+      detail: `event ${eventId} is not in webhook ${id}'s delivery log (its last ${DELIVERIES_KEPT} attempts): only events sent to this endpoint can be redelivered`,
+    });
+  const master = secretsKey(env);
+  if (!master.ok) return master;
+  const target = await openTarget(master.value, tenantId, row);
+  if (!target)
+    return err({
+      code: "misconfigured",
+      detail: `webhook ${id}'s secret could not be opened (TOOLGATE_SECRETS_KEY changed?): rotate it`,
+    });
+  return ok({ target, event: JSON.parse(logged.event) as ToolgateEvent });
+}
+
+/** Logs one attempt (its number: earlier attempts of this event in the log + 1) and updates the state. */
+export function recordDelivery(
+  store: SqlStore,
+  endpointId: string,
+  event: ToolgateEvent,
+  result: DeliveryResult,
+  atMs: number,
+): { attempt: number; state: EndpointState } | null {
+  if (!webhookRow(store, endpointId)) return null; // deleted while the attempt was in flight
+  store.ensureSchema();
+  return store.transaction(() => {
+    const last = store.one<{ seq: number }>(
+      "SELECT seq FROM webhook_deliveries WHERE endpoint_id = ? ORDER BY seq DESC LIMIT 1",
+      endpointId,
+    );
+    const seq = (last?.seq ?? 0) + 1;
+    const earlier = store.one<{ n: number }>(
+      "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ?",
+      endpointId,
+      event.id,
+    )!.n;
+    store.run(
+      `INSERT INTO webhook_deliveries (endpoint_id, seq, event_id, event, attempt, at_ms, delivered, status, latency_ms, error, snippet)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      endpointId,
+      seq,
+      event.id,
+      JSON.stringify(event),
+      earlier + 1,
+      atMs,
+      result.delivered ? 1 : 0,
+      result.status,
+      result.latency_ms,
+      result.error,
+      result.snippet,
+    );
+    store.run(
+      "DELETE FROM webhook_deliveries WHERE endpoint_id = ? AND seq <= ?",
+      endpointId,
+      seq - DELIVERIES_KEPT,
+    );
+    store.run(
+      result.delivered
+        ? "UPDATE webhooks SET consecutive_failures = 0, last_attempt_at = ?, last_delivered_at = ? WHERE id = ?"
+        : "UPDATE webhooks SET consecutive_failures = consecutive_failures + 1, last_attempt_at = ? WHERE id = ?",
+      ...(result.delivered ? [atMs, atMs, endpointId] : [atMs, endpointId]),
+    );
+    const failures = webhookRow(store, endpointId)!.consecutive_failures;
+    return { attempt: earlier + 1, state: endpointState(failures) };
+  });
+}
+
+/** Newest first. */
+export function listDeliveries(
+  store: SqlStore,
+  id: string,
+  limit: number,
+): Result<DeliveryRecord[], TenantError> {
+  if (!webhookRow(store, id)) return err({ code: "not_found", detail: `no webhook ${id}` });
+  if (!store.exists("webhook_deliveries")) return ok([]);
+  const rows = store.all<WebhookDeliveryRow>(
+    "SELECT * FROM webhook_deliveries WHERE endpoint_id = ? ORDER BY seq DESC LIMIT ?",
+    id,
+    limit,
+  );
+  return ok(
+    rows.map((row) => ({
+      event_id: row.event_id,
+      event_type: (JSON.parse(row.event) as ToolgateEvent).type,
+      attempt: row.attempt,
+      at: new Date(row.at_ms).toISOString(),
+      delivered: row.delivered === 1,
+      status: row.status,
+      latency_ms: row.latency_ms,
+      snippet: row.snippet,
+      error: row.error,
+    })),
+  );
+}
+
+function webhookRow(store: SqlStore, id: string): WebhookRow | null {
+  return tenantRecord(store) && store.exists("webhooks")
+    ? store.one<WebhookRow>("SELECT * FROM webhooks WHERE id = ?", id)
+    : null;
+}
+
+async function openTarget(
+  master: string,
+  tenantId: string,
+  row: WebhookRow,
+): Promise<WebhookTarget | null> {
+  try {
+    const secret = await openSecret(master, tenantId, sealName(row.id), row);
+    const format = row.format as WebhookFormat;
+    return { id: row.id, url: row.url, format, secret, console_url: row.console_url };
+  } catch {
+    console.error(
+      JSON.stringify({
+        level: "error",
+        event: "toolgate.webhook_secret_unreadable",
+        webhook: row.id,
+      }),
+    );
+    return null;
+  }
+}
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+
+const toRecord = (row: WebhookRow): WebhookRecord => ({
+  id: row.id,
+  url: row.url,
+  events: JSON.parse(row.events) as WebhookRecord["events"],
+  format: row.format as WebhookFormat,
+  description: row.description,
+  state: endpointState(row.consecutive_failures),
+  consecutive_failures: row.consecutive_failures,
+  created_at: new Date(row.created_at).toISOString(),
+  updated_at: new Date(row.updated_at).toISOString(),
+  last_attempt_at: iso(row.last_attempt_at),
+  last_delivered_at: iso(row.last_delivered_at),
+});

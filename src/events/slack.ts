@@ -1,0 +1,129 @@
+// The Slack format: one event → a Slack incoming-webhook message in Block Kit
+// (https://api.slack.com/reference/block-kit/blocks): a `section` saying what waits (tool, target),
+// who asked and when it expires, a `section` with the arguments as the approver sees them (the
+// event's data is already redacted by its writer: never a secret or a redacted field), a `context`
+// line with the ids, and an `actions` block whose button opens the exact console page. `text` is
+// the notification fallback. Slack's limits are kept (section text ≤ 3000, field ≤ 2000, button
+// text ≤ 75 characters); user text is escaped (&, <, > are Slack's control characters).
+import { z } from "zod";
+import type { ToolgateEvent } from "../domain/events.ts";
+
+export type SlackText = { type: "mrkdwn" | "plain_text"; text: string };
+export type SlackBlock =
+  | { type: "section"; text: SlackText; fields?: SlackText[] }
+  | { type: "context"; elements: SlackText[] }
+  | {
+      type: "actions";
+      elements: Array<{ type: "button"; text: SlackText; url: string; style?: "primary" }>;
+    };
+export type SlackMessage = { text: string; blocks: SlackBlock[] };
+
+/** The fields this format reads from an event's data, when present (the writer's summary). */
+const Summary = z.looseObject({
+  target: z.string().optional(),
+  arguments: z.record(z.string(), z.unknown()).optional(),
+  requested_by: z.string().optional(),
+  expires_at_ms: z.number().optional(),
+  state: z.string().optional(),
+  decided_by: z.string().nullable().optional(),
+  reason: z.string().nullable().optional(),
+});
+
+const HEADLINES: Record<ToolgateEvent["type"], string> = {
+  "approval.requested": "Approval needed",
+  "approval.decided": "Approval decided",
+  "approval.expired": "Approval expired",
+  "operation.outcome_unknown": "Outcome unknown: a person must settle it",
+  "operation.recorded": "Operation recorded",
+  "run.budget_exhausted": "Run budget exhausted",
+  "turn.settled": "Turn settled",
+  "lock.waiting_long": "A write is waiting long for its lock",
+};
+
+export const escapeMrkdwn = (text: string) =>
+  text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+const cap = (text: string, max: number) =>
+  text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+
+/** The console page where a person acts on this event (null: no page for it). */
+export function consoleLink(event: ToolgateEvent, consoleUrl: string): string | null {
+  const base = consoleUrl.replace(/\/+$/, "");
+  const op = event.operation_id;
+  if (event.type.startsWith("approval.") && op) return `${base}/console/approvals#${op}`;
+  if (event.type === "operation.outcome_unknown" && op)
+    return `${base}/console/unknown-outcomes#${op}`;
+  if (event.run_id) return `${base}/console/runs/${event.run_id}${op ? `#${op}` : ""}`;
+  return null;
+}
+
+export function slackMessage(event: ToolgateEvent, consoleUrl: string): SlackMessage {
+  const parsed = Summary.safeParse(event.data);
+  const data = parsed.success ? parsed.data : {};
+  const headline = HEADLINES[event.type];
+  const what = [
+    event.tool ? `\`${escapeMrkdwn(event.tool)}\`` : null,
+    data.target ? `on \`${escapeMrkdwn(data.target)}\`` : null,
+  ]
+    .filter(Boolean)
+    .join(" ");
+  const fields: SlackText[] = [];
+  if (data.requested_by)
+    fields.push({
+      type: "mrkdwn",
+      text: cap(`*Asked by*\n${escapeMrkdwn(data.requested_by)}`, 2000),
+    });
+  if (data.expires_at_ms !== undefined) {
+    const iso = new Date(data.expires_at_ms).toISOString();
+    const unix = Math.floor(data.expires_at_ms / 1000);
+    fields.push({
+      type: "mrkdwn",
+      text: `*Expires*\n<!date^${unix}^{date_short_pretty} at {time}|${iso}>`,
+    });
+  }
+  if (data.state) fields.push({ type: "mrkdwn", text: `*State*\n${escapeMrkdwn(data.state)}` });
+  if (data.decided_by)
+    fields.push({
+      type: "mrkdwn",
+      text: cap(`*Decided by*\n${escapeMrkdwn(data.decided_by)}`, 2000),
+    });
+  const blocks: SlackBlock[] = [
+    {
+      type: "section",
+      text: { type: "mrkdwn", text: cap(`*${headline}*${what ? `: ${what}` : ""}`, 3000) },
+      ...(fields.length > 0 ? { fields } : {}),
+    },
+  ];
+  if (data.arguments) {
+    // Escaped first, then cut (escaping can grow the text fivefold), never inside an entity.
+    const json = cap(escapeMrkdwn(JSON.stringify(data.arguments, null, 2)), 2990).replace(
+      /&[a-z]{0,3}…$/,
+      "…",
+    );
+    blocks.push({ type: "section", text: { type: "mrkdwn", text: `\`\`\`${json}\`\`\`` } });
+  }
+  const ids = [
+    event.run_id ? `run \`${event.run_id}\`` : null,
+    event.operation_id ? `operation \`${event.operation_id}\`` : null,
+    `\`${event.type}\``,
+  ].filter((id): id is string => id !== null);
+  blocks.push({ type: "context", elements: [{ type: "mrkdwn", text: ids.join(" · ") }] });
+  const link = consoleLink(event, consoleUrl);
+  if (link) {
+    const label = event.type === "approval.requested" ? "Review and decide" : "Open in toolgate";
+    blocks.push({
+      type: "actions",
+      elements: [
+        {
+          type: "button",
+          text: { type: "plain_text", text: label },
+          url: link,
+          ...(event.type === "approval.requested" ? { style: "primary" as const } : {}),
+        },
+      ],
+    });
+  }
+  const plainWhat = [event.tool, data.target ? `on ${data.target}` : null]
+    .filter(Boolean)
+    .join(" ");
+  return { text: cap(`${headline}${plainWhat ? `: ${plainWhat}` : ""}`, 3000), blocks };
+}

@@ -1,0 +1,73 @@
+// /v1/webhooks: the tenant's webhook endpoints (issue 18). The `whsec_` secret is in the answer that
+// creates an endpoint or rotates its secret, and nowhere else. Reads take webhooks:read or
+// webhooks:write (a key that can write can see what it wrote); everything else needs webhooks:write.
+// Redeliver sends the event again now, from this endpoint's delivery log, with the same webhook-id.
+import type { Context } from "hono";
+import { Hono } from "hono";
+import { z } from "zod";
+import { deliverOne } from "../events/deliver.ts";
+import { requireScope, type AppEnv } from "./auth.ts";
+import { ApiProblem } from "./problem.ts";
+import { readJson, tenantStub, unwrap } from "./request.ts";
+import { DeliveriesQuery, PutWebhook, Redeliver, WebhookId } from "./schemas.ts";
+
+const webhookId = (id: string | undefined) => {
+  const parsed = WebhookId.safeParse(id);
+  if (!parsed.success)
+    throw new ApiProblem({ code: "invalid_request", detail: parsed.error.issues[0]!.message });
+  return parsed.data;
+};
+
+function requireRead(c: Context<AppEnv>): string {
+  const principal = c.get("principal");
+  return principal.kind === "key" && principal.scopes.includes("webhooks:write")
+    ? principal.tenantId
+    : requireScope(c, "webhooks:read");
+}
+
+export const webhookRoutes = new Hono<AppEnv>()
+  .put("/:id", async (c) => {
+    const tenantId = requireScope(c, "webhooks:write");
+    const id = webhookId(c.req.param("id"));
+    const body = await readJson(c, PutWebhook);
+    const { created, ...record } = unwrap(
+      await tenantStub(c, tenantId).putWebhook(tenantId, id, {
+        url: body.url,
+        events: body.events,
+        format: body.format,
+        description: body.description ?? null,
+        // Slack messages link to the console of the deployment the endpoint was created on.
+        console_url: new URL(c.req.url).origin,
+      }),
+    );
+    return c.json(record, created ? 201 : 200);
+  })
+  .get("/", async (c) => c.json({ webhooks: await tenantStub(c, requireRead(c)).listWebhooks() }))
+  .delete("/:id", async (c) => {
+    const tenantId = requireScope(c, "webhooks:write");
+    unwrap(await tenantStub(c, tenantId).deleteWebhook(webhookId(c.req.param("id"))));
+    return c.body(null, 204);
+  })
+  .post("/:id/rotate-secret", async (c) => {
+    const tenantId = requireScope(c, "webhooks:write");
+    const id = webhookId(c.req.param("id"));
+    return c.json(unwrap(await tenantStub(c, tenantId).rotateWebhookSecret(tenantId, id)));
+  })
+  .get("/:id/deliveries", async (c) => {
+    const tenantId = requireRead(c);
+    const query = DeliveriesQuery.safeParse(c.req.query());
+    if (!query.success)
+      throw new ApiProblem({ code: "invalid_request", detail: z.prettifyError(query.error) });
+    const id = webhookId(c.req.param("id"));
+    const deliveries = unwrap(await tenantStub(c, tenantId).listDeliveries(id, query.data.limit));
+    return c.json({ webhook_id: id, deliveries });
+  })
+  .post("/:id/redeliver", async (c) => {
+    const tenantId = requireScope(c, "webhooks:write");
+    const id = webhookId(c.req.param("id"));
+    const { event_id } = await readJson(c, Redeliver);
+    const stub = tenantStub(c, tenantId);
+    const { target, event } = unwrap(await stub.redeliveryOf(tenantId, id, event_id));
+    const outcome = await deliverOne(c.env, stub, target, event, {});
+    return c.json({ event_id, ...outcome });
+  });

@@ -1,0 +1,437 @@
+// Webhooks (issue 18): endpoints through the public API (secret once, URL rules, scopes), and
+// delivery through deliverToEndpoints — what the queue consumer calls — to a real receiver (the
+// fault-injecting upstream, paths under /webhooks) that verifies every signature with the
+// `standardwebhooks` package and counts deliveries by webhook-id.
+import { env } from "cloudflare:workers";
+import { Webhook } from "standardwebhooks";
+import { describe, expect, it } from "vitest";
+import type { ToolgateEvent } from "../../src/domain/events.ts";
+import type { Env } from "../../src/durable/env.ts";
+import { deliverToEndpoints } from "../../src/events/deliver.ts";
+import { api, newTenant, upstream, type UpstreamState } from "../support/api.ts";
+
+const typedEnv = env as unknown as Env;
+
+async function webhookTenant(scopes = ["webhooks:write"]) {
+  const t = await newTenant(scopes);
+  const auth = { Authorization: `Bearer ${t.key}` };
+  return {
+    tenantId: t.tenantId,
+    call: (method: string, path: string, body?: unknown) => api(method, path, body, auth),
+  };
+}
+
+function event(tenantId: string, overrides: Partial<ToolgateEvent> = {}): ToolgateEvent {
+  const hex = [...crypto.getRandomValues(new Uint8Array(16))]
+    .map((b) => b.toString(16).padStart(2, "0"))
+    .join("");
+  return {
+    id: `evt_${hex}`,
+    type: "approval.requested",
+    at_ms: Date.now(),
+    tenant_id: tenantId,
+    run_id: "run_01HZZZZZZZZZZZZZZZZZZZZZZZ",
+    operation_id: `op_${hex}`,
+    tool: "refund",
+    data: {
+      target: "order:ord_1",
+      arguments: { order_id: "ord_1", amount: 1200 },
+      requested_by: "u1",
+      expires_at_ms: Date.now() + 15 * 60_000,
+    },
+    ...overrides,
+  };
+}
+
+/** What the receiver got: requests to /webhooks/…, each signature checked with the endpoint's secret. */
+function received(state: UpstreamState, secret: string) {
+  return state.requests
+    .filter((request) => request.path.startsWith("/webhooks"))
+    .map((request) => {
+      const headers = request.headers as Record<string, string>;
+      let verified: unknown = null;
+      try {
+        verified = new Webhook(secret).verify(request.raw!, headers);
+      } catch (error) {
+        verified = `refused: ${String(error)}`;
+      }
+      return { webhookId: headers["webhook-id"], verified, fault: request.fault };
+    });
+}
+
+async function endpoint(
+  call: Awaited<ReturnType<typeof webhookTenant>>["call"],
+  url: string,
+  extra: Record<string, unknown> = {},
+) {
+  const id = `wh_${crypto.randomUUID().slice(0, 8)}`;
+  const put = await call("PUT", `/v1/webhooks/${id}`, {
+    url,
+    events: ["*"],
+    format: "standard",
+    ...extra,
+  });
+  expect(put.status).toBe(201);
+  return { id, secret: put.body.secret as string };
+}
+
+describe("webhook endpoints", () => {
+  it("returns the whsec_ secret once, on creation and on rotation, and never lists it", async () => {
+    const { call } = await webhookTenant();
+    const up = upstream();
+    const put = await call("PUT", "/v1/webhooks/pager", {
+      url: `${up.url}/webhooks/pager`,
+      events: ["approval.requested", "operation.outcome_unknown"],
+      format: "standard",
+      description: "on-call",
+    });
+    expect(put.status).toBe(201);
+    expect(put.body.secret).toMatch(/^whsec_[A-Za-z0-9+/]{42}[A-Za-z0-9+/=]{2}$/);
+    expect(put.body).toMatchObject({ id: "pager", state: "healthy", format: "standard" });
+    const secret = put.body.secret as string;
+
+    const again = await call("PUT", "/v1/webhooks/pager", {
+      url: `${up.url}/webhooks/pager`,
+      events: ["*"],
+      format: "slack",
+    });
+    expect(again.status).toBe(200);
+    expect(again.body.secret).toBeUndefined();
+    expect(again.body).toMatchObject({ events: ["*"], format: "slack", description: null });
+
+    const list = await call("GET", "/v1/webhooks");
+    expect(list.status).toBe(200);
+    expect(list.body.webhooks.map((w: { id: string }) => w.id)).toEqual(["pager"]);
+    expect(JSON.stringify(list.body)).not.toContain("whsec_");
+    expect(JSON.stringify(list.body)).not.toContain(secret.slice(6, 30));
+
+    const rotated = await call("POST", "/v1/webhooks/pager/rotate-secret");
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.secret).toMatch(/^whsec_/);
+    expect(rotated.body.secret).not.toBe(secret);
+
+    expect((await call("DELETE", "/v1/webhooks/pager")).status).toBe(204);
+    expect((await call("GET", "/v1/webhooks")).body.webhooks).toEqual([]);
+    expect((await call("DELETE", "/v1/webhooks/pager")).body.code).toBe("not_found");
+    expect((await call("GET", "/v1/webhooks/pager/deliveries")).status).toBe(404);
+  });
+
+  it("needs webhooks:write to change endpoints; webhooks:read only lists them", async () => {
+    const reader = await webhookTenant(["webhooks:read"]);
+    const put = await reader.call("PUT", "/v1/webhooks/x", {
+      url: "https://api.example.test/hook",
+      events: ["*"],
+      format: "standard",
+    });
+    expect(put.status).toBe(403);
+    expect((await reader.call("GET", "/v1/webhooks")).status).toBe(200);
+    const stranger = await webhookTenant(["runs:read"]);
+    expect((await stranger.call("GET", "/v1/webhooks")).status).toBe(403);
+  });
+
+  it.each([
+    ["http://10.0.0.1/hook"],
+    ["https://10.0.0.1/hook"],
+    ["https://169.254.169.254/latest/meta-data"],
+    ["https://hooks.evil.example/in"],
+    ["http://api.example.test/hook"],
+    ["https://api.example.test:8443/hook"],
+  ])("refuses %s at PUT and stores nothing", async (url) => {
+    const { call } = await webhookTenant();
+    const put = await call("PUT", "/v1/webhooks/bad", { url, events: ["*"], format: "standard" });
+    expect(put.status).toBe(422);
+    expect(put.body.code).toBe("webhook_url_not_allowed");
+    expect(put.body.secret).toBeUndefined();
+    expect((await call("GET", "/v1/webhooks")).body.webhooks).toEqual([]);
+  });
+
+  it("accepts an allow-listed https host and refuses unknown fields and event types", async () => {
+    const { call } = await webhookTenant();
+    const ok = await call("PUT", "/v1/webhooks/prod", {
+      url: "https://api.example.test/hooks/toolgate",
+      events: ["approval.requested"],
+      format: "standard",
+    });
+    expect(ok.status).toBe(201);
+    const unknownType = await call("PUT", "/v1/webhooks/p2", {
+      url: "https://api.example.test/h",
+      events: ["approval.maybe"],
+      format: "standard",
+    });
+    expect(unknownType.body.code).toBe("invalid_request");
+    const extra = await call("PUT", "/v1/webhooks/p3", {
+      url: "https://api.example.test/h",
+      events: ["*"],
+      format: "standard",
+      follow_redirects: true,
+    });
+    expect(extra.body.code).toBe("invalid_request");
+  });
+});
+
+describe("delivery", () => {
+  it("signs each delivery (Standard Webhooks), sends { type, timestamp, data } and logs the attempt", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    const hook = await endpoint(call, `${up.url}/webhooks/a`);
+    const evt = event(tenantId);
+
+    const outcomes = await deliverToEndpoints(typedEnv, tenantId, evt);
+    expect(outcomes).toEqual({
+      ok: true,
+      value: [
+        {
+          endpoint_id: hook.id,
+          delivered: true,
+          status: 200,
+          attempt: 1,
+          state: "healthy",
+          retry: null,
+          error: null,
+        },
+      ],
+    });
+    const got = received(await up.state(), hook.secret);
+    expect(got).toHaveLength(1);
+    expect(got[0]!.webhookId).toBe(evt.id);
+    expect(got[0]!.verified).toEqual({
+      type: "approval.requested",
+      timestamp: new Date(evt.at_ms).toISOString(),
+      data: {
+        run_id: evt.run_id,
+        operation_id: evt.operation_id,
+        tool: "refund",
+        ...evt.data,
+      },
+    });
+    // Another secret does not verify it: the signature is really the endpoint's.
+    expect(received(await up.state(), `whsec_${btoa("x".repeat(32))}`)[0]!.verified).toMatch(
+      /^refused/,
+    );
+    const log = await call("GET", `/v1/webhooks/${hook.id}/deliveries`);
+    expect(log.body.deliveries).toEqual([
+      expect.objectContaining({
+        event_id: evt.id,
+        event_type: "approval.requested",
+        attempt: 1,
+        delivered: true,
+        status: 200,
+        error: null,
+      }),
+    ]);
+  });
+
+  it("500, 500, then 200: three attempts, one webhook-id, every signature verifies", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    await up.script(
+      { kind: "status", status: 500, body: { error: "down" } },
+      { kind: "status", status: 500, body: { error: "down" } },
+    );
+    const hook = await endpoint(call, `${up.url}/webhooks/retry`);
+    const evt = event(tenantId, { type: "operation.outcome_unknown" });
+
+    const first = await deliverToEndpoints(typedEnv, tenantId, evt);
+    const second = await deliverToEndpoints(typedEnv, tenantId, evt);
+    const third = await deliverToEndpoints(typedEnv, tenantId, evt);
+    const [a, b, c] = [first, second, third].map((r) => (r.ok ? r.value[0]! : null));
+    expect(a).toMatchObject({ delivered: false, status: 500, attempt: 1, error: "HTTP 500" });
+    expect(a!.retry).toMatchObject({ kind: "retry" });
+    expect(b).toMatchObject({ delivered: false, status: 500, attempt: 2 });
+    expect(c).toMatchObject({ delivered: true, status: 200, attempt: 3, retry: null });
+
+    const got = received(await up.state(), hook.secret);
+    expect(got.map((r) => r.webhookId)).toEqual([evt.id, evt.id, evt.id]);
+    expect(got.every((r) => typeof r.verified === "object")).toBe(true);
+    const log = (await call("GET", `/v1/webhooks/${hook.id}/deliveries`)).body.deliveries;
+    expect(log.map((d: { attempt: number; status: number }) => [d.attempt, d.status])).toEqual([
+      [3, 200],
+      [2, 500],
+      [1, 500],
+    ]);
+    expect(log[1].snippet).toContain("down");
+    const [listed] = (await call("GET", "/v1/webhooks")).body.webhooks;
+    expect(listed).toMatchObject({ state: "healthy", consecutive_failures: 0 });
+  });
+
+  it("a hanging receiver times out as a failed attempt; the live endpoint beside it is delivered", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const dead = upstream();
+    const live = upstream();
+    await dead.script({ kind: "hang" });
+    const slow = await endpoint(call, `${dead.url}/webhooks/slow`);
+    const fine = await endpoint(call, `${live.url}/webhooks/fine`);
+    const evt = event(tenantId);
+
+    const outcomes = await deliverToEndpoints(typedEnv, tenantId, evt, { timeoutMs: 300 });
+    expect(outcomes.ok).toBe(true);
+    const byId = Object.fromEntries(
+      (outcomes.ok ? outcomes.value : []).map((o) => [o.endpoint_id, o]),
+    );
+    expect(byId[slow.id]).toMatchObject({
+      delivered: false,
+      status: null,
+      attempt: 1,
+      error: "no response within 300 ms",
+    });
+    expect(byId[slow.id]!.retry).toMatchObject({ kind: "retry" });
+    expect(byId[fine.id]).toMatchObject({ delivered: true, status: 200 });
+    expect(received(await live.state(), fine.secret).map((r) => r.webhookId)).toEqual([evt.id]);
+    expect(received(await dead.state(), slow.secret)).toHaveLength(1);
+    const log = (await call("GET", `/v1/webhooks/${slow.id}/deliveries`)).body.deliveries;
+    expect(log).toEqual([
+      expect.objectContaining({
+        delivered: false,
+        status: null,
+        error: "no response within 300 ms",
+      }),
+    ]);
+  });
+
+  it("a receiver that answers 200 and then stalls its body does not hold the delivery past the timeout", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    await up.script({ kind: "headers_then_stall" });
+    const hook = await endpoint(call, `${up.url}/webhooks/stall`);
+    const outcomes = await deliverToEndpoints(typedEnv, tenantId, event(tenantId), {
+      timeoutMs: 300,
+    });
+    expect(outcomes.ok && outcomes.value[0]).toMatchObject({
+      endpoint_id: hook.id,
+      delivered: true,
+      status: 200,
+    });
+  });
+
+  it("a redirect is not followed: a failed attempt, and nothing reaches the Location", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    await up.script({ kind: "redirect", location: `${up.url}/webhooks/elsewhere`, status: 307 });
+    const hook = await endpoint(call, `${up.url}/webhooks/moved`);
+    const outcomes = await deliverToEndpoints(typedEnv, tenantId, event(tenantId));
+    expect(outcomes.ok && outcomes.value[0]).toMatchObject({
+      delivered: false,
+      status: 307,
+      error: `redirect to ${up.url}/webhooks/elsewhere not followed`,
+    });
+    expect((await up.state()).requests.map((r) => r.path)).toEqual(["/webhooks/moved"]);
+    expect(hook.secret).toMatch(/^whsec_/);
+  });
+
+  it("after the whole schedule of failed attempts the delivery is failed and the endpoint failing; one success heals it", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    await up.script(...Array.from({ length: 8 }, () => ({ kind: "status", status: 500 })));
+    const hook = await endpoint(call, `${up.url}/webhooks/dead`);
+    const evt = event(tenantId);
+    const outcomes = [];
+    for (let attempt = 1; attempt <= 8; attempt++) {
+      const result = await deliverToEndpoints(typedEnv, tenantId, evt);
+      outcomes.push(result.ok ? result.value[0]! : null);
+    }
+    expect(outcomes.map((o) => [o!.attempt, o!.retry?.kind, o!.state])).toEqual([
+      ...Array.from({ length: 7 }, (_, i) => [i + 1, "retry", "healthy"]),
+      [8, "failed", "failing"],
+    ]);
+    const [listed] = (await call("GET", "/v1/webhooks")).body.webhooks;
+    expect(listed).toMatchObject({ id: hook.id, state: "failing", consecutive_failures: 8 });
+    expect(received(await up.state(), hook.secret).map((r) => r.webhookId)).toEqual(
+      Array(8).fill(evt.id),
+    );
+    // Still redeliverable by hand; a delivered attempt heals the endpoint.
+    const again = await call("POST", `/v1/webhooks/${hook.id}/redeliver`, { event_id: evt.id });
+    expect(again.body).toMatchObject({ delivered: true, attempt: 9, state: "healthy" });
+  });
+
+  it("tenant B's endpoint never receives tenant A's events", async () => {
+    const a = await webhookTenant();
+    const b = await webhookTenant();
+    const upA = upstream();
+    const upB = upstream();
+    const hookA = await endpoint(a.call, `${upA.url}/webhooks/a`);
+    const hookB = await endpoint(b.call, `${upB.url}/webhooks/b`);
+    const evtA = event(a.tenantId);
+
+    const forA = await deliverToEndpoints(typedEnv, a.tenantId, evtA);
+    expect(forA.ok && forA.value.map((o) => o.endpoint_id)).toEqual([hookA.id]);
+    // A's event handed to B's delivery (a mis-routed message) reaches none of B's endpoints.
+    expect(await deliverToEndpoints(typedEnv, b.tenantId, evtA)).toEqual({ ok: true, value: [] });
+    expect(received(await upA.state(), hookA.secret).map((r) => r.webhookId)).toEqual([evtA.id]);
+    expect(received(await upB.state(), hookB.secret)).toEqual([]);
+    expect((await b.call("GET", `/v1/webhooks/${hookB.id}/deliveries`)).body.deliveries).toEqual(
+      [],
+    );
+    // B cannot read or redeliver to A's endpoint either.
+    expect((await b.call("GET", `/v1/webhooks/${hookA.id}/deliveries`)).status).toBe(404);
+  });
+
+  it("sends only the event types an endpoint subscribed to", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    const id = "approvals-only";
+    const put = await call("PUT", `/v1/webhooks/${id}`, {
+      url: `${up.url}/webhooks/only`,
+      events: ["approval.requested"],
+      format: "standard",
+    });
+    expect(put.status).toBe(201);
+    const skipped = await deliverToEndpoints(
+      typedEnv,
+      tenantId,
+      event(tenantId, { type: "turn.settled" }),
+    );
+    expect(skipped).toEqual({ ok: true, value: [] });
+    expect((await up.state()).requests).toEqual([]);
+  });
+
+  it("redeliver sends a logged event again with the same webhook-id; an unknown event is 404", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    await up.script({ kind: "status", status: 503 });
+    const hook = await endpoint(call, `${up.url}/webhooks/re`);
+    const evt = event(tenantId);
+    await deliverToEndpoints(typedEnv, tenantId, evt);
+
+    const again = await call("POST", `/v1/webhooks/${hook.id}/redeliver`, { event_id: evt.id });
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({
+      event_id: evt.id,
+      delivered: true,
+      status: 200,
+      attempt: 2,
+    });
+    const got = received(await up.state(), hook.secret);
+    expect(got.map((r) => r.webhookId)).toEqual([evt.id, evt.id]);
+    expect(typeof got[1]!.verified).toBe("object");
+
+    const unknown = await call("POST", `/v1/webhooks/${hook.id}/redeliver`, {
+      event_id: `evt_${"0".repeat(32)}`,
+    });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.code).toBe("not_found");
+    expect(received(await up.state(), hook.secret)).toHaveLength(2);
+  });
+
+  it("the slack format posts a Block Kit message whose button opens the approval in the console", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const up = upstream();
+    const hook = await endpoint(call, `${up.url}/webhooks/slack`, { format: "slack" });
+    const evt = event(tenantId);
+    const outcomes = await deliverToEndpoints(typedEnv, tenantId, evt);
+    expect(outcomes.ok && outcomes.value[0]!.delivered).toBe(true);
+    const [request] = (await up.state()).requests;
+    const message = JSON.parse(request!.raw!);
+    expect(message.text).toBe("Approval needed: refund on order:ord_1");
+    expect(message.blocks.map((b: { type: string }) => b.type)).toEqual([
+      "section",
+      "section",
+      "context",
+      "actions",
+    ]);
+    expect(message.blocks[1].text.text).toContain('"amount": 1200');
+    expect(message.blocks[3].elements[0].url).toBe(
+      `http://toolgate.test/console/approvals#${evt.operation_id}`,
+    );
+    expect(JSON.stringify(message)).not.toContain(hook.secret);
+  });
+});
