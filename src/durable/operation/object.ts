@@ -24,6 +24,7 @@ import type * as C from "./contracts.ts";
 import { gatherApproval, gatherResend } from "./gather.ts";
 import { acquireLock, holderStatus, releaseLock, startUnderLease } from "./lease-client.ts";
 import { OperationLog } from "./log.ts";
+import { sendEvents } from "./events.ts";
 import { deliverOutbox } from "./outbox.ts";
 import { afterCommit, writeStep } from "./commit.ts";
 import { cancelEarly, cancelledEarly, missing, prunedFor } from "./retention.ts";
@@ -46,6 +47,8 @@ export class OperationObject extends DurableObject<Env> {
   private lockWork: Promise<void> = Promise.resolve();
   /** Outbox deliveries, in order; replies wait for them so a listing right after sees the change. */
   private inboxWrites: Promise<void> = Promise.resolve();
+  /** Event sends to the EVENTS queue, in order, in the background: no reply waits for them. */
+  private eventSends: Promise<void> = Promise.resolve();
   /** What the modules beside it may use: the log, apply, the alarm, the background work. */
   private readonly shell: AlarmHost = {
     env: this.env,
@@ -56,6 +59,11 @@ export class OperationObject extends DurableObject<Env> {
     // Outbox deliveries go in order, each after the ones queued.
     deliver: () => (this.inboxWrites = this.inboxWrites.then(() => deliverOutbox(this.shell))),
     inboxWrites: () => this.inboxWrites,
+    sendEvents: () => {
+      this.eventSends = this.eventSends.then(() => sendEvents(this.shell));
+      this.ctx.waitUntil(this.eventSends);
+      return this.eventSends;
+    },
     lockWork: () => this.lockWork,
   };
 
@@ -234,6 +242,7 @@ export class OperationObject extends DurableObject<Env> {
     let appended: TraceEvent[] = [];
     let entered: OperationState["phase"] | null = null;
     let outboxed = false;
+    let evented = false;
     const result = this.store.transaction((): Result<Step, C.OperationError> => {
       const head = this.log.head();
       const row = head?.frozen ?? frozen;
@@ -241,7 +250,7 @@ export class OperationObject extends DurableObject<Env> {
       const step = transition(head?.state ?? null, event, row.plan, nowMs);
       if (step.ok && step.value.changed) {
         if (step.value.state.phase !== head?.state.phase) entered = step.value.state.phase;
-        ({ appended, outboxed } = writeStep(this.log, head, frozen, event, step.value, nowMs));
+        ({ appended, outboxed, evented } = writeStep(this.log, head, frozen, event, step.value, nowMs));
       }
       return step;
     });
@@ -288,11 +297,10 @@ export class OperationObject extends DurableObject<Env> {
           break;
       }
     }
-    if (outboxed) {
-      // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
-      if (!armed) this.alarms.rearm();
-      void this.shell.deliver();
-    }
+    // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
+    if ((outboxed || evented) && !armed) this.alarms.rearm();
+    if (outboxed) void this.shell.deliver();
+    if (evented) void this.shell.sendEvents();
     if (result.value.changed) this.waiters.notify();
     return ok(result.value.state);
   }

@@ -1,5 +1,6 @@
 // The tenant's tables: its record, API keys (hashes only), tool manifests and their verdicts,
-// sealed secrets, and the approvals inbox and unknown-outcomes list its operations deliver to.
+// sealed secrets, the approvals inbox and unknown-outcomes list its operations deliver to, and the
+// tenant-plane events the queue consumer stores (`pos`: arrival order, the feed's order).
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 import type { SqlStore } from "./sql-store.ts";
@@ -11,7 +12,8 @@ CREATE TABLE IF NOT EXISTS approvals (
   operation_id TEXT PRIMARY KEY, state TEXT NOT NULL, requested_at INTEGER NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS unknowns (operation_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, tool TEXT NOT NULL, since INTEGER NOT NULL, seq INTEGER NOT NULL DEFAULT 0, open INTEGER NOT NULL DEFAULT 1, closed_at INTEGER) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, iv TEXT NOT NULL, ciphertext TEXT NOT NULL, fingerprint TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS verifications (name TEXT PRIMARY KEY, settings_hash TEXT NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;`;
+CREATE TABLE IF NOT EXISTS verifications (name TEXT PRIMARY KEY, settings_hash TEXT NOT NULL, data TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (pos INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, at_ms INTEGER NOT NULL, body TEXT NOT NULL);`;
 
 /** Columns of `unknowns` added after its first version (older tenants get them on first use). */
 export const UNKNOWNS_ADDED_COLUMNS = [

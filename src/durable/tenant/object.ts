@@ -11,6 +11,8 @@ import type { ToolSource } from "../../tools/spec.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
+import type { ToolgateEvent } from "../../domain/events.ts";
+import { listEvents, pruneEvents, receiveEvents, type EventsPage, type EventsQuery } from "./events.ts";
 import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
 import { issueKey, keyInfo, revokeKey, verifyKey } from "./keys.ts";
 import {
@@ -171,7 +173,26 @@ export class TenantObject extends DurableObject<Env> {
 
   /** Retention for the inbox and for the closed rows of the unknown-outcomes list. */
   override async alarm(): Promise<void> {
-    return this.inbox.prune();
+    await this.inbox.prune();
+    // The stored events' retention shares the one alarm: the earlier of the two due times.
+    const next = pruneEvents(this.store, this.env, Date.now());
+    const armed = await this.ctx.storage.getAlarm();
+    if (next !== null && (armed === null || next < armed)) await this.ctx.storage.setAlarm(next);
+  }
+
+  // ── Events (events.ts) ───────────────────────────────────────────────────────────────────────
+
+  /** Stored by the EVENTS queue consumer, once per id. */
+  async receiveEvents(
+    tenantId: string,
+    events: ToolgateEvent[],
+  ): Promise<Result<true, TenantError>> {
+    return receiveEvents(this.store, this.ctx.storage, this.env, tenantId, events);
+  }
+
+  /** The pull feed (GET /v1/events): oldest first after the cursor. */
+  async listEvents(query: EventsQuery): Promise<Result<EventsPage, TenantError>> {
+    return listEvents(this.store, query);
   }
 
   /** Newest first; `pending` = still waiting for a person, `decided` = everything else. */
