@@ -153,6 +153,64 @@ describe("events out", () => {
     expect(ofOp(typed.body.events, operationId)).toHaveLength(1);
   });
 
+  it("a run's turns: turn.settled once per turn (a poll again adds none); run.budget_exhausted once, the first time a budget refuses", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool)).status).toBe(201);
+    const created = await api("POST", "/v1/runs", {
+      user: { id: "u1", scopes: [] },
+      tools: [tool.name],
+      budgets: { max_tool_calls: 1 },
+    });
+    const runId = created.body.run_id as string;
+    const name = tool.name;
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(first.body.results[0].status).toBe("succeeded");
+    const turnId = first.body.turn_id as string;
+    // Polled again: still one turn.settled.
+    expect((await api("GET", `/v1/runs/${runId}/turns/${turnId}`)).status).toBe(200);
+    const second = await turn(runId, [
+      { id: "c2", name, arguments: { amount: 5, currency: "usd" } },
+    ]);
+    expect(second.body.results[0]).toMatchObject({
+      status: "budget_exhausted",
+      code: "max_tool_calls",
+    });
+    const third = await turn(runId, [
+      { id: "c3", name, arguments: { amount: 6, currency: "usd" } },
+    ]);
+    expect(third.body.results[0].status).toBe("budget_exhausted");
+    const ofRun = (all: Event[]) => all.filter((e) => e.run_id === runId);
+    const events = await feedUntil(
+      (all) =>
+        ofRun(all).filter((e) => e.type === "turn.settled").length >= 3 &&
+        ofRun(all).some((e) => e.type === "run.budget_exhausted"),
+    );
+    const settled = ofRun(events).filter((e) => e.type === "turn.settled");
+    expect(settled.map((e) => e.data.turn_id)).toEqual([
+      turnId,
+      second.body.turn_id,
+      third.body.turn_id,
+    ]);
+    expect(settled[0]!.data.results).toEqual([
+      expect.objectContaining({
+        call_id: "c1",
+        status: "succeeded",
+        operation_id: first.body.results[0].operation_id,
+      }),
+    ]);
+    // No result body in the event: a status summary only.
+    expect(JSON.stringify(settled[0])).not.toContain('"result"');
+    const exhausted = ofRun(events).filter((e) => e.type === "run.budget_exhausted");
+    expect(exhausted).toEqual([
+      expect.objectContaining({
+        tool: name,
+        data: expect.objectContaining({ call_id: "c2", code: "max_tool_calls" }),
+      }),
+    ]);
+    expect(ofRun(events).filter((e) => e.type === "operation.recorded")).toHaveLength(1);
+  });
+
   it("a send that fails after the commit is made good by the alarm after a restart, with the same event ids", async () => {
     const up = upstream();
     const tool = manifest({ url: up.url, risk: "irreversible_write", approval: "always" });

@@ -37,6 +37,7 @@ import type { RunParts } from "./parts.ts";
 import { pruneRun } from "./retention.ts";
 import { RunRows } from "./rows.ts";
 import { TurnSettler } from "./settle.ts";
+import { RunEvents } from "./events.ts";
 import { ToolSources } from "./sources.ts";
 import { mcpTurn } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
@@ -46,7 +47,10 @@ export class RunObject extends DurableObject<Env> {
   private readonly sources = new ToolSources(this.store);
   private readonly rows = new RunRows(this.store, this.sources.sourceOf);
   private readonly offered = new OfferedTools(this.env);
-  private readonly settler = new TurnSettler(this.env, this.store, this.rows);
+  private readonly events = new RunEvents(this.env, this.store, this.rows, this.ctx.storage, (p) =>
+    this.ctx.waitUntil(p),
+  );
+  private readonly settler = new TurnSettler(this.env, this.store, this.rows, this.events);
   private readonly parts: RunParts = {
     env: this.env,
     store: this.store,
@@ -54,6 +58,7 @@ export class RunObject extends DurableObject<Env> {
     sources: this.sources,
     settler: this.settler,
     offered: this.offered,
+    events: this.events,
   };
   /**
    * MCP calls in flight here, by request key → turn id. Memory is the truth for "in flight": an
@@ -251,7 +256,16 @@ export class RunObject extends DurableObject<Env> {
 
   /** Retention for the run itself (retention.ts); once pruned, the derived caches go too. */
   override async alarm(): Promise<void> {
-    if (!(await pruneRun(this.parts, this.ctx.storage, Date.now()))) return;
+    // Events the queue has not taken go first (events.ts); retention then sets its own alarm, and
+    // a resend still due comes back first.
+    await this.events.send();
+    const pruned = await pruneRun(this.parts, this.ctx.storage, Date.now());
+    const resendAtMs = this.events.dueAtMs();
+    if (resendAtMs !== null) {
+      const armed = await this.ctx.storage.getAlarm();
+      if (armed === null || armed > resendAtMs) await this.ctx.storage.setAlarm(resendAtMs);
+    }
+    if (!pruned) return;
     this.offered.clear();
     this.sources.clear();
     this.settler.clear();

@@ -31,6 +31,8 @@ export async function pruneRun(
     await storage.setAlarm(dueAtMs);
     return false;
   }
+  // Not while an event waits for its resend (events.ts): the alarm comes back for it first.
+  if (parts.events.dueAtMs() !== null) return false;
   const turns = rows.turns();
   for (const id of new Set(turns.flatMap(operationIds))) {
     const view = await operationStub(env, id)
@@ -51,7 +53,15 @@ export async function pruneRun(
       run.tenantId,
       nowMs,
     );
-    for (const table of ["turns", "turn_groups", "turn_ops", "tool_sources", "usage", "run"])
+    for (const table of [
+      "turns",
+      "turn_groups",
+      "turn_ops",
+      "tool_sources",
+      "usage",
+      "run",
+      "run_events",
+    ])
       if (store.exists(table)) store.run(`DELETE FROM ${table}`);
     return true;
   });
