@@ -211,6 +211,33 @@ describe("events out", () => {
     expect(ofRun(events).filter((e) => e.type === "operation.recorded")).toHaveLength(1);
   });
 
+  it("a write whose outcome is unknown → one operation.outcome_unknown that says a person is needed; resolved → operation.recorded", async () => {
+    const up = upstream();
+    const { name, runId } = await setup(
+      manifest({ url: up.url, timeout_ms: 300, idempotency: { mode: "none" } }),
+    );
+    await up.script({ kind: "commit_then_hang" });
+    const res = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    expect(res.body.results[0]).toMatchObject({ status: "outcome_unknown" });
+    const operationId = res.body.results[0].operation_id as string;
+    const resolved = await api("POST", `/v1/operations/${operationId}/resolve`, {
+      outcome: "succeeded",
+      reason: "checked the ledger",
+    });
+    expect(resolved.status).toBe(200);
+    const events = await feedUntil((all) => ofOp(all, operationId).length >= 2);
+    expect(ofOp(events, operationId)).toEqual([
+      expect.objectContaining({
+        type: "operation.outcome_unknown",
+        data: expect.objectContaining({ code: "timeout_unknown", needs_person: true }),
+      }),
+      expect.objectContaining({
+        type: "operation.recorded",
+        data: expect.objectContaining({ status: "succeeded", via: "resolve" }),
+      }),
+    ]);
+  });
+
   it("a send that fails after the commit is made good by the alarm after a restart, with the same event ids", async () => {
     const up = upstream();
     const tool = manifest({ url: up.url, risk: "irreversible_write", approval: "always" });

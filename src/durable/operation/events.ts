@@ -65,16 +65,21 @@ export function operationEvents(
         }),
       );
     }
-    if (effect.kind === "needs_person" && effect.open && state.phase === "outcome_unknown")
-      out.push(
-        make("operation.outcome_unknown", {
-          status: "outcome_unknown",
-          code: state.code,
-          reconcile: state.reconcile,
-          arguments: args,
-        }),
-      );
   }
+  // outcome_unknown: reported when the operation enters it (a lookup that sends it back from
+  // reconciling is the same episode) and again when it comes to need a person.
+  const needsPerson = effects.some((effect) => effect.kind === "needs_person" && effect.open);
+  const entered = prior !== "outcome_unknown" && prior !== "reconciling";
+  if (state.phase === "outcome_unknown" && (entered || needsPerson))
+    out.push(
+      make("operation.outcome_unknown", {
+        status: "outcome_unknown",
+        code: state.code,
+        reconcile: state.reconcile,
+        needs_person: needsPerson || state.reconcile === "human",
+        arguments: args,
+      }),
+    );
   // Every operation that reaches `recorded` reports it once: the step that entered it.
   if (state.phase === "recorded" && prior !== "recorded")
     out.push(
