@@ -6,12 +6,17 @@ import type { Env } from "../durable/env.ts";
 import { tenantStub } from "../durable/stubs.ts";
 
 export async function handleEventBatch(batch: MessageBatch<EventMessage>, env: Env): Promise<void> {
-  const byTenant = new Map<string, Array<{ message: Message<EventMessage>; event: ToolgateEvent }>>();
+  const byTenant = new Map<
+    string,
+    Array<{ message: Message<EventMessage>; event: ToolgateEvent }>
+  >();
   for (const message of batch.messages) {
     const parsed = ToolgateEvent.safeParse((message.body as Partial<EventMessage> | null)?.event);
     if (!parsed.success) {
       // Nothing will ever make it valid: dropped, said once.
-      console.error(JSON.stringify({ level: "warn", event: "toolgate.event_malformed", id: message.id }));
+      console.error(
+        JSON.stringify({ level: "warn", event: "toolgate.event_malformed", id: message.id }),
+      );
       message.ack();
       continue;
     }
@@ -29,7 +34,14 @@ export async function handleEventBatch(batch: MessageBatch<EventMessage>, env: E
         );
         stored = result.ok;
       } catch (error) {
-        console.error(JSON.stringify({ level: "warn", event: "toolgate.event_store_failed", tenant_id: tenantId, detail: String(error) }));
+        console.error(
+          JSON.stringify({
+            level: "warn",
+            event: "toolgate.event_store_failed",
+            tenant_id: tenantId,
+            detail: String(error),
+          }),
+        );
       }
       for (const { message } of group) stored ? message.ack() : message.retry();
     }),
