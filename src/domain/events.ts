@@ -63,7 +63,9 @@ function omitAt(node: unknown, path: readonly string[]): unknown {
   if (Array.isArray(node)) {
     const index = /^(0|[1-9][0-9]*)$/.test(head) ? Number(head) : -1;
     if (index < 0 || index >= node.length) return node;
-    return node.map((item, i) => (i !== index ? item : rest.length === 0 ? null : omitAt(item, rest)));
+    return node.map((item, i) =>
+      i !== index ? item : rest.length === 0 ? null : omitAt(item, rest),
+    );
   }
   if (!node || typeof node !== "object" || !Object.hasOwn(node, head)) return node;
   const { [head]: inner, ...others } = node as Record<string, unknown>;

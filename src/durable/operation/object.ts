@@ -250,7 +250,14 @@ export class OperationObject extends DurableObject<Env> {
       const step = transition(head?.state ?? null, event, row.plan, nowMs);
       if (step.ok && step.value.changed) {
         if (step.value.state.phase !== head?.state.phase) entered = step.value.state.phase;
-        ({ appended, outboxed, evented } = writeStep(this.log, head, frozen, event, step.value, nowMs));
+        ({ appended, outboxed, evented } = writeStep(
+          this.log,
+          head,
+          frozen,
+          event,
+          step.value,
+          nowMs,
+        ));
       }
       return step;
     });

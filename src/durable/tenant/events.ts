@@ -52,7 +52,10 @@ export function listEvents(
   let fromPos = 0;
   let fromMs = 0;
   if (query.since && "afterId" in query.since) {
-    const at = store.one<{ pos: number }>("SELECT pos FROM events WHERE id = ?", query.since.afterId);
+    const at = store.one<{ pos: number }>(
+      "SELECT pos FROM events WHERE id = ?",
+      query.since.afterId,
+    );
     if (!at) return err({ code: "invalid_request", detail: unknownCursor(query.since.afterId) });
     fromPos = at.pos;
   } else if (query.since) fromMs = query.since.atMs;

@@ -12,7 +12,13 @@ import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
 import type { ToolgateEvent } from "../../domain/events.ts";
-import { listEvents, pruneEvents, receiveEvents, type EventsPage, type EventsQuery } from "./events.ts";
+import {
+  listEvents,
+  pruneEvents,
+  receiveEvents,
+  type EventsPage,
+  type EventsQuery,
+} from "./events.ts";
 import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
 import { issueKey, keyInfo, revokeKey, verifyKey } from "./keys.ts";
 import {
