@@ -36,7 +36,8 @@ CREATE TABLE IF NOT EXISTS tool_sources (hash TEXT PRIMARY KEY, source TEXT NOT 
 CREATE TABLE IF NOT EXISTS turn_ops (operation_id TEXT PRIMARY KEY, turn_id TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS run_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), run_id TEXT NOT NULL, tenant_id TEXT NOT NULL, pruned_at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS run_request (k INTEGER PRIMARY KEY CHECK (k = 1), request_hash TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS run_events (id TEXT PRIMARY KEY, payload TEXT NOT NULL, sent INTEGER NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL) WITHOUT ROWID;`;
+CREATE TABLE IF NOT EXISTS run_events (id TEXT PRIMARY KEY, payload TEXT NOT NULL, sent INTEGER NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS run_events_unsent ON run_events (next_at_ms) WHERE sent = 0;`;
 
 const ToolSourceCodec: z.ZodType<ToolSource> = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("manifest"), manifest: z.unknown() }),
