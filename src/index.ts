@@ -1,4 +1,7 @@
-// Worker entry: the HTTP app and the Durable Object classes it routes to.
+// Worker entry: the HTTP app, the EVENTS queue consumer and the Durable Object classes.
+import type { EventMessage } from "./domain/events.ts";
+import type { Env } from "./durable/env.ts";
+import { handleEventBatch } from "./events/consumer.ts";
 import { app } from "./http/app.ts";
 
 export { OperationObject } from "./durable/operation/object.ts";
@@ -7,4 +10,7 @@ export { RetryBudgetObject } from "./durable/retry-budget-object.ts";
 export { RunObject } from "./durable/run/object.ts";
 export { TenantObject } from "./durable/tenant/object.ts";
 
-export default app;
+export default {
+  fetch: app.fetch,
+  queue: (batch: MessageBatch<EventMessage>, env: Env) => handleEventBatch(batch, env),
+} satisfies ExportedHandler<Env, EventMessage>;

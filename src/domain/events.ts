@@ -4,6 +4,7 @@
 // it, and no event exists for a transition that did not commit. `data` is a redacted summary: never
 // a secret value, never a redacted field, never more than the console would show. Pure types.
 import { z } from "zod";
+import { sha256HexSync } from "./trace-chain.ts";
 
 export const EVENT_TYPES = [
   "approval.requested",
@@ -35,5 +36,43 @@ export const ToolgateEvent = z.object({
 });
 export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
 
-/** What travels on the EVENTS queue. */
-export type EventMessage = { kind: "event"; event: ToolgateEvent };
+/**
+ * What travels on the EVENTS queue: an event to store and fan out to the tenant's webhook endpoints,
+ * or one endpoint's delivery retry (sent with the delay the retry schedule gave).
+ */
+export type EventMessage =
+  | { kind: "event"; event: ToolgateEvent }
+  | { kind: "delivery"; endpoint_id: string; event: ToolgateEvent };
+
+/**
+ * The stable id of the event of `type` written by object `objectId` at its log position `seq`:
+ * `evt_` + 32 hex of SHA-256, so every redelivery (outbox alarm, queue retry) carries the same id.
+ */
+export function eventId(objectId: string, seq: number, type: EventType): string {
+  return `evt_${sha256HexSync(`${objectId}\n${seq}\n${type}`).slice(0, 32)}`;
+}
+
+/**
+ * `doc` without the values at `paths` (a redacted field is absent from an event, not masked): an
+ * object loses the key, an array keeps its length with `null` in the slot. Missing paths change nothing.
+ */
+export function omitPaths(doc: unknown, paths: readonly (readonly string[])[]): unknown {
+  let out = doc;
+  for (const path of paths) out = omitAt(out, path);
+  return out;
+}
+
+function omitAt(node: unknown, path: readonly string[]): unknown {
+  const [head, ...rest] = path;
+  if (head === undefined) return node;
+  if (Array.isArray(node)) {
+    const index = /^(0|[1-9][0-9]*)$/.test(head) ? Number(head) : -1;
+    if (index < 0 || index >= node.length) return node;
+    return node.map((item, i) =>
+      i !== index ? item : rest.length === 0 ? null : omitAt(item, rest),
+    );
+  }
+  if (!node || typeof node !== "object" || !Object.hasOwn(node, head)) return node;
+  const { [head]: inner, ...others } = node as Record<string, unknown>;
+  return rest.length === 0 ? others : { ...others, [head]: omitAt(inner, rest) };
+}

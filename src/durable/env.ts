@@ -1,6 +1,7 @@
 // The Worker's bindings: the Durable Object namespaces (named by their classes) and the plain
 // variables of config.ts. Type-only: the objects read their settings through config.ts's readers.
 import type { DeploymentVars } from "../config.ts";
+import type { EventMessage } from "../domain/events.ts";
 import type { OperationObject } from "./operation/object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
@@ -13,4 +14,6 @@ export type Env = {
   TENANTS: DurableObjectNamespace<TenantObject>;
   LOCKS: DurableObjectNamespace<ResourceLockObject>;
   BUDGETS: DurableObjectNamespace<RetryBudgetObject>;
+  /** The tenant plane's events (issue 18): producers are the objects' outboxes, the consumer index.ts. */
+  EVENTS: Queue<EventMessage>;
 } & DeploymentVars;

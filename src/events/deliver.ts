@@ -17,7 +17,8 @@ import {
 import type { Env } from "../durable/env.ts";
 import { tenantStub } from "../durable/stubs.ts";
 import type { TenantError } from "../durable/tenant/object.ts";
-import type { DeliveryResult, WebhookTarget } from "../durable/tenant/webhooks.ts";
+import type { DeliveryResult } from "../durable/tenant/webhook-deliveries.ts";
+import type { WebhookTarget } from "../durable/tenant/webhooks.ts";
 import { slackMessage } from "./slack.ts";
 import { checkWebhookUrl } from "./webhook-url.ts";
 
@@ -216,3 +217,19 @@ function scrub(text: string, secret: string): string {
 
 const isTimeout = (error: unknown) =>
   error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
+
+/** One endpoint's retry of one event (a `delivery` queue message): none if it was deleted or unsubscribed. */
+export async function deliverToEndpoint(
+  env: Env,
+  tenantId: string,
+  endpointId: string,
+  event: ToolgateEvent,
+  options: DeliveryOptions = {},
+): Promise<Result<EndpointOutcome | null, TenantError>> {
+  if (event.tenant_id !== tenantId) return ok(null);
+  const tenant = tenantStub(env, tenantId);
+  const targets = await tenant.webhookTargets(tenantId, event.type);
+  if (!targets.ok) return targets;
+  const target = targets.value.find((candidate) => candidate.id === endpointId);
+  return ok(target ? await deliverOne(env, tenant, target, event, options) : null);
+}

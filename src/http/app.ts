@@ -5,6 +5,7 @@ import { bodyLimit } from "hono/body-limit";
 import { consoleApp } from "../console/app.tsx";
 import { adminRoutes } from "./admin-routes.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
+import { eventRoutes } from "./events-routes.ts";
 import { docsRoutes } from "./openapi.ts";
 import { approvalRoutes, operationRoutes, unknownOutcomeRoutes } from "./operations-routes.ts";
 import { ApiProblem, problemResponse } from "./problem.ts";
@@ -38,6 +39,7 @@ app.route("/v1/runs", runRoutes);
 app.route("/v1/operations", operationRoutes);
 app.route("/v1/approvals", approvalRoutes);
 app.route("/v1/unknown-outcomes", unknownOutcomeRoutes);
+app.route("/v1/events", eventRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
 app.route("/console", consoleApp);
 // Agents over MCP: Host/Origin checks and the run token in front (src/http/mcp-routes.ts).

@@ -253,6 +253,14 @@ const ROUTES: Route[] = [
     query: ["limit"],
   },
   {
+    method: "get",
+    path: "/v1/events",
+    summary:
+      "The tenant's events (approval.*, operation.outcome_unknown, operation.recorded, turn.settled, run.budget_exhausted), redacted, oldest first after `since` (an event id, or an ISO time) → { events, next_cursor, has_more }",
+    auth: "events:read",
+    query: ["since", "type", "limit"],
+  },
+  {
     method: "post",
     path: "/v1/operations/{operation_id}/resolve",
     summary: "A person's verdict on an outcome_unknown",

@@ -1,8 +1,8 @@
 // Wire schemas of the public API, in one place: routes parse requests with them and /openapi.json
 // is generated from them, so the documentation cannot drift from what the code accepts.
 import { z } from "zod";
-import { EnvelopeCodec } from "../durable/store/run-rows.ts";
 import { EventType } from "../domain/events.ts";
+import { EnvelopeCodec } from "../durable/store/run-rows.ts";
 
 export const ApiScope = z.enum([
   "runs:write",
@@ -18,6 +18,8 @@ export const ApiScope = z.enum([
   "webhooks:write",
   /** Webhook endpoints and their delivery logs, read-only (never a secret). */
   "webhooks:read",
+  /** The tenant-plane event feed (GET /v1/events). */
+  "events:read",
 ]);
 export type ApiScope = z.infer<typeof ApiScope>;
 
@@ -106,6 +108,17 @@ export const ApprovalsQuery = z.object({
     .optional(),
   limit: z.coerce.number().int().min(1).max(100).default(50),
 });
+
+/** GET /v1/events: `since` an event id (exclusive: the page starts after it) or an ISO time (inclusive). */
+export const EventsQuery = z
+  .object({
+    since: z
+      .union([z.string().regex(/^evt_[0-9a-f]{32}$/), z.iso.datetime({ offset: true })])
+      .optional(),
+    type: EventType.optional(),
+    limit: z.coerce.number().int().min(1).max(500).default(100),
+  })
+  .strict();
 
 /** A person's verdict on an outcome_unknown; "resend" (keyed tools only) sends once more with the same key. */
 export const Resolve = z.object({

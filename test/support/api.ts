@@ -18,6 +18,9 @@ export const ALL_SCOPES = [
   "approvals:delegate",
   "operations:resolve",
   "traces:read",
+  "events:read",
+  "webhooks:write",
+  "webhooks:read",
 ];
 
 /** A tenant with an all-scopes key, created once per test file (storage is per file). */

@@ -56,6 +56,8 @@ export type AlarmHost = Shell & {
   sender: Sender;
   /** Queues an outbox delivery after the ones queued; resolves when it is done. */
   deliver(): Promise<void>;
+  /** Queues a send of the unsent events to the EVENTS queue (events.ts); resolves when it is done. */
+  sendEvents(): Promise<void>;
   inboxWrites(): Promise<void>;
   lockWork(): Promise<void>;
 };
@@ -69,7 +71,7 @@ export async function runAlarm(host: AlarmHost): Promise<void> {
   // state's own time is still ahead (a retry due later) does nothing else: no early retry.
   if (outboxPending(log.store)) {
     alarms.armAt(Date.now() + alarms.fallbackDelayMs());
-    await host.deliver();
+    await Promise.all([host.deliver(), host.sendEvents()]);
     const due = nextDueAtMs(log.head()!.state);
     if (due !== null && due > Date.now()) return;
   }

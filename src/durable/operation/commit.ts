@@ -12,10 +12,15 @@ import type { Env } from "../env.ts";
 import type { FrozenRow, Head } from "./contracts.ts";
 import { recordLease } from "./lease-client.ts";
 import type { OperationLog } from "./log.ts";
+import { operationEvents, writeEvents } from "./events.ts";
 import { outboxRow, writeOutbox } from "./outbox.ts";
 import { logEvents, pushRecorded, traceOf } from "./trace.ts";
 
 /** Called inside the transaction, for a step that changed the state; `frozen` only for row 1. */
+/** What one transition wrote: its trace events, and whether it left outbox or event rows to send. */
+export type Written = { appended: TraceEvent[]; outboxed: boolean; evented: boolean };
+export const NOTHING_WRITTEN: Written = { appended: [], outboxed: false, evented: false };
+
 export function writeStep(
   log: OperationLog,
   head: Head | null,
@@ -23,7 +28,7 @@ export function writeStep(
   event: OperationEvent,
   step: Step,
   nowMs: number,
-): { appended: TraceEvent[]; outboxed: boolean } {
+): Written {
   const row = (head?.frozen ?? frozen)!;
   const appended = traceOf(log, head, row, step, nowMs);
   const seq = (head?.seq ?? 0) + 1;
@@ -39,7 +44,18 @@ export function writeStep(
     writeOutbox(log.store, seq, outbox, nowMs);
     outboxed = true;
   }
-  return { appended, outboxed };
+  // The tenant-plane events it reports (issue 18), in this same transaction too.
+  const events = operationEvents(
+    log,
+    seq,
+    step.effects,
+    event,
+    head?.state.phase ?? null,
+    step.state,
+    nowMs,
+  );
+  writeEvents(log.store, seq, events, nowMs);
+  return { appended, outboxed, evented: events.length > 0 };
 }
 
 /** After the commit: nothing here may throw (the effects after it — lock release, outbox, alarms — must run). */

@@ -24,8 +24,9 @@ import type * as C from "./contracts.ts";
 import { gatherApproval, gatherResend } from "./gather.ts";
 import { acquireLock, holderStatus, releaseLock, startUnderLease } from "./lease-client.ts";
 import { OperationLog } from "./log.ts";
+import { EventSends } from "./events.ts";
 import { deliverOutbox } from "./outbox.ts";
-import { afterCommit, writeStep } from "./commit.ts";
+import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.ts";
 import { cancelEarly, cancelledEarly, missing, prunedFor } from "./retention.ts";
 import { Sender } from "./send.ts";
 import { prepareStart } from "./start.ts";
@@ -46,6 +47,7 @@ export class OperationObject extends DurableObject<Env> {
   private lockWork: Promise<void> = Promise.resolve();
   /** Outbox deliveries, in order; replies wait for them so a listing right after sees the change. */
   private inboxWrites: Promise<void> = Promise.resolve();
+  private readonly eventSends = new EventSends((promise) => this.ctx.waitUntil(promise));
   /** What the modules beside it may use: the log, apply, the alarm, the background work. */
   private readonly shell: AlarmHost = {
     env: this.env,
@@ -53,9 +55,9 @@ export class OperationObject extends DurableObject<Env> {
     apply: (event, secrets) => this.apply(event, null, secrets ?? null),
     alarms: this.alarms,
     sender: this.sender,
-    // Outbox deliveries go in order, each after the ones queued.
     deliver: () => (this.inboxWrites = this.inboxWrites.then(() => deliverOutbox(this.shell))),
     inboxWrites: () => this.inboxWrites,
+    sendEvents: () => this.eventSends.queue(this.shell),
     lockWork: () => this.lockWork,
   };
 
@@ -231,9 +233,8 @@ export class OperationObject extends DurableObject<Env> {
     secrets: C.Secrets | null = null,
   ): Result<OperationState, C.OperationError> {
     const nowMs = Date.now();
-    let appended: TraceEvent[] = [];
+    let written: Written = NOTHING_WRITTEN;
     let entered: OperationState["phase"] | null = null;
-    let outboxed = false;
     const result = this.store.transaction((): Result<Step, C.OperationError> => {
       const head = this.log.head();
       const row = head?.frozen ?? frozen;
@@ -241,13 +242,13 @@ export class OperationObject extends DurableObject<Env> {
       const step = transition(head?.state ?? null, event, row.plan, nowMs);
       if (step.ok && step.value.changed) {
         if (step.value.state.phase !== head?.state.phase) entered = step.value.state.phase;
-        ({ appended, outboxed } = writeStep(this.log, head, frozen, event, step.value, nowMs));
+        written = writeStep(this.log, head, frozen, event, step.value, nowMs);
       }
       return step;
     });
     if (!result.ok) return result;
     const state = result.value.state;
-    afterCommit(this.env, this.log, appended, entered, (p) => this.ctx.waitUntil(p));
+    afterCommit(this.env, this.log, written.appended, entered, (p) => this.ctx.waitUntil(p));
     let armed = false;
     for (const effect of result.value.effects) {
       switch (effect.kind) {
@@ -288,11 +289,10 @@ export class OperationObject extends DurableObject<Env> {
           break;
       }
     }
-    if (outboxed) {
-      // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
-      if (!armed) this.alarms.rearm();
-      void this.shell.deliver();
-    }
+    // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
+    if ((written.outboxed || written.evented) && !armed) this.alarms.rearm();
+    if (written.outboxed) void this.shell.deliver();
+    if (written.evented) void this.shell.sendEvents();
     if (result.value.changed) this.waiters.notify();
     return ok(result.value.state);
   }

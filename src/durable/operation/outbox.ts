@@ -115,7 +115,8 @@ export async function deliverOutbox(shell: Shell): Promise<void> {
   const head = shell.log.head();
   if (!head || !store.exists("op_outbox")) return;
   const rows = store.all<OutboxRow>(
-    "SELECT seq, kind, payload, attempts FROM op_outbox ORDER BY seq, kind",
+    // Event rows (`event:*`) go to the EVENTS queue instead (events.ts).
+    "SELECT seq, kind, payload, attempts FROM op_outbox WHERE kind NOT LIKE 'event:%' ORDER BY seq, kind",
   );
   if (rows.length === 0) return;
   const tenant = head.frozen.tenant_id;

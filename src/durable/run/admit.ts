@@ -38,7 +38,7 @@ export async function postTurn(
   group: { key: string; usage: ModelUsage | null } | null = null,
   format = "native",
 ): Promise<Result<TurnReply, RunError>> {
-  const { env, store, rows, sources, settler } = parts;
+  const { env, store, rows, sources, settler, events } = parts;
   const identity = await turnIdentity(calls);
   const signingKey = signingKeyOf(env);
   if (!signingKey)
@@ -93,6 +93,7 @@ export async function postTurn(
         };
     await sources.hash(dispatchedSources(frozen));
     const rowsBefore = store.rowsWritten;
+    let exhausted = false;
     const plan = store.transaction(() => {
       const now = rows.loadFor(tenantId)!;
       if (rows.turn(identity.id) || !sameGateInputs(run, now)) return null;
@@ -158,6 +159,22 @@ export async function postTurn(
         stored.stopped,
         stored.checks,
       );
+      // run.budget_exhausted, the first time a budget refuses a call in this run (issue 18).
+      const refused = record.calls.find(
+        (call) => "fixed" in call && call.fixed.status === "budget_exhausted",
+      );
+      if (refused && "fixed" in refused && refused.fixed.status === "budget_exhausted")
+        exhausted = events.write(
+          now,
+          {
+            type: "run.budget_exhausted",
+            seq: 0,
+            operationId: refused.fixed.operation_id,
+            tool: refused.call.name,
+            data: { turn_id: record.id, call_id: refused.call.id, code: refused.fixed.code },
+          },
+          record.createdAtMs,
+        );
       return ok(plan);
     });
     if (plan && "peek" in plan) {
@@ -166,6 +183,7 @@ export async function postTurn(
     }
     if (plan && !plan.ok) return plan;
     if (plan) {
+      if (exhausted) events.afterCommit(Date.now());
       logRefusals(run.runId, plan.value.record);
       return ok(
         await settler.settle(plan.value.record, waitMs, store.rowsWritten - rowsBefore, format),

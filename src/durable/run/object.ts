@@ -34,9 +34,10 @@ import {
 import { idempotencyWarnings, toolDefinitions } from "./export.ts";
 import { OfferedTools } from "./offered.ts";
 import type { RunParts } from "./parts.ts";
-import { pruneRun } from "./retention.ts";
+import { runAlarm } from "./retention.ts";
 import { RunRows } from "./rows.ts";
 import { TurnSettler } from "./settle.ts";
+import { RunEvents } from "./events.ts";
 import { ToolSources } from "./sources.ts";
 import { mcpTurn } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
@@ -46,7 +47,8 @@ export class RunObject extends DurableObject<Env> {
   private readonly sources = new ToolSources(this.store);
   private readonly rows = new RunRows(this.store, this.sources.sourceOf);
   private readonly offered = new OfferedTools(this.env);
-  private readonly settler = new TurnSettler(this.env, this.store, this.rows);
+  private readonly events = new RunEvents(this.env, this.store, this.rows, this.ctx);
+  private readonly settler = new TurnSettler(this.env, this.store, this.rows, this.events);
   private readonly parts: RunParts = {
     env: this.env,
     store: this.store,
@@ -54,12 +56,10 @@ export class RunObject extends DurableObject<Env> {
     sources: this.sources,
     settler: this.settler,
     offered: this.offered,
+    events: this.events,
   };
-  /**
-   * MCP calls in flight here, by request key → turn id. Memory is the truth for "in flight": an
-   * evicted object has no live call left to cancel (MCP: a cancellation for a request that is
-   * unknown or already answered MAY be ignored).
-   */
+  /** MCP calls in flight, request key → turn id: memory is the truth (an evicted object has no
+   * live call left to cancel; MCP lets a server ignore a cancellation of an unknown request). */
   private readonly mcpInFlight = new Map<string, string>();
 
   /** `requestHash`: the creating request's hash, when the client named it with a request_id (see `requested`). */
@@ -251,7 +251,7 @@ export class RunObject extends DurableObject<Env> {
 
   /** Retention for the run itself (retention.ts); once pruned, the derived caches go too. */
   override async alarm(): Promise<void> {
-    if (!(await pruneRun(this.parts, this.ctx.storage, Date.now()))) return;
+    if (!(await runAlarm(this.parts, this.ctx.storage))) return;
     this.offered.clear();
     this.sources.clear();
     this.settler.clear();

@@ -3,6 +3,7 @@
 // tools. Plain references, no behaviour: each module takes the parts it uses.
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
+import type { RunEvents } from "./events.ts";
 import type { OfferedTools } from "./offered.ts";
 import type { RunRows } from "./rows.ts";
 import type { TurnSettler } from "./settle.ts";
@@ -15,4 +16,5 @@ export type RunParts = {
   sources: ToolSources;
   settler: TurnSettler;
   offered: OfferedTools;
+  events: RunEvents;
 };

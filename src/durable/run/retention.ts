@@ -31,6 +31,8 @@ export async function pruneRun(
     await storage.setAlarm(dueAtMs);
     return false;
   }
+  // Not while an event waits for its resend (events.ts): the alarm comes back for it first.
+  if (parts.events.dueAtMs() !== null) return false;
   const turns = rows.turns();
   for (const id of new Set(turns.flatMap(operationIds))) {
     const view = await operationStub(env, id)
@@ -51,10 +53,33 @@ export async function pruneRun(
       run.tenantId,
       nowMs,
     );
-    for (const table of ["turns", "turn_groups", "turn_ops", "tool_sources", "usage", "run"])
+    for (const table of [
+      "turns",
+      "turn_groups",
+      "turn_ops",
+      "tool_sources",
+      "usage",
+      "run",
+      "run_events",
+    ])
       if (store.exists(table)) store.run(`DELETE FROM ${table}`);
     return true;
   });
   if (!pruned) await storage.setAlarm(nowMs + 60_000);
+  return pruned;
+}
+
+/**
+ * The run's one alarm: events the queue has not taken go first (events.ts), then retention, which
+ * sets its own alarm; a resend still due comes back before it. True when the run was pruned now.
+ */
+export async function runAlarm(parts: RunParts, storage: DurableObjectStorage): Promise<boolean> {
+  await parts.events.send();
+  const pruned = await pruneRun(parts, storage, Date.now());
+  const resendAtMs = parts.events.dueAtMs();
+  if (resendAtMs !== null) {
+    const armed = await storage.getAlarm();
+    if (armed === null || armed > resendAtMs) await storage.setAlarm(resendAtMs);
+  }
   return pruned;
 }

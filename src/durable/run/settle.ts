@@ -11,6 +11,7 @@ import type { OperationReply } from "../operation/contracts.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { operationStub } from "../stubs.ts";
 import type { TurnReply } from "./contracts.ts";
+import type { RunEvents } from "./events.ts";
 import type { RunRows } from "./rows.ts";
 
 /** Recorded outcomes are immutable, so replays are answered from memory: bounded by count and bytes. */
@@ -32,7 +33,10 @@ export class TurnSettler {
     private readonly env: Env,
     private readonly store: SqlStore,
     private readonly rows: RunRows,
+    private readonly events: RunEvents,
   ) {}
+  /** Turns whose `turn.settled` is written (memory: a settled turn polled again costs no read). */
+  private readonly settledHere = new Set<string>();
 
   /**
    * Submits every open call (a no-op replay for operations that exist; the first dispatch for new
@@ -60,9 +64,34 @@ export class TurnSettler {
     const settlement = settleTurn(current, observed);
     // A settled turn's accounting is final: stored (refund or not) unless settleTurn shows a later
     // poll can only count the same (a poll after pruning must never refund what was spent).
+    // turn.settled, once per turn (issue 18): in the settlement's transaction, or on its own where
+    // the settlement writes nothing (the common new write).
+    const nowMs = Date.now();
+    const announce =
+      settlement.status === "settled" &&
+      !this.settledHere.has(record.id) &&
+      !this.events.written(run, "turn.settled", current.seq);
+    const settledEvent = {
+      type: "turn.settled",
+      seq: current.seq,
+      operationId: null,
+      tool: null,
+      data: {
+        turn_id: record.id,
+        results: settlement.results.map(({ call, envelope }) => ({
+          call_id: call.id,
+          tool: call.name,
+          operation_id: envelope.operation_id,
+          status: envelope.status,
+          code: envelope.status === "succeeded" ? null : envelope.code,
+        })),
+      },
+    } as const;
+    let announced = false;
     if (settlement.finalize) {
       const before = this.store.rowsWritten;
       this.store.transaction(() => {
+        if (announce) announced = this.events.write(run, settledEvent, nowMs);
         if (
           this.store.run(
             "UPDATE turns SET settled_cost = ? WHERE id = ? AND settled_cost IS NULL",
@@ -75,7 +104,16 @@ export class TurnSettler {
         }
       });
       rowsWritten += this.store.rowsWritten - before;
+    } else if (announce) {
+      const before = this.store.rowsWritten;
+      announced = this.events.write(run, settledEvent, nowMs);
+      rowsWritten += this.store.rowsWritten - before;
     }
+    if (settlement.status === "settled") {
+      if (this.settledHere.size >= 4096) this.settledHere.clear();
+      this.settledHere.add(record.id);
+    }
+    if (announced) this.events.afterCommit(nowMs);
     // Not awaited: the answer does not wait for the trace (a round trip and a commit per operation).
     const report = this.report(run.tenantId, current, observed, format);
     // Resolved to nothing: a chain of resolved values would keep every earlier one alive.
@@ -205,5 +243,6 @@ export class TurnSettler {
     this.recorded.clear();
     this.reportedHere.clear();
     this.reportsFull.clear();
+    this.settledHere.clear();
   }
 }

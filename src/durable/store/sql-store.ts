@@ -20,8 +20,8 @@ export class SqlStore {
   private readonly seen = new Set<string>();
   /** Tables found missing (the common case for the rarely needed ones), until ensureTable creates them. */
   private readonly absent = new Set<string>();
-  /** The schema's CREATE TABLE statements by table name, each run on its own. */
-  private readonly tables: Map<string, string>;
+  /** The schema's statements by table name: its CREATE TABLE, then its CREATE INDEXes, each run on its own. */
+  private readonly tables: Map<string, string[]>;
   /** Column names per table, as read (or added) since the last rollback. */
   private readonly columns = new Map<string, Set<string>>();
   private readonly lazy: ReadonlySet<string>;
@@ -34,17 +34,16 @@ export class SqlStore {
   ) {
     this.sql = storage.sql;
     this.lazy = new Set(lazy);
-    this.tables = new Map(
-      schema
-        .split(";")
-        .map((statement) => statement.trim())
-        .filter((statement) => statement !== "")
-        .map((statement) => {
-          const name = /^CREATE TABLE IF NOT EXISTS (\w+)/.exec(statement)?.[1];
-          if (!name) throw new Error(`not a CREATE TABLE statement: ${statement.slice(0, 60)}`);
-          return [name, statement] as const;
-        }),
-    );
+    this.tables = new Map();
+    for (const statement of schema.split(";").map((text) => text.trim())) {
+      if (statement === "") continue;
+      const table = /^CREATE TABLE IF NOT EXISTS (\w+)/.exec(statement)?.[1];
+      const indexed = /^CREATE INDEX IF NOT EXISTS \w+ ON (\w+)/.exec(statement)?.[1];
+      if (table) this.tables.set(table, [statement]);
+      else if (indexed && this.tables.has(indexed)) this.tables.get(indexed)!.push(statement);
+      else
+        throw new Error(`not a CREATE TABLE (or a later table's INDEX): ${statement.slice(0, 60)}`);
+    }
   }
 
   /**
@@ -77,9 +76,9 @@ export class SqlStore {
    */
   ensureTable(name: string): void {
     if ((this.ready && !this.lazy.has(name)) || this.seen.has(name)) return;
-    const statement = this.tables.get(name);
-    if (!statement) throw new Error(`no table ${name} in this schema`);
-    this.count(this.sql.exec(statement));
+    const statements = this.tables.get(name);
+    if (!statements) throw new Error(`no table ${name} in this schema`);
+    for (const statement of statements) this.count(this.sql.exec(statement));
     this.seen.add(name);
     this.absent.delete(name);
   }

@@ -1,6 +1,7 @@
 // The tenant's tables: its record, API keys (hashes only), tool manifests and their verdicts,
-// sealed secrets, the approvals inbox and unknown-outcomes list its operations deliver to, and its
-// webhook endpoints (secret sealed like a tenant secret) with their capped delivery logs.
+// sealed secrets, the approvals inbox and unknown-outcomes list its operations deliver to, its
+// webhook endpoints (secret sealed like a tenant secret) with their capped delivery logs, and the
+// tenant-plane events the queue consumer stores (`pos`: arrival order, the feed's order).
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 import type { SqlStore } from "./sql-store.ts";
@@ -20,7 +21,8 @@ CREATE TABLE IF NOT EXISTS webhooks (
 CREATE TABLE IF NOT EXISTS webhook_deliveries (
   endpoint_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, event TEXT NOT NULL, attempt INTEGER NOT NULL,
   at_ms INTEGER NOT NULL, delivered INTEGER NOT NULL, status INTEGER, latency_ms INTEGER NOT NULL, error TEXT, snippet TEXT NOT NULL,
-  PRIMARY KEY (endpoint_id, seq)) WITHOUT ROWID;`;
+  PRIMARY KEY (endpoint_id, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS events (pos INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, at_ms INTEGER NOT NULL, body TEXT NOT NULL);`;
 
 /** Columns of `unknowns` added after its first version (older tenants get them on first use). */
 export const UNKNOWNS_ADDED_COLUMNS = [

@@ -14,6 +14,13 @@ import type { EndpointState } from "../../domain/webhook-retry.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
+import {
+  listEvents,
+  pruneEvents,
+  receiveEvents,
+  type EventsPage,
+  type EventsQuery,
+} from "./events.ts";
 import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
 import { issueKey, keyInfo, revokeKey, verifyKey } from "./keys.ts";
 import {
@@ -36,7 +43,9 @@ import {
   type SecretsError,
 } from "./secrets.ts";
 import * as webhooks from "./webhooks.ts";
-import type { DeliveryRecord, DeliveryResult, WebhookRecord, WebhookSpec } from "./webhooks.ts";
+import * as deliveries from "./webhook-deliveries.ts";
+import type { DeliveryRecord, DeliveryResult } from "./webhook-deliveries.ts";
+import type { WebhookRecord, WebhookSpec } from "./webhooks.ts";
 import type { WebhookTarget, WebhooksError } from "./webhooks.ts";
 
 export type TenantError =
@@ -178,7 +187,26 @@ export class TenantObject extends DurableObject<Env> {
 
   /** Retention for the inbox and for the closed rows of the unknown-outcomes list. */
   override async alarm(): Promise<void> {
-    return this.inbox.prune();
+    await this.inbox.prune();
+    // The stored events' retention shares the one alarm: the earlier of the two due times.
+    const next = pruneEvents(this.store, this.env, Date.now());
+    const armed = await this.ctx.storage.getAlarm();
+    if (next !== null && (armed === null || next < armed)) await this.ctx.storage.setAlarm(next);
+  }
+
+  // ── Events (events.ts) ───────────────────────────────────────────────────────────────────────
+
+  /** Stored by the EVENTS queue consumer, once per id. */
+  async receiveEvents(
+    tenantId: string,
+    events: ToolgateEvent[],
+  ): Promise<Result<true, TenantError>> {
+    return receiveEvents(this.store, this.ctx.storage, this.env, tenantId, events);
+  }
+
+  /** The pull feed (GET /v1/events): oldest first after the cursor. */
+  async listEvents(query: EventsQuery): Promise<Result<EventsPage, TenantError>> {
+    return listEvents(this.store, query);
   }
 
   /** Newest first; `pending` = still waiting for a person, `decided` = everything else. */
@@ -251,10 +279,10 @@ export class TenantObject extends DurableObject<Env> {
     result: DeliveryResult,
     atMs: number,
   ): Promise<{ attempt: number; state: EndpointState } | null> {
-    return webhooks.recordDelivery(this.store, endpointId, event, result, atMs);
+    return deliveries.recordDelivery(this.store, endpointId, event, result, atMs);
   }
 
   async listDeliveries(id: string, limit: number): Promise<Result<DeliveryRecord[], TenantError>> {
-    return webhooks.listDeliveries(this.store, id, limit);
+    return deliveries.listDeliveries(this.store, id, limit);
   }
 }

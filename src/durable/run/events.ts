@@ -1,0 +1,137 @@
+// The run's tenant-plane events (issue 18): `turn.settled` when a turn first settles and
+// `run.budget_exhausted` the first time a budget refuses a call. Each is written to `run_events`
+// in the transaction that admits or settles the turn (or on its own, one statement, where the
+// settlement writes nothing); its stable id is the primary key, so a second write of the same
+// event does nothing, and a sent row stays (`sent = 1`) as that marker until the run is pruned.
+// After the commit the rows go to the EVENTS queue in the background; the run's alarm, armed with
+// the write, resends what the queue did not take, then goes back to retention (retention.ts).
+import { eventId, type EventMessage, type ToolgateEvent } from "../../domain/events.ts";
+import type { RunState } from "../../domain/turn/turn.ts";
+import { retentionMs } from "../../config.ts";
+import type { Env } from "../env.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+import type { RunRows } from "./rows.ts";
+
+const RETRY_MS = 5_000;
+const RETRY_MAX_MS = 600_000;
+
+export type RunEventInput = {
+  type: "turn.settled" | "run.budget_exhausted";
+  /** The log position the id derives from: the turn's seq (`run.budget_exhausted`: 0, once per run). */
+  seq: number;
+  operationId: string | null;
+  tool: string | null;
+  data: Record<string, unknown>;
+};
+
+export class RunEvents {
+  private sending: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly env: Env,
+    private readonly store: SqlStore,
+    private readonly rows: RunRows,
+    private readonly ctx: DurableObjectState,
+  ) {}
+
+  /** Inside the caller's transaction: true when the event is new (not written before). */
+  write(run: RunState, input: RunEventInput, nowMs: number): boolean {
+    const event: ToolgateEvent = {
+      id: eventId(run.runId, input.seq, input.type),
+      type: input.type,
+      at_ms: nowMs,
+      tenant_id: run.tenantId,
+      run_id: run.runId,
+      operation_id: input.operationId,
+      tool: input.tool,
+      data: input.data,
+    };
+    this.store.ensureTable("run_events");
+    return (
+      this.store.run(
+        "INSERT INTO run_events (id, payload, sent, attempts, next_at_ms) VALUES (?, ?, 0, 0, ?) ON CONFLICT (id) DO NOTHING",
+        event.id,
+        JSON.stringify(event),
+        nowMs + RETRY_MS,
+      ) > 0
+    );
+  }
+
+  /** Whether this event was already written (a settled turn polled again costs no write). */
+  written(run: RunState, type: RunEventInput["type"], seq: number): boolean {
+    return (
+      this.store.exists("run_events") &&
+      this.store.one(
+        "SELECT 1 AS x FROM run_events WHERE id = ?",
+        eventId(run.runId, seq, type),
+      ) !== null
+    );
+  }
+
+  /**
+   * After the commit of a new event: the alarm is armed for its resend first (a crash before the
+   * send then delays it, never loses it), then the send runs in the background.
+   */
+  afterCommit(nowMs: number): void {
+    void this.ctx.storage.setAlarm(nowMs + RETRY_MS);
+    this.ctx.waitUntil(this.send());
+  }
+
+  /** Sends the unsent rows in order, one batch at a time; never throws. */
+  send(): Promise<void> {
+    this.sending = this.sending.then(() => this.sendNow());
+    return this.sending;
+  }
+
+  private async sendNow(): Promise<void> {
+    if (!this.store.exists("run_events")) return;
+    const rows = this.store.all<{ id: string; payload: string; attempts: number }>(
+      "SELECT id, payload, attempts FROM run_events WHERE sent = 0",
+    );
+    if (rows.length === 0) return;
+    try {
+      await this.env.EVENTS.sendBatch(
+        rows.map((row) => ({
+          body: { kind: "event", event: JSON.parse(row.payload) } satisfies EventMessage,
+          contentType: "json" as const,
+        })),
+      );
+      for (const row of rows) this.store.run("UPDATE run_events SET sent = 1 WHERE id = ?", row.id);
+      // Nothing left to resend: the alarm is retention's again (retention.ts re-checks when it fires).
+      const run = this.rows.load();
+      if (run && this.dueAtMs() === null)
+        await this.ctx.storage.setAlarm(run.expiresAtMs + retentionMs(this.env));
+    } catch (error) {
+      const attempts = Math.max(...rows.map((row) => row.attempts)) + 1;
+      const delayMs = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** Math.min(attempts - 1, 20));
+      for (const row of rows)
+        this.store.run(
+          "UPDATE run_events SET attempts = ?, next_at_ms = ? WHERE id = ?",
+          attempts,
+          Date.now() + delayMs,
+          row.id,
+        );
+      const armed = await this.ctx.storage.getAlarm();
+      if (armed === null || armed > Date.now() + delayMs)
+        await this.ctx.storage.setAlarm(Date.now() + delayMs);
+      console.error(
+        JSON.stringify({
+          level: "warn",
+          event: "toolgate.event_send_failed",
+          events: rows.length,
+          detail: String(error),
+        }),
+      );
+    }
+  }
+
+  /** For the alarm: the earliest resend still due (null: none). */
+  dueAtMs(): number | null {
+    if (!this.store.exists("run_events")) return null;
+    return (
+      this.store.one<{ at: number | null }>(
+        "SELECT MIN(next_at_ms) AS at FROM run_events WHERE sent = 0",
+      )?.at ?? null
+    );
+  }
+}

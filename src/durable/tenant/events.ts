@@ -1,0 +1,85 @@
+// The tenant's stored events (issue 18): what the EVENTS queue consumer hands over, kept once per id
+// (a redelivery by the outbox alarm or the queue changes nothing) in arrival order, read by the pull
+// feed GET /v1/events (oldest first after a cursor) and later by webhook delivery; pruned with the
+// tenant's retention. The events are already redacted by the object that wrote them.
+import { retentionMs } from "../../config.ts";
+import type { EventType, ToolgateEvent } from "../../domain/events.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
+import type { Env } from "../env.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+
+/** Where a page starts: after a stored event (its id), or at a time; null: the oldest kept. */
+export type EventsSince = { afterId: string } | { atMs: number } | null;
+export type EventsQuery = { since: EventsSince; type: EventType | null; limit: number };
+/** `next_cursor`: pass it as `since` for the next page (the last event's id; the given one if none). */
+export type EventsPage = { events: ToolgateEvent[]; next_cursor: string | null; has_more: boolean };
+
+/** Stores each event of this tenant once (by id): a repeated id changes nothing. */
+export async function receiveEvents(
+  store: SqlStore,
+  storage: DurableObjectStorage,
+  env: Env,
+  tenantId: string,
+  events: readonly ToolgateEvent[],
+): Promise<Result<true, { code: "invalid_request"; detail: string }>> {
+  if (events.some((event) => event.tenant_id !== tenantId))
+    return err({ code: "invalid_request", detail: "an event of another tenant" });
+  store.ensureTable("events");
+  let written = 0;
+  for (const event of events)
+    written += store.run(
+      "INSERT INTO events (id, type, at_ms, body) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
+      event.id,
+      event.type,
+      event.at_ms,
+      JSON.stringify(event),
+    );
+  // Retention: the tenant's alarm prunes (object.ts); armed here if nothing else armed it.
+  if (written > 0 && (await storage.getAlarm()) === null)
+    await storage.setAlarm(Math.min(...events.map((event) => event.at_ms)) + retentionMs(env));
+  return ok(true);
+}
+
+export function listEvents(
+  store: SqlStore,
+  query: EventsQuery,
+): Result<EventsPage, { code: "invalid_request"; detail: string }> {
+  if (!store.exists("events")) {
+    if (query.since && "afterId" in query.since)
+      return err({ code: "invalid_request", detail: unknownCursor(query.since.afterId) });
+    return ok({ events: [], next_cursor: null, has_more: false });
+  }
+  let fromPos = 0;
+  let fromMs = 0;
+  if (query.since && "afterId" in query.since) {
+    const at = store.one<{ pos: number }>(
+      "SELECT pos FROM events WHERE id = ?",
+      query.since.afterId,
+    );
+    if (!at) return err({ code: "invalid_request", detail: unknownCursor(query.since.afterId) });
+    fromPos = at.pos;
+  } else if (query.since) fromMs = query.since.atMs;
+  const rows = store.all<{ body: string }>(
+    `SELECT body FROM events WHERE pos > ? AND at_ms >= ?${query.type ? " AND type = ?" : ""} ORDER BY pos LIMIT ?`,
+    ...[fromPos, fromMs, ...(query.type ? [query.type] : []), query.limit + 1],
+  );
+  const events = rows.slice(0, query.limit).map((row) => JSON.parse(row.body) as ToolgateEvent);
+  const given = query.since && "afterId" in query.since ? query.since.afterId : null;
+  return ok({
+    events,
+    next_cursor: events.at(-1)?.id ?? given,
+    has_more: rows.length > query.limit,
+  });
+}
+
+const unknownCursor = (id: string) =>
+  `no stored event ${id} (events are kept for the retention period): pass an ISO time as since`;
+
+/** Drops events older than the retention period; the next one's due time (null: none left). */
+export function pruneEvents(store: SqlStore, env: Env, nowMs: number): number | null {
+  if (!store.exists("events")) return null;
+  const keepMs = retentionMs(env);
+  store.run("DELETE FROM events WHERE at_ms <= ?", nowMs - keepMs);
+  const oldest = store.one<{ at: number | null }>("SELECT MIN(at_ms) AS at FROM events")?.at;
+  return oldest == null ? null : oldest + keepMs;
+}

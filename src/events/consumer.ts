@@ -1,0 +1,99 @@
+// The EVENTS queue consumer (issue 18). An `event` message is stored at its tenant
+// (TenantObject.receiveEvents, deduplicated by id there), then delivered to each of the tenant's
+// subscribed webhook endpoints at once and independently (deliverToEndpoints); an endpoint that
+// failed gets its own `delivery` message, delayed by the retry schedule (domain/webhook-retry.ts),
+// so one slow or dead endpoint never holds back another's or another tenant's deliveries. A message
+// is acked only once its work is done and its retries are queued; anything else is retried by the
+// queue. Delivery is at-least-once: a redelivered message may deliver again, with the same
+// webhook-id (Standard Webhooks receivers deduplicate by it).
+import { ToolgateEvent, type EventMessage } from "../domain/events.ts";
+import type { WebhookRetryPlan } from "../domain/webhook-retry.ts";
+import type { Env } from "../durable/env.ts";
+import { tenantStub } from "../durable/stubs.ts";
+import { deliverToEndpoint, deliverToEndpoints, type EndpointOutcome } from "./deliver.ts";
+
+/** Cloudflare Queues accepts a delivery delay of at most 12 hours. */
+const MAX_DELAY_S = 12 * 60 * 60;
+
+type Item = { message: Message<EventMessage>; body: EventMessage; event: ToolgateEvent };
+
+export async function handleEventBatch(batch: MessageBatch<EventMessage>, env: Env): Promise<void> {
+  const byTenant = new Map<string, Item[]>();
+  for (const message of batch.messages) {
+    const body = message.body as Partial<EventMessage> | null;
+    const parsed = ToolgateEvent.safeParse(body?.event);
+    const valid =
+      parsed.success &&
+      (body?.kind === "event" ||
+        (body?.kind === "delivery" && typeof body.endpoint_id === "string"));
+    if (!valid) {
+      // Nothing will ever make it valid: dropped, said once.
+      console.error(
+        JSON.stringify({ level: "warn", event: "toolgate.event_malformed", id: message.id }),
+      );
+      message.ack();
+      continue;
+    }
+    const group = byTenant.get(parsed.data.tenant_id) ?? [];
+    group.push({ message, body: body as EventMessage, event: parsed.data });
+    byTenant.set(parsed.data.tenant_id, group);
+  }
+  await Promise.all([...byTenant].map(([tenantId, group]) => handleTenant(env, tenantId, group)));
+}
+
+async function handleTenant(env: Env, tenantId: string, group: Item[]): Promise<void> {
+  const events = group.filter((item) => item.body.kind === "event");
+  let stored = events.length === 0;
+  if (!stored) {
+    try {
+      stored = (
+        await tenantStub(env, tenantId).receiveEvents(
+          tenantId,
+          events.map((item) => item.event),
+        )
+      ).ok;
+    } catch (error) {
+      warn("toolgate.event_store_failed", tenantId, error);
+    }
+  }
+  await Promise.all(
+    group.map(async (item) => {
+      if (item.body.kind === "event" && !stored) return item.message.retry();
+      try {
+        const outcomes =
+          item.body.kind === "event"
+            ? await deliverToEndpoints(env, tenantId, item.event)
+            : await deliverToEndpoint(env, tenantId, item.body.endpoint_id, item.event);
+        if (!outcomes.ok) return item.message.retry();
+        const list = Array.isArray(outcomes.value)
+          ? outcomes.value
+          : outcomes.value
+            ? [outcomes.value]
+            : [];
+        await Promise.all(list.map((outcome) => queueRetry(env, item.event, outcome)));
+        item.message.ack();
+      } catch (error) {
+        warn("toolgate.webhook_dispatch_failed", tenantId, error);
+        item.message.retry();
+      }
+    }),
+  );
+}
+
+/** A failed endpoint's next attempt, as its own delayed message (none once the schedule is used up). */
+async function queueRetry(env: Env, event: ToolgateEvent, outcome: EndpointOutcome): Promise<void> {
+  const retry: WebhookRetryPlan | null = outcome.retry;
+  if (!retry || retry.kind !== "retry") return;
+  const delaySeconds = Math.min(
+    MAX_DELAY_S,
+    Math.max(0, Math.ceil((retry.dueAtMs - Date.now()) / 1000)),
+  );
+  const message: EventMessage = { kind: "delivery", endpoint_id: outcome.endpoint_id, event };
+  await env.EVENTS.send(message, { contentType: "json", delaySeconds });
+}
+
+function warn(event: string, tenantId: string, error: unknown): void {
+  console.error(
+    JSON.stringify({ level: "warn", event, tenant_id: tenantId, detail: String(error) }),
+  );
+}
