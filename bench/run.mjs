@@ -8,7 +8,8 @@
 // upstream receiving the request). Rows read/written per op come from the isolate's SQLite counters
 // (GET /v1/admin/stats, development only) over the whole scenario, background work included.
 // Bounds: BENCH_N1/BENCH_N16/BENCH_N64 (requests per scenario), BENCH_MAX_MS (per scenario),
-// BENCH_ONLY=a,b,c (scenarios), BENCH_CONC=1,16 (concurrencies). Ports 8980–8984 by default.
+// BENCH_ONLY=a,b,c (scenarios), BENCH_CONC=1,16 (concurrencies), BENCH_WEBHOOK=1 (one webhook
+// endpoint subscribed to every event). Ports 8980–8984 by default.
 import { execFile, execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
@@ -148,6 +149,15 @@ try {
     ...APPROVED,
     request: { method: "POST", url: `${upstream.url}/ns/{ns}/payments` },
   });
+  // BENCH_WEBHOOK=1: one endpoint subscribed to every event (issue 18: delivery is off the path).
+  if (env.BENCH_WEBHOOK === "1") {
+    const hook = await call(toolgate.url, "PUT", "/v1/webhooks/bench", demo.key, {
+      url: `${upstream.url}/webhooks/bench`,
+      events: ["*"],
+      format: "standard",
+    });
+    if (hook.status !== 201) throw new Error(`webhook not created: ${JSON.stringify(hook.body)}`);
+  }
   // One run per concurrent client: a real deployment has one run per conversation.
   const runs = [];
   for (let i = 0; i < LANES; i++)

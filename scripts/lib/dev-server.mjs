@@ -122,6 +122,9 @@ export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets 
     "approvals:decide",
     "operations:resolve",
     "traces:read",
+    "events:read",
+    "webhooks:write",
+    "webhooks:read",
   ];
   const key = (
     await call(url, "POST", `/v1/admin/tenants/${tenant.tenant_id}/keys`, admin, {

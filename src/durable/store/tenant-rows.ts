@@ -22,6 +22,7 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
   endpoint_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, event TEXT NOT NULL, attempt INTEGER NOT NULL,
   at_ms INTEGER NOT NULL, delivered INTEGER NOT NULL, status INTEGER, latency_ms INTEGER NOT NULL, error TEXT, snippet TEXT NOT NULL,
   PRIMARY KEY (endpoint_id, seq)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS webhook_deliveries_event ON webhook_deliveries (endpoint_id, event_id);
 CREATE TABLE IF NOT EXISTS events (pos INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, at_ms INTEGER NOT NULL, body TEXT NOT NULL);`;
 
 /** Columns of `unknowns` added after its first version (older tenants get them on first use). */
