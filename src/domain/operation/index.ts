@@ -14,6 +14,7 @@ export type {
 } from "./state.ts";
 export {
   LOCK_RECHECK_MAX_MS,
+  LOCK_WAITING_LONG_MS,
   LOCK_RECHECK_MS,
   nextLockRecheckAtMs,
   WATCHDOG_GRACE_MS,

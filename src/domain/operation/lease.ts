@@ -2,7 +2,7 @@
 // until the outcome is settled (transition gives it back on every entry into `recorded`). Nothing
 // is sent until the lock grants it; a lost grant notice is covered by asking again on an alarm.
 // The fencing token the grant carries goes to the upstream with each attempt (the shell's part).
-import { nextLockRecheckAtMs, startAttempt, unchanged } from "./steps.ts";
+import { LOCK_WAITING_LONG_MS, nextLockRecheckAtMs, startAttempt, unchanged } from "./steps.ts";
 import type { OperationEvent, OperationPlan, OperationState, Step } from "./state.ts";
 
 export function onLockGranted(
@@ -48,14 +48,35 @@ export function onLockQueued(
   };
 }
 
-/** The recheck alarm: ask the lock again (idempotent) and re-arm on the backing-off schedule. */
+/**
+ * The recheck alarm: ask the lock again (idempotent) and re-arm on the backing-off schedule. The
+ * first recheck that finds the wait at or past LOCK_WAITING_LONG_MS also records it (trace
+ * `lock_waiting_long`, reported as the `lock.waiting_long` event) and marks the state, so it is
+ * reported once per operation however many rechecks follow.
+ */
 export const onLockAlarm = (
   state: Extract<OperationState, { phase: "awaiting_lock" }>,
+  plan: OperationPlan,
   nowMs: number,
-): Step => ({
-  ...unchanged(state),
-  effects: [
+): Step => {
+  const effects: Step["effects"] = [
     { kind: "set_alarm", atMs: nextLockRecheckAtMs(state.requestedAtMs, nowMs) },
     { kind: "acquire_lock" },
-  ],
-});
+  ];
+  const waitedMs = nowMs - state.requestedAtMs;
+  if (state.waitedLong || waitedMs < LOCK_WAITING_LONG_MS) return { ...unchanged(state), effects };
+  return {
+    state: { ...state, waitedLong: true },
+    effects,
+    trace: [
+      {
+        type: "lock_waiting_long",
+        at_ms: nowMs,
+        resource: plan.resource,
+        blocked_by: state.blockedBy,
+        waited_ms: waitedMs,
+      },
+    ],
+    changed: true,
+  };
+};

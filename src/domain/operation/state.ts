@@ -58,7 +58,13 @@ export type OperationState =
   /** Nothing has been sent; a person decides (plan.approval). Expires at plan.approval.expiresAtMs. */
   | { phase: "awaiting_approval"; requestedAtMs: number }
   /** Nothing has been sent; another operation holds plan.resource (`blockedBy`, when the lock said who). */
-  | { phase: "awaiting_lock"; requestedAtMs: number; blockedBy: string | null }
+  | {
+      phase: "awaiting_lock";
+      requestedAtMs: number;
+      blockedBy: string | null;
+      /** Set by the recheck that reported `lock.waiting_long` (absent in rows written before it). */
+      waitedLong?: true;
+    }
   /**
    * `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late).
    * `mayHaveApplied` (here and in `retry_scheduled`): set once any attempt was ambiguous, so that

@@ -22,6 +22,8 @@ export const WATCHDOG_GRACE_MS = 5_000;
  */
 export const LOCK_RECHECK_MS = 30_000;
 export const LOCK_RECHECK_MAX_MS = 600_000;
+/** A write queued behind a lock this long is reported once (`lock.waiting_long`, issue 18). */
+export const LOCK_WAITING_LONG_MS = 60_000;
 
 /** The first recheck after `nowMs` on the schedule that starts when the wait began (so it needs no stored counter). */
 export function nextLockRecheckAtMs(requestedAtMs: number, nowMs: number): number {

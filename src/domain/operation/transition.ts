@@ -139,7 +139,7 @@ function onAlarm(
     case "awaiting_approval":
       return onApprovalAlarm(state, plan, nowMs);
     case "awaiting_lock":
-      return onLockAlarm(state, nowMs);
+      return onLockAlarm(state, plan, nowMs);
     case "executing":
       if (inFlight)
         return {

@@ -80,6 +80,16 @@ export function operationEvents(
         arguments: args,
       }),
     );
+  // A write queued behind its lock past LOCK_WAITING_LONG_MS: the one recheck that marked it (a
+  // recheck after that changes nothing, so writes no row and no event).
+  if (event.type === "alarm" && state.phase === "awaiting_lock" && state.waitedLong)
+    out.push(
+      make("lock.waiting_long", {
+        resource: log.head()!.frozen.plan.resource,
+        blocked_by: state.blockedBy,
+        waited_ms: nowMs - state.requestedAtMs,
+      }),
+    );
   // Every operation that reaches `recorded` reports it once: the step that entered it.
   if (state.phase === "recorded" && prior !== "recorded")
     out.push(

@@ -3,6 +3,7 @@
 import { describe, expect, it } from "vitest";
 import {
   LOCK_RECHECK_MAX_MS,
+  LOCK_WAITING_LONG_MS,
   nextLockRecheckAtMs,
   stateAlarmAtMs,
   transition,
@@ -36,6 +37,42 @@ describe("waiting for a resource lock: rechecks back off, the grant notice is th
       { kind: "set_alarm", atMs: S + nextMs },
       { kind: "acquire_lock" },
     ]);
+  });
+
+  it.each([
+    ["before the threshold: nothing reported", 30_000, undefined, false],
+    [
+      "the first recheck at or past it: reported, state marked",
+      LOCK_WAITING_LONG_MS,
+      undefined,
+      true,
+    ],
+    ["a later recheck, already reported: nothing more", 210_000, true, false],
+  ] as const)("lock.waiting_long, %s", (_name, waitedMs, waitedLong, reports) => {
+    const state = { ...waiting(S), ...(waitedLong ? { waitedLong } : {}) } as OperationState;
+    const at = transition(state, { type: "alarm", inFlight: false }, locked, S + waitedMs);
+    expect(at.ok).toBe(true);
+    if (!at.ok) return;
+    // The re-arm is the same either way.
+    expect(at.value.effects).toEqual([
+      { kind: "set_alarm", atMs: nextLockRecheckAtMs(S, S + waitedMs) },
+      { kind: "acquire_lock" },
+    ]);
+    expect(at.value.changed).toBe(reports);
+    expect(at.value.trace).toEqual(
+      reports
+        ? [
+            {
+              type: "lock_waiting_long",
+              at_ms: S + waitedMs,
+              resource: "order:1",
+              blocked_by: "op_other",
+              waited_ms: waitedMs,
+            },
+          ]
+        : [],
+    );
+    if (reports) expect(at.value.state).toEqual({ ...waiting(S), waitedLong: true });
   });
 
   it("a day of waiting asks the lock about 150 times (every 30 s was 2,880), never more than 10 min apart", () => {
