@@ -1,13 +1,16 @@
 // /console/webhooks: the tenant's webhook endpoints (TenantObject.listWebhooks) — URL, events,
 // format, state, consecutive failures, last delivered — each with its recent deliveries from its
 // delivery log (TenantObject.listDeliveries): time, event type, attempt, status, latency.
-// Read-only; needs webhooks:read or webhooks:write.
+// Viewing needs webhooks:read or webhooks:write; the redeliver button (a CSRF-checked POST, as every
+// console POST) needs webhooks:write and sends the logged event again now, with the same webhook-id.
 import type { Context } from "hono";
 import { tenantStub } from "../durable/stubs.ts";
+import { deliverOne } from "../events/deliver.ts";
 import type { DeliveryRecord } from "../durable/tenant/webhook-deliveries.ts";
 import type { WebhookRecord } from "../durable/tenant/webhooks.ts";
 import { utc } from "./format.ts";
-import { problemPage, render } from "./layout.tsx";
+import { setFlash, takeFlash } from "./flash.ts";
+import { FlashBox, problemPage, render } from "./layout.tsx";
 import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
 
 const HREF = "/console/webhooks";
@@ -23,7 +26,8 @@ async function showWebhooks(c: Context<ConsoleEnv>) {
       "Webhooks are shown to API keys with the scope webhooks:read or webhooks:write.",
     );
   const tenant = tenantStub(c.env, session.tenantId);
-  const endpoints = await tenant.listWebhooks();
+  const [endpoints, flash] = await Promise.all([tenant.listWebhooks(), takeFlash(c)]);
+  const canWrite = session.scopes.includes("webhooks:write");
   const logs = await Promise.all(endpoints.map((e) => tenant.listDeliveries(e.id, RECENT)));
   return render(
     c,
@@ -31,12 +35,19 @@ async function showWebhooks(c: Context<ConsoleEnv>) {
     <>
       <h1>Webhooks</h1>
       <p class="lede">Where toolgate sends events, whether they arrive, and the latest attempts.</p>
+      <FlashBox flash={flash} />
       {endpoints.length === 0 ? (
         <p class="empty">No webhook endpoints. Create one with PUT /v1/webhooks/:id.</p>
       ) : (
         endpoints.map((endpoint, i) => {
           const log = logs[i];
-          return <Endpoint endpoint={endpoint} deliveries={log?.ok ? log.value : []} />;
+          return (
+            <Endpoint
+              endpoint={endpoint}
+              deliveries={log?.ok ? log.value : []}
+              csrf={canWrite ? session.csrf : null}
+            />
+          );
         })
       )}
     </>,
@@ -46,9 +57,12 @@ async function showWebhooks(c: Context<ConsoleEnv>) {
 const Endpoint = ({
   endpoint,
   deliveries,
+  csrf,
 }: {
   endpoint: WebhookRecord;
   deliveries: DeliveryRecord[];
+  /** Only for a webhooks:write session: the redeliver forms' token. */
+  csrf: string | null;
 }) => (
   <section class="card" data-webhook={endpoint.id}>
     <h2>{endpoint.id}</h2>
@@ -77,6 +91,7 @@ const Endpoint = ({
             <th>Attempt</th>
             <th>Status</th>
             <th>Latency</th>
+            {csrf && <th>Redeliver</th>}
           </tr>
         </thead>
         <tbody>
@@ -90,6 +105,18 @@ const Endpoint = ({
                 {d.error ? ` (${d.error})` : ""}
               </td>
               <td>{`${d.latency_ms} ms`}</td>
+              {csrf && (
+                <td>
+                  <form
+                    method="post"
+                    action={`${HREF}/${encodeURIComponent(endpoint.id)}/redeliver`}
+                  >
+                    <input type="hidden" name="csrf" value={csrf} />
+                    <input type="hidden" name="event_id" value={d.event_id} />
+                    <button type="submit">Redeliver</button>
+                  </form>
+                </td>
+              )}
             </tr>
           ))}
         </tbody>
@@ -98,7 +125,41 @@ const Endpoint = ({
   </section>
 );
 
+/** Sends one logged event to its endpoint again now; the outcome is a flash on the page (303). */
+async function redeliver(c: Context<ConsoleEnv>) {
+  const session = c.get("session");
+  if (!session.scopes.includes("webhooks:write"))
+    return problemPage(
+      c,
+      403,
+      "Not allowed",
+      "Redelivering needs an API key with the scope webhooks:write. Nothing was sent.",
+    );
+  const form = await c.req.parseBody();
+  const eventId = typeof form.event_id === "string" ? form.event_id : "";
+  const tenant = tenantStub(c.env, session.tenantId);
+  const found = await tenant.redeliveryOf(session.tenantId, c.req.param("id") ?? "", eventId);
+  if (!found.ok) {
+    await setFlash(c, { tone: "error", text: `Nothing was sent: ${found.error.detail}` });
+    return c.redirect(HREF, 303);
+  }
+  const outcome = await deliverOne(c.env, tenant, found.value.target, found.value.event, {});
+  await setFlash(
+    c,
+    outcome.delivered
+      ? {
+          tone: "ok",
+          text: `Redelivered ${eventId} to ${outcome.endpoint_id} (${outcome.status}).`,
+        }
+      : {
+          tone: "error",
+          text: `Redelivering ${eventId} failed: ${outcome.error ?? `status ${outcome.status}`}.`,
+        },
+  );
+  return c.redirect(HREF, 303);
+}
+
 export const webhooksPage = definePage({
   nav: { label: "Webhooks", href: HREF },
-  routes: consoleRoutes().get("/webhooks", showWebhooks),
+  routes: consoleRoutes().get("/webhooks", showWebhooks).post("/webhooks/:id/redeliver", redeliver),
 });

@@ -3,7 +3,16 @@
 // through the outbox and the EVENTS queue to the endpoint); it needs a webhooks scope.
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { api, manifest, newTenant, setup, testTenant, turn, upstream } from "../support/api.ts";
+import {
+  ADMIN,
+  api,
+  manifest,
+  newTenant,
+  setup,
+  testTenant,
+  turn,
+  upstream,
+} from "../support/api.ts";
 
 const ORIGIN = "http://toolgate.test";
 
@@ -15,6 +24,19 @@ const get = (path: string, cookie?: string) =>
   send(
     new Request(`${ORIGIN}${path}`, {
       headers: cookie ? { Cookie: cookie } : {},
+      redirect: "manual",
+    }),
+  );
+const post = (path: string, form: Record<string, string>, cookie: string) =>
+  send(
+    new Request(`${ORIGIN}${path}`, {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/x-www-form-urlencoded",
+        Origin: ORIGIN,
+        Cookie: cookie,
+      },
+      body: new URLSearchParams(form).toString(),
       redirect: "manual",
     }),
   );
@@ -89,8 +111,47 @@ describe("console webhooks page", () => {
       expect(section).toContain(`${up.url}/webhooks/console`);
       expect(section).toContain("approval.requested</td>");
       expect(section).toContain("delivered 200");
-      const state = await up.state();
-      expect(state.requests.filter((r) => r.path === "/webhooks/console")).toHaveLength(1);
+      const sent = async () =>
+        (await up.state()).requests.filter((r) => r.path === "/webhooks/console").length;
+      expect(await sent()).toBe(1);
+
+      // Redeliver: the form is on the row; a webhooks:read key (same tenant) sees no form and its
+      // POST is refused, nothing sent; the webhooks:write session sends the event again.
+      const action = `/console/webhooks/${id}/redeliver`;
+      expect(section).toContain(`action="${action}"`);
+      const eventId = hidden(section, "event_id");
+      expect(eventId).not.toBe("");
+      const tenant = await testTenant();
+      const readKey = await api(
+        "POST",
+        `/v1/admin/tenants/${tenant.tenantId}/keys`,
+        { name: "reader", scopes: ["webhooks:read"] },
+        { Authorization: `Bearer ${ADMIN}` },
+      );
+      expect(readKey.status).toBe(201);
+      const reader = await signIn(readKey.body.key as string);
+      const readerPage = await get("/console/webhooks", reader);
+      expect(readerPage.status).toBe(200);
+      expect(readerPage.text).toContain(id);
+      expect(readerPage.text).not.toContain(`action="${action}"`);
+      const refused = await post(
+        action,
+        { csrf: hidden(readerPage.text, "csrf"), event_id: eventId },
+        reader,
+      );
+      expect(refused.status).toBe(403);
+      expect(await sent()).toBe(1);
+
+      const redelivered = await post(
+        action,
+        { csrf: hidden(page.text, "csrf"), event_id: eventId },
+        session,
+      );
+      expect(redelivered.status).toBe(303);
+      expect(await sent()).toBe(2);
+      const after = await get("/console/webhooks", session);
+      // The log shows the second attempt of the same event.
+      expect(after.text).toContain("<td>approval.requested</td><td>2</td><td>delivered 200</td>");
     },
   );
 });
