@@ -111,6 +111,13 @@ describe("console webhooks page", () => {
       expect(section).toContain(`${up.url}/webhooks/console`);
       expect(section).toContain("approval.requested</td>");
       expect(section).toContain("delivered 200");
+      // The approval card says its notification was delivered (from the delivery log).
+      const inbox = await get("/console/approvals", session);
+      const card = inbox.text.slice(
+        inbox.text.indexOf(`data-operation="${res.body.results[0].operation_id}"`),
+      );
+      expect(card).toMatch(/Notification<\/dt><dd>delivered to 1 endpoint\(s\)<\/dd>/);
+
       const sent = async () =>
         (await up.state()).requests.filter((r) => r.path === "/webhooks/console").length;
       expect(await sent()).toBe(1);
