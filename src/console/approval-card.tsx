@@ -2,6 +2,7 @@
 // when, when it expires, the arguments read from the operation itself (the inbox copy is redacted
 // like the trace; fields the tool hides are named) and the preview — then the decide forms, unless
 // it has expired, and the input hash and tool version the forms are bound to.
+import type { NotificationState } from "../durable/tenant/notifications.ts";
 import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import type { Item } from "./approval-decision.ts";
 import { DecideForms } from "./approval-forms.tsx";
@@ -9,14 +10,24 @@ import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
 import { expiresIn, pretty, splitTarget } from "./format.ts";
 import { Badge } from "./timeline.tsx";
 
+const notificationText = (n: NotificationState) =>
+  n.delivered > 0
+    ? `delivered to ${n.delivered} endpoint(s)${n.failing ? `, failing at ${n.failing}` : ""}`
+    : n.failing > 0
+      ? `failing (${n.failing} endpoint(s))`
+      : "no delivery recorded (no endpoint subscribed, or not sent yet)";
+
 export const PendingCard = ({
   item,
   exact,
+  notified,
   csrf,
   nowMs,
 }: {
   item: Item;
   exact: ApprovalInput | null;
+  /** From the webhook delivery log; null when the tenant could not answer. */
+  notified: NotificationState | null;
   csrf: string;
   nowMs: number;
 }) => {
@@ -35,6 +46,7 @@ export const PendingCard = ({
           <Fact label="Target">
             {target.method && <code class="method">{target.method}</code>} <code>{target.url}</code>
           </Fact>
+          {notified && <Fact label="Notification">{notificationText(notified)}</Fact>}
           <Fact label="Asked by">
             <span class="mono">{item.requested_by}</span> <span class="hint">(the run's user)</span>
           </Fact>

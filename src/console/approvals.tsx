@@ -49,7 +49,15 @@ async function showInbox(c: Context<ConsoleEnv>) {
     tenantStub(c.env, session.tenantId).listApprovals(state, cursor ?? null, PAGE_SIZE),
     takeFlash(c),
   ]);
-  const exact = state === "pending" ? await exactInputs(c, page.items) : new Map();
+  const pending = state === "pending";
+  const [exact, notified] = await Promise.all([
+    pending ? exactInputs(c, page.items) : new Map<string, ApprovalInput>(),
+    pending
+      ? tenantStub(c.env, session.tenantId)
+          .notificationStates(page.items.map((item) => item.operation_id))
+          .catch(() => null)
+      : null,
+  ]);
   const nowMs = Date.now();
   return render(
     c,
@@ -79,6 +87,9 @@ async function showInbox(c: Context<ConsoleEnv>) {
             <PendingCard
               item={item}
               exact={exact.get(item.operation_id) ?? null}
+              notified={
+                notified ? (notified[item.operation_id] ?? { delivered: 0, failing: 0 }) : null
+              }
               csrf={session.csrf}
               nowMs={nowMs}
             />

@@ -5,5 +5,12 @@ import { homePage } from "./home.tsx";
 import type { ConsolePage } from "./page.ts";
 import { runPage } from "./run-page.tsx";
 import { unknownOutcomesPage } from "./unknown-outcomes.tsx";
+import { webhooksPage } from "./webhooks.tsx";
 
-export const PAGES: ConsolePage[] = [homePage, approvalsPage, unknownOutcomesPage, runPage];
+export const PAGES: ConsolePage[] = [
+  homePage,
+  approvalsPage,
+  unknownOutcomesPage,
+  runPage,
+  webhooksPage,
+];

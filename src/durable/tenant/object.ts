@@ -44,6 +44,7 @@ import {
 } from "./secrets.ts";
 import * as webhooks from "./webhooks.ts";
 import * as deliveries from "./webhook-deliveries.ts";
+import { notificationStates, type NotificationState } from "./notifications.ts";
 import type { DeliveryRecord, DeliveryResult } from "./webhook-deliveries.ts";
 import type { WebhookRecord, WebhookSpec } from "./webhooks.ts";
 import type { WebhookTarget, WebhooksError } from "./webhooks.ts";
@@ -284,5 +285,9 @@ export class TenantObject extends DurableObject<Env> {
 
   async listDeliveries(id: string, limit: number): Promise<Result<DeliveryRecord[], TenantError>> {
     return deliveries.listDeliveries(this.store, id, limit);
+  }
+
+  async notificationStates(operationIds: string[]): Promise<Record<string, NotificationState>> {
+    return notificationStates(this.store, operationIds);
   }
 }
