@@ -127,7 +127,7 @@ export async function deliverToEndpoints(
 ): Promise<Result<EndpointOutcome[], TenantError>> {
   if (event.tenant_id !== tenantId) return ok([]); // another tenant's event is none of these endpoints' business
   const tenant = tenantStub(env, tenantId);
-  const targets = await tenant.webhookTargets(tenantId, event.type);
+  const targets = await tenant.webhookTargets(tenantId, event.type, notifiedOf(event));
   if (!targets.ok) return targets;
   const settled = await Promise.allSettled(
     targets.value.map((target) => deliverOne(env, tenant, target, event, options)),
@@ -218,6 +218,12 @@ function scrub(text: string, secret: string): string {
 const isTimeout = (error: unknown) =>
   error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
 
+/** The endpoint a run named at creation (`notify`): it gets that run's turn.settled whatever its filter. */
+function notifiedOf(event: ToolgateEvent): string | null {
+  const id = event.data["notify_webhook_id"];
+  return event.type === "turn.settled" && typeof id === "string" ? id : null;
+}
+
 /** One endpoint's retry of one event (a `delivery` queue message): none if it was deleted or unsubscribed. */
 export async function deliverToEndpoint(
   env: Env,
@@ -228,7 +234,7 @@ export async function deliverToEndpoint(
 ): Promise<Result<EndpointOutcome | null, TenantError>> {
   if (event.tenant_id !== tenantId) return ok(null);
   const tenant = tenantStub(env, tenantId);
-  const targets = await tenant.webhookTargets(tenantId, event.type);
+  const targets = await tenant.webhookTargets(tenantId, event.type, notifiedOf(event));
   if (!targets.ok) return targets;
   const target = targets.value.find((candidate) => candidate.id === endpointId);
   return ok(target ? await deliverOne(env, tenant, target, event, options) : null);

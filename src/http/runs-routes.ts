@@ -89,6 +89,15 @@ export const runRoutes = new Hono<AppEnv>()
     };
     if (requestHash && unwrap(await stub.requested(tenantId, requestHash))) return replay();
     const sources = unwrap(await tenantStub(c, tenantId).sources([...new Set(body.tools)]));
+    const notifyWebhookId = body.notify?.webhook_id;
+    if (
+      notifyWebhookId !== undefined &&
+      !(await tenantStub(c, tenantId).listWebhooks()).some((hook) => hook.id === notifyWebhookId)
+    )
+      throw new ApiProblem({
+        code: "not_found",
+        detail: `no webhook ${notifyWebhookId} (notify.webhook_id names an existing endpoint: PUT /v1/webhooks/{id})`,
+      });
     const made = await stub.create(
       {
         runId,
@@ -98,6 +107,7 @@ export const runRoutes = new Hono<AppEnv>()
         context: body.context,
         budgets: body.budgets,
         expiresAtMs: Date.now() + RUN_TTL_MS,
+        ...(notifyWebhookId !== undefined ? { notifyWebhookId } : {}),
       },
       requestHash,
     );

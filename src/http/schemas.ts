@@ -44,6 +44,12 @@ export const CreateRun = z.object({
   tools: z.array(z.string()).min(1).max(128),
   context: z.record(z.string(), z.unknown()).default({}),
   budgets: Budgets.default({}),
+  notify: z
+    .strictObject({ webhook_id: z.string().min(1).max(128) })
+    .optional()
+    .describe(
+      "One of the tenant's webhook endpoints (PUT /v1/webhooks/{id}): it gets this run's turn.settled events, whatever its events filter",
+    ),
   request_id: z
     .string()
     .regex(/^[A-Za-z0-9._:-]{1,128}$/, "request_id is 1-128 letters, digits, '.', '_', ':' or '-'")

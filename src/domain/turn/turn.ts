@@ -25,6 +25,8 @@ export type RunState = {
   createdAtMs: number;
   expiresAtMs: number;
   cancelledAtMs: number | null;
+  /** A webhook endpoint of the tenant that gets this run's `turn.settled` events (issue 18). */
+  notifyWebhookId?: string;
 };
 
 export type CallRef = { id: string; name: string };

@@ -78,6 +78,7 @@ export class TurnSettler {
       tool: null,
       data: {
         turn_id: record.id,
+        ...(run.notifyWebhookId ? { notify_webhook_id: run.notifyWebhookId } : {}),
         results: settlement.results.map(({ call, envelope }) => ({
           call_id: call.id,
           tool: call.name,

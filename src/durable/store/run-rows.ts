@@ -79,6 +79,7 @@ const RunCodec: z.ZodType<RunState> = z.object({
   createdAtMs: z.number(),
   expiresAtMs: z.number(),
   cancelledAtMs: z.number().nullable(),
+  notifyWebhookId: z.string().optional(),
 });
 const CallRefCodec = z.object({ id: z.string(), name: z.string() });
 const StoredSubmitFields = {

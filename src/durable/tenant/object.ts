@@ -261,8 +261,9 @@ export class TenantObject extends DurableObject<Env> {
   async webhookTargets(
     tenantId: string,
     type: EventType,
+    also: string | null = null,
   ): Promise<Result<WebhookTarget[], TenantError>> {
-    return webhooks.webhookTargets(this.store, this.env, tenantId, type);
+    return webhooks.webhookTargets(this.store, this.env, tenantId, type, also);
   }
 
   async redeliveryOf(

@@ -137,13 +137,14 @@ export async function webhookTargets(
   env: Env,
   tenantId: string,
   type: EventType,
+  also: string | null = null,
 ): Promise<Result<WebhookTarget[], TenantError>> {
   if (tenantRecord(store)?.id !== tenantId || !store.exists("webhooks")) return ok([]);
   const master = secretsKey(env);
   if (!master.ok) return master;
   const rows = store.all<WebhookRow>("SELECT * FROM webhooks ORDER BY id").filter((row) => {
     const events = JSON.parse(row.events) as string[];
-    return events.includes("*") || events.includes(type);
+    return events.includes("*") || events.includes(type) || row.id === also;
   });
   const targets: WebhookTarget[] = [];
   for (const row of rows) {
