@@ -10,7 +10,7 @@ import { scrub } from "../../domain/redact.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { Shell } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
-import { OUTBOX_RETRY_MAX_MS, OUTBOX_RETRY_MS } from "./outbox.ts";
+import { backOffRow, OUTBOX_RETRY_MS } from "./outbox.ts";
 import { approvalItem } from "./views.ts";
 
 /** The outbox kind of an event row (beside the tenant-inbox rows of outbox.ts). */
@@ -147,20 +147,7 @@ export async function sendEvents(shell: Shell): Promise<void> {
     for (const row of rows)
       store.run("DELETE FROM op_outbox WHERE seq = ? AND kind = ?", row.seq, row.kind);
   } catch (error) {
-    for (const row of rows) {
-      const attempts = row.attempts + 1;
-      const delayMs = Math.min(
-        OUTBOX_RETRY_MAX_MS,
-        OUTBOX_RETRY_MS * 2 ** Math.min(attempts - 1, 20),
-      );
-      store.run(
-        "UPDATE op_outbox SET attempts = ?, next_at_ms = ? WHERE seq = ? AND kind = ?",
-        attempts,
-        Date.now() + delayMs,
-        row.seq,
-        row.kind,
-      );
-    }
+    for (const row of rows) backOffRow(store, row);
     console.error(
       JSON.stringify({
         level: "warn",

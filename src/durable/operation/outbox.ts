@@ -131,18 +131,7 @@ export async function deliverOutbox(shell: Shell): Promise<void> {
       store.run("DELETE FROM op_outbox WHERE seq = ? AND kind = ?", row.seq, row.kind);
       continue;
     }
-    const attempts = row.attempts + 1;
-    const delayMs = Math.min(
-      OUTBOX_RETRY_MAX_MS,
-      OUTBOX_RETRY_MS * 2 ** Math.min(attempts - 1, 20),
-    );
-    store.run(
-      "UPDATE op_outbox SET attempts = ?, next_at_ms = ? WHERE seq = ? AND kind = ?",
-      attempts,
-      Date.now() + delayMs,
-      row.seq,
-      row.kind,
-    );
+    const { attempts, delayMs } = backOffRow(store, row);
     console.error(
       JSON.stringify({
         level: "warn",
@@ -158,4 +147,21 @@ export async function deliverOutbox(shell: Shell): Promise<void> {
   }
   // Back to the state's own alarm, or the next redelivery if that comes first.
   shell.alarms.rearm();
+}
+
+/** A row not taken: its next try after 5 s, doubling to 10 min per failed attempt. */
+export function backOffRow(
+  store: SqlStore,
+  row: { seq: number; kind: string; attempts: number },
+): { attempts: number; delayMs: number } {
+  const attempts = row.attempts + 1;
+  const delayMs = Math.min(OUTBOX_RETRY_MAX_MS, OUTBOX_RETRY_MS * 2 ** Math.min(attempts - 1, 20));
+  store.run(
+    "UPDATE op_outbox SET attempts = ?, next_at_ms = ? WHERE seq = ? AND kind = ?",
+    attempts,
+    Date.now() + delayMs,
+    row.seq,
+    row.kind,
+  );
+  return { attempts, delayMs };
 }
