@@ -8,9 +8,9 @@ import type { ToolDefinition, ToolSpec } from "../tools/spec.ts";
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { refusal, type Envelope } from "./envelope.ts";
 import { err, ok, type Result } from "./result.ts";
+import { OPERATION_ID } from "./jurisdiction.ts";
 
 export const CHECK_STATUS = "toolgate_check_status";
-const OPERATION_ID = /^op_[0-9a-f]{32}$/;
 
 export const CHECK_STATUS_DEFINITION: ToolDefinition = {
   name: CHECK_STATUS,
