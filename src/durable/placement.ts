@@ -48,6 +48,28 @@ export function observePlacements(fn: (placement: Placement) => void): () => voi
 
 const NOT_IMPLEMENTED = /not implemented/i;
 
+/** Per namespace and jurisdiction: its sub-namespace, or "emulated" (development on workerd). */
+const subspaces = new WeakMap<object, Map<Jurisdiction, DurableObjectNamespace | "emulated">>();
+function subspace(
+  env: Env,
+  namespace: DurableObjectNamespace,
+  jurisdiction: Jurisdiction,
+): DurableObjectNamespace | "emulated" {
+  let known = subspaces.get(namespace);
+  const cached = known?.get(jurisdiction);
+  if (cached) return cached;
+  let made: DurableObjectNamespace | "emulated";
+  try {
+    made = namespace.jurisdiction(jurisdiction);
+  } catch (error) {
+    if (!isDevelopment(env) || !NOT_IMPLEMENTED.test(String(error))) throw error;
+    made = "emulated";
+  }
+  if (!known) subspaces.set(namespace, (known = new Map()));
+  known.set(jurisdiction, made);
+  return made;
+}
+
 /** The stub of the object `name` in `binding`, in the jurisdiction the name carries. */
 export function placedStub<B extends NamespaceBinding>(
   env: Env,
@@ -56,20 +78,13 @@ export function placedStub<B extends NamespaceBinding>(
 ): DurableObjectStub {
   const namespace = env[binding] as unknown as DurableObjectNamespace;
   const jurisdiction = jurisdictionOf(name);
-  let id: DurableObjectId;
-  let space: DurableObjectNamespace = namespace;
-  let via: Placement["via"] = "default";
-  if (jurisdiction === null) id = namespace.idFromName(name);
-  else {
-    try {
-      space = namespace.jurisdiction(jurisdiction);
-      via = "jurisdiction";
-    } catch (error) {
-      if (!isDevelopment(env) || !NOT_IMPLEMENTED.test(String(error))) throw error;
-      via = "emulated";
-    }
-    id = space.idFromName(via === "emulated" ? `jurisdiction:${jurisdiction}:${name}` : name);
-  }
+  const space = jurisdiction === null ? namespace : subspace(env, namespace, jurisdiction);
+  const via: Placement["via"] =
+    jurisdiction === null ? "default" : space === "emulated" ? "emulated" : "jurisdiction";
+  const id =
+    space === "emulated"
+      ? namespace.idFromName(`jurisdiction:${jurisdiction}:${name}`)
+      : space.idFromName(name);
   observer?.({ binding, name, jurisdiction, via, id: id.toString() });
-  return space.get(id);
+  return (space === "emulated" ? namespace : space).get(id);
 }

@@ -282,6 +282,12 @@ describe("data residency", () => {
     const runs = (env as unknown as { RUNS: DurableObjectNamespace }).RUNS;
     expect(await tablesOf(runs.get(runs.idFromName(run.runId)))).toEqual([]);
     expect(await tablesOf(runs.get(runs.idFromName(twinRun)))).toEqual([]);
+    // A run named by the client's request_id is made in the EU too, and found again by a resend.
+    const requested = { user: { id: "u1" }, tools: [run.write], request_id: "r-1" };
+    const first = await api("POST", "/v1/runs", requested, t.auth);
+    expect(first.body.run_id).toMatch(/^run_eu_[0-9A-Z]{26}$/);
+    const again = await api("POST", "/v1/runs", requested, t.auth);
+    expect([first.status, again.status, again.body.run_id]).toEqual([201, 200, first.body.run_id]);
     expect((await up.state()).effects).toHaveLength(1);
   }, 30_000);
 
