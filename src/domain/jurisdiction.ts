@@ -16,16 +16,23 @@ export const isJurisdiction = (value: unknown): value is Jurisdiction =>
 /** The optional tag inside an id, as a regular-expression fragment (for the routes' id patterns). */
 export const JURISDICTION_TAG = `(?:(?:${JURISDICTIONS.join("|")})_)?`;
 
-const TAGGED = new RegExp(`^(?:ten|run|op)_(${JURISDICTIONS.join("|")})_`);
-
 /**
  * The jurisdiction an id or object name was made in: a tenant, run or operation id, or a name that
  * begins with a tenant id (`<tenant>:<resource>` for locks, `<tenant>:<origin>` for retry budgets).
  * Null: no jurisdiction (the default namespace).
  */
 export function jurisdictionOf(name: string): Jurisdiction | null {
-  const tag = TAGGED.exec(name)?.[1];
-  return isJurisdiction(tag) ? tag : null;
+  // On every stub of every call: prefix checks, no regular expression (a few ns, not ~200).
+  const at = name.startsWith("op_")
+    ? 3
+    : name.startsWith("run_") || name.startsWith("ten_")
+      ? 4
+      : -1;
+  if (at < 0) return null;
+  for (const jurisdiction of JURISDICTIONS)
+    if (name.startsWith(jurisdiction, at) && name.charCodeAt(at + jurisdiction.length) === 95)
+      return jurisdiction; // 95: "_"
+  return null;
 }
 
 /** `prefix` + the jurisdiction's tag: `idPrefix("run", "eu")` → `run_eu_`; without one → `run_`. */
