@@ -54,7 +54,7 @@ export function checkStatusTarget(args: unknown): Result<string, string> {
   const id = (value as { operation_id?: unknown }).operation_id;
   if (typeof id !== "string" || !OPERATION_ID.test(id))
     return err(
-      "operation_id must be an id like op_ followed by 32 hex digits, from an earlier call's result.",
+      "operation_id must be an operation id (op_…) copied exactly from an earlier call's result.",
     );
   return ok(id);
 }
