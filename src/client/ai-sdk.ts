@@ -171,7 +171,7 @@ export class ToolgateAiSdk {
   ) {
     const operationId =
       this.operations.get(request.toolCall.toolCallId) ??
-      /toolgate operation (op_[0-9a-f]+)/.exec(request.reason ?? "")?.[1];
+      /toolgate operation (op_(?:[a-z]+_)?[0-9a-f]+)/.exec(request.reason ?? "")?.[1];
     if (!operationId) throw new Error("not a toolgate approval request");
     const decision = reason ? { reason } : {};
     await (approved

@@ -6,6 +6,7 @@
 import { z } from "zod";
 import { base64url, constantTimeEqual, hmac } from "../crypto.ts";
 import { ApiScope } from "../http/schemas.ts";
+import { TENANT_ID } from "../domain/jurisdiction.ts";
 
 export const SESSION_TTL_MS = 30 * 60_000;
 /** The pre-sign-in nonce that protects the sign-in form itself (login CSRF). */
@@ -13,7 +14,7 @@ export const LOGIN_TTL_MS = 15 * 60_000;
 
 const Claims = z.strictObject({
   sid: z.string().min(16),
-  tenantId: z.string().regex(/^ten_[0-9A-Z]{26}$/),
+  tenantId: z.string().regex(TENANT_ID),
   keyId: z.string().min(1),
   keyName: z.string(),
   scopes: z.array(ApiScope),

@@ -8,9 +8,9 @@ import type { ToolDefinition, ToolSpec } from "../tools/spec.ts";
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { refusal, type Envelope } from "./envelope.ts";
 import { err, ok, type Result } from "./result.ts";
+import { OPERATION_ID } from "./jurisdiction.ts";
 
 export const CHECK_STATUS = "toolgate_check_status";
-const OPERATION_ID = /^op_[0-9a-f]{32}$/;
 
 export const CHECK_STATUS_DEFINITION: ToolDefinition = {
   name: CHECK_STATUS,
@@ -54,7 +54,7 @@ export function checkStatusTarget(args: unknown): Result<string, string> {
   const id = (value as { operation_id?: unknown }).operation_id;
   if (typeof id !== "string" || !OPERATION_ID.test(id))
     return err(
-      "operation_id must be an id like op_ followed by 32 hex digits, from an earlier call's result.",
+      "operation_id must be an operation id (op_…) copied exactly from an earlier call's result.",
     );
   return ok(id);
 }

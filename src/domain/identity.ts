@@ -4,6 +4,7 @@
 // model used to propose it, yet the operation id the model reads in every envelope does not give
 // it away.
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
+import { idPrefix, jurisdictionOf } from "./jurisdiction.ts";
 
 export type OperationId = `op_${string}`;
 export type Risk = "read" | "write" | "irreversible_write";
@@ -46,7 +47,9 @@ export async function freezeCall(call: IdentityInput): Promise<FrozenCall> {
           };
   const scopeValue = call.risk === "read" || call.scope === "run" ? `run:${call.runId}` : "tenant";
   const digest = await sha256Hex(canonicalJson([call.tenantId, scopeValue, call.tool, key]));
-  const operationId: OperationId = `op_${digest.slice(0, 32)}`;
+  // The tenant's jurisdiction tag (domain/jurisdiction.ts): the operation is made where its tenant lives.
+  const operationId =
+    `${idPrefix("op", jurisdictionOf(call.tenantId))}${digest.slice(0, 32)}` as OperationId;
   return { operationId, canonicalInput, inputHash };
 }
 

@@ -7,6 +7,7 @@ import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
 import type { RunObject } from "./run/object.ts";
 import type { TenantObject } from "./tenant/object.ts";
+import { placedStub } from "./placement.ts";
 
 type Methods<T> = {
   [K in keyof T]: T[K] extends (...args: infer A) => Promise<infer R>
@@ -14,17 +15,16 @@ type Methods<T> = {
     : never;
 };
 
+// Every object is reached through placement.ts's placedStub: the name says its jurisdiction.
 export const operationStub = (env: Env, operationId: string) =>
-  env.OPERATIONS.get(env.OPERATIONS.idFromName(operationId)) as unknown as Methods<OperationObject>;
+  placedStub(env, "OPERATIONS", operationId) as unknown as Methods<OperationObject>;
 export const runStub = (env: Env, runId: string) =>
-  env.RUNS.get(env.RUNS.idFromName(runId)) as unknown as Methods<RunObject>;
+  placedStub(env, "RUNS", runId) as unknown as Methods<RunObject>;
 export const tenantStub = (env: Env, tenantId: string) =>
-  env.TENANTS.get(env.TENANTS.idFromName(tenantId)) as unknown as Methods<TenantObject>;
+  placedStub(env, "TENANTS", tenantId) as unknown as Methods<TenantObject>;
 /** One lock object per tenant + resource key (e.g. `order:ord_1`): tenants never share a lock. */
 export const lockStub = (env: Env, tenantId: string, resource: string) =>
-  env.LOCKS.get(
-    env.LOCKS.idFromName(`${tenantId}:${resource}`),
-  ) as unknown as Methods<ResourceLockObject>;
+  placedStub(env, "LOCKS", `${tenantId}:${resource}`) as unknown as Methods<ResourceLockObject>;
 /** One retry budget per tenant + upstream origin (domain/retry-budget.ts budgetKey). */
 export const budgetStub = (env: Env, key: string) =>
-  env.BUDGETS.get(env.BUDGETS.idFromName(key)) as unknown as Methods<RetryBudgetObject>;
+  placedStub(env, "BUDGETS", key) as unknown as Methods<RetryBudgetObject>;

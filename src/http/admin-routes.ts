@@ -8,8 +8,13 @@ import { ApiProblem } from "./problem.ts";
 import { CreateTenant, IssueKey } from "./schemas.ts";
 import { checkId, readJson, tenantStub, unwrap } from "./request.ts";
 import { isDevelopment } from "../config.ts";
-
-const TENANT_ID = /^ten_[0-9A-Z]{26}$/;
+import {
+  idPrefix,
+  isJurisdiction,
+  JURISDICTIONS,
+  TENANT_ID,
+  type Jurisdiction,
+} from "../domain/jurisdiction.ts";
 
 export const adminRoutes = new Hono<AppEnv>()
   .use(async (c, next) => {
@@ -23,9 +28,18 @@ export const adminRoutes = new Hono<AppEnv>()
     return c.json({ sql_rows: { read: SQL_ROWS.read, written: SQL_ROWS.written } });
   })
   .post("/tenants", async (c) => {
-    const { name } = await readJson(c, CreateTenant);
-    const tenantId = `ten_${ulid()}`;
-    return c.json(unwrap(await tenantStub(c, tenantId).init(tenantId, name)), 201);
+    const { name, jurisdiction = null } = await readJson(c, CreateTenant);
+    if (jurisdiction !== null && !isJurisdiction(jurisdiction))
+      throw new ApiProblem({
+        code: "unsupported_jurisdiction",
+        detail: `jurisdiction must be one of ${JURISDICTIONS.map((j) => `"${j}"`).join(", ")} (or left out for none); nothing was created`,
+      });
+    // The id carries the jurisdiction (ten_eu_…): every object of the tenant is found, and made,
+    // there from its id alone (durable/placement.ts), with no lookup on any request's path.
+    const placed: Jurisdiction | null = jurisdiction;
+    const tenantId = `${idPrefix("ten", placed)}${ulid()}`;
+    const created = unwrap(await tenantStub(c, tenantId).init(tenantId, name));
+    return c.json({ ...created, jurisdiction: placed }, 201);
   })
   .post("/tenants/:tenant_id/keys", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");

@@ -10,8 +10,8 @@ import { constantTimeEqual, hmac } from "../crypto.ts";
 import { sha256Hex } from "../domain/canonical-json.ts";
 import { LruCache } from "../lru.ts";
 import type { ApiScope } from "./schemas.ts";
+import { TENANT_ID } from "../domain/jurisdiction.ts";
 
-const TENANT_ID = /^ten_[0-9A-Z]{26}$/;
 const KEY_ID = /^key_[0-9A-Z]{26}$/;
 const TAG_PURPOSE = "toolgate/api-key-tag/v1";
 

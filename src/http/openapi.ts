@@ -38,7 +38,8 @@ const ROUTES: Route[] = [
   {
     method: "post",
     path: "/v1/admin/tenants",
-    summary: "Create a tenant",
+    summary:
+      'Create a tenant; with "jurisdiction" ("eu" or "fedramp") every object of it is created in that jurisdiction (anything else: 422 unsupported_jurisdiction) → { tenant_id, name, jurisdiction }',
     auth: "admin token",
     body: CreateTenant,
   },

@@ -27,6 +27,8 @@ export type ApiError =
   /** PUT /v1/webhooks/{id}: the URL fails the tool URL rules (https, allow-list, no private address). */
   | { code: "webhook_url_not_allowed"; detail: string }
   | { code: "unsupported_field"; detail: string }
+  /** POST /v1/admin/tenants with a jurisdiction toolgate cannot place objects in. */
+  | { code: "unsupported_jurisdiction"; detail: string }
   | { code: "invalid_pointer"; detail: string }
   | { code: "unknown_secret"; detail: string }
   /**
@@ -158,6 +160,7 @@ export function statusOf(error: ApiError): number {
     case "invalid_manifest":
     case "webhook_url_not_allowed":
     case "unsupported_field":
+    case "unsupported_jurisdiction":
     case "invalid_pointer":
     case "unknown_secret":
     case "not_verifiable":
@@ -209,6 +212,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "upstream_not_allowed":
     case "webhook_url_not_allowed":
     case "unsupported_field":
+    case "unsupported_jurisdiction":
     case "unknown_secret":
     case "not_outcome_unknown":
     case "not_awaiting_approval":

@@ -49,8 +49,8 @@ export function waitMs(c: Context<AppEnv>, fallbackMs: number): number {
   return Math.min(MAX_WAIT_MS, value * 1000);
 }
 
-export const RUN_ID = /^run_[0-9A-HJKMNP-TV-Z]{26}$/;
-export const OPERATION_ID = /^op_[0-9a-f]{32}$/;
+// Ids may carry a jurisdiction tag (`run_eu_…`, `op_eu_…`): domain/jurisdiction.ts.
+export { OPERATION_ID, RUN_ID } from "../domain/jurisdiction.ts";
 export const TURN_ID = /^turn_[0-9a-f]{26}$/;
 
 export function checkId(value: string, pattern: RegExp, what: string): string {

@@ -18,6 +18,7 @@ import {
 } from "./auth.ts";
 import { ApiProblem, problemResponse, prunedProblem } from "./problem.ts";
 import { CreateRun, PatchRun } from "./schemas.ts";
+import { idPrefix, jurisdictionOf } from "../domain/jurisdiction.ts";
 import {
   checkId,
   DEFAULT_TURN_WAIT_MS,
@@ -33,9 +34,9 @@ import {
 const RUN_TTL_MS = 24 * 60 * 60_000;
 
 /**
- * The run a client's request_id names, per tenant: `run_` and 26 Crockford base32 characters of
- * SHA-256(purpose, tenant, request_id), the shape of every run id. Another tenant's same request_id
- * names another run.
+ * The run a client's request_id names, per tenant: `run_` (`run_eu_` for a tenant in a jurisdiction)
+ * and 26 Crockford base32 characters of SHA-256(purpose, tenant, request_id), the shape of every
+ * run id. Another tenant's same request_id names another run.
  */
 const CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 async function requestedRunId(tenantId: string, requestId: string): Promise<string> {
@@ -43,7 +44,8 @@ async function requestedRunId(tenantId: string, requestId: string): Promise<stri
   const digest = new Uint8Array(
     await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)),
   );
-  return `run_${Array.from(digest.subarray(0, 26), (byte) => CROCKFORD[byte & 31]).join("")}`;
+  const body = Array.from(digest.subarray(0, 26), (byte) => CROCKFORD[byte & 31]).join("");
+  return `${idPrefix("run", jurisdictionOf(tenantId))}${body}`;
 }
 
 /** The answer to POST /v1/runs, for a new run (201) and for the same request sent again (200). */
@@ -76,7 +78,10 @@ export const runRoutes = new Hono<AppEnv>()
     const { request_id: requestId, ...body } = await readJson(c, CreateRun);
     // A request_id names this creation: a resend (lost response) lands on the same RunObject.
     const requestHash = requestId ? await sha256Hex(canonicalJson(body)) : null;
-    const runId = requestId ? await requestedRunId(tenantId, requestId) : `run_${ulid()}`;
+    // The run is made in its tenant's jurisdiction: its id carries the tenant's tag (run_eu_…).
+    const runId = requestId
+      ? await requestedRunId(tenantId, requestId)
+      : `${idPrefix("run", jurisdictionOf(tenantId))}${ulid()}`;
     const stub = runStub(c, runId);
     const replay = async () => {
       const earlier = unwrap(await stub.requested(tenantId, requestHash!));

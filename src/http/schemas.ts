@@ -23,7 +23,17 @@ export const ApiScope = z.enum([
 ]);
 export type ApiScope = z.infer<typeof ApiScope>;
 
-export const CreateTenant = z.object({ name: z.string().min(1).max(200) });
+export const CreateTenant = z.object({
+  name: z.string().min(1).max(200),
+  /** "eu" or "fedramp" (domain/jurisdiction.ts); anything else is refused with unsupported_jurisdiction. */
+  jurisdiction: z
+    .string()
+    .nullable()
+    .optional()
+    .describe(
+      'Where every object of the tenant is created and stored: "eu" or "fedramp"; left out or null: no restriction. Fixed at creation.',
+    ),
+});
 export const IssueKey = z.object({
   name: z.string().min(1).max(200),
   scopes: z.array(ApiScope).min(1),
@@ -110,7 +120,7 @@ export const ApprovalsQuery = z.object({
   state: z.enum(["pending", "decided"]).default("pending"),
   cursor: z
     .string()
-    .regex(/^\d+:op_[0-9a-f]{32}$/)
+    .regex(/^\d+:op_(?:(?:eu|fedramp)_)?[0-9a-f]{32}$/)
     .optional(),
   limit: z.coerce.number().int().min(1).max(100).default(50),
 });

@@ -2,6 +2,8 @@
 // is the real fault-injecting server from demo/upstream.ts, one namespace per test.
 import { env, exports } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import type { Env } from "../../src/durable/env.ts";
+import { placedStub } from "../../src/durable/placement.ts";
 
 export const ADMIN = "test-admin-token";
 const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
@@ -194,8 +196,9 @@ export async function trace(runId: string): Promise<Array<Record<string, any>>> 
   return response.body.events;
 }
 
+/** Through the one placement function, so an EU tenant's `op_eu_…` reaches its EU object too. */
 export const opStub = (operationId: string) =>
-  (env as any).OPERATIONS.get((env as any).OPERATIONS.idFromName(operationId));
+  placedStub(env as unknown as Env, "OPERATIONS", operationId) as any;
 export const fireAlarm = (operationId: string) => runDurableObjectAlarm(opStub(operationId));
 
 /**
