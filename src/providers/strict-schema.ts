@@ -16,6 +16,7 @@
 // cannot express without changing their meaning are reported in `problems` (exported non-strict);
 // those problems are the same for every profile, so a tool is strict everywhere or nowhere.
 import { acceptsNull, isSchema, merge, resolveRef, type Schema } from "../domain/json-schema.ts";
+import { definitionsAsDefs, typeIntoBranches } from "./schema-rewrites.ts";
 import { movedInWords } from "./schema-words.ts";
 
 export type StrictSchema = { schema: Schema; strict: boolean; problems: string[] };
@@ -149,7 +150,7 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
     const { oneOf, ...rest } = s;
     s = { ...rest, anyOf: oneOf };
   }
-  if (Array.isArray(s.anyOf) && s.type !== undefined) s = typeIntoBranches(s, path, ctx);
+  if (Array.isArray(s.anyOf) && s.type !== undefined) s = typeIntoBranches(s, path, ctx.problems);
   if (
     s.type === undefined &&
     s.enum === undefined &&
@@ -346,55 +347,6 @@ function recursiveDefinitions(root: Schema): string[] {
     }
   }
   return found;
-}
-
-/**
- * `{type, anyOf}` as `{anyOf}` with the type in each branch: neither provider's strict mode takes a
- * type beside a union (Anthropic's transform drops it, the Agents SDK refuses it). Object or array
- * constraints shared beside a union cannot move into the branches faithfully: reported.
- */
-function typeIntoBranches(s: Schema, path: string, ctx: Context): Schema {
-  const shared = ["properties", "required", "additionalProperties", "items"].filter(
-    (key) => s[key] !== undefined,
-  );
-  if (shared.length > 0) {
-    ctx.problems.push(`${path || "/"}: a union with ${shared.join(", ")} beside it`);
-    return s;
-  }
-  const { type, anyOf, ...rest } = s;
-  const branches = (anyOf as unknown[]).map((branch) =>
-    isSchema(branch) && branch.type === undefined && branch.$ref === undefined
-      ? { type, ...branch }
-      : branch,
-  );
-  return { ...rest, anyOf: branches };
-}
-
-/**
- * `definitions` (draft 7) as `$defs`, refs rewritten: Anthropic's transform keeps only `$defs`.
- * Left as it is when a name is in both.
- */
-function definitionsAsDefs(schema: Schema): Schema {
-  const legacy = schema.definitions;
-  if (!isSchema(legacy)) return schema;
-  const defs = isSchema(schema.$defs) ? schema.$defs : {};
-  if (Object.keys(legacy).some((name) => Object.hasOwn(defs, name))) return schema;
-  const { definitions: _, ...rest } = schema;
-  const rewrite = (node: unknown): unknown => {
-    if (Array.isArray(node)) return node.map(rewrite);
-    if (!isSchema(node)) return node;
-    return Object.fromEntries(
-      Object.entries(node).map(([key, value]) => [
-        key,
-        key === "$ref" && typeof value === "string" && value.startsWith("#/definitions/")
-          ? `#/$defs/${value.slice("#/definitions/".length)}`
-          : key === "enum" || key === "const" || key === "default" || key === "examples"
-            ? value
-            : rewrite(value),
-      ]),
-    );
-  };
-  return rewrite({ ...rest, $defs: { ...defs, ...legacy } }) as Schema;
 }
 
 const isCount = (value: unknown) => Number.isInteger(value) && (value as number) >= 0;
