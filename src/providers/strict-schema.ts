@@ -1,14 +1,26 @@
 // Tool input schemas as models see them. Bound fields are removed (identity comes from the run, so
-// the model is never asked for it), and the rest is shaped for OpenAI *and* Anthropic strict mode:
-// every object closed, every property required, originally-optional ones nullable, and only
-// keywords both accept (the intersection of the official SDKs' strict transforms: openai
-// `lib/transform.mjs`, @anthropic-ai/sdk `lib/transform-json-schema.mjs`). Other constraints move
-// into the description as `{keyword: value}`, the form Anthropic's SDK uses: the model still reads
-// them and toolgate still enforces the original schema on every call. Schemas strict mode cannot
-// express without changing their meaning are reported in `problems` (and exported non-strict).
+// the model is never asked for it), and the rest is shaped for the provider's strict mode: every
+// object closed, every property required, originally-optional ones nullable, and only the keywords
+// that provider's strict mode accepts, in the form its official SDK's own transform leaves as it is
+// (a fixed point: Anthropic `transformJSONSchema`, @anthropic-ai/sdk; OpenAI `toStrictJsonSchema`,
+// openai, and the Agents SDK's `tool({ strict: true })`; test/unit/strict-export.test.ts checks
+// each). Three profiles:
+// - `anthropic`: no numeric, string-length or pattern constraints, `minItems` 0 or 1 only, a
+//   `format` only on a plain string (an optional formatted string becomes `anyOf [string, null]`),
+//   and no `type` beside `enum`/`const` (the SDK drops it).
+// - `openai`: also `pattern`, `minimum`/`maximum`/`exclusive*`/`multipleOf`, any `minItems`,
+//   `maxItems`; `type` stays beside `enum`.
+// - `portable` (native and MCP exports, which go to any model): what both accept as it is.
+// Every other constraint moves into the description in words (schema-words.ts): the model still
+// reads it and toolgate still enforces the original schema on every call. Schemas strict mode
+// cannot express without changing their meaning are reported in `problems` (exported non-strict);
+// those problems are the same for every profile, so a tool is strict everywhere or nowhere.
 import { acceptsNull, isSchema, merge, resolveRef, type Schema } from "../domain/json-schema.ts";
+import { definitionsAsDefs, typeIntoBranches } from "./schema-rewrites.ts";
+import { movedInWords } from "./schema-words.ts";
 
 export type StrictSchema = { schema: Schema; strict: boolean; problems: string[] };
+export type SchemaProfile = "anthropic" | "openai" | "portable";
 
 /** String formats both providers accept in strict mode (Anthropic also takes `uri`, OpenAI not). */
 const FORMATS = new Set([
@@ -21,6 +33,15 @@ const FORMATS = new Set([
   "ipv4",
   "ipv6",
   "uuid",
+]);
+const ANTHROPIC_FORMATS = new Set([...FORMATS, "uri"]);
+/** OpenAI strict mode's numeric constraints (Anthropic's strict mode has none). */
+const NUMERIC = new Set([
+  "minimum",
+  "maximum",
+  "exclusiveMinimum",
+  "exclusiveMaximum",
+  "multipleOf",
 ]);
 /** Annotations with no meaning for the model. */
 const SILENT = new Set([
@@ -46,16 +67,29 @@ const SHAPING = new Set([
 const MAX_DEPTH = 10;
 const NULL = { type: "null" } as const;
 
-type Context = { root: Schema; problems: string[]; inlining: Set<string> };
+type Context = {
+  root: Schema;
+  problems: string[];
+  inlining: Set<string>;
+  profile: SchemaProfile;
+};
 
 /** The strict-mode schema for a tool's input (see toStrictSchema for whether it is faithful). */
-export function exportSchema(schema: Schema, boundFields: readonly string[]): Schema {
-  return toStrictSchema(schema, boundFields).schema;
+export function exportSchema(
+  schema: Schema,
+  boundFields: readonly string[],
+  profile: SchemaProfile = "portable",
+): Schema {
+  return toStrictSchema(schema, boundFields, profile).schema;
 }
 
-export function toStrictSchema(schema: Schema, boundFields: readonly string[]): StrictSchema {
-  const source = withoutBound(schema, boundFields);
-  const ctx: Context = { root: source, problems: [], inlining: new Set() };
+export function toStrictSchema(
+  schema: Schema,
+  boundFields: readonly string[],
+  profile: SchemaProfile = "portable",
+): StrictSchema {
+  const source = definitionsAsDefs(withoutBound(schema, boundFields));
+  const ctx: Context = { root: source, problems: [], inlining: new Set(), profile };
   const out = strict(source, "", ctx, 0, true);
   if (out.type !== "object" || out.anyOf !== undefined)
     ctx.problems.push('the root schema must be a plain object (type: "object", no union)');
@@ -116,6 +150,7 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
     const { oneOf, ...rest } = s;
     s = { ...rest, anyOf: oneOf };
   }
+  if (Array.isArray(s.anyOf) && s.type !== undefined) s = typeIntoBranches(s, path, ctx.problems);
   if (
     s.type === undefined &&
     s.enum === undefined &&
@@ -129,9 +164,18 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
 
   const out: Schema = {};
   const moved: Schema = {};
+  const openai = ctx.profile === "openai";
+  const declared = Array.isArray(s.type) ? s.type : [s.type];
+  // Anthropic's transform keeps a keyword of one type only on a node of exactly that type.
+  const is = (type: string) => (openai ? declared.includes(type) : s.type === type);
+  const literal =
+    (Array.isArray(s.enum) && s.enum.length > 0 && s.enum.every(isPrimitive)) ||
+    (s.const !== undefined && isPrimitive(s.const));
   for (const [key, value] of Object.entries(s)) {
     switch (key) {
-      case "type":
+      case "type": // Anthropic's transform drops the type of an enum or const
+        if (openai || !literal) out.type = value;
+        break;
       case "$ref":
         out[key] = value;
         break;
@@ -147,12 +191,23 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
         if (isPrimitive(value)) out.const = value;
         else unsupported(key, value, "a non-primitive const");
         break;
-      case "format":
-        if (typeof value === "string" && FORMATS.has(value)) out.format = value;
+      case "format": {
+        const formats = ctx.profile === "anthropic" ? ANTHROPIC_FORMATS : FORMATS;
+        if (typeof value === "string" && formats.has(value) && is("string")) out.format = value;
         else moved[key] = value;
         break;
+      }
       case "minItems": // Anthropic accepts only 0 and 1
-        if (value === 0 || value === 1) out.minItems = value;
+        if (is("array") && (value === 0 || value === 1 || (openai && isCount(value))))
+          out.minItems = value;
+        else moved[key] = value;
+        break;
+      case "maxItems":
+        if (openai && is("array") && isCount(value)) out.maxItems = value;
+        else moved[key] = value;
+        break;
+      case "pattern":
+        if (openai && is("string") && typeof value === "string") out.pattern = value;
         else moved[key] = value;
         break;
       case "anyOf":
@@ -179,7 +234,10 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
       case "items":
         break; // shaped below, by type
       default:
-        if (SHAPING.has(key)) unsupported(key, value, `${key}, which strict mode cannot express`);
+        if (openai && NUMERIC.has(key) && (is("number") || is("integer")) && isNumber(value))
+          out[key] = value;
+        else if (SHAPING.has(key))
+          unsupported(key, value, `${key}, which strict mode cannot express`);
         else if (!SILENT.has(key)) moved[key] = value;
     }
   }
@@ -198,7 +256,7 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
     out.properties = Object.fromEntries(
       Object.entries(properties).map(([name, property]) => {
         const exported = strict(property, `${path}/properties/${name}`, ctx, depth + 1);
-        return [name, required.has(name) ? exported : nullable(exported)];
+        return [name, required.has(name) ? exported : nullable(exported, ctx.profile)];
       }),
     );
     out.required = Object.keys(properties);
@@ -221,9 +279,7 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
     ctx.problems.push(`${path || "/"}: a value with no type`);
   }
   if (Object.keys(moved).length > 0) {
-    const text = `{${Object.entries(moved)
-      .map(([key, value]) => `${key}: ${JSON.stringify(value)}`)
-      .join(", ")}}`;
+    const text = movedInWords(moved);
     out.description = typeof out.description === "string" ? `${out.description}\n\n${text}` : text;
   }
   return out;
@@ -235,9 +291,11 @@ function strict(node: unknown, path: string, ctx: Context, depth: number, isRoot
 }
 
 /** Strict mode has no optional properties: an optional one becomes "this, or null". */
-function nullable(schema: Schema): Schema {
+function nullable(schema: Schema, profile: SchemaProfile): Schema {
   if (acceptsNull(schema, {})) return schema;
   if (schema.$ref !== undefined || schema.const !== undefined) return { anyOf: [schema, NULL] };
+  // Anthropic's transform keeps `format` only on `type: "string"`, not on ["string", "null"].
+  if (profile !== "openai" && schema.format !== undefined) return { anyOf: [schema, NULL] };
   if (Array.isArray(schema.anyOf)) return { ...schema, anyOf: [...schema.anyOf, NULL] };
   // Objects and arrays as a union, never a type array: the Anthropic SDK's strict transform drops
   // `properties` and `items` from a schema whose type is an array of names.
@@ -290,6 +348,9 @@ function recursiveDefinitions(root: Schema): string[] {
   }
   return found;
 }
+
+const isCount = (value: unknown) => Number.isInteger(value) && (value as number) >= 0;
+const isNumber = (value: unknown) => typeof value === "number" && Number.isFinite(value);
 
 function isPrimitive(value: unknown): boolean {
   return value === null || typeof value !== "object";

@@ -449,7 +449,7 @@ describe("tool export", () => {
     expect(exported.properties.address.properties.zip.type).toEqual(["string", "null"]);
     // Unsupported constraints move into the description; toolgate still enforces them.
     expect(exported.properties.amount.exclusiveMinimum).toBeUndefined();
-    expect(exported.properties.amount.description).toContain("exclusiveMinimum: 0");
+    expect(exported.properties.amount.description).toContain("greater than 0");
   });
 
   it("wraps definitions for each provider", () => {

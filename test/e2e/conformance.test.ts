@@ -1,0 +1,103 @@
+// `npm run conformance` as a user runs it (the CLI, `--json`), against toolgate under `wrangler dev`
+// (ports 8962/8963): every promise kept, exit 0. And against a fake deployment that lies
+// (test/support/lying-deployment.ts, port 8964): every check fails with its reason, exit 1 — the
+// suite detects a broken deployment, it does not just pass. The suite starts its own test upstream.
+import { execFile } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DEV_VARS, ROOT, startWrangler } from "../../scripts/lib/dev-server.mjs";
+import { startLyingDeployment, type LyingDeployment } from "../support/lying-deployment.ts";
+
+const PORT = 8962;
+const LIAR_PORT = 8964;
+const CHECK_IDS = [
+  "one_effect_per_keyed_write",
+  "commit_then_hang_is_unknown_then_reconciled",
+  "unknown_reconciled_by_status_lookup",
+  "retries_only_where_safe",
+  "approval_binds_frozen_arguments",
+  "budget_stops",
+  "secrets_never_echoed",
+  "cross_tenant_not_found",
+];
+
+let toolgate: { url: string; stop: () => void };
+let liar: LyingDeployment;
+let state: string;
+
+beforeAll(async () => {
+  state = mkdtempSync(join(tmpdir(), "toolgate-conformance-e2e-"));
+  liar = await startLyingDeployment(LIAR_PORT);
+  toolgate = await startWrangler({
+    port: PORT,
+    inspectorPort: PORT + 1,
+    vars: { ...DEV_VARS },
+    persistTo: state,
+    quiet: true,
+    readyTimeoutMs: 180_000,
+  });
+}, 240_000);
+
+afterAll(async () => {
+  toolgate?.stop();
+  await liar?.close();
+  try {
+    if (state) rmSync(state, { recursive: true, force: true, maxRetries: 3 });
+  } catch {}
+});
+
+type Report = {
+  ok: boolean;
+  results: Array<{ id: string; ok: boolean; failure?: string; evidence: string[] }>;
+};
+
+/** The CLI as a user runs it; resolves with its exit code and its --json report. */
+async function conformance(url: string): Promise<{ code: number; report: Report }> {
+  const args = [
+    join(ROOT, "scripts", "conformance.mjs"),
+    "--url",
+    url,
+    "--admin-token",
+    DEV_VARS.TOOLGATE_ADMIN_TOKEN!,
+    "--json",
+  ];
+  try {
+    const { stdout } = await promisify(execFile)(process.execPath, args, { cwd: ROOT });
+    return { code: 0, report: JSON.parse(stdout) };
+  } catch (error) {
+    const failed = error as { code: number; stdout: string; stderr: string };
+    if (!failed.stdout) throw new Error(`conformance exited ${failed.code}: ${failed.stderr}`);
+    return { code: failed.code, report: JSON.parse(failed.stdout) };
+  }
+}
+
+describe("npm run conformance", () => {
+  it("toolgate under wrangler dev keeps every promise: exit 0, each check passes with evidence", async () => {
+    const { code, report } = await conformance(toolgate.url);
+    const failures = report.results.filter((r) => !r.ok);
+    expect(failures, JSON.stringify(failures, null, 2)).toEqual([]);
+    expect(report.results.map((r) => r.id)).toEqual(CHECK_IDS);
+    expect(report.results.every((r) => r.evidence.length > 0)).toBe(true);
+    expect(report.ok).toBe(true);
+    expect(code).toBe(0);
+  });
+
+  it("a deployment that lies fails every check, each with its reason: exit 1", async () => {
+    const { code, report } = await conformance(liar.url);
+    expect(code).toBe(1);
+    expect(report.ok).toBe(false);
+    const byId = Object.fromEntries(report.results.map((r) => [r.id, r]));
+    expect(Object.keys(byId)).toEqual(CHECK_IDS);
+    for (const id of CHECK_IDS) expect(byId[id]!.ok, id).toBe(false);
+    expect(byId.one_effect_per_keyed_write!.failure).toMatch(/one operation|1 effect/);
+    expect(byId.commit_then_hang_is_unknown_then_reconciled!.failure).toMatch(/outcome_unknown/);
+    expect(byId.retries_only_where_safe!.failure).toMatch(/retried/);
+    expect(byId.approval_binds_frozen_arguments!.failure).toMatch(/wait for a person/);
+    expect(byId.budget_stops!.failure).toMatch(/budget_exhausted/);
+    expect(byId.secrets_never_echoed!.failure).toMatch(/secret's value appeared/);
+    expect(byId.cross_tenant_not_found!.failure).toMatch(/404/);
+  });
+});
