@@ -288,7 +288,10 @@ export class TenantObject extends DurableObject<Env> {
     return deliveries.listDeliveries(this.store, id, limit);
   }
 
-  async notificationStates(operationIds: string[]): Promise<Record<string, NotificationState>> {
-    return notificationStates(this.store, operationIds);
+  async notificationStates(
+    operationIds: string[],
+    type: EventType | null = null,
+  ): Promise<Record<string, NotificationState>> {
+    return notificationStates(this.store, operationIds, type);
   }
 }
