@@ -145,7 +145,8 @@ const ROUTES: Route[] = [
   {
     method: "post",
     path: "/v1/runs",
-    summary: "Create a run → run_id, run_token, tools",
+    summary:
+      "Create a run → run_id, run_token, tools (with notify.url: notify.webhook_id and its whsec_ secret, in this answer only)",
     auth: "runs:write",
     body: CreateRun,
   },

@@ -18,6 +18,8 @@ import {
 } from "./auth.ts";
 import { ApiProblem, problemResponse, prunedProblem } from "./problem.ts";
 import { CreateRun, PatchRun } from "./schemas.ts";
+import { dropNotify, runNotify } from "./run-notify.ts";
+import type { RunEndpoint } from "../durable/tenant/run-endpoints.ts";
 import {
   checkId,
   DEFAULT_TURN_WAIT_MS,
@@ -53,6 +55,8 @@ async function created(
   stub: ReturnType<typeof runStub>,
   run: RunView,
   status: 200 | 201,
+  /** notify.url: the run's endpoint and its secret, in the creating answer only. */
+  notify: RunEndpoint | null = null,
 ) {
   const [definitions, warnings] = await Promise.all([
     stub.toolDefinitions(tenantId),
@@ -65,6 +69,7 @@ async function created(
       expires_at: run.expires_at,
       tools: exportTools(unwrap(definitions), toolsFormat(c)),
       warnings: unwrap(warnings),
+      ...(notify ? { notify } : {}),
     },
     status,
   );
@@ -89,15 +94,8 @@ export const runRoutes = new Hono<AppEnv>()
     };
     if (requestHash && unwrap(await stub.requested(tenantId, requestHash))) return replay();
     const sources = unwrap(await tenantStub(c, tenantId).sources([...new Set(body.tools)]));
-    const notifyWebhookId = body.notify?.webhook_id;
-    if (
-      notifyWebhookId !== undefined &&
-      !(await tenantStub(c, tenantId).listWebhooks()).some((hook) => hook.id === notifyWebhookId)
-    )
-      throw new ApiProblem({
-        code: "not_found",
-        detail: `no webhook ${notifyWebhookId} (notify.webhook_id names an existing endpoint: PUT /v1/webhooks/{id})`,
-      });
+    const expiresAtMs = Date.now() + RUN_TTL_MS;
+    const notify = await runNotify(c, tenantId, runId, body.notify, expiresAtMs);
     const made = await stub.create(
       {
         runId,
@@ -106,14 +104,15 @@ export const runRoutes = new Hono<AppEnv>()
         tools: sources,
         context: body.context,
         budgets: body.budgets,
-        expiresAtMs: Date.now() + RUN_TTL_MS,
-        ...(notifyWebhookId !== undefined ? { notifyWebhookId } : {}),
+        expiresAtMs,
+        ...(notify ? { notifyWebhookId: notify.webhook_id } : {}),
       },
       requestHash,
     );
     // Two sends of one request raced: the one that lost answers with the run the other created.
     if (!made.ok && requestHash && made.error.code === "invalid_request") return replay();
-    return created(c, tenantId, stub, unwrap(made), 201);
+    if (!made.ok) await dropNotify(c, tenantId, notify);
+    return created(c, tenantId, stub, unwrap(made), 201, notify?.secret ? notify : null);
   })
   .get("/:run_id", async (c) => {
     const runId = runIdOf(c);
