@@ -95,6 +95,7 @@ export const webhookRoutes = new Hono<AppEnv>()
       tool: null,
       data: { webhook_id: id },
     };
-    const outcome = await deliverOne(c.env, stub, target, event, {});
+    // A ping is not retried: the answer carries no retry plan.
+    const { retry: _, ...outcome } = await deliverOne(c.env, stub, target, event, {});
     return c.json({ event_id: event.id, ...outcome });
   });

@@ -446,6 +446,7 @@ describe("POST /v1/webhooks/{id}/test", () => {
     const sent = await call("POST", `/v1/webhooks/${hook.id}/test`);
     expect(sent.status).toBe(200);
     expect(sent.body).toMatchObject({ endpoint_id: hook.id, delivered: true, status: 200 });
+    expect(sent.body.retry).toBeUndefined();
     const got = received(await up.state(), hook.secret);
     expect(got).toEqual([
       {
