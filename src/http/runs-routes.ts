@@ -83,14 +83,14 @@ export const runRoutes = new Hono<AppEnv>()
     const requestHash = requestId ? await sha256Hex(canonicalJson(body)) : null;
     const runId = requestId ? await requestedRunId(tenantId, requestId) : `run_${ulid()}`;
     const stub = runStub(c, runId);
-    const replay = async () => {
+    const replay = async (notify: RunEndpoint | null = null) => {
       const earlier = unwrap(await stub.requested(tenantId, requestHash!));
       if (!earlier)
         throw new ApiProblem({
           code: "request_id_conflict",
           detail: "this request_id cannot be used for a run here; use a new request_id",
         });
-      return created(c, tenantId, stub, earlier, 200);
+      return created(c, tenantId, stub, earlier, 200, notify);
     };
     if (requestHash && unwrap(await stub.requested(tenantId, requestHash))) return replay();
     const sources = unwrap(await tenantStub(c, tenantId).sources([...new Set(body.tools)]));
@@ -110,9 +110,11 @@ export const runRoutes = new Hono<AppEnv>()
       requestHash,
     );
     // Two sends of one request raced: the one that lost answers with the run the other created.
-    if (!made.ok && requestHash && made.error.code === "invalid_request") return replay();
+    // (Its notify.url secret, if this send made the endpoint, is in this answer: nowhere else.)
+    const withSecret = notify?.secret ? notify : null;
+    if (!made.ok && requestHash && made.error.code === "invalid_request") return replay(withSecret);
     if (!made.ok) await dropNotify(c, tenantId, notify);
-    return created(c, tenantId, stub, unwrap(made), 201, notify?.secret ? notify : null);
+    return created(c, tenantId, stub, unwrap(made), 201, withSecret);
   })
   .get("/:run_id", async (c) => {
     const runId = runIdOf(c);

@@ -237,6 +237,24 @@ describe("a run's notify.url", () => {
     expect((await call("POST", "/v1/runs", plain)).status).toBe(201);
   });
 
+  it("a resend with the same request_id answers the same run without the secret, and makes no second endpoint", async () => {
+    const { call, tool, tenantId, up } = await notifyTenant();
+    const body = {
+      user: { id: "u1" },
+      tools: [tool],
+      notify: { url: `${up.url}/webhooks/again` },
+      request_id: crypto.randomUUID(),
+    };
+    const first = await call("POST", "/v1/runs", body);
+    expect(first.status).toBe(201);
+    expect(first.body.notify.secret).toMatch(/^whsec_/);
+    const again = await call("POST", "/v1/runs", body);
+    expect(again.status).toBe(200);
+    expect(again.body.run_id).toBe(first.body.run_id);
+    expect(JSON.stringify(again.body)).not.toContain(first.body.notify.secret.slice(6, 30));
+    expect(await stored(tenantId)).toEqual({ webhooks: 1, runEndpoints: 1 });
+  });
+
   it("notify with both url and webhook_id is refused (invalid_request), nothing stored", async () => {
     const { call, tool, tenantId, up } = await notifyTenant();
     const both = await call("POST", "/v1/runs", {
