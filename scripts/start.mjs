@@ -15,7 +15,12 @@ console.log(`demo upstream (fake shop API) on ${upstream.url}`);
 const sandbox = await startUpstream(upstreamPort + 1);
 const toolgate = await startWrangler({
   port,
-  vars: { ...DEV_VARS, DEMO_UPSTREAM_URL: upstream.url },
+  vars: {
+    ...DEV_VARS,
+    DEMO_UPSTREAM_URL: upstream.url,
+    // Slack incoming webhooks may be pointed at (README "Webhooks"); yours replaces it.
+    TOOLGATE_UPSTREAM_ALLOWLIST: process.env.TOOLGATE_UPSTREAM_ALLOWLIST || "hooks.slack.com",
+  },
   persistTo: join(ROOT, ".wrangler", "state"),
 });
 const shutdown = async () => {
@@ -58,7 +63,7 @@ console.log(`
  Demo tenant ${demo.tenantId} with tools charge_card, lookup_order, refund_order, send_email.
  Paste these into another terminal:
 
-TG=${TG}; UP=${UP}
+TG=${TG}; UP=${UP}; TENANT=${demo.tenantId}; ADMIN=${DEV_VARS.TOOLGATE_ADMIN_TOKEN}
 KEY='${demo.key}'
 RUN=${demo.run.run_id}
 RT='${demo.run.run_token}'

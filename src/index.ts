@@ -1,7 +1,9 @@
-// Worker entry: the HTTP app, the EVENTS queue consumer and the Durable Object classes.
+// Worker entry: the HTTP app, the EVENTS queue consumer (and its dead letters') and the Durable
+// Object classes.
 import type { EventMessage } from "./domain/events.ts";
 import type { Env } from "./durable/env.ts";
 import { handleEventBatch } from "./events/consumer.ts";
+import { DEAD_LETTER_QUEUE, handleDeadLetters } from "./events/dead-letters.ts";
 import { app } from "./http/app.ts";
 
 export { OperationObject } from "./durable/operation/object.ts";
@@ -12,5 +14,8 @@ export { TenantObject } from "./durable/tenant/object.ts";
 
 export default {
   fetch: app.fetch,
-  queue: (batch: MessageBatch<EventMessage>, env: Env) => handleEventBatch(batch, env),
+  queue: (batch: MessageBatch<EventMessage>, env: Env) =>
+    batch.queue === DEAD_LETTER_QUEUE
+      ? handleDeadLetters(batch, env)
+      : handleEventBatch(batch, env),
 } satisfies ExportedHandler<Env, EventMessage>;

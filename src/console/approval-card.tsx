@@ -7,15 +7,8 @@ import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import type { Item } from "./approval-decision.ts";
 import { DecideForms } from "./approval-forms.tsx";
 import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
-import { expiresIn, pretty, splitTarget } from "./format.ts";
+import { expiresIn, notificationText, pretty, splitTarget } from "./format.ts";
 import { Badge } from "./timeline.tsx";
-
-const notificationText = (n: NotificationState) =>
-  n.delivered > 0
-    ? `delivered to ${n.delivered} endpoint(s)${n.failing ? `, failing at ${n.failing}` : ""}`
-    : n.failing > 0
-      ? `failing (${n.failing} endpoint(s))`
-      : "no delivery recorded (no endpoint subscribed, or not sent yet)";
 
 export const PendingCard = ({
   item,

@@ -1,6 +1,15 @@
 // Pure formatting shared by the console pages: absolute UTC times, "expires in N min" computed on the
 // server (the console runs no JavaScript), and data as pretty JSON for a <pre>. The clock is passed
 // in. Everything returned here is plain text; the pages render it as JSX text, which is escaped.
+import type { NotificationState } from "../durable/tenant/notifications.ts";
+
+/** A card's "Notification" line, from the webhook delivery log (approval and unknown-outcome cards). */
+export const notificationText = (n: NotificationState) =>
+  n.delivered > 0
+    ? `delivered to ${n.delivered} endpoint(s)${n.failing ? `, failing at ${n.failing}` : ""}`
+    : n.failing > 0
+      ? `failing (${n.failing} endpoint(s))`
+      : "no delivery recorded (no endpoint subscribed, or not sent yet)";
 
 /** `2026-12-03 08:44:34 UTC` from an ISO string or epoch milliseconds. */
 export function utc(at: string | number): string {

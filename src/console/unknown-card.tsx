@@ -3,9 +3,10 @@
 // upstream said, and the verdict form. `form` is set only on the card whose form did not parse.
 import type { TraceEvent } from "../domain/operation/index.ts";
 import type { OperationView } from "../durable/operation/contracts.ts";
+import type { NotificationState } from "../durable/tenant/notifications.ts";
 import { Attempts } from "./attempts.tsx";
 import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
-import { ago } from "./format.ts";
+import { ago, notificationText } from "./format.ts";
 import { Badge } from "./timeline.tsx";
 import { ResolveForm } from "./verdict-form.tsx";
 import type { FormState } from "./verdict.ts";
@@ -35,8 +36,11 @@ export const UnknownCard = ({
   csrf,
   nowMs,
   form,
+  notified,
 }: {
   item: Waiting;
+  /** Its operation.outcome_unknown event's webhook deliveries; null when the tenant could not answer. */
+  notified: NotificationState | null;
   csrf: string;
   nowMs: number;
   form: FormState | null;
@@ -59,6 +63,7 @@ export const UnknownCard = ({
             at={item.since}
             hint={ago(Date.parse(item.since), nowMs)}
           />
+          {notified && <Fact label="Notification">{notificationText(notified)}</Fact>}
           <Fact label="Operation" mono>
             {id}
           </Fact>

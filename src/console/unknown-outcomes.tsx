@@ -46,6 +46,13 @@ async function showList(c: Context<ConsoleEnv>, form: FormState | null = null) {
     waiting(c),
     form ? Promise.resolve(null) : takeFlash(c),
   ]);
+  // Whether each card's operation.outcome_unknown event reached the webhooks: one RPC per page.
+  const notified = await tenantStub(c.env, c.get("session").tenantId)
+    .notificationStates(
+      items.map((item) => item.operation_id),
+      "operation.outcome_unknown",
+    )
+    .catch(() => null);
   const csrf = c.get("session").csrf;
   const nowMs = Date.now();
   return render(
@@ -68,6 +75,9 @@ async function showList(c: Context<ConsoleEnv>, form: FormState | null = null) {
             csrf={csrf}
             nowMs={nowMs}
             form={form?.operationId === item.operation_id ? form : null}
+            notified={
+              notified ? (notified[item.operation_id] ?? { delivered: 0, failing: 0 }) : null
+            }
           />
         ))
       )}

@@ -15,6 +15,8 @@ export const EVENT_TYPES = [
   "run.budget_exhausted",
   "turn.settled",
   "lock.waiting_long",
+  /** A ping sent by hand to one endpoint (POST /v1/webhooks/{id}/test); no transition writes it. */
+  "webhook.test",
 ] as const;
 export const EventType = z.enum(EVENT_TYPES);
 export type EventType = z.infer<typeof EventType>;

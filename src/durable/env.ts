@@ -16,4 +16,6 @@ export type Env = {
   BUDGETS: DurableObjectNamespace<RetryBudgetObject>;
   /** The tenant plane's events (issue 18): producers are the objects' outboxes, the consumer index.ts. */
   EVENTS: Queue<EventMessage>;
+  /** EVENTS' dead letters, re-parked with long delays by their consumer (events/dead-letters.ts). */
+  EVENTS_DLQ: Queue<EventMessage & { parked?: number }>;
 } & DeploymentVars;

@@ -38,6 +38,7 @@ const HEADLINES: Record<ToolgateEvent["type"], string> = {
   "run.budget_exhausted": "Run budget exhausted",
   "turn.settled": "Turn settled",
   "lock.waiting_long": "A write is waiting long for its lock",
+  "webhook.test": "Test message from toolgate: this channel is wired",
 };
 
 export const escapeMrkdwn = (text: string) =>
@@ -52,6 +53,7 @@ export function consoleLink(event: ToolgateEvent, consoleUrl: string): string | 
   if (event.type.startsWith("approval.") && op) return `${base}/console/approvals#${op}`;
   if (event.type === "operation.outcome_unknown" && op)
     return `${base}/console/unknown-outcomes#${op}`;
+  if (event.type === "webhook.test") return `${base}/console/approvals`;
   if (event.run_id) return `${base}/console/runs/${event.run_id}${op ? `#${op}` : ""}`;
   return null;
 }

@@ -145,8 +145,16 @@ const ROUTES: Route[] = [
   },
   {
     method: "post",
+    path: "/v1/webhooks/{id}/test",
+    summary:
+      "Send a signed webhook.test event to this endpoint now, whatever its events filter (logged like any delivery) → the attempt's outcome",
+    auth: "webhooks:write",
+  },
+  {
+    method: "post",
     path: "/v1/runs",
-    summary: "Create a run → run_id, run_token, tools",
+    summary:
+      "Create a run → run_id, run_token, tools (with notify.url: notify.webhook_id and its whsec_ secret, in this answer only)",
     auth: "runs:write",
     body: CreateRun,
   },

@@ -19,6 +19,8 @@ import {
 import { ApiProblem, problemResponse, prunedProblem } from "./problem.ts";
 import { CreateRun, PatchRun } from "./schemas.ts";
 import { idPrefix, jurisdictionOf } from "../domain/jurisdiction.ts";
+import { dropNotify, runNotify } from "./run-notify.ts";
+import type { RunEndpoint } from "../durable/tenant/run-endpoints.ts";
 import {
   checkId,
   DEFAULT_TURN_WAIT_MS,
@@ -55,6 +57,8 @@ async function created(
   stub: ReturnType<typeof runStub>,
   run: RunView,
   status: 200 | 201,
+  /** notify.url: the run's endpoint and its secret, in the creating answer only. */
+  notify: RunEndpoint | null = null,
 ) {
   const [definitions, warnings] = await Promise.all([
     stub.toolDefinitions(tenantId),
@@ -67,6 +71,7 @@ async function created(
       expires_at: run.expires_at,
       tools: exportTools(unwrap(definitions), toolsFormat(c)),
       warnings: unwrap(warnings),
+      ...(notify ? { notify } : {}),
     },
     status,
   );
@@ -83,26 +88,19 @@ export const runRoutes = new Hono<AppEnv>()
       ? await requestedRunId(tenantId, requestId)
       : `${idPrefix("run", jurisdictionOf(tenantId))}${ulid()}`;
     const stub = runStub(c, runId);
-    const replay = async () => {
+    const replay = async (notify: RunEndpoint | null = null) => {
       const earlier = unwrap(await stub.requested(tenantId, requestHash!));
       if (!earlier)
         throw new ApiProblem({
           code: "request_id_conflict",
           detail: "this request_id cannot be used for a run here; use a new request_id",
         });
-      return created(c, tenantId, stub, earlier, 200);
+      return created(c, tenantId, stub, earlier, 200, notify);
     };
     if (requestHash && unwrap(await stub.requested(tenantId, requestHash))) return replay();
     const sources = unwrap(await tenantStub(c, tenantId).sources([...new Set(body.tools)]));
-    const notifyWebhookId = body.notify?.webhook_id;
-    if (
-      notifyWebhookId !== undefined &&
-      !(await tenantStub(c, tenantId).listWebhooks()).some((hook) => hook.id === notifyWebhookId)
-    )
-      throw new ApiProblem({
-        code: "not_found",
-        detail: `no webhook ${notifyWebhookId} (notify.webhook_id names an existing endpoint: PUT /v1/webhooks/{id})`,
-      });
+    const expiresAtMs = Date.now() + RUN_TTL_MS;
+    const notify = await runNotify(c, tenantId, runId, body.notify, expiresAtMs);
     const made = await stub.create(
       {
         runId,
@@ -111,14 +109,17 @@ export const runRoutes = new Hono<AppEnv>()
         tools: sources,
         context: body.context,
         budgets: body.budgets,
-        expiresAtMs: Date.now() + RUN_TTL_MS,
-        ...(notifyWebhookId !== undefined ? { notifyWebhookId } : {}),
+        expiresAtMs,
+        ...(notify ? { notifyWebhookId: notify.webhook_id } : {}),
       },
       requestHash,
     );
     // Two sends of one request raced: the one that lost answers with the run the other created.
-    if (!made.ok && requestHash && made.error.code === "invalid_request") return replay();
-    return created(c, tenantId, stub, unwrap(made), 201);
+    // (Its notify.url secret, if this send made the endpoint, is in this answer: nowhere else.)
+    const withSecret = notify?.secret ? notify : null;
+    if (!made.ok && requestHash && made.error.code === "invalid_request") return replay(withSecret);
+    if (!made.ok) await dropNotify(c, tenantId, notify);
+    return created(c, tenantId, stub, unwrap(made), 201, withSecret);
   })
   .get("/:run_id", async (c) => {
     const runId = runIdOf(c);

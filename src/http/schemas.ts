@@ -55,10 +55,16 @@ export const CreateRun = z.object({
   context: z.record(z.string(), z.unknown()).default({}),
   budgets: Budgets.default({}),
   notify: z
-    .strictObject({ webhook_id: z.string().min(1).max(128) })
+    .strictObject({
+      webhook_id: z.string().min(1).max(128).optional(),
+      url: z.string().min(1).max(2048).optional(),
+    })
+    .refine((notify) => (notify.webhook_id === undefined) !== (notify.url === undefined), {
+      message: "notify takes exactly one of url or webhook_id",
+    })
     .optional()
     .describe(
-      "One of the tenant's webhook endpoints (PUT /v1/webhooks/{id}): it gets this run's turn.settled events, whatever its events filter",
+      "Where this run's turn.settled events go: webhook_id names one of the tenant's webhook endpoints (PUT /v1/webhooks/{id}), whatever its events filter; url makes an endpoint for this run only (the webhook URL rules, 422 webhook_url_not_allowed), whose whsec_ secret is in this answer only",
     ),
   request_id: z
     .string()

@@ -2,9 +2,12 @@
 // creates an endpoint or rotates its secret, and nowhere else. Reads take webhooks:read or
 // webhooks:write (a key that can write can see what it wrote); everything else needs webhooks:write.
 // Redeliver sends the event again now, from this endpoint's delivery log, with the same webhook-id.
+// Test sends a new `webhook.test` event to this one endpoint now, signed, formatted and logged like
+// any delivery (deliverOne): the answer says whether it arrived.
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { z } from "zod";
+import type { ToolgateEvent } from "../domain/events.ts";
 import { deliverOne } from "../events/deliver.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
@@ -70,4 +73,29 @@ export const webhookRoutes = new Hono<AppEnv>()
     const { target, event } = unwrap(await stub.redeliveryOf(tenantId, id, event_id));
     const outcome = await deliverOne(c.env, stub, target, event, {});
     return c.json({ event_id, ...outcome });
+  })
+  .post("/:id/test", async (c) => {
+    const tenantId = requireScope(c, "webhooks:write");
+    const id = webhookId(c.req.param("id"));
+    const stub = tenantStub(c, tenantId);
+    // This endpoint whatever its events filter (the same lookup a delivery makes).
+    const targets = unwrap(await stub.webhookTargets(tenantId, "webhook.test", id));
+    const target = targets.find((candidate) => candidate.id === id);
+    if (!target) throw new ApiProblem({ code: "not_found", detail: `no webhook ${id}` });
+    const hex = Array.from(crypto.getRandomValues(new Uint8Array(16)), (byte) =>
+      byte.toString(16).padStart(2, "0"),
+    ).join("");
+    const event: ToolgateEvent = {
+      id: `evt_${hex}`,
+      type: "webhook.test",
+      at_ms: Date.now(),
+      tenant_id: tenantId,
+      run_id: null,
+      operation_id: null,
+      tool: null,
+      data: { webhook_id: id },
+    };
+    // A ping is not retried: the answer carries no retry plan.
+    const { retry: _, ...outcome } = await deliverOne(c.env, stub, target, event, {});
+    return c.json({ event_id: event.id, ...outcome });
   });

@@ -8,6 +8,7 @@ import {
   api,
   manifest,
   newTenant,
+  operation,
   setup,
   testTenant,
   turn,
@@ -159,6 +160,72 @@ describe("console webhooks page", () => {
       const after = await get("/console/webhooks", session);
       // The log shows the second attempt of the same event.
       expect(after.text).toContain("<td>approval.requested</td><td>2</td><td>delivered 200</td>");
+    },
+  );
+});
+
+describe("console unknown-outcome cards", () => {
+  it(
+    "say whether their operation.outcome_unknown notification was delivered, not an earlier event of the same operation",
+    { timeout: 30_000 },
+    async () => {
+      const up = upstream();
+      const hooks = upstream(); // the receivers' own namespace: their faults are not the tool's
+      const early = `wh_${crypto.randomUUID().slice(0, 8)}`;
+      const late = `wh_${crypto.randomUUID().slice(0, 8)}`;
+      for (const [id, path, events] of [
+        [early, "a", ["approval.requested"]],
+        [late, "u", ["operation.outcome_unknown"]],
+      ] as const) {
+        const put = await api("PUT", `/v1/webhooks/${id}`, {
+          url: `${hooks.url}/webhooks/${path}`,
+          events,
+          format: "standard",
+        });
+        expect(put.status).toBe(201);
+      }
+      const tool = manifest({
+        url: up.url,
+        timeout_ms: 300,
+        idempotency: { mode: "none" },
+        approval: "always",
+      });
+      const { runId, name } = await setup(tool);
+      const asked = await turn(runId, [
+        { id: "c1", name, arguments: { amount: 5, currency: "usd" } },
+      ]);
+      const operationId = asked.body.results[0].operation_id as string;
+      // approval.requested reached the first endpoint: this operation has a delivered notification.
+      await hooks.waitForRequests(1);
+      // The outcome_unknown notification's first attempt is answered 500.
+      await hooks.script({ kind: "status", status: 500 });
+      await up.script({ kind: "commit_then_hang" });
+      expect((await api("POST", `/v1/operations/${operationId}/approve`, {})).status).toBe(200);
+      expect((await operation(operationId, 5)).body.phase).toBe("outcome_unknown");
+
+      const session = await signIn((await testTenant()).key);
+      const cardText = async () => {
+        const page = await get("/console/unknown-outcomes", session);
+        expect(page.status).toBe(200);
+        const at = page.text.indexOf(`data-operation="${operationId}"`);
+        expect(at).toBeGreaterThan(-1);
+        return page.text.slice(at, page.text.indexOf("</article>", at));
+      };
+      const line = /Notification<\/dt><dd>([^<]*)<\/dd>/;
+      let card = await cardText();
+      for (let i = 0; i < 400 && !card.match(line)?.[1]?.startsWith("failing"); i++) {
+        await new Promise((resolve) => setTimeout(resolve, 25));
+        card = await cardText();
+      }
+      expect(card.match(line)?.[1]).toBe("failing (1 endpoint(s))");
+
+      // Sent again by hand (or by the queue's retry meanwhile): the card says delivered.
+      const log = await api("GET", `/v1/webhooks/${late}/deliveries`);
+      const eventId = log.body.deliveries[0].event_id as string;
+      const again = await api("POST", `/v1/webhooks/${late}/redeliver`, { event_id: eventId });
+      expect(again.status).toBe(200);
+      expect(again.body.delivered).toBe(true);
+      expect((await cardText()).match(line)?.[1]).toBe("delivered to 1 endpoint(s)");
     },
   );
 });

@@ -435,3 +435,61 @@ describe("delivery", () => {
     expect(JSON.stringify(message)).not.toContain(hook.secret);
   });
 });
+
+describe("POST /v1/webhooks/{id}/test", () => {
+  it("sends one signed webhook.test event to that endpoint whatever its filter, logs it, and is refused to readers and other tenants", async () => {
+    const { call, tenantId } = await webhookTenant();
+    const up = upstream();
+    const hook = await endpoint(call, `${up.url}/webhooks/ping`, {
+      events: ["approval.requested"],
+    });
+    const sent = await call("POST", `/v1/webhooks/${hook.id}/test`);
+    expect(sent.status).toBe(200);
+    expect(sent.body).toMatchObject({ endpoint_id: hook.id, delivered: true, status: 200 });
+    expect(sent.body.retry).toBeUndefined();
+    const got = received(await up.state(), hook.secret);
+    expect(got).toEqual([
+      {
+        webhookId: sent.body.event_id,
+        verified: { type: "webhook.test", timestamp: expect.any(String), data: expect.any(Object) },
+        fault: "ok",
+      },
+    ]);
+    expect((got[0]!.verified as { data: { webhook_id: string } }).data.webhook_id).toBe(hook.id);
+    const log = await call("GET", `/v1/webhooks/${hook.id}/deliveries`);
+    expect(log.body.deliveries).toEqual([
+      expect.objectContaining({
+        event_id: sent.body.event_id,
+        event_type: "webhook.test",
+        delivered: true,
+      }),
+    ]);
+
+    // A Slack endpoint gets a Block Kit message whose button opens the console.
+    const slack = await endpoint(call, `${up.url}/webhooks/slack`, { format: "slack" });
+    expect((await call("POST", `/v1/webhooks/${slack.id}/test`)).body.delivered).toBe(true);
+    const message = (await up.state()).requests.find((r) => r.path === "/webhooks/slack")!.body;
+    expect(message.text).toContain("Test message from toolgate");
+    expect(message.blocks.at(-1)).toEqual({
+      type: "actions",
+      elements: [
+        expect.objectContaining({ url: "http://toolgate.test/console/approvals", type: "button" }),
+      ],
+    });
+
+    // A reader cannot send; another tenant cannot reach this endpoint; an unknown id is 404.
+    const reader = await newTenant(["webhooks:read"]);
+    const other = await webhookTenant();
+    expect(
+      (
+        await api("POST", `/v1/webhooks/${hook.id}/test`, undefined, {
+          Authorization: `Bearer ${reader.key}`,
+        })
+      ).status,
+    ).toBe(403);
+    expect((await other.call("POST", `/v1/webhooks/${hook.id}/test`)).status).toBe(404);
+    expect((await call("POST", "/v1/webhooks/nope/test")).status).toBe(404);
+    expect((await up.state()).requests).toHaveLength(2);
+    expect(tenantId).not.toBe(other.tenantId);
+  });
+});

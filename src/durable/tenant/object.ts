@@ -43,6 +43,7 @@ import {
   type SecretsError,
 } from "./secrets.ts";
 import * as webhooks from "./webhooks.ts";
+import * as runEndpoints from "./run-endpoints.ts";
 import * as deliveries from "./webhook-deliveries.ts";
 import { notificationStates, type NotificationState } from "./notifications.ts";
 import type { DeliveryRecord, DeliveryResult } from "./webhook-deliveries.ts";
@@ -189,8 +190,12 @@ export class TenantObject extends DurableObject<Env> {
   /** Retention for the inbox and for the closed rows of the unknown-outcomes list. */
   override async alarm(): Promise<void> {
     await this.inbox.prune();
-    // The stored events' retention shares the one alarm: the earlier of the two due times.
-    const next = pruneEvents(this.store, this.env, Date.now());
+    // The stored events and the runs' notify endpoints share the one alarm: the earliest due time.
+    const now = Date.now();
+    const next = runEndpoints.earliest(
+      pruneEvents(this.store, this.env, now),
+      runEndpoints.pruneRunEndpoints(this.store, now),
+    );
     const armed = await this.ctx.storage.getAlarm();
     if (next !== null && (armed === null || next < armed)) await this.ctx.storage.setAlarm(next);
   }
@@ -242,6 +247,11 @@ export class TenantObject extends DurableObject<Env> {
     return webhooks.putWebhook(this.store, this.env, tenantId, id, spec);
   }
 
+  /** A run's notify.url (run-endpoints.ts): `secret` only in the creating answer. */
+  async putRunEndpoint(tenantId: string, args: runEndpoints.RunEndpointArgs) {
+    return runEndpoints.putRunEndpoint(this.store, this.env, this.ctx.storage, tenantId, args);
+  }
+
   async listWebhooks(): Promise<WebhookRecord[]> {
     return webhooks.listWebhooks(this.store);
   }
@@ -288,7 +298,10 @@ export class TenantObject extends DurableObject<Env> {
     return deliveries.listDeliveries(this.store, id, limit);
   }
 
-  async notificationStates(operationIds: string[]): Promise<Record<string, NotificationState>> {
-    return notificationStates(this.store, operationIds);
+  async notificationStates(
+    operationIds: string[],
+    type: EventType | null = null,
+  ): Promise<Record<string, NotificationState>> {
+    return notificationStates(this.store, operationIds, type);
   }
 }

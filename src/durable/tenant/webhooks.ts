@@ -58,8 +58,16 @@ export async function putWebhook(
   tenantId: string,
   id: string,
   spec: WebhookSpec,
+  /** Set by run-endpoints.ts only: the run whose notify.url endpoint this is. */
+  forRun: string | null = null,
 ): Promise<Result<WebhookRecord & { created: boolean; secret?: string }, TenantError>> {
   if (!tenantRecord(store)) return err({ code: "not_found", detail: "no such tenant" });
+  const owner = runOfEndpoint(store, id);
+  if (owner !== forRun)
+    return err({
+      code: "invalid_request",
+      detail: `webhook ${id} is the notify.url endpoint of run ${owner}: it is managed by the run (DELETE removes it)`,
+    });
   const url = checkWebhookUrl(spec.url, hostPolicy(env));
   if (!url.ok) return url;
   const previous = webhookRow(store, id);
@@ -93,10 +101,23 @@ export async function putWebhook(
   return ok({ ...toRecord(webhookRow(store, id)!), created: true, secret });
 }
 
+/** The tenant's own endpoints: a run's notify.url endpoint (run-endpoints.ts) is not listed. */
 export function listWebhooks(store: SqlStore): WebhookRecord[] {
-  return store.exists("webhooks")
-    ? store.all<WebhookRow>("SELECT * FROM webhooks ORDER BY id").map(toRecord)
-    : [];
+  if (!store.exists("webhooks")) return [];
+  const ownOnly = store.exists("run_endpoints")
+    ? " WHERE id NOT IN (SELECT webhook_id FROM run_endpoints)"
+    : "";
+  return store.all<WebhookRow>(`SELECT * FROM webhooks${ownOnly} ORDER BY id`).map(toRecord);
+}
+
+/** The run whose notify.url endpoint `id` is (run-endpoints.ts); null for the tenant's own endpoints. */
+export function runOfEndpoint(store: SqlStore, id: string): string | null {
+  if (!store.exists("run_endpoints")) return null;
+  const row = store.one<{ run_id: string }>(
+    "SELECT run_id FROM run_endpoints WHERE webhook_id = ?",
+    id,
+  );
+  return row?.run_id ?? null;
 }
 
 export function deleteWebhook(store: SqlStore, id: string): Result<true, TenantError> {
