@@ -54,9 +54,9 @@ async function showList(c: Context<ConsoleEnv>, form: FormState | null = null) {
     <>
       <h1>Unknown outcomes</h1>
       <p class="lede">
-        Writes that may or may not have happened upstream, and that toolgate cannot settle by
-        itself. Check the upstream system, then record what happened: the agent gets exactly that
-        answer.
+        Writes that may or may not have happened upstream: those toolgate cannot settle by itself,
+        and those it is still settling by itself (a verdict here stops that). Check the upstream
+        system, then record what happened: the agent gets exactly that answer.
       </p>
       <FlashBox flash={stored} />
       {items.length === 0 ? (
