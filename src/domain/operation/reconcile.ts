@@ -95,7 +95,7 @@ export function afterLookup(
               settle: plan.lateSettle,
               firstAttemptAtMs: state.firstAttemptAtMs,
               timeoutMs: plan.timeoutMs,
-              nowMs,
+              nowMs: Math.max(nowMs, state.settleSlotMs ?? nowMs),
             })
           : null;
         if (late?.kind === "try")

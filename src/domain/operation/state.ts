@@ -87,6 +87,8 @@ export type OperationState =
       mayHaveApplied: Ambiguity | null;
       /** A late try (retry-late.ts): the operation keeps settling by itself until then. */
       settleUntilMs?: number;
+      /** The late schedule's slot this try was started for (the next one comes after it). */
+      settleSlotMs?: number;
     }
   | {
       phase: "retry_scheduled";
@@ -129,6 +131,8 @@ export type OperationState =
       ifNotApplied: Outcome | null;
       /** A late lookup (retry-late.ts): the operation keeps settling by itself until then. */
       settleUntilMs?: number;
+      /** The late schedule's slot this lookup was started for (the next one comes after it). */
+      settleSlotMs?: number;
     }
   | {
       phase: "recorded";

@@ -162,7 +162,9 @@ export function startLookup(
       lookups,
       startedAtMs: nowMs,
       ifNotApplied: state.ifNotApplied,
-      ...(state.settleUntilMs === undefined ? {} : { settleUntilMs: state.settleUntilMs }),
+      ...(state.settleUntilMs === undefined
+        ? {}
+        : { settleUntilMs: state.settleUntilMs, settleSlotMs: state.dueAtMs ?? nowMs }),
     },
     effects: [
       { kind: "set_alarm", atMs: watchdogAt(plan, nowMs) },
@@ -229,7 +231,7 @@ export function stayUnknown(
  * lookups are afterLookup's). Otherwise, or once no try fits in the window, as stayUnknown.
  */
 export function settleLate(
-  from: { attempt: number; firstAttemptAtMs: number },
+  from: { attempt: number; firstAttemptAtMs: number; settleSlotMs?: number },
   ambiguity: Ambiguity,
   ifNotApplied: Outcome,
   reason: string,
@@ -243,7 +245,8 @@ export function settleLate(
     settle: plan.lateSettle,
     firstAttemptAtMs: from.firstAttemptAtMs,
     timeoutMs: plan.timeoutMs,
-    nowMs,
+    // The next slot comes after the one this try ran for, even when its alarm ran early.
+    nowMs: Math.max(nowMs, from.settleSlotMs ?? nowMs),
   });
   if (late.kind === "window_ended")
     return stayUnknown(from, ambiguity, ifNotApplied, reason, plan, nowMs, [
@@ -301,17 +304,16 @@ export function settleWindowEnded(
   };
 }
 
-/** Carries a late settlement's window into the attempt or lookup it starts. */
-export function withSettleUntil(step: Step, settleUntilMs: number | undefined): Step {
-  if (settleUntilMs === undefined) return step;
+/** Carries a late settlement's window (and the slot it runs for) into the attempt it starts. */
+export function withSettleUntil(
+  step: Step,
+  from: Extract<OperationState, { phase: "outcome_unknown" }>,
+  nowMs: number,
+): Step {
   const state = step.state;
-  if (
-    state.phase !== "executing" &&
-    state.phase !== "reconciling" &&
-    state.phase !== "outcome_unknown"
-  )
-    return step;
-  return { ...step, state: { ...state, settleUntilMs } };
+  if (from.settleUntilMs === undefined || state.phase !== "executing") return step;
+  const slot = { settleUntilMs: from.settleUntilMs, settleSlotMs: from.dueAtMs ?? nowMs };
+  return { ...step, state: { ...state, ...slot } };
 }
 
 /** The next automatic send of the same attempt's key, within the plan's attempt and time budgets. */

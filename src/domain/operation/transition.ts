@@ -204,7 +204,8 @@ function onAlarm(
             ambiguityOf(state),
             [],
           ),
-          state.settleUntilMs,
+          state,
+          nowMs,
         );
       if (state.reconcile === "lookup") return startLookup(state, plan, nowMs, []);
       return unchanged(state);
