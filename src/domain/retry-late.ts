@@ -12,7 +12,7 @@ export const MAX_KEY_TTL_MS = 30 * 24 * 60 * 60_000;
 /**
  * The gaps between late tries, counted from the first attempt: 1 min, 5 min, 30 min, 2 h, then
  * every 6 h (the last gap repeats). An outage of minutes is settled within minutes, one of hours
- * within hours, and a day-long window costs at most eight requests per write.
+ * within hours, and a day-long window costs at most seven requests per write.
  */
 export const DEFAULT_SETTLE_SCHEDULE_MS: readonly number[] = [
   60_000, 300_000, 1_800_000, 7_200_000, 21_600_000,
