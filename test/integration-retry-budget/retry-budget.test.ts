@@ -154,8 +154,10 @@ describe("retry budget per tenant and upstream host", () => {
       settling: { until: expect.any(String) },
     });
     // Another caller spent this tenant's budget for the host.
-    await runInDurableObject(budgetOf(tenant.tenantId), async (instance: any) => {
-      for (let i = 0; i < 100; i++) if (!(await instance.spend(Date.now())).ok) return;
+    type Spender = { spend(nowMs: number): Promise<{ ok: boolean }> };
+    const stub = budgetOf(tenant.tenantId) as unknown as DurableObjectStub;
+    await runInDurableObject(stub, async (instance: unknown) => {
+      for (let i = 0; i < 100; i++) if (!(await (instance as Spender).spend(Date.now())).ok) return;
     });
     expect(await fireAlarm(id!)).toBe(true);
     expect((await up.state()).requests).toHaveLength(1); // nothing sent

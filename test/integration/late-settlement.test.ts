@@ -2,9 +2,11 @@
 // ran out while its outcome is unknown keeps settling by itself, resending with the SAME key on the
 // late schedule (1 min, 6 min, … after the first attempt) until the upstream answers or the key's
 // window ends. Alarms are the scripted clock: each fire is the next slot of the schedule.
+import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
   api,
+  testTenant,
   fireAlarm,
   manifest,
   operation,
@@ -190,6 +192,94 @@ describe("keyed write, upstream down longer than the attempts last", () => {
     expect(paged[0]!.at_ms ?? endedAt).toBeGreaterThanOrEqual(endedAt);
   });
 });
+
+describe("while it settles", () => {
+  it("the resource lock stays held: a second write to the resource waits, then runs after it", async () => {
+    const up = upstream();
+    const tool = manifest({
+      url: up.url,
+      timeout_ms: 300,
+      max_attempts: 2,
+      resource: "card:{currency}",
+    });
+    const { runId, name } = await setup(tool);
+    await up.script(...outage(2));
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    const operationId = first.body.results[0].operation_id as string;
+    expect(await fireAlarm(operationId)).toBe(true);
+    expect((await operation(operationId)).body.settling).not.toBeNull();
+
+    const second = await turn(
+      runId,
+      [{ id: "c2", name, arguments: { ...charge, amount: 901 } }],
+      0,
+    );
+    const secondId = second.body.results[0].operation_id as string;
+    expect((await operation(secondId, 1)).body).toMatchObject({
+      phase: "awaiting_lock",
+      result: { status: "pending", code: "resource_locked" },
+    });
+    expect((await up.state()).requests).toHaveLength(2); // nothing of the second was sent
+
+    expect(await fireAlarm(operationId)).toBe(true); // the late resend: recovered
+    expect((await operation(operationId)).body.result.status).toBe("succeeded");
+    expect((await operation(secondId, 5)).body.result.status).toBe("succeeded");
+    expect((await up.state()).effects).toHaveLength(2);
+  });
+
+  it("the unknown-outcomes page shows it settling by itself, with the next try and the window's end", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(
+      manifest({ url: up.url, timeout_ms: 300, max_attempts: 1 }),
+    );
+    await up.script(...outage(1));
+    const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
+    const operationId = first.body.results[0].operation_id as string;
+    const view = (await operation(operationId)).body;
+    expect(view.settling).not.toBeNull();
+
+    const session = await consoleSession((await testTenant()).key);
+    const page = await consoleFetch("/console/unknown-outcomes", session);
+    expect(page.status).toBe(200);
+    const card = page.text.slice(page.text.indexOf(`id="${operationId}"`));
+    expect(card).toContain("Settling by itself");
+    expect(card).toContain(`datetime="${view.settling.next_try_at}"`);
+    expect(card).toContain(`datetime="${view.settling.until}"`);
+  });
+});
+
+const ORIGIN = "http://toolgate.test";
+async function consoleFetch(path: string, cookie: string, form?: Record<string, string>) {
+  const response = await (exports as unknown as { default: Fetcher }).default.fetch(
+    new Request(`${ORIGIN}${path}`, {
+      method: form ? "POST" : "GET",
+      headers: {
+        Cookie: cookie,
+        ...(form ? { "Content-Type": "application/x-www-form-urlencoded" } : {}),
+      },
+      body: form ? new URLSearchParams(form).toString() : undefined,
+      redirect: "manual",
+    }),
+  );
+  return {
+    status: response.status,
+    text: await response.text(),
+    cookies: response.headers.getSetCookie(),
+  };
+}
+/** Signs in through the console's form; returns the session cookie. */
+async function consoleSession(key: string): Promise<string> {
+  const form = await consoleFetch("/console/sign-in", "");
+  const login = form.cookies.find((c) => c.startsWith("tg_console_login="))!.split(";")[0]!;
+  const csrf = /name="csrf" value="([^"]*)"/.exec(form.text)?.[1] ?? "";
+  const signedIn = await consoleFetch("/console/sign-in", login, {
+    csrf,
+    next: "/console",
+    api_key: key,
+  });
+  expect(signedIn.status).toBe(303);
+  return signedIn.cookies.find((c) => c.startsWith("tg_console="))!.split(";")[0]!;
+}
 
 describe("lookup tool whose status lookups kept failing", () => {
   it("keeps looking up on the late schedule; the late lookup finds the effect: succeeded, one write", async () => {
