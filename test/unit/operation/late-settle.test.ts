@@ -2,7 +2,7 @@
 // keeps resending with the same key on the late schedule, a lookup tool keeps looking up; the model
 // is told it is being settled; a person's verdict stops it; the key's window ends it (a person then).
 import { describe, expect, it } from "vitest";
-import { transition, type OperationPlan } from "../../../src/domain/operation/index.ts";
+import { isSettled, transition, type OperationPlan } from "../../../src/domain/operation/index.ts";
 import { DEFAULT_SETTLE_SCHEDULE_MS } from "../../../src/domain/retry-late.ts";
 import { lost, NOT_APPLIED, plan, play, says, type Item } from "./fixtures.ts";
 
@@ -34,6 +34,8 @@ describe("keyed write: attempts spent while the outcome is unknown", () => {
     expect(told.message).toMatch(/toolgate_check_status/);
     expect(told.message).toMatch(/same idempotency key/);
     expect(told.message).not.toMatch(NOT_APPLIED);
+    // The caller can stop waiting: hours of settling are not a wait (check_status learns the end).
+    expect(isSettled(run.state)).toBe(true);
   });
 
   it("the late resend uses the same attempt chain and key; its success settles it and leaves the list", () => {
