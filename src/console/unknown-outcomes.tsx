@@ -1,8 +1,8 @@
 // /console/unknown-outcomes: writes whose outcome toolgate could not prove and has no automatic way
 // left to settle, or that it still settles late by itself (issue 24), from TenantObject.listUnknowns,
 // one card each (unknown-card.tsx) with a form for a person's verdict (verdict-form.tsx, checked
-// by verdict.ts). Needs operations:resolve, for GET and POST. A form that does not parse is shown again with its values and the error (400); a verdict
-// taken redirects with a flash (303).
+// by verdict.ts). Needs operations:resolve, for GET and POST. A form that does not parse is shown
+// again with its values and the error (400); a verdict taken redirects with a flash (303).
 import type { Context } from "hono";
 import type { OperationView } from "../durable/operation/contracts.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";

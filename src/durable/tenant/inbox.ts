@@ -192,9 +192,10 @@ export class Inbox {
 
   /**
    * Operations whose outcome only a person can settle, or that settle late by themselves (issue 24:
-   * `settling`, from the operation), oldest first (the details live with each operation). Each candidate is checked with its operation before it counts toward `limit`: a row
-   * whose operation has moved on (a close not delivered yet, or lost before the outbox existed) is
-   * closed here and skipped, so stale rows can never fill the page and hide one that really waits.
+   * `settling`, from the operation), oldest first (the details live with each operation). Each
+   * candidate is checked with its operation before it counts toward `limit`: a row whose operation
+   * has moved on (a close not delivered yet, or lost before the outbox existed) is closed here and
+   * skipped, so stale rows can never fill the page and hide one that really waits.
    * An operation that cannot be asked is listed (it may still wait).
    */
   async listUnknowns(limit: number): Promise<
