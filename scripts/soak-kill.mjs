@@ -38,6 +38,10 @@ const RETRY = {
   max_elapsed_ms: 60_000,
 };
 
+/** The late schedule, compressed: 1 s, 2 s, then every 5 s (the default is 1 min, 5 min, 30 min, 2 h, 6 h). */
+const SETTLE_SCHEDULE = "1000,2000,5000";
+const people = {};
+
 const state = mkdtempSync(join(tmpdir(), "toolgate-soak-kill-"));
 const up = await startUpstream(PORT - 1);
 const events = {};
@@ -48,7 +52,8 @@ const start = () =>
   startWrangler({
     port: PORT,
     inspectorPort: PORT + 1,
-    vars: DEV_VARS,
+    // Late settlement (issue 24) on real alarms: its schedule compressed from minutes to seconds.
+    vars: { ...DEV_VARS, TOOLGATE_SETTLE_SCHEDULE_MS: SETTLE_SCHEDULE },
     persistTo: join(state, "toolgate"),
     quiet: true,
   });
@@ -292,6 +297,7 @@ async function conversation(plan) {
       const view = (await api("GET", `/v1/operations/${op.operationId}?wait=2`, key)).body;
       see(view?.result);
       if (view?.phase === "recorded") break;
+      if (view?.phase === "outcome_unknown" && (view.settling ?? null) === null) break;
     }
   }
   await Promise.all(claims);
@@ -303,6 +309,7 @@ async function conversation(plan) {
       finals,
       `${op.kind}:${view.result.status}${view.result.code ? `/${view.result.code}` : ""}`,
     );
+    if (view.phase === "outcome_unknown" && (view.settling ?? null) === null) bump(people, op.kind);
     op.plan.faults.forEach((fault) => bump(faults, faultName(fault)));
     bump(events, "upstream effects", l.effects.length);
     bump(events, "write requests", l.requests.filter((r) => r.method === "POST").length);
@@ -339,6 +346,7 @@ console.log(`kinds: ${showTally(kinds)}`);
 console.log(`final: ${showTally(finals)}`);
 console.log(`faults scripted: ${showTally(faults)}`);
 console.log(`events: ${showTally(events)}`);
+console.log(`needing a person: keyed=${people.keyed ?? 0} (${showTally(people) || "none"})`);
 if (problems.length > 0) {
   console.log(`\n${problems.length} violations (replay: SOAK_SEED=${SEED} SOAK_KILL_OPS=${OPS}):`);
   for (const p of problems) console.log(`  ${p}`);

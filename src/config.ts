@@ -6,6 +6,7 @@ import { z } from "zod";
 import { err, ok, type Result } from "./domain/result.ts";
 import { DEFAULT_RETRY_BUDGET, type RetryBudgetConfig } from "./domain/retry-budget.ts";
 import type { Price } from "./domain/pricing.ts";
+import { DEFAULT_SETTLE_SCHEDULE_MS } from "./domain/retry-late.ts";
 
 export type DeploymentVars = {
   /** Secret: bearer token for the API until per-tenant keys exist. */
@@ -33,6 +34,11 @@ export type DeploymentVars = {
    * (default 0.1, on top of a floor of 10 retries per 10 s); "off" turns the retry budget off.
    */
   TOOLGATE_RETRY_BUDGET_RATIO?: string;
+  /**
+   * Late settlement's schedule (domain/retry-late.ts): comma-separated gaps in ms between late
+   * tries, the last repeating (default 1 min, 5 min, 30 min, 2 h, 6 h). Tests compress it.
+   */
+  TOOLGATE_SETTLE_SCHEDULE_MS?: string;
   /** OpenTelemetry collector base URL: recorded operations' spans are pushed to {it}/v1/traces. */
   OTEL_EXPORTER_OTLP_ENDPOINT?: string;
   /** Secret: headers for the collector, `name=value,name2=value2` (OTLP exporter convention). */
@@ -137,6 +143,34 @@ export function retryBudgetConfig(env: DeploymentVars): RetryBudgetConfig | null
     }),
   );
   return DEFAULT_RETRY_BUDGET;
+}
+
+/** At most this many gaps; each at least 1 s (a late try per second would be a retry storm). */
+const SETTLE_SCHEDULE_MAX_GAPS = 20;
+const SETTLE_GAP_MIN_MS = 1_000;
+
+/**
+ * TOOLGATE_SETTLE_SCHEDULE_MS, frozen into each new operation's plan. Unset or "": the default. A
+ * value that is not a list of 1–20 whole numbers of ms ≥ 1000 is a deployment error that keeps the
+ * default (logged): late tries never run faster than configured by mistake.
+ */
+export function settleScheduleMs(env: DeploymentVars): readonly number[] {
+  const raw = (env.TOOLGATE_SETTLE_SCHEDULE_MS ?? "").trim();
+  if (raw === "") return DEFAULT_SETTLE_SCHEDULE_MS;
+  const gaps = raw.split(",").map((part) => Number(part.trim()));
+  if (
+    gaps.length <= SETTLE_SCHEDULE_MAX_GAPS &&
+    gaps.every((gap) => Number.isSafeInteger(gap) && gap >= SETTLE_GAP_MIN_MS)
+  )
+    return gaps;
+  console.error(
+    JSON.stringify({
+      level: "error",
+      event: "toolgate.misconfigured",
+      detail: `TOOLGATE_SETTLE_SCHEDULE_MS must be 1-${SETTLE_SCHEDULE_MAX_GAPS} comma-separated whole numbers of ms >= ${SETTLE_GAP_MIN_MS}; keeping ${DEFAULT_SETTLE_SCHEDULE_MS.join(",")}`,
+    }),
+  );
+  return DEFAULT_SETTLE_SCHEDULE_MS;
 }
 
 const PriceTable = z.record(

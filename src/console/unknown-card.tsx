@@ -6,7 +6,7 @@ import type { OperationView } from "../durable/operation/contracts.ts";
 import type { NotificationState } from "../durable/tenant/notifications.ts";
 import { Attempts } from "./attempts.tsx";
 import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
-import { ago, notificationText } from "./format.ts";
+import { ago, notificationText, utc } from "./format.ts";
 import { Badge } from "./timeline.tsx";
 import { ResolveForm } from "./verdict-form.tsx";
 import type { FormState } from "./verdict.ts";
@@ -71,6 +71,7 @@ export const UnknownCard = ({
             {view.idempotency_key}
           </Fact>
           <Fact label="Sending again">{SAFETY_TEXT[view.repeat_safety]}</Fact>
+          {view.settling && <SettlingFact settling={view.settling} />}
         </Facts>
         <h3>Attempts and what the upstream said</h3>
         <Attempts events={item.events} />
@@ -85,3 +86,18 @@ export const UnknownCard = ({
     </article>
   );
 };
+
+/** Issue 24: "settling by itself — next try at …, until …"; a person's verdict still wins. */
+const SettlingFact = ({ settling }: { settling: NonNullable<OperationView["settling"]> }) => (
+  <Fact label="Settling by itself">
+    {settling.next_try_at ? (
+      <>
+        next try at <time datetime={settling.next_try_at}>{utc(settling.next_try_at)}</time>
+      </>
+    ) : (
+      "a try is in flight now"
+    )}
+    , until <time datetime={settling.until}>{utc(settling.until)}</time>; then a person decides.
+    Your verdict stops it.
+  </Fact>
+);

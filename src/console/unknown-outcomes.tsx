@@ -1,8 +1,8 @@
 // /console/unknown-outcomes: writes whose outcome toolgate could not prove and has no automatic way
-// left to settle (TenantObject.listUnknowns), one card each (unknown-card.tsx) with a form for a
-// person's verdict (verdict-form.tsx, checked by verdict.ts). Needs operations:resolve, for GET and
-// POST. A form that does not parse is shown again with its values and the error (400); a verdict
-// taken redirects with a flash (303).
+// left to settle, or that it still settles late by itself (issue 24), from TenantObject.listUnknowns,
+// one card each (unknown-card.tsx) with a form for a person's verdict (verdict-form.tsx, checked
+// by verdict.ts). Needs operations:resolve, for GET and POST. A form that does not parse is shown
+// again with its values and the error (400); a verdict taken redirects with a flash (303).
 import type { Context } from "hono";
 import type { OperationView } from "../durable/operation/contracts.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";
@@ -61,9 +61,9 @@ async function showList(c: Context<ConsoleEnv>, form: FormState | null = null) {
     <>
       <h1>Unknown outcomes</h1>
       <p class="lede">
-        Writes that may or may not have happened upstream, and that toolgate cannot settle by
-        itself. Check the upstream system, then record what happened: the agent gets exactly that
-        answer.
+        Writes that may or may not have happened upstream: those toolgate cannot settle by itself,
+        and those it is still settling by itself (a verdict here stops that). Check the upstream
+        system, then record what happened: the agent gets exactly that answer.
       </p>
       <FlashBox flash={stored} />
       {items.length === 0 ? (

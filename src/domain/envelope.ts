@@ -3,6 +3,7 @@
 // do, because the model will act on them: refusals say "do not retry; tell the user".
 import type { RepeatSafety } from "./classify.ts";
 import type { OperationState } from "./operation/index.ts";
+import { settlingUntilMs } from "./operation/view.ts";
 
 export type ModelStatus =
   | "succeeded"
@@ -57,6 +58,17 @@ export function envelopeFor(
   state: OperationState,
   safety: RepeatSafety,
 ): Envelope {
+  // Settling late by itself (retry-late.ts), through its tries too: one steady, true answer.
+  const untilMs = settlingUntilMs(state);
+  if (untilMs !== null && state.phase !== "recorded" && "code" in state)
+    return refusal("outcome_unknown", operationId, state.code, settlingText(safety, untilMs));
+  if (untilMs !== null && state.phase === "executing" && state.mayHaveApplied)
+    return refusal(
+      "outcome_unknown",
+      operationId,
+      state.mayHaveApplied.code,
+      settlingText(safety, untilMs),
+    );
   switch (state.phase) {
     case "awaiting_lock":
       return refusal(
@@ -120,6 +132,16 @@ export function envelopeFor(
   }
 }
 
+/** What the model is told while toolgate settles an unknown outcome late by itself (never "it did not happen"). */
+export function settlingText(safety: RepeatSafety, untilMs: number): string {
+  const until = isoUtc(untilMs);
+  const how =
+    safety === "keyed"
+      ? "toolgate keeps settling it by itself, sending it again only with the same idempotency key (so it cannot take effect twice)"
+      : "toolgate keeps settling it by itself, asking the tool's status lookup";
+  return `It is not yet known whether this took effect: the tool did not answer clearly, and ${how} until ${until}. Do not retry. Tell the user it is being settled; learn the result later with toolgate_check_status and this operation_id.`;
+}
+
 const WAITING_FOR_PERSON: Record<RepeatSafety, string> = {
   keyed:
     "toolgate could not confirm whether this reached the tool and took effect. It will not repeat it except with the same idempotency key, and only if a person decides so; a person is checking. Do not retry; tell the user it is being checked.",
@@ -158,3 +180,24 @@ export const RUN_TEXT = {
   toolBusy:
     "toolgate could not read this call's state just now; it may be running. Wait for its result; do not call it again.",
 } as const;
+
+/** `ms` since the epoch as ISO 8601 UTC to the second (pure: civil-from-days, Howard Hinnant's algorithm). */
+export function isoUtc(ms: number): string {
+  const seconds = Math.floor(ms / 1000);
+  const days = Math.floor(seconds / 86_400);
+  const rest = seconds - days * 86_400;
+  const z = days + 719_468;
+  const era = Math.floor(z / 146_097);
+  const doe = z - era * 146_097;
+  const yoe = Math.floor(
+    (doe - Math.floor(doe / 1460) + Math.floor(doe / 36_524) - Math.floor(doe / 146_096)) / 365,
+  );
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const day = doy - Math.floor((153 * mp + 2) / 5) + 1;
+  const month = mp < 10 ? mp + 3 : mp - 9;
+  const year = yoe + era * 400 + (month <= 2 ? 1 : 0);
+  const two = (n: number) => String(n).padStart(2, "0");
+  const time = `${two(Math.floor(rest / 3600))}:${two(Math.floor((rest % 3600) / 60))}:${two(rest % 60)}`;
+  return `${String(year).padStart(4, "0")}-${two(month)}-${two(day)}T${time}Z`;
+}

@@ -215,7 +215,7 @@ const ROUTES: Route[] = [
     method: "get",
     path: "/v1/operations/{operation_id}",
     summary:
-      "Read or long-poll one operation; verify=1 checks its trace's hash chain; 410 operation_pruned after retention",
+      "Read or long-poll one operation (`settling`: {next_try_at, until} while an unknown outcome settles late by itself); verify=1 checks its trace's hash chain; 410 operation_pruned after retention",
     auth: "runs:read",
     query: ["wait", "verify"],
   },
@@ -257,7 +257,7 @@ const ROUTES: Route[] = [
     method: "get",
     path: "/v1/unknown-outcomes",
     summary:
-      "Operations waiting for a person's verdict (outcome_unknown with no automatic way left), oldest first",
+      "Unknown outcomes for people, oldest first: those waiting for a person's verdict (settling: null) and those settling late by itself (settling: {next_try_at, until}; a verdict stops it)",
     auth: "operations:resolve",
     query: ["limit"],
   },

@@ -35,7 +35,7 @@ async function decide(
   return c.json(unwrap(await operationStub(c, operationId).decide(tenantId, decision)));
 }
 
-/** Operations only a person can settle now (outcome_unknown, no automatic way left), oldest first. */
+/** Unknown outcomes for people, oldest first: only a person can settle them, or (`settling`) they settle late by themselves. */
 export const unknownOutcomeRoutes = new Hono<AppEnv>().get("/", async (c) => {
   const tenantId = requireScope(c, "operations:resolve");
   const limit = Number(c.req.query("limit") ?? 100);

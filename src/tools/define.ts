@@ -9,6 +9,7 @@ import { toStrictSchema } from "../providers/strict-schema.ts";
 import { checkRedact } from "./manifest/compile.ts";
 import { resourceKeyFor } from "./manifest/url.ts";
 import { DEFAULT_RETRY, type RetryPolicy } from "../domain/retry.ts";
+import { DEFAULT_KEY_TTL_MS, MAX_KEY_TTL_MS, MIN_KEY_TTL_MS } from "../domain/retry-late.ts";
 import type { IdempotencyMode } from "../domain/classify.ts";
 import type { OperationScope, Risk } from "../domain/identity.ts";
 import type { ApprovalRule, Limit, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
@@ -19,7 +20,8 @@ export type ToolDefinition<I extends z.ZodObject> = {
   input: I;
   output?: z.ZodType;
   risk: Risk;
-  idempotency?: { mode: IdempotencyMode; header?: string };
+  /** `keyTtlMs`: how long the upstream keeps a key (default 24 h), the window of late settlement. */
+  idempotency?: { mode: IdempotencyMode; header?: string; keyTtlMs?: number };
   request: (input: z.infer<I>, ctx: RequestContext) => ReturnType<RequestBuilder>;
   /** Tenant secrets the request uses (ctx.secrets). */
   secrets?: string[];
@@ -59,6 +61,18 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     throw new Error(
       `defineTool ${def.name}: deployment secrets are never readable by tools (${reserved.join(", ")})`,
     );
+  const keyTtlMs = def.idempotency?.keyTtlMs;
+  if (
+    keyTtlMs !== undefined &&
+    (!Number.isSafeInteger(keyTtlMs) || keyTtlMs < MIN_KEY_TTL_MS || keyTtlMs > MAX_KEY_TTL_MS)
+  )
+    throw new Error(
+      `defineTool ${def.name}: idempotency.keyTtlMs must be a whole number of ms in [${MIN_KEY_TTL_MS}, ${MAX_KEY_TTL_MS}]`,
+    );
+  if (keyTtlMs !== undefined && (def.risk === "read" || (mode === "none" && !def.reconcile)))
+    throw new Error(
+      `defineTool ${def.name}: idempotency.keyTtlMs applies only to a write with an idempotency key or a status lookup (reconcile)`,
+    );
   const inputJsonSchema = closeSchema(z.toJSONSchema(def.input) as Record<string, unknown>);
   return {
     name: def.name,
@@ -89,6 +103,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     limits: def.limits ?? {},
     timeoutMs: def.timeoutMs ?? 10_000,
     reconcileSettleMs: def.reconcileSettleMs ?? def.timeoutMs ?? 10_000,
+    keyTtlMs: keyTtlMs ?? DEFAULT_KEY_TTL_MS,
     retry: { ...DEFAULT_RETRY, ...def.retry },
     cost: def.cost ?? 1,
     redact: def.redact ?? [],

@@ -81,6 +81,11 @@ export type ToolSpec = {
   timeoutMs: number;
   /** How long after an ambiguous attempt's timeout a status lookup's 404 is still "not yet" (DESIGN: settle window). */
   reconcileSettleMs: number;
+  /**
+   * How long the upstream keeps an idempotency key (manifest `idempotency.key_ttl_ms`, default
+   * 24 h): the window a late resend with the same key (or a late lookup) stays safe in.
+   */
+  keyTtlMs: number;
   retry: RetryPolicy;
   cost: number;
   /** JSON Pointers (RFC 6901) redacted from every copy outside the frozen input (domain/redact.ts). */

@@ -143,6 +143,43 @@ describe("retry budget per tenant and upstream host", () => {
     }
   }, 120_000);
 
+  it("a late resend (issue 24) is counted by the budget: deferred, never dropped, when it is spent; sent once there is room", async () => {
+    const up = upstream();
+    const { tenant, propose, settle, events } = await scenario(up, { max_attempts: 1 });
+    await up.script({ kind: "status", status: 503 });
+    const [id] = await propose(1);
+    const settling = (await settle(id!)).body;
+    expect(settling).toMatchObject({
+      phase: "outcome_unknown",
+      settling: { until: expect.any(String) },
+    });
+    // Another caller spent this tenant's budget for the host.
+    type Spender = { spend(nowMs: number): Promise<{ ok: boolean }> };
+    const stub = budgetOf(tenant.tenantId) as unknown as DurableObjectStub;
+    await runInDurableObject(stub, async (instance: unknown) => {
+      for (let i = 0; i < 100; i++) if (!(await (instance as Spender).spend(Date.now())).ok) return;
+    });
+    expect(await fireAlarm(id!)).toBe(true);
+    expect((await up.state()).requests).toHaveLength(1); // nothing sent
+    const deferred = (await settle(id!)).body;
+    expect(deferred).toMatchObject({
+      phase: "outcome_unknown",
+      settling: { until: settling.settling.until },
+    });
+    expect(deferred.result).toEqual(settling.result); // the model's answer unchanged
+    expect((await events(id!)).filter((e) => e.type === "retry_deferred")).toEqual([
+      expect.objectContaining({ state: "outcome_unknown", reason: "retry_budget" }),
+    ]);
+    // The window passes (eviction forgets it): the late resend goes out, same key, one effect.
+    await evictDurableObject(budgetOf(tenant.tenantId)).catch(() => {});
+    expect(await fireAlarm(id!)).toBe(true);
+    expect((await settle(id!)).body.result.status).toBe("succeeded");
+    const state = await up.state();
+    expect(state.requests).toHaveLength(2);
+    expect(new Set(state.requests.map((r) => r.key)).size).toBe(1);
+    expect(state.effects).toHaveLength(1);
+  });
+
   it.each([
     ["throws", () => Promise.reject(new Error("budget object down"))],
     ["never answers", () => new Promise(() => {})],

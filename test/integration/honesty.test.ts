@@ -74,13 +74,18 @@ describe("(a) keyed write: commit, then timeout, then 503 until exhaustion", () 
     expect(final.body.result.message).toMatch(/same idempotency key/);
     const polled = await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`);
     expect(JSON.stringify([final.body, polled.body])).not.toMatch(NOT_APPLIED);
-    expect(await fireAlarm(operationId)).toBe(false); // a person decides now
+    expect((await trace(runId)).filter((e) => e.type === "recorded")).toEqual([]);
 
+    // Attempts spent, but the key settles it late (issue 24): the resend gets the stored replay.
+    expect(await fireAlarm(operationId)).toBe(true);
     const state = await up.state();
     expect(state.effects).toHaveLength(1);
-    expect(state.requests).toHaveLength(3);
+    expect(state.requests).toHaveLength(4);
     expect(new Set(state.requests.map((r) => r.key)).size).toBe(1);
-    expect((await trace(runId)).filter((e) => e.type === "recorded")).toEqual([]);
+    expect((await operation(operationId)).body.result).toMatchObject({
+      status: "succeeded",
+      result: { id: state.effects[0]!.id },
+    });
   });
 
   it("(f) a person's resend sends once more with the same key: one more request, still one effect", async () => {

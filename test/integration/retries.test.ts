@@ -155,9 +155,13 @@ describe("retries", () => {
     expect(final.body).toMatchObject({
       phase: "outcome_unknown",
       result: { status: "outcome_unknown", code: "connection_lost" },
+      settling: { next_try_at: expect.any(String) },
     });
     expect(final.body.result.message).not.toMatch(/did not take effect/);
-    expect(await fireAlarm(operationId)).toBe(false);
+    // Settled late by itself (issue 24): a resend with the same key once the upstream is back.
+    expect(await fireAlarm(operationId)).toBe(true);
+    expect((await operation(operationId)).body.result.status).toBe("succeeded");
+    expect((await up.state()).effects).toHaveLength(1);
     void runId;
   });
 
@@ -173,8 +177,14 @@ describe("retries", () => {
     const final = await operation(operationId);
     expect(final.body.phase).toBe("outcome_unknown");
     expect(final.body.result).toMatchObject({ status: "outcome_unknown", code: "timeout_unknown" });
-    expect(await fireAlarm(operationId)).toBe(false); // nothing automatic left: a person resolves it
-    expect((await up.state()).effects).toHaveLength(1);
+    // Attempts spent: the late resend with the same key gets the stored result (issue 24).
+    expect(await fireAlarm(operationId)).toBe(true);
+    const state = await up.state();
+    expect((await operation(operationId)).body.result).toMatchObject({
+      status: "succeeded",
+      result: { id: state.effects[0]!.id },
+    });
+    expect(state.effects).toHaveLength(1);
     void runId;
   });
 });

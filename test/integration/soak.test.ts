@@ -96,7 +96,7 @@ function toolFor(op: OpPlan, url: string) {
 }
 
 type Counts = {
-  tallies: Record<"kinds" | "final" | "faults" | "events", Tally>;
+  tallies: Record<"kinds" | "final" | "faults" | "events" | "people", Tally>;
   maxRounds: number;
 };
 type Tracked = {
@@ -257,12 +257,17 @@ async function conversation(
   }
 
   // Drive to quiescence: fire what waits for an alarm, long-poll what is in flight, abort at random.
+  // A turn is settled for the model while an operation settles late by itself (issue 24): the
+  // driver goes on firing its alarms (the late schedule, compressed to "now") until it is recorded
+  // or needs a person.
   const settled = async () => {
     const polled = await Promise.all(
       turns.map((id) => api("GET", `/v1/runs/${runId}/turns/${id}?format=native`)),
     );
     polled.forEach((res) => (res.body.results as Envelope[]).forEach(see));
-    return polled.every((res) => res.body.status === "settled");
+    if (!polled.every((res) => res.body.status === "settled")) return false;
+    const views = await Promise.all(tracked.map((op) => operation(op.operationId)));
+    return views.every((view) => (view.body.settling ?? null) === null);
   };
   let rounds = 0;
   for (; rounds < MAX_ROUNDS && !(await settled()); rounds++) {
@@ -357,6 +362,9 @@ async function conversation(
       counts.tallies.final,
       `${op.kind}:${view.result.status}${view.result.code ? `/${view.result.code}` : ""}`,
     );
+    // The people queue: unknown outcomes nothing automatic will settle (settling late is not one).
+    if (view.phase === "outcome_unknown" && (view.settling ?? null) === null)
+      bump(counts.tallies.people, op.kind);
     if (op.scripted > 0) {
       op.plan.faults.forEach((fault) => bump(counts.tallies.faults, faultName(fault)));
       bump(events, "faults scripted", op.scripted);
@@ -408,7 +416,7 @@ it(
     const records: OpRecord[] = [];
     const problems: string[] = [];
     const counts: Counts = {
-      tallies: { kinds: {}, final: {}, faults: {}, events: {} },
+      tallies: { kinds: {}, final: {}, faults: {}, events: {}, people: {} },
       maxRounds: 0,
     };
     await pool(plans, CONCURRENCY, (plan) => conversation(plan, records, problems, counts));
@@ -422,6 +430,7 @@ it(
         `  final status:       ${showTally(counts.tallies.final)}`,
         `  faults scripted:    ${showTally(counts.tallies.faults)}`,
         `  events:             ${showTally(counts.tallies.events)}`,
+        `  needing a person:   keyed=${counts.tallies.people.keyed ?? 0} (unknown outcomes only a person can settle: ${showTally(counts.tallies.people) || "none"})`,
         problems.length === 0
           ? "  invariants: all held"
           : `  VIOLATIONS (${problems.length}):\n    ${problems.join("\n    ")}`,

@@ -11,6 +11,7 @@ import {
   record,
   retryScheduledEvent,
   scheduleRetry,
+  settleLate,
   startLookup,
   stayUnknown,
   unknownEvent,
@@ -83,7 +84,7 @@ export function afterAttempt(
       if (retry.kind === "exhausted") {
         const outcome = exhaustedOutcome(retry.budget, decision.reason);
         return ambiguity
-          ? stayUnknown(state, ambiguity, outcome, decision.reason, plan, nowMs, [finished])
+          ? settleLate(state, ambiguity, outcome, decision.reason, plan, nowMs, [finished])
           : record(state.attempt, outcome, "attempt", nowMs, [finished]);
       }
       return scheduleRetry(state, retry, decision.reason, ambiguity, nowMs, [finished]);
@@ -113,7 +114,7 @@ export function afterAttempt(
       if (decision.reconcile === "resend") {
         const retry = nextRetry(plan, state, nowMs, null);
         if (retry.kind === "exhausted")
-          return stayUnknown(
+          return settleLate(
             state,
             ambiguity,
             exhaustedOutcome(retry.budget, decision.reason),

@@ -20,4 +20,4 @@ export {
   WATCHDOG_GRACE_MS,
 } from "./steps.ts";
 export { transition } from "./transition.ts";
-export { isSettled, nextDueAtMs, stateAlarmAtMs } from "./view.ts";
+export { isSettled, nextDueAtMs, settlingUntilMs, stateAlarmAtMs } from "./view.ts";

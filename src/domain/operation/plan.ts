@@ -4,6 +4,7 @@
 // status, the policy version and the clock. Also the refusal of a changed input under the same id.
 import type { ToolSpec } from "../../tools/spec.ts";
 import { refusal, type Envelope } from "../envelope.ts";
+import { DEFAULT_SETTLE_SCHEDULE_MS } from "../retry-late.ts";
 import type { FrozenInput } from "../turn/turn.ts";
 import { idempotencyTrust, type VerificationStatus } from "../verification.ts";
 import type { OperationPlan } from "./state.ts";
@@ -27,6 +28,7 @@ export function planOperation(
   verified: VerificationStatus | null,
   requireVerified: boolean,
   nowMs: number,
+  settleScheduleMs: readonly number[] = DEFAULT_SETTLE_SCHEDULE_MS,
 ): OperationPlan {
   const rule = spec.approval;
   // Frozen with the plan: a tool whose key is not verified is flagged, or (policy on) never resent.
@@ -46,6 +48,10 @@ export function planOperation(
     hasLookup: trust.hasLookup,
     ...(trust.unverified ? { unverified: trust.unverified } : {}),
     settleMs: spec.reconcileSettleMs,
+    // Late settlement (retry-late.ts) only where a late try is harmless: the same key, or a lookup.
+    ...(trust.safety === "keyed" || trust.hasLookup
+      ? { lateSettle: { keyTtlMs: spec.keyTtlMs, scheduleMs: [...settleScheduleMs] } }
+      : {}),
     approval:
       policyVersion === null
         ? null

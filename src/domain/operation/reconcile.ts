@@ -5,7 +5,16 @@
 import type { LookupObservation } from "../observation.ts";
 import { nextDelayMs } from "../retry.ts";
 import { err, ok, type Result } from "../result.ts";
-import { exhaustedOutcome, nextRetry, record, scheduleRetry, startAttempt } from "./steps.ts";
+import { planLateTry } from "../retry-late.ts";
+import {
+  exhaustedOutcome,
+  nextRetry,
+  record,
+  scheduleRetry,
+  settleEndedEvent,
+  settleScheduledEvent,
+  startAttempt,
+} from "./steps.ts";
 import type {
   OperationEvent,
   OperationPlan,
@@ -35,6 +44,7 @@ export function afterLookup(
     ambiguousAtMs: state.ambiguousAtMs,
     lookups: state.lookups,
     ifNotApplied: state.ifNotApplied,
+    ...(state.settleUntilMs === undefined ? {} : { settleUntilMs: state.settleUntilMs }),
   };
   switch (observed.kind) {
     case "found":
@@ -78,11 +88,36 @@ export function afterLookup(
     }
     case "inconclusive": {
       if (state.lookups >= plan.retry.maxAttempts) {
+        // Its lookups ran out: keep looking up on the late schedule (retry-late.ts) while the
+        // window lasts; then, or for a plan frozen without it, a person decides.
+        const late = plan.lateSettle
+          ? planLateTry({
+              settle: plan.lateSettle,
+              firstAttemptAtMs: state.firstAttemptAtMs,
+              timeoutMs: plan.timeoutMs,
+              nowMs: Math.max(nowMs, state.settleSlotMs ?? nowMs),
+            })
+          : null;
+        if (late?.kind === "try")
+          return {
+            state: {
+              ...base,
+              reconcile: "lookup",
+              dueAtMs: late.atMs,
+              reason: observed.detail,
+              settleUntilMs: late.untilMs,
+            },
+            effects: [{ kind: "set_alarm", atMs: late.atMs }],
+            trace: [finished, settleScheduledEvent(late.atMs, late.untilMs, nowMs)],
+            changed: true,
+          };
+        const { settleUntilMs: _ended, ...rest } = base;
         return {
-          state: { ...base, reconcile: "human", dueAtMs: null, reason: observed.detail },
+          state: { ...rest, reconcile: "human", dueAtMs: null, reason: observed.detail },
           effects: [{ kind: "clear_alarm" }],
           trace: [
             finished,
+            ...(late ? [settleEndedEvent(late.untilMs, nowMs)] : []),
             { type: "outcome_unknown", at_ms: nowMs, code: state.code, reconcile: "human" },
           ],
           changed: true,

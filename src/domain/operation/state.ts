@@ -5,6 +5,7 @@
 import type { RepeatSafety, UnknownCode } from "../classify.ts";
 import type { LookupObservation, Observation } from "../observation.ts";
 import type { RetryPolicy } from "../retry.ts";
+import type { LateSettle } from "../retry-late.ts";
 import type { IdempotencyTrust } from "../verification.ts";
 
 export type ApprovalRequest = {
@@ -44,6 +45,12 @@ export type OperationPlan = {
    * `enforced`: `safety` was lowered for it. Absent in plans frozen before verification existed.
    */
   unverified?: IdempotencyTrust["unverified"];
+  /**
+   * Late settlement (domain/retry-late.ts): once the attempts of a keyed write (or the lookups of a
+   * tool with a status lookup) ran out while the outcome is unknown, toolgate keeps trying on this
+   * schedule until the key's window ends. Absent in plans frozen before it existed (a person decides).
+   */
+  lateSettle?: LateSettle;
 };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
@@ -78,6 +85,10 @@ export type OperationState =
       firstAttemptAtMs: number;
       cancelRequested: boolean;
       mayHaveApplied: Ambiguity | null;
+      /** A late try (retry-late.ts): the operation keeps settling by itself until then. */
+      settleUntilMs?: number;
+      /** The late schedule's slot this try was started for (the next one comes after it). */
+      settleSlotMs?: number;
     }
   | {
       phase: "retry_scheduled";
@@ -103,6 +114,11 @@ export type OperationState =
       lookups: number;
       reason: string;
       ifNotApplied: Outcome | null;
+      /**
+       * Settling by itself (retry-late.ts): the next late try is at `dueAtMs`, none after this
+       * (the key's window). Absent: not settling late (a first resend or lookup, or a person decides).
+       */
+      settleUntilMs?: number;
     }
   | {
       phase: "reconciling";
@@ -113,6 +129,10 @@ export type OperationState =
       lookups: number;
       startedAtMs: number;
       ifNotApplied: Outcome | null;
+      /** A late lookup (retry-late.ts): the operation keeps settling by itself until then. */
+      settleUntilMs?: number;
+      /** The late schedule's slot this lookup was started for (the next one comes after it). */
+      settleSlotMs?: number;
     }
   | {
       phase: "recorded";
@@ -190,8 +210,11 @@ export type Effect =
   /** Ask plan.resource's lock for the lease (idempotent), or give it back once the outcome is settled. */
   | { kind: "acquire_lock" }
   | { kind: "release_lock" }
-  /** The operation started or stopped waiting for a person's verdict (the tenant's unknown-outcomes list). */
-  | { kind: "needs_person"; open: boolean };
+  /**
+   * The operation joined or left the tenant's unknown-outcomes list: `person`, it waits for a
+   * person's verdict; otherwise it is listed as settling by itself (a person may still decide).
+   */
+  | { kind: "needs_person"; open: boolean; person: boolean };
 
 export type TraceEvent = { type: string; at_ms: number; [field: string]: unknown };
 

@@ -3,12 +3,15 @@
 // yet sent is refused outright; once an attempt may have applied, a stop only forbids further
 // sends and the operation stays outcome_unknown until a lookup or a person settles it.
 import { planDeferral } from "../retry-deferral.ts";
+import { fitsWindow } from "../retry-late.ts";
 import {
   ambiguityOf,
   CANCELLED,
   closeApproval,
   exhaustedOutcome,
   record,
+  settleLate,
+  settleWindowEnded,
   stayUnknown,
   unchanged,
 } from "./steps.ts";
@@ -129,8 +132,14 @@ export function onRetryDeferred(
     !(state.phase === "outcome_unknown" && state.reconcile === "resend")
   )
     return unchanged(state);
+  // A late resend (retry-late.ts) is deferred, never dropped, within the key's window instead of
+  // the elapsed budget (long spent by then); past the window a person decides.
+  const settleUntilMs = state.phase === "outcome_unknown" ? state.settleUntilMs : undefined;
   const deferral = planDeferral({
-    policy: plan.retry,
+    policy:
+      settleUntilMs === undefined
+        ? plan.retry
+        : { ...plan.retry, maxElapsedMs: Number.POSITIVE_INFINITY },
     operationId: plan.operationId,
     attempt: state.attempt,
     firstAttemptAtMs: state.firstAttemptAtMs,
@@ -145,6 +154,14 @@ export function onRetryDeferred(
     detail: event.detail,
     ...(deferral.kind === "defer" ? { due_at_ms: deferral.dueAtMs } : { exhausted: "elapsed" }),
   };
+  if (
+    state.phase === "outcome_unknown" &&
+    settleUntilMs !== undefined &&
+    (deferral.kind !== "defer" || !fitsWindow(deferral.dueAtMs, plan.timeoutMs, settleUntilMs))
+  ) {
+    const ended = settleWindowEnded(state, settleUntilMs, nowMs);
+    return { ...ended, trace: [{ ...deferred, exhausted: "window" }, ...ended.trace] };
+  }
   if (deferral.kind === "defer")
     return {
       state: { ...state, dueAtMs: deferral.dueAtMs },
@@ -155,6 +172,6 @@ export function onRetryDeferred(
   const ambiguity = state.phase === "retry_scheduled" ? state.mayHaveApplied : ambiguityOf(state);
   const outcome = exhaustedOutcome("elapsed", state.reason);
   return ambiguity
-    ? stayUnknown(state, ambiguity, outcome, state.reason, plan, nowMs, [deferred])
+    ? settleLate(state, ambiguity, outcome, state.reason, plan, nowMs, [deferred])
     : record(state.attempt, outcome, "attempt", nowMs, [deferred]);
 }

@@ -4,6 +4,7 @@
 // is in flight (compare-and-set on attempt number); `recorded` is terminal and absorbs every later
 // event; once any attempt may have applied, no outcome saying it did not is recorded without proof.
 import { err, ok, type Result } from "../result.ts";
+import { fitsWindow } from "../retry-late.ts";
 import { unverifiedTraceDetail } from "../verification.ts";
 import { onApprovalAlarm, onDecide, onPreview, requestApproval } from "./approval.ts";
 import { afterAttempt } from "./attempt.ts";
@@ -14,10 +15,12 @@ import {
   beginExecution,
   CANCELLED,
   record,
+  settleWindowEnded,
   startAttempt,
   startLookup,
   unchanged,
   watchdogAt,
+  withSettleUntil,
 } from "./steps.ts";
 import { onCancel, onDenied, onRetryDeferred } from "./stop.ts";
 import type {
@@ -49,15 +52,29 @@ export function transition(
     state.phase !== "recorded"
   )
     effects.push({ kind: "release_lock" });
-  const waitsNow = waitsForPerson(step.value.state);
-  if (waitsNow !== (state !== null && waitsForPerson(state)))
-    effects.push({ kind: "needs_person", open: waitsNow });
+  const listedNow = listing(step.value.state);
+  if (listedNow !== (state === null ? "no" : listing(state)))
+    effects.push({
+      kind: "needs_person",
+      open: listedNow !== "no",
+      person: listedNow === "person",
+    });
   return ok({ ...step.value, effects });
 }
 
-/** Only a person's verdict (POST …/resolve) moves it on. */
-const waitsForPerson = (state: OperationState) =>
-  state.phase === "outcome_unknown" && state.reconcile === "human";
+/**
+ * How the tenant's unknown-outcomes list shows it: waiting for a person's verdict (POST …/resolve),
+ * settling by itself (retry-late.ts; a person may still decide), or not at all.
+ */
+const listing = (state: OperationState): "person" | "settling" | "no" =>
+  state.phase === "outcome_unknown" && state.reconcile === "human"
+    ? "person"
+    : (state.phase === "outcome_unknown" ||
+          state.phase === "executing" ||
+          state.phase === "reconciling") &&
+        state.settleUntilMs !== undefined
+      ? "settling"
+      : "no";
 
 function decideStep(
   state: OperationState | null,
@@ -170,14 +187,25 @@ function onAlarm(
         [],
       );
     case "outcome_unknown":
+      // A late try never starts after the key's window (an alarm deferred or delivered late).
+      if (
+        state.reconcile !== "human" &&
+        state.settleUntilMs !== undefined &&
+        !fitsWindow(nowMs, plan.timeoutMs, state.settleUntilMs)
+      )
+        return settleWindowEnded(state, state.settleUntilMs, nowMs);
       if (state.reconcile === "resend")
-        return startAttempt(
-          state.attempt + 1,
-          state.firstAttemptAtMs,
+        return withSettleUntil(
+          startAttempt(
+            state.attempt + 1,
+            state.firstAttemptAtMs,
+            nowMs,
+            plan,
+            ambiguityOf(state),
+            [],
+          ),
+          state,
           nowMs,
-          plan,
-          ambiguityOf(state),
-          [],
         );
       if (state.reconcile === "lookup") return startLookup(state, plan, nowMs, []);
       return unchanged(state);

@@ -3,9 +3,23 @@
 import type { OperationPlan, OperationState } from "./state.ts";
 import { nextLockRecheckAtMs, watchdogAt } from "./steps.ts";
 
-/** Settled = nothing more will happen without a person: the caller can stop waiting. */
+/**
+ * Settled = the caller can stop waiting: recorded, waiting for a person, or settling late by itself
+ * (retry-late.ts: hours, not a wait; the model learns the result with check_status).
+ */
 export const isSettled = (state: OperationState): boolean =>
-  state.phase === "recorded" || (state.phase === "outcome_unknown" && state.reconcile === "human");
+  state.phase === "recorded" ||
+  (state.phase === "outcome_unknown" && state.reconcile === "human") ||
+  settlingUntilMs(state) !== null;
+
+/** When a late settlement's window ends (null: not settling late). */
+export const settlingUntilMs = (state: OperationState): number | null =>
+  (state.phase === "outcome_unknown" ||
+    state.phase === "executing" ||
+    state.phase === "reconciling") &&
+  state.settleUntilMs !== undefined
+    ? state.settleUntilMs
+    : null;
 
 /** When the operation will next act by itself (null: in flight now, or never). */
 export function nextDueAtMs(state: OperationState): number | null {

@@ -60,6 +60,11 @@ export type OperationView = {
   late: boolean;
   /** Present when the call needed a person's decision. */
   approval: ApprovalView | null;
+  /**
+   * Settling an unknown outcome by itself (domain/retry-late.ts): the next late try (null: one is
+   * in flight now) and the end of the key's window, after which a person decides. Null otherwise.
+   */
+  settling: { next_try_at: string | null; until: string } | null;
 };
 export type ApprovalView = {
   state: "pending" | "approved" | "rejected" | "expired" | "cancelled";

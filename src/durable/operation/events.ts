@@ -66,17 +66,19 @@ export function operationEvents(
       );
     }
   }
-  // outcome_unknown: reported when the operation enters it (a lookup that sends it back from
-  // reconciling is the same episode) and again when it comes to need a person.
-  const needsPerson = effects.some((effect) => effect.kind === "needs_person" && effect.open);
-  const entered = prior !== "outcome_unknown" && prior !== "reconciling";
-  if (state.phase === "outcome_unknown" && (entered || needsPerson))
+  // outcome_unknown: reported once it needs a person (issue 24), never while toolgate still settles
+  // it by itself (a resend with the same key, a lookup, the late schedule): nobody is paged for
+  // what settles itself. The id is (operation, seq, type): stable however often it is resent.
+  const needsPerson = effects.some(
+    (effect) => effect.kind === "needs_person" && effect.open && effect.person,
+  );
+  if (state.phase === "outcome_unknown" && needsPerson)
     out.push(
       make("operation.outcome_unknown", {
         status: "outcome_unknown",
         code: state.code,
         reconcile: state.reconcile,
-        needs_person: needsPerson || state.reconcile === "human",
+        needs_person: true,
         arguments: args,
       }),
     );

@@ -26,6 +26,7 @@ export type OutboxKind =
   | "approval.expired"
   | "approval.cancelled"
   | "operation.outcome_unknown"
+  | "operation.settling"
   | "operation.recorded"
   | "operation.resent";
 /** An outbox row's payload: the whole new standing, so a delivery is an idempotent upsert at the tenant. */
@@ -66,7 +67,9 @@ export function outboxRow(
       since_ms: nowMs,
     };
     const kind: OutboxKind = effect.open
-      ? "operation.outcome_unknown"
+      ? effect.person
+        ? "operation.outcome_unknown"
+        : "operation.settling"
       : state.phase === "recorded"
         ? "operation.recorded"
         : "operation.resent";

@@ -6,7 +6,7 @@ import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { needsApproval, type OperationPlan } from "../../domain/operation/index.ts";
 import { planOperation } from "../../domain/operation/plan.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
-import { requireVerifiedIdempotency } from "../../config.ts";
+import { requireVerifiedIdempotency, settleScheduleMs } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { verificationStatuses } from "../tenant/registry.ts";
@@ -50,7 +50,8 @@ export async function prepareStart(
   const { policyVersion, secrets, verified } = await gatherStart(env, req, spec);
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
-  const plan = planOperation(spec, req, policyVersion, verified, strict, nowMs);
+  const late = settleScheduleMs(env);
+  const plan = planOperation(spec, req, policyVersion, verified, strict, nowMs, late);
   return { frozen: frozenRowOf(req, spec, plan, nowMs), secrets };
 }
 

@@ -3,7 +3,7 @@
 // fields included, never copied elsewhere), and the approvals inbox's redacted item.
 import type { Envelope } from "../../domain/envelope.ts";
 import { envelopeFor } from "../../domain/envelope.ts";
-import { isSettled } from "../../domain/operation/index.ts";
+import { isSettled, settlingUntilMs } from "../../domain/operation/index.ts";
 import { idempotencyConflict } from "../../domain/operation/plan.ts";
 import { presentPointers, redactDocument, scrub } from "../../domain/redact.ts";
 import type { Preview } from "../../tools/http-tool.ts";
@@ -85,6 +85,18 @@ export function viewOf(log: OperationLog): OperationView {
         : result,
     late: state.phase === "recorded" && state.late,
     approval: approvalViewOf(log, head),
+    settling: settlingOf(head),
+  };
+}
+
+/** "Settling by itself — next try at …, until …" (retry-late.ts), or null. */
+function settlingOf({ state }: Head): OperationView["settling"] {
+  const untilMs = settlingUntilMs(state);
+  if (untilMs === null) return null;
+  const next = state.phase === "outcome_unknown" ? state.dueAtMs : null;
+  return {
+    next_try_at: next === null ? null : new Date(next).toISOString(),
+    until: new Date(untilMs).toISOString(),
   };
 }
 

@@ -4,6 +4,7 @@
 // authoritative; these are the lists a person works from.
 import { retentionMs } from "../../config.ts";
 import type { Env } from "../env.ts";
+import type { OperationView } from "../operation/contracts.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord, UNKNOWNS_ADDED_COLUMNS } from "../store/tenant-rows.ts";
 import { operationStub } from "../stubs.ts";
@@ -190,20 +191,28 @@ export class Inbox {
   }
 
   /**
-   * Operations whose outcome only a person can settle, oldest first (the details live with each
-   * operation). Each candidate is checked with its operation before it counts toward `limit`: a row
-   * whose operation has moved on (a close not delivered yet, or lost before the outbox existed) is
-   * closed here and skipped, so stale rows can never fill the page and hide one that really waits.
+   * Operations whose outcome only a person can settle, or that settle late by themselves (issue 24:
+   * `settling`, from the operation), oldest first (the details live with each operation). Each
+   * candidate is checked with its operation before it counts toward `limit`: a row whose operation
+   * has moved on (a close not delivered yet, or lost before the outbox existed) is closed here and
+   * skipped, so stale rows can never fill the page and hide one that really waits.
    * An operation that cannot be asked is listed (it may still wait).
    */
-  async listUnknowns(
-    limit: number,
-  ): Promise<Array<{ operation_id: string; run_id: string; tool: string; since: string }>> {
+  async listUnknowns(limit: number): Promise<
+    Array<{
+      operation_id: string;
+      run_id: string;
+      tool: string;
+      since: string;
+      /** Settling by itself (issue 24): no person is needed yet, though one may decide. */
+      settling: OperationView["settling"];
+    }>
+  > {
     const tenantId = tenantRecord(this.store)?.id;
     if (!tenantId || !this.store.exists("unknowns")) return [];
     this.unknownsTable();
     type Row = { operation_id: string; run_id: string; tool: string; since: number; seq: number };
-    const listed: Row[] = [];
+    const listed: Array<Row & { settling: OperationView["settling"] }> = [];
     let after: Row | null = null;
     while (listed.length < limit) {
       const batch: Row[] = this.store.all<Row>(
@@ -218,12 +227,16 @@ export class Inbox {
       const waits = await Promise.all(
         batch.map(async (row) => {
           const view = await ask(() => operationStub(this.env, row.operation_id).get(tenantId, 0));
-          if (!view.answered) return true;
-          return view.value.ok && view.value.value.phase === "outcome_unknown";
+          if (!view.answered) return { settling: null };
+          // Settling by itself (issue 24) counts too, through its late tries.
+          if (!view.value.ok) return null;
+          const { phase, settling } = view.value.value;
+          return phase === "outcome_unknown" || settling !== null ? { settling } : null;
         }),
       );
       batch.forEach((row, index) => {
-        if (waits[index]) listed.push(row);
+        const waiting = waits[index];
+        if (waiting) listed.push({ ...row, settling: waiting.settling });
         // Only if no delivery changed the row meanwhile (the questions above were awaited).
         else
           this.store.run(

@@ -229,7 +229,7 @@ export class TenantObject extends DurableObject<Env> {
     return this.inbox.markUnknown(item, open, seq);
   }
 
-  /** Operations whose outcome only a person can settle, oldest first, each checked with its operation. */
+  /** Unknown outcomes for people (or settling late by themselves), oldest first, each checked with its operation. */
   async listUnknowns(
     limit: number,
   ): Promise<Array<{ operation_id: string; run_id: string; tool: string; since: string }>> {

@@ -6,6 +6,7 @@ import { z } from "zod";
 import { DEFAULT_APPROVAL_TTL_MS } from "../../domain/operation/index.ts";
 import { closeSchema, refProblem, type Schema } from "../../domain/json-schema.ts";
 import { parsePointers } from "../../domain/redact.ts";
+import { DEFAULT_KEY_TTL_MS } from "../../domain/retry-late.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { toStrictSchema } from "../../providers/strict-schema.ts";
 import type { ApprovalRule, ToolSpec } from "../spec.ts";
@@ -63,6 +64,16 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
       code: "invalid_manifest",
       detail: "resource: only writes take a resource lock (reads never conflict)",
     });
+  // Never accepted and ignored: only a write with a key or a status lookup is settled late.
+  if (
+    m.idempotency.key_ttl_ms !== undefined &&
+    (m.risk === "read" || (m.idempotency.mode === "none" && !m.reconcile))
+  )
+    return err({
+      code: "invalid_manifest",
+      detail:
+        "idempotency.key_ttl_ms: only a write with an idempotency key (mode header or natural) or a status lookup (reconcile) is settled late",
+    });
   if (m.preview && normalizeApproval(m).mode === "never")
     return err({
       code: "invalid_manifest",
@@ -114,6 +125,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     limits: m.limits,
     timeoutMs: m.timeout_ms,
     reconcileSettleMs: m.reconcile?.settle_ms ?? m.timeout_ms,
+    keyTtlMs: m.idempotency.key_ttl_ms ?? DEFAULT_KEY_TTL_MS,
     retry: {
       maxAttempts: m.max_attempts,
       minDelayMs: m.retry.min_delay_ms,

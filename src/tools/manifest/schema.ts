@@ -3,6 +3,7 @@
 // enforce yet is refused as `unsupported_field`. Parsing only: compile.ts makes the ToolSpec.
 import { z } from "zod";
 import { DEFAULT_RETRY } from "../../domain/retry.ts";
+import { MAX_KEY_TTL_MS, MIN_KEY_TTL_MS } from "../../domain/retry-late.ts";
 
 const Comparison = z
   .strictObject({
@@ -39,6 +40,8 @@ const RequestTemplate = z.strictObject({
   headers: z.record(z.string(), z.string()).default({}),
 });
 
+const KeyTtl = z.number().int().min(MIN_KEY_TTL_MS).max(MAX_KEY_TTL_MS).optional();
+
 export const Manifest = z.strictObject({
   name: z
     .string()
@@ -55,14 +58,16 @@ export const Manifest = z.strictObject({
   output_schema: z.record(z.string(), z.unknown()).optional(),
   risk: z.enum(["read", "write", "irreversible_write"]),
   request: RequestTemplate,
+  // key_ttl_ms: how long the upstream keeps a key (default 24 h): late settlement's window.
   idempotency: z
     .discriminatedUnion("mode", [
       z.strictObject({
         mode: z.literal("header"),
         header: z.string().min(1).default("Idempotency-Key"),
+        key_ttl_ms: KeyTtl,
       }),
-      z.strictObject({ mode: z.literal("natural") }),
-      z.strictObject({ mode: z.literal("none") }),
+      z.strictObject({ mode: z.literal("natural"), key_ttl_ms: KeyTtl }),
+      z.strictObject({ mode: z.literal("none"), key_ttl_ms: KeyTtl }),
     ])
     .default({ mode: "none" }),
   // settle_ms: how long after an ambiguous attempt's own timeout a 404 still only means "not yet".

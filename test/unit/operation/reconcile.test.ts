@@ -158,7 +158,7 @@ describe("outcome honesty: once an attempt may have applied, nothing claims it d
     expect(resend.ok && resend.value.effects).toEqual([
       { kind: "set_alarm", atMs: run.nowMs + 1 + 2_000 + WATCHDOG_GRACE_MS },
       { kind: "send_attempt", attempt: 5 },
-      { kind: "needs_person", open: false },
+      { kind: "needs_person", open: false, person: false },
     ]);
     expect(resend.ok && resend.value.trace).toEqual([
       expect.objectContaining({ type: "resolved", outcome: "resend", by: "key_ops" }),
