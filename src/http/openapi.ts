@@ -261,6 +261,13 @@ const ROUTES: Route[] = [
     query: ["since", "type", "limit"],
   },
   {
+    method: "get",
+    path: "/v1/limits/{name}/{subject}",
+    summary:
+      "A limit across runs for one subject (a context value such as a customer id, a user id, or `tenant`): { name, subject, max, window_ms, used, remaining, held, next_free_at } — used counts reservations held inside the rolling window (applied, outcome unknown, or not yet sent)",
+    auth: "runs:read",
+  },
+  {
     method: "post",
     path: "/v1/operations/{operation_id}/resolve",
     summary: "A person's verdict on an outcome_unknown",

@@ -1,6 +1,7 @@
 // The one place errors become HTTP: RFC 9457 problem+json with a stable `code`. Both switches are
 // exhaustive with no default: a new Durable Object error arm cannot compile without an API error,
 // and a new API error cannot compile without its status.
+import type { LimitError } from "../durable/limit/contracts.ts";
 import type { OperationError } from "../durable/operation/contracts.ts";
 import type { RunError } from "../durable/run/contracts.ts";
 import type { TenantError } from "../durable/tenant/object.ts";
@@ -10,7 +11,7 @@ import type { VerifyError } from "../tools/verify.ts";
 
 /** Every error a Durable Object RPC (or the deployment's configuration) can return. */
 export type ObjectError =
-  RunError | TenantError | OperationError | ManifestError | ConfigError | VerifyError;
+  RunError | TenantError | OperationError | ManifestError | ConfigError | VerifyError | LimitError;
 
 export type ApiError =
   | { code: "unauthorized"; detail: string }

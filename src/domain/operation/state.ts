@@ -4,6 +4,7 @@
 // An approval binds to operation id + input hash + policy version: the request travels in the plan.
 import type { RepeatSafety, UnknownCode } from "../classify.ts";
 import type { LookupObservation, Observation } from "../observation.ts";
+import type { LimitClaim } from "../limit/window.ts";
 import type { RetryPolicy } from "../retry.ts";
 import type { IdempotencyTrust } from "../verification.ts";
 
@@ -44,6 +45,12 @@ export type OperationPlan = {
    * `enforced`: `safety` was lowered for it. Absent in plans frozen before verification existed.
    */
   unverified?: IdempotencyTrust["unverified"];
+  /**
+   * What it holds of limits across runs (issue 21), reserved before this row was written: kept
+   * when it succeeds or its outcome is unknown, released when it is recorded with nothing applied.
+   * Absent: it holds none.
+   */
+  limits?: LimitClaim[];
 };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
@@ -125,7 +132,15 @@ export type OperationState =
 
 export type OperationEvent =
   /** `cancelledBy`: the run cancelled this call before its operation existed (a cancel that overtook the dispatch). */
-  | { type: "start"; inputHash: string; callId: string; tool: string; cancelledBy?: string | null }
+  /** `limitDenied`: a limit across runs refused it (nothing reserved of that limit, nothing sent). */
+  | {
+      type: "start";
+      inputHash: string;
+      callId: string;
+      tool: string;
+      cancelledBy?: string | null;
+      limitDenied?: { limit: string; subject: string; message: string } | null;
+    }
   | { type: "attempt_finished"; attempt: number; observation: Observation }
   /** `inFlight`: this instance still has a request outstanding (memory survives only while the object lives). */
   | { type: "alarm"; inFlight: boolean }
@@ -190,6 +205,8 @@ export type Effect =
   /** Ask plan.resource's lock for the lease (idempotent), or give it back once the outcome is settled. */
   | { kind: "acquire_lock" }
   | { kind: "release_lock" }
+  /** Give back plan.limits' reservations: recorded with nothing applied (durable, via the outbox). */
+  | { kind: "release_limits" }
   /** The operation started or stopped waiting for a person's verdict (the tenant's unknown-outcomes list). */
   | { kind: "needs_person"; open: boolean };
 

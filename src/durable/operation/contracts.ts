@@ -2,6 +2,7 @@
 // see, and the shapes its modules pass each other (the frozen row, the head, the loaded tool). The
 // frozen row is row 1 of the log and never changes; the head is the newest row with it.
 import type { RepeatSafety } from "../../domain/classify.ts";
+import type { LimitClaim } from "../../domain/limit/window.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import type {
   OperationEvent,
@@ -29,6 +30,8 @@ export type SubmitRequest = {
   /** The run's end user: who asked, for the approvals inbox and four eyes. */
   userId: string;
   waitMs: number;
+  /** What the call claims of its tool's limits across runs (reserved before the start; absent: none). */
+  limitClaims?: LimitClaim[];
 };
 /**
  * `executedBy`: the call that created the operation (a replay from another call did not execute it).

@@ -1,17 +1,19 @@
-// A new operation's start: what it needs before its first row (the approval's policy version, the
-// first attempt's secrets, the tool's idempotency verification), its plan (domain/operation/plan.ts)
-// and its frozen row. The caller re-checks that no other call started it during these awaits, then
+// A new operation's start: what it needs before its first row (its reservations of limits across
+// runs, the approval's policy version, the first attempt's secrets, the tool's idempotency
+// verification), its plan (domain/operation/plan.ts) and its frozen row. The caller re-checks that no other call started it during these awaits, then
 // applies the returned `start` event with the frozen row in one transaction.
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { needsApproval, type OperationPlan } from "../../domain/operation/index.ts";
 import { planOperation } from "../../domain/operation/plan.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
 import { requireVerifiedIdempotency } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { verificationStatuses } from "../tenant/registry.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, secretsFor } from "./gather.ts";
+import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
 
 /**
  * Before a new operation starts: its approval's policy version (the hash of this exact tool source;
@@ -27,8 +29,16 @@ async function gatherStart(
   policyVersion: string | null;
   secrets: Secrets | null;
   verified: VerificationStatus | null;
+  limits: Reserved;
 }> {
-  const asks = needsApproval(spec.approval, req.input.value);
+  // Limits across runs first: over one whose `over` is "approve" asks a person; refused, nothing else is needed.
+  const claims = req.limitClaims ?? [];
+  const limits =
+    claims.length > 0
+      ? await reserveClaims(env, req.tenantId, req.operationId, claims)
+      : NOTHING_RESERVED;
+  if (limits.denied) return { policyVersion: null, secrets: null, verified: null, limits };
+  const asks = needsApproval(spec.approval, req.input.value) || limits.needsApproval;
   const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
   const [secrets, verified] = await Promise.all([
     asks
@@ -38,7 +48,7 @@ async function gatherStart(
         ),
     verificationStatuses(env, req.tenantId, [[spec.name, req.source]]),
   ]);
-  return { policyVersion, secrets, verified: verified[spec.name] ?? null };
+  return { policyVersion, secrets, verified: verified[spec.name] ?? null, limits };
 }
 
 /** The frozen row and the secrets its first attempt may use (planned now, after the awaits). */
@@ -46,12 +56,19 @@ export async function prepareStart(
   env: Env,
   req: SubmitRequest,
   spec: ToolSpec,
-): Promise<{ frozen: FrozenRow; secrets: Secrets | null }> {
-  const { policyVersion, secrets, verified } = await gatherStart(env, req, spec);
+): Promise<
+  Result<
+    { frozen: FrozenRow; secrets: Secrets | null; limitDenied: Reserved["denied"] },
+    { code: "unavailable"; detail: string }
+  >
+> {
+  const { policyVersion, secrets, verified, limits } = await gatherStart(env, req, spec);
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
-  const plan = planOperation(spec, req, policyVersion, verified, strict, nowMs);
-  return { frozen: frozenRowOf(req, spec, plan, nowMs), secrets };
+  const planned = planOperation(spec, req, policyVersion, verified, strict, nowMs);
+  // The operation records what it reserved: released by its outcome if nothing was applied.
+  const plan = limits.held.length > 0 ? { ...planned, limits: limits.held } : planned;
+  return ok({ frozen: frozenRowOf(req, spec, plan, nowMs), secrets, limitDenied: limits.denied });
 }
 
 /** Row 1 of the log: the call as submitted, with its plan and the tool's trace settings. */
@@ -76,3 +93,10 @@ function frozenRowOf(
     trace_content: spec.traceContent,
   };
 }
+
+/** A limit (or another object asked before the start) could not be reached: nothing started. */
+export const startUnavailable = (error: unknown) =>
+  err({
+    code: "unavailable" as const,
+    detail: `toolgate could not check this call's limits (${String(error)}); nothing was sent. Try again shortly.`,
+  });

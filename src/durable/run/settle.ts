@@ -193,6 +193,7 @@ export class TurnSettler {
         idempotencyKey,
         userId: run.user.id,
         waitMs,
+        ...(submit.claims ? { limitClaims: submit.claims } : {}),
       });
       if (!reply.ok)
         return {
