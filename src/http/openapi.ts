@@ -5,6 +5,7 @@ import { NativeTurnBody } from "../providers/native.ts";
 import { Manifest } from "../tools/manifest/schema.ts";
 import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
+import { PutPolicies } from "./policies-routes.ts";
 import {
   Approve,
   CreateRun,
@@ -259,6 +260,20 @@ const ROUTES: Route[] = [
       "The tenant's events (approval.*, operation.outcome_unknown, operation.recorded, turn.settled, run.budget_exhausted), redacted, oldest first after `since` (an event id, or an ISO time) → { events, next_cursor, has_more }",
     auth: "events:read",
     query: ["since", "type", "limit"],
+  },
+  {
+    method: "put",
+    path: "/v1/policies",
+    summary:
+      "Store the tenant's Cedar policy set, validated against the schema generated from its tools (principal User with id, scopes and attribute tags; one action per tool; resource Target; context.arguments and context.run) → 422 invalid_policy with Cedar's message",
+    auth: "policies:write",
+    body: PutPolicies,
+  },
+  {
+    method: "get",
+    path: "/v1/policies",
+    summary: "The tenant's Cedar policy set with its version and the generated schema",
+    auth: "policies:write",
   },
   {
     method: "get",

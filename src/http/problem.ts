@@ -24,6 +24,8 @@ export type ApiError =
   | { code: "unsupported_media_type"; detail: string }
   | { code: "payload_too_large"; detail: string }
   | { code: "invalid_manifest"; detail: string }
+  /** PUT /v1/policies: the Cedar policy set does not parse or validate against the tenant's tools (Cedar's message). */
+  | { code: "invalid_policy"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
   /** PUT /v1/webhooks/{id}: the URL fails the tool URL rules (https, allow-list, no private address). */
   | { code: "webhook_url_not_allowed"; detail: string }
@@ -71,6 +73,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "forbidden":
     case "invalid_request":
     case "invalid_manifest":
+    case "invalid_policy":
     case "upstream_not_allowed":
     case "webhook_url_not_allowed":
     case "turn_conflict":
@@ -157,6 +160,7 @@ export function statusOf(error: ApiError): number {
     case "payload_too_large":
       return 413;
     case "invalid_manifest":
+    case "invalid_policy":
     case "webhook_url_not_allowed":
     case "unsupported_field":
     case "invalid_pointer":
@@ -207,6 +211,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "api_key_outdated":
     case "forbidden":
     case "invalid_manifest":
+    case "invalid_policy":
     case "upstream_not_allowed":
     case "webhook_url_not_allowed":
     case "unsupported_field":

@@ -5,6 +5,7 @@
 import type { RepeatSafety, UnknownCode } from "../classify.ts";
 import type { LookupObservation, Observation } from "../observation.ts";
 import type { LimitClaim } from "../limit/window.ts";
+import type { PolicyRequest } from "../../policies/evaluate.ts";
 import type { RetryPolicy } from "../retry.ts";
 import type { IdempotencyTrust } from "../verification.ts";
 
@@ -51,6 +52,17 @@ export type OperationPlan = {
    * Absent: it holds none.
    */
   limits?: LimitClaim[];
+  /**
+   * The tenant's Cedar policy set had its say at the start (issue 21): the version that decided,
+   * the decision, the determining policies, and the request it asked about (asked again, against
+   * the set of the moment, before every later attempt). Absent: the tenant had no policy set.
+   */
+  cedar?: {
+    version: string;
+    decision: "allow" | "deny";
+    policies: string[];
+    request: PolicyRequest;
+  };
 };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
@@ -140,6 +152,8 @@ export type OperationEvent =
       tool: string;
       cancelledBy?: string | null;
       limitDenied?: { limit: string; subject: string; message: string } | null;
+      /** The tenant's Cedar policy set denied it (plan.cedar says which version and policies). */
+      policyDenied?: { message: string } | null;
     }
   | { type: "attempt_finished"; attempt: number; observation: Observation }
   /** `inFlight`: this instance still has a request outstanding (memory survives only while the object lives). */

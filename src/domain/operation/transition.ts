@@ -97,7 +97,26 @@ function decideStep(
             },
           ]
         : []),
+      ...(plan.cedar
+        ? [
+            {
+              type: "policy_decided",
+              at_ms: nowMs,
+              policy_version: plan.cedar.version,
+              decision: plan.cedar.decision,
+              policies: plan.cedar.policies,
+            },
+          ]
+        : []),
     ];
+    if (event.policyDenied) {
+      const outcome = {
+        status: "rejected",
+        code: "policy_denied",
+        message: event.policyDenied.message,
+      } as const;
+      return ok(record(0, outcome, "attempt", nowMs, opened));
+    }
     if (event.limitDenied) {
       const { limit, subject, message } = event.limitDenied;
       const denied = { type: "limit_denied", at_ms: nowMs, limit, subject };

@@ -17,7 +17,8 @@ export type { FrozenInput };
 export type RunState = {
   runId: string;
   tenantId: string;
-  user: { id: string; scopes: string[] };
+  /** `attributes`: the principal's tags for the tenant's Cedar policies (absent: none). */
+  user: { id: string; scopes: string[]; attributes?: Record<string, string> };
   tools: Record<string, ToolSource>;
   /** Content hash of `tools`: keys the compiled-tool cache, so a re-registered tool is never a stale hit. */
   toolsHash: string;

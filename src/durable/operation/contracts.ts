@@ -11,7 +11,7 @@ import type {
   TransitionError,
 } from "../../domain/operation/index.ts";
 import type { Result } from "../../domain/result.ts";
-import type { FrozenInput } from "../../domain/turn/turn.ts";
+import type { FrozenInput, RunState } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { Preview } from "../../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
@@ -32,6 +32,8 @@ export type SubmitRequest = {
   waitMs: number;
   /** What the call claims of its tool's limits across runs (reserved before the start; absent: none). */
   limitClaims?: LimitClaim[];
+  /** The run's user (with attributes) and context, for the tenant's Cedar policies (absent: older callers). */
+  principal?: { user: RunState["user"]; context: Record<string, unknown> };
 };
 /**
  * `executedBy`: the call that created the operation (a replay from another call did not execute it).

@@ -79,7 +79,7 @@ export class OperationObject extends DurableObject<Env> {
       const sweeps = this.limitSweeps;
       const prepared = await prepareStart(this.env, req, spec.value).catch(startUnavailable);
       if (!prepared.ok) return prepared;
-      const { frozen, secrets, limitDenied } = prepared.value;
+      const { frozen, secrets, limitDenied, policyDenied } = prepared.value;
       // The awaits let other calls in: one of them may have started this operation meanwhile, or a
       // limit's sweep was told it had not (and released its reservation): then reserve again.
       if (this.log.head() || this.limitSweeps !== sweeps) return this.submit(req);
@@ -87,7 +87,8 @@ export class OperationObject extends DurableObject<Env> {
       this.store.ensureTable("op_log");
       const cancelledBy = cancelledEarly(this.store, req.tenantId, req.runId);
       const [inputHash, callId, tool] = [req.input.hash, req.callId, spec.value.name];
-      const start = { type: "start", inputHash, callId, tool, cancelledBy, limitDenied } as const;
+      const denied = { limitDenied, policyDenied };
+      const start = { type: "start", inputHash, callId, tool, cancelledBy, ...denied } as const;
       const started = this.apply(start, frozen, secrets);
       if (!started.ok) return started;
     } else this.sender.recoverOrphan();

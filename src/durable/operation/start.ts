@@ -10,16 +10,24 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { requireVerifiedIdempotency } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
-import { verificationStatuses } from "../tenant/registry.ts";
+import { startFacts } from "../tenant/registry.ts";
+import {
+  evaluatePolicies,
+  policyRefusal,
+  policyRequestFor,
+  type PolicySet,
+} from "../../policies/evaluate.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, secretsFor } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
 
 /**
- * Before a new operation starts: its approval's policy version (the hash of this exact tool source;
- * null: no approval needed), its first attempt's secrets (none while it waits for approval; null
- * when unanswered: the attempt asks again itself, and ends `not_sent` if that fails too) and the
- * tool's idempotency verification.
+ * Before a new operation starts: the tenant's facts (its tool's idempotency verification and its
+ * Cedar policy set, one read) and the first attempt's secrets, asked together; then the policy
+ * decision; only if it allows, the reservations of its limits across runs (over one whose `over`
+ * is "approve", a person decides); then its approval's policy version (the hash of this exact tool
+ * source; null: no approval needed). Secrets: none while it waits for approval; null when
+ * unanswered (the attempt asks again itself, and ends `not_sent` if that fails too).
  */
 async function gatherStart(
   env: Env,
@@ -30,25 +38,40 @@ async function gatherStart(
   secrets: Secrets | null;
   verified: VerificationStatus | null;
   limits: Reserved;
+  cedar: Cedar | null;
 }> {
-  // Limits across runs first: over one whose `over` is "approve" asks a person; refused, nothing else is needed.
+  const approvalRule = needsApproval(spec.approval, req.input.value);
+  const [facts, fetched] = await Promise.all([
+    startFacts(env, req.tenantId, spec.name, req.source),
+    approvalRule
+      ? null
+      : ask(() => secretsFor(env, req.tenantId, spec)).then((asked) =>
+          asked.answered ? asked.value : null,
+        ),
+  ]);
+  const cedar = facts.policies ? decide(facts.policies, spec, req) : null;
+  const verified = facts.verified;
+  if (cedar?.decision === "deny")
+    return { policyVersion: null, secrets: null, verified, limits: NOTHING_RESERVED, cedar };
   const claims = req.limitClaims ?? [];
   const limits =
     claims.length > 0
       ? await reserveClaims(env, req.tenantId, req.operationId, claims)
       : NOTHING_RESERVED;
-  if (limits.denied) return { policyVersion: null, secrets: null, verified: null, limits };
-  const asks = needsApproval(spec.approval, req.input.value) || limits.needsApproval;
+  if (limits.denied) return { policyVersion: null, secrets: null, verified, limits, cedar };
+  const asks = approvalRule || limits.needsApproval;
   const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
-  const [secrets, verified] = await Promise.all([
-    asks
-      ? null
-      : ask(() => secretsFor(env, req.tenantId, spec)).then((asked) =>
-          asked.answered ? asked.value : null,
-        ),
-    verificationStatuses(env, req.tenantId, [[spec.name, req.source]]),
-  ]);
-  return { policyVersion, secrets, verified: verified[spec.name] ?? null, limits };
+  return { policyVersion, secrets: asks ? null : fetched, verified, limits, cedar };
+}
+
+type Cedar = NonNullable<OperationPlan["cedar"]>;
+/** The tenant's Cedar policy set on this call (policies/evaluate.ts: the one function). */
+function decide(set: PolicySet, spec: ToolSpec, req: SubmitRequest): Cedar {
+  const user = req.principal?.user ?? { id: req.userId, scopes: [] };
+  const context = req.principal?.context ?? {};
+  const request = policyRequestFor(spec, req.input.value, user, req.runId, context);
+  const { version, decision, policies } = evaluatePolicies(set, request);
+  return { version, decision, policies, request };
 }
 
 /** The frozen row and the secrets its first attempt may use (planned now, after the awaits). */
@@ -58,17 +81,28 @@ export async function prepareStart(
   spec: ToolSpec,
 ): Promise<
   Result<
-    { frozen: FrozenRow; secrets: Secrets | null; limitDenied: Reserved["denied"] },
+    {
+      frozen: FrozenRow;
+      secrets: Secrets | null;
+      limitDenied: Reserved["denied"];
+      policyDenied: { message: string } | null;
+    },
     { code: "unavailable"; detail: string }
   >
 > {
-  const { policyVersion, secrets, verified, limits } = await gatherStart(env, req, spec);
+  const { policyVersion, secrets, verified, limits, cedar } = await gatherStart(env, req, spec);
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
   const planned = planOperation(spec, req, policyVersion, verified, strict, nowMs);
   // The operation records what it reserved: released by its outcome if nothing was applied.
-  const plan = limits.held.length > 0 ? { ...planned, limits: limits.held } : planned;
-  return ok({ frozen: frozenRowOf(req, spec, plan, nowMs), secrets, limitDenied: limits.denied });
+  const plan = {
+    ...planned,
+    ...(limits.held.length > 0 ? { limits: limits.held } : {}),
+    ...(cedar ? { cedar } : {}),
+  };
+  const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
+  const frozen = frozenRowOf(req, spec, plan, nowMs);
+  return ok({ frozen, secrets, limitDenied: limits.denied, policyDenied });
 }
 
 /** Row 1 of the log: the call as submitted, with its plan and the tool's trace settings. */

@@ -194,6 +194,7 @@ export class TurnSettler {
         userId: run.user.id,
         waitMs,
         ...(submit.claims ? { limitClaims: submit.claims } : {}),
+        principal: { user: run.user, context: run.context },
       });
       if (!reply.ok)
         return {

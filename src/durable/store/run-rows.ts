@@ -64,7 +64,11 @@ export const EnvelopeCodec: z.ZodType<Envelope> = z.union([
 const RunCodec: z.ZodType<RunState> = z.object({
   runId: z.string(),
   tenantId: z.string(),
-  user: z.object({ id: z.string(), scopes: z.array(z.string()) }),
+  user: z.object({
+    id: z.string(),
+    scopes: z.array(z.string()),
+    attributes: z.record(z.string(), z.string()).optional(),
+  }),
   tools: z.record(z.string(), ToolSourceCodec),
   toolsHash: z.string(),
   context: z.record(z.string(), z.unknown()),
