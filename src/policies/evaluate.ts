@@ -55,24 +55,27 @@ export function policyRequestFor(
   };
 }
 
-/** Policy ids as people wrote them: `@id("…")` when a policy has one, else Cedar's `policyN`. */
-function policyIds(text: string): Map<string, string> | null {
-  const parts = cedar().policySetTextToParts(text);
-  if (parts.type !== "success") return null;
-  const ids = new Map<string, string>();
-  parts.policies.forEach((policy, i) => {
-    const named = /@id\s*\(\s*"((?:[^"\\]|\\.)*)"\s*\)/.exec(policy)?.[1];
-    ids.set(`policy${i}`, named ?? `policy${i}`);
-  });
-  return ids;
+/** Policy ids as people wrote them: `@id("…")` when a policy has one, else `policyN` (its position). */
+function policyIds(policies: readonly string[]): string[] {
+  return policies.map(
+    (policy, i) => /@id\s*\(\s*"((?:[^"\\]|\\.)*)"\s*\)/.exec(policy)?.[1] ?? `policy${i}`,
+  );
 }
+
+/** Per isolate, by text: the set split into its policies (a set changes rarely; splitting parses it). */
+const split = new Map<string, Record<string, string>>();
 
 /** Splits the set so each policy keeps the id people see. */
 function staticPolicies(text: string): Record<string, string> | null {
+  const known = split.get(text);
+  if (known) return known;
   const parts = cedar().policySetTextToParts(text);
   if (parts.type !== "success") return null;
-  const ids = policyIds(text)!;
-  return Object.fromEntries(parts.policies.map((p, i) => [ids.get(`policy${i}`)!, p]));
+  const ids = policyIds(parts.policies);
+  const policies = Object.fromEntries(parts.policies.map((p, i) => [ids[i]!, p]));
+  if (split.size >= 64) split.clear();
+  split.set(text, policies);
+  return policies;
 }
 
 export function evaluatePolicies(set: PolicySet, req: PolicyRequest): PolicyDecision {
@@ -126,6 +129,10 @@ export function validationProblem(text: string, schema: string): string | null {
       ? parsed.errors.map((e) => e.message).join("; ")
       : "the policy set does not parse";
   }
+  const count = Object.keys(policies).length;
+  const parts = cedar().policySetTextToParts(text);
+  if (parts.type === "success" && parts.policies.length !== count)
+    return "two policies have the same @id: each id must name one policy";
   const answer = cedar().validate({ schema, policies: { staticPolicies: policies } });
   if (answer.type === "failure") return answer.errors.map((e) => e.message).join("; ");
   if (answer.validationErrors.length === 0) return null;
