@@ -95,6 +95,8 @@ describe("Cedar policy sets", () => {
     const runId = await t.run();
     const waiting = await t.refund(runId, 700, 0);
     expect(waiting.status).toBe("awaiting_approval");
+    const asked = await api("GET", `/v1/approvals/${waiting.operation_id}`, undefined, t.as);
+    expect(asked.body.cedar).toMatchObject({ decision: "allow", policies: ["policy0"] });
 
     expect((await t.putPolicies(seniorOnlyOver500(t.name))).status).toBe(200);
     const approved = await api("POST", `/v1/operations/${waiting.operation_id}/approve`, {}, t.as);

@@ -215,6 +215,16 @@ describe("limits across runs", () => {
       .results[0];
     expect(waiting.status).toBe("awaiting_approval");
     expect((await usage(limitName, customer)).used).toBe(1100);
+    // The approver sees the limit as it stands, this call counted.
+    const asked = await api("GET", `/v1/approvals/${waiting.operation_id}`);
+    expect(asked.body.limits).toEqual([
+      expect.objectContaining({
+        name: limitName,
+        subject: customer,
+        amount: 200,
+        usage: expect.objectContaining({ used: 1100, max: 1000, remaining: 0 }),
+      }),
+    ]);
     const rejected = await api("POST", `/v1/operations/${waiting.operation_id}/reject`, {
       reason: "over the daily limit",
     });

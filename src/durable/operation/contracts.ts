@@ -3,6 +3,7 @@
 // frozen row is row 1 of the log and never changes; the head is the newest row with it.
 import type { RepeatSafety } from "../../domain/classify.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
+import type { LimitUsage } from "../limit/contracts.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import type {
   OperationEvent,
@@ -91,6 +92,10 @@ export type ApprovalInput = {
   hidden: string[];
   input_hash: string;
   policy_version: string;
+  /** Its limits across runs as they stand (this call's reservation included; null: could not be read). */
+  limits?: Array<{ name: string; subject: string; amount: number; usage: LimitUsage | null }>;
+  /** The tenant's Cedar decision at the start: the version that decided and the determining policies. */
+  cedar?: { version: string; decision: "allow" | "deny"; policies: string[] };
 };
 export type OperationError =
   | { code: "not_found" }

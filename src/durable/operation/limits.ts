@@ -9,7 +9,7 @@ import type { LimitClaim } from "../../domain/limit/window.ts";
 import type { OperationState } from "../../domain/operation/index.ts";
 import type { Env } from "../env.ts";
 import { limitStub } from "../stubs.ts";
-import type { Head } from "./contracts.ts";
+import type { ApprovalInput, Head } from "./contracts.ts";
 
 export type Reserved = {
   /** What it holds, frozen in its plan (released if it is recorded with nothing applied). */
@@ -82,4 +82,25 @@ export async function releaseClaims(
       if (!done.ok) throw new Error(`limit ${claim.name}: ${done.error.code}`);
     }),
   );
+}
+
+/** What the approver sees besides the call: each limit's usage now, and the Cedar decision. */
+export async function approverFacts(
+  env: Env,
+  head: Head,
+  input: ApprovalInput,
+): Promise<ApprovalInput> {
+  const { plan, tenant_id: tenantId } = head.frozen;
+  const limits = await Promise.all(
+    (plan.limits ?? []).map(async ({ name, subject, amount }) => {
+      const usage = await limitStub(env, tenantId, name, subject)
+        .usage(tenantId)
+        .catch(() => null);
+      return { name, subject, amount, usage: usage?.ok ? usage.value : null };
+    }),
+  );
+  const cedar = plan.cedar
+    ? { version: plan.cedar.version, decision: plan.cedar.decision, policies: plan.cedar.policies }
+    : undefined;
+  return { ...input, ...(limits.length > 0 ? { limits } : {}), ...(cedar ? { cedar } : {}) };
 }

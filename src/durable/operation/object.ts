@@ -30,7 +30,7 @@ import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.
 import { cancelEarly, cancelledEarly, missing, prunedFor } from "./retention.ts";
 import { Sender } from "./send.ts";
 import { prepareStart, startUnavailable } from "./start.ts";
-import { limitHoldOf, type LimitHold } from "./limits.ts";
+import { approverFacts, limitHoldOf, type LimitHold } from "./limits.ts";
 import { Alarms, runAlarm, type AlarmHost } from "./alarm.ts";
 import { Waiters } from "./wait.ts";
 import { report, type Reported } from "./trace.ts";
@@ -124,7 +124,8 @@ export class OperationObject extends DurableObject<Env> {
     const head = this.log.headFor(tenantId);
     if (!head) return err(missing(this.store, tenantId));
     const input = approvalInputOf(this.log, head);
-    return input ? ok(input) : err({ code: "not_awaiting_approval", phase: head.state.phase });
+    if (!input) return err({ code: "not_awaiting_approval", phase: head.state.phase });
+    return ok(await approverFacts(this.env, head, input));
   }
 
   /**
