@@ -17,6 +17,8 @@ export type PolicyRequest = {
   arguments: Record<string, string | number | boolean>;
   runId: string;
   run: Record<string, string>;
+  /** Number arguments with a fraction: Cedar's Long cannot hold them, so the call is denied (fail closed). */
+  fractional?: string[];
 };
 export type PolicyDecision = {
   version: string;
@@ -35,11 +37,12 @@ export function policyRequestFor(
   context: Record<string, unknown>,
 ): PolicyRequest {
   const args: PolicyRequest["arguments"] = {};
+  const fractional: string[] = [];
   for (const { name } of argumentTypes(spec)) {
     const value = input[name];
     if (typeof value === "string" || typeof value === "boolean") args[name] = value;
-    // Cedar's Long: a fraction is rounded up, so a limit like `amount > 500` never lets 500.5 pass.
-    else if (typeof value === "number" && Number.isFinite(value)) args[name] = Math.ceil(value);
+    else if (typeof value === "number" && Number.isSafeInteger(value)) args[name] = value;
+    else if (typeof value === "number") fractional.push(name);
   }
   const run: Record<string, string> = {};
   for (const [key, value] of Object.entries(context))
@@ -52,6 +55,7 @@ export function policyRequestFor(
     arguments: args,
     runId,
     run,
+    ...(fractional.length > 0 ? { fractional } : {}),
   };
 }
 
@@ -79,6 +83,13 @@ function staticPolicies(text: string): Record<string, string> | null {
 }
 
 export function evaluatePolicies(set: PolicySet, req: PolicyRequest): PolicyDecision {
+  if (req.fractional?.length)
+    return {
+      version: set.version,
+      decision: "deny",
+      policies: [],
+      errors: req.fractional.map((name) => `${name} is not a whole number (Cedar's Long)`),
+    };
   const policies = staticPolicies(set.text);
   if (!policies)
     return {
@@ -151,7 +162,7 @@ export function policyRefusal(d: {
     d.policies.length > 0
       ? `policy ${d.policies.join(", ")}`
       : (d.errors?.length ?? 0) > 0
-        ? "a policy that could not be evaluated"
+        ? `it could not be evaluated: ${d.errors!.join("; ")}`
         : "no policy permitting it";
   return `Policy does not allow this: the organisation's access policy denies it (${by}; policy set ${d.version}). Do not retry; tell the user it needs a person with the right permissions.`;
 }
