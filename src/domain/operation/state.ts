@@ -61,6 +61,8 @@ export type OperationPlan = {
     version: string;
     decision: "allow" | "deny";
     policies: string[];
+    /** Why it could not be evaluated (a deny), when it could not. */
+    errors?: string[];
     request: PolicyRequest;
   };
 };

@@ -70,8 +70,8 @@ function decide(set: PolicySet, spec: ToolSpec, req: SubmitRequest): Cedar {
   const user = req.principal?.user ?? { id: req.userId, scopes: [] };
   const context = req.principal?.context ?? {};
   const request = policyRequestFor(spec, req.input.value, user, req.runId, context);
-  const { version, decision, policies } = evaluatePolicies(set, request);
-  return { version, decision, policies, request };
+  const { version, decision, policies, errors } = evaluatePolicies(set, request);
+  return { version, decision, policies, ...(errors.length > 0 ? { errors } : {}), request };
 }
 
 /** The frozen row and the secrets its first attempt may use (planned now, after the awaits). */
