@@ -80,9 +80,7 @@ export function freesAtMs(
   nowMs: number,
 ): number | null {
   if (amount > max) return null;
-  const live = rows
-    .filter((row) => inWindow(row, windowMs, nowMs))
-    .sort((a, b) => a.atMs - b.atMs);
+  const live = rows.filter((row) => inWindow(row, windowMs, nowMs)).sort((a, b) => a.atMs - b.atMs);
   let used = live.reduce((sum, row) => sum + row.amount, 0);
   if (used + amount <= max) return nowMs;
   for (const row of live) {
@@ -101,7 +99,8 @@ export function decideReserve(
   const usage = usageOf(rows, claim.max, claim.windowMs, nowMs);
   // Held already (a re-post, a re-proposal, a start that crashed after reserving): counted once.
   // Its time is kept, so a repeat never moves it later in the window.
-  if (mine?.state === "held") return { kind: "reserved", row: mine, already: true, over: false, usage };
+  if (mine?.state === "held")
+    return { kind: "reserved", row: mine, already: true, over: false, usage };
   const over = usage.used + claim.amount > claim.max;
   if (over && claim.over === "refuse")
     return {
