@@ -5,7 +5,7 @@
 // call as a one-step Cloudflare Workflow, (c) a toolgate new write, (d) a replay of a settled write,
 // (e) a write under an uncontended resource lock, (f) all writes on one hot resource, (g) writes
 // spread over 1,000 resources, (h) a write that needs approval (timed from the approve POST to the
-// upstream receiving the request). Rows read/written per op come from the isolate's SQLite counters
+// upstream receiving the request), (l) a new write whose tool has one limit across runs (issue 21). Rows read/written per op come from the isolate's SQLite counters
 // (GET /v1/admin/stats, development only) over the whole scenario, background work included.
 // Bounds: BENCH_N1/BENCH_N16/BENCH_N64 (requests per scenario), BENCH_MAX_MS (per scenario),
 // BENCH_ONLY=a,b,c (scenarios), BENCH_CONC=1,16 (concurrencies), BENCH_WEBHOOK=1 (one webhook
@@ -119,6 +119,30 @@ const LOCKED = {
   resource: "account:{account}",
   timeout_ms: 5000,
 };
+/** A keyed write with one limit across runs per customer (issue 21), never reached in the bench. */
+const LIMITED = {
+  name: "bench_limited_write",
+  description: "Refund one customer (benchmark tool: one windowed limit per customer).",
+  input_schema: {
+    type: "object",
+    additionalProperties: false,
+    properties: { customer_id: { type: "string" }, amount: { type: "integer" } },
+    required: ["customer_id", "amount"],
+  },
+  risk: "write",
+  idempotency: { mode: "header", header: "Idempotency-Key" },
+  bind: { customer_id: "context.customer_id" },
+  limits_across_runs: [
+    {
+      name: "bench_refunds_per_customer_day",
+      subject: "context.customer_id",
+      window: "24h",
+      sum: "amount",
+      max: 1e15,
+    },
+  ],
+  timeout_ms: 5000,
+};
 /** A keyed write that always asks a person; each operation writes to its own upstream namespace. */
 const APPROVED = {
   name: "bench_approved_write",
@@ -145,6 +169,10 @@ try {
     ...LOCKED,
     request: { method: "POST", url: `${upstream.url}/accounts/{account}/charges` },
   });
+  await call(toolgate.url, "PUT", `/v1/tools/${LIMITED.name}`, demo.key, {
+    ...LIMITED,
+    request: { method: "POST", url: `${upstream.url}/refunds` },
+  });
   await call(toolgate.url, "PUT", `/v1/tools/${APPROVED.name}`, demo.key, {
     ...APPROVED,
     request: { method: "POST", url: `${upstream.url}/ns/{ns}/payments` },
@@ -162,9 +190,12 @@ try {
   const runs = [];
   for (let i = 0; i < LANES; i++)
     runs.push(
-      await createRun(toolgate.url, demo.key, ["charge_card", LOCKED.name, APPROVED.name], {
-        charge_limit: 10_000_000,
-      }),
+      await createRun(
+        toolgate.url,
+        demo.key,
+        ["charge_card", LOCKED.name, APPROVED.name, LIMITED.name],
+        { charge_limit: 10_000_000, customer_id: `cus_${i}` },
+      ),
     );
   const turnLane = (run, body) => ({
     url: `${toolgate.url}/v1/runs/${run.run_id}/turns?format=native`,
@@ -223,6 +254,10 @@ try {
       [
         "(c) toolgate new write",
         toolgateLanes(() => turn("b{{n}}", "charge_card", charge("{{n}}"))),
+      ],
+      [
+        "(l) new write + 1 windowed limit",
+        toolgateLanes(() => turn("w{{n}}", LIMITED.name, `{"amount":{{n}}}`)),
       ],
       [
         "(d) toolgate replay",

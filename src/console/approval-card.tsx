@@ -49,6 +49,23 @@ export const PendingCard = ({
           <Fact label="Operation" mono>
             {id}
           </Fact>
+          {exact?.limits?.map((l) => (
+            <Fact label={`Limit ${l.name}`}>
+              <span data-role="limit-usage">
+                {l.usage
+                  ? `${l.usage.used} of ${l.usage.max} used for ${l.subject} in the window (this call: ${l.amount}, counted), ${l.usage.remaining} remains`
+                  : `usage for ${l.subject} could not be read just now (this call: ${l.amount})`}
+              </span>
+            </Fact>
+          ))}
+          {exact?.cedar && (
+            <Fact label="Policy set">
+              <span data-role="policy-decision">
+                {exact.cedar.decision} by {exact.cedar.policies.join(", ") || "no policy"} (
+                <span class="mono">{exact.cedar.version}</span>)
+              </span>
+            </Fact>
+          )}
         </Facts>
         <Arguments item={item} exact={exact} />
         <h3 id={`${id}-preview`}>Preview</h3>

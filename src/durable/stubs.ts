@@ -2,6 +2,7 @@
 // branch holding `unknown` (our envelopes carry untrusted tool output typed as unknown); the
 // values cross the stub as structured clones, so the declared method types are the honest ones.
 import type { Env } from "./env.ts";
+import type { LimitObject } from "./limit/object.ts";
 import type { OperationObject } from "./operation/object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
@@ -28,3 +29,10 @@ export const lockStub = (env: Env, tenantId: string, resource: string) =>
 /** One retry budget per tenant + upstream origin (domain/retry-budget.ts budgetKey). */
 export const budgetStub = (env: Env, key: string) =>
   placedStub(env, "BUDGETS", key) as unknown as Methods<RetryBudgetObject>;
+/** One limit object per tenant + limit across runs + subject value (issue 21); named after its tenant (placement). */
+export const limitStub = (env: Env, tenantId: string, name: string, subject: string) =>
+  placedStub(
+    env,
+    "LIMITS",
+    `${tenantId}:limit:${JSON.stringify([name, subject])}`,
+  ) as unknown as Methods<LimitObject>;

@@ -5,6 +5,7 @@ import { NativeTurnBody } from "../providers/native.ts";
 import { Manifest } from "../tools/manifest/schema.ts";
 import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
+import { PutPolicies } from "./policies-routes.ts";
 import {
   Approve,
   CreateRun,
@@ -268,6 +269,27 @@ const ROUTES: Route[] = [
       "The tenant's events (approval.*, operation.outcome_unknown, operation.recorded, turn.settled, run.budget_exhausted), redacted, oldest first after `since` (an event id, or an ISO time) → { events, next_cursor, has_more }",
     auth: "events:read",
     query: ["since", "type", "limit"],
+  },
+  {
+    method: "put",
+    path: "/v1/policies",
+    summary:
+      "Store the tenant's Cedar policy set, validated against the schema generated from its tools (principal User with id, scopes and attribute tags; one action per tool; resource Target; context.arguments and context.run) → 422 invalid_policy with Cedar's message",
+    auth: "policies:write",
+    body: PutPolicies,
+  },
+  {
+    method: "get",
+    path: "/v1/policies",
+    summary: "The tenant's Cedar policy set with its version and the generated schema",
+    auth: "policies:write",
+  },
+  {
+    method: "get",
+    path: "/v1/limits/{name}/{subject}",
+    summary:
+      "A limit across runs for one subject (a context value such as a customer id, a user id, or `tenant`): { name, subject, max, window_ms, used, remaining, held, next_free_at } — used counts reservations held inside the rolling window (applied, outcome unknown, or not yet sent)",
+    auth: "runs:read",
   },
   {
     method: "post",

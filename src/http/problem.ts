@@ -1,6 +1,7 @@
 // The one place errors become HTTP: RFC 9457 problem+json with a stable `code`. Both switches are
 // exhaustive with no default: a new Durable Object error arm cannot compile without an API error,
 // and a new API error cannot compile without its status.
+import type { LimitError } from "../durable/limit/contracts.ts";
 import type { OperationError } from "../durable/operation/contracts.ts";
 import type { RunError } from "../durable/run/contracts.ts";
 import type { TenantError } from "../durable/tenant/object.ts";
@@ -10,7 +11,7 @@ import type { VerifyError } from "../tools/verify.ts";
 
 /** Every error a Durable Object RPC (or the deployment's configuration) can return. */
 export type ObjectError =
-  RunError | TenantError | OperationError | ManifestError | ConfigError | VerifyError;
+  RunError | TenantError | OperationError | ManifestError | ConfigError | VerifyError | LimitError;
 
 export type ApiError =
   | { code: "unauthorized"; detail: string }
@@ -23,6 +24,8 @@ export type ApiError =
   | { code: "unsupported_media_type"; detail: string }
   | { code: "payload_too_large"; detail: string }
   | { code: "invalid_manifest"; detail: string }
+  /** PUT /v1/policies: the Cedar policy set does not parse or validate against the tenant's tools (Cedar's message). */
+  | { code: "invalid_policy"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
   /** PUT /v1/webhooks/{id}: the URL fails the tool URL rules (https, allow-list, no private address). */
   | { code: "webhook_url_not_allowed"; detail: string }
@@ -72,6 +75,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "forbidden":
     case "invalid_request":
     case "invalid_manifest":
+    case "invalid_policy":
     case "upstream_not_allowed":
     case "webhook_url_not_allowed":
     case "turn_conflict":
@@ -158,6 +162,7 @@ export function statusOf(error: ApiError): number {
     case "payload_too_large":
       return 413;
     case "invalid_manifest":
+    case "invalid_policy":
     case "webhook_url_not_allowed":
     case "unsupported_field":
     case "unsupported_jurisdiction":
@@ -209,6 +214,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "api_key_outdated":
     case "forbidden":
     case "invalid_manifest":
+    case "invalid_policy":
     case "upstream_not_allowed":
     case "webhook_url_not_allowed":
     case "unsupported_field":

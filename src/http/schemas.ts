@@ -20,6 +20,8 @@ export const ApiScope = z.enum([
   "webhooks:read",
   /** The tenant-plane event feed (GET /v1/events). */
   "events:read",
+  /** The tenant's Cedar policy set (PUT and GET /v1/policies). */
+  "policies:write",
 ]);
 export type ApiScope = z.infer<typeof ApiScope>;
 
@@ -50,7 +52,12 @@ export const Budgets = z
   .strict();
 
 export const CreateRun = z.object({
-  user: z.object({ id: z.string().min(1).max(256), scopes: z.array(z.string()).default([]) }),
+  user: z.object({
+    id: z.string().min(1).max(256),
+    scopes: z.array(z.string()).default([]),
+    /** Seen only by the tenant's Cedar policies (principal tags, e.g. `principal.hasTag("senior")`). */
+    attributes: z.record(z.string().max(128), z.string().max(1024)).optional(),
+  }),
   tools: z.array(z.string()).min(1).max(128),
   context: z.record(z.string(), z.unknown()).default({}),
   budgets: Budgets.default({}),

@@ -7,6 +7,7 @@ import { DEFAULT_APPROVAL_TTL_MS } from "../domain/operation/index.ts";
 import { closeSchema } from "../domain/json-schema.ts";
 import { toStrictSchema } from "../providers/strict-schema.ts";
 import { checkRedact } from "./manifest/compile.ts";
+import { compileAcrossRuns, type AcrossRunsInput } from "./manifest/limits.ts";
 import { resourceKeyFor } from "./manifest/url.ts";
 import { DEFAULT_RETRY, type RetryPolicy } from "../domain/retry.ts";
 import { DEFAULT_KEY_TTL_MS, MAX_KEY_TTL_MS, MIN_KEY_TTL_MS } from "../domain/retry-late.ts";
@@ -35,6 +36,8 @@ export type ToolDefinition<I extends z.ZodObject> = {
   requiresScopes?: string[];
   approval?: ApprovalRule;
   limits?: Record<string, Limit>;
+  /** Windowed limits across runs, as a manifest's `limits_across_runs` (checked at definition). */
+  limitsAcrossRuns?: AcrossRunsInput;
   timeoutMs?: number;
   /** Settle window after an ambiguous attempt before a reconcile 404 is trusted; default timeoutMs. */
   reconcileSettleMs?: number;
@@ -74,6 +77,8 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
       `defineTool ${def.name}: idempotency.keyTtlMs applies only to a write with an idempotency key or a status lookup (reconcile)`,
     );
   const inputJsonSchema = closeSchema(z.toJSONSchema(def.input) as Record<string, unknown>);
+  const acrossRuns = compileAcrossRuns(def.limitsAcrossRuns ?? [], inputJsonSchema);
+  if (!acrossRuns.ok) throw new Error(`defineTool ${def.name}: ${acrossRuns.error.detail}`);
   return {
     name: def.name,
     description: def.description,
@@ -101,6 +106,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     requiresScopes: def.requiresScopes ?? [],
     approval,
     limits: def.limits ?? {},
+    limitsAcrossRuns: acrossRuns.value,
     timeoutMs: def.timeoutMs ?? 10_000,
     reconcileSettleMs: def.reconcileSettleMs ?? def.timeoutMs ?? 10_000,
     keyTtlMs: keyTtlMs ?? DEFAULT_KEY_TTL_MS,

@@ -5,6 +5,7 @@ import type { z } from "zod";
 import type { IdempotencyMode } from "../domain/classify.ts";
 import type { FrozenInput, OperationScope, Risk } from "../domain/identity.ts";
 import type { RetryPolicy } from "../domain/retry.ts";
+import type { AcrossRunsLimit } from "../domain/limit/claims.ts";
 
 /** `fourEyes`: the approver must not be the run's own user (default). */
 export type ApprovalRule = {
@@ -78,6 +79,8 @@ export type ToolSpec = {
   requiresScopes: string[];
   approval: ApprovalRule;
   limits: Record<string, Limit>;
+  /** Windowed limits across runs (issue 21): reserved before the first attempt, per subject. */
+  limitsAcrossRuns: AcrossRunsLimit[];
   timeoutMs: number;
   /** How long after an ambiguous attempt's timeout a status lookup's 404 is still "not yet" (DESIGN: settle window). */
   reconcileSettleMs: number;

@@ -326,6 +326,22 @@ const cookieAfter = (session: string, res: { cookies: string[] }) => {
 };
 
 describe("console approvals", () => {
+  it("the approval card shows each limit across runs as it stands, this call counted (issue 21)", async () => {
+    const { call, session } = await approvalTenant({
+      limits_across_runs: [
+        { name: "spend_per_user_day", subject: "user", window: "24h", sum: "amount", max: 1000 },
+      ],
+    });
+    const waiting = await call({ amount: 250, currency: "usd" });
+    expect(waiting.status).toBe("awaiting_approval");
+    const inbox = await get("/console/approvals", session);
+    const card = inbox.text.slice(inbox.text.indexOf(`data-operation="${waiting.operation_id}"`));
+    expect(card).toContain("Limit spend_per_user_day");
+    expect(card).toContain(
+      "250 of 1000 used for end_user in the window (this call: 250, counted), 750 remains",
+    );
+  });
+
   it("shows exactly what will run; approve sends it once; the decided tab records who and why", async () => {
     const { up, tool, runId, call, session, csrf } = await approvalTenant();
     const waiting = await call({ amount: 250, currency: "<b>usd</b>" });

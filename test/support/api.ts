@@ -23,6 +23,7 @@ export const ALL_SCOPES = [
   "events:read",
   "webhooks:write",
   "webhooks:read",
+  "policies:write",
 ];
 
 /** A tenant with an all-scopes key, created once per test file (storage is per file). */

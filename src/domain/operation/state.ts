@@ -4,6 +4,8 @@
 // An approval binds to operation id + input hash + policy version: the request travels in the plan.
 import type { RepeatSafety, UnknownCode } from "../classify.ts";
 import type { LookupObservation, Observation } from "../observation.ts";
+import type { LimitClaim } from "../limit/window.ts";
+import type { PolicyRequest } from "../../policies/evaluate.ts";
 import type { RetryPolicy } from "../retry.ts";
 import type { LateSettle } from "../retry-late.ts";
 import type { IdempotencyTrust } from "../verification.ts";
@@ -51,6 +53,25 @@ export type OperationPlan = {
    * schedule until the key's window ends. Absent in plans frozen before it existed (a person decides).
    */
   lateSettle?: LateSettle;
+  /**
+   * What it holds of limits across runs (issue 21), reserved before this row was written: kept
+   * when it succeeds or its outcome is unknown, released when it is recorded with nothing applied.
+   * Absent: it holds none.
+   */
+  limits?: LimitClaim[];
+  /**
+   * The tenant's Cedar policy set had its say at the start (issue 21): the version that decided,
+   * the decision, the determining policies, and the request it asked about (asked again, against
+   * the set of the moment, before every later attempt). Absent: the tenant had no policy set.
+   */
+  cedar?: {
+    version: string;
+    decision: "allow" | "deny";
+    policies: string[];
+    /** Why it could not be evaluated (a deny), when it could not. */
+    errors?: string[];
+    request: PolicyRequest;
+  };
 };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
@@ -145,7 +166,17 @@ export type OperationState =
 
 export type OperationEvent =
   /** `cancelledBy`: the run cancelled this call before its operation existed (a cancel that overtook the dispatch). */
-  | { type: "start"; inputHash: string; callId: string; tool: string; cancelledBy?: string | null }
+  /** `limitDenied`: a limit across runs refused it (nothing reserved of that limit, nothing sent). */
+  | {
+      type: "start";
+      inputHash: string;
+      callId: string;
+      tool: string;
+      cancelledBy?: string | null;
+      limitDenied?: { limit: string; subject: string; message: string } | null;
+      /** The tenant's Cedar policy set denied it (plan.cedar says which version and policies). */
+      policyDenied?: { message: string } | null;
+    }
   | { type: "attempt_finished"; attempt: number; observation: Observation }
   /** `inFlight`: this instance still has a request outstanding (memory survives only while the object lives). */
   | { type: "alarm"; inFlight: boolean }
@@ -210,6 +241,8 @@ export type Effect =
   /** Ask plan.resource's lock for the lease (idempotent), or give it back once the outcome is settled. */
   | { kind: "acquire_lock" }
   | { kind: "release_lock" }
+  /** Give back plan.limits' reservations: recorded with nothing applied (durable, via the outbox). */
+  | { kind: "release_limits" }
   /**
    * The operation joined or left the tenant's unknown-outcomes list: `person`, it waits for a
    * person's verdict; otherwise it is listed as settling by itself (a person may still decide).

@@ -52,6 +52,15 @@ export function transition(
     state.phase !== "recorded"
   )
     effects.push({ kind: "release_lock" });
+  // Reservations of limits across runs are kept unless the outcome recorded says nothing applied
+  // (every recorded non-success does: once an attempt may have applied, only proof records one).
+  if (
+    plan.limits?.length &&
+    step.value.state.phase === "recorded" &&
+    step.value.state.outcome.status !== "succeeded" &&
+    state?.phase !== "recorded"
+  )
+    effects.push({ kind: "release_limits" });
   const listedNow = listing(step.value.state);
   if (listedNow !== (state === null ? "no" : listing(state)))
     effects.push({
@@ -96,7 +105,41 @@ function decideStep(
       { type: "proposed", at_ms: nowMs, call_id: event.callId, tool: event.tool },
       { type: "validated", at_ms: nowMs, input_hash: event.inputHash },
       ...unverifiedEvents(plan, nowMs),
+      ...(plan.limits?.length
+        ? [
+            {
+              type: "limits_reserved",
+              at_ms: nowMs,
+              limits: plan.limits.map(({ name, subject, amount }) => ({ name, subject, amount })),
+            },
+          ]
+        : []),
+      ...(plan.cedar
+        ? [
+            {
+              type: "policy_decided",
+              at_ms: nowMs,
+              policy_version: plan.cedar.version,
+              decision: plan.cedar.decision,
+              policies: plan.cedar.policies,
+            },
+          ]
+        : []),
     ];
+    if (event.policyDenied) {
+      const outcome = {
+        status: "rejected",
+        code: "policy_denied",
+        message: event.policyDenied.message,
+      } as const;
+      return ok(record(0, outcome, "attempt", nowMs, opened));
+    }
+    if (event.limitDenied) {
+      const { limit, subject, message } = event.limitDenied;
+      const denied = { type: "limit_denied", at_ms: nowMs, limit, subject };
+      const outcome = { status: "rejected", code: "policy_denied", message } as const;
+      return ok(record(0, outcome, "attempt", nowMs, [...opened, denied]));
+    }
     if (plan.approval) return ok(requestApproval(plan.approval, nowMs, opened));
     return ok(beginExecution(plan, nowMs, opened));
   }

@@ -7,13 +7,16 @@ import { admitTurn, type BudgetCode, type JoinedTurn, type Usage } from "./budge
 import { canonicalJson, sha256Hex } from "../canonical-json.ts";
 import { refusal, RUN_TEXT } from "../envelope.ts";
 import { admitCall, type GateRefusal, type ProposedCall } from "./gate.ts";
+import { claimsFor } from "../limit/claims.ts";
+import type { LimitClaim } from "../limit/window.ts";
 import { freezeCall, idempotencyKeyFor } from "../identity.ts";
 import { err, ok, type Result } from "../result.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import type { CallRef, RunState, Submission, TurnCall, TurnIdentity, TurnRecord } from "./turn.ts";
 
 export type GateVerdict = { call: CallRef } & (
-  { refused: GateRefusal } | { spec: ToolSpec; input: Record<string, unknown> }
+  | { refused: GateRefusal }
+  | { spec: ToolSpec; input: Record<string, unknown>; claims: LimitClaim[] }
 );
 
 export function gateTurn(
@@ -24,7 +27,13 @@ export function gateTurn(
   return calls.map((proposed) => {
     const call = { id: proposed.id, name: proposed.name };
     const admitted = admitCall(proposed, offered, run.context, run.user.scopes);
-    return admitted.ok ? { call, ...admitted.value } : { call, refused: admitted.error };
+    if (!admitted.ok) return { call, refused: admitted.error };
+    // What it claims of each limit across runs (reserved by its operation before the first attempt).
+    const { spec, input } = admitted.value;
+    const claims = claimsFor(spec.limitsAcrossRuns, input, run.context, run.user.id);
+    return claims.ok
+      ? { call, spec, input, claims: claims.value }
+      : { call, refused: claims.error };
   });
 }
 
@@ -58,7 +67,7 @@ export async function freezeTurn(
           : refusal("rejected", id, verdict.refused.code, verdict.refused.message);
         return { call: verdict.call, fixed };
       }
-      const { spec, input } = verdict;
+      const { spec, input, claims } = verdict;
       const frozen = await freezeCall({
         tenantId: run.tenantId,
         runId: run.runId,
@@ -75,6 +84,7 @@ export async function freezeTurn(
         input: { value: input, canonical: frozen.canonicalInput, hash: frozen.inputHash },
         source: run.tools[verdict.call.name]!,
         cost: spec.cost,
+        ...(claims.length > 0 ? { claims } : {}),
       };
       return { call: verdict.call, submit, closed: null };
     }),

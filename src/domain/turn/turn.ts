@@ -3,6 +3,7 @@
 // that tells a replay from a conflict. Admission is admit.ts, settlement settle.ts, cancel close.ts;
 // the RunObject loads rows, calls these, and writes what they return in one transactionSync
 // (see durable/run/object.ts).
+import type { LimitClaim } from "../limit/window.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import type { Budgets } from "./budget.ts";
 import { canonicalJson, sha256Hex } from "../canonical-json.ts";
@@ -16,7 +17,8 @@ export type { FrozenInput };
 export type RunState = {
   runId: string;
   tenantId: string;
-  user: { id: string; scopes: string[] };
+  /** `attributes`: the principal's tags for the tenant's Cedar policies (absent: none). */
+  user: { id: string; scopes: string[]; attributes?: Record<string, string> };
   tools: Record<string, ToolSource>;
   /** Content hash of `tools`: keys the compiled-tool cache, so a re-registered tool is never a stale hit. */
   toolsHash: string;
@@ -36,6 +38,8 @@ export type Submission = {
   input: FrozenInput;
   source: ToolSource;
   cost: number;
+  /** What it claims of the tool's limits across runs (absent: none, or a row written before them). */
+  claims?: LimitClaim[];
 };
 /** A submitted call either still follows its operation, or was closed by a cancel (`closed`: what the turn says from then on). */
 export type TurnCall =

@@ -2,6 +2,8 @@
 // see, and the shapes its modules pass each other (the frozen row, the head, the loaded tool). The
 // frozen row is row 1 of the log and never changes; the head is the newest row with it.
 import type { RepeatSafety } from "../../domain/classify.ts";
+import type { LimitClaim } from "../../domain/limit/window.ts";
+import type { LimitUsage } from "../limit/contracts.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import type {
   OperationEvent,
@@ -10,7 +12,7 @@ import type {
   TransitionError,
 } from "../../domain/operation/index.ts";
 import type { Result } from "../../domain/result.ts";
-import type { FrozenInput } from "../../domain/turn/turn.ts";
+import type { FrozenInput, RunState } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { Preview } from "../../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
@@ -29,6 +31,10 @@ export type SubmitRequest = {
   /** The run's end user: who asked, for the approvals inbox and four eyes. */
   userId: string;
   waitMs: number;
+  /** What the call claims of its tool's limits across runs (reserved before the start; absent: none). */
+  limitClaims?: LimitClaim[];
+  /** The run's user (with attributes) and context, for the tenant's Cedar policies (absent: older callers). */
+  principal?: { user: RunState["user"]; context: Record<string, unknown> };
 };
 /**
  * `executedBy`: the call that created the operation (a replay from another call did not execute it).
@@ -91,6 +97,10 @@ export type ApprovalInput = {
   hidden: string[];
   input_hash: string;
   policy_version: string;
+  /** Its limits across runs as they stand (this call's reservation included; null: could not be read). */
+  limits?: Array<{ name: string; subject: string; amount: number; usage: LimitUsage | null }>;
+  /** The tenant's Cedar decision at the start: the version that decided and the determining policies. */
+  cedar?: { version: string; decision: "allow" | "deny"; policies: string[] };
 };
 export type OperationError =
   | { code: "not_found" }

@@ -12,6 +12,7 @@ import { askRetryBudget, budgetKeyFor } from "../retry-budget-client.ts";
 import { runStub, tenantStub } from "../stubs.ts";
 import type { FrozenRow, Head, OperationError, Secrets } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
+import { evaluatePolicies, policyRefusal } from "../../policies/evaluate.ts";
 
 type DecideDenial = Extract<OperationEvent, { type: "decide" }>["denial"];
 
@@ -64,18 +65,38 @@ export async function gather(
   const { authorize, secretsOf, budget } = want;
   const [verdict, secrets, allowed] = await Promise.all([
     authorize
-      ? ask(() =>
-          runStub(env, frozen.run_id).authorize(
-            frozen.tenant_id,
-            authorize.tool,
-            authorize.policyVersion ?? null,
-          ),
-        )
+      ? ask(async () => {
+          // The tenant's Cedar policy set, as it stands now, asked with the run's verdict (issue 21).
+          const [run, policy] = await Promise.all([
+            runStub(env, frozen.run_id).authorize(
+              frozen.tenant_id,
+              authorize.tool,
+              authorize.policyVersion ?? null,
+            ),
+            policyVerdict(env, frozen),
+          ]);
+          return run.ok ? policy : run;
+        })
       : Promise.resolve(ALLOWED),
     secretsOf ? ask(() => secretsFor(env, frozen.tenant_id, secretsOf)) : Promise.resolve(null),
     budget ? askRetryBudget(env, budget, nowMs) : Promise.resolve({ ok: true as const }),
   ]);
   return { verdict, secrets, budget: allowed };
+}
+
+/**
+ * Before every attempt after the start: the tenant's policy set of the moment on the request the
+ * start froze (plan.cedar). A set changed since applies; a deleted one allows. An operation whose
+ * tenant had no set at its start asks nothing (and pays nothing).
+ */
+async function policyVerdict(env: Env, frozen: FrozenRow): Promise<Result<true, Denial>> {
+  const cedar = frozen.plan.cedar;
+  if (!cedar) return ok(true);
+  const set = await tenantStub(env, frozen.tenant_id).policySet();
+  if (!set) return ok(true);
+  const decided = evaluatePolicies(set, cedar.request);
+  if (decided.decision === "allow") return ok(true);
+  return err({ status: "rejected", code: "policy_denied", message: policyRefusal(decided) });
 }
 
 /** The secrets a gather fetched, or null when it did not get them (the attempt then asks again itself). */

@@ -29,7 +29,8 @@ import { deliverOutbox } from "./outbox.ts";
 import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.ts";
 import { cancelEarly, cancelledEarly, missing, prunedFor } from "./retention.ts";
 import { Sender } from "./send.ts";
-import { prepareStart } from "./start.ts";
+import { prepareStart, startUnavailable } from "./start.ts";
+import { approverFacts, limitHoldOf, type LimitHold } from "./limits.ts";
 import { Alarms, runAlarm, type AlarmHost } from "./alarm.ts";
 import { Waiters } from "./wait.ts";
 import { report, type Reported } from "./trace.ts";
@@ -47,6 +48,8 @@ export class OperationObject extends DurableObject<Env> {
   private lockWork: Promise<void> = Promise.resolve();
   /** Outbox deliveries, in order; replies wait for them so a listing right after sees the change. */
   private inboxWrites: Promise<void> = Promise.resolve();
+  /** Sweeps answered "absent" (issue 21): a start in flight across one reserves again. */
+  private limitSweeps = 0;
   private readonly eventSends = new EventSends((promise) => this.ctx.waitUntil(promise));
   /** What the modules beside it may use: the log, apply, the alarm, the background work. */
   private readonly shell: AlarmHost = {
@@ -73,14 +76,19 @@ export class OperationObject extends DurableObject<Env> {
     if (!existing) {
       const spec = resolveTool(req.source, hostPolicy(this.env));
       if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
-      const { frozen, secrets } = await prepareStart(this.env, req, spec.value);
-      // The awaits let other calls in: one of them may have started this operation meanwhile.
-      if (this.log.head()) return this.submit(req);
+      const sweeps = this.limitSweeps;
+      const prepared = await prepareStart(this.env, req, spec.value).catch(startUnavailable);
+      if (!prepared.ok) return prepared;
+      const { frozen, secrets, limitDenied, policyDenied } = prepared.value;
+      // The awaits let other calls in: one of them may have started this operation meanwhile, or a
+      // limit's sweep was told it had not (and released its reservation): then reserve again.
+      if (this.log.head() || this.limitSweeps !== sweeps) return this.submit(req);
       // Only the log: the other tables are created where first needed (cancel, lock grant, pruning).
       this.store.ensureTable("op_log");
       const cancelledBy = cancelledEarly(this.store, req.tenantId, req.runId);
       const [inputHash, callId, tool] = [req.input.hash, req.callId, spec.value.name];
-      const start = { type: "start", inputHash, callId, tool, cancelledBy } as const;
+      const denied = { limitDenied, policyDenied };
+      const start = { type: "start", inputHash, callId, tool, cancelledBy, ...denied } as const;
       const started = this.apply(start, frozen, secrets);
       if (!started.ok) return started;
     } else this.sender.recoverOrphan();
@@ -116,7 +124,8 @@ export class OperationObject extends DurableObject<Env> {
     const head = this.log.headFor(tenantId);
     if (!head) return err(missing(this.store, tenantId));
     const input = approvalInputOf(this.log, head);
-    return input ? ok(input) : err({ code: "not_awaiting_approval", phase: head.state.phase });
+    if (!input) return err({ code: "not_awaiting_approval", phase: head.state.phase });
+    return ok(await approverFacts(this.env, head, input));
   }
 
   /**
@@ -192,6 +201,13 @@ export class OperationObject extends DurableObject<Env> {
     const step = this.apply({ type: "cancel", by }, null);
     await this.inboxWrites;
     return step.ok ? ok(viewOf(this.log)) : step;
+  }
+
+  /** Asked by a limit's sweep (issue 21): does this operation hold its reservation of `name` for `subject`? */
+  async limitHold(tenantId: string, name: string, subject: string): Promise<LimitHold> {
+    const head = this.log.head();
+    if (!head) this.limitSweeps++;
+    return head && head.frozen.tenant_id !== tenantId ? "absent" : limitHoldOf(head, name, subject);
   }
 
   // ── resource locks: the lock object asks and tells the operations that use it ──────────────
@@ -274,6 +290,7 @@ export class OperationObject extends DurableObject<Env> {
           break;
         case "inbox":
         case "needs_person":
+        case "release_limits":
           // Written to the outbox inside the transaction; delivered below.
           break;
         case "send_preview":

@@ -8,6 +8,8 @@ import { tenantStub } from "../stubs.ts";
 import type { ApprovalItem, UnknownItem } from "../tenant/inbox.ts";
 import type { Shell } from "./contracts.ts";
 import { ask } from "./gather.ts";
+import { releaseClaims } from "./limits.ts";
+import type { LimitClaim } from "../../domain/limit/window.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { approvalItem } from "./views.ts";
 
@@ -28,11 +30,14 @@ export type OutboxKind =
   | "operation.outcome_unknown"
   | "operation.settling"
   | "operation.recorded"
-  | "operation.resent";
+  | "operation.resent"
+  /** Its reservations of limits across runs given back: recorded with nothing applied (issue 21). */
+  | "limits.released";
 /** An outbox row's payload: the whole new standing, so a delivery is an idempotent upsert at the tenant. */
 export type OutboxPayload =
   | { target: "approval"; item: ApprovalItem }
-  | { target: "unknown"; open: boolean; item: UnknownItem };
+  | { target: "unknown"; open: boolean; item: UnknownItem }
+  | { target: "limits"; claims: LimitClaim[] };
 type OutboxRow = { seq: number; kind: OutboxKind; payload: string; attempts: number };
 
 /** The outbox row one effect of a committed transition calls for (null: the tenant plane need not know). */
@@ -57,6 +62,12 @@ export function outboxRow(
             ? "approval.expired"
             : "approval.cancelled";
     return { kind, payload: { target: "approval", item } };
+  }
+  if (effect.kind === "release_limits") {
+    const claims = log.head()?.frozen.plan.limits ?? [];
+    return claims.length > 0
+      ? { kind: "limits.released", payload: { target: "limits", claims } }
+      : null;
   }
   if (effect.kind === "needs_person") {
     const frozen = log.head()!.frozen;
@@ -126,6 +137,8 @@ export async function deliverOutbox(shell: Shell): Promise<void> {
   for (const row of rows) {
     const delivered = await ask(async () => {
       const payload = JSON.parse(row.payload) as OutboxPayload;
+      if (payload.target === "limits")
+        return releaseClaims(shell.env, tenant, head.frozen.id, payload.claims);
       const stub = tenantStub(shell.env, tenant);
       if (payload.target === "approval") await stub.upsertApproval(payload.item, row.seq);
       else await stub.markUnknown(payload.item, payload.open, row.seq);

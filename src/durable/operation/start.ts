@@ -1,23 +1,33 @@
-// A new operation's start: what it needs before its first row (the approval's policy version, the
-// first attempt's secrets, the tool's idempotency verification), its plan (domain/operation/plan.ts)
-// and its frozen row. The caller re-checks that no other call started it during these awaits, then
+// A new operation's start: what it needs before its first row (its reservations of limits across
+// runs, the approval's policy version, the first attempt's secrets, the tool's idempotency
+// verification), its plan (domain/operation/plan.ts) and its frozen row. The caller re-checks that no other call started it during these awaits, then
 // applies the returned `start` event with the frozen row in one transaction.
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { needsApproval, type OperationPlan } from "../../domain/operation/index.ts";
 import { planOperation } from "../../domain/operation/plan.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
 import { requireVerifiedIdempotency, settleScheduleMs } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
-import { verificationStatuses } from "../tenant/registry.ts";
+import { startFacts } from "../tenant/registry.ts";
+import {
+  evaluatePolicies,
+  policyRefusal,
+  policyRequestFor,
+  type PolicySet,
+} from "../../policies/evaluate.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, secretsFor } from "./gather.ts";
+import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
 
 /**
- * Before a new operation starts: its approval's policy version (the hash of this exact tool source;
- * null: no approval needed), its first attempt's secrets (none while it waits for approval; null
- * when unanswered: the attempt asks again itself, and ends `not_sent` if that fails too) and the
- * tool's idempotency verification.
+ * Before a new operation starts: the tenant's facts (its tool's idempotency verification and its
+ * Cedar policy set, one read) and the first attempt's secrets, asked together; then the policy
+ * decision; only if it allows, the reservations of its limits across runs (over one whose `over`
+ * is "approve", a person decides); then its approval's policy version (the hash of this exact tool
+ * source; null: no approval needed). Secrets: none while it waits for approval; null when
+ * unanswered (the attempt asks again itself, and ends `not_sent` if that fails too).
  */
 async function gatherStart(
   env: Env,
@@ -27,18 +37,41 @@ async function gatherStart(
   policyVersion: string | null;
   secrets: Secrets | null;
   verified: VerificationStatus | null;
+  limits: Reserved;
+  cedar: Cedar | null;
 }> {
-  const asks = needsApproval(spec.approval, req.input.value);
-  const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
-  const [secrets, verified] = await Promise.all([
-    asks
+  const approvalRule = needsApproval(spec.approval, req.input.value);
+  const [facts, fetched] = await Promise.all([
+    startFacts(env, req.tenantId, spec.name, req.source),
+    approvalRule
       ? null
       : ask(() => secretsFor(env, req.tenantId, spec)).then((asked) =>
           asked.answered ? asked.value : null,
         ),
-    verificationStatuses(env, req.tenantId, [[spec.name, req.source]]),
   ]);
-  return { policyVersion, secrets, verified: verified[spec.name] ?? null };
+  const cedar = facts.policies ? decide(facts.policies, spec, req) : null;
+  const verified = facts.verified;
+  if (cedar?.decision === "deny")
+    return { policyVersion: null, secrets: null, verified, limits: NOTHING_RESERVED, cedar };
+  const claims = req.limitClaims ?? [];
+  const limits =
+    claims.length > 0
+      ? await reserveClaims(env, req.tenantId, req.operationId, claims)
+      : NOTHING_RESERVED;
+  if (limits.denied) return { policyVersion: null, secrets: null, verified, limits, cedar };
+  const asks = approvalRule || limits.needsApproval;
+  const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
+  return { policyVersion, secrets: asks ? null : fetched, verified, limits, cedar };
+}
+
+type Cedar = NonNullable<OperationPlan["cedar"]>;
+/** The tenant's Cedar policy set on this call (policies/evaluate.ts: the one function). */
+function decide(set: PolicySet, spec: ToolSpec, req: SubmitRequest): Cedar {
+  const user = req.principal?.user ?? { id: req.userId, scopes: [] };
+  const context = req.principal?.context ?? {};
+  const request = policyRequestFor(spec, req.input.value, user, req.runId, context);
+  const { version, decision, policies, errors } = evaluatePolicies(set, request);
+  return { version, decision, policies, ...(errors.length > 0 ? { errors } : {}), request };
 }
 
 /** The frozen row and the secrets its first attempt may use (planned now, after the awaits). */
@@ -46,13 +79,31 @@ export async function prepareStart(
   env: Env,
   req: SubmitRequest,
   spec: ToolSpec,
-): Promise<{ frozen: FrozenRow; secrets: Secrets | null }> {
-  const { policyVersion, secrets, verified } = await gatherStart(env, req, spec);
+): Promise<
+  Result<
+    {
+      frozen: FrozenRow;
+      secrets: Secrets | null;
+      limitDenied: Reserved["denied"];
+      policyDenied: { message: string } | null;
+    },
+    { code: "unavailable"; detail: string }
+  >
+> {
+  const { policyVersion, secrets, verified, limits, cedar } = await gatherStart(env, req, spec);
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
   const late = settleScheduleMs(env);
-  const plan = planOperation(spec, req, policyVersion, verified, strict, nowMs, late);
-  return { frozen: frozenRowOf(req, spec, plan, nowMs), secrets };
+  const planned = planOperation(spec, req, policyVersion, verified, strict, nowMs, late);
+  // The operation records what it reserved: released by its outcome if nothing was applied.
+  const plan = {
+    ...planned,
+    ...(limits.held.length > 0 ? { limits: limits.held } : {}),
+    ...(cedar ? { cedar } : {}),
+  };
+  const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
+  const frozen = frozenRowOf(req, spec, plan, nowMs);
+  return ok({ frozen, secrets, limitDenied: limits.denied, policyDenied });
 }
 
 /** Row 1 of the log: the call as submitted, with its plan and the tool's trace settings. */
@@ -77,3 +128,10 @@ function frozenRowOf(
     trace_content: spec.traceContent,
   };
 }
+
+/** A limit (or another object asked before the start) could not be reached: nothing started. */
+export const startUnavailable = (error: unknown) =>
+  err({
+    code: "unavailable" as const,
+    detail: `toolgate could not check this call's limits (${String(error)}); nothing was sent. Try again shortly.`,
+  });

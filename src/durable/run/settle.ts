@@ -193,6 +193,8 @@ export class TurnSettler {
         idempotencyKey,
         userId: run.user.id,
         waitMs,
+        ...(submit.claims ? { limitClaims: submit.claims } : {}),
+        principal: { user: run.user, context: run.context },
       });
       if (!reply.ok)
         return {

@@ -64,7 +64,11 @@ export const EnvelopeCodec: z.ZodType<Envelope> = z.union([
 const RunCodec: z.ZodType<RunState> = z.object({
   runId: z.string(),
   tenantId: z.string(),
-  user: z.object({ id: z.string(), scopes: z.array(z.string()) }),
+  user: z.object({
+    id: z.string(),
+    scopes: z.array(z.string()),
+    attributes: z.record(z.string(), z.string()).optional(),
+  }),
   tools: z.record(z.string(), ToolSourceCodec),
   toolsHash: z.string(),
   context: z.record(z.string(), z.unknown()),
@@ -88,6 +92,19 @@ const StoredSubmitFields = {
   canonical: z.string(),
   hash: z.string(),
   cost: z.number(),
+  /** Limits across runs it claims (issue 21); absent: none, or a row written before them. */
+  claims: z
+    .array(
+      z.object({
+        name: z.string(),
+        subject: z.string(),
+        amount: z.number(),
+        max: z.number(),
+        windowMs: z.number(),
+        over: z.enum(["refuse", "approve"]),
+      }),
+    )
+    .optional(),
 };
 /**
  * Stored without the input's value: it is the canonical text, parsed back (the arguments are kept
@@ -247,13 +264,20 @@ function decodeTurnRow(row: unknown, sourceOf: SourceLookup): TurnRecord {
   const calls = decodeWith(StoredCallsCodec, parseJson(turn.calls, "turn"), "turn").map(
     (stored): TurnCall => {
       if ("fixed" in stored) return stored;
-      const { canonical, hash, operationId, idempotencyKey, cost } = stored.submit;
+      const { canonical, hash, operationId, idempotencyKey, cost, claims } = stored.submit;
       const source =
         "source" in stored.submit ? stored.submit.source : storedSource(stored.submit.sourceHash);
       const value = decodeWith(InputValueCodec, parseJson(canonical, "turn"), "turn input");
       return {
         call: stored.call,
-        submit: { operationId, idempotencyKey, input: { value, canonical, hash }, source, cost },
+        submit: {
+          operationId,
+          idempotencyKey,
+          input: { value, canonical, hash },
+          source,
+          cost,
+          ...(claims ? { claims } : {}),
+        },
         closed: stored.closed,
       };
     },

@@ -14,6 +14,8 @@ import type { EndpointState } from "../../domain/webhook-retry.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
+import type { PolicySet } from "../../policies/evaluate.ts";
+import { getPolicies, policySetOf, putPolicies, type PolicyRecord } from "./policies.ts";
 import {
   listEvents,
   pruneEvents,
@@ -57,7 +59,8 @@ export type TenantError =
   | { code: "not_found"; detail: string }
   | { code: "invalid_request"; detail: string }
   /** A verification finished after the tool's checked settings were replaced (or it was deleted). */
-  | { code: "tool_changed"; detail: string };
+  | { code: "tool_changed"; detail: string }
+  | { code: "invalid_policy"; detail: string };
 
 export class TenantObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, TENANT_SCHEMA);
@@ -142,6 +145,27 @@ export class TenantObject extends DurableObject<Env> {
     items: Array<{ name: string; settingsHash: string }>,
   ): Promise<Record<string, VerificationStatus>> {
     return storedStatuses(this.store, items);
+  }
+
+  /** A new operation's tenant facts, one read: the tools' verdicts and the Cedar policy set (issue 21). */
+  async startFacts(
+    items: Array<{ name: string; settingsHash: string }>,
+  ): Promise<{ statuses: Record<string, VerificationStatus>; policies: PolicySet | null }> {
+    const statuses = items.length > 0 ? await storedStatuses(this.store, items) : {};
+    return { statuses, policies: policySetOf(this.store) };
+  }
+
+  /** The Cedar policy set (policies.ts): stored after Cedar validated it; read before each attempt. */
+  async putPolicies(
+    text: string,
+  ): Promise<Result<PolicyRecord & { created: boolean }, TenantError>> {
+    return putPolicies(this.store, this.env, text);
+  }
+  async getPolicies(): Promise<PolicyRecord | null> {
+    return getPolicies(this.store, this.env);
+  }
+  async policySet(): Promise<PolicySet | null> {
+    return policySetOf(this.store);
   }
 
   /** Snapshots the named tools for a run; every name must resolve. */

@@ -5,6 +5,7 @@
 // tools are the deployment's own, reviewed with it); a manifest write with mode "natural" promises
 // safe repeats that verify cannot check, so it is always "unverified". A tenant that cannot be
 // asked counts as "unverified": under the policy that fails closed.
+import type { PolicySet } from "../../policies/evaluate.ts";
 import { hostPolicy } from "../../config.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import {
@@ -230,6 +231,25 @@ export async function verificationStatuses(
       ...unverifiable,
     };
   }
+}
+
+/**
+ * A new operation's tenant facts in one read (issue 21): its tool's verification status and the
+ * tenant's Cedar policy set. Asked at every start (a changed set applies to the next call); for a
+ * header-keyed write it is the read verificationStatuses made anyway. Throws if the tenant cannot
+ * be asked: the start then answers `unavailable` (a policy set is never skipped for being unread).
+ */
+export async function startFacts(
+  env: Env,
+  tenantId: string,
+  name: string,
+  source: ToolSource,
+): Promise<{ verified: VerificationStatus | null; policies: PolicySet | null }> {
+  const settings = source.kind === "manifest" ? await verifiableSettings(source.manifest) : null;
+  const items = settings && settings !== NATURAL ? [{ name, settingsHash: settings }] : [];
+  const facts = await tenantStub(env, tenantId).startFacts(items);
+  const verified = settings === NATURAL ? "unverified" : (facts.statuses[name] ?? null);
+  return { verified, policies: facts.policies };
 }
 
 /** A write with mode "natural": nothing to verify, nothing verified. */

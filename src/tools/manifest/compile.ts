@@ -11,6 +11,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { toStrictSchema } from "../../providers/strict-schema.ts";
 import type { ApprovalRule, ToolSpec } from "../spec.ts";
 import { Manifest, type HostPolicy, type ManifestError } from "./schema.ts";
+import { compileAcrossRuns } from "./limits.ts";
 import { buildUrl, checkTemplate, requestBuilder, resourceKeyFor } from "./url.ts";
 
 export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpec, ManifestError> {
@@ -79,6 +80,8 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
       code: "invalid_manifest",
       detail: "preview: shown to an approver, so it needs an approval rule that can ask",
     });
+  const acrossRuns = compileAcrossRuns(m.limits_across_runs, inputJsonSchema);
+  if (!acrossRuns.ok) return acrossRuns;
   const reconcile = m.reconcile
     ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers, false)
     : null;
@@ -123,6 +126,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     requiresScopes: m.requires_scopes,
     approval: normalizeApproval(m),
     limits: m.limits,
+    limitsAcrossRuns: acrossRuns.value,
     timeoutMs: m.timeout_ms,
     reconcileSettleMs: m.reconcile?.settle_ms ?? m.timeout_ms,
     keyTtlMs: m.idempotency.key_ttl_ms ?? DEFAULT_KEY_TTL_MS,

@@ -104,6 +104,30 @@ export const Manifest = z.strictObject({
         .partial(),
     )
     .default({}),
+  /** Windowed limits across runs (issue 21): `sum` of a numeric argument or `count`, per subject. */
+  limits_across_runs: z
+    .array(
+      z.strictObject({
+        name: z
+          .string()
+          .regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "limit names are 1-64 letters, digits, _ or -"),
+        subject: z
+          .string()
+          .regex(
+            /^(user|tenant|context\.[a-zA-Z0-9_]+)$/,
+            "subject is user, tenant or context.<field>",
+          ),
+        window: z
+          .string()
+          .regex(/^[1-9][0-9]{0,6}(s|m|h|d)$/, 'window looks like "24h", "90m", "7d"'),
+        sum: z.string().min(1).optional(),
+        count: z.literal(true).optional(),
+        max: z.number().positive(),
+        over: z.enum(["refuse", "approve"]).default("refuse"),
+      }),
+    )
+    .max(8)
+    .default([]),
   timeout_ms: z.number().int().min(1).max(120_000).default(10_000),
   max_attempts: z.number().int().min(1).max(20).default(DEFAULT_RETRY.maxAttempts),
   retry: z

@@ -1,0 +1,106 @@
+// An operation's limits across runs (issue 21), the shell's side. Before its first log row the
+// operation reserves what the gate claimed, one limit after another, at each (tenant, limit,
+// subject) object: idempotent by operation id, so a re-post, a re-proposal or a start that
+// crashed after reserving counts once. The first refusal stops it (the refused limit holds
+// nothing; any reserved before it are released by the recorded refusal's outbox row). Over a
+// limit whose `over` is "approve", the reservation is made and a person decides.
+import { overLimitMessage } from "../../domain/limit/claims.ts";
+import type { LimitClaim } from "../../domain/limit/window.ts";
+import type { OperationState } from "../../domain/operation/index.ts";
+import type { Env } from "../env.ts";
+import { limitStub } from "../stubs.ts";
+import type { ApprovalInput, Head } from "./contracts.ts";
+
+export type Reserved = {
+  /** What it holds, frozen in its plan (released if it is recorded with nothing applied). */
+  held: LimitClaim[];
+  /** Over a limit with over: "approve": a person decides before the first attempt. */
+  needsApproval: boolean;
+  denied: { limit: string; subject: string; message: string } | null;
+};
+export const NOTHING_RESERVED: Reserved = { held: [], needsApproval: false, denied: null };
+
+/** Throws if a limit object cannot be asked: the caller answers `unavailable` (nothing started). */
+export async function reserveClaims(
+  env: Env,
+  tenantId: string,
+  operationId: string,
+  claims: readonly LimitClaim[],
+): Promise<Reserved> {
+  const held: LimitClaim[] = [];
+  let needsApproval = false;
+  for (const claim of claims) {
+    const reply = await limitStub(env, tenantId, claim.name, claim.subject).reserve({
+      ...claim,
+      tenantId,
+      operationId,
+    });
+    if (!reply.ok) throw new Error(`limit ${claim.name} refused to answer: ${reply.error.code}`);
+    if (reply.value.kind === "refused") {
+      const { usage, freesAtMs } = reply.value;
+      const freesAt = freesAtMs === null ? null : new Date(freesAtMs).toISOString();
+      const message = overLimitMessage(claim, usage, freesAt);
+      return {
+        held,
+        needsApproval,
+        denied: { limit: claim.name, subject: claim.subject, message },
+      };
+    }
+    held.push(claim);
+    if (reply.value.over) needsApproval = true;
+  }
+  return { held, needsApproval, denied: null };
+}
+
+/**
+ * What this operation answers a limit's sweep: it holds the reservation (its plan names it and it
+ * is not recorded with nothing applied), released it, or never started with it.
+ */
+export type LimitHold = "held" | "released" | "absent";
+export function limitHoldOf(head: Head | null, name: string, subject: string): LimitHold {
+  const mine = head?.frozen.plan.limits?.some((c) => c.name === name && c.subject === subject);
+  if (!head || !mine) return "absent";
+  return releasedBy(head.state) ? "released" : "held";
+}
+
+const releasedBy = (state: OperationState) =>
+  state.phase === "recorded" && state.outcome.status !== "succeeded";
+
+/** The outbox delivery of a `limits.released` row: every limit it held, released (idempotent). */
+export async function releaseClaims(
+  env: Env,
+  tenantId: string,
+  operationId: string,
+  claims: readonly LimitClaim[],
+): Promise<void> {
+  await Promise.all(
+    claims.map(async (claim) => {
+      const done = await limitStub(env, tenantId, claim.name, claim.subject).release(
+        tenantId,
+        operationId,
+      );
+      if (!done.ok) throw new Error(`limit ${claim.name}: ${done.error.code}`);
+    }),
+  );
+}
+
+/** What the approver sees besides the call: each limit's usage now, and the Cedar decision. */
+export async function approverFacts(
+  env: Env,
+  head: Head,
+  input: ApprovalInput,
+): Promise<ApprovalInput> {
+  const { plan, tenant_id: tenantId } = head.frozen;
+  const limits = await Promise.all(
+    (plan.limits ?? []).map(async ({ name, subject, amount }) => {
+      const usage = await limitStub(env, tenantId, name, subject)
+        .usage(tenantId)
+        .catch(() => null);
+      return { name, subject, amount, usage: usage?.ok ? usage.value : null };
+    }),
+  );
+  const cedar = plan.cedar
+    ? { version: plan.cedar.version, decision: plan.cedar.decision, policies: plan.cedar.policies }
+    : undefined;
+  return { ...input, ...(limits.length > 0 ? { limits } : {}), ...(cedar ? { cedar } : {}) };
+}

@@ -1,0 +1,134 @@
+// Cedar policy sets (issue 21 part 2), from the side of a tenant whose rules live in Cedar: a forbid
+// holds before any request reaches the upstream, a set changed while a call waits for approval
+// refuses it at the check before its attempt, and a set that does not validate is refused at PUT.
+import { describe, expect, it } from "vitest";
+import { ALL_SCOPES, api, manifest, newTenant, unique, upstream } from "../support/api.ts";
+
+async function tenantWithRefunds(url: string, extra: Record<string, unknown> = {}) {
+  const { key } = await newTenant(ALL_SCOPES);
+  const as = { Authorization: `Bearer ${key}` };
+  const tool = manifest({
+    url,
+    name: unique("refund"),
+    description: "Refund the customer.",
+    input_schema: {
+      type: "object",
+      additionalProperties: false,
+      properties: { amount: { type: "integer", minimum: 1 }, customer_id: { type: "string" } },
+      required: ["amount", "customer_id"],
+    },
+    output_schema: { type: "object" },
+    request: { method: "POST", url: `${url}/refunds` },
+    bind: { customer_id: "context.customer_id" },
+    ...extra,
+  });
+  expect((await api("PUT", `/v1/tools/${tool.name as string}`, tool, as)).status).toBe(201);
+  const name = tool.name as string;
+  const run = async (attributes: Record<string, string> = {}) => {
+    const created = await api(
+      "POST",
+      "/v1/runs",
+      {
+        user: { id: unique("agent_user"), scopes: [], attributes },
+        tools: [name],
+        context: { customer_id: "cus_1" },
+      },
+      as,
+    );
+    expect(created.status).toBe(201);
+    return created.body.run_id as string;
+  };
+  const refund = async (runId: string, amount: number, wait = 3) =>
+    (
+      await api(
+        "POST",
+        `/v1/runs/${runId}/turns?format=native`,
+        { calls: [{ id: unique("call"), name, arguments: { amount } }] },
+        { ...as, Prefer: `wait=${wait}` },
+      )
+    ).body.results[0];
+  const putPolicies = (policies: string) => api("PUT", "/v1/policies", { policies }, as);
+  return { as, name, run, refund, putPolicies };
+}
+
+const seniorOnlyOver500 = (tool: string) => `
+@id("allow-refunds")
+permit (principal, action == Action::"${tool}", resource);
+
+@id("big-refunds-need-senior")
+forbid (principal, action == Action::"${tool}", resource)
+when { context.arguments.amount > 500 }
+unless { principal.hasTag("senior") };
+`;
+
+describe("Cedar policy sets", () => {
+  it("forbid amount > 500 for users without a senior attribute: refused before any upstream request; senior users and small amounts pass", async () => {
+    const up = upstream();
+    const t = await tenantWithRefunds(up.url);
+    const put = await t.putPolicies(seniorOnlyOver500(t.name));
+    expect(put.status).toBe(201);
+    expect(put.body.version).toMatch(/^cedar_[0-9a-f]{32}$/);
+
+    const junior = await t.run();
+    const refused = await t.refund(junior, 600);
+    expect(refused).toMatchObject({ status: "rejected", code: "policy_denied" });
+    expect(refused.message).toContain("big-refunds-need-senior");
+    expect(refused.message).toContain(put.body.version);
+    expect((await up.state()).requests).toHaveLength(0);
+
+    const trace = (await api("GET", `/v1/runs/${junior}/trace`, undefined, t.as)).body.events;
+    expect(trace.find((e: any) => e.type === "policy_decided")).toMatchObject({
+      policy_version: put.body.version,
+      decision: "deny",
+      policies: ["big-refunds-need-senior"],
+    });
+
+    expect((await t.refund(junior, 400)).status).toBe("succeeded");
+    expect((await t.refund(await t.run({ senior: "true" }), 600)).status).toBe("succeeded");
+    expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([400, 600]);
+  });
+
+  it("a policy changed while an operation waits for approval refuses it at the pre-attempt check", async () => {
+    const up = upstream();
+    const t = await tenantWithRefunds(up.url, { approval: "always" });
+    expect((await t.putPolicies(`permit (principal, action, resource);`)).status).toBe(201);
+    const runId = await t.run();
+    const waiting = await t.refund(runId, 700, 0);
+    expect(waiting.status).toBe("awaiting_approval");
+    const asked = await api("GET", `/v1/approvals/${waiting.operation_id}`, undefined, t.as);
+    expect(asked.body.cedar).toMatchObject({ decision: "allow", policies: ["policy0"] });
+
+    expect((await t.putPolicies(seniorOnlyOver500(t.name))).status).toBe(200);
+    const approved = await api("POST", `/v1/operations/${waiting.operation_id}/approve`, {}, t.as);
+    expect(approved.status).toBe(200);
+    expect(approved.body.result).toMatchObject({ status: "rejected", code: "policy_denied" });
+    expect(approved.body.result.message).toContain("big-refunds-need-senior");
+    expect((await up.state()).requests).toHaveLength(0);
+  });
+
+  it("a policy set that does not validate against the tenant's tools is refused at PUT with Cedar's message", async () => {
+    const t = await tenantWithRefunds("http://127.0.0.1:1");
+    const typo = await t.putPolicies(
+      `forbid (principal, action == Action::"${t.name}", resource) when { context.arguments.amout > 5 };`,
+    );
+    expect(typo.status).toBe(422);
+    expect(typo.body.code).toBe("invalid_policy");
+    expect(typo.body.detail).toMatch(/amout/);
+    const unknownAction = await t.putPolicies(
+      `permit (principal, action == Action::"no_such_tool", resource);`,
+    );
+    expect([unknownAction.status, unknownAction.body.code]).toEqual([422, "invalid_policy"]);
+    const syntax = await t.putPolicies(`permit (principal, action, resource`);
+    expect([syntax.status, syntax.body.code]).toEqual([422, "invalid_policy"]);
+    expect((await api("GET", "/v1/policies", undefined, t.as)).status).toBe(404);
+  });
+
+  it("no policy set: today's behaviour (nothing evaluated, nothing in the trace)", async () => {
+    const up = upstream();
+    const t = await tenantWithRefunds(up.url);
+    const runId = await t.run();
+    expect((await t.refund(runId, 600)).status).toBe("succeeded");
+    const trace = (await api("GET", `/v1/runs/${runId}/trace`, undefined, t.as)).body.events;
+    expect(trace.some((e: any) => e.type === "policy_decided")).toBe(false);
+  });
+});

@@ -1,0 +1,279 @@
+// Limits across runs (issue 21): the rolling window's arithmetic and the reservation states, as tables.
+import { describe, expect, it } from "vitest";
+import {
+  claimsFor,
+  overLimitMessage,
+  type AcrossRunsLimit,
+} from "../../src/domain/limit/claims.ts";
+import {
+  decideRelease,
+  decideReserve,
+  freesAtMs,
+  parseWindow,
+  usageOf,
+  type Reservation,
+} from "../../src/domain/limit/window.ts";
+import { compileManifest } from "../../src/tools/manifest/compile.ts";
+
+const H = 3_600_000;
+const DAY = 24 * H;
+const held = (operationId: string, amount: number, atMs: number): Reservation => ({
+  operationId,
+  amount,
+  atMs,
+  state: "held",
+});
+const released = (operationId: string, amount: number, atMs: number): Reservation => ({
+  ...held(operationId, amount, atMs),
+  state: "released",
+});
+const claim = (operationId: string, amount: number, over: "refuse" | "approve" = "refuse") => ({
+  operationId,
+  amount,
+  max: 1000,
+  windowMs: DAY,
+  over,
+});
+
+describe("parseWindow", () => {
+  it.each([
+    ["24h", DAY],
+    ["90m", 90 * 60_000],
+    ["7d", 7 * DAY],
+    ["30s", 30_000],
+    ["31d", 31 * DAY],
+    ["32d", null],
+    ["0h", null],
+    ["1w", null],
+    ["h", null],
+    ["1.5h", null],
+  ])("%s → %s", (text, ms) => expect(parseWindow(text)).toBe(ms));
+});
+
+describe("usageOf: held reservations inside (now − window, now]", () => {
+  const now = 10 * DAY;
+  it.each([
+    ["nothing", [], 0, null],
+    ["one held", [held("a", 300, now - H)], 300, now - H + DAY],
+    ["released does not count", [released("a", 300, now - H)], 0, null],
+    ["exactly one window old has left", [held("a", 300, now - DAY)], 0, null],
+    ["one ms inside still counts", [held("a", 300, now - DAY + 1)], 300, now + 1],
+    [
+      "mixed",
+      [held("a", 300, now - 2 * H), released("b", 500, now - H), held("c", 200, now - 3 * H)],
+      500,
+      now - 3 * H + DAY,
+    ],
+  ] as const)("%s", (_, rows, used, nextFree) => {
+    const usage = usageOf(rows as readonly Reservation[], 1000, DAY, now);
+    expect(usage).toEqual({
+      used,
+      remaining: 1000 - used,
+      held: (rows as readonly Reservation[]).filter((r) => r.state === "held" && r.atMs > now - DAY)
+        .length,
+      nextFreeAtMs: nextFree,
+    });
+  });
+});
+
+describe("freesAtMs: the oldest leave one by one", () => {
+  const now = 10 * DAY;
+  const rows = [held("a", 400, now - 5 * H), held("b", 400, now - 3 * H), held("c", 100, now - H)];
+  it.each([
+    ["fits now", 100, now],
+    ["after the oldest leaves", 300, now - 5 * H + DAY],
+    ["after the two oldest leave", 600, now - 3 * H + DAY],
+    ["only when all leave", 1000, now - H + DAY],
+    ["never (more than max)", 1001, null],
+  ])("%s", (_, amount, at) => expect(freesAtMs(rows, amount, 1000, DAY, now)).toBe(at));
+});
+
+describe("decideReserve", () => {
+  const now = 10 * DAY;
+  it.each([
+    [
+      "under the limit → reserved",
+      [held("a", 500, now - H)],
+      claim("x", 500),
+      "reserved",
+      false,
+      false,
+    ],
+    ["over, refuse → refused", [held("a", 600, now - H)], claim("x", 500), "refused", false, false],
+    [
+      "over, approve → reserved over",
+      [held("a", 600, now - H)],
+      claim("x", 500, "approve"),
+      "reserved",
+      false,
+      true,
+    ],
+    [
+      "held already → counted once",
+      [held("x", 500, now - H), held("a", 500, now - H)],
+      claim("x", 500),
+      "reserved",
+      true,
+      false,
+    ],
+    [
+      "released, asked again → a new reservation, checked again",
+      [released("x", 500, now - H), held("a", 600, now - H)],
+      claim("x", 500),
+      "refused",
+      false,
+      false,
+    ],
+    [
+      "outside the window does not count",
+      [held("a", 1000, now - DAY)],
+      claim("x", 1000),
+      "reserved",
+      false,
+      false,
+    ],
+  ] as const)("%s", (_, rows, c, kind, already, over) => {
+    const decision = decideReserve(rows as readonly Reservation[], c, now);
+    expect(decision.kind).toBe(kind);
+    if (decision.kind === "reserved") {
+      expect([decision.already, decision.over]).toEqual([already, over]);
+      if (!already) expect(decision.row).toEqual(held(c.operationId, c.amount, now));
+    }
+  });
+
+  it("a repeat keeps the first reservation's time (never later in the window)", () => {
+    const decision = decideReserve([held("x", 500, now - 5 * H)], claim("x", 500), now);
+    expect(decision).toMatchObject({ kind: "reserved", already: true, row: { atMs: now - 5 * H } });
+  });
+
+  it("refused: what remains and when the window frees it", () => {
+    const decision = decideReserve([held("a", 800, now - 2 * H)], claim("x", 300), now);
+    expect(decision).toEqual({
+      kind: "refused",
+      usage: { used: 800, remaining: 200, held: 1, nextFreeAtMs: now - 2 * H + DAY },
+      freesAtMs: now - 2 * H + DAY,
+    });
+  });
+});
+
+describe("decideRelease", () => {
+  it.each([
+    ["held → released", [held("x", 5, 1)], "x", released("x", 5, 1)],
+    ["released again → nothing", [released("x", 5, 1)], "x", null],
+    ["never held → nothing", [held("y", 5, 1)], "x", null],
+  ] as const)("%s", (_, rows, id, expected) =>
+    expect(decideRelease(rows as readonly Reservation[], id)).toEqual(expected),
+  );
+});
+
+describe("claimsFor", () => {
+  const limit = (over: Partial<AcrossRunsLimit>): AcrossRunsLimit => ({
+    name: "refunds_per_customer_day",
+    subject: "context.customer_id",
+    window: "24h",
+    windowMs: DAY,
+    measure: { kind: "sum", field: "amount" },
+    max: 1000,
+    over: "refuse",
+    ...over,
+  });
+  it.each([
+    [
+      "sum of a context subject",
+      limit({}),
+      { amount: 250 },
+      { customer_id: "cus_1" },
+      "cus_1",
+      250,
+    ],
+    ["count per user", limit({ subject: "user", measure: { kind: "count" } }), {}, {}, "u1", 1],
+    ["tenant", limit({ subject: "tenant" }), { amount: 5 }, {}, "tenant", 5],
+    ["numeric context value", limit({}), { amount: 5 }, { customer_id: 42 }, "42", 5],
+  ] as const)("%s", (_, l, input, context, subject, amount) => {
+    const claims = claimsFor([l], input, context, "u1");
+    expect(claims).toMatchObject({
+      ok: true,
+      value: [{ subject, amount, max: 1000, windowMs: DAY }],
+    });
+  });
+  it.each([
+    ["subject missing from the context", limit({}), { amount: 5 }, {}],
+    ["subject not a string or number", limit({}), { amount: 5 }, { customer_id: { a: 1 } }],
+    ["summed field absent", limit({}), {}, { customer_id: "c" }],
+    ["summed field negative", limit({}), { amount: -5 }, { customer_id: "c" }],
+  ] as const)("fails closed: %s", (_, l, input, context) => {
+    const claims = claimsFor([l], input, context, "u1");
+    expect(claims).toMatchObject({ ok: false, error: { code: "policy_denied" } });
+  });
+  it("the model is told what remains and when it frees", () => {
+    const text = overLimitMessage(
+      {
+        name: "refunds_per_customer_day",
+        subject: "cus_1",
+        amount: 300,
+        max: 1000,
+        windowMs: DAY,
+        over: "refuse",
+      },
+      { used: 800, remaining: 200, held: 2, nextFreeAtMs: 0 },
+      "2026-12-05T09:00:00.000Z",
+    );
+    expect(text).toContain("200 remains");
+    expect(text).toContain("1000 per 1 day for cus_1");
+    expect(text).toContain("2026-12-05T09:00:00.000Z");
+  });
+});
+
+describe("manifest limits_across_runs: refused at PUT, never ignored", () => {
+  const base = {
+    name: "refund",
+    description: "Refund.",
+    input_schema: {
+      type: "object",
+      properties: { amount: { type: "number" }, note: { type: "string" } },
+      required: ["amount"],
+    },
+    risk: "write",
+    request: { method: "POST", url: "http://127.0.0.1:1/refunds" },
+  };
+  const hosts = { allowlist: [], allowLoopback: true };
+  const compile = (limit: Record<string, unknown>) =>
+    compileManifest(
+      {
+        ...base,
+        limits_across_runs: [{ name: "l", subject: "user", window: "24h", max: 10, ...limit }],
+      },
+      hosts,
+    );
+  it.each([
+    ["sum of an undeclared field", { sum: "amout" }, /not a number or integer property/],
+    ["sum of a string field", { sum: "note" }, /not a number or integer property/],
+    ["both sum and count", { sum: "amount", count: true }, /exactly one/],
+    ["neither", {}, /exactly one/],
+    ["an unknown field", { sum: "amount", per: "day" }, /per/],
+    ["a bad subject", { sum: "amount", subject: "input.amount" }, /subject/],
+    ["a window too long", { sum: "amount", window: "40d" }, /between 1s and 31d/],
+    ["a fractional count max", { count: true, max: 2.5 }, /whole number/],
+  ])("%s", (_, limit, detail) => {
+    const compiled = compile(limit);
+    expect(compiled.ok).toBe(false);
+    if (!compiled.ok) {
+      expect(compiled.error.code).toBe("invalid_manifest");
+      expect(compiled.error.detail).toMatch(detail);
+    }
+  });
+  it("a valid one compiles to the spec", () => {
+    const compiled = compile({ sum: "amount", over: "approve" });
+    expect(compiled.ok && compiled.value.limitsAcrossRuns).toEqual([
+      {
+        name: "l",
+        subject: "user",
+        window: "24h",
+        windowMs: DAY,
+        measure: { kind: "sum", field: "amount" },
+        max: 10,
+        over: "approve",
+      },
+    ]);
+  });
+});
