@@ -4,6 +4,8 @@
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import * as stubs from "../../src/durable/stubs.ts";
+import type { Env } from "../../src/durable/env.ts";
 import {
   api,
   automaticWork,
@@ -68,9 +70,7 @@ const refund = (runId: string, tool: string, amount: number, id = unique("call")
 const usage = async (limit: string, subject: string) =>
   (await api("GET", `/v1/limits/${limit}/${subject}`)).body;
 const limitStub = (tenantId: string, name: string, subject: string) =>
-  (env as any).LIMITS.get(
-    (env as any).LIMITS.idFromName(JSON.stringify([tenantId, name, subject])),
-  );
+  stubs.limitStub(env as unknown as Env, tenantId, name, subject) as any;
 const NOTHING_APPLIED = ["rejected", "failed", "cancelled"];
 
 afterEach(() => vi.useRealTimers());
