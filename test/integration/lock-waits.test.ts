@@ -87,8 +87,18 @@ const lockEventsUntil = async (operationId: string, n: number) => {
 };
 const opObject = (id: string) =>
   (env as any).OPERATIONS.get((env as any).OPERATIONS.idFromName(id));
-/** Moves the waiter's lock request back by `ms`, as if it had waited that much longer. */
-const ageWait = (operationId: string, ms: number) =>
+/**
+ * Moves the waiter's lock request back by `ms`, as if it had waited that much longer; then restarts
+ * the object (its log's newest row is kept in memory as it wrote it: a row changed behind its back
+ * is seen after a restart).
+ */
+const ageWait = async (operationId: string, ms: number) => {
+  await ageRow(operationId, ms);
+  await runInDurableObject(opObject(operationId), (_i: unknown, state: DurableObjectState) =>
+    state.abort("reload"),
+  ).catch(() => {});
+};
+const ageRow = (operationId: string, ms: number) =>
   runInDurableObject(opObject(operationId), (_i: unknown, state: DurableObjectState) => {
     const row = state.storage.sql
       .exec<{ seq: number; state: string }>(

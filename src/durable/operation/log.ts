@@ -13,6 +13,13 @@ import type { Fixed, FrozenRow, Head, Loaded } from "./contracts.ts";
 
 export class OperationLog {
   private frozenRow: FrozenRow | null = null;
+  /**
+   * The newest row (seq, state) and the chain's last link, as this instance appended or first read
+   * them: only this object writes its log, and only through append(), so they hold until a rollback
+   * (SqlStore.onRollback) or a prune (forget). `undefined`: not known, read it.
+   */
+  private newest: { seq: number; state: OperationState } | null | undefined = undefined;
+  private link: ChainLink | null | undefined = undefined;
   private fixed: Fixed | null = null;
   private redactionCache: { id: string; redaction: Redaction } | null = null;
   /** See deliveries(). */
@@ -21,23 +28,30 @@ export class OperationLog {
   constructor(
     readonly store: SqlStore,
     private readonly env: Env,
-  ) {}
+  ) {
+    store.onRollback(() => this.forget());
+  }
 
-  /** The newest log row; the frozen call is read once per instance (it is immutable). */
+  /**
+   * The newest log row; read once per instance, then kept as appended (a new operation's ~12
+   * head reads per write were each a row read and a JSON.parse). The frozen call is immutable.
+   */
   head(): Head | null {
-    if (!this.store.exists("op_log")) return null;
-    const last = this.store.one<{ seq: number; state: string }>(
-      "SELECT seq, state FROM op_log ORDER BY seq DESC LIMIT 1",
-    );
-    if (!last) return null;
+    if (this.newest === undefined) {
+      const last = this.store.exists("op_log")
+        ? this.store.one<{ seq: number; state: string }>(
+            "SELECT seq, state FROM op_log ORDER BY seq DESC LIMIT 1",
+          )
+        : null;
+      this.newest = last
+        ? { seq: last.seq, state: JSON.parse(last.state) as OperationState }
+        : null;
+    }
+    if (!this.newest) return null;
     this.frozenRow ??= JSON.parse(
       this.store.one<{ frozen: string }>("SELECT frozen FROM op_log WHERE seq = 1")!.frozen,
     ) as FrozenRow;
-    return {
-      seq: last.seq,
-      state: JSON.parse(last.state) as OperationState,
-      frozen: this.frozenRow,
-    };
+    return { seq: this.newest.seq, state: this.newest.state, frozen: this.frozenRow };
   }
 
   headFor(tenantId: string): Head | null {
@@ -61,6 +75,16 @@ export class OperationLog {
       JSON.stringify(events),
       frozen ? JSON.stringify(frozen) : null,
     );
+    this.newest = { seq, state };
+    if (frozen) {
+      // Row 1, written by this instance: nothing was delivered yet.
+      this.frozenRow = frozen;
+      this.reportedKeys = new Set();
+    }
+    const last = events.at(-1);
+    if (last && typeof last.seq === "number" && typeof last.hash === "string")
+      this.link = { seq: last.seq, hash: last.hash };
+    else if (events.length > 0) this.link = undefined;
   }
 
   events(): TraceEvent[] {
@@ -72,13 +96,16 @@ export class OperationLog {
 
   /** The newest sealed event: the next one chains onto it. */
   lastLink(): ChainLink | null {
+    if (this.link !== undefined) return this.link;
     const row = this.store.one<{ events: string }>(
       "SELECT events FROM op_log WHERE events != '[]' ORDER BY seq DESC LIMIT 1",
     );
     const last = row ? (JSON.parse(row.events) as TraceEvent[]).at(-1) : undefined;
-    return last && typeof last.seq === "number" && typeof last.hash === "string"
-      ? { seq: last.seq, hash: last.hash }
-      : null;
+    this.link =
+      last && typeof last.seq === "number" && typeof last.hash === "string"
+        ? { seq: last.seq, hash: last.hash }
+        : null;
+    return this.link;
   }
 
   /** When the last row was written (null: no log). */
@@ -130,6 +157,9 @@ export class OperationLog {
 
   /** The log is gone (pruned): nothing read from it may be kept. */
   forget(): void {
+    this.newest = undefined;
+    this.link = undefined;
+    this.reportedKeys = null;
     this.frozenRow = null;
     this.fixed = null;
     this.redactionCache = null;

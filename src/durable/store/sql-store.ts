@@ -18,8 +18,10 @@ export class SqlStore {
   rowsWritten = 0;
   private ready = false;
   private readonly seen = new Set<string>();
-  /** Tables found missing (the common case for the rarely needed ones), until ensureTable creates them. */
-  private readonly absent = new Set<string>();
+  /** Whether `seen` holds every table there is (read once, in one statement, by `exists`). */
+  private listed = false;
+  /** Called when a transaction rolls back: caches of what it wrote must be dropped too. */
+  private readonly rollbackHooks: Array<() => void> = [];
   /** The schema's statements by table name: its CREATE TABLE, then its CREATE INDEXes, each run on its own. */
   private readonly tables: Map<string, string[]>;
   /** Column names per table, as read (or added) since the last rollback. */
@@ -57,8 +59,9 @@ export class SqlStore {
     } catch (error) {
       this.ready = false;
       this.seen.clear();
-      this.absent.clear();
+      this.listed = false;
       this.columns.clear();
+      for (const hook of this.rollbackHooks) hook();
       throw error;
     }
   }
@@ -80,26 +83,29 @@ export class SqlStore {
     if (!statements) throw new Error(`no table ${name} in this schema`);
     for (const statement of statements) this.count(this.sql.exec(statement));
     this.seen.add(name);
-    this.absent.delete(name);
+  }
+
+  /** `hook` runs when a transaction rolls back (a cache of rows it wrote must forget them). */
+  onRollback(hook: () => void): void {
+    this.rollbackHooks.push(hook);
   }
 
   /**
-   * True once `table` exists (cheap: one read of sqlite_schema, then remembered). Per table, not
-   * "any table": an object created by an older schema lacks the newer tables until its next write.
+   * True once `table` exists. Per table, not "any table": an object created by an older schema
+   * lacks the newer tables until its next write. Cheap: the first call lists every table in one
+   * read of sqlite_schema (a new object's five probes were five reads); only this object writes
+   * its database, and only through ensureTable, so the list holds until then (or a rollback).
    */
   exists(table: string): boolean {
     if ((this.ready && !this.lazy.has(table)) || this.seen.has(table)) return true;
-    // Only this object writes its database, and only through ensureTable: absence holds until then.
-    if (this.absent.has(table)) return false;
-    const cursor = this.sql.exec(
-      "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
-      table,
+    if (this.listed) return false;
+    const cursor = this.sql.exec<{ name: string }>(
+      "SELECT name FROM sqlite_schema WHERE type = 'table'",
     );
-    const found = cursor.toArray().length > 0;
+    for (const row of cursor) this.seen.add(row.name);
     SQL_ROWS.read += cursor.rowsRead;
-    if (found) this.seen.add(table);
-    else this.absent.add(table);
-    return found;
+    this.listed = true;
+    return this.seen.has(table);
   }
 
   /** Whether `table` (which must exist) has `column`: an older object's table may lack a newer column. */
