@@ -60,19 +60,22 @@ export async function freezeCall(call: IdentityInput): Promise<FrozenCall> {
  * `keySecret`: deployment key material, passed in by the shell (src/crypto.ts). An operation
  * stores its key in its plan when it is created: a rotated secret never changes an existing key.
  */
+/** The HMAC key per key material (the same bytes every turn: src/crypto.ts derives them once). */
+const hmacKeys = new WeakMap<Uint8Array<ArrayBuffer>, Promise<CryptoKey>>();
+
 export async function idempotencyKeyFor(
   operationId: OperationId,
   keySecret: Uint8Array<ArrayBuffer>,
 ): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    keySecret,
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
+  let key = hmacKeys.get(keySecret);
+  if (!key) {
+    key = crypto.subtle.importKey("raw", keySecret, { name: "HMAC", hash: "SHA-256" }, false, [
+      "sign",
+    ]);
+    hmacKeys.set(keySecret, key);
+  }
   const mac = new Uint8Array(
-    await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(operationId)),
+    await crypto.subtle.sign("HMAC", await key, new TextEncoder().encode(operationId)),
   );
   let hex = "";
   for (const byte of mac.subarray(0, 16)) hex += byte.toString(16).padStart(2, "0");

@@ -184,7 +184,11 @@ export const reportedEvent = (turnId: string, format: string, nowMs: number): Tr
 
 // ── structured logs ────────────────────────────────────────────────────────────────────────────
 
-/** One log line per attempt and per decision; other events (sent, proposed, …) are not logged. */
+/**
+ * One log line per attempt and per decision; other events (sent, proposed, reported — a delivery,
+ * kept in the trace — …) are not logged (issue 19: a line per delivery was one per new write and
+ * one per replay).
+ */
 const LOGGED = new Set([
   "attempt_finished",
   "retry_scheduled",
@@ -197,7 +201,6 @@ const LOGGED = new Set([
   "denied",
   "cancel_requested",
   "recorded",
-  "reported",
 ]);
 /** Fixed, typed fields only: free text (details, bodies, messages, reasons given by people) never reaches a log. */
 const LOG_FIELDS = [

@@ -127,17 +127,17 @@ const tables = (operationId: string) =>
   );
 
 describe("an operation's tables", () => {
-  it("a new write creates only its log and outbox (14 rows in all: turn, usage, the log table, two transitions, the outbox table and its operation.recorded event, the run's event table with its unsent-index and its turn.settled event with its index entry); after a restart it answers from it", async () => {
+  it("a new write creates only its log (11 rows in all: turn, usage, the log table, two transitions — the second carrying its operation.recorded event —, the run's event table with its unsent-index and its turn.settled event with its index entry); after a restart it answers from it", async () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
     const first = await turn(runId, [{ id: "c1", name, arguments: charge }]);
     expect(first.body.results[0].status).toBe("succeeded");
-    // The event rows (issue 18): operation.recorded rides in the recording transition's
-    // transaction, turn.settled is the run's one write at settlement (the first of a run creates
-    // its table); once the queue took them they are marked sent in the background (not counted here).
-    expect(first.headers.get("Toolgate-Rows-Written")).toBe("14");
+    // The events (issue 18): operation.recorded rides in the recording transition's own log row,
+    // turn.settled is the run's one write at settlement (the first of a run creates its table);
+    // once the queue took them they are marked sent in the background (not counted here).
+    expect(first.headers.get("Toolgate-Rows-Written")).toBe("11");
     const operationId = first.body.results[0].operation_id as string;
-    expect(await tables(operationId)).toEqual(["op_log", "op_outbox"]);
+    expect(await tables(operationId)).toEqual(["op_log"]);
     await crash(operationId);
     const replay = await turn(runId, [{ id: "c2", name, arguments: charge }]);
     expect(replay.body.results[0]).toMatchObject({
@@ -145,7 +145,7 @@ describe("an operation's tables", () => {
       operation_id: operationId,
     });
     expect((await operation(operationId)).body.phase).toBe("recorded");
-    expect(await tables(operationId)).toEqual(["op_log", "op_outbox"]);
+    expect(await tables(operationId)).toEqual(["op_log"]);
     expect((await up.state()).effects).toHaveLength(1);
   });
 });

@@ -57,16 +57,39 @@ async function feedUntil(done: (events: Event[]) => boolean, auth?: string): Pro
 const ofOp = (events: Event[], operationId: string) =>
   events.filter((e) => e.operation_id === operationId);
 
-/** The event rows the operation has not handed to the queue yet. */
+/**
+ * The events the operation has not handed to the queue yet: riding in their log rows
+ * (`unsent_events`) or, after a failed send, in the outbox.
+ */
 const unsentEvents = (operationId: string) =>
-  runInDurableObject(opStub(operationId), (_instance: unknown, state: DurableObjectState) =>
-    state.storage.sql
-      .exec<{ kind: string; payload: string }>(
-        "SELECT kind, payload FROM op_outbox WHERE kind LIKE 'event:%' ORDER BY seq, kind",
+  runInDurableObject(opStub(operationId), (_instance: unknown, state: DurableObjectState) => {
+    const sql = state.storage.sql;
+    const has = (table: string) =>
+      sql.exec("SELECT 1 FROM sqlite_schema WHERE name = ?", table).toArray().length > 0;
+    const inLog = sql
+      .exec<{ columns: number }>(
+        "SELECT COUNT(*) AS columns FROM pragma_table_info('op_log') WHERE name = 'unsent_events'",
       )
-      .toArray()
-      .map((row) => JSON.parse(row.payload) as Event),
-  );
+      .one().columns
+      ? sql
+          .exec<{ seq: number; unsent_events: string }>(
+            "SELECT seq, unsent_events FROM op_log WHERE unsent_events IS NOT NULL",
+          )
+          .toArray()
+          .flatMap((row) =>
+            (JSON.parse(row.unsent_events) as Event[]).map((event) => ({ seq: row.seq, event })),
+          )
+      : [];
+    const inOutbox = has("op_outbox")
+      ? sql
+          .exec<{ seq: number; payload: string }>(
+            "SELECT seq, payload FROM op_outbox WHERE kind LIKE 'event:%' ORDER BY seq, kind",
+          )
+          .toArray()
+          .map((row) => ({ seq: row.seq, event: JSON.parse(row.payload) as Event }))
+      : [];
+    return [...inOutbox, ...inLog].sort((a, b) => a.seq - b.seq).map(({ event }) => event);
+  });
 
 describe("events out", () => {
   it("an approval request → exactly one approval.requested, redacted fields absent, no secret anywhere in the feed", async () => {
@@ -278,6 +301,49 @@ describe("events out", () => {
     // The ids written in the transaction are the ids delivered.
     expect(mine.slice(1).map((e) => e.id)).toEqual(unsent.map((e) => e.id));
     // Still exactly one effect: the alarm only sent the events.
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("an object that dies between the commit and the send (events still in their log row) sends them from the alarm after a restart, same ids, no second effect", async () => {
+    const up = upstream();
+    const tool = manifest({ url: up.url, risk: "irreversible_write", approval: "always" });
+    const { runId, name } = await setup(tool);
+    const res = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
+    const pendingId = res.body.results[0].operation_id as string;
+    await feedUntil((all) => ofOp(all, pendingId).length >= 1);
+    const pending = opStub(pendingId);
+    // The queue never answers this instance: the send is under way when the object dies.
+    await runInDurableObject(pending, (instance: unknown) => {
+      const shell = (instance as { shell: { env: object } }).shell;
+      shell.env = { ...shell.env, EVENTS: { sendBatch: () => new Promise(() => {}) } };
+    });
+    expect((await api("POST", `/v1/operations/${pendingId}/approve`, {})).status).toBe(200);
+    expect((await operation(pendingId, 5)).body.result.status).toBe("succeeded");
+    const unsent = await unsentEvents(pendingId);
+    expect(unsent.map((e) => e.type)).toEqual(["approval.decided", "operation.recorded"]);
+    // No event went to the outbox (it holds only the approvals inbox rows): they are still in the
+    // log rows whose transactions wrote them.
+    const outboxed = await runInDurableObject(
+      pending,
+      (_instance: unknown, state: DurableObjectState) =>
+        state.storage.sql
+          .exec<{ n: number }>("SELECT COUNT(*) AS n FROM op_outbox WHERE kind LIKE 'event:%'")
+          .one().n,
+    );
+    expect(outboxed).toBe(0);
+    await runInDurableObject(pending, (_instance: unknown, state: DurableObjectState) =>
+      state.abort("crash"),
+    ).catch(() => {});
+    expect(await fireAlarm(pendingId)).toBe(true);
+    expect(await unsentEvents(pendingId)).toEqual([]);
+    const events = await feedUntil((all) => ofOp(all, pendingId).length >= 3);
+    const mine = ofOp(events, pendingId);
+    expect(mine.map((e) => e.type)).toEqual([
+      "approval.requested",
+      "approval.decided",
+      "operation.recorded",
+    ]);
+    expect(mine.slice(1).map((e) => e.id)).toEqual(unsent.map((e) => e.id));
     expect((await up.state()).effects).toHaveLength(1);
   });
 

@@ -10,14 +10,21 @@ import { api, fireAlarm, manifest, operation, testTenant, turn, upstream } from 
 
 const runObject = (runId: string) => (env as any).RUNS.get((env as any).RUNS.idFromName(runId));
 
-/** Moves the run's start back by `ms`, as if that much time had passed (its deadline counts from it). */
-const age = (runId: string, ms: number) =>
-  runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) => {
+/**
+ * Moves the run's start back by `ms`, as if that much time had passed (its deadline counts from
+ * it); then restarts the run object, which keeps the run row it wrote in memory.
+ */
+const age = async (runId: string, ms: number) => {
+  await runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) => {
     const row = state.storage.sql.exec<{ data: string }>("SELECT data FROM run").one();
     const run = JSON.parse(row.data) as { createdAtMs: number };
     run.createdAtMs -= ms;
     state.storage.sql.exec("UPDATE run SET data = ?", JSON.stringify(run));
   });
+  await runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) =>
+    state.abort("reload"),
+  ).catch(() => {});
+};
 
 describe("waiting for a resource lock", () => {
   it("a waiter whose run passed its deadline leaves the queue at its next recheck, recorded budget_exhausted/deadline, nothing sent", async () => {
@@ -87,8 +94,18 @@ const lockEventsUntil = async (operationId: string, n: number) => {
 };
 const opObject = (id: string) =>
   (env as any).OPERATIONS.get((env as any).OPERATIONS.idFromName(id));
-/** Moves the waiter's lock request back by `ms`, as if it had waited that much longer. */
-const ageWait = (operationId: string, ms: number) =>
+/**
+ * Moves the waiter's lock request back by `ms`, as if it had waited that much longer; then restarts
+ * the object (its log's newest row is kept in memory as it wrote it: a row changed behind its back
+ * is seen after a restart).
+ */
+const ageWait = async (operationId: string, ms: number) => {
+  await ageRow(operationId, ms);
+  await runInDurableObject(opObject(operationId), (_i: unknown, state: DurableObjectState) =>
+    state.abort("reload"),
+  ).catch(() => {});
+};
+const ageRow = (operationId: string, ms: number) =>
   runInDurableObject(opObject(operationId), (_i: unknown, state: DurableObjectState) => {
     const row = state.storage.sql
       .exec<{ seq: number; state: string }>(

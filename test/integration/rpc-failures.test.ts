@@ -25,6 +25,12 @@ const runObject = (runId: string) => (env as any).RUNS.get((env as any).RUNS.idF
 const tenantObject = (tenantId: string) =>
   (env as any).TENANTS.get((env as any).TENANTS.idFromName(tenantId));
 
+/** Restarts the run object: it keeps the rows it wrote in memory, so a row changed behind its back is read after a restart. */
+const reload = (runId: string) =>
+  runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) =>
+    state.abort("reload"),
+  ).catch(() => {});
+
 /** Makes the run row undecodable (every RPC that reads it throws); returns a function that restores it. */
 async function breakRun(runId: string): Promise<() => Promise<void>> {
   const saved = await runInDurableObject(
@@ -35,10 +41,13 @@ async function breakRun(runId: string): Promise<() => Promise<void>> {
       return row.data;
     },
   );
-  return () =>
-    runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) => {
+  await reload(runId);
+  return async () => {
+    await runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) => {
       state.storage.sql.exec("UPDATE run SET data = ?", saved);
     });
+    await reload(runId);
+  };
 }
 
 const phaseOf = async (operationId: string) => (await operation(operationId)).body.phase as string;

@@ -183,12 +183,10 @@ describe("trace model and export", () => {
       [runId, "c1", name, 3, "succeeded", "number"],
     ]);
     expect(lines.map((l) => l.event)).toEqual(
-      expect.arrayContaining([
-        "toolgate.retry_scheduled",
-        "toolgate.recorded",
-        "toolgate.reported",
-      ]),
+      expect.arrayContaining(["toolgate.retry_scheduled", "toolgate.recorded"]),
     );
+    // A delivery is no attempt and no decision: kept in the trace, not logged (issue 19).
+    expect(lines.map((l) => l.event)).not.toContain("toolgate.reported");
   });
 
   it("verify finds a rewritten event and says where the chain breaks", async () => {

@@ -25,7 +25,7 @@ export class Alarms {
    * before it: every alarm the operation sets goes through here, so none can drop a redelivery.
    */
   armAt(atMs: number | null): void {
-    const outboxAtMs = outboxDueAtMs(this.log.store);
+    const outboxAtMs = outboxDueAtMs(this.log);
     const at = atMs === null ? outboxAtMs : outboxAtMs === null ? atMs : Math.min(atMs, outboxAtMs);
     void (at === null ? this.storage.deleteAlarm() : this.storage.setAlarm(at));
   }
@@ -69,7 +69,7 @@ export async function runAlarm(host: AlarmHost): Promise<void> {
   if (!log.head()) return;
   // Outbox rows the tenant has not acknowledged go first. An alarm that came for them while the
   // state's own time is still ahead (a retry due later) does nothing else: no early retry.
-  if (outboxPending(log.store)) {
+  if (outboxPending(log)) {
     alarms.armAt(Date.now() + alarms.fallbackDelayMs());
     await Promise.all([host.deliver(), host.sendEvents()]);
     const due = nextDueAtMs(log.head()!.state);

@@ -12,7 +12,7 @@ import type { Env } from "../env.ts";
 import type { FrozenRow, Head } from "./contracts.ts";
 import { recordLease } from "./lease-client.ts";
 import type { OperationLog } from "./log.ts";
-import { operationEvents, writeEvents } from "./events.ts";
+import { operationEvents } from "./events.ts";
 import { outboxRow, writeOutbox } from "./outbox.ts";
 import { logEvents, pushRecorded, traceOf } from "./trace.ts";
 
@@ -32,7 +32,22 @@ export function writeStep(
   const row = (head?.frozen ?? frozen)!;
   const appended = traceOf(log, head, row, step, nowMs);
   const seq = (head?.seq ?? 0) + 1;
-  log.append(seq, nowMs, step.state, appended, head ? null : frozen);
+  // The tenant-plane events it reports (issue 18) ride in the row itself: same transaction, no
+  // outbox row (built once head() is this row: row 1's events need its frozen call).
+  let evented = false;
+  log.append(seq, nowMs, step.state, appended, head ? null : frozen, () => {
+    const events = operationEvents(
+      log,
+      seq,
+      step.effects,
+      event,
+      head?.state.phase ?? null,
+      step.state,
+      nowMs,
+    );
+    evented = events.length > 0;
+    return events;
+  });
   // The lease's fencing token, durable with the transition that starts the first attempt under it.
   if (event.type === "lock_granted") recordLease(log.store, row.plan.resource, event.fencingToken);
   // What the tenant plane must learn, in this same transaction: a crash after the commit
@@ -44,18 +59,7 @@ export function writeStep(
     writeOutbox(log.store, seq, outbox, nowMs);
     outboxed = true;
   }
-  // The tenant-plane events it reports (issue 18), in this same transaction too.
-  const events = operationEvents(
-    log,
-    seq,
-    step.effects,
-    event,
-    head?.state.phase ?? null,
-    step.state,
-    nowMs,
-  );
-  writeEvents(log.store, seq, events, nowMs);
-  return { appended, outboxed, evented: events.length > 0 };
+  return { appended, outboxed, evented };
 }
 
 /** After the commit: nothing here may throw (the effects after it — lock release, outbox, alarms — must run). */

@@ -1,13 +1,14 @@
 // Tenant-plane events of an operation (DESIGN "The tenant plane", issue 18): built inside the
-// transition's transaction from the committed step and written to `op_outbox` as `event:<type>` rows
-// of the same log row `seq`; after the commit they go to the EVENTS queue in the background (a turn
-// never waits for the send), and the outbox alarm resends what the queue did not take. The id is
-// stable over (operation, seq, type), so a resend carries the same id. `data` is what the console
-// shows, redacted: redacted fields absent, hidden values scrubbed, never a secret or a result body.
+// transition's transaction from the committed step and written in its own log row
+// (`unsent_events`, log.ts append); after the commit they go to the EVENTS queue in the background
+// (a turn never waits for the send), and the alarm resends what the queue did not take (a send that
+// fails moves them to `op_outbox` as `event:<type>` rows of the same `seq`, with their backoff). The
+// id is stable over (operation, seq, type), so a resend carries the same id. `data` is what the
+// console shows, redacted: redacted fields absent, hidden values scrubbed, never a secret or a
+// result body.
 import type { Effect, OperationEvent, OperationState } from "../../domain/operation/index.ts";
 import { eventId, omitPaths, type EventMessage, type ToolgateEvent } from "../../domain/events.ts";
 import { scrub } from "../../domain/redact.ts";
-import type { SqlStore } from "../store/sql-store.ts";
 import type { Shell } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { backOffRow, OUTBOX_RETRY_MS } from "./outbox.ts";
@@ -106,61 +107,76 @@ export function operationEvents(
   return out;
 }
 
-/** Written inside the transition's transaction, beside its log row `seq`. */
-export function writeEvents(
-  store: SqlStore,
-  seq: number,
-  events: readonly ToolgateEvent[],
-  nowMs: number,
-): void {
-  if (events.length === 0) return;
-  store.ensureTable("op_outbox");
-  for (const event of events)
-    store.run(
-      "INSERT INTO op_outbox (seq, kind, payload, attempts, next_at_ms, at_ms) VALUES (?, ?, ?, 0, ?, ?)",
-      seq,
-      EVENT_KIND_PREFIX + event.type,
-      JSON.stringify(event),
-      nowMs + OUTBOX_RETRY_MS,
-      nowMs,
-    );
-}
-
 type EventRow = { seq: number; kind: string; payload: string; attempts: number };
 
 /**
- * Hands the unsent event rows to the EVENTS queue in one batch; deletes them once `sendBatch`
- * resolved, else backs them off (the alarm resends them). Never throws.
+ * Hands the unsent events to the EVENTS queue in one batch, oldest first: those riding in their log
+ * rows (`unsent_events`) and those in the outbox (a failed send moved them there). Once `sendBatch`
+ * resolved the rows are cleared; if it fails, the log rows' events move to the outbox with their
+ * first backoff and the outbox rows back off (the alarm resends them). Never throws.
  */
 export async function sendEvents(shell: Shell): Promise<void> {
-  const store = shell.log.store;
-  if (!store.exists("op_outbox")) return;
-  const rows = store.all<EventRow>(
-    "SELECT seq, kind, payload, attempts FROM op_outbox WHERE kind LIKE 'event:%' ORDER BY seq, kind",
-  );
-  if (rows.length === 0) return;
+  const { store } = shell.log;
+  const inLog = [...shell.log.unsentEvents()];
+  const rows = store.exists("op_outbox")
+    ? store.all<EventRow>(
+        "SELECT seq, kind, payload, attempts FROM op_outbox WHERE kind LIKE 'event:%' ORDER BY seq, kind",
+      )
+    : [];
+  if (rows.length === 0 && inLog.length === 0) return;
+  const events = [
+    ...rows.map((row) => ({ seq: row.seq, event: JSON.parse(row.payload) as ToolgateEvent })),
+    ...inLog.flatMap(([seq, unsent]) =>
+      (JSON.parse(unsent.events) as ToolgateEvent[]).map((event) => ({ seq, event })),
+    ),
+  ].sort((a, b) => a.seq - b.seq);
   try {
     await shell.env.EVENTS.sendBatch(
-      rows.map((row) => ({
-        body: { kind: "event", event: JSON.parse(row.payload) } satisfies EventMessage,
+      events.map(({ event }) => ({
+        body: { kind: "event", event } satisfies EventMessage,
         contentType: "json" as const,
       })),
     );
     for (const row of rows)
       store.run("DELETE FROM op_outbox WHERE seq = ? AND kind = ?", row.seq, row.kind);
+    shell.log.clearUnsent(inLog.map(([seq]) => seq));
   } catch (error) {
     for (const row of rows) backOffRow(store, row);
+    if (inLog.length > 0) moveToOutbox(shell, inLog, Date.now());
     console.error(
       JSON.stringify({
         level: "warn",
         event: "toolgate.event_send_failed",
         operation_id: shell.log.head()?.frozen.id ?? null,
-        events: rows.length,
+        events: events.length,
         detail: String(error),
       }),
     );
   }
   shell.alarms.rearm();
+}
+
+/** A failed first send: the log rows' events go to the outbox (created now) with their backoff. */
+function moveToOutbox(
+  shell: Shell,
+  inLog: ReadonlyArray<readonly [number, { events: string }]>,
+  nowMs: number,
+): void {
+  const { store } = shell.log;
+  store.transaction(() => {
+    store.ensureTable("op_outbox");
+    for (const [seq, unsent] of inLog)
+      for (const event of JSON.parse(unsent.events) as ToolgateEvent[])
+        store.run(
+          "INSERT OR IGNORE INTO op_outbox (seq, kind, payload, attempts, next_at_ms, at_ms) VALUES (?, ?, ?, 1, ?, ?)",
+          seq,
+          EVENT_KIND_PREFIX + event.type,
+          JSON.stringify(event),
+          nowMs + OUTBOX_RETRY_MS,
+          nowMs,
+        );
+    shell.log.clearUnsent(inLog.map(([seq]) => seq));
+  });
 }
 
 /** Event sends to the EVENTS queue, one after another, in the background: no reply waits for them. */

@@ -8,11 +8,24 @@ import type { ChainLink } from "../../domain/trace-chain.ts";
 import { hostPolicy } from "../../config.ts";
 import type { Env } from "../env.ts";
 import { resolveTool } from "../../tools/catalog.ts";
+import { UNSENT_EVENTS_COLUMN } from "../store/operation-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { Fixed, FrozenRow, Head, Loaded } from "./contracts.ts";
 
+/** One log row's events not yet handed to the EVENTS queue: their JSON array, and the row's time. */
+export type UnsentEvents = { events: string; atMs: number };
+
 export class OperationLog {
   private frozenRow: FrozenRow | null = null;
+  /**
+   * The newest row (seq, state) and the chain's last link, as this instance appended or first read
+   * them: only this object writes its log, and only through append(), so they hold until a rollback
+   * (SqlStore.onRollback) or a prune (forget). `undefined`: not known, read it.
+   */
+  private newest: { seq: number; state: OperationState } | null | undefined = undefined;
+  private link: ChainLink | null | undefined = undefined;
+  /** Rows whose events the queue has not taken (seq → their JSON and time); undefined: not read yet. */
+  private unsent: Map<number, UnsentEvents> | undefined = undefined;
   private fixed: Fixed | null = null;
   private redactionCache: { id: string; redaction: Redaction } | null = null;
   /** See deliveries(). */
@@ -21,23 +34,30 @@ export class OperationLog {
   constructor(
     readonly store: SqlStore,
     private readonly env: Env,
-  ) {}
+  ) {
+    store.onRollback(() => this.forget());
+  }
 
-  /** The newest log row; the frozen call is read once per instance (it is immutable). */
+  /**
+   * The newest log row; read once per instance, then kept as appended (a new operation's ~12
+   * head reads per write were each a row read and a JSON.parse). The frozen call is immutable.
+   */
   head(): Head | null {
-    if (!this.store.exists("op_log")) return null;
-    const last = this.store.one<{ seq: number; state: string }>(
-      "SELECT seq, state FROM op_log ORDER BY seq DESC LIMIT 1",
-    );
-    if (!last) return null;
+    if (this.newest === undefined) {
+      const last = this.store.exists("op_log")
+        ? this.store.one<{ seq: number; state: string }>(
+            "SELECT seq, state FROM op_log ORDER BY seq DESC LIMIT 1",
+          )
+        : null;
+      this.newest = last
+        ? { seq: last.seq, state: JSON.parse(last.state) as OperationState }
+        : null;
+    }
+    if (!this.newest) return null;
     this.frozenRow ??= JSON.parse(
       this.store.one<{ frozen: string }>("SELECT frozen FROM op_log WHERE seq = 1")!.frozen,
     ) as FrozenRow;
-    return {
-      seq: last.seq,
-      state: JSON.parse(last.state) as OperationState,
-      frozen: this.frozenRow,
-    };
+    return { seq: this.newest.seq, state: this.newest.state, frozen: this.frozenRow };
   }
 
   headFor(tenantId: string): Head | null {
@@ -45,22 +65,75 @@ export class OperationLog {
     return head && head.frozen.tenant_id === tenantId ? head : null;
   }
 
-  /** Appends one log row: the state after it and its sealed events (`frozen` only for row 1). */
+  /**
+   * Appends one log row: the state after it and its sealed events (`frozen` only for row 1).
+   * `outgoing` builds the tenant-plane events the row carries; it runs once head() is this row
+   * (inside the caller's transaction: a rollback forgets it all).
+   */
   append(
     seq: number,
     nowMs: number,
     state: OperationState,
     events: TraceEvent[],
     frozen: FrozenRow | null,
+    outgoing: () => readonly unknown[] = () => [],
   ): void {
+    if (frozen) {
+      // Row 1, written by this instance: nothing was delivered or left unsent yet.
+      this.frozenRow = frozen;
+      this.reportedKeys = new Set();
+      this.unsent = new Map();
+    }
+    this.newest = { seq, state };
+    const last = events.at(-1);
+    if (last && typeof last.seq === "number" && typeof last.hash === "string")
+      this.link = { seq: last.seq, hash: last.hash };
+    else if (events.length > 0) this.link = undefined;
+    const out = outgoing();
+    const values = [seq, nowMs, JSON.stringify(state), JSON.stringify(events)];
+    const frozenText = frozen ? JSON.stringify(frozen) : null;
+    if (out.length === 0) {
+      this.store.run(
+        "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, ?)",
+        ...values,
+        frozenText,
+      );
+      return;
+    }
+    this.unsentEvents();
+    this.store.ensureColumn("op_log", UNSENT_EVENTS_COLUMN);
+    const text = JSON.stringify(out);
     this.store.run(
-      "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, ?)",
-      seq,
-      nowMs,
-      JSON.stringify(state),
-      JSON.stringify(events),
-      frozen ? JSON.stringify(frozen) : null,
+      "INSERT INTO op_log (seq, at_ms, state, events, frozen, unsent_events) VALUES (?, ?, ?, ?, ?, ?)",
+      ...values,
+      frozenText,
+      text,
     );
+    this.unsent!.set(seq, { events: text, atMs: nowMs });
+  }
+
+  /** The rows whose events the queue has not taken yet (read once per instance, then kept). */
+  unsentEvents(): ReadonlyMap<number, UnsentEvents> {
+    if (this.unsent === undefined) {
+      const rows =
+        this.store.exists("op_log") && this.store.hasColumn("op_log", "unsent_events")
+          ? this.store.all<{ seq: number; at_ms: number; unsent_events: string }>(
+              "SELECT seq, at_ms, unsent_events FROM op_log WHERE unsent_events IS NOT NULL",
+            )
+          : [];
+      this.unsent = new Map(
+        rows.map((row) => [row.seq, { events: row.unsent_events, atMs: row.at_ms }]),
+      );
+    }
+    return this.unsent;
+  }
+
+  /** The queue took (or the outbox now holds) these rows' events. */
+  clearUnsent(seqs: readonly number[]): void {
+    for (const seq of seqs) {
+      this.store.run("UPDATE op_log SET unsent_events = NULL WHERE seq = ?", seq);
+      this.unsent?.delete(seq);
+    }
   }
 
   events(): TraceEvent[] {
@@ -72,13 +145,16 @@ export class OperationLog {
 
   /** The newest sealed event: the next one chains onto it. */
   lastLink(): ChainLink | null {
+    if (this.link !== undefined) return this.link;
     const row = this.store.one<{ events: string }>(
       "SELECT events FROM op_log WHERE events != '[]' ORDER BY seq DESC LIMIT 1",
     );
     const last = row ? (JSON.parse(row.events) as TraceEvent[]).at(-1) : undefined;
-    return last && typeof last.seq === "number" && typeof last.hash === "string"
-      ? { seq: last.seq, hash: last.hash }
-      : null;
+    this.link =
+      last && typeof last.seq === "number" && typeof last.hash === "string"
+        ? { seq: last.seq, hash: last.hash }
+        : null;
+    return this.link;
   }
 
   /** When the last row was written (null: no log). */
@@ -130,6 +206,10 @@ export class OperationLog {
 
   /** The log is gone (pruned): nothing read from it may be kept. */
   forget(): void {
+    this.newest = undefined;
+    this.unsent = undefined;
+    this.link = undefined;
+    this.reportedKeys = null;
     this.frozenRow = null;
     this.fixed = null;
     this.redactionCache = null;

@@ -107,15 +107,22 @@ export function writeOutbox(
   );
 }
 
-export function outboxPending(store: SqlStore): boolean {
+/** Whether anything is still to go: an outbox row, or events riding in a log row (events.ts). */
+export function outboxPending(log: OperationLog): boolean {
+  const store = log.store;
+  if (log.unsentEvents().size > 0) return true;
   return store.exists("op_outbox") && store.one("SELECT seq FROM op_outbox LIMIT 1") !== null;
 }
 
-/** When the earliest row is due for redelivery (null: none). */
-export function outboxDueAtMs(store: SqlStore): number | null {
-  return store.exists("op_outbox")
+/** When the earliest row is due for redelivery (null: none); a log row's events OUTBOX_RETRY_MS after it. */
+export function outboxDueAtMs(log: OperationLog): number | null {
+  const store = log.store;
+  let at = store.exists("op_outbox")
     ? (store.one<{ at: number | null }>("SELECT MIN(next_at_ms) AS at FROM op_outbox")?.at ?? null)
     : null;
+  for (const unsent of log.unsentEvents().values())
+    at = Math.min(at ?? Infinity, unsent.atMs + OUTBOX_RETRY_MS);
+  return at;
 }
 
 /**

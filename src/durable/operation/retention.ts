@@ -95,7 +95,7 @@ export async function retire(
   const dueAtMs = state.recordedAtMs + retentionMs(shell.env);
   const nowMs = Date.now();
   // Not before the tenant has every outbox row: then the alarm is the next redelivery's.
-  if (outboxPending(store)) return shell.alarms.armAt(null);
+  if (outboxPending(shell.log)) return shell.alarms.armAt(null);
   if (nowMs < dueAtMs) return shell.alarms.armAt(dueAtMs);
   // Ever granted a lease: release it (again) before the log goes; until the lock confirms, keep it.
   if (everLeased(store, frozen) && !(await releaseLock(shell.env, frozen)))

@@ -52,14 +52,13 @@ export function report(log: OperationLog, head: Head, turnId: string, format: st
   const full = () => delivered.size >= MAX_REPORTED_EVENTS;
   if (delivered.has(key) || full()) return { appended: false, full: full() };
   const nowMs = Date.now();
-  const appended = log.store.transaction(() => {
+  log.store.transaction(() => {
     const current = log.head()!;
     const events = seal([reportedEvent(turnId, format, nowMs)], log.lastLink());
     log.append(current.seq + 1, nowMs, current.state, events, null);
-    return events;
   });
   delivered.add(key);
-  logEvents(appended, head.frozen);
+  // Not logged: a delivery is neither an attempt nor a decision (domain/trace.ts LOGGED).
   return { appended: true, full: full() };
 }
 

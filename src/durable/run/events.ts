@@ -26,6 +26,8 @@ export type RunEventInput = {
 
 export class RunEvents {
   private sending: Promise<void> = Promise.resolve();
+  /** Events this instance wrote (a send that took every row written so far leaves nothing due). */
+  private writes = 0;
 
   constructor(
     private readonly env: Env,
@@ -47,6 +49,7 @@ export class RunEvents {
       data: input.data,
     };
     this.store.ensureTable("run_events");
+    this.writes += 1;
     return (
       this.store.run(
         "INSERT INTO run_events (id, payload, sent, attempts, next_at_ms) VALUES (?, ?, 0, 0, ?) ON CONFLICT (id) DO NOTHING",
@@ -85,6 +88,7 @@ export class RunEvents {
 
   private async sendNow(): Promise<void> {
     if (!this.store.exists("run_events")) return;
+    const writesBefore = this.writes;
     const rows = this.store.all<{ id: string; payload: string; attempts: number }>(
       "SELECT id, payload, attempts FROM run_events WHERE sent = 0",
     );
@@ -98,8 +102,9 @@ export class RunEvents {
       );
       for (const row of rows) this.store.run("UPDATE run_events SET sent = 1 WHERE id = ?", row.id);
       // Nothing left to resend: the alarm is retention's again (retention.ts re-checks when it fires).
+      // Nothing written since the rows were read: they were all there was (no read to ask).
       const run = this.rows.load();
-      if (run && this.dueAtMs() === null)
+      if (run && (this.writes === writesBefore || this.dueAtMs() === null))
         await this.ctx.storage.setAlarm(run.expiresAtMs + retentionMs(this.env));
     } catch (error) {
       const attempts = Math.max(...rows.map((row) => row.attempts)) + 1;

@@ -16,6 +16,11 @@ import {
 import type { SqlStore } from "../store/sql-store.ts";
 import { notFound, type RunError, type RunView } from "./contracts.ts";
 
+/** The usage row as stored (every column), read once per write to it (SqlStore.memo). */
+export function usageRow(store: SqlStore): Record<string, SqlStorageValue> | null {
+  return store.memo("usage", "usage", () => store.one("SELECT * FROM usage"));
+}
+
 export class RunRows {
   constructor(
     private readonly store: SqlStore,
@@ -24,8 +29,10 @@ export class RunRows {
 
   load(): RunState | null {
     if (!this.store.exists("run")) return null;
-    const row = this.store.one<{ data: string }>("SELECT data FROM run");
-    return row ? decodeRun(row.data) : null;
+    return this.store.memo("run", "run", () => {
+      const row = this.store.one<{ data: string }>("SELECT data FROM run");
+      return row ? decodeRun(row.data) : null;
+    });
   }
 
   /** Why this tenant finds no run here: retention removed it (410), or there never was one. */
@@ -47,7 +54,7 @@ export class RunRows {
 
   /** Kept as one row, updated in the same transaction as each turn (O(1), not a scan). */
   usage() {
-    return decodeUsage(this.store.one("SELECT turns, calls, cost FROM usage"));
+    return decodeUsage(usageRow(this.store));
   }
 
   group(key: string): TurnGroup | null {

@@ -45,7 +45,13 @@ export class ToolSources {
       const hash = this.hashOf(source);
       if (hash === undefined || done.has(hash)) continue;
       done.add(hash);
-      if (this.sql.one("SELECT 1 AS x FROM tool_sources WHERE hash = ?", hash)) continue;
+      // Stored sources never change or go (until the run is pruned): known ones need no read.
+      const known = this.sql.memo(
+        "tool_sources",
+        `tool_sources ${hash}`,
+        () => this.sql.one("SELECT 1 AS x FROM tool_sources WHERE hash = ?", hash) !== null,
+      );
+      if (known) continue;
       this.sql.run(
         "INSERT INTO tool_sources (hash, source) VALUES (?, ?)",
         hash,

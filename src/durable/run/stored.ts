@@ -5,13 +5,12 @@ import { NO_STORED, type StoredCounts } from "../../domain/run-limits.ts";
 import { operationIds, type TurnRecord } from "../../domain/turn/turn.ts";
 import { decodeStoredCounts, USAGE_STORAGE_COLUMNS } from "../store/run-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
+import { usageRow } from "./rows.ts";
 
 /** The usage row's storage counts (zero for a run created before them, until its next turn). */
 export function storedCounts(store: SqlStore): StoredCounts {
   if (!store.exists("usage") || !store.hasColumn("usage", "checks")) return NO_STORED;
-  return decodeStoredCounts(
-    store.one("SELECT stored_turns, stored_bytes, stopped_turns, checks FROM usage"),
-  );
+  return decodeStoredCounts(usageRow(store));
 }
 
 /**

@@ -2,11 +2,16 @@
 // the trace events it emitted (so one transition = one row written); row 1 also holds the frozen
 // call. The current state is the last row; the primary key makes a concurrent append fail (CAS).
 // Pruning (retention) deletes the log and leaves one `op_pruned` row: the operation's tombstone.
-// `op_outbox` holds what the tenant plane has not acknowledged yet (keyed by the log row that wrote it).
+// A row's tenant-plane events (issue 18) ride in it (`unsent_events`, NULL once the EVENTS queue took
+// them: one row written per send instead of an outbox table, row and delete per new operation).
+// `op_outbox` holds what the tenant plane has not acknowledged yet (keyed by the log row that wrote
+// it): inbox updates, and events whose first send failed (moved there with their backoff).
 // A cancel that arrives before the operation exists leaves an `op_early_cancel` row per cancelling
 // run (only that run's submit obeys it); `op_tombstone` is its older, unbound form, still read.
+/** Added to older operations' op_log on their next row with events (SqlStore.ensureColumn). */
+export const UNSENT_EVENTS_COLUMN = "unsent_events TEXT";
 export const OPERATION_SCHEMA = `
-CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT);
+CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT, ${UNSENT_EVENTS_COLUMN});
 CREATE TABLE IF NOT EXISTS op_tombstone (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_early_cancel (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);

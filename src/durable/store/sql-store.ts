@@ -13,13 +13,21 @@
  */
 export const SQL_ROWS = { read: 0, written: 0 };
 
+/** The table a write statement changes (anything else run() is given drops every memo). */
+const WRITTEN_TABLE =
+  /^\s*(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s+(\w+)[\s(]/i;
+
 /** Tracks rows written by this object instance (cursor.rowsWritten), reported for the benchmark. */
 export class SqlStore {
   rowsWritten = 0;
   private ready = false;
   private readonly seen = new Set<string>();
-  /** Tables found missing (the common case for the rarely needed ones), until ensureTable creates them. */
-  private readonly absent = new Set<string>();
+  /** Whether `seen` holds every table there is (read once, in one statement, by `exists`). */
+  private listed = false;
+  /** memo()'s reads by key, with the table each came from. */
+  private readonly memos = new Map<string, { table: string; value: unknown }>();
+  /** Called when a transaction rolls back: caches of what it wrote must be dropped too. */
+  private readonly rollbackHooks: Array<() => void> = [];
   /** The schema's statements by table name: its CREATE TABLE, then its CREATE INDEXes, each run on its own. */
   private readonly tables: Map<string, string[]>;
   /** Column names per table, as read (or added) since the last rollback. */
@@ -57,8 +65,10 @@ export class SqlStore {
     } catch (error) {
       this.ready = false;
       this.seen.clear();
-      this.absent.clear();
+      this.listed = false;
       this.columns.clear();
+      this.memos.clear();
+      for (const hook of this.rollbackHooks) hook();
       throw error;
     }
   }
@@ -78,28 +88,32 @@ export class SqlStore {
     if ((this.ready && !this.lazy.has(name)) || this.seen.has(name)) return;
     const statements = this.tables.get(name);
     if (!statements) throw new Error(`no table ${name} in this schema`);
+    this.memos.clear();
     for (const statement of statements) this.count(this.sql.exec(statement));
     this.seen.add(name);
-    this.absent.delete(name);
+  }
+
+  /** `hook` runs when a transaction rolls back (a cache of rows it wrote must forget them). */
+  onRollback(hook: () => void): void {
+    this.rollbackHooks.push(hook);
   }
 
   /**
-   * True once `table` exists (cheap: one read of sqlite_schema, then remembered). Per table, not
-   * "any table": an object created by an older schema lacks the newer tables until its next write.
+   * True once `table` exists. Per table, not "any table": an object created by an older schema
+   * lacks the newer tables until its next write. Cheap: the first call lists every table in one
+   * read of sqlite_schema (a new object's five probes were five reads); only this object writes
+   * its database, and only through ensureTable, so the list holds until then (or a rollback).
    */
   exists(table: string): boolean {
     if ((this.ready && !this.lazy.has(table)) || this.seen.has(table)) return true;
-    // Only this object writes its database, and only through ensureTable: absence holds until then.
-    if (this.absent.has(table)) return false;
-    const cursor = this.sql.exec(
-      "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
-      table,
+    if (this.listed) return false;
+    const cursor = this.sql.exec<{ name: string }>(
+      "SELECT name FROM sqlite_schema WHERE type = 'table'",
     );
-    const found = cursor.toArray().length > 0;
+    for (const row of cursor) this.seen.add(row.name);
     SQL_ROWS.read += cursor.rowsRead;
-    if (found) this.seen.add(table);
-    else this.absent.add(table);
-    return found;
+    this.listed = true;
+    return this.seen.has(table);
   }
 
   /** Whether `table` (which must exist) has `column`: an older object's table may lack a newer column. */
@@ -120,13 +134,33 @@ export class SqlStore {
   ensureColumn(table: string, definition: string): boolean {
     const column = definition.split(" ")[0]!;
     if (this.hasColumn(table, column)) return false;
+    this.memos.clear();
     this.count(this.sql.exec(`ALTER TABLE ${table} ADD COLUMN ${definition}`));
     this.columns.get(table)!.add(column);
     return true;
   }
 
+  /**
+   * `read()`'s result (rows read from `table` and decoded), kept until a write to `table` through
+   * this store, a schema change or a rollback. Only this object writes its database, and only
+   * through run(): a row it wrote need not be read back and decoded on every call (the run row
+   * was read three times per turn, the usage row three times).
+   */
+  memo<T>(table: string, key: string, read: () => T): T {
+    const hit = this.memos.get(key);
+    if (hit) return hit.value as T;
+    const value = read();
+    this.memos.set(key, { table, value });
+    return value;
+  }
+
   /** Runs a statement; returns the rows it wrote (a compare-and-set checks this). */
   run(query: string, ...bindings: SqlStorageValue[]): number {
+    if (this.memos.size > 0) {
+      const table = WRITTEN_TABLE.exec(query)?.[1];
+      if (table === undefined) this.memos.clear();
+      else for (const [key, memo] of this.memos) if (memo.table === table) this.memos.delete(key);
+    }
     return this.count(this.sql.exec(query, ...bindings));
   }
 

@@ -78,5 +78,7 @@ export type SecretRow = {
 
 /** The tenant record, if this object holds one (read paths never create the table). */
 export function tenantRecord(store: SqlStore): { id: string } | null {
-  return store.exists("tenant") ? store.one<{ id: string }>("SELECT id FROM tenant") : null;
+  if (!store.exists("tenant")) return null;
+  // Read once per write to it (SqlStore.memo): every RPC of the tenant checks it.
+  return store.memo("tenant", "tenant", () => store.one<{ id: string }>("SELECT id FROM tenant"));
 }

@@ -163,7 +163,11 @@ export async function webhookTargets(
   if (tenantRecord(store)?.id !== tenantId || !store.exists("webhooks")) return ok([]);
   const master = secretsKey(env);
   if (!master.ok) return master;
-  const rows = store.all<WebhookRow>("SELECT * FROM webhooks ORDER BY id").filter((row) => {
+  // Read once per write to the table (SqlStore.memo): each queue batch of events asks.
+  const all = store.memo("webhooks", "webhooks", () =>
+    store.all<WebhookRow>("SELECT * FROM webhooks ORDER BY id"),
+  );
+  const rows = all.filter((row) => {
     const events = JSON.parse(row.events) as string[];
     return events.includes("*") || events.includes(type) || row.id === also;
   });

@@ -1,0 +1,68 @@
+// The new write's storage budget (issue 19), counted, never timed: the isolate's SQLite row
+// counters (GET /v1/admin/stats, development only: every object's cursor rowsRead/rowsWritten)
+// over one new write of a warm run, background work included (the events sent, marked sent and
+// stored by the tenant, the `reported` row), and the rows the reply path wrote (the turn's
+// Toolgate-Rows-Written header: the run's and the operation's writes before the answer).
+import { describe, expect, it } from "vitest";
+import { ADMIN, api, manifest, setup, upstream } from "../support/api.ts";
+
+type Rows = { read: number; written: number };
+
+/** The counters once nothing has moved for 1.5 s (the events queue delivers within its 1 s batch timeout). */
+async function settledRows(): Promise<Rows> {
+  let last: Rows | null = null;
+  let still = 0;
+  for (let i = 0; i < 100; i++) {
+    const res = await api("GET", "/v1/admin/stats", undefined, {
+      Authorization: `Bearer ${ADMIN}`,
+    });
+    const now = res.body.sql_rows as Rows;
+    still = last && now.read === last.read && now.written === last.written ? still + 1 : 0;
+    if (still >= 5) return now;
+    last = now;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+  }
+  throw new Error("the row counters never settled");
+}
+
+/**
+ * Per new write (the durable floor: 3 read, 4 written). Reply path, 8 written: the turn, usage,
+ * the operation's log table (2), its start and recorded rows (operation.recorded rides in the
+ * latter), the run's turn.settled row with its unsent-index entry. Background, 7 written: the
+ * event column cleared, turn.settled marked sent, the `reported` row, and the tenant storing the two
+ * events (2 each). Reads, 14 in all: 12 on the run and the operation (one of them the tool
+ * source's check, which the warm-up's insert made the run read again once) and 2 for this
+ * deployment's OTLP push (the test deployment has a collector); the tenant reads none (its record
+ * and webhooks are kept until written).
+ * Before issue 19 (commit c6e799f): 11 written on the reply path, 18 written and 54 read in all.
+ */
+const BUDGET = { replyWritten: 8, totalRead: 14, totalWritten: 15 };
+
+describe("a new write's rows", () => {
+  it("one new write of a warm run stays within its row budget (reply path and background)", async () => {
+    const up = upstream();
+    const { runId, runToken, name } = await setup(manifest({ url: up.url }));
+    // With the run's token, as an agent calls (an API key costs its tenant's key lookup).
+    const post = (id: string, amount: number) =>
+      api(
+        "POST",
+        `/v1/runs/${runId}/turns?format=native`,
+        { calls: [{ id, name, arguments: { amount, currency: "usd" } }] },
+        { Authorization: `Bearer ${runToken}` },
+      );
+    // Warm: the run's first turn creates its event table, stores the tool source, loads the run.
+    expect((await post("warm", 1)).status).toBe(200);
+    const before = await settledRows();
+    const res = await post("w1", 2);
+    expect(res.status).toBe(200);
+    expect(res.body.results[0].status).toBe("succeeded");
+    const after = await settledRows();
+    const total = { read: after.read - before.read, written: after.written - before.written };
+    const replyWritten = Number(res.headers.get("Toolgate-Rows-Written"));
+    console.log(JSON.stringify({ replyWritten, total }));
+    expect(replyWritten).toBeLessThanOrEqual(BUDGET.replyWritten);
+    expect(total.written).toBeLessThanOrEqual(BUDGET.totalWritten);
+    expect(total.read).toBeLessThanOrEqual(BUDGET.totalRead);
+    expect((await up.state()).effects).toHaveLength(2);
+  }, 30_000);
+});
