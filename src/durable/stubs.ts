@@ -2,6 +2,8 @@
 // branch holding `unknown` (our envelopes carry untrusted tool output typed as unknown); the
 // values cross the stub as structured clones, so the declared method types are the honest ones.
 import type { Env } from "./env.ts";
+// Development only: the latency model and the RPC counter wrap each stub (rpc-model.ts).
+import { modelled } from "./rpc-model.ts";
 import type { OperationObject } from "./operation/object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
@@ -15,16 +17,34 @@ type Methods<T> = {
 };
 
 export const operationStub = (env: Env, operationId: string) =>
-  env.OPERATIONS.get(env.OPERATIONS.idFromName(operationId)) as unknown as Methods<OperationObject>;
+  modelled(
+    env,
+    "OperationObject",
+    env.OPERATIONS.get(env.OPERATIONS.idFromName(operationId)),
+  ) as unknown as Methods<OperationObject>;
 export const runStub = (env: Env, runId: string) =>
-  env.RUNS.get(env.RUNS.idFromName(runId)) as unknown as Methods<RunObject>;
+  modelled(
+    env,
+    "RunObject",
+    env.RUNS.get(env.RUNS.idFromName(runId)),
+  ) as unknown as Methods<RunObject>;
 export const tenantStub = (env: Env, tenantId: string) =>
-  env.TENANTS.get(env.TENANTS.idFromName(tenantId)) as unknown as Methods<TenantObject>;
+  modelled(
+    env,
+    "TenantObject",
+    env.TENANTS.get(env.TENANTS.idFromName(tenantId)),
+  ) as unknown as Methods<TenantObject>;
 /** One lock object per tenant + resource key (e.g. `order:ord_1`): tenants never share a lock. */
 export const lockStub = (env: Env, tenantId: string, resource: string) =>
-  env.LOCKS.get(
-    env.LOCKS.idFromName(`${tenantId}:${resource}`),
+  modelled(
+    env,
+    "ResourceLockObject",
+    env.LOCKS.get(env.LOCKS.idFromName(`${tenantId}:${resource}`)),
   ) as unknown as Methods<ResourceLockObject>;
 /** One retry budget per tenant + upstream origin (domain/retry-budget.ts budgetKey). */
 export const budgetStub = (env: Env, key: string) =>
-  env.BUDGETS.get(env.BUDGETS.idFromName(key)) as unknown as Methods<RetryBudgetObject>;
+  modelled(
+    env,
+    "RetryBudgetObject",
+    env.BUDGETS.get(env.BUDGETS.idFromName(key)),
+  ) as unknown as Methods<RetryBudgetObject>;

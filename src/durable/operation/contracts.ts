@@ -10,6 +10,7 @@ import type {
   TransitionError,
 } from "../../domain/operation/index.ts";
 import type { Result } from "../../domain/result.ts";
+import type { CallFacts } from "../../domain/tenant-facts.ts";
 import type { FrozenInput } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { Preview } from "../../tools/http-tool.ts";
@@ -29,6 +30,11 @@ export type SubmitRequest = {
   /** The run's end user: who asked, for the approvals inbox and four eyes. */
   userId: string;
   waitMs: number;
+  /**
+   * What the run's tenant-facts snapshot says about this call's tool (sealed secrets, verdict), or
+   * null: the operation asks the tenant itself (the snapshot was stale, absent or invalidated).
+   */
+  facts?: CallFacts | null;
 };
 /**
  * `executedBy`: the call that created the operation (a replay from another call did not execute it).

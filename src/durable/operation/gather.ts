@@ -9,7 +9,9 @@ import type { Denial } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { askRetryBudget, budgetKeyFor } from "../retry-budget-client.ts";
+import type { CallFacts } from "../../domain/tenant-facts.ts";
 import { runStub, tenantStub } from "../stubs.ts";
+import { openSecrets } from "../tenant/secrets.ts";
 import type { FrozenRow, Head, OperationError, Secrets } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 
@@ -29,6 +31,22 @@ export async function ask<T>(question: () => Promise<T>): Promise<Asked<T>> {
 
 export const UNAVAILABLE_DETAIL =
   "toolgate could not ask the run whether this call may still run; nothing was decided or sent. Try again shortly.";
+
+/**
+ * Exactly the tenant secrets `spec` names, opened from the run's sealed snapshot when it holds every
+ * one of them (no RPC), else from this operation's own tenant (one RPC).
+ */
+export async function secretsOf(
+  env: Env,
+  tenantId: string,
+  spec: ToolSpec,
+  facts: CallFacts | null,
+): Promise<Secrets> {
+  const sealed = facts?.secrets;
+  if (sealed && spec.secretNames.every((name) => name in sealed))
+    return openSecrets(env, tenantId, spec.secretNames, sealed);
+  return secretsFor(env, tenantId, spec);
+}
 
 /** Exactly the tenant secrets `spec` names, from this operation's own tenant. */
 export async function secretsFor(env: Env, tenantId: string, spec: ToolSpec): Promise<Secrets> {

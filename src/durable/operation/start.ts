@@ -1,5 +1,6 @@
 // A new operation's start: what it needs before its first row (the approval's policy version, the
-// first attempt's secrets, the tool's idempotency verification), its plan (domain/operation/plan.ts)
+// first attempt's secrets, the tool's idempotency verification — from the run's tenant facts when
+// it passed them, so a new write makes no tenant RPC), its plan (domain/operation/plan.ts)
 // and its frozen row. The caller re-checks that no other call started it during these awaits, then
 // applies the returned `start` event with the frozen row in one transaction.
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
@@ -9,9 +10,9 @@ import type { VerificationStatus } from "../../domain/verification.ts";
 import { requireVerifiedIdempotency } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
-import { verificationStatuses } from "../tenant/registry.ts";
+import { verificationStatusOf } from "../tenant/registry.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
-import { ask, secretsFor } from "./gather.ts";
+import { ask, secretsOf } from "./gather.ts";
 
 /**
  * Before a new operation starts: its approval's policy version (the hash of this exact tool source;
@@ -30,15 +31,17 @@ async function gatherStart(
 }> {
   const asks = needsApproval(spec.approval, req.input.value);
   const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
+  // From the run's tenant facts when it passed them (no RPC); else asked of the tenant, as before.
+  const facts = req.facts ?? null;
   const [secrets, verified] = await Promise.all([
     asks
       ? null
-      : ask(() => secretsFor(env, req.tenantId, spec)).then((asked) =>
+      : ask(() => secretsOf(env, req.tenantId, spec, facts)).then((asked) =>
           asked.answered ? asked.value : null,
         ),
-    verificationStatuses(env, req.tenantId, [[spec.name, req.source]]),
+    verificationStatusOf(env, req.tenantId, spec.name, req.source, facts),
   ]);
-  return { policyVersion, secrets, verified: verified[spec.name] ?? null };
+  return { policyVersion, secrets, verified };
 }
 
 /** The frozen row and the secrets its first attempt may use (planned now, after the awaits). */

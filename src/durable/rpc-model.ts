@@ -1,0 +1,31 @@
+// The latency model (issue 19), development only: every RPC to an object class named in
+// TOOLGATE_DEV_RPC_DELAY waits that many ms first, as if the object lived on another continent;
+// and every RPC is counted per class, so a test can prove that a path makes none to the tenant.
+// Applied once, where stubs are made (stubs.ts); outside development the stub is returned as is.
+import { devRpcDelays, isDevelopment, type DeploymentVars, type ObjectClass } from "../config.ts";
+
+const counts = new Map<ObjectClass, number>();
+
+/** RPCs made so far in this isolate to objects of `cls` (development deployments only). */
+export const rpcCount = (cls: ObjectClass): number => counts.get(cls) ?? 0;
+
+export function modelled<S extends object>(env: DeploymentVars, cls: ObjectClass, stub: S): S {
+  if (!isDevelopment(env)) return stub;
+  const delayMs = devRpcDelays(env)[cls] ?? 0;
+  return new Proxy(stub, {
+    get(target, property) {
+      const member: unknown = Reflect.get(target, property);
+      // `then` is asked by `await`; `fetch` and the id are not RPC methods of ours.
+      if (typeof property !== "string" || property === "then" || typeof member !== "function")
+        return member;
+      return async (...args: unknown[]) => {
+        counts.set(cls, rpcCount(cls) + 1);
+        if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
+        // Called as a method of the stub: an RPC property has no `.apply` of its own (it would be an RPC).
+        return (target as Record<string, (...a: unknown[]) => Promise<unknown>>)[property]!(
+          ...args,
+        );
+      };
+    },
+  });
+}
