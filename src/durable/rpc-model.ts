@@ -4,10 +4,16 @@
 // Applied once, where stubs are made (stubs.ts); outside development the stub is returned as is.
 import { devRpcDelays, isDevelopment, type DeploymentVars, type ObjectClass } from "../config.ts";
 
-const counts = new Map<ObjectClass, number>();
+/** By "Class.method": the RPCs made so far in this isolate (development deployments only). */
+const counts = new Map<string, number>();
 
-/** RPCs made so far in this isolate to objects of `cls` (development deployments only). */
-export const rpcCount = (cls: ObjectClass): number => counts.get(cls) ?? 0;
+/** The RPCs made so far to objects of `cls`, by method. */
+export const rpcCounts = (cls: ObjectClass): Record<string, number> =>
+  Object.fromEntries(
+    [...counts]
+      .filter(([key]) => key.startsWith(`${cls}.`))
+      .map(([key, n]) => [key.slice(cls.length + 1), n]),
+  );
 
 export function modelled<S extends object>(env: DeploymentVars, cls: ObjectClass, stub: S): S {
   if (!isDevelopment(env)) return stub;
@@ -19,7 +25,8 @@ export function modelled<S extends object>(env: DeploymentVars, cls: ObjectClass
       if (typeof property !== "string" || property === "then" || typeof member !== "function")
         return member;
       return async (...args: unknown[]) => {
-        counts.set(cls, rpcCount(cls) + 1);
+        const key = `${cls}.${property}`;
+        counts.set(key, (counts.get(key) ?? 0) + 1);
         if (delayMs > 0) await new Promise((resolve) => setTimeout(resolve, delayMs));
         // Called as a method of the stub: an RPC property has no `.apply` of its own (it would be an RPC).
         return (target as Record<string, (...a: unknown[]) => Promise<unknown>>)[property]!(
