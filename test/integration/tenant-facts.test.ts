@@ -88,7 +88,7 @@ describe("tenant facts: no TenantObject RPC on a turn's path", () => {
     const sent = await sentAuthorizations(up);
     expect(sent).toHaveLength(21);
     expect(new Set(sent)).toEqual(new Set([`Bearer ${value}`]));
-  });
+  }, 30_000);
 
   it("a stale snapshot is never used: past the bound the call asks the tenant itself and a refresh follows", async () => {
     const up = upstream();
