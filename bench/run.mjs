@@ -5,11 +5,16 @@
 // call as a one-step Cloudflare Workflow, (c) a toolgate new write, (d) a replay of a settled write,
 // (e) a write under an uncontended resource lock, (f) all writes on one hot resource, (g) writes
 // spread over 1,000 resources, (h) a write that needs approval (timed from the approve POST to the
-// upstream receiving the request). Rows read/written per op come from the isolate's SQLite counters
+// upstream receiving the request), (t) the new write of (c), each client alternating between toolgate
+// (t0) and a second toolgate whose every TenantObject RPC waits BENCH_TENANT_DELAY_MS (t1; 150 by
+// default: TOOLGATE_DEV_RPC_DELAY, the latency model of a tenant object on another continent;
+// issue 19 wants t1's p50 within 10% of t0's — paired, so both see the same machine load).
+// Rows read/written per op come from the isolate's SQLite counters
 // (GET /v1/admin/stats, development only) over the whole scenario, background work included.
 // Bounds: BENCH_N1/BENCH_N16/BENCH_N64 (requests per scenario), BENCH_MAX_MS (per scenario),
 // BENCH_ONLY=a,b,c (scenarios), BENCH_CONC=1,16 (concurrencies), BENCH_WEBHOOK=1 (one webhook
-// endpoint subscribed to every event). Ports 8980–8984 by default.
+// endpoint subscribed to every event). Ports 8980–8986 by default (BENCH_UPSTREAM_PORT, BENCH_PORT,
+// BENCH_BASELINE_PORT, BENCH_DELAYED_PORT; each toolgate also uses its port + 1).
 import { execFile, execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
@@ -37,7 +42,10 @@ const PORTS = {
   upstream: Number(env.BENCH_UPSTREAM_PORT ?? 8980),
   toolgate: Number(env.BENCH_PORT ?? 8981),
   baseline: Number(env.BENCH_BASELINE_PORT ?? 8983),
+  delayed: Number(env.BENCH_DELAYED_PORT ?? 8985),
 };
+const TENANT_DELAY_MS = Number(env.BENCH_TENANT_DELAY_MS ?? 150);
+const WITH_DELAYED = !ONLY || ONLY.has("t");
 const WRITE = process.argv.includes("--write");
 const LANES = Math.max(...CONCURRENCY);
 const startedAt = new Date();
@@ -63,8 +71,24 @@ const baseline = await startWrangler({
   quiet: true,
 });
 
+// The same toolgate with the latency model on: every TenantObject RPC waits TENANT_DELAY_MS.
+const delayed = WITH_DELAYED
+  ? await startWrangler({
+      port: PORTS.delayed,
+      inspectorPort: PORTS.delayed + 1,
+      vars: {
+        ...DEV_VARS,
+        DEMO_UPSTREAM_URL: upstream.url,
+        TOOLGATE_DEV_RPC_DELAY: `TenantObject=${TENANT_DELAY_MS}`,
+      },
+      persistTo: join(state, "delayed"),
+      quiet: true,
+    })
+  : null;
+
 const stopAll = async () => {
   toolgate.stop();
+  delayed?.stop();
   baseline.stop();
   await upstream.close();
   rmSync(state, { recursive: true, force: true });
@@ -166,8 +190,19 @@ try {
         charge_limit: 10_000_000,
       }),
     );
-  const turnLane = (run, body) => ({
-    url: `${toolgate.url}/v1/runs/${run.run_id}/turns?format=native`,
+  // The delayed toolgate's runs (its setup pays the delay; its turns should not).
+  const delayedRuns = [];
+  if (delayed) {
+    const other = await registerDemo(delayed.url, upstream.url, {
+      runContext: { charge_limit: 10_000_000 },
+    });
+    for (let i = 0; i < LANES; i++)
+      delayedRuns.push(
+        await createRun(delayed.url, other.key, ["charge_card"], { charge_limit: 10_000_000 }),
+      );
+  }
+  const turnLane = (run, body, base = toolgate.url) => ({
+    url: `${base}/v1/runs/${run.run_id}/turns?format=native`,
     headers: { ...json, Authorization: `Bearer ${run.run_token}` },
     body,
   });
@@ -225,8 +260,25 @@ try {
         toolgateLanes(() => turn("b{{n}}", "charge_card", charge("{{n}}"))),
       ],
       [
-        "(d) toolgate replay",
-        toolgateLanes((lane) => turn("r{{n}}", "charge_card", charge(1 + lane))),
+        "(t) (c) paired: tenant +0 / +delay",
+        {
+          expectSucceeded: true,
+          offset,
+          paired: true,
+          // Client i alternates between its run on toolgate and its run on the delayed toolgate.
+          lanes: runs.flatMap((run, lane) =>
+            delayed
+              ? [
+                  turnLane(run, turn("t{{n}}", "charge_card", charge("{{n}}"))),
+                  turnLane(
+                    delayedRuns[lane],
+                    turn("t{{n}}", "charge_card", charge("{{n}}")),
+                    delayed.url,
+                  ),
+                ]
+              : [],
+          ),
+        },
       ],
       ["(e) write under a lock", locked("l", "acct_{{n}}")],
       ["(f) one hot resource", locked("h", `hot_${concurrency}`)],
@@ -263,7 +315,13 @@ try {
           result.rowsRead = restarted ? null : (after.read - before.read) / result.sent;
           result.rowsWritten = restarted ? null : (after.written - before.written) / result.sent;
         }
-        rows.push({ name, concurrency, ...result });
+        if (result.groups) {
+          // One paired run, two rows: the same moments, with and without the tenant's delay.
+          const [zero, slow] = result.groups;
+          const each = { concurrency, throughput: null, sent: result.sent };
+          rows.push({ ...each, ...zero, name: "(t0) (c), tenant +0" });
+          rows.push({ ...each, ...slow, name: `(t1) (c), tenant +${TENANT_DELAY_MS}ms` });
+        } else rows.push({ name, concurrency, ...result });
       } catch (error) {
         rows.push({ name, concurrency, error: String(error.message ?? error).slice(0, 200) });
       }
@@ -299,7 +357,7 @@ for (const r of rows) {
 const verdict = (ok) => (ok ? "met" : "MISSED");
 out("");
 out(
-  "targets: (c) p50 ≤ 1.3x (b), thr ≥ 0.8x (b) · (d) thr ≥ 0.8x (a) · (c) vs (w): thr ≥ 2x, p50 ≤ 0.5x · ≤ 6 rows written per (c) op (aim 4) · (f) ≥ 300 writes/s",
+  "targets: (c) p50 ≤ 1.3x (b), thr ≥ 0.8x (b) · (d) thr ≥ 0.8x (a) · (c) vs (w): thr ≥ 2x, p50 ≤ 0.5x · ≤ 6 rows written per (c) op (aim 4) · (f) ≥ 300 writes/s · (t1) p50 within 10% of (t0)",
 );
 for (const c of CONCURRENCY) {
   const [a, b, cc, d, w, f] = ["a", "b", "c", "d", "w", "f"].map((l) => find(l, c));
@@ -320,6 +378,11 @@ for (const c of CONCURRENCY) {
     );
   if (cc) parts.push(`rows w (c) ${fmt(cc.rowsWritten, 1)} ${verdict(cc.rowsWritten <= 6)}`);
   if (f && c > 1) parts.push(`(f) ${fmt(f.throughput, 0)}/s ${verdict(f.throughput >= 300)}`);
+  const [t0, t1] = [find("t0", c), find("t1", c)];
+  if (t0 && t1)
+    parts.push(
+      `(t1)/(t0) p50 ${fmt(t1.p50 / t0.p50)} (tenant +${TENANT_DELAY_MS} ms vs +0, paired) ${verdict(Math.abs(t1.p50 / t0.p50 - 1) <= 0.1)}`,
+    );
   out(`  c=${c}: ${parts.join(" · ")}`);
 }
 for (const letter of ["c", "g"]) {

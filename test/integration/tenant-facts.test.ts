@@ -90,6 +90,23 @@ describe("tenant facts: no TenantObject RPC on a turn's path", () => {
     expect(new Set(sent)).toEqual(new Set([`Bearer ${value}`]));
   }, 30_000);
 
+  it("5 writes under a resource lock of a warm run make no TenantObject RPC either", async () => {
+    const up = upstream();
+    const secret = secretName();
+    const value = `sk_${unique("v")}`;
+    await putSecret(secret, value);
+    const tool = { ...secretTool(up.url, secret), resource: "account:{currency}" };
+    const run = await setup(tool);
+    await agentTurn(run, [call("warm", run.name, 1)]);
+    const before = pathRpcs();
+    for (let i = 0; i < 5; i++) {
+      const res = await agentTurn(run, [call(`l${i}`, run.name, 10 + i)]);
+      expect(res.body.results[0].status).toBe("succeeded");
+    }
+    expect(pathRpcs()).toEqual(before);
+    expect(new Set(await sentAuthorizations(up))).toEqual(new Set([`Bearer ${value}`]));
+  });
+
   it("a stale snapshot is never used: past the bound the call asks the tenant itself and a refresh follows", async () => {
     const up = upstream();
     const secret = secretName();

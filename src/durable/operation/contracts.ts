@@ -150,4 +150,6 @@ export type Shell = {
   apply(event: OperationEvent, secrets?: Secrets | null): unknown;
   /** The one alarm: set (never past an outbox row's redelivery) or back to the state's own time. */
   alarms: Alarms;
+  /** The tenant facts the run last submitted this operation with (memory only; gather.ts checks their age). */
+  facts: CallFacts | null;
 };

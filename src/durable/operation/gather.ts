@@ -1,6 +1,8 @@
 // Before a send: the run's verdict, the tenant's secrets and the host's retry budget, asked at once
 // by one function with one catch (`ask`): a rejected RPC is a value the caller must handle, never a
-// throw across the stub. Secrets are fetched for each send and never cached or stored.
+// throw across the stub. Secrets are never stored by an operation: each send opens them from the
+// run's sealed tenant facts while those are within their bound (held in memory only), else asks the
+// tenant for them.
 import type { OperationEvent } from "../../domain/operation/index.ts";
 import { ok, err, type Result } from "../../domain/result.ts";
 import type { RetryVerdict } from "../../domain/retry-budget.ts";
@@ -9,7 +11,7 @@ import type { Denial } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { askRetryBudget, budgetKeyFor } from "../retry-budget-client.ts";
-import type { CallFacts } from "../../domain/tenant-facts.ts";
+import { freshness, type CallFacts } from "../../domain/tenant-facts.ts";
 import { runStub, tenantStub } from "../stubs.ts";
 import { openSecrets } from "../tenant/secrets.ts";
 import type { FrozenRow, Head, OperationError, Secrets } from "./contracts.ts";
@@ -36,7 +38,7 @@ export const UNAVAILABLE_DETAIL =
  * Exactly the tenant secrets `spec` names, opened from the run's sealed snapshot when it holds every
  * one of them (no RPC), else from this operation's own tenant (one RPC).
  */
-export async function secretsOf(
+export async function tenantSecrets(
   env: Env,
   tenantId: string,
   spec: ToolSpec,
@@ -47,6 +49,10 @@ export async function secretsOf(
     return openSecrets(env, tenantId, spec.secretNames, sealed);
   return secretsFor(env, tenantId, spec);
 }
+
+/** Held facts while they are within the bound (domain/tenant-facts.ts), else null. */
+const usable = (facts: CallFacts | null | undefined, nowMs: number): CallFacts | null =>
+  facts && freshness({ schema: 1, readAtMs: facts.readAtMs }, nowMs) !== "stale" ? facts : null;
 
 /** Exactly the tenant secrets `spec` names, from this operation's own tenant. */
 export async function secretsFor(env: Env, tenantId: string, spec: ToolSpec): Promise<Secrets> {
@@ -62,6 +68,8 @@ export type Wanted = {
   secretsOf: ToolSpec | null;
   /** The host retry budget to ask (an automatic send only; a person's resend never does). */
   budget: string | null;
+  /** The run's tenant facts this operation was submitted with: their sealed secrets, while within the bound. */
+  facts?: CallFacts | null;
 };
 export type Gathered = {
   verdict: Asked<Result<true, Denial>>;
@@ -90,7 +98,9 @@ export async function gather(
           ),
         )
       : Promise.resolve(ALLOWED),
-    secretsOf ? ask(() => secretsFor(env, frozen.tenant_id, secretsOf)) : Promise.resolve(null),
+    secretsOf
+      ? ask(() => tenantSecrets(env, frozen.tenant_id, secretsOf, usable(want.facts, nowMs)))
+      : Promise.resolve(null),
     budget ? askRetryBudget(env, budget, nowMs) : Promise.resolve({ ok: true as const }),
   ]);
   return { verdict, secrets, budget: allowed };

@@ -12,7 +12,7 @@ import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { verificationStatusOf } from "../tenant/registry.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
-import { ask, secretsOf } from "./gather.ts";
+import { ask, tenantSecrets } from "./gather.ts";
 
 /**
  * Before a new operation starts: its approval's policy version (the hash of this exact tool source;
@@ -36,7 +36,7 @@ async function gatherStart(
   const [secrets, verified] = await Promise.all([
     asks
       ? null
-      : ask(() => secretsOf(env, req.tenantId, spec, facts)).then((asked) =>
+      : ask(() => tenantSecrets(env, req.tenantId, spec, facts)).then((asked) =>
           asked.answered ? asked.value : null,
         ),
     verificationStatusOf(env, req.tenantId, spec.name, req.source, facts),
