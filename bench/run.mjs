@@ -114,6 +114,18 @@ function load(scenario) {
   });
 }
 
+/** The delayed toolgate's TenantObject RPCs so far, by method (development only: rpc-model.ts). */
+async function tenantRpcs() {
+  const calls = (await call(delayed.url, "GET", "/v1/admin/stats", DEV_VARS.TOOLGATE_ADMIN_TOKEN))
+    .body.rpc_calls;
+  return Object.fromEntries(
+    Object.entries(calls)
+      .filter(([key]) => key.startsWith("TenantObject."))
+      .map(([key, n]) => [key.slice("TenantObject.".length), n]),
+  );
+}
+const tenantNotes = [];
+
 /** The isolate's SQLite row counters, once background work (lock releases, inbox) has settled. */
 async function sqlRows() {
   let last = null;
@@ -307,6 +319,7 @@ try {
       try {
         log(`${name} at concurrency ${concurrency}`);
         const before = spec.sqlRows ? await sqlRows() : null;
+        const tenantBefore = spec.paired ? await tenantRpcs() : null;
         const result = await load(spec);
         if (before) {
           // Counters that went down mean the isolate restarted mid-scenario: no figure, not a wrong one.
@@ -318,6 +331,14 @@ try {
         if (result.groups) {
           // One paired run, two rows: the same moments, with and without the tenant's delay.
           const [zero, slow] = result.groups;
+          // The delayed toolgate's TenantObject RPCs per write, by method (refreshes, event plane).
+          const tenantAfter = await tenantRpcs();
+          const perOp = Object.entries(tenantAfter)
+            .map(([method, n]) => [method, (n - (tenantBefore[method] ?? 0)) / (result.sent / 2)])
+            .filter(([, n]) => n > 0);
+          tenantNotes.push(
+            `  c=${concurrency}: TenantObject RPCs per (t1) write (warm-up included): ${perOp.length ? perOp.map(([m, n]) => `${m} ${n.toFixed(2)}`).join(", ") : "none"}`,
+          );
           const each = { concurrency, throughput: null, sent: result.sent };
           rows.push({ ...each, ...zero, name: "(t0) (c), tenant +0" });
           rows.push({ ...each, ...slow, name: `(t1) (c), tenant +${TENANT_DELAY_MS}ms` });
@@ -385,6 +406,7 @@ for (const c of CONCURRENCY) {
     );
   out(`  c=${c}: ${parts.join(" · ")}`);
 }
+for (const note of tenantNotes) out(note);
 for (const letter of ["c", "g"]) {
   const curve = CONCURRENCY.map((c) => [c, find(letter, c)]).filter(([, r]) => r);
   if (curve.length > 1)

@@ -7,6 +7,9 @@ import { devRpcDelays, isDevelopment, type DeploymentVars, type ObjectClass } fr
 /** By "Class.method": the RPCs made so far in this isolate (development deployments only). */
 const counts = new Map<string, number>();
 
+/** Every RPC made so far, by "Class.method" (GET /v1/admin/stats, development only). */
+export const allRpcCounts = (): Record<string, number> => Object.fromEntries(counts);
+
 /** The RPCs made so far to objects of `cls`, by method. */
 export const rpcCounts = (cls: ObjectClass): Record<string, number> =>
   Object.fromEntries(
