@@ -45,8 +45,12 @@ export async function tenantSecrets(
   facts: CallFacts | null,
 ): Promise<Secrets> {
   const sealed = facts?.secrets;
-  if (sealed && spec.secretNames.every((name) => name in sealed))
-    return openSecrets(env, tenantId, spec.secretNames, sealed);
+  if (sealed && spec.secretNames.every((name) => name in sealed)) {
+    const opened = await openSecrets(env, tenantId, spec.secretNames, sealed);
+    if (opened.ok) return opened;
+    // Missing or unreadable in the snapshot: the tenant says (one RPC, off the normal path) whether
+    // it is really gone (the typed failure) or was registered again since the snapshot.
+  }
   return secretsFor(env, tenantId, spec);
 }
 
