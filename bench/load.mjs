@@ -1,6 +1,8 @@
 // Load driver, run as its own process: reads one scenario as JSON on argv[2], sends its requests
 // with bounded count, concurrency and time, and prints latencies and rows as JSON.
-// Each lane has its own URL and headers (e.g. one run per concurrent client).
+// Each lane has its own URL and headers (e.g. one run per concurrent client). `paired`: lanes come
+// in pairs (2i, 2i+1) and client i alternates between its two, so both sides of a comparison share
+// the same moment's machine load; `groups` then reports each side's latencies on their own.
 // `approval` scenarios time one thing per operation: from the approve POST to the upstream
 // receiving the request (its /_control/wait answering for that operation's own namespace).
 const scenario = JSON.parse(process.argv[2]);
@@ -70,10 +72,14 @@ async function drive(total, deadlineMs) {
   const results = [];
   let sent = 0;
   const worker = async (laneIndex) => {
-    const lane = lanes[laneIndex % lanes.length];
+    let turn = laneIndex;
     while (sent < total && performance.now() < deadlineMs) {
       sent += 1;
-      results.push(await one(lane, laneIndex % lanes.length));
+      const group = scenario.paired ? turn++ % 2 : 0;
+      const index = scenario.paired
+        ? (2 * laneIndex + group) % lanes.length
+        : laneIndex % lanes.length;
+      results.push({ ...(await one(lanes[index], index)), group });
     }
   };
   const started = performance.now();
@@ -84,8 +90,18 @@ async function drive(total, deadlineMs) {
 // Warm-up is bounded to a third of the scenario's time: the bench as a whole stays within ~6 minutes.
 const warm = await drive(warmup, performance.now() + maxMs / 3);
 const { results, elapsedMs } = await drive(count, performance.now() + maxMs);
-const sorted = results.map((r) => r.ms).sort((a, b) => a - b);
-const pick = (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+const percentiles = (of) => {
+  const sorted = of.map((r) => r.ms).sort((a, b) => a - b);
+  return (q) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+};
+const pick = percentiles(results);
+const groups = scenario.paired
+  ? [0, 1].map((group) => {
+      const mine = results.filter((r) => r.group === group);
+      const at = percentiles(mine);
+      return { n: mine.length, p50: at(0.5), p99: at(0.99) };
+    })
+  : null;
 const rows = results.map((r) => r.rows).filter((r) => r !== null);
 const mean = (i) => (rows.length ? rows.reduce((a, r) => a + r[i], 0) / rows.length : null);
 console.log(
@@ -97,5 +113,6 @@ console.log(
     throughput: (results.length / elapsedMs) * 1000,
     rowsRead: mean(0),
     rowsWritten: mean(1),
+    groups,
   }),
 );

@@ -5,11 +5,19 @@
 // call as a one-step Cloudflare Workflow, (c) a toolgate new write, (d) a replay of a settled write,
 // (e) a write under an uncontended resource lock, (f) all writes on one hot resource, (g) writes
 // spread over 1,000 resources, (h) a write that needs approval (timed from the approve POST to the
-// upstream receiving the request), (l) a new write whose tool has one limit across runs (issue 21). Rows read/written per op come from the isolate's SQLite counters
+// upstream receiving the request), (l) a new write whose tool has one limit across runs (issue 21),
+// (t) the new write of (c), each client alternating between
+// toolgate A (t0) and a second toolgate B whose every TenantObject RPC waits BENCH_TENANT_DELAY_MS
+// (t1; 150 by default: TOOLGATE_DEV_RPC_DELAY, the latency model of a tenant object on another
+// continent), then again after restarting B without the delay (t2, t3: an A/A control that
+// measures how A and B differ on this machine anyway). Paired, so both sides share the moment's
+// load; issue 19 wants the delay's p50 ratio, net of the A/A ratio, within 10%.
+// Rows read/written per op come from the isolate's SQLite counters
 // (GET /v1/admin/stats, development only) over the whole scenario, background work included.
 // Bounds: BENCH_N1/BENCH_N16/BENCH_N64 (requests per scenario), BENCH_MAX_MS (per scenario),
 // BENCH_ONLY=a,b,c (scenarios), BENCH_CONC=1,16 (concurrencies), BENCH_WEBHOOK=1 (one webhook
-// endpoint subscribed to every event). Ports 8980–8984 by default.
+// endpoint subscribed to every event). Ports 8980–8986 by default (BENCH_UPSTREAM_PORT, BENCH_PORT,
+// BENCH_BASELINE_PORT, BENCH_DELAYED_PORT; each toolgate also uses its port + 1).
 import { execFile, execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
@@ -37,7 +45,10 @@ const PORTS = {
   upstream: Number(env.BENCH_UPSTREAM_PORT ?? 8980),
   toolgate: Number(env.BENCH_PORT ?? 8981),
   baseline: Number(env.BENCH_BASELINE_PORT ?? 8983),
+  delayed: Number(env.BENCH_DELAYED_PORT ?? 8985),
 };
+const TENANT_DELAY_MS = Number(env.BENCH_TENANT_DELAY_MS ?? 150);
+const WITH_DELAYED = !ONLY || ONLY.has("t");
 const WRITE = process.argv.includes("--write");
 const LANES = Math.max(...CONCURRENCY);
 const startedAt = new Date();
@@ -63,8 +74,26 @@ const baseline = await startWrangler({
   quiet: true,
 });
 
+// A second toolgate for (t), restarted (same storage) to switch the latency model between
+// TENANT_DELAY_MS and 0 on every TenantObject RPC; `delayedMs`: its current setting.
+const startDelayed = (delayMs) =>
+  startWrangler({
+    port: PORTS.delayed,
+    inspectorPort: PORTS.delayed + 1,
+    vars: {
+      ...DEV_VARS,
+      DEMO_UPSTREAM_URL: upstream.url,
+      TOOLGATE_DEV_RPC_DELAY: `TenantObject=${delayMs}`,
+    },
+    persistTo: join(state, "delayed"),
+    quiet: true,
+  });
+let delayedMs = TENANT_DELAY_MS;
+let delayed = WITH_DELAYED ? await startDelayed(delayedMs) : null;
+
 const stopAll = async () => {
   toolgate.stop();
+  delayed?.stop();
   baseline.stop();
   await upstream.close();
   rmSync(state, { recursive: true, force: true });
@@ -88,6 +117,49 @@ function load(scenario) {
       },
     );
   });
+}
+
+/** The delayed toolgate's TenantObject RPCs so far, by method (development only: rpc-model.ts). */
+async function tenantRpcs() {
+  const calls = (await call(delayed.url, "GET", "/v1/admin/stats", DEV_VARS.TOOLGATE_ADMIN_TOKEN))
+    .body.rpc_calls;
+  return Object.fromEntries(
+    Object.entries(calls)
+      .filter(([key]) => key.startsWith("TenantObject."))
+      .map(([key, n]) => [key.slice("TenantObject.".length), n]),
+  );
+}
+const tenantNotes = [];
+
+/**
+ * (t): `first` is the paired pass just run against the second toolgate as it stands; then it is
+ * restarted with the other delay and the pass repeated (new call ids). The pass with both delays 0
+ * is an A/A control: its ratio is what the two instances differ by on this machine with no delay.
+ */
+async function pairedRows(spec, first, tenantBefore, concurrency) {
+  const passes = [{ delayMs: delayedMs, result: first, before: tenantBefore }];
+  passes[0].after = await tenantRpcs();
+  await delayed.kill();
+  delayedMs = delayedMs === 0 ? TENANT_DELAY_MS : 0;
+  delayed = await startDelayed(delayedMs);
+  const before = await tenantRpcs();
+  const lanes = spec.lanes.map((lane) => ({ ...lane, body: lane.body.replaceAll('"t', '"u') }));
+  passes.push({ delayMs: delayedMs, result: await load({ ...spec, lanes }), before });
+  passes[1].after = await tenantRpcs();
+  const each = (pass) => ({ concurrency, throughput: null, sent: pass.result.sent });
+  const [slow, control] = passes.sort((a, b) => b.delayMs - a.delayMs);
+  rows.push({ ...each(slow), ...slow.result.groups[0], name: "(t0) A, tenant +0" });
+  rows.push({ ...each(slow), ...slow.result.groups[1], name: `(t1) B, tenant +${slow.delayMs}ms` });
+  rows.push({ ...each(control), ...control.result.groups[0], name: "(t2) A, tenant +0 (A/A)" });
+  rows.push({ ...each(control), ...control.result.groups[1], name: "(t3) B, tenant +0 (A/A)" });
+  for (const pass of passes) {
+    const perOp = Object.entries(pass.after)
+      .map(([method, n]) => [method, (n - (pass.before[method] ?? 0)) / (pass.result.sent / 2)])
+      .filter(([, n]) => n > 0);
+    tenantNotes.push(
+      `  c=${concurrency}: B's TenantObject RPCs per write at +${pass.delayMs} ms (warm-up included): ${perOp.length ? perOp.map(([m, n]) => `${m} ${n.toFixed(2)}`).join(", ") : "none"}`,
+    );
+  }
 }
 
 /** The isolate's SQLite row counters, once background work (lock releases, inbox) has settled. */
@@ -197,8 +269,19 @@ try {
         { charge_limit: 10_000_000, customer_id: `cus_${i}` },
       ),
     );
-  const turnLane = (run, body) => ({
-    url: `${toolgate.url}/v1/runs/${run.run_id}/turns?format=native`,
+  // The delayed toolgate's runs (its setup pays the delay; its turns should not).
+  const delayedRuns = [];
+  if (delayed) {
+    const other = await registerDemo(delayed.url, upstream.url, {
+      runContext: { charge_limit: 10_000_000 },
+    });
+    for (let i = 0; i < LANES; i++)
+      delayedRuns.push(
+        await createRun(delayed.url, other.key, ["charge_card"], { charge_limit: 10_000_000 }),
+      );
+  }
+  const turnLane = (run, body, base = toolgate.url) => ({
+    url: `${base}/v1/runs/${run.run_id}/turns?format=native`,
     headers: { ...json, Authorization: `Bearer ${run.run_token}` },
     body,
   });
@@ -256,6 +339,27 @@ try {
         toolgateLanes(() => turn("b{{n}}", "charge_card", charge("{{n}}"))),
       ],
       [
+        "(t) (c) paired: tenant +0 / +delay",
+        {
+          expectSucceeded: true,
+          offset,
+          paired: true,
+          // Client i alternates between its run on toolgate and its run on the delayed toolgate.
+          lanes: runs.flatMap((run, lane) =>
+            delayed
+              ? [
+                  turnLane(run, turn("t{{n}}", "charge_card", charge("{{n}}"))),
+                  turnLane(
+                    delayedRuns[lane],
+                    turn("t{{n}}", "charge_card", charge("{{n}}")),
+                    delayed.url,
+                  ),
+                ]
+              : [],
+          ),
+        },
+      ],
+      [
         "(l) new write + 1 windowed limit",
         toolgateLanes(() => turn("w{{n}}", LIMITED.name, `{"amount":{{n}}}`)),
       ],
@@ -290,6 +394,7 @@ try {
       try {
         log(`${name} at concurrency ${concurrency}`);
         const before = spec.sqlRows ? await sqlRows() : null;
+        const tenantBefore = spec.paired ? await tenantRpcs() : null;
         const result = await load(spec);
         if (before) {
           // Counters that went down mean the isolate restarted mid-scenario: no figure, not a wrong one.
@@ -298,7 +403,8 @@ try {
           result.rowsRead = restarted ? null : (after.read - before.read) / result.sent;
           result.rowsWritten = restarted ? null : (after.written - before.written) / result.sent;
         }
-        rows.push({ name, concurrency, ...result });
+        if (result.groups) await pairedRows(spec, result, tenantBefore, concurrency);
+        else rows.push({ name, concurrency, ...result });
       } catch (error) {
         rows.push({ name, concurrency, error: String(error.message ?? error).slice(0, 200) });
       }
@@ -335,7 +441,7 @@ const verdict = (ok) => (ok ? "met" : "MISSED");
 out("");
 // Issue 19's targets (ratios within this run); the earlier, stricter line stays as stretch goals.
 out(
-  "targets (issue 19): (c) p50 ≤ 1.5x (b), thr ≥ 0.65x (b) · ≤ 12 rows read and ≤ 6 written per (c) op · (d) thr ≥ 0.95x (b)",
+  "targets (issue 19): (c) p50 ≤ 1.5x (b), thr ≥ 0.65x (b) · ≤ 12 rows read and ≤ 6 written per (c) op · (d) thr ≥ 0.95x (b) · (t) p50 with the tenant +150 ms within 10% of +0",
 );
 for (const c of CONCURRENCY) {
   const [b, cc, d] = ["b", "c", "d"].map((l) => find(l, c));
@@ -354,6 +460,14 @@ for (const c of CONCURRENCY) {
     parts.push(
       `(d)/(b) thr ${fmt(d.throughput / b.throughput)} ${verdict(d.throughput / b.throughput >= 0.95)}`,
     );
+  const [t0, t1, t2, t3] = ["t0", "t1", "t2", "t3"].map((l) => find(l, c));
+  if (t0 && t1 && t2 && t3) {
+    // B's own difference from A with no delay at all (A/A) is divided out.
+    const ratio = t1.p50 / t0.p50 / (t3.p50 / t2.p50);
+    parts.push(
+      `(t1)/(t0) p50 ${fmt(t1.p50 / t0.p50)} ÷ A/A (t3)/(t2) ${fmt(t3.p50 / t2.p50)} = ${fmt(ratio)} (tenant +${TENANT_DELAY_MS} ms vs +0) ${verdict(Math.abs(ratio - 1) <= 0.1)}`,
+    );
+  }
   out(`  c=${c}: ${parts.join(" · ")}`);
 }
 out(
@@ -379,6 +493,7 @@ for (const c of CONCURRENCY) {
   if (f && c > 1) parts.push(`(f) ${fmt(f.throughput, 0)}/s ${verdict(f.throughput >= 300)}`);
   if (parts.length > 0) out(`  c=${c}: ${parts.join(" · ")}`);
 }
+for (const note of tenantNotes) out(note);
 for (const letter of ["c", "g"]) {
   const curve = CONCURRENCY.map((c) => [c, find(letter, c)]).filter(([, r]) => r);
   if (curve.length > 1)

@@ -39,6 +39,11 @@ export type DeploymentVars = {
    * tries, the last repeating (default 1 min, 5 min, 30 min, 2 h, 6 h). Tests compress it.
    */
   TOOLGATE_SETTLE_SCHEDULE_MS?: string;
+  /**
+   * Development only (TOOLGATE_ENV "development"): the latency model, `Class=ms[,Class=ms]`, e.g.
+   * "TenantObject=150" delays every RPC to a TenantObject by 150 ms (an object on another continent).
+   */
+  TOOLGATE_DEV_RPC_DELAY?: string;
   /** OpenTelemetry collector base URL: recorded operations' spans are pushed to {it}/v1/traces. */
   OTEL_EXPORTER_OTLP_ENDPOINT?: string;
   /** Secret: headers for the collector, `name=value,name2=value2` (OTLP exporter convention). */
@@ -212,4 +217,51 @@ export function secretsKey(env: DeploymentVars): Result<string, ConfigError> {
         detail:
           "TOOLGATE_SECRETS_KEY is not set for this deployment (wrangler secret put TOOLGATE_SECRETS_KEY)",
       });
+}
+
+/** The object classes TOOLGATE_DEV_RPC_DELAY may name (durable/stubs.ts makes their stubs). */
+export const OBJECT_CLASSES = [
+  "OperationObject",
+  "RunObject",
+  "TenantObject",
+  "ResourceLockObject",
+  "RetryBudgetObject",
+  "LimitObject",
+] as const;
+export type ObjectClass = (typeof OBJECT_CLASSES)[number];
+const parsedDelays = new Map<string, Partial<Record<ObjectClass, number>>>();
+
+/**
+ * TOOLGATE_DEV_RPC_DELAY, the latency model: ms of delay per object class, e.g.
+ * "TenantObject=150". Development only: set anywhere else, or malformed (an unknown class, a delay
+ * that is not a whole number of ms in [0, 10000]), it is refused as a whole — logged once per
+ * isolate as toolgate.misconfigured, and no RPC is delayed.
+ */
+export function devRpcDelays(env: DeploymentVars): Partial<Record<ObjectClass, number>> {
+  const raw = (env.TOOLGATE_DEV_RPC_DELAY ?? "").trim();
+  if (raw === "") return {};
+  const key = `${env.TOOLGATE_ENV ?? ""}|${raw}`;
+  const known = parsedDelays.get(key);
+  if (known) return known;
+  const delays: Partial<Record<ObjectClass, number>> = {};
+  let problem = isDevelopment(env)
+    ? null
+    : 'TOOLGATE_DEV_RPC_DELAY is a development setting (TOOLGATE_ENV="development"); ignored';
+  for (const part of problem ? [] : raw.split(",")) {
+    const [name = "", ms = ""] = part.split("=").map((text) => text.trim());
+    const value = Number(ms);
+    if (!(OBJECT_CLASSES as readonly string[]).includes(name))
+      problem = `TOOLGATE_DEV_RPC_DELAY: unknown object class "${name}" (one of ${OBJECT_CLASSES.join(", ")}); ignored`;
+    else if (ms === "" || !Number.isSafeInteger(value) || value < 0 || value > 10_000)
+      problem = `TOOLGATE_DEV_RPC_DELAY: ${name}'s delay must be whole ms in [0, 10000]; ignored`;
+    else delays[name as ObjectClass] = value;
+    if (problem) break;
+  }
+  if (problem)
+    console.error(
+      JSON.stringify({ level: "error", event: "toolgate.misconfigured", detail: problem }),
+    );
+  const result = problem ? {} : delays;
+  parsedDelays.set(key, result);
+  return result;
 }

@@ -3,6 +3,8 @@
 // values cross the stub as structured clones, so the declared method types are the honest ones.
 import type { Env } from "./env.ts";
 import type { LimitObject } from "./limit/object.ts";
+// Development only: the latency model and the RPC counter wrap each stub (rpc-model.ts).
+import { modelled } from "./rpc-model.ts";
 import type { OperationObject } from "./operation/object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
@@ -18,21 +20,37 @@ type Methods<T> = {
 
 // Every object is reached through placement.ts's placedStub: the name says its jurisdiction.
 export const operationStub = (env: Env, operationId: string) =>
-  placedStub(env, "OPERATIONS", operationId) as unknown as Methods<OperationObject>;
+  modelled(
+    env,
+    "OperationObject",
+    placedStub(env, "OPERATIONS", operationId),
+  ) as unknown as Methods<OperationObject>;
 export const runStub = (env: Env, runId: string) =>
-  placedStub(env, "RUNS", runId) as unknown as Methods<RunObject>;
+  modelled(env, "RunObject", placedStub(env, "RUNS", runId)) as unknown as Methods<RunObject>;
 export const tenantStub = (env: Env, tenantId: string) =>
-  placedStub(env, "TENANTS", tenantId) as unknown as Methods<TenantObject>;
+  modelled(
+    env,
+    "TenantObject",
+    placedStub(env, "TENANTS", tenantId),
+  ) as unknown as Methods<TenantObject>;
 /** One lock object per tenant + resource key (e.g. `order:ord_1`): tenants never share a lock. */
 export const lockStub = (env: Env, tenantId: string, resource: string) =>
-  placedStub(env, "LOCKS", `${tenantId}:${resource}`) as unknown as Methods<ResourceLockObject>;
+  modelled(
+    env,
+    "ResourceLockObject",
+    placedStub(env, "LOCKS", `${tenantId}:${resource}`),
+  ) as unknown as Methods<ResourceLockObject>;
 /** One retry budget per tenant + upstream origin (domain/retry-budget.ts budgetKey). */
 export const budgetStub = (env: Env, key: string) =>
-  placedStub(env, "BUDGETS", key) as unknown as Methods<RetryBudgetObject>;
+  modelled(
+    env,
+    "RetryBudgetObject",
+    placedStub(env, "BUDGETS", key),
+  ) as unknown as Methods<RetryBudgetObject>;
 /** One limit object per tenant + limit across runs + subject value (issue 21); named after its tenant (placement). */
 export const limitStub = (env: Env, tenantId: string, name: string, subject: string) =>
-  placedStub(
+  modelled(
     env,
-    "LIMITS",
-    `${tenantId}:limit:${JSON.stringify([name, subject])}`,
+    "LimitObject",
+    placedStub(env, "LIMITS", `${tenantId}:limit:${JSON.stringify([name, subject])}`),
   ) as unknown as Methods<LimitObject>;

@@ -1,6 +1,7 @@
 // /v1/admin: tenants and their API keys, with the deployment admin token only.
 import { Hono } from "hono";
 import { SQL_ROWS } from "../durable/store/sql-store.ts";
+import { allRpcCounts } from "../durable/rpc-model.ts";
 import { ulid } from "ulid";
 import { sealApiKey } from "./api-keys.ts";
 import { requireAdminToken, signingKey, type AppEnv } from "./auth.ts";
@@ -25,7 +26,11 @@ export const adminRoutes = new Hono<AppEnv>()
   // Development only: in production an isolate's counters describe an arbitrary slice of tenants.
   .get("/stats", (c) => {
     if (!isDevelopment(c.env)) throw new ApiProblem({ code: "not_found", detail: "no such route" });
-    return c.json({ sql_rows: { read: SQL_ROWS.read, written: SQL_ROWS.written } });
+    return c.json({
+      sql_rows: { read: SQL_ROWS.read, written: SQL_ROWS.written },
+      // By "Class.method" (durable/rpc-model.ts): e.g. the bench's TenantObject RPCs per new write.
+      rpc_calls: allRpcCounts(),
+    });
   })
   .post("/tenants", async (c) => {
     const { name, jurisdiction = null } = await readJson(c, CreateTenant);

@@ -98,7 +98,10 @@ export const runRoutes = new Hono<AppEnv>()
       return created(c, tenantId, stub, earlier, 200, notify);
     };
     if (requestHash && unwrap(await stub.requested(tenantId, requestHash))) return replay();
-    const sources = unwrap(await tenantStub(c, tenantId).sources([...new Set(body.tools)]));
+    // The tools and the tenant facts their calls use, in one read (issue 19: none per call).
+    const { sources, facts } = unwrap(
+      await tenantStub(c, tenantId).runTools(tenantId, [...new Set(body.tools)]),
+    );
     const expiresAtMs = Date.now() + RUN_TTL_MS;
     const notify = await runNotify(c, tenantId, runId, body.notify, expiresAtMs);
     const made = await stub.create(
@@ -113,6 +116,7 @@ export const runRoutes = new Hono<AppEnv>()
         ...(notify ? { notifyWebhookId: notify.webhook_id } : {}),
       },
       requestHash,
+      facts,
     );
     // Two sends of one request raced: the one that lost answers with the run the other created.
     // (Its notify.url secret, if this send made the endpoint, is in this answer: nowhere else.)
@@ -129,11 +133,14 @@ export const runRoutes = new Hono<AppEnv>()
     const runId = runIdOf(c);
     const tenantId = requireScope(c, "runs:write");
     const patch = await readJson(c, PatchRun);
-    const tools = patch.tools
-      ? unwrap(await tenantStub(c, tenantId).sources([...new Set(patch.tools)]))
+    const read = patch.tools
+      ? unwrap(await tenantStub(c, tenantId).runTools(tenantId, [...new Set(patch.tools)]))
       : undefined;
+    const { sources: tools, facts } = read ?? {};
     return c.json(
-      unwrap(await runStub(c, runId).update(tenantId, { scopes: patch.user?.scopes, tools })),
+      unwrap(
+        await runStub(c, runId).update(tenantId, { scopes: patch.user?.scopes, tools, facts }),
+      ),
     );
   })
   .post("/:run_id/cancel", async (c) => {

@@ -2,7 +2,7 @@
 // tool that is not verified runs as mode "none" — a timed-out write ends outcome_unknown with no
 // resend, exactly one request upstream — and the trace and the export say why. A verified tool
 // keeps its promise: the same fault is resent with the same key and settles with one effect.
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   api,
   fireAlarm,
@@ -12,7 +12,12 @@ import {
   trace,
   turn,
   upstream,
+  pastFactsBound,
 } from "../support/api.ts";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 const charge = { amount: 500, currency: "usd" };
 
@@ -148,6 +153,8 @@ describe("policy on: only a verified key is relied on", () => {
       base_url: new URL(up.url).origin,
     });
     expect(own.body.verification).toMatchObject({ status: "verified", base_url: null });
+    // The run's tenant facts hold the old verdict until their bound (issue 19).
+    pastFactsBound();
     expect((await api("GET", `/v1/runs/${runId}/tools`)).body.warnings).toEqual([]);
   });
 

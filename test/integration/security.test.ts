@@ -4,8 +4,20 @@
 // a gate that accepts exactly what the export shows, and no manifest field accepted and ignored.
 import { env } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
-import { ALL_SCOPES, api, manifest, newTenant, unique, upstream } from "../support/api.ts";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import {
+  ALL_SCOPES,
+  api,
+  manifest,
+  newTenant,
+  pastFactsBound,
+  unique,
+  upstream,
+} from "../support/api.ts";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 const bindings = env as unknown as Record<string, string>;
 const DEPLOYMENT_SECRETS = ["TOOLGATE_ADMIN_TOKEN", "TOOLGATE_SIGNING_KEY", "TOOLGATE_SECRETS_KEY"];
@@ -213,7 +225,8 @@ describe("tenant secrets", () => {
     ])
       expect(encoded).not.toContain(value);
 
-    // Rotation: same name, new value, new fingerprint; the next attempt sends the new value.
+    // Rotation: same name, new value, new fingerprint; once the run's tenant facts are past their
+    // bound (issue 19: a new run sees it at once), the next attempt sends the new value.
     const up = upstream();
     const tool = withSecretHeader(up.url, "PAYMENTS");
     const runId = await t.setup(tool);
@@ -223,6 +236,7 @@ describe("tenant secrets", () => {
     expect(rotated.status).toBe(200);
     expect(rotated.body.fingerprint).not.toBe(created.body.fingerprint);
     expect(rotated.body.created_at).toBe(created.body.created_at);
+    pastFactsBound();
     await t.post(runId, [{ id: "c2", name: tool.name, arguments: { amount: 2, currency: "usd" } }]);
     expect((await up.state()).requests.map((r) => r.authorization)).toEqual([
       `Bearer ${value}`,
@@ -233,6 +247,7 @@ describe("tenant secrets", () => {
     expect((await t.call("DELETE", "/v1/secrets/PAYMENTS")).status).toBe(204);
     expect((await t.call("GET", "/v1/secrets")).body.secrets).toEqual([]);
     expect((await t.call("DELETE", "/v1/secrets/PAYMENTS")).status).toBe(404);
+    pastFactsBound();
     const after = await t.post(runId, [
       { id: "c3", name: tool.name, arguments: { amount: 3, currency: "usd" } },
     ]);

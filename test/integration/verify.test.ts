@@ -2,8 +2,22 @@
 // check; namespaces that break one promise each (demo/upstream.ts misbehaviours) fail with that
 // check named and its evidence. Bad input is a typed problem with nothing sent upstream. The
 // verdict is stored with the tool, bound to its settings, and flagged on runs and traces.
-import { describe, expect, it } from "vitest";
-import { api, manifest, newTenant, setup, trace, turn, unique, upstream } from "../support/api.ts";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import {
+  api,
+  manifest,
+  newTenant,
+  pastFactsBound,
+  setup,
+  trace,
+  turn,
+  unique,
+  upstream,
+} from "../support/api.ts";
+
+afterEach(() => {
+  vi.useRealTimers();
+});
 
 const SECRET = "sk_test_verify_0123456789";
 
@@ -387,6 +401,8 @@ describe("unverified tools are flagged (the policy is off in this project)", () 
     expect(flagged).toMatchObject({ status: "unverified", enforced: false });
 
     expect((await verify(tool.name, ARGS)).body.verification.status).toBe("verified");
+    // The run's tenant facts hold the old verdict until their bound (issue 19).
+    pastFactsBound();
     const after = await api("GET", `/v1/runs/${runId}/tools`);
     expect(after.body.warnings).toEqual([]);
     const second = await turn(runId, [

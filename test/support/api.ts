@@ -4,6 +4,8 @@ import { env, exports } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
+import { vi } from "vitest";
+import { FACTS_MAX_AGE_MS } from "../../src/domain/tenant-facts.ts";
 
 export const ADMIN = "test-admin-token";
 const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
@@ -219,3 +221,12 @@ export const automaticWork = (operationId: string) =>
       : null;
     return !(current?.phase === "recorded" && at >= current.recordedAtMs! + 3_600_000);
   });
+
+/**
+ * The scripted clock past the tenant-facts bound (domain/tenant-facts.ts): every run's snapshot is
+ * now too old to use, as it is FACTS_MAX_AGE_MS after a rotation. Undo with vi.useRealTimers().
+ */
+export function pastFactsBound(): void {
+  vi.useFakeTimers({ toFake: ["Date"] });
+  vi.setSystemTime(Date.now() + FACTS_MAX_AGE_MS + 1_000);
+}

@@ -13,6 +13,7 @@ import type {
 } from "../../domain/operation/index.ts";
 import type { Result } from "../../domain/result.ts";
 import type { FrozenInput, RunState } from "../../domain/turn/turn.ts";
+import type { CallFacts } from "../../domain/tenant-facts.ts";
 import type { Env } from "../env.ts";
 import type { Preview } from "../../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
@@ -35,6 +36,11 @@ export type SubmitRequest = {
   limitClaims?: LimitClaim[];
   /** The run's user (with attributes) and context, for the tenant's Cedar policies (absent: older callers). */
   principal?: { user: RunState["user"]; context: Record<string, unknown> };
+  /**
+   * What the run's tenant-facts snapshot says about this call's tool (sealed secrets, verdict), or
+   * null: the operation asks the tenant itself (the snapshot was stale, absent or invalidated).
+   */
+  facts?: CallFacts | null;
 };
 /**
  * `executedBy`: the call that created the operation (a replay from another call did not execute it).
@@ -159,4 +165,6 @@ export type Shell = {
   apply(event: OperationEvent, secrets?: Secrets | null): unknown;
   /** The one alarm: set (never past an outbox row's redelivery) or back to the state's own time. */
   alarms: Alarms;
+  /** The tenant facts the run last submitted this operation with (memory only; gather.ts checks their age). */
+  facts: CallFacts | null;
 };

@@ -1,6 +1,8 @@
 // Before a send: the run's verdict, the tenant's secrets and the host's retry budget, asked at once
 // by one function with one catch (`ask`): a rejected RPC is a value the caller must handle, never a
-// throw across the stub. Secrets are fetched for each send and never cached or stored.
+// throw across the stub. Secrets are never stored by an operation: each send opens them from the
+// run's sealed tenant facts while those are within their bound (held in memory only), else asks the
+// tenant for them.
 import type { OperationEvent } from "../../domain/operation/index.ts";
 import { ok, err, type Result } from "../../domain/result.ts";
 import type { RetryVerdict } from "../../domain/retry-budget.ts";
@@ -9,7 +11,9 @@ import type { Denial } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { askRetryBudget, budgetKeyFor } from "../retry-budget-client.ts";
+import { FACTS_SCHEMA, freshness, type CallFacts } from "../../domain/tenant-facts.ts";
 import { runStub, tenantStub } from "../stubs.ts";
+import { openSecrets } from "../tenant/secrets.ts";
 import type { FrozenRow, Head, OperationError, Secrets } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { evaluatePolicies, policyRefusal } from "../../policies/evaluate.ts";
@@ -31,6 +35,32 @@ export async function ask<T>(question: () => Promise<T>): Promise<Asked<T>> {
 export const UNAVAILABLE_DETAIL =
   "toolgate could not ask the run whether this call may still run; nothing was decided or sent. Try again shortly.";
 
+/**
+ * Exactly the tenant secrets `spec` names, opened from the run's sealed snapshot when it holds every
+ * one of them (no RPC), else from this operation's own tenant (one RPC).
+ */
+export async function tenantSecrets(
+  env: Env,
+  tenantId: string,
+  spec: ToolSpec,
+  facts: CallFacts | null,
+): Promise<Secrets> {
+  const sealed = facts?.secrets;
+  if (sealed && spec.secretNames.every((name) => name in sealed)) {
+    const opened = await openSecrets(env, tenantId, spec.secretNames, sealed);
+    if (opened.ok) return opened;
+    // Missing or unreadable in the snapshot: the tenant says (one RPC, off the normal path) whether
+    // it is really gone (the typed failure) or was registered again since the snapshot.
+  }
+  return secretsFor(env, tenantId, spec);
+}
+
+/** Held facts while they are within the bound (domain/tenant-facts.ts), else null. */
+const usable = (facts: CallFacts | null | undefined, nowMs: number): CallFacts | null =>
+  facts && freshness({ schema: FACTS_SCHEMA, readAtMs: facts.readAtMs }, nowMs) !== "stale"
+    ? facts
+    : null;
+
 /** Exactly the tenant secrets `spec` names, from this operation's own tenant. */
 export async function secretsFor(env: Env, tenantId: string, spec: ToolSpec): Promise<Secrets> {
   if (spec.secretNames.length === 0) return ok({});
@@ -45,6 +75,8 @@ export type Wanted = {
   secretsOf: ToolSpec | null;
   /** The host retry budget to ask (an automatic send only; a person's resend never does). */
   budget: string | null;
+  /** The run's tenant facts this operation was submitted with: their sealed secrets, while within the bound. */
+  facts?: CallFacts | null;
 };
 export type Gathered = {
   verdict: Asked<Result<true, Denial>>;
@@ -78,7 +110,9 @@ export async function gather(
           return run.ok ? policy : run;
         })
       : Promise.resolve(ALLOWED),
-    secretsOf ? ask(() => secretsFor(env, frozen.tenant_id, secretsOf)) : Promise.resolve(null),
+    secretsOf
+      ? ask(() => tenantSecrets(env, frozen.tenant_id, secretsOf, usable(want.facts, nowMs)))
+      : Promise.resolve(null),
     budget ? askRetryBudget(env, budget, nowMs) : Promise.resolve({ ok: true as const }),
   ]);
   return { verdict, secrets, budget: allowed };

@@ -60,6 +60,8 @@ export async function startUnderLease(shell: Shell, fencingToken: number): Promi
       authorize: waited ? { tool: toolName(head.frozen) } : null,
       secretsOf: loaded.ok ? loaded.value.spec : null,
       budget: null,
+      // The run's facts from the submit (memory only): no TenantObject RPC while within the bound.
+      facts: shell.facts,
     },
     Date.now(),
   );

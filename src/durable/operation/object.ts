@@ -62,6 +62,7 @@ export class OperationObject extends DurableObject<Env> {
     inboxWrites: () => this.inboxWrites,
     sendEvents: () => this.eventSends.queue(this.shell),
     lockWork: () => this.lockWork,
+    facts: null,
   };
 
   async submit(req: C.SubmitRequest): Reply<C.OperationReply> {
@@ -70,6 +71,7 @@ export class OperationObject extends DurableObject<Env> {
     const pruned = prunedFor(this.store, req.tenantId);
     if (pruned) return err(pruned);
     const existing = this.log.head();
+    if (req.facts) this.shell.facts = req.facts; // a lock granted later sends with them (lease-client.ts)
     // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
     if (existing && existing.frozen.input_hash !== req.input.hash)
       return ok(conflictReplyOf(existing, req));

@@ -1,6 +1,8 @@
 // A new operation's start: what it needs before its first row (its reservations of limits across
 // runs, the approval's policy version, the first attempt's secrets, the tool's idempotency
-// verification), its plan (domain/operation/plan.ts) and its frozen row. The caller re-checks that no other call started it during these awaits, then
+// verification and the tenant's Cedar policy set — from the run's tenant facts when it passed them,
+// so a new write makes no tenant RPC), its plan (domain/operation/plan.ts) and its frozen row. The
+// caller re-checks that no other call started it during these awaits, then
 // applies the returned `start` event with the frozen row in one transaction.
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { needsApproval, type OperationPlan } from "../../domain/operation/index.ts";
@@ -10,7 +12,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { requireVerifiedIdempotency, settleScheduleMs } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
-import { startFacts } from "../tenant/registry.ts";
+import { startFacts, verificationStatusOf } from "../tenant/registry.ts";
 import {
   evaluatePolicies,
   policyRefusal,
@@ -18,7 +20,7 @@ import {
   type PolicySet,
 } from "../../policies/evaluate.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
-import { ask, secretsFor } from "./gather.ts";
+import { ask, tenantSecrets } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
 
 /**
@@ -41,11 +43,18 @@ async function gatherStart(
   cedar: Cedar | null;
 }> {
   const approvalRule = needsApproval(spec.approval, req.input.value);
+  // From the run's tenant facts when it passed them (no RPC); else asked of the tenant, as before.
+  const held = req.facts ?? null;
   const [facts, fetched] = await Promise.all([
-    startFacts(env, req.tenantId, spec.name, req.source),
+    held
+      ? verificationStatusOf(env, req.tenantId, spec.name, req.source, held).then((verified) => ({
+          verified,
+          policies: held.policies,
+        }))
+      : startFacts(env, req.tenantId, spec.name, req.source),
     approvalRule
       ? null
-      : ask(() => secretsFor(env, req.tenantId, spec)).then((asked) =>
+      : ask(() => tenantSecrets(env, req.tenantId, spec, held)).then((asked) =>
           asked.answered ? asked.value : null,
         ),
   ]);

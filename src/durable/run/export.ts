@@ -2,12 +2,13 @@
 // toolgate_check_status with any write), and a warning for each offered tool whose idempotency key
 // no verification vouches for (the definitions themselves stay provider-valid).
 import { CHECK_STATUS_DEFINITION, offersCheckStatus } from "../../domain/check-status.ts";
+import { callFacts, type TenantFacts } from "../../domain/tenant-facts.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
 import { unverifiedTraceDetail } from "../../domain/verification.ts";
 import { requireVerifiedIdempotency } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolDefinition, ToolSpec } from "../../tools/spec.ts";
-import { verificationStatuses } from "../tenant/registry.ts";
+import { verificationStatuses, verificationStatusOf } from "../tenant/registry.ts";
 import type { IdempotencyWarning } from "./contracts.ts";
 
 /** The offered tools as plain data, for exporting definitions to the model (plus toolgate_check_status with any write). */
@@ -31,8 +32,12 @@ export async function idempotencyWarnings(
   env: Env,
   tenantId: string,
   run: RunState,
+  facts: TenantFacts | null,
 ): Promise<IdempotencyWarning[]> {
-  const statuses = await verificationStatuses(env, tenantId, Object.entries(run.tools));
+  // The run's tenant facts hold every verdict (read with the tools); asked only without them.
+  const statuses = facts
+    ? await statusesFrom(env, facts, run)
+    : await verificationStatuses(env, tenantId, Object.entries(run.tools));
   const enforced = requireVerifiedIdempotency(env);
   return Object.entries(statuses)
     .filter((entry): entry is [string, "failed" | "unverified"] => entry[1] !== "verified")
@@ -43,4 +48,15 @@ export async function idempotencyWarnings(
       enforced,
       detail: unverifiedTraceDetail({ status, enforced }),
     }));
+}
+
+/** Each offered tool's status from the snapshot (it covers every offered tool: no RPC). */
+async function statusesFrom(env: Env, facts: TenantFacts, run: RunState) {
+  const statuses: Record<string, "verified" | "failed" | "unverified"> = {};
+  for (const [name, source] of Object.entries(run.tools)) {
+    const own = callFacts(facts, name);
+    const status = await verificationStatusOf(env, run.tenantId, name, source, own);
+    if (status) statuses[name] = status;
+  }
+  return statuses;
 }

@@ -11,6 +11,7 @@ import type { TraceEvent } from "../../domain/operation/index.ts";
 import type { OtlpTrace } from "../../domain/otlp.ts";
 import type { ModelUsage } from "../../domain/pricing.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
+import type { TenantFacts } from "../../domain/tenant-facts.ts";
 import { mayExecute, type ProposedCall } from "../../domain/turn/gate.ts";
 import { hashTools, openOperations, type Denial, type RunState } from "../../domain/turn/turn.ts";
 import { retentionMs } from "../../config.ts";
@@ -38,6 +39,7 @@ import { runAlarm } from "./retention.ts";
 import { RunRows } from "./rows.ts";
 import { TurnSettler } from "./settle.ts";
 import { RunEvents } from "./events.ts";
+import { RunFacts } from "./facts.ts";
 import { ToolSources } from "./sources.ts";
 import { mcpTurn } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
@@ -48,7 +50,14 @@ export class RunObject extends DurableObject<Env> {
   private readonly rows = new RunRows(this.store, this.sources.sourceOf);
   private readonly offered = new OfferedTools(this.env);
   private readonly events = new RunEvents(this.env, this.store, this.rows, this.ctx);
-  private readonly settler = new TurnSettler(this.env, this.store, this.rows, this.events);
+  private readonly facts = new RunFacts(this.env, this.store, (p) => this.ctx.waitUntil(p));
+  private readonly settler = new TurnSettler(
+    this.env,
+    this.store,
+    this.rows,
+    this.events,
+    this.facts,
+  );
   private readonly parts: RunParts = {
     env: this.env,
     store: this.store,
@@ -62,10 +71,14 @@ export class RunObject extends DurableObject<Env> {
    * live call left to cancel; MCP lets a server ignore a cancellation of an unknown request). */
   private readonly mcpInFlight = new Map<string, string>();
 
-  /** `requestHash`: the creating request's hash, when the client named it with a request_id (see `requested`). */
+  /**
+   * `requestHash`: the creating request's hash, when the client named it with a request_id (see
+   * `requested`). `facts`: the tenant facts read with the tools (run/facts.ts).
+   */
   async create(
     init: RunInit,
     requestHash: string | null = null,
+    facts: TenantFacts | null = null,
   ): Promise<Result<RunView, RunError>> {
     const run: RunState = {
       ...init,
@@ -74,9 +87,11 @@ export class RunObject extends DurableObject<Env> {
       cancelledAtMs: null,
     };
     await this.sources.hash(Object.values(init.tools));
-    const created = this.store.transaction(() =>
-      insertRun(this.store, this.rows, this.sources, run, requestHash),
-    );
+    const created = this.store.transaction(() => {
+      const inserted = insertRun(this.store, this.rows, this.sources, run, requestHash);
+      if (inserted && facts) this.facts.write(run.toolsHash, facts);
+      return inserted;
+    });
     // Retention: looked at once the run's token has expired (see alarm()).
     if (created) await this.ctx.storage.setAlarm(run.expiresAtMs + retentionMs(this.env));
     return created
@@ -114,7 +129,7 @@ export class RunObject extends DurableObject<Env> {
   /** Scopes and offered tools may change mid-run; the next admission and the next retry see the change. */
   async update(
     tenantId: string,
-    patch: { scopes?: string[]; tools?: Record<string, ToolSource> },
+    patch: { scopes?: string[]; tools?: Record<string, ToolSource>; facts?: TenantFacts },
   ): Promise<Result<RunView, RunError>> {
     const toolsHash = patch.tools ? await hashTools(patch.tools) : null;
     if (patch.tools) await this.sources.hash(Object.values(patch.tools));
@@ -129,6 +144,7 @@ export class RunObject extends DurableObject<Env> {
         toolsHash: toolsHash ?? run.toolsHash,
       };
       this.store.run("UPDATE run SET data = ?", encodeRun(next));
+      if (patch.tools && patch.facts) this.facts.write(next.toolsHash, patch.facts);
       return next;
     });
     return next ? ok(this.view(next)) : this.rows.missing(tenantId);
@@ -223,7 +239,7 @@ export class RunObject extends DurableObject<Env> {
   async idempotencyWarnings(tenantId: string): Promise<Result<IdempotencyWarning[], RunError>> {
     const run = this.rows.loadFor(tenantId);
     return run
-      ? ok(await idempotencyWarnings(this.env, tenantId, run))
+      ? ok(await idempotencyWarnings(this.env, tenantId, run, this.facts.usable(run, Date.now())))
       : this.rows.missing(tenantId);
   }
 
@@ -255,6 +271,7 @@ export class RunObject extends DurableObject<Env> {
     this.offered.clear();
     this.sources.clear();
     this.settler.clear();
+    this.facts.clear();
   }
 
   /** Cancels the run: no new call is admitted or retried, and every open call of every turn is closed. */

@@ -61,6 +61,7 @@ export async function pruneRun(
       "usage",
       "run",
       "run_events",
+      "tenant_facts",
     ])
       if (store.exists(table)) store.run(`DELETE FROM ${table}`);
     return true;

@@ -12,6 +12,7 @@ import type { SqlStore } from "../store/sql-store.ts";
 import { operationStub } from "../stubs.ts";
 import type { TurnReply } from "./contracts.ts";
 import type { RunEvents } from "./events.ts";
+import type { RunFacts } from "./facts.ts";
 import type { RunRows } from "./rows.ts";
 
 /** Recorded outcomes are immutable, so replays are answered from memory: bounded by count and bytes. */
@@ -34,6 +35,7 @@ export class TurnSettler {
     private readonly store: SqlStore,
     private readonly rows: RunRows,
     private readonly events: RunEvents,
+    private readonly facts: RunFacts,
   ) {}
   /** Turns whose `turn.settled` is written (memory: a settled turn polled again costs no read). */
   private readonly settledHere = new Set<string>();
@@ -55,7 +57,7 @@ export class TurnSettler {
     const observed = await Promise.all(
       record.calls.map(async (stored): Promise<CallObservation | null> => {
         if (!("submit" in stored) || stored.closed) return null;
-        const seen = await this.observe(run, stored.call.id, stored.submit, waitMs);
+        const seen = await this.observe(run, stored.call, stored.submit, waitMs);
         rowsWritten += seen.rowsWritten;
         return seen.observation;
       }),
@@ -175,7 +177,7 @@ export class TurnSettler {
 
   private async observe(
     run: RunState,
-    callId: string,
+    { id: callId, name: tool }: { id: string; name: string },
     submit: Submission,
     waitMs: number,
   ): Promise<{ observation: CallObservation; rowsWritten: number }> {
@@ -195,6 +197,8 @@ export class TurnSettler {
         waitMs,
         ...(submit.claims ? { limitClaims: submit.claims } : {}),
         principal: { user: run.user, context: run.context },
+        // Sealed secrets and verdict from the run's snapshot: the operation's start asks no tenant.
+        facts: this.facts.forCall(run, tool, Date.now()),
       });
       if (!reply.ok)
         return {
@@ -209,6 +213,11 @@ export class TurnSettler {
           rowsWritten: 0,
         };
       if (reply.value.terminal) this.recorded.set(operationId, reply.value);
+      // The upstream refused the credentials: the next calls must not use the snapshot's copy of
+      // them before it is read again (RunFacts.invalidate; once per operation: then it is cached).
+      const { envelope } = reply.value;
+      if (envelope.status !== "succeeded" && envelope.code === "upstream_forbidden")
+        this.facts.invalidate(run);
       return {
         observation: { kind: "reply", ...reply.value },
         rowsWritten: reply.value.rowsWritten,

@@ -5,6 +5,7 @@
 // and signatures are the contract other objects and routes call through stubs.
 import { DurableObject } from "cloudflare:workers";
 import { err, ok, type Result } from "../../domain/result.ts";
+import type { TenantFacts } from "../../domain/tenant-facts.ts";
 import type { Verification, VerificationStatus } from "../../domain/verification.ts";
 import type { ApiScope } from "../../http/schemas.ts";
 import type { ManifestError } from "../../tools/manifest/schema.ts";
@@ -24,6 +25,7 @@ import {
   type EventsQuery,
 } from "./events.ts";
 import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
+import { readFacts } from "./facts.ts";
 import { issueKey, keyInfo, revokeKey, verifyKey } from "./keys.ts";
 import {
   deleteTool,
@@ -52,6 +54,7 @@ import type { DeliveryRecord, DeliveryResult } from "./webhook-deliveries.ts";
 import type { WebhookRecord, WebhookSpec } from "./webhooks.ts";
 import type { WebhookTarget, WebhooksError } from "./webhooks.ts";
 
+export type RunTools = { sources: Record<string, ToolSource>; facts: TenantFacts };
 export type TenantError =
   | ManifestError
   | SecretsError
@@ -171,6 +174,19 @@ export class TenantObject extends DurableObject<Env> {
   /** Snapshots the named tools for a run; every name must resolve. */
   async sources(names: string[]): Promise<Result<Record<string, ToolSource>, TenantError>> {
     return sources(this.store, names);
+  }
+
+  /** A run's tools and the tenant facts its operations use (issue 19: read once, not per call). */
+  async runTools(tenantId: string, names: string[]): Promise<Result<RunTools, TenantError>> {
+    const found = await sources(this.store, names);
+    if (!found.ok) return found;
+    const facts = (await readFacts(this.store, this.env, tenantId, found.value)) as TenantFacts;
+    return ok({ sources: found.value, facts });
+  }
+
+  /** A run's background refresh of its tenant facts (`known`: the version it holds). */
+  async facts(tenantId: string, tools: Record<string, ToolSource>, known: string | null) {
+    return readFacts(this.store, this.env, tenantId, tools, known);
   }
 
   /** Which of `names` this tenant knows at all (a registered manifest or a code tool). Read-only. */

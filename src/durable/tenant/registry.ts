@@ -14,6 +14,7 @@ import {
   type Verification,
   type VerificationStatus,
 } from "../../domain/verification.ts";
+import type { CallFacts } from "../../domain/tenant-facts.ts";
 import { LruCache } from "../../lru.ts";
 import { CODE_TOOLS } from "../../tools/code-tools.ts";
 import { compileManifest } from "../../tools/manifest/compile.ts";
@@ -186,7 +187,7 @@ function toolRow(store: SqlStore, name: string): ToolRow | null {
     : null;
 }
 
-function verificationRow(store: SqlStore, name: string): Verification | null {
+export function verificationRow(store: SqlStore, name: string): Verification | null {
   const row = store.exists("verifications")
     ? store.one<{ data: string }>("SELECT data FROM verifications WHERE name = ?", name)
     : null;
@@ -253,7 +254,7 @@ export async function startFacts(
 }
 
 /** A write with mode "natural": nothing to verify, nothing verified. */
-const NATURAL = "natural";
+export const NATURAL = "natural";
 
 /** Per isolate, by the manifest's text: the settings hash of a verifiable tool, NATURAL, or null for any other. */
 const settingsHashes = new LruCache<string, { hash: string | null; keyBytes: number }>(
@@ -262,7 +263,7 @@ const settingsHashes = new LruCache<string, { hash: string | null; keyBytes: num
 );
 
 /** A new operation asked this with two zod parses and a hash each time; a manifest never changes. */
-async function verifiableSettings(manifest: unknown): Promise<string | null> {
+export async function verifiableSettings(manifest: unknown): Promise<string | null> {
   const key = JSON.stringify(manifest);
   const cached = settingsHashes.get(key);
   if (cached) return cached.hash;
@@ -276,4 +277,25 @@ async function verifiableSettings(manifest: unknown): Promise<string | null> {
         : null;
   settingsHashes.set(key, { hash, keyBytes: key.length });
   return hash;
+}
+
+/**
+ * One tool's status for a new operation: from the run's tenant facts when they hold a verdict for
+ * this very source's settings (no RPC), else asked as before (a snapshot that is stale or absent).
+ */
+export async function verificationStatusOf(
+  env: Env,
+  tenantId: string,
+  name: string,
+  source: ToolSource,
+  facts: CallFacts | null,
+): Promise<VerificationStatus | null> {
+  if (facts && source.kind === "code") return null;
+  if (facts && source.kind === "manifest") {
+    const settings = await verifiableSettings(source.manifest);
+    if (settings === null) return null;
+    if (settings === NATURAL) return "unverified";
+    if (facts.verification?.settingsHash === settings) return facts.verification.status;
+  }
+  return (await verificationStatuses(env, tenantId, [[name, source]]))[name] ?? null;
 }

@@ -2,6 +2,7 @@
 // TOOLGATE_SECRETS_KEY. Only this tenant's operations get them opened, and only the names their
 // tool references; a failure to open is a typed error, never a rejection across the RPC.
 import { openSecret, sealSecret, secretFingerprint } from "../../crypto.ts";
+import type { SealedSecret } from "../../domain/tenant-facts.ts";
 import { secretsKey } from "../../config.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { SqlStore } from "../store/sql-store.ts";
@@ -68,11 +69,35 @@ export async function secretsFor(
   tenantId: string,
   names: string[],
 ): Promise<Result<Record<string, string>, SecretsError>> {
+  const own = tenantRecord(store)?.id === tenantId;
+  return openAll(env, tenantId, names, (name) => (own ? secretRow(store, name) : null));
+}
+
+/**
+ * Opens exactly `names` from a run's sealed snapshot (domain/tenant-facts.ts), in the operation
+ * about to send: the same checks and typed failures as the tenant's own `secretsFor`.
+ */
+export async function openSecrets(
+  env: Env,
+  tenantId: string,
+  names: string[],
+  sealed: Record<string, SealedSecret | null>,
+): Promise<Result<Record<string, string>, string>> {
+  const opened = await openAll(env, tenantId, names, (name) => sealed[name] ?? null);
+  return opened.ok ? opened : err(opened.error.detail);
+}
+
+async function openAll(
+  env: Env,
+  tenantId: string,
+  names: string[],
+  sealedOf: (name: string) => SealedSecret | null,
+): Promise<Result<Record<string, string>, SecretsError>> {
   const master = secretsKey(env);
   if (!master.ok) return master;
   const values: Record<string, string> = {};
   for (const name of names) {
-    const row = tenantRecord(store)?.id === tenantId ? secretRow(store, name) : null;
+    const row = sealedOf(name);
     if (!row)
       return err({
         code: "unknown_secret",

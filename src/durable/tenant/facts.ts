@@ -1,0 +1,60 @@
+// The tenant's side of tenant facts (domain/tenant-facts.ts): one snapshot for a run's tools, read
+// in one go from this object's own rows. Secrets leave sealed, exactly as stored; verdicts are the
+// stored ones for the settings each tool source carries. The version is a content hash, so a
+// refresh that finds nothing changed answers "unchanged" and the run rewrites nothing.
+import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
+import { countedStatus, verificationFor } from "../../domain/verification.ts";
+import {
+  FACTS_SCHEMA,
+  type SealedSecret,
+  type TenantFacts,
+  type ToolFacts,
+} from "../../domain/tenant-facts.ts";
+import { hostPolicy } from "../../config.ts";
+import { resolveTool } from "../../tools/catalog.ts";
+import type { ToolSource } from "../../tools/spec.ts";
+import type { Env } from "../env.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+import { tenantRecord } from "../store/tenant-rows.ts";
+import { NATURAL, verifiableSettings, verificationRow } from "./registry.ts";
+import { policySetOf } from "./policies.ts";
+import { secretRow } from "./secrets.ts";
+
+/** `unchanged`: the facts still have version `known` (only `readAtMs` moved on). */
+export type FactsAnswer = { unchanged: true; readAtMs: number } | TenantFacts;
+
+export async function readFacts(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  tools: Record<string, ToolSource>,
+  known: string | null = null,
+): Promise<FactsAnswer> {
+  const own = tenantRecord(store)?.id === tenantId;
+  const secrets: Record<string, SealedSecret | null> = {};
+  const byTool: Record<string, ToolFacts> = {};
+  for (const [name, source] of Object.entries(tools)) {
+    const spec = resolveTool(source, hostPolicy(env));
+    const names = spec.ok ? spec.value.secretNames : [];
+    for (const secret of names) {
+      const row = own ? secretRow(store, secret) : null;
+      secrets[secret] = row ? { iv: row.iv, ciphertext: row.ciphertext } : null;
+    }
+    const settings = source.kind === "manifest" ? await verifiableSettings(source.manifest) : null;
+    byTool[name] = {
+      secrets: names,
+      verification:
+        settings === null || settings === NATURAL
+          ? null
+          : {
+              settingsHash: settings,
+              status: countedStatus(verificationFor(verificationRow(store, name), settings)),
+            },
+    };
+  }
+  const policies = own ? policySetOf(store) : null;
+  const readAtMs = Date.now();
+  const version = await sha256Hex(canonicalJson({ secrets, tools: byTool, policies }));
+  if (version === known) return { unchanged: true, readAtMs };
+  return { schema: FACTS_SCHEMA, version, readAtMs, secrets, tools: byTool, policies };
+}
