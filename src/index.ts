@@ -4,6 +4,7 @@ import type { Env } from "./durable/env.ts";
 import { handleEventBatch } from "./events/consumer.ts";
 import { app } from "./http/app.ts";
 
+export { IndexObject } from "./durable/index/object.ts";
 export { OperationObject } from "./durable/operation/object.ts";
 export { ResourceLockObject } from "./durable/resource-lock-object.ts";
 export { RetryBudgetObject } from "./durable/retry-budget-object.ts";

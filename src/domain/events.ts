@@ -42,7 +42,19 @@ export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
  */
 export type EventMessage =
   | { kind: "event"; event: ToolgateEvent }
-  | { kind: "delivery"; endpoint_id: string; event: ToolgateEvent };
+  | { kind: "delivery"; endpoint_id: string; event: ToolgateEvent }
+  | IndexDropMessage;
+
+/**
+ * Retention pruned an operation or a run: the tenant index drops its row (issue 20). Index-only:
+ * never stored as an event, never delivered to a webhook.
+ */
+export type IndexDropMessage = {
+  kind: "index_drop";
+  tenant_id: string;
+  operations: string[];
+  runs: string[];
+};
 
 /**
  * The stable id of the event of `type` written by object `objectId` at its log position `seq`:

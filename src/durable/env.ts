@@ -2,6 +2,7 @@
 // variables of config.ts. Type-only: the objects read their settings through config.ts's readers.
 import type { DeploymentVars } from "../config.ts";
 import type { EventMessage } from "../domain/events.ts";
+import type { IndexObject } from "./index/object.ts";
 import type { OperationObject } from "./operation/object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
@@ -14,6 +15,8 @@ export type Env = {
   TENANTS: DurableObjectNamespace<TenantObject>;
   LOCKS: DurableObjectNamespace<ResourceLockObject>;
   BUDGETS: DurableObjectNamespace<RetryBudgetObject>;
+  /** The tenant index (issue 20): one per tenant, fed by the EVENTS consumer. */
+  INDEX: DurableObjectNamespace<IndexObject>;
   /** The tenant plane's events (issue 18): producers are the objects' outboxes, the consumer index.ts. */
   EVENTS: Queue<EventMessage>;
 } & DeploymentVars;

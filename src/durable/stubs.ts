@@ -2,6 +2,7 @@
 // branch holding `unknown` (our envelopes carry untrusted tool output typed as unknown); the
 // values cross the stub as structured clones, so the declared method types are the honest ones.
 import type { Env } from "./env.ts";
+import type { IndexObject } from "./index/object.ts";
 import type { OperationObject } from "./operation/object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
 import type { RetryBudgetObject } from "./retry-budget-object.ts";
@@ -28,3 +29,6 @@ export const lockStub = (env: Env, tenantId: string, resource: string) =>
 /** One retry budget per tenant + upstream origin (domain/retry-budget.ts budgetKey). */
 export const budgetStub = (env: Env, key: string) =>
   env.BUDGETS.get(env.BUDGETS.idFromName(key)) as unknown as Methods<RetryBudgetObject>;
+/** One tenant index per tenant (issue 20): fed by the EVENTS consumer, read by the list routes and the console. */
+export const indexStub = (env: Env, tenantId: string) =>
+  env.INDEX.get(env.INDEX.idFromName(tenantId)) as unknown as Methods<IndexObject>;
