@@ -55,14 +55,17 @@ export function subjectsOf(args: unknown): Array<[string, string]> {
   const out: Array<[string, string]> = [];
   for (const [key, value] of Object.entries(args)) {
     if (!/^[A-Za-z0-9]*_?id$/i.test(key) || key.length < 3) continue;
-    if (typeof value === "string" && value.length > 0 && value.length <= 200) out.push([key, value]);
+    if (typeof value === "string" && value.length > 0 && value.length <= 200)
+      out.push([key, value]);
     else if (typeof value === "number" && Number.isFinite(value)) out.push([key, String(value)]);
   }
   return out.slice(0, 16);
 }
 
 /** The operation status an event reports (null: the event says nothing about one). */
-function opStatus(event: ToolgateEvent): { status: string; code: string | null; rank: 1 | 2 } | null {
+function opStatus(
+  event: ToolgateEvent,
+): { status: string; code: string | null; rank: 1 | 2 } | null {
   const data = event.data;
   switch (event.type) {
     case "approval.requested":
@@ -107,9 +110,9 @@ export function indexPatch(event: ToolgateEvent): IndexPatch {
           updated_at_ms: event.at_ms,
         }
       : {
-          // Known only by name until its first turn settles: the row exists, its fields are null.
+          // Known by name (and, from an approval request, its user) until its first turn settles.
           run_id: event.run_id,
-          user_id: null,
+          user_id: event.type === "approval.requested" ? str(event.data.requested_by) : null,
           created_at_ms: createdMs,
           expires_at_ms: null,
           cancelled_at_ms: null,

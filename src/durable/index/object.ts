@@ -41,7 +41,9 @@ export class IndexObject extends DurableObject<Env> {
   }
 
   async listRuns(query: Q.RunQuery): Promise<Q.Page<Q.RunItem> | null> {
-    return this.ready() ? Q.listRuns(this.store, query, Date.now()) : { items: [], next_cursor: null };
+    return this.ready()
+      ? Q.listRuns(this.store, query, Date.now())
+      : { items: [], next_cursor: null };
   }
 
   async overview(sinceMs: number): Promise<Q.Overview> {

@@ -149,7 +149,9 @@ export function listOperations(store: SqlStore, query: OpQuery): Page<OpItem> | 
       settled_at: iso(row.settled_at_ms),
     })),
     next_cursor:
-      rows.length > query.limit && last ? encodeCursor(last.created_at_ms, last.operation_id) : null,
+      rows.length > query.limit && last
+        ? encodeCursor(last.created_at_ms, last.operation_id)
+        : null,
   };
 }
 
@@ -180,7 +182,9 @@ export function listRuns(store: SqlStore, query: RunQuery, nowMs: number): Page<
     sql.where.push("r.cancelled_at_ms IS NULL AND r.expires_at_ms <= ?");
     sql.args.push(nowMs);
   } else if (query.status === "active") {
-    sql.where.push("r.cancelled_at_ms IS NULL AND (r.expires_at_ms IS NULL OR r.expires_at_ms > ?)");
+    sql.where.push(
+      "r.cancelled_at_ms IS NULL AND (r.expires_at_ms IS NULL OR r.expires_at_ms > ?)",
+    );
     sql.args.push(nowMs);
   }
   if (!window(sql, query, "r.created_at_ms", "r.run_id")) return null;
@@ -240,7 +244,12 @@ export function overview(store: SqlStore, sinceMs: number): Overview {
   const operations: Record<string, number> = {};
   const tools = new Map<string, { by: Record<string, number>; latencies: number[] }>();
   const series = new Map<number, Record<string, number>>();
-  for (const row of store.all<{ tool: string; status: string; latency_ms: number | null; created_at_ms: number }>(
+  for (const row of store.all<{
+    tool: string;
+    status: string;
+    latency_ms: number | null;
+    created_at_ms: number;
+  }>(
     "SELECT tool, status, latency_ms, created_at_ms FROM idx_ops WHERE created_at_ms >= ? ORDER BY created_at_ms",
     sinceMs,
   )) {
@@ -257,7 +266,9 @@ export function overview(store: SqlStore, sinceMs: number): Overview {
   return {
     since: new Date(sinceMs).toISOString(),
     queues: {
-      awaiting_approval: count("SELECT COUNT(*) AS n FROM idx_ops WHERE status = 'awaiting_approval'"),
+      awaiting_approval: count(
+        "SELECT COUNT(*) AS n FROM idx_ops WHERE status = 'awaiting_approval'",
+      ),
       outcome_unknown: count("SELECT COUNT(*) AS n FROM idx_ops WHERE status = 'outcome_unknown'"),
     },
     runs: count("SELECT COUNT(*) AS n FROM idx_runs WHERE created_at_ms >= ?", sinceMs),

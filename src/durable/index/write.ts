@@ -40,11 +40,13 @@ export function upsertRun(store: SqlStore, tenantId: string, run: IndexRun): voi
     run.run_id,
   );
   if (held && (run.usage === null || held.updated_at_ms > run.updated_at_ms)) {
-    // Named again without a summary: only an earlier sighting moves its provisional creation time.
-    if (held.updated_at_ms === 0 && run.created_at_ms < held.created_at_ms)
+    // Named again without a summary: an earlier sighting moves its provisional creation time, and
+    // a user is filled in where none was known.
+    if (held.updated_at_ms === 0)
       store.run(
-        "UPDATE idx_runs SET created_at_ms = ? WHERE run_id = ?",
+        "UPDATE idx_runs SET created_at_ms = MIN(created_at_ms, ?), user_id = COALESCE(user_id, ?) WHERE run_id = ?",
         run.created_at_ms,
+        run.user_id,
         run.run_id,
       );
     return;

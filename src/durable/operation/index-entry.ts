@@ -25,7 +25,8 @@ export function indexEntryOf(log: OperationLog): IndexOp | null {
     status: status.status,
     code: status.status === "succeeded" ? null : status.code,
     attempts: "attempts" in state ? state.attempts : null,
-    latency_ms: state.phase === "recorded" ? latencyMs(beforeRecorded(log), state.recordedAtMs) : null,
+    latency_ms:
+      state.phase === "recorded" ? latencyMs(beforeRecorded(log), state.recordedAtMs) : null,
     created_at_ms: frozen.created_at,
     settled_at_ms: state.phase === "recorded" ? state.recordedAtMs : null,
     subjects: subjectsOf(eventArguments(log, frozen)),
@@ -36,7 +37,9 @@ export function indexEntryOf(log: OperationLog): IndexOp | null {
 
 /** The last state before `recorded` (a rebuild only: reads the log's rows, newest first). */
 function beforeRecorded(log: OperationLog): OperationState | null {
-  for (const row of log.store.all<{ state: string }>("SELECT state FROM op_log ORDER BY seq DESC")) {
+  for (const row of log.store.all<{ state: string }>(
+    "SELECT state FROM op_log ORDER BY seq DESC",
+  )) {
     const state = JSON.parse(row.state) as OperationState;
     if (state.phase !== "recorded") return state;
   }
