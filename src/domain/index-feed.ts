@@ -54,7 +54,7 @@ export function subjectsOf(args: unknown): Array<[string, string]> {
   if (!args || typeof args !== "object" || Array.isArray(args)) return [];
   const out: Array<[string, string]> = [];
   for (const [key, value] of Object.entries(args)) {
-    if (!/^[A-Za-z0-9]*_?id$/i.test(key) || key.length < 3) continue;
+    if (!/^[A-Za-z0-9]+(_id|Id)$/.test(key)) continue;
     if (typeof value === "string" && value.length > 0 && value.length <= 200)
       out.push([key, value]);
     else if (typeof value === "number" && Number.isFinite(value)) out.push([key, String(value)]);
