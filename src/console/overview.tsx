@@ -108,7 +108,7 @@ export const OverviewSections: FC<{ data: OverviewData }> = ({ data }) => {
         Counts come from the tenant index, a few seconds behind the operations; this page refreshes
         every minute.
       </p>
-      <h2 id="calls-title">Calls</h2>
+      <h2 id="calls-heading">Calls</h2>
       <CallsChart
         id="calls"
         slots={overview.series.map((s) => ({ atMs: Date.parse(s.at), by: s.by_status }))}

@@ -90,7 +90,7 @@ async function showTools(c: Context<ConsoleEnv>) {
           </tbody>
         </table>
       </div>
-      <h2 id="latency-title">Latency per tool</h2>
+      <h2 id="latency-heading">Latency per tool</h2>
       <LatencyChart id="latency" tools={overview.tools} />
     </>,
   );

@@ -120,8 +120,11 @@ describe("the overview in a real browser", () => {
     // The page reloads itself (no script): the counts stay live.
     expect(await page.locator('meta[http-equiv="refresh"]').getAttribute("content")).toBe("60");
     // The chart: an image with a title and a description, bars per outcome, the numbers as a table.
-    const chart = page.getByRole("img", { name: /Calls per 5 minutes/ });
+    const chart = page.locator('svg[role="img"][aria-labelledby="calls-title calls-desc"]');
     await chart.waitFor();
+    expect(await page.locator("#calls-title").textContent()).toBe(
+      "Calls per 5 minutes, stacked by outcome",
+    );
     expect(await chart.locator("rect").count()).toBeGreaterThanOrEqual(2);
     expect(await page.locator("#calls-desc").textContent()).toMatch(
       /3 calls .*succeeded 2.*awaiting approval 1/,
@@ -173,7 +176,7 @@ describe("the overview in a real browser", () => {
     await page.getByRole("heading", { name: "Tools", exact: true }).waitFor();
     const charge = page.locator('tr[data-tool="charge_card"]');
     expect(await charge.innerText()).toMatch(/unverified\s+1\s+0 %\s+0 %\s+\d+ ms\s+\d+ ms/);
-    const latency = page.getByRole("img", { name: /Latency percentiles per tool/ });
+    const latency = page.locator('svg[role="img"][aria-labelledby="latency-title latency-desc"]');
     expect(await latency.locator("rect").count()).toBeGreaterThanOrEqual(6);
     await shot("04-tools");
 
@@ -185,7 +188,9 @@ describe("the overview in a real browser", () => {
       runToken,
     ).catch(() => null);
     await page.goto(`${base}/console/runs/${runId}`);
-    const waterfall = page.getByRole("img", { name: /Attempt waterfall/ });
+    const waterfall = page.locator(
+      'svg[role="img"][aria-labelledby="waterfall-title waterfall-desc"]',
+    );
     await waterfall.waitFor();
     expect(await waterfall.locator("g[data-operation]").count()).toBe(3);
     expect(

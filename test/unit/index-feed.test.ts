@@ -72,6 +72,8 @@ describe("index feed", () => {
         amount: 5,
         nested: { user_id: "x" },
         id: "z",
+        paid: "yes",
+        customerId: "c",
       }),
     ).toEqual([
       ["customer_id", "cus_42"],
