@@ -143,8 +143,14 @@ describe("the overview in a real browser", () => {
       page.waitForURL(/\/console\?q=cus_demo/),
       page.getByRole("button", { name: "Filter" }).click(),
     ]);
-    expect(await page.locator("table.operations tbody tr").count()).toBe(1);
+    // The charge and the refund carry the run's bound customer_id; the order lookup does not.
+    const found = page.locator("table.operations tbody tr");
+    expect(await found.count()).toBe(2);
     expect(await page.locator(`tr[data-operation="${refundOp}"]`).count()).toBe(1);
+    expect(await found.allInnerTexts()).toEqual([
+      expect.stringContaining("refund_order"),
+      expect.stringContaining("charge_card"),
+    ]);
     expect(await page.locator("table.runs tbody tr").count()).toBe(1);
     await shot("02-search-customer");
   });
