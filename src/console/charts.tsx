@@ -156,7 +156,7 @@ export const LatencyChart: FC<{
   const max = Math.max(1, ...rows.map((t) => t.p95_ms ?? 0));
   const [w, left, rowH] = [720, 220, 30];
   const h = Math.max(1, rows.length) * rowH + 24;
-  const x = (v: number) => left + ((w - left - 60) * v) / max;
+  const x = (v: number) => left + ((w - left - 120) * v) / max;
   return (
     <figure class="chart">
       <svg
@@ -199,7 +199,7 @@ export const LatencyChart: FC<{
         <text x={left} y={h - 4} font-size="11" fill="#4a5360">
           0 ms
         </text>
-        <text x={w - 60} y={h - 4} text-anchor="end" font-size="11" fill="#4a5360">
+        <text x={w - 120} y={h - 4} text-anchor="end" font-size="11" fill="#4a5360">
           {max} ms
         </text>
       </svg>

@@ -100,7 +100,8 @@ export const OverviewSections: FC<{ data: OverviewData }> = ({ data }) => {
           <h2 id="q-runs">Last {HOURS} hours</h2>
           <p class="count">{Object.values(overview.operations).reduce((a, b) => a + b, 0)}</p>
           <p>
-            calls in {overview.runs} runs · <a href="/console/tools">tools</a>
+            calls in {overview.runs} {overview.runs === 1 ? "run" : "runs"} ·{" "}
+            <a href="/console/tools">tools</a>
           </p>
         </section>
       </div>

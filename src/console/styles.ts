@@ -142,6 +142,7 @@ table.decided pre { margin-top: 0.35rem; max-width: 28rem; }
 figure.chart { margin: 0 0 1rem; padding: 0.75rem 1rem; border: 1px solid var(--line); border-radius: var(--radius); }
 figure.chart svg { display: block; max-width: 100%; height: auto; }
 ul.legend { list-style: none; display: flex; flex-wrap: wrap; gap: 0.25rem 1.25rem; margin: 0.5rem 0; padding: 0; font-size: 0.9rem; }
+ul.legend li { display: inline-flex; align-items: center; gap: 0.35rem; }
 figure.chart details { margin-top: 0.5rem; }
 figure.chart summary, details.more summary { cursor: pointer; color: var(--accent); }
 .scroll { overflow-x: auto; }
