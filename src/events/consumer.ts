@@ -7,7 +7,12 @@
 // is acked only once its work is done and its retries are queued; anything else is retried by the
 // queue. Delivery is at-least-once: a redelivered message may deliver again, with the same
 // webhook-id (Standard Webhooks receivers deduplicate by it).
-import { ToolgateEvent, type EventMessage, type IndexDropMessage } from "../domain/events.ts";
+import {
+  ToolgateEvent,
+  type EventMessage,
+  type IndexDropMessage,
+  type IndexRetryMessage,
+} from "../domain/events.ts";
 import type { WebhookRetryPlan } from "../domain/webhook-retry.ts";
 import type { Env } from "../durable/env.ts";
 import { indexStub, tenantStub } from "../durable/stubs.ts";
@@ -16,7 +21,7 @@ import { deliverToEndpoint, deliverToEndpoints, type EndpointOutcome } from "./d
 /** Cloudflare Queues accepts a delivery delay of at most 12 hours. */
 const MAX_DELAY_S = 12 * 60 * 60;
 
-type EventBody = Exclude<EventMessage, IndexDropMessage>;
+type EventBody = Exclude<EventMessage, IndexDropMessage | IndexRetryMessage>;
 type Item = { message: Message<EventMessage>; body: EventBody; event: ToolgateEvent };
 
 export async function handleEventBatch(batch: MessageBatch<EventMessage>, env: Env): Promise<void> {
@@ -26,6 +31,10 @@ export async function handleEventBatch(batch: MessageBatch<EventMessage>, env: E
     const body = message.body as { kind?: unknown; event?: unknown; endpoint_id?: unknown } | null;
     if (body?.kind === "index_drop") {
       drops.push(dropFromIndex(env, message as Message<IndexDropMessage>));
+      continue;
+    }
+    if (body?.kind === "index_retry") {
+      drops.push(retryIndex(env, message as Message<IndexRetryMessage>));
       continue;
     }
     const parsed = ToolgateEvent.safeParse(body?.event);
@@ -51,6 +60,36 @@ export async function handleEventBatch(batch: MessageBatch<EventMessage>, env: E
   ]);
 }
 
+/** Events the index did not take, queued again for it alone (false: the queue refused them too). */
+async function requeueForIndex(env: Env, tenantId: string, events: ToolgateEvent[]) {
+  try {
+    await env.EVENTS.sendBatch(
+      events.map((event) => ({
+        body: { kind: "index_retry", event } satisfies IndexRetryMessage,
+        contentType: "json" as const,
+        delaySeconds: 5,
+      })),
+    );
+    return true;
+  } catch (error) {
+    warn("toolgate.index_requeue_failed", tenantId, error);
+    return false;
+  }
+}
+
+/** One event for the tenant index alone; retried by the queue until it takes it. */
+async function retryIndex(env: Env, message: Message<IndexRetryMessage>): Promise<void> {
+  const parsed = ToolgateEvent.safeParse(message.body.event);
+  if (!parsed.success) return message.ack();
+  try {
+    await indexStub(env, parsed.data.tenant_id).ingest(parsed.data.tenant_id, [parsed.data]);
+    message.ack();
+  } catch (error) {
+    warn("toolgate.index_ingest_failed", parsed.data.tenant_id, error);
+    message.retry();
+  }
+}
+
 /** Retention's word that rows are gone (issue 20): the tenant index drops them. */
 async function dropFromIndex(env: Env, message: Message<IndexDropMessage>): Promise<void> {
   const body = message.body;
@@ -74,8 +113,9 @@ async function handleTenant(env: Env, tenantId: string, group: Item[]): Promise<
   let stored = events.length === 0;
   if (!stored) {
     const batch = events.map((item) => item.event);
-    // Stored at the tenant and in the tenant index (issue 20), both idempotent: if either fails,
-    // the events come again and neither is delivered to a webhook until both took them.
+    // Stored at the tenant and in the tenant index (issue 20), both idempotent. The tenant's store
+    // comes before any webhook delivery (a failure: the events come again); the index's failure
+    // holds nothing back: its events are queued again for the index alone (index_retry).
     const [tenant, index] = await Promise.all([
       tenantStub(env, tenantId)
         .receiveEvents(tenantId, batch)
@@ -86,7 +126,7 @@ async function handleTenant(env: Env, tenantId: string, group: Item[]): Promise<
         .then(() => true)
         .catch((error) => (warn("toolgate.index_ingest_failed", tenantId, error), false)),
     ]);
-    stored = tenant && index;
+    stored = tenant && (index || (await requeueForIndex(env, tenantId, batch)));
   }
   await Promise.all(
     group.map(async (item) => {

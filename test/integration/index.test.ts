@@ -3,6 +3,8 @@
 // waiting for approval, rejected by a person); each tenant's lists and counts are exactly its own
 // (the ground truth is what the API answered each call), filters and cursors give every row once,
 // a pruned operation leaves the index, and a rebuild from the objects gives the same answers.
+import { env } from "cloudflare:workers";
+import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
 import {
   ADMIN,
@@ -439,5 +441,70 @@ describe("the tenant index: 3 tenants, 200 operations", () => {
     expect((await as(tenant, "GET", "/v1/operations?colour=red")).status).toBe(400);
     expect((await as(tenant, "GET", "/v1/operations?cursor=bm90LW91cnM")).status).toBe(400);
     expect((await as(tenant, "GET", "/v1/operations?status=done")).status).toBe(400);
+  }, 60_000);
+
+  it("a broken index holds back no webhook; it catches up once it works again", async () => {
+    const tenant: Tenant = {
+      ...(await newTenant(ALL_SCOPES)),
+      auth: "",
+      truth: [],
+      runs: new Map(),
+    };
+    tenant.auth = `Bearer ${tenant.key}`;
+    const namespace = (env as unknown as { INDEX: DurableObjectNamespace }).INDEX;
+    // Untyped: the stub's RPC types recurse too deep for runInDurableObject's signature.
+    const index = namespace.get(namespace.idFromName(tenant.tenantId)) as any;
+    // The index refuses every write (its storage exists, a trigger aborts each insert).
+    await index.ingest(tenant.tenantId, []);
+    await runInDurableObject(index, (_instance: unknown, state: DurableObjectState) => {
+      state.storage.sql.exec(
+        "CREATE TRIGGER broken BEFORE INSERT ON idx_ops BEGIN SELECT RAISE(ABORT, 'index down'); END",
+      );
+    });
+    const up = upstream();
+    const hook = await as(tenant, "PUT", "/v1/webhooks/wh_index", {
+      url: `${up.url}/webhooks/a`,
+      events: ["operation.recorded"],
+      format: "standard",
+    });
+    expect(hook.status).toBe(201);
+    const tool = manifest({ url: up.url, input_schema: schema, timeout_ms: 20_000 });
+    await as(tenant, "PUT", `/v1/tools/${tool.name}`, tool);
+    const run = await as(tenant, "POST", "/v1/runs", {
+      user: { id: "u1", scopes: [] },
+      tools: [tool.name],
+    });
+    const res = await as(
+      tenant,
+      "POST",
+      `/v1/runs/${run.body.run_id}/turns?format=native`,
+      {
+        calls: [
+          {
+            id: "c1",
+            name: tool.name,
+            arguments: { amount: 3, currency: "usd", customer_id: "cus_9" },
+          },
+        ],
+      },
+      { Prefer: "wait=10" },
+    );
+    const op = res.body.results[0].operation_id as string;
+    // The webhook is delivered while the index is down.
+    const delivered = await until(
+      () => up.state(),
+      (state) => state.requests.some((r) => r.path === "/webhooks/a"),
+    );
+    expect(delivered.requests.filter((r) => r.path === "/webhooks/a")).toHaveLength(1);
+    expect((await as(tenant, "GET", `/v1/operations?q=${op}`)).body.operations).toEqual([]);
+    // Repaired: the event queued for the index alone lands.
+    await runInDurableObject(index, (_instance: unknown, state: DurableObjectState) => {
+      state.storage.sql.exec("DROP TRIGGER broken");
+    });
+    const listed = await until(
+      () => as(tenant, "GET", `/v1/operations?subject=cus_9`),
+      (r) => r.body.operations.length === 1,
+    );
+    expect(listed.body.operations).toMatchObject([{ operation_id: op, status: "succeeded" }]);
   }, 60_000);
 });
