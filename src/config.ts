@@ -227,6 +227,7 @@ export const OBJECT_CLASSES = [
   "ResourceLockObject",
   "RetryBudgetObject",
   "LimitObject",
+  "IndexObject",
 ] as const;
 export type ObjectClass = (typeof OBJECT_CLASSES)[number];
 const parsedDelays = new Map<string, Partial<Record<ObjectClass, number>>>();

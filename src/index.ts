@@ -6,6 +6,7 @@ import { handleEventBatch } from "./events/consumer.ts";
 import { DEAD_LETTER_QUEUE, handleDeadLetters } from "./events/dead-letters.ts";
 import { app } from "./http/app.ts";
 
+export { IndexObject } from "./durable/index/object.ts";
 export { LimitObject } from "./durable/limit/object.ts";
 export { OperationObject } from "./durable/operation/object.ts";
 export { ResourceLockObject } from "./durable/resource-lock-object.ts";

@@ -1,12 +1,15 @@
-// The console's home: who is signed in (and with which scopes), a form to open a run by id (a GET:
-// it only navigates), and the way to the approval and unknown-outcome queues.
+// The console's home: the overview (issue 20: queue counts, calls chart, recent operations and runs
+// with search, from the tenant index; overview.tsx), a form to open a run by id (a GET: it only
+// navigates), the way to the approval and unknown-outcome queues, and who is signed in.
 import type { Context } from "hono";
 import { RUN_ID } from "../http/request.ts";
 import { render } from "./layout.tsx";
+import { loadOverview, OverviewSections, type OverviewData } from "./overview.tsx";
 import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
 
-function home(c: Context<ConsoleEnv>, error?: string, runId = "") {
+async function home(c: Context<ConsoleEnv>, error?: string, runId = "") {
   const session = c.get("session");
+  const data: OverviewData | null = await loadOverview(c);
   return render(
     c,
     "Home",
@@ -41,25 +44,34 @@ function home(c: Context<ConsoleEnv>, error?: string, runId = "") {
           <button type="submit">Open run</button>
         </form>
       </section>
-      <h2>Queues</h2>
-      <div class="grid">
-        <section class="card" aria-labelledby="q-approvals">
-          <h2 id="q-approvals">
-            <a href="/console/approvals">Pending approvals</a>
-          </h2>
-          <p>
-            Calls waiting for a person to approve or reject them, with their exact frozen arguments.
-          </p>
-        </section>
-        <section class="card" aria-labelledby="q-unknown">
-          <h2 id="q-unknown">
-            <a href="/console/unknown-outcomes">Unknown outcomes</a>
-          </h2>
-          <p>
-            Writes that may or may not have happened upstream, waiting to be reconciled or resolved.
-          </p>
-        </section>
-      </div>
+      {data ? (
+        <OverviewSections data={data} />
+      ) : (
+        <>
+          <h2>Queues</h2>
+          <p class="hint">Counts, charts and search need an API key with the scope runs:read.</p>
+          <div class="grid">
+            <section class="card" aria-labelledby="q-approvals">
+              <h2 id="q-approvals">
+                <a href="/console/approvals">Pending approvals</a>
+              </h2>
+              <p>
+                Calls waiting for a person to approve or reject them, with their exact frozen
+                arguments.
+              </p>
+            </section>
+            <section class="card" aria-labelledby="q-unknown">
+              <h2 id="q-unknown">
+                <a href="/console/unknown-outcomes">Unknown outcomes</a>
+              </h2>
+              <p>
+                Writes that may or may not have happened upstream, waiting to be reconciled or
+                resolved.
+              </p>
+            </section>
+          </div>
+        </>
+      )}
       <h2>This session</h2>
       <dl class="facts">
         <dt>Tenant</dt>
@@ -79,6 +91,8 @@ function home(c: Context<ConsoleEnv>, error?: string, runId = "") {
       </dl>
     </>,
     error ? 400 : 200,
+    // The queue counts stay current without script: the page reloads itself every minute.
+    data ? { refreshSeconds: 60 } : undefined,
   );
 }
 

@@ -12,15 +12,25 @@ type LayoutProps = {
   session: ConsoleSession | null;
   nav: NavLink[];
   path: string;
+  /** Reload the page every this many seconds (a queue page's counts; no script needed). */
+  refreshSeconds?: number;
   children?: Child;
 };
 
-export const Layout: FC<LayoutProps> = ({ title, session, nav, path, children }) => (
+export const Layout: FC<LayoutProps> = ({
+  title,
+  session,
+  nav,
+  path,
+  refreshSeconds,
+  children,
+}) => (
   <html lang="en">
     <head>
       <meta charset="utf-8" />
       <meta name="viewport" content="width=device-width, initial-scale=1" />
       <title>{`${title} · toolgate console`}</title>
+      {refreshSeconds && <meta http-equiv="refresh" content={String(refreshSeconds)} />}
       <link rel="stylesheet" href="/console/assets/console.css" />
     </head>
     <body>
@@ -75,11 +85,23 @@ const isCurrent = (href: string, path: string) =>
   href === "/console" ? path === "/console" : path === href || path.startsWith(`${href}/`);
 
 /** Renders a full page for the signed-in session (or the public sign-in frame when there is none). */
-export function render(c: Context<ConsoleEnv>, title: string, body: Child, status: Status = 200) {
+export function render(
+  c: Context<ConsoleEnv>,
+  title: string,
+  body: Child,
+  status: Status = 200,
+  options?: { refreshSeconds?: number },
+) {
   const session = c.get("session") ?? null;
   const nav = c.get("nav") ?? [];
   const page = (
-    <Layout title={title} session={session} nav={nav} path={c.req.path}>
+    <Layout
+      title={title}
+      session={session}
+      nav={nav}
+      path={c.req.path}
+      {...(options?.refreshSeconds ? { refreshSeconds: options.refreshSeconds } : {})}
+    >
       {body}
     </Layout>
   );

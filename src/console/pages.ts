@@ -4,6 +4,7 @@ import { approvalsPage } from "./approvals.tsx";
 import { homePage } from "./home.tsx";
 import type { ConsolePage } from "./page.ts";
 import { runPage } from "./run-page.tsx";
+import { toolsPage } from "./tools-page.tsx";
 import { unknownOutcomesPage } from "./unknown-outcomes.tsx";
 import { webhooksPage } from "./webhooks.tsx";
 
@@ -12,5 +13,6 @@ export const PAGES: ConsolePage[] = [
   approvalsPage,
   unknownOutcomesPage,
   runPage,
+  toolsPage,
   webhooksPage,
 ];

@@ -9,6 +9,7 @@ import type { ApiScope } from "../http/schemas.ts";
 import { problemPage, render } from "./layout.tsx";
 import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
 import { Badge, clock, EventRow, groupTrace, OperationCard, since } from "./timeline.tsx";
+import { Waterfall } from "./waterfall.tsx";
 
 const NEEDS: ApiScope[] = ["runs:read", "traces:read"];
 
@@ -47,6 +48,8 @@ async function showRun(c: Context<ConsoleEnv>) {
         Run <span class="mono">{runId}</span> <Badge status={run.value.status} />
       </h1>
       <Summary run={run.value} warnings={warnings.ok ? warnings.value : []} />
+      <h2 id="waterfall">Waterfall</h2>
+      <Waterfall operations={grouped.operations} nowMs={Date.now()} />
       <h2 id="timeline">Timeline</h2>
       <p class="hint">Times are UTC, with the offset from the run's creation. Newest last.</p>
       <section aria-labelledby="turns-title">

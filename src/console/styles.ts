@@ -77,8 +77,8 @@ button:hover { background: #0842a0; }
 .notice { border-left: 4px solid var(--accent); background: #eaf1fd; padding: 0.75rem 1rem; border-radius: var(--radius); margin: 0 0 1rem; }
 
 .badge { display: inline-block; padding: 0.05rem 0.55rem; border-radius: 999px; font-size: 0.8rem; font-weight: 600; border: 1px solid currentColor; white-space: nowrap; }
-.badge.succeeded, .badge.active { color: var(--ok); background: #e7f4ea; }
-.badge.failed, .badge.rejected, .badge.cancelled, .badge.budget_exhausted { color: var(--danger); background: #fdecec; }
+.badge.succeeded, .badge.active, .badge.verified { color: var(--ok); background: #e7f4ea; }
+.badge.failed, .badge.rejected, .badge.cancelled, .badge.budget_exhausted, .badge.expired { color: var(--danger); background: #fdecec; }
 .badge.outcome_unknown, .badge.awaiting_approval, .badge.unverified { color: var(--warn); background: #fff3e0; }
 .badge.pending { color: #1d4ed8; background: #eaf1fd; }
 
@@ -138,6 +138,18 @@ table.attempts td { font-size: 0.92rem; }
 table.decided details { margin-top: 0.25rem; }
 table.decided summary { cursor: pointer; color: var(--accent); font-size: 0.9rem; }
 table.decided pre { margin-top: 0.35rem; max-width: 28rem; }
+.count { font-size: 2rem; font-weight: 700; margin: 0.25rem 0; font-variant-numeric: tabular-nums; }
+figure.chart { margin: 0 0 1rem; padding: 0.75rem 1rem; border: 1px solid var(--line); border-radius: var(--radius); }
+figure.chart svg { display: block; max-width: 100%; height: auto; }
+ul.legend { list-style: none; display: flex; flex-wrap: wrap; gap: 0.25rem 1.25rem; margin: 0.5rem 0; padding: 0; font-size: 0.9rem; }
+ul.legend li { display: inline-flex; align-items: center; gap: 0.35rem; }
+figure.chart details { margin-top: 0.5rem; }
+figure.chart summary, details.more summary { cursor: pointer; color: var(--accent); }
+.scroll { overflow-x: auto; }
+form.filters { margin: 0 0 1rem; }
+form.filters input[type="text"] { min-width: 12rem; }
+select { font: inherit; padding: 0.45rem 0.5rem; border: 1px solid #7b8594; border-radius: var(--radius); background: #ffffff; color: var(--fg); }
+.waterfall { margin: 0 0 1.5rem; }
 @media (max-width: 40rem) {
   ol.timeline > li { grid-template-columns: 1fr; }
   .who { margin-left: 0; }

@@ -44,7 +44,26 @@ export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
  */
 export type EventMessage =
   | { kind: "event"; event: ToolgateEvent }
-  | { kind: "delivery"; endpoint_id: string; event: ToolgateEvent };
+  | { kind: "delivery"; endpoint_id: string; event: ToolgateEvent }
+  | IndexDropMessage
+  | IndexRetryMessage;
+
+/**
+ * An event the tenant index could not take when it was first consumed (issue 20): tried again on
+ * its own, so a failing index never holds back the tenant's store or its webhooks.
+ */
+export type IndexRetryMessage = { kind: "index_retry"; event: ToolgateEvent };
+
+/**
+ * Retention pruned an operation or a run: the tenant index drops its row (issue 20). Index-only:
+ * never stored as an event, never delivered to a webhook.
+ */
+export type IndexDropMessage = {
+  kind: "index_drop";
+  tenant_id: string;
+  operations: string[];
+  runs: string[];
+};
 
 /**
  * The stable id of the event of `type` written by object `objectId` at its log position `seq`:

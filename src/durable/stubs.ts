@@ -2,6 +2,7 @@
 // branch holding `unknown` (our envelopes carry untrusted tool output typed as unknown); the
 // values cross the stub as structured clones, so the declared method types are the honest ones.
 import type { Env } from "./env.ts";
+import type { IndexObject } from "./index/object.ts";
 import type { LimitObject } from "./limit/object.ts";
 // Development only: the latency model and the RPC counter wrap each stub (rpc-model.ts).
 import { modelled } from "./rpc-model.ts";
@@ -54,3 +55,10 @@ export const limitStub = (env: Env, tenantId: string, name: string, subject: str
     "LimitObject",
     placedStub(env, "LIMITS", `${tenantId}:limit:${JSON.stringify([name, subject])}`),
   ) as unknown as Methods<LimitObject>;
+/** One tenant index per tenant (issue 20): fed by the EVENTS consumer, read by the list routes and the console. */
+export const indexStub = (env: Env, tenantId: string) =>
+  modelled(
+    env,
+    "IndexObject",
+    placedStub(env, "INDEX", tenantId),
+  ) as unknown as Methods<IndexObject>;

@@ -1,26 +1,42 @@
 // The EVENTS queue consumer (issue 18). An `event` message is stored at its tenant
-// (TenantObject.receiveEvents, deduplicated by id there), then delivered to each of the tenant's
+// (TenantObject.receiveEvents, deduplicated by id there) and in its tenant index (issue 20:
+// IndexObject.ingest, one call per tenant per batch; `index_drop` messages remove pruned rows), then delivered to each of the tenant's
 // subscribed webhook endpoints at once and independently (deliverToEndpoints); an endpoint that
 // failed gets its own `delivery` message, delayed by the retry schedule (domain/webhook-retry.ts),
 // so one slow or dead endpoint never holds back another's or another tenant's deliveries. A message
 // is acked only once its work is done and its retries are queued; anything else is retried by the
 // queue. Delivery is at-least-once: a redelivered message may deliver again, with the same
 // webhook-id (Standard Webhooks receivers deduplicate by it).
-import { ToolgateEvent, type EventMessage } from "../domain/events.ts";
+import {
+  ToolgateEvent,
+  type EventMessage,
+  type IndexDropMessage,
+  type IndexRetryMessage,
+} from "../domain/events.ts";
 import type { WebhookRetryPlan } from "../domain/webhook-retry.ts";
 import type { Env } from "../durable/env.ts";
-import { tenantStub } from "../durable/stubs.ts";
+import { indexStub, tenantStub } from "../durable/stubs.ts";
 import { deliverToEndpoint, deliverToEndpoints, type EndpointOutcome } from "./deliver.ts";
 
 /** Cloudflare Queues accepts a delivery delay of at most 12 hours. */
 const MAX_DELAY_S = 12 * 60 * 60;
 
-type Item = { message: Message<EventMessage>; body: EventMessage; event: ToolgateEvent };
+type EventBody = Exclude<EventMessage, IndexDropMessage | IndexRetryMessage>;
+type Item = { message: Message<EventMessage>; body: EventBody; event: ToolgateEvent };
 
 export async function handleEventBatch(batch: MessageBatch<EventMessage>, env: Env): Promise<void> {
   const byTenant = new Map<string, Item[]>();
+  const drops: Promise<void>[] = [];
   for (const message of batch.messages) {
-    const body = message.body as Partial<EventMessage> | null;
+    const body = message.body as { kind?: unknown; event?: unknown; endpoint_id?: unknown } | null;
+    if (body?.kind === "index_drop") {
+      drops.push(dropFromIndex(env, message as Message<IndexDropMessage>));
+      continue;
+    }
+    if (body?.kind === "index_retry") {
+      drops.push(retryIndex(env, message as Message<IndexRetryMessage>));
+      continue;
+    }
     const parsed = ToolgateEvent.safeParse(body?.event);
     const valid =
       parsed.success &&
@@ -35,26 +51,82 @@ export async function handleEventBatch(batch: MessageBatch<EventMessage>, env: E
       continue;
     }
     const group = byTenant.get(parsed.data.tenant_id) ?? [];
-    group.push({ message, body: body as EventMessage, event: parsed.data });
+    group.push({ message, body: body as EventBody, event: parsed.data });
     byTenant.set(parsed.data.tenant_id, group);
   }
-  await Promise.all([...byTenant].map(([tenantId, group]) => handleTenant(env, tenantId, group)));
+  await Promise.all([
+    ...drops,
+    ...[...byTenant].map(([tenantId, group]) => handleTenant(env, tenantId, group)),
+  ]);
+}
+
+/** Events the index did not take, queued again for it alone (false: the queue refused them too). */
+async function requeueForIndex(env: Env, tenantId: string, events: ToolgateEvent[]) {
+  try {
+    await env.EVENTS.sendBatch(
+      events.map((event) => ({
+        body: { kind: "index_retry", event } satisfies IndexRetryMessage,
+        contentType: "json" as const,
+        delaySeconds: 5,
+      })),
+    );
+    return true;
+  } catch (error) {
+    warn("toolgate.index_requeue_failed", tenantId, error);
+    return false;
+  }
+}
+
+/** One event for the tenant index alone; retried by the queue until it takes it. */
+async function retryIndex(env: Env, message: Message<IndexRetryMessage>): Promise<void> {
+  const parsed = ToolgateEvent.safeParse(message.body.event);
+  if (!parsed.success) return message.ack();
+  try {
+    await indexStub(env, parsed.data.tenant_id).ingest(parsed.data.tenant_id, [parsed.data]);
+    message.ack();
+  } catch (error) {
+    warn("toolgate.index_ingest_failed", parsed.data.tenant_id, error);
+    message.retry();
+  }
+}
+
+/** Retention's word that rows are gone (issue 20): the tenant index drops them. */
+async function dropFromIndex(env: Env, message: Message<IndexDropMessage>): Promise<void> {
+  const body = message.body;
+  const ids = (list: unknown) =>
+    Array.isArray(list) ? list.filter((id): id is string => typeof id === "string") : [];
+  if (typeof body.tenant_id !== "string") return message.ack();
+  try {
+    await indexStub(env, body.tenant_id).drop({
+      operations: ids(body.operations),
+      runs: ids(body.runs),
+    });
+    message.ack();
+  } catch (error) {
+    warn("toolgate.index_drop_failed", body.tenant_id, error);
+    message.retry();
+  }
 }
 
 async function handleTenant(env: Env, tenantId: string, group: Item[]): Promise<void> {
   const events = group.filter((item) => item.body.kind === "event");
   let stored = events.length === 0;
   if (!stored) {
-    try {
-      stored = (
-        await tenantStub(env, tenantId).receiveEvents(
-          tenantId,
-          events.map((item) => item.event),
-        )
-      ).ok;
-    } catch (error) {
-      warn("toolgate.event_store_failed", tenantId, error);
-    }
+    const batch = events.map((item) => item.event);
+    // Stored at the tenant and in the tenant index (issue 20), both idempotent. The tenant's store
+    // comes before any webhook delivery (a failure: the events come again); the index's failure
+    // holds nothing back: its events are queued again for the index alone (index_retry).
+    const [tenant, index] = await Promise.all([
+      tenantStub(env, tenantId)
+        .receiveEvents(tenantId, batch)
+        .then((result) => result.ok)
+        .catch((error) => (warn("toolgate.event_store_failed", tenantId, error), false)),
+      indexStub(env, tenantId)
+        .ingest(tenantId, batch)
+        .then(() => true)
+        .catch((error) => (warn("toolgate.index_ingest_failed", tenantId, error), false)),
+    ]);
+    stored = tenant && (index || (await requeueForIndex(env, tenantId, batch)));
   }
   await Promise.all(
     group.map(async (item) => {

@@ -47,8 +47,10 @@ export async function handleDeadLetters(
 
 async function park(message: Message<DeadLetter>, env: Env, nowMs: number): Promise<void> {
   const { parked = 0, ...body } = message.body;
-  const event = ToolgateEvent.parse(body.event); // the main consumer acked anything malformed
-  if (nowMs > event.at_ms + retentionMs(env)) {
+  // The main consumer acked anything malformed. An index drop (issue 20) carries no event and has no
+  // age: it is parked until the index takes it (a pruned row must not outlive its operation).
+  const event = body.kind === "index_drop" ? null : ToolgateEvent.parse(body.event);
+  if (event && nowMs > event.at_ms + retentionMs(env)) {
     console.error(
       JSON.stringify({
         level: "error",
@@ -77,9 +79,10 @@ async function park(message: Message<DeadLetter>, env: Env, nowMs: number): Prom
     JSON.stringify({
       level: "warn",
       event: "toolgate.event_parked",
-      event_id: event.id,
-      type: event.type,
-      tenant_id: event.tenant_id,
+      kind: body.kind,
+      ...(event
+        ? { event_id: event.id, type: event.type, tenant_id: event.tenant_id }
+        : { tenant_id: body.kind === "index_drop" ? body.tenant_id : null }),
       parked: parked + 1,
       next_try_in_s: delaySeconds,
     }),

@@ -2,6 +2,7 @@
 import { Hono } from "hono";
 import { SQL_ROWS } from "../durable/store/sql-store.ts";
 import { allRpcCounts } from "../durable/rpc-model.ts";
+import { indexStub } from "../durable/stubs.ts";
 import { ulid } from "ulid";
 import { sealApiKey } from "./api-keys.ts";
 import { requireAdminToken, signingKey, type AppEnv } from "./auth.ts";
@@ -57,6 +58,12 @@ export const adminRoutes = new Hono<AppEnv>()
     // The edge's tag lets the Worker refuse made-up keys without waking the tenant (api-keys.ts).
     const key = await sealApiKey(signing, tenantId, issued.key_id, issued.key);
     return c.json({ ...issued, key }, 201);
+  })
+  // Rebuild the tenant index from the objects (issue 20; `npm run reindex`): its rows go, then
+  // every run it knows and their operations are read again.
+  .post("/tenants/:tenant_id/reindex", async (c) => {
+    const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
+    return c.json(await indexStub(c.env, tenantId).rebuild(tenantId));
   })
   .delete("/tenants/:tenant_id/keys/:key_id", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");

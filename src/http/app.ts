@@ -6,6 +6,7 @@ import { consoleApp } from "../console/app.tsx";
 import { adminRoutes } from "./admin-routes.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
 import { eventRoutes } from "./events-routes.ts";
+import { indexRoutes } from "./index-routes.ts";
 import { docsRoutes } from "./openapi.ts";
 import { approvalRoutes, operationRoutes, unknownOutcomeRoutes } from "./operations-routes.ts";
 import { ApiProblem, problemResponse } from "./problem.ts";
@@ -37,6 +38,9 @@ app.route("/v1/admin", adminRoutes);
 app.route("/v1/tools", toolRoutes);
 app.route("/v1/secrets", secretRoutes);
 app.route("/v1/webhooks", webhookRoutes);
+// The tenant index's lists and overview (GET /v1/runs, /v1/operations, /v1/overview), before the
+// groups whose other routes share those prefixes.
+app.route("/v1", indexRoutes);
 app.route("/v1/runs", runRoutes);
 app.route("/v1/operations", operationRoutes);
 app.route("/v1/approvals", approvalRoutes);

@@ -292,6 +292,49 @@ const ROUTES: Route[] = [
     auth: "runs:read",
   },
   {
+    method: "get",
+    path: "/v1/runs",
+    summary:
+      "The tenant's runs from the tenant index (eventually consistent, fed by the event queue within seconds), newest first, with counts of their operations by status; filters status (active|cancelled|expired), tool, user, subject (`cus_42` or `customer_id:cus_42`), q (exact run id, operation id, user or subject), since/until (ISO) → { runs, next_cursor }",
+    auth: "runs:read",
+    query: ["status", "tool", "user", "subject", "q", "since", "until", "cursor", "limit"],
+  },
+  {
+    method: "get",
+    path: "/v1/operations",
+    summary:
+      "The tenant's operations from the tenant index, newest first: tool, status, code, user, subjects (top-level `*_id` arguments), attempts, latency_ms, created_at, settled_at; filters status, tool, code, user, subject, run_id, q, since/until → { operations, next_cursor }",
+    auth: "runs:read",
+    query: [
+      "status",
+      "tool",
+      "code",
+      "user",
+      "subject",
+      "run_id",
+      "q",
+      "since",
+      "until",
+      "cursor",
+      "limit",
+    ],
+  },
+  {
+    method: "get",
+    path: "/v1/overview",
+    summary:
+      "Counts since `since` (ISO, default 24 h ago, at most 7 days): the two queues (awaiting_approval, outcome_unknown, now), runs, operations by status, per tool calls, failure and unknown rates, p50/p95 latency_ms, and calls per 5 minutes by status",
+    auth: "runs:read",
+    query: ["since"],
+  },
+  {
+    method: "post",
+    path: "/v1/admin/tenants/{tenant_id}/reindex",
+    summary:
+      "Rebuild the tenant index from the runs and operations themselves → { runs, operations, missing }",
+    auth: "admin token",
+  },
+  {
     method: "post",
     path: "/v1/operations/{operation_id}/resolve",
     summary: "A person's verdict on an outcome_unknown",

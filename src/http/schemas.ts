@@ -1,6 +1,7 @@
 // Wire schemas of the public API, in one place: routes parse requests with them and /openapi.json
 // is generated from them, so the documentation cannot drift from what the code accepts.
 import { z } from "zod";
+import { OP_STATUSES, RUN_STATUSES } from "../domain/index-feed.ts";
 import { EventType } from "../domain/events.ts";
 import { EnvelopeCodec } from "../durable/store/run-rows.ts";
 
@@ -147,6 +148,38 @@ export const EventsQuery = z
     type: EventType.optional(),
     limit: z.coerce.number().int().min(1).max(500).default(100),
   })
+  .strict();
+
+/** GET /v1/runs and /v1/operations (issue 20): filters over the tenant index, newest first. */
+const IndexFilters = {
+  tool: z.string().min(1).max(200).optional(),
+  user: z.string().min(1).max(200).optional(),
+  /** A bound subject: `cus_42`, or `customer_id:cus_42` for that argument only. */
+  subject: z.string().min(1).max(200).optional(),
+  /** Search: an exact run id, operation id, user or subject value. */
+  q: z.string().min(1).max(200).optional(),
+  since: z.iso.datetime({ offset: true }).optional(),
+  until: z.iso.datetime({ offset: true }).optional(),
+  cursor: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,200}$/)
+    .optional(),
+  limit: z.coerce.number().int().min(1).max(200).default(50),
+};
+export const OperationsQuery = z
+  .object({
+    ...IndexFilters,
+    status: z.enum(OP_STATUSES).optional(),
+    code: z.string().min(1).max(100).optional(),
+    run_id: z.string().min(1).max(100).optional(),
+  })
+  .strict();
+export const RunsQuery = z
+  .object({ ...IndexFilters, status: z.enum(RUN_STATUSES).optional() })
+  .strict();
+/** GET /v1/overview: counts and per-tool aggregates since `since` (default 24 h ago, at most 7 days). */
+export const OverviewQuery = z
+  .object({ since: z.iso.datetime({ offset: true }).optional() })
   .strict();
 
 /** A person's verdict on an outcome_unknown; "resend" (keyed tools only) sends once more with the same key. */

@@ -41,7 +41,7 @@ export function writeStep(
       seq,
       step.effects,
       event,
-      head?.state.phase ?? null,
+      head?.state ?? null,
       step.state,
       nowMs,
     );

@@ -9,7 +9,7 @@
 import type { Effect, OperationEvent, OperationState } from "../../domain/operation/index.ts";
 import { eventId, omitPaths, type EventMessage, type ToolgateEvent } from "../../domain/events.ts";
 import { scrub } from "../../domain/redact.ts";
-import type { Shell } from "./contracts.ts";
+import type { FrozenRow, Shell } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { backOffRow, OUTBOX_RETRY_MS } from "./outbox.ts";
 import { approvalItem } from "./views.ts";
@@ -17,20 +17,38 @@ import { approvalItem } from "./views.ts";
 /** The outbox kind of an event row (beside the tenant-inbox rows of outbox.ts). */
 export const EVENT_KIND_PREFIX = "event:";
 
-/** The events one committed step reports (inside the transaction; `prior`: the phase before it). */
+/** The call's arguments as events show them: redacted fields absent, hidden values scrubbed. */
+export function eventArguments(log: OperationLog, frozen: FrozenRow): unknown {
+  const redaction = log.redaction(frozen);
+  return omitPaths(scrub(JSON.parse(frozen.input), redaction), redaction.paths);
+}
+
+/**
+ * First attempt sent → recorded (retry waits included; approval and lock waits not); null when
+ * nothing was sent. `before`: the state the recording step left.
+ */
+export function latencyMs(before: OperationState | null, recordedAtMs: number): number | null {
+  return before && "firstAttemptAtMs" in before ? recordedAtMs - before.firstAttemptAtMs : null;
+}
+
+/**
+ * The events one committed step reports (inside the transaction; `before`: the state before it).
+ * Every one carries the operation's `created_at_ms` (the tenant index reads it, issue 20).
+ */
 export function operationEvents(
   log: OperationLog,
   seq: number,
   effects: readonly Effect[],
   event: OperationEvent,
-  prior: OperationState["phase"] | null,
+  before: OperationState | null,
   state: OperationState,
   nowMs: number,
 ): ToolgateEvent[] {
+  const prior = before?.phase ?? null;
   const frozen = log.head()!.frozen;
   const redaction = log.redaction(frozen);
-  const args = omitPaths(scrub(JSON.parse(frozen.input), redaction), redaction.paths);
-  const make = (type: ToolgateEvent["type"], data: Record<string, unknown>): ToolgateEvent => ({
+  const args = eventArguments(log, frozen);
+  const make = (type: ToolgateEvent["type"], fields: Record<string, unknown>): ToolgateEvent => ({
     id: eventId(frozen.id, seq, type),
     type,
     at_ms: nowMs,
@@ -38,7 +56,7 @@ export function operationEvents(
     run_id: frozen.run_id,
     operation_id: frozen.id,
     tool: toolName(frozen),
-    data,
+    data: { ...fields, created_at_ms: frozen.created_at },
   });
   const out: ToolgateEvent[] = [];
   for (const effect of effects) {
@@ -100,6 +118,7 @@ export function operationEvents(
         status: state.outcome.status,
         code: state.outcome.status === "succeeded" ? null : state.outcome.code,
         attempts: state.attempts,
+        latency_ms: latencyMs(before, state.recordedAtMs),
         via: state.via,
         arguments: args,
       }),

@@ -26,6 +26,7 @@ import { acquireLock, holderStatus, releaseLock, startUnderLease } from "./lease
 import { OperationLog } from "./log.ts";
 import { EventSends } from "./events.ts";
 import { deliverOutbox } from "./outbox.ts";
+import { indexEntryOf } from "./index-entry.ts";
 import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.ts";
 import { cancelEarly, cancelledEarly, missing, prunedFor } from "./retention.ts";
 import { Sender } from "./send.ts";
@@ -108,6 +109,11 @@ export class OperationObject extends DurableObject<Env> {
   async peek(tenantId: string): Reply<C.OperationPeek> {
     const head = this.log.headFor(tenantId);
     return head ? ok(peekOf(head)) : err(missing(this.store, tenantId));
+  }
+
+  /** The tenant index's row for this operation (issue 20: a rebuild; null: not this tenant's). */
+  async indexEntry(tenantId: string) {
+    return this.log.headFor(tenantId) ? indexEntryOf(this.log) : null;
   }
 
   async get(tenantId: string, waitMs: number): Reply<C.OperationView> {

@@ -10,6 +10,7 @@ import type { RunState } from "../../domain/turn/turn.ts";
 import { retentionMs } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
+import { runSummary } from "./index-entry.ts";
 import type { RunRows } from "./rows.ts";
 
 const RETRY_MS = 5_000;
@@ -46,7 +47,8 @@ export class RunEvents {
       run_id: run.runId,
       operation_id: input.operationId,
       tool: input.tool,
-      data: input.data,
+      // The run's summary rides along (the tenant index reads it, issue 20): no row of its own.
+      data: { ...input.data, run: runSummary(run, this.rows) },
     };
     this.store.ensureTable("run_events");
     this.writes += 1;

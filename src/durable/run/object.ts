@@ -43,6 +43,7 @@ import { RunFacts } from "./facts.ts";
 import { ToolSources } from "./sources.ts";
 import { mcpTurn } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
+import { runIndexEntry } from "./index-entry.ts";
 
 export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, RUN_SCHEMA, RUN_LAZY_TABLES);
@@ -119,6 +120,12 @@ export class RunObject extends DurableObject<Env> {
           detail:
             "this request_id already created a run from a different request body; use a new request_id for a new run",
         });
+  }
+
+  /** The tenant index's row for this run and its operations' ids (issue 20: a rebuild). */
+  async indexEntry(tenantId: string) {
+    const run = this.rows.loadFor(tenantId);
+    return run ? runIndexEntry(run, this.rows, Date.now()) : null;
   }
 
   async get(tenantId: string): Promise<Result<RunView, RunError>> {

@@ -4,6 +4,7 @@
 // pass re-reads everything and either prunes in one transaction or sets the next alarm.
 import { operationIds } from "../../domain/turn/turn.ts";
 import { retentionMs } from "../../config.ts";
+import { dropFromIndex } from "../index/drop.ts";
 import { operationStub } from "../stubs.ts";
 import type { RunParts } from "./parts.ts";
 
@@ -43,6 +44,11 @@ export async function pruneRun(
       await storage.setAlarm(nowMs + RUN_PRUNE_RECHECK_MS);
       return false;
     }
+  }
+  // The tenant index drops the run's row first (issue 20); a queue that did not take it: retry.
+  if (!(await dropFromIndex(env, run.tenantId, { operations: [], runs: [run.runId] }))) {
+    await storage.setAlarm(nowMs + 60_000);
+    return false;
   }
   const pruned = store.transaction(() => {
     if (rows.turns().length !== turns.length) return false;

@@ -94,7 +94,6 @@ export class TurnSettler {
     if (settlement.finalize) {
       const before = this.store.rowsWritten;
       this.store.transaction(() => {
-        if (announce) announced = this.events.write(run, settledEvent, nowMs);
         if (
           this.store.run(
             "UPDATE turns SET settled_cost = ? WHERE id = ? AND settled_cost IS NULL",
@@ -105,6 +104,8 @@ export class TurnSettler {
         ) {
           this.store.run("UPDATE usage SET cost = cost - ?", settlement.refund);
         }
+        // After the refund: the event's run summary shows the usage as settled.
+        if (announce) announced = this.events.write(run, settledEvent, nowMs);
       });
       rowsWritten += this.store.rowsWritten - before;
     } else if (announce) {

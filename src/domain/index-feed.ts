@@ -1,0 +1,184 @@
+// The tenant index (issue 20): what one tenant-plane event tells the index about its run and its
+// operation, as patches the IndexObject upserts. Pure: the index is fed only from events (and, on a
+// rebuild, from the objects' own `indexEntry` answers of the same shape), never consulted by the
+// engine. A settled row (`rank` 2, operation.recorded) is only replaced by another settled one; an
+// unsettled one by anything at least as new, so an event the queue delivers late changes nothing.
+import type { ToolgateEvent } from "./events.ts";
+
+/** What the index holds for one operation. `status` is the model-facing status (DESIGN table). */
+export type IndexOp = {
+  operation_id: string;
+  run_id: string;
+  tool: string;
+  status: string;
+  code: string | null;
+  attempts: number | null;
+  /** First attempt sent → recorded (retry waits included; approval and lock waits not). */
+  latency_ms: number | null;
+  created_at_ms: number;
+  settled_at_ms: number | null;
+  /** Top-level `*_id` arguments (redacted ones are absent from events), e.g. ["customer_id", "cus_42"]. */
+  subjects: Array<[string, string]>;
+  updated_at_ms: number;
+  rank: 1 | 2;
+};
+
+/** What the index holds for one run (null fields: not yet told; a run's first turn.settled fills them). */
+export type IndexRun = {
+  run_id: string;
+  user_id: string | null;
+  created_at_ms: number;
+  expires_at_ms: number | null;
+  cancelled_at_ms: number | null;
+  usage: { turns: number; tool_calls: number; cost: number } | null;
+  updated_at_ms: number;
+};
+
+/** The run summary turn.settled and run.budget_exhausted carry in `data.run`. */
+export type RunSummary = {
+  user: string;
+  created_at_ms: number;
+  expires_at_ms: number;
+  cancelled_at_ms: number | null;
+  usage: { turns: number; tool_calls: number; cost: number };
+};
+
+export type IndexPatch = { run: IndexRun | null; op: IndexOp | null };
+
+const num = (value: unknown): number | null =>
+  typeof value === "number" && Number.isFinite(value) ? value : null;
+const str = (value: unknown): string | null => (typeof value === "string" ? value : null);
+
+/** The top-level scalar `*_id` fields of (redacted) arguments: the subjects one can search by. */
+export function subjectsOf(args: unknown): Array<[string, string]> {
+  if (!args || typeof args !== "object" || Array.isArray(args)) return [];
+  const out: Array<[string, string]> = [];
+  for (const [key, value] of Object.entries(args)) {
+    if (!/^[A-Za-z0-9]+(_id|Id)$/.test(key)) continue;
+    if (typeof value === "string" && value.length > 0 && value.length <= 200)
+      out.push([key, value]);
+    else if (typeof value === "number" && Number.isFinite(value)) out.push([key, String(value)]);
+  }
+  return out.slice(0, 16);
+}
+
+/** The operation status an event reports (null: the event says nothing about one). */
+function opStatus(
+  event: ToolgateEvent,
+): { status: string; code: string | null; rank: 1 | 2 } | null {
+  const data = event.data;
+  switch (event.type) {
+    case "approval.requested":
+      return { status: "awaiting_approval", code: null, rank: 1 };
+    case "approval.decided":
+      return data.state === "rejected"
+        ? { status: "rejected", code: "approval_rejected", rank: 1 }
+        : { status: "pending", code: null, rank: 1 };
+    case "approval.expired":
+      return { status: "rejected", code: "approval_expired", rank: 1 };
+    case "operation.outcome_unknown":
+      return { status: "outcome_unknown", code: str(data.code), rank: 1 };
+    case "lock.waiting_long":
+      return { status: "pending", code: null, rank: 1 };
+    case "operation.recorded":
+      return { status: str(data.status) ?? "failed", code: str(data.code), rank: 2 };
+    default:
+      return null;
+  }
+}
+
+export function runSummaryOf(data: Record<string, unknown>): RunSummary | null {
+  const run = data.run as Partial<RunSummary> | undefined;
+  if (!run || typeof run !== "object" || typeof run.user !== "string") return null;
+  if (num(run.created_at_ms) === null || !run.usage) return null;
+  return run as RunSummary;
+}
+
+/** What one event changes in the index. */
+export function indexPatch(event: ToolgateEvent): IndexPatch {
+  const summary = runSummaryOf(event.data);
+  const createdMs = num(event.data.created_at_ms) ?? event.at_ms;
+  const run: IndexRun | null = event.run_id
+    ? summary
+      ? {
+          run_id: event.run_id,
+          user_id: summary.user,
+          created_at_ms: summary.created_at_ms,
+          expires_at_ms: num(summary.expires_at_ms),
+          cancelled_at_ms: num(summary.cancelled_at_ms),
+          usage: summary.usage,
+          updated_at_ms: event.at_ms,
+        }
+      : {
+          // Known by name (and, from an approval request, its user) until its first turn settles.
+          run_id: event.run_id,
+          user_id: event.type === "approval.requested" ? str(event.data.requested_by) : null,
+          created_at_ms: createdMs,
+          expires_at_ms: null,
+          cancelled_at_ms: null,
+          usage: null,
+          updated_at_ms: 0,
+        }
+    : null;
+  const status = opStatus(event);
+  const op: IndexOp | null =
+    status && event.operation_id && event.run_id
+      ? {
+          operation_id: event.operation_id,
+          run_id: event.run_id,
+          tool: event.tool ?? "",
+          status: status.status,
+          code: status.code,
+          attempts: num(event.data.attempts),
+          latency_ms: num(event.data.latency_ms),
+          created_at_ms: createdMs,
+          settled_at_ms: status.rank === 2 ? event.at_ms : null,
+          subjects: subjectsOf(event.data.arguments),
+          updated_at_ms: event.at_ms,
+          rank: status.rank,
+        }
+      : null;
+  return { run, op };
+}
+
+/** Whether `next` replaces the stored row (`held`: its rank and time; null when there is none). */
+export function replaces(held: { rank: number; updated_at_ms: number } | null, next: IndexOp) {
+  if (!held) return true;
+  if (next.rank !== held.rank) return next.rank > held.rank;
+  return next.updated_at_ms >= held.updated_at_ms;
+}
+
+/** The value at quantile q (0..1) of ascending `sorted` (nearest rank; null when empty). */
+export function quantile(sorted: readonly number[], q: number): number | null {
+  if (sorted.length === 0) return null;
+  const rank = Math.max(1, Math.ceil(q * sorted.length));
+  return sorted[Math.min(sorted.length, rank) - 1]!;
+}
+
+/** A list cursor: the last row's (time, id), opaque to clients. */
+export function encodeCursor(atMs: number, id: string): string {
+  return btoa(`${atMs}|${id}`).replace(/=+$/, "").replace(/\+/g, "-").replace(/\//g, "_");
+}
+
+export function decodeCursor(cursor: string): { atMs: number; id: string } | null {
+  try {
+    const text = atob(cursor.replace(/-/g, "+").replace(/_/g, "/"));
+    const match = /^(\d{1,16})\|([A-Za-z0-9_]{1,80})$/.exec(text);
+    return match ? { atMs: Number(match[1]), id: match[2]! } : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Operation statuses one can filter by (the model-facing ones). */
+export const OP_STATUSES = [
+  "succeeded",
+  "rejected",
+  "failed",
+  "budget_exhausted",
+  "cancelled",
+  "outcome_unknown",
+  "awaiting_approval",
+  "pending",
+] as const;
+export const RUN_STATUSES = ["active", "cancelled", "expired"] as const;

@@ -1,0 +1,27 @@
+// Retention's message to the tenant index (issue 20): the rows of a pruned operation or run go.
+// Through the EVENTS queue like the feed, so the index is only ever written by the consumer.
+import type { IndexDropMessage } from "../../domain/events.ts";
+import type { Env } from "../env.ts";
+
+/** True when the queue took it (then the consumer drops the rows, retrying until it has). */
+export async function dropFromIndex(
+  env: Env,
+  tenantId: string,
+  ids: { operations: string[]; runs: string[] },
+): Promise<boolean> {
+  const message: IndexDropMessage = { kind: "index_drop", tenant_id: tenantId, ...ids };
+  try {
+    await env.EVENTS.send(message, { contentType: "json" });
+    return true;
+  } catch (error) {
+    console.error(
+      JSON.stringify({
+        level: "warn",
+        event: "toolgate.index_drop_send_failed",
+        tenant_id: tenantId,
+        detail: String(error),
+      }),
+    );
+    return false;
+  }
+}

@@ -1,0 +1,124 @@
+// The index's tables and its writes (issue 20). One IndexObject per tenant: its volume is its own
+// SQLite, so one tenant's load never slows another's queries. Rows: one per run (`idx_runs`), one
+// per operation (`idx_ops`), its subjects (`idx_subjects`), the runs ever seen (`idx_known`, kept by
+// a rebuild: it is the list a rebuild walks) and the ids retention pruned (`idx_dropped`, so an
+// event delivered after its operation was pruned does not bring the row back).
+import type { IndexOp, IndexRun } from "../../domain/index-feed.ts";
+import { replaces } from "../../domain/index-feed.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+
+export const INDEX_SCHEMA = `
+CREATE TABLE IF NOT EXISTS idx_runs (run_id TEXT PRIMARY KEY, user_id TEXT, created_at_ms INTEGER NOT NULL, expires_at_ms INTEGER,
+  cancelled_at_ms INTEGER, turns INTEGER, tool_calls INTEGER, cost REAL, updated_at_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idx_runs_created ON idx_runs (created_at_ms, run_id);
+CREATE INDEX IF NOT EXISTS idx_runs_user ON idx_runs (user_id);
+CREATE TABLE IF NOT EXISTS idx_ops (operation_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL,
+  code TEXT, attempts INTEGER, latency_ms INTEGER, created_at_ms INTEGER NOT NULL, settled_at_ms INTEGER,
+  updated_at_ms INTEGER NOT NULL, rank INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idx_ops_created ON idx_ops (created_at_ms, operation_id);
+CREATE INDEX IF NOT EXISTS idx_ops_run ON idx_ops (run_id);
+CREATE INDEX IF NOT EXISTS idx_ops_status ON idx_ops (status);
+CREATE TABLE IF NOT EXISTS idx_subjects (value TEXT NOT NULL, key TEXT NOT NULL, operation_id TEXT NOT NULL,
+  PRIMARY KEY (value, key, operation_id)) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idx_subjects_op ON idx_subjects (operation_id);
+CREATE TABLE IF NOT EXISTS idx_known (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS idx_dropped (id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;`;
+
+const dropped = (store: SqlStore, id: string) =>
+  store.one("SELECT 1 AS x FROM idx_dropped WHERE id = ?", id) !== null;
+
+/** A run's row: created when first named, its fields replaced by a newer summary. */
+export function upsertRun(store: SqlStore, tenantId: string, run: IndexRun): void {
+  if (dropped(store, run.run_id)) return;
+  store.run(
+    "INSERT OR IGNORE INTO idx_known (run_id, tenant_id) VALUES (?, ?)",
+    run.run_id,
+    tenantId,
+  );
+  const held = store.one<{ updated_at_ms: number; created_at_ms: number }>(
+    "SELECT updated_at_ms, created_at_ms FROM idx_runs WHERE run_id = ?",
+    run.run_id,
+  );
+  if (held && (run.usage === null || held.updated_at_ms > run.updated_at_ms)) {
+    // Named again without a summary: an earlier sighting moves its provisional creation time, and
+    // a user is filled in where none was known.
+    if (held.updated_at_ms === 0)
+      store.run(
+        "UPDATE idx_runs SET created_at_ms = MIN(created_at_ms, ?), user_id = COALESCE(user_id, ?) WHERE run_id = ?",
+        run.created_at_ms,
+        run.user_id,
+        run.run_id,
+      );
+    return;
+  }
+  store.run(
+    `INSERT OR REPLACE INTO idx_runs (run_id, user_id, created_at_ms, expires_at_ms, cancelled_at_ms, turns, tool_calls, cost, updated_at_ms)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    run.run_id,
+    run.user_id,
+    run.created_at_ms,
+    run.expires_at_ms,
+    run.cancelled_at_ms,
+    run.usage?.turns ?? null,
+    run.usage?.tool_calls ?? null,
+    run.usage?.cost ?? null,
+    run.updated_at_ms,
+  );
+}
+
+/** An operation's row (and its subjects), unless the stored one is settled or newer. */
+export function upsertOp(store: SqlStore, op: IndexOp): void {
+  if (dropped(store, op.operation_id)) return;
+  const held = store.one<{ rank: number; updated_at_ms: number; attempts: number | null }>(
+    "SELECT rank, updated_at_ms, attempts FROM idx_ops WHERE operation_id = ?",
+    op.operation_id,
+  );
+  if (!replaces(held, op)) return;
+  store.run(
+    `INSERT OR REPLACE INTO idx_ops (operation_id, run_id, tool, status, code, attempts, latency_ms, created_at_ms, settled_at_ms, updated_at_ms, rank)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    op.operation_id,
+    op.run_id,
+    op.tool,
+    op.status,
+    op.code,
+    op.attempts ?? held?.attempts ?? null,
+    op.latency_ms,
+    op.created_at_ms,
+    op.settled_at_ms,
+    op.updated_at_ms,
+    op.rank,
+  );
+  if (held && op.subjects.length === 0) return;
+  store.run("DELETE FROM idx_subjects WHERE operation_id = ?", op.operation_id);
+  for (const [key, value] of op.subjects)
+    store.run(
+      "INSERT OR IGNORE INTO idx_subjects (value, key, operation_id) VALUES (?, ?, ?)",
+      value,
+      key,
+      op.operation_id,
+    );
+}
+
+/** Retention pruned these: their rows go, and a late event for them is ignored. */
+export function dropRows(
+  store: SqlStore,
+  ids: { operations: readonly string[]; runs: readonly string[] },
+  nowMs: number,
+): void {
+  for (const id of ids.operations) {
+    store.run("DELETE FROM idx_ops WHERE operation_id = ?", id);
+    store.run("DELETE FROM idx_subjects WHERE operation_id = ?", id);
+    store.run("INSERT OR REPLACE INTO idx_dropped (id, at_ms) VALUES (?, ?)", id, nowMs);
+  }
+  for (const id of ids.runs) {
+    store.run("DELETE FROM idx_runs WHERE run_id = ?", id);
+    store.run("DELETE FROM idx_known WHERE run_id = ?", id);
+    store.run("INSERT OR REPLACE INTO idx_dropped (id, at_ms) VALUES (?, ?)", id, nowMs);
+  }
+}
+
+/** Every derived row (a rebuild's first step); the list of known runs and the dropped ids stay. */
+export function clearDerived(store: SqlStore): void {
+  for (const table of ["idx_runs", "idx_ops", "idx_subjects"]) store.run(`DELETE FROM ${table}`);
+}
