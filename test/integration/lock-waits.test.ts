@@ -162,6 +162,7 @@ describe("lock.waiting_long", () => {
       resource: "order:ord_wl",
       blocked_by: holder.operation_id,
       waited_ms: expect.any(Number),
+      created_at_ms: expect.any(Number),
     });
     expect(events[0]!.data.waited_ms).toBeGreaterThanOrEqual(120_000);
 
