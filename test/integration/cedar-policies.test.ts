@@ -1,8 +1,16 @@
 // Cedar policy sets (issue 21 part 2), from the side of a tenant whose rules live in Cedar: a forbid
 // holds before any request reaches the upstream, a set changed while a call waits for approval
 // refuses it at the check before its attempt, and a set that does not validate is refused at PUT.
-import { describe, expect, it } from "vitest";
-import { ALL_SCOPES, api, manifest, newTenant, unique, upstream } from "../support/api.ts";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import {
+  ALL_SCOPES,
+  api,
+  manifest,
+  newTenant,
+  pastFactsBound,
+  unique,
+  upstream,
+} from "../support/api.ts";
 
 async function tenantWithRefunds(url: string, extra: Record<string, unknown> = {}) {
   const { key } = await newTenant(ALL_SCOPES);
@@ -62,6 +70,25 @@ unless { principal.hasTag("senior") };
 `;
 
 describe("Cedar policy sets", () => {
+  afterEach(() => vi.useRealTimers());
+
+  it("a set PUT after a run was created: new runs obey it at once, the existing run once its tenant facts pass their bound (issue 19), never later", async () => {
+    const up = upstream();
+    const t = await tenantWithRefunds(up.url);
+    const early = await t.run();
+    expect((await t.refund(early, 600)).status).toBe("succeeded"); // no set yet: today's behaviour
+    expect((await t.putPolicies(seniorOnlyOver500(t.name))).status).toBe(201);
+    // A run created now reads the set with its tools.
+    expect(await t.refund(await t.run(), 600)).toMatchObject({ code: "policy_denied" });
+    // The early run's snapshot is older than the bound: it is not used, the set applies.
+    pastFactsBound();
+    expect(await t.refund(early, 601)).toMatchObject({
+      status: "rejected",
+      code: "policy_denied",
+    });
+    expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([600]);
+  });
+
   it("forbid amount > 500 for users without a senior attribute: refused before any upstream request; senior users and small amounts pass", async () => {
     const up = upstream();
     const t = await tenantWithRefunds(up.url);
