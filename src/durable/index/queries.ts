@@ -3,7 +3,7 @@
 // (queue counts, counts by status, per-tool rates and latency percentiles, calls per 5 minutes).
 // Cost: a list reads at most `limit + 1` rows through an index on (created_at_ms, id) plus the
 // filter's rows; the overview reads every operation row created in its window (≤ 7 days).
-import { decodeCursor, encodeCursor, quantile } from "../../domain/index-feed.ts";
+import { decodeCursor, encodeCursor, quantile, type IndexOp } from "../../domain/index-feed.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
 export type OpQuery = {
@@ -104,18 +104,7 @@ export function listOperations(store: SqlStore, query: OpQuery): Page<OpItem> | 
     sql.args.push(query.q, query.q, query.q, query.q);
   }
   if (!window(sql, query, "o.created_at_ms", "o.operation_id")) return null;
-  const rows = store.all<{
-    operation_id: string;
-    run_id: string;
-    tool: string;
-    status: string;
-    code: string | null;
-    attempts: number | null;
-    latency_ms: number | null;
-    created_at_ms: number;
-    settled_at_ms: number | null;
-    user_id: string | null;
-  }>(
+  const rows = store.all<Omit<IndexOp, "subjects" | "updated_at_ms"> & { user_id: string | null }>(
     `SELECT o.operation_id, o.run_id, o.tool, o.status, o.code, o.attempts, o.latency_ms, o.created_at_ms, o.settled_at_ms,
        (SELECT user_id FROM idx_runs r WHERE r.run_id = o.run_id) AS user_id
      FROM idx_ops o ${where(sql)} ORDER BY o.created_at_ms DESC, o.operation_id DESC LIMIT ?`,
