@@ -8,6 +8,7 @@ import { err } from "../../domain/result.ts";
 import { configFor } from "../../config.ts";
 import type { Env } from "../env.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../../tools/http-tool.ts";
+import { routeOf } from "../../tools/shadow.ts";
 import { budgetKeyFor, noteFirstAttempt } from "../retry-budget-client.ts";
 import type { Loaded, Secrets } from "./contracts.ts";
 import { ask, secretsFor, type Asked } from "./gather.ts";
@@ -183,6 +184,8 @@ export class Sender {
       idempotencyKey: loaded.plan.idempotencyKey,
       secrets,
       config: configFor(this.env, loaded.spec.configNames),
+      // Where the request goes, from the frozen plan alone: a shadow operation never reaches production.
+      route: routeOf(loaded.plan, loaded.spec),
     };
   }
 }
