@@ -2,6 +2,7 @@
 // every write of a shadow run goes through the gate, limits, approval and locks, then only to its
 // tool's sandbox (two fault-injecting upstream namespaces: production and sandbox), and is recorded
 // with the production request it would have sent, secrets named, never valued.
+import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
   api,
@@ -83,6 +84,36 @@ async function expectWouldHaveSent(operationId: string, prodUrl: string, amount:
   });
   noSecretIn(view.body);
   return view.body;
+}
+
+/** The console page of a run, as a signed-in person sees it (the sign-in form, then the page). */
+async function consolePage(path: string): Promise<string> {
+  const fetcher = (exports as unknown as { default: Fetcher }).default;
+  const cookie = (r: Response, name: string) =>
+    r.headers
+      .getSetCookie()
+      .find((c) => c.startsWith(`${name}=`))!
+      .split(";")[0]!;
+  const form = await fetcher.fetch(new Request("http://toolgate.test/console/sign-in"));
+  const csrf = /name="csrf" value="([^"]*)"/.exec(await form.text())?.[1] ?? "";
+  const signedIn = await fetcher.fetch(
+    new Request("http://toolgate.test/console/sign-in", {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/x-www-form-urlencoded",
+        Cookie: cookie(form, "tg_console_login"),
+      },
+      body: new URLSearchParams({ csrf, next: "/console", api_key: (await testTenant()).key }),
+      redirect: "manual",
+    }),
+  );
+  const page = await fetcher.fetch(
+    new Request(`http://toolgate.test${path}`, {
+      headers: { Cookie: cookie(signedIn, "tg_console") },
+    }),
+  );
+  expect(page.status).toBe(200);
+  return page.text();
 }
 
 describe("shadow runs", () => {
@@ -193,6 +224,13 @@ describe("shadow runs", () => {
     const events = await trace(runId);
     expect(events.filter((e) => e.type === "validated" && e.shadow === true)).toHaveLength(6);
     noSecretIn(events, first.body, retried.body, both.body, answered.body, inbox.body);
+
+    // The console lists each write's would-be request, secrets by name.
+    const html = await consolePage(`/console/runs/${runId}`);
+    expect(html).toContain("Would have sent");
+    expect(html.split(`POST ${prod.url}/charges`)).toHaveLength(7);
+    expect(html).toContain(`Authorization: Bearer {secret:${secretName}}`);
+    expect(html).not.toContain(SECRET_VALUE);
   });
 
   it("limits across runs count a shadow run in its own ledger, and a live run of the same tenant and business key is unaffected: it reaches production", async () => {
