@@ -4,6 +4,7 @@
 // with the production request it would have sent, secrets named, never valued.
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import demoTools from "../../demo/tools.json";
 import {
   api,
   fireAlarm,
@@ -62,7 +63,10 @@ const charge = (runId: string, name: string, amount = 100, id = unique("call"), 
 
 /** No secret value anywhere in what the API answered. */
 const noSecretIn = (...answers: unknown[]) => {
-  for (const answer of answers) expect(JSON.stringify(answer)).not.toContain(SECRET_VALUE);
+  for (const answer of answers) {
+    expect(JSON.stringify(answer)).not.toContain(SECRET_VALUE);
+    expect(JSON.stringify(answer)).not.toContain("sk_demo_");
+  }
 };
 
 async function expectWouldHaveSent(operationId: string, prodUrl: string, amount: number) {
@@ -317,5 +321,40 @@ describe("shadow runs", () => {
     expect(
       await put(manifest({ url: prod.url, sandbox: { base_url: "http://127.0.0.1:1/x?q=1" } })),
     ).toMatchObject({ status: 422, body: { code: "invalid_manifest" } });
+  });
+});
+
+describe("the demo shop in shadow mode", () => {
+  it("demo/tools.json registers with its sandboxes; a shadow run's charge and email reach neither the shop nor anyone, the charge lands in the shop's sandbox", async () => {
+    await testTenant();
+    const prod = upstream();
+    const origin = new URL(prod.url).origin;
+    const text = JSON.stringify(demoTools)
+      .replaceAll("{{UPSTREAM_ORIGIN}}", origin)
+      .replaceAll("{{UPSTREAM}}", prod.url);
+    const tools = JSON.parse(text) as Array<Record<string, unknown>>;
+    const value = `sk_demo_${unique("v")}`;
+    expect((await api("PUT", "/v1/secrets/SHOP_API_KEY", { value })).status).toBeLessThan(300);
+    for (const tool of tools) await register(tool);
+    const run = await api("POST", "/v1/runs", {
+      user: { id: "u1", scopes: ["payments:charge"] },
+      tools: ["charge_card", "send_email"],
+      context: { customer_id: "cus_1", charge_limit: 10_000 },
+      mode: "shadow",
+    });
+    expect(run.status).toBe(201);
+    const res = await turn(run.body.run_id, [
+      { id: "c1", name: "charge_card", arguments: { amount: 1200, currency: "usd" } },
+      { id: "e1", name: "send_email", arguments: { subject: "Receipt", body: "Thanks" } },
+    ]);
+    expect(res.body.results.map((r: any) => r.status)).toEqual(["succeeded", "succeeded"]);
+    expect(res.body.results[1].result).toEqual({ id: "em_shadow", status: "queued" });
+    expect((await prod.state()).requests).toHaveLength(0);
+    const sandbox = await (
+      await fetch(`${origin}/_control/state?ns=shop-sandbox`)
+    ).json<{ requests: Array<{ path: string; authorization: string }> }>();
+    const mine = sandbox.requests.filter((r) => r.path.startsWith(new URL(prod.url).pathname));
+    expect(mine.map((r) => r.path)).toEqual([`${new URL(prod.url).pathname}/charges`]);
+    noSecretIn(res.body, (await operation(res.body.results[0].operation_id)).body);
   });
 });
