@@ -130,6 +130,7 @@ export class Sender {
             this.log.head()!.frozen.tenant_id,
             loaded.value.spec,
             loaded.value.input,
+            routeOf(loaded.value.plan, loaded.value.spec),
           )
         : null;
     if (budget) noteFirstAttempt(this.env, budget, Date.now());
