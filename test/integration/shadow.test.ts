@@ -225,6 +225,19 @@ describe("shadow runs", () => {
     expect((await sandbox.state()).maxInFlight[prodPath]).toBe(1);
 
     // The trace marks the shadow writes; no API answer holds the secret.
+    // Every tenant-plane event of a shadow write says so (webhooks must not take it for a real charge).
+    const recordedOf = async () =>
+      (
+        (await api("GET", "/v1/events?type=operation.recorded&limit=500")).body.events as any[]
+      ).filter((e) => e.run_id === runId && e.tool !== read.name);
+    let recorded = await recordedOf();
+    for (let i = 0; i < 200 && recorded.length < 6; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 25)); // the queue consumer runs in the pool
+      recorded = await recordedOf();
+    }
+    expect(recorded).toHaveLength(6);
+    expect(recorded.every((e) => e.data.shadow === true)).toBe(true);
+
     const events = await trace(runId);
     expect(events.filter((e) => e.type === "validated" && e.shadow === true)).toHaveLength(6);
     noSecretIn(events, first.body, retried.body, both.body, answered.body, inbox.body);
