@@ -106,7 +106,10 @@ export async function call(url, method, path, token, body) {
 
 export function demoTools(upstreamUrl) {
   return JSON.parse(
-    readFileSync(join(ROOT, "demo", "tools.json"), "utf8").replaceAll("{{UPSTREAM}}", upstreamUrl),
+    readFileSync(join(ROOT, "demo", "tools.json"), "utf8")
+      // The shop's sandbox for shadow runs: its own namespace of the same fake upstream.
+      .replaceAll("{{UPSTREAM_ORIGIN}}", new URL(upstreamUrl).origin)
+      .replaceAll("{{UPSTREAM}}", upstreamUrl),
   );
 }
 

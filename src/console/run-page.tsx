@@ -10,6 +10,7 @@ import { problemPage, render } from "./layout.tsx";
 import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
 import { Badge, clock, EventRow, groupTrace, OperationCard, since } from "./timeline.tsx";
 import { Waterfall } from "./waterfall.tsx";
+import { shadowWrites, WouldHaveSent } from "./shadow-list.tsx";
 
 const NEEDS: ApiScope[] = ["runs:read", "traces:read"];
 
@@ -37,6 +38,10 @@ async function showRun(c: Context<ConsoleEnv>) {
     return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
   const grouped = groupTrace(trace.value.events);
   const originMs = Date.parse(run.value.created_at);
+  const shadow =
+    run.value.mode === "shadow"
+      ? await shadowWrites(c.env, session.tenantId, grouped.operations)
+      : null;
   return render(
     c,
     `Run ${runId}`,
@@ -48,6 +53,7 @@ async function showRun(c: Context<ConsoleEnv>) {
         Run <span class="mono">{runId}</span> <Badge status={run.value.status} />
       </h1>
       <Summary run={run.value} warnings={warnings.ok ? warnings.value : []} />
+      {shadow ? <WouldHaveSent views={shadow} /> : null}
       <h2 id="waterfall">Waterfall</h2>
       <Waterfall operations={grouped.operations} nowMs={Date.now()} />
       <h2 id="timeline">Timeline</h2>

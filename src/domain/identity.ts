@@ -20,6 +20,8 @@ export type IdentityInput = {
   operationKey: readonly string[];
   input: Record<string, unknown>;
   callId: string;
+  /** A shadow run's call (issue 22): an identity of its own, never a live operation's. */
+  shadow?: boolean;
 };
 
 /** A call's input as frozen at validation: the value, its RFC 8785 text and that text's SHA-256. */
@@ -46,7 +48,8 @@ export async function freezeCall(call: IdentityInput): Promise<FrozenCall> {
             ),
           };
   const scopeValue = call.risk === "read" || call.scope === "run" ? `run:${call.runId}` : "tenant";
-  const digest = await sha256Hex(canonicalJson([call.tenantId, scopeValue, call.tool, key]));
+  const named = [call.tenantId, scopeValue, call.tool, key, ...(call.shadow ? ["shadow"] : [])];
+  const digest = await sha256Hex(canonicalJson(named));
   // The tenant's jurisdiction tag (domain/jurisdiction.ts): the operation is made where its tenant lives.
   const operationId =
     `${idPrefix("op", jurisdictionOf(call.tenantId))}${digest.slice(0, 32)}` as OperationId;

@@ -131,6 +131,8 @@ export type TraceDetails = {
   /** The frozen arguments when the tool opts in (redacted here before anything stores them). */
   arguments?: unknown;
   includeResult: boolean;
+  /** A shadow run's write (issue 22): its `validated` event says so. */
+  shadow?: boolean;
 };
 
 /** One transition's events as stored: annotated, detailed, redacted, then sealed onto the chain. */
@@ -148,6 +150,7 @@ export function traceStep(args: {
       return {
         ...event,
         risk: details.risk,
+        ...(details.shadow ? { shadow: true } : {}),
         ...(details.arguments === undefined ? {} : { arguments: details.arguments }),
       };
     if (

@@ -8,7 +8,8 @@ import { budgetKey, type RetryVerdict } from "../domain/retry-budget.ts";
 import type { FrozenInput } from "../domain/turn/turn.ts";
 import { configFor, retryBudgetConfig } from "../config.ts";
 import type { Env } from "./env.ts";
-import type { ToolSpec } from "../tools/spec.ts";
+import type { SendRoute, ToolSpec } from "../tools/spec.ts";
+import { sandboxed } from "../tools/shadow.ts";
 import { budgetStub } from "./stubs.ts";
 
 export const SPEND_TIMEOUT_MS = 1_000;
@@ -20,12 +21,15 @@ const GRANTED: RetryVerdict = { ok: true };
  * The budget key of the host `spec` sends `input` to: the URL's origin with the tenant. Built with
  * placeholder secrets (a secret never names a host), so it needs no secret and sends nothing.
  * Null when the deployment has the budget off or no URL can be built (then nothing is budgeted).
+ * `route`: where the operation's requests go (a shadow operation's sandbox is its own host, and a
+ * fixed sandbox result none: a shadow run never spends or counts against production's budget).
  */
 export function budgetKeyFor(
   env: Env,
   tenantId: string,
   spec: ToolSpec,
   input: FrozenInput,
+  route: SendRoute,
 ): string | null {
   if (!retryBudgetConfig(env)) return null;
   try {
@@ -34,7 +38,9 @@ export function budgetKeyFor(
       secrets: Object.fromEntries(spec.secretNames.map((name) => [name, "x"])),
       config: configFor(env, spec.configNames),
     });
-    return "error" in built ? null : budgetKey(tenantId, built.url);
+    if ("error" in built) return null;
+    const routed = sandboxed(built, route);
+    return "send" in routed ? budgetKey(tenantId, routed.send.url) : null;
   } catch {
     return null;
   }

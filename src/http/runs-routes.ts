@@ -114,6 +114,7 @@ export const runRoutes = new Hono<AppEnv>()
         budgets: body.budgets,
         expiresAtMs,
         ...(notify ? { notifyWebhookId: notify.webhook_id } : {}),
+        ...(body.mode === "shadow" ? { mode: "shadow" as const } : {}),
       },
       requestHash,
       facts,

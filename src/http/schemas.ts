@@ -62,6 +62,12 @@ export const CreateRun = z.object({
   tools: z.array(z.string()).min(1).max(128),
   context: z.record(z.string(), z.unknown()).default({}),
   budgets: Budgets.default({}),
+  mode: z
+    .enum(["live", "shadow"])
+    .default("live")
+    .describe(
+      "shadow: reads run as usual; each write is gated, limited (a separate shadow ledger), approved and locked as usual, then sent only to its tool's sandbox (or answered with its sandbox result) and recorded with the production request it would have sent; a write tool without a sandbox is refused (shadow_unsupported)",
+    ),
   notify: z
     .strictObject({
       webhook_id: z.string().min(1).max(128).optional(),

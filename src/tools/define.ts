@@ -114,5 +114,6 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     cost: def.cost ?? 1,
     redact: def.redact ?? [],
     traceContent: def.traceContent ?? { arguments: false, result: false },
+    sandbox: null,
   };
 }

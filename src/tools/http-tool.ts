@@ -9,14 +9,18 @@
 import { parseRetryAfterMs } from "../domain/retry.ts";
 import type { LookupObservation, Observation } from "../domain/observation.ts";
 import type { FrozenInput } from "../domain/identity.ts";
-import type { BuiltRequest, RequestBuilder, RequestContext, ToolSpec } from "./spec.ts";
+import type { BuiltRequest, RequestBuilder, RequestContext, SendRoute, ToolSpec } from "./spec.ts";
+import { sandboxed } from "./shadow.ts";
 import { jsonTextProblem } from "../domain/strict-json.ts";
 import { cutClear, REDACTED, redactionFor } from "../domain/redact.ts";
 import { insecureForSecrets, scrubSecrets, scrubText, secretForms } from "./secrets.ts";
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
-export type AttemptContext = RequestContext & {
+/** Every request of an operation states its route (shadow.ts `routeOf`, from the frozen plan). */
+export type SendContext = RequestContext & { route: SendRoute };
+
+export type AttemptContext = SendContext & {
   signal: AbortSignal | null;
   fencingToken: string | null;
 };
@@ -36,7 +40,7 @@ export async function sendAttempt(
 export async function sendLookup(
   spec: ToolSpec,
   input: FrozenInput,
-  ctx: RequestContext,
+  ctx: SendContext,
 ): Promise<LookupObservation> {
   return scrubSecrets(await lookupOnce(spec, input, ctx), Object.values(ctx.secrets));
 }
@@ -47,7 +51,7 @@ export type Preview = { status: number | null; body: unknown; detail: string | n
 export async function sendPreview(
   spec: ToolSpec,
   input: FrozenInput,
-  ctx: RequestContext,
+  ctx: SendContext,
 ): Promise<Preview> {
   return scrubSecrets(await previewOnce(spec, input, ctx), Object.values(ctx.secrets));
 }
@@ -57,8 +61,12 @@ async function attemptOnce(
   input: FrozenInput,
   ctx: AttemptContext,
 ): Promise<Observation> {
-  const built = build(spec.buildRequest, input, ctx);
-  if ("error" in built) return { kind: "config_error", detail: built.error };
+  const made = build(spec.buildRequest, input, ctx);
+  if ("error" in made) return { kind: "config_error", detail: made.error };
+  const routed = sandboxed(made, ctx.route);
+  if ("refuse" in routed) return { kind: "config_error", detail: routed.refuse };
+  if ("answer" in routed) return validateOutput(spec, JSON.stringify(routed.answer));
+  const built = routed.send;
   const insecure = insecureForSecrets(built.url, ctx);
   if (insecure) return { kind: "config_error", detail: insecure };
   if (spec.idempotency.mode === "header" && spec.idempotency.header)
@@ -105,12 +113,16 @@ async function attemptOnce(
 async function lookupOnce(
   spec: ToolSpec,
   input: FrozenInput,
-  ctx: RequestContext,
+  ctx: SendContext,
 ): Promise<LookupObservation> {
   if (!spec.buildReconcile)
     return { kind: "inconclusive", detail: "the tool has no reconcile request" };
-  const built = build(spec.buildReconcile, input, ctx);
-  if ("error" in built) return { kind: "inconclusive", detail: built.error };
+  const made = build(spec.buildReconcile, input, ctx);
+  if ("error" in made) return { kind: "inconclusive", detail: made.error };
+  const routed = sandboxed(made, ctx.route);
+  if ("refuse" in routed) return { kind: "inconclusive", detail: routed.refuse };
+  if ("answer" in routed) return { kind: "found", result: routed.answer };
+  const built = routed.send;
   const insecure = insecureForSecrets(built.url, ctx);
   if (insecure) return { kind: "inconclusive", detail: insecure };
   try {
@@ -129,14 +141,19 @@ async function lookupOnce(
   }
 }
 
-async function previewOnce(
-  spec: ToolSpec,
-  input: FrozenInput,
-  ctx: RequestContext,
-): Promise<Preview> {
+async function previewOnce(spec: ToolSpec, input: FrozenInput, ctx: SendContext): Promise<Preview> {
   if (!spec.buildPreview) return { status: null, body: null, detail: "the tool has no preview" };
-  const built = build(spec.buildPreview, input, ctx);
-  if ("error" in built) return { status: null, body: null, detail: built.error };
+  const made = build(spec.buildPreview, input, ctx);
+  if ("error" in made) return { status: null, body: null, detail: made.error };
+  const routed = sandboxed(made, ctx.route);
+  if ("refuse" in routed) return { status: null, body: null, detail: routed.refuse };
+  if ("answer" in routed)
+    return {
+      status: null,
+      body: null,
+      detail: "shadow run: the sandbox has a fixed answer, no preview",
+    };
+  const built = routed.send;
   const insecure = insecureForSecrets(built.url, ctx);
   if (insecure) return { status: null, body: null, detail: insecure };
   try {

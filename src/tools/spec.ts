@@ -46,6 +46,20 @@ export type RequestBuilder = (
   ctx: RequestContext,
 ) => BuiltRequest | { error: string };
 
+/**
+ * Where a shadow run's write goes instead of production (DESIGN "Shadow runs and undo"): another
+ * base URL in place of the origin (path, headers and body stay) or a fixed answer, checked at PUT.
+ */
+export type ToolSandbox =
+  { kind: "base_url"; baseUrl: string } | { kind: "result"; result: unknown };
+/**
+ * The route of one request, decided once from the operation's frozen plan (durable/operation/send.ts
+ * `carried`): `production` for a live operation; a shadow operation's sandbox; `missing`: a shadow
+ * operation whose tool declares none (never sent anywhere).
+ */
+export type SendRoute =
+  { to: "production" } | { to: "sandbox"; sandbox: ToolSandbox } | { to: "missing" };
+
 export type ToolSpec = {
   name: string;
   description: string;
@@ -95,6 +109,8 @@ export type ToolSpec = {
   redact: string[];
   /** Whether the trace and its export carry the (redacted) arguments and result. */
   traceContent: { arguments: boolean; result: boolean };
+  /** A write's sandbox for shadow runs (null: none; a shadow run refuses its writes). */
+  sandbox: ToolSandbox | null;
 };
 
 /** How a tool travels inside toolgate: manifests as their JSON, code tools by catalog name. */

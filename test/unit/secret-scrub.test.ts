@@ -49,6 +49,7 @@ const ctx = {
   config: {},
   signal: null,
   fencingToken: null,
+  route: { to: "production" as const },
 };
 const upstreamAnswers = (status: number, body: string) =>
   vi.stubGlobal(

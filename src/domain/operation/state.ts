@@ -72,7 +72,17 @@ export type OperationPlan = {
     errors?: string[];
     request: PolicyRequest;
   };
+  /**
+   * A shadow run's operation (issue 22): every request it makes goes to its tool's sandbox, never
+   * to production (durable/operation/send.ts decides from this field alone). `would_send`: the
+   * production request it would have sent, secrets shown by name (`{secret:NAME}`), or why it
+   * could not be built.
+   */
+  shadow?: { would_send: WouldSend };
 };
+export type WouldSend =
+  | { method: string; url: string; headers: Record<string, string>; body: string | null }
+  | { error: string };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
 export type Outcome =

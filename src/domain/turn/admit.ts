@@ -8,6 +8,7 @@ import { canonicalJson, sha256Hex } from "../canonical-json.ts";
 import { refusal, RUN_TEXT } from "../envelope.ts";
 import { admitCall, type GateRefusal, type ProposedCall } from "./gate.ts";
 import { claimsFor } from "../limit/claims.ts";
+import { isShadow, shadowClaims, shadowRefusal } from "./shadow.ts";
 import type { LimitClaim } from "../limit/window.ts";
 import { freezeCall, idempotencyKeyFor } from "../identity.ts";
 import { err, ok, type Result } from "../result.ts";
@@ -30,9 +31,11 @@ export function gateTurn(
     if (!admitted.ok) return { call, refused: admitted.error };
     // What it claims of each limit across runs (reserved by its operation before the first attempt).
     const { spec, input } = admitted.value;
+    const shadow = shadowRefusal(run, spec);
+    if (shadow) return { call, refused: shadow };
     const claims = claimsFor(spec.limitsAcrossRuns, input, run.context, run.user.id);
     return claims.ok
-      ? { call, spec, input, claims: claims.value }
+      ? { call, spec, input, claims: shadowClaims(run, claims.value) }
       : { call, refused: claims.error };
   });
 }
@@ -77,6 +80,7 @@ export async function freezeTurn(
         operationKey: spec.operationKey,
         input,
         callId: verdict.call.id,
+        shadow: isShadow(run),
       });
       const submit: Submission = {
         operationId: frozen.operationId,

@@ -15,7 +15,8 @@ import type { Denial, RunState } from "./turn.ts";
 
 export type ProposedCall = { id: string; name: string; arguments: unknown };
 export type GateRefusal = {
-  code: "tool_not_allowed" | "invalid_arguments" | "forbidden" | "policy_denied";
+  code:
+    "tool_not_allowed" | "invalid_arguments" | "forbidden" | "policy_denied" | "shadow_unsupported";
   message: string;
 };
 

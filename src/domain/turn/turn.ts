@@ -29,6 +29,8 @@ export type RunState = {
   cancelledAtMs: number | null;
   /** A webhook endpoint of the tenant that gets this run's `turn.settled` events (issue 18). */
   notifyWebhookId?: string;
+  /** A shadow run (absent: live): its writes go only to their tools' sandboxes (issue 22). */
+  mode?: "shadow";
 };
 
 export type CallRef = { id: string; name: string };

@@ -18,6 +18,7 @@ import type { Env } from "../env.ts";
 import type { Preview } from "../../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import type { Alarms } from "./alarm.ts";
+import type { ShadowView } from "./shadow-view.ts";
 import type { OperationLog } from "./log.ts";
 
 export type SubmitRequest = {
@@ -41,6 +42,8 @@ export type SubmitRequest = {
    * null: the operation asks the tenant itself (the snapshot was stale, absent or invalidated).
    */
   facts?: CallFacts | null;
+  /** The call belongs to a shadow run (issue 22): a write is planned to reach its sandbox only. */
+  shadow?: true;
 };
 /**
  * `executedBy`: the call that created the operation (a replay from another call did not execute it).
@@ -77,7 +80,7 @@ export type OperationView = {
    * in flight now) and the end of the key's window, after which a person decides. Null otherwise.
    */
   settling: { next_try_at: string | null; until: string } | null;
-};
+} & ShadowView;
 export type ApprovalView = {
   state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
   requested_by: string;
@@ -86,6 +89,8 @@ export type ApprovalView = {
   input_hash: string;
   policy_version: string;
   four_eyes: boolean;
+  /** A shadow run's call (issue 22): approving it sends it to the tool's sandbox only. */
+  shadow: boolean;
   /** The tool's preview answer, when it has one (null while it runs or when it has none). */
   preview: Preview | null;
   decided_by: string | null;

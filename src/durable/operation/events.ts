@@ -56,7 +56,12 @@ export function operationEvents(
     run_id: frozen.run_id,
     operation_id: frozen.id,
     tool: toolName(frozen),
-    data: { ...fields, created_at_ms: frozen.created_at },
+    // A shadow run's write (issue 22): a consumer must not take its "succeeded" for a real effect.
+    data: {
+      ...fields,
+      created_at_ms: frozen.created_at,
+      ...(frozen.plan.shadow ? { shadow: true } : {}),
+    },
   });
   const out: ToolgateEvent[] = [];
   for (const effect of effects) {

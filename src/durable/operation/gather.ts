@@ -11,6 +11,7 @@ import type { Denial } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { askRetryBudget, budgetKeyFor } from "../retry-budget-client.ts";
+import { routeOf } from "../../tools/shadow.ts";
 import { FACTS_SCHEMA, freshness, type CallFacts } from "../../domain/tenant-facts.ts";
 import { runStub, tenantStub } from "../stubs.ts";
 import { openSecrets } from "../tenant/secrets.ts";
@@ -219,7 +220,13 @@ export async function gatherAlarmSend(
     authorize: { tool: toolName(frozen) },
     secretsOf: loaded.ok ? loaded.value.spec : null,
     budget: loaded.ok
-      ? budgetKeyFor(env, frozen.tenant_id, loaded.value.spec, loaded.value.input)
+      ? budgetKeyFor(
+          env,
+          frozen.tenant_id,
+          loaded.value.spec,
+          loaded.value.input,
+          routeOf(loaded.value.plan, loaded.value.spec),
+        )
       : null,
   };
   const gathered = await gather(env, frozen, want, nowMs);

@@ -8,6 +8,7 @@ import { err } from "../../domain/result.ts";
 import { configFor } from "../../config.ts";
 import type { Env } from "../env.ts";
 import { sendAttempt, sendLookup, sendPreview, type Preview } from "../../tools/http-tool.ts";
+import { routeOf } from "../../tools/shadow.ts";
 import { budgetKeyFor, noteFirstAttempt } from "../retry-budget-client.ts";
 import type { Loaded, Secrets } from "./contracts.ts";
 import { ask, secretsFor, type Asked } from "./gather.ts";
@@ -129,6 +130,7 @@ export class Sender {
             this.log.head()!.frozen.tenant_id,
             loaded.value.spec,
             loaded.value.input,
+            routeOf(loaded.value.plan, loaded.value.spec),
           )
         : null;
     if (budget) noteFirstAttempt(this.env, budget, Date.now());
@@ -183,6 +185,8 @@ export class Sender {
       idempotencyKey: loaded.plan.idempotencyKey,
       secrets,
       config: configFor(this.env, loaded.spec.configNames),
+      // Where the request goes, from the frozen plan alone: a shadow operation never reaches production.
+      route: routeOf(loaded.plan, loaded.spec),
     };
   }
 }

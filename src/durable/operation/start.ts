@@ -22,6 +22,7 @@ import {
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
+import { wouldSend } from "../../tools/shadow.ts";
 
 /**
  * Before a new operation starts: the tenant's facts (its tool's idempotency verification and its
@@ -109,6 +110,10 @@ export async function prepareStart(
     ...planned,
     ...(limits.held.length > 0 ? { limits: limits.held } : {}),
     ...(cedar ? { cedar } : {}),
+    // A shadow run's write: frozen with the plan, so no retry, grant or resend can reach production.
+    ...(req.shadow && spec.risk !== "read"
+      ? { shadow: { would_send: wouldSend(spec, req.input, planned.idempotencyKey) } }
+      : {}),
   };
   const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
   const frozen = frozenRowOf(req, spec, plan, nowMs);

@@ -35,6 +35,7 @@ export function traceOf(
       risk: row.risk ?? null,
       arguments: row.trace_content?.arguments ? JSON.parse(row.input) : undefined,
       includeResult: row.trace_content?.result ?? false,
+      shadow: row.plan.shadow !== undefined,
     },
   });
 }

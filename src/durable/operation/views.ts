@@ -18,6 +18,7 @@ import type {
   SubmitRequest,
 } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
+import { shadowViewOf } from "./shadow-view.ts";
 
 /** What the approvals inbox keeps of a preview's body (the operation keeps all of it). */
 export const INBOX_PREVIEW_BYTES = 16 * 1024;
@@ -86,6 +87,7 @@ export function viewOf(log: OperationLog): OperationView {
     late: state.phase === "recorded" && state.late,
     approval: approvalViewOf(log, head),
     settling: settlingOf(head),
+    ...shadowViewOf(log, head),
   };
 }
 
@@ -121,6 +123,7 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
     input_hash: approval.inputHash,
     policy_version: approval.policyVersion,
     four_eyes: approval.fourEyes,
+    shadow: frozen.plan.shadow !== undefined,
     preview: preview
       ? {
           status: (preview.status as number | null) ?? null,
@@ -187,6 +190,7 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     decided_by: view.approval?.decided_by ?? null,
     decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,
     reason: view.approval?.reason ?? null,
+    ...(view.shadow ? { shadow: true as const } : {}),
   };
 }
 

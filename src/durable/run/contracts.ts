@@ -18,6 +18,7 @@ export type RunView = {
   usage: { turns: number; tool_calls: number; cost: number };
   created_at: string;
   expires_at: string;
+  mode: "live" | "shadow";
 };
 /** `results`: each call's envelope paired with the call, in call order. `pruned`: calls whose operation retention removed (`settled_as`: how it had settled). */
 export type TurnReply = {

@@ -89,6 +89,7 @@ export class RunRows {
       usage: { turns: usage.turns, tool_calls: usage.toolCalls, cost: usage.cost },
       created_at: new Date(run.createdAtMs).toISOString(),
       expires_at: new Date(run.expiresAtMs).toISOString(),
+      mode: run.mode ?? "live",
     };
   }
 }

@@ -197,6 +197,7 @@ export class TurnSettler {
         userId: run.user.id,
         waitMs,
         ...(submit.claims ? { limitClaims: submit.claims } : {}),
+        ...(run.mode === "shadow" ? { shadow: true as const } : {}),
         principal: { user: run.user, context: run.context },
         // Sealed secrets and verdict from the run's snapshot: the operation's start asks no tenant.
         facts: this.facts.forCall(run, tool, Date.now()),

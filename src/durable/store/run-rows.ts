@@ -85,6 +85,7 @@ const RunCodec: z.ZodType<RunState> = z.object({
   expiresAtMs: z.number(),
   cancelledAtMs: z.number().nullable(),
   notifyWebhookId: z.string().optional(),
+  mode: z.literal("shadow").optional(),
 });
 const CallRefCodec = z.object({ id: z.string(), name: z.string() });
 const StoredSubmitFields = {

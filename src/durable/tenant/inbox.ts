@@ -33,6 +33,8 @@ export type ApprovalItem = {
   decided_by: string | null;
   decided_at_ms: number | null;
   reason: string | null;
+  /** A shadow run's call (issue 22): approving it sends it to the tool's sandbox only. */
+  shadow?: true;
 };
 /** An operation waiting for a person's verdict on an unknown outcome, as the tenant lists it. */
 export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };

@@ -12,6 +12,7 @@ import { toStrictSchema } from "../../providers/strict-schema.ts";
 import type { ApprovalRule, ToolSpec } from "../spec.ts";
 import { Manifest, type HostPolicy, type ManifestError } from "./schema.ts";
 import { compileAcrossRuns } from "./limits.ts";
+import { compileSandbox } from "./sandbox.ts";
 import { buildUrl, checkTemplate, requestBuilder, resourceKeyFor } from "./url.ts";
 
 export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpec, ManifestError> {
@@ -82,6 +83,8 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     });
   const acrossRuns = compileAcrossRuns(m.limits_across_runs, inputJsonSchema);
   if (!acrossRuns.ok) return acrossRuns;
+  const sandbox = compileSandbox(m, output, hosts);
+  if (!sandbox.ok) return sandbox;
   const reconcile = m.reconcile
     ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers, false)
     : null;
@@ -140,6 +143,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     cost: m.cost,
     redact: m.redact,
     traceContent: m.trace,
+    sandbox: sandbox.value,
   });
 }
 

@@ -146,6 +146,13 @@ export const Manifest = z.strictObject({
   cost: z.number().min(0).default(1),
   /** JSON Pointers (RFC 6901) hidden from traces, logs, the console, the inbox and exports. */
   redact: z.array(z.string().max(512)).max(64).default([]),
+  /** Where a shadow run's write goes instead (writes only): another origin, or a fixed answer. */
+  sandbox: z
+    .union([
+      z.strictObject({ base_url: z.string().max(2048) }),
+      z.strictObject({ result: z.unknown() }),
+    ])
+    .optional(),
   /** Opt-in: the (redacted) arguments and result in the trace and its OTLP export (gen_ai.tool.call.*). */
   trace: z
     .strictObject({ arguments: z.boolean().default(false), result: z.boolean().default(false) })
