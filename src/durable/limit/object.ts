@@ -23,6 +23,18 @@ type Row = { operation_id: string; amount: number; at_ms: number; state: string 
 
 export class LimitObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, LIMIT_SCHEMA);
+  /**
+   * Every row of `reservation` (the window's rows, and released ones until they age out), read once
+   * per instance and kept in step with each write below: a reserve reads no row, however many the
+   * window holds (it read them all before). Dropped on a rollback; this object is its table's only
+   * writer, so nothing else can make it stale.
+   */
+  private cached: Map<string, Reservation> | null = null;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.store.onRollback(() => (this.cached = null));
+  }
 
   async reserve(req: ReserveRequest): Promise<Result<ReserveReply, LimitError>> {
     const meta = this.meta();
@@ -55,7 +67,11 @@ export class LimitObject extends DurableObject<Env> {
             decision.row.atMs,
           );
           // Rows that left the window never count again.
-          this.store.run("DELETE FROM reservation WHERE at_ms <= ?", nowMs - req.windowMs);
+          const cutoff = nowMs - req.windowMs;
+          this.store.run("DELETE FROM reservation WHERE at_ms <= ?", cutoff);
+          const all = this.all();
+          all.set(decision.row.operationId, decision.row);
+          for (const [id, row] of all) if (row.atMs <= cutoff) all.delete(id);
           this.armSweep(nowMs);
         }
         const { kind, already, over, usage } = decision;
@@ -68,16 +84,15 @@ export class LimitObject extends DurableObject<Env> {
   async release(tenantId: string, operationId: string): Promise<Result<true, LimitError>> {
     const meta = this.meta();
     if (!meta || meta.tenant_id !== tenantId) return ok(true);
-    const mine = this.store.all<Row>(
-      "SELECT operation_id, amount, at_ms, state FROM reservation WHERE operation_id = ?",
-      operationId,
-    );
-    const released = decideRelease(mine.map(rowOf), operationId);
-    if (released)
+    const mine = this.all().get(operationId);
+    const released = decideRelease(mine ? [mine] : [], operationId);
+    if (released) {
       this.store.run(
         "UPDATE reservation SET state = 'released' WHERE operation_id = ?",
         operationId,
       );
+      this.all().set(operationId, released);
+    }
     return ok(true);
   }
 
@@ -109,6 +124,7 @@ export class LimitObject extends DurableObject<Env> {
       meta.tenant_id,
       meta.name,
       meta.subject,
+      (operationId) => this.reread(operationId),
     );
     if (next !== null) {
       this.sweepArmed = true;
@@ -133,14 +149,31 @@ export class LimitObject extends DurableObject<Env> {
 
   /** The held rows inside the window, plus `operationId`'s own row whatever its state. */
   private rows(windowMs: number, nowMs: number, operationId: string | null): Reservation[] {
-    if (!this.store.exists("reservation")) return [];
-    return this.store
-      .all<Row>(
-        "SELECT operation_id, amount, at_ms, state FROM reservation WHERE (state = 'held' AND at_ms > ?) OR operation_id = ?",
-        nowMs - windowMs,
-        operationId ?? "",
-      )
-      .map(rowOf);
+    const out: Reservation[] = [];
+    for (const row of this.all().values())
+      if ((row.state === "held" && row.atMs > nowMs - windowMs) || row.operationId === operationId)
+        out.push(row);
+    return out;
+  }
+
+  private all(): Map<string, Reservation> {
+    if (this.cached) return this.cached;
+    const rows = this.store.exists("reservation")
+      ? this.store.all<Row>("SELECT operation_id, amount, at_ms, state FROM reservation")
+      : [];
+    this.cached = new Map(rows.map((row) => [row.operation_id, rowOf(row)]));
+    return this.cached;
+  }
+
+  /** One row as the table now holds it (after a write the sweep made). */
+  private reread(operationId: string): void {
+    if (!this.cached) return;
+    const row = this.store.one<Row>(
+      "SELECT operation_id, amount, at_ms, state FROM reservation WHERE operation_id = ?",
+      operationId,
+    );
+    if (row) this.cached.set(operationId, rowOf(row));
+    else this.cached.delete(operationId);
   }
 }
 

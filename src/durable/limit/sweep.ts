@@ -13,13 +13,17 @@ export const SWEEP_AFTER_MS = 120_000;
 
 type Pending = { operation_id: string; at_ms: number; touched: number };
 
-/** Returns when to sweep again (null: nothing unconfirmed is left). Never throws. */
+/**
+ * Returns when to sweep again (null: nothing unconfirmed is left). Never throws. `changed` is told
+ * of each row it may have released (the object keeps its rows in memory).
+ */
 export async function sweepUnconfirmed(
   env: Env,
   store: SqlStore,
   tenantId: string,
   name: string,
   subject: string,
+  changed: (operationId: string) => void,
 ): Promise<number | null> {
   if (!store.exists("reservation")) return null;
   const nowMs = Date.now();
@@ -39,12 +43,14 @@ export async function sweepUnconfirmed(
     }
     if (answer === "held")
       store.run("UPDATE reservation SET confirmed = 1 WHERE operation_id = ?", row.operation_id);
-    else
+    else {
       store.run(
         "UPDATE reservation SET state = 'released' WHERE operation_id = ? AND state = 'held' AND confirmed = 0 AND touched = ?",
         row.operation_id,
         row.touched,
       );
+      changed(row.operation_id);
+    }
   }
   const left = store.one<{ at: number | null }>(
     "SELECT MIN(at_ms) AS at FROM reservation WHERE state = 'held' AND confirmed = 0",
