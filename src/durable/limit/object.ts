@@ -66,12 +66,16 @@ export class LimitObject extends DurableObject<Env> {
             decision.row.amount,
             decision.row.atMs,
           );
-          // Rows that left the window never count again.
+          // Rows that left the window never count again (deleted only when there are some: the
+          // DELETE reads the whole table).
           const cutoff = nowMs - req.windowMs;
-          this.store.run("DELETE FROM reservation WHERE at_ms <= ?", cutoff);
           const all = this.all();
           all.set(decision.row.operationId, decision.row);
-          for (const [id, row] of all) if (row.atMs <= cutoff) all.delete(id);
+          const expired = [...all.values()].filter((row) => row.atMs <= cutoff);
+          if (expired.length > 0) {
+            this.store.run("DELETE FROM reservation WHERE at_ms <= ?", cutoff);
+            for (const row of expired) all.delete(row.operationId);
+          }
           this.armSweep(nowMs);
         }
         const { kind, already, over, usage } = decision;
