@@ -140,7 +140,7 @@ const ROUTES: Route[] = [
     method: "post",
     path: "/v1/webhooks/{id}/redeliver",
     summary:
-      "Send an event from this endpoint's delivery log again now (same webhook-id) → the attempt's outcome",
+      "Send an event from this endpoint's delivery log again now (same webhook-id; one attempt, not retried) → the attempt's outcome",
     auth: "webhooks:write",
     body: Redeliver,
   },

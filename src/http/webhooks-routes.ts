@@ -71,7 +71,8 @@ export const webhookRoutes = new Hono<AppEnv>()
     const { event_id } = await readJson(c, Redeliver);
     const stub = tenantStub(c, tenantId);
     const { target, event } = unwrap(await stub.redeliveryOf(tenantId, id, event_id));
-    const outcome = await deliverOne(c.env, stub, target, event, {});
+    // One attempt by hand, now: nothing schedules another, so the answer carries no retry plan.
+    const { retry: _, ...outcome } = await deliverOne(c.env, stub, target, event, {});
     return c.json({ event_id, ...outcome });
   })
   .post("/:id/test", async (c) => {

@@ -400,6 +400,8 @@ describe("delivery", () => {
       status: 200,
       attempt: 2,
     });
+    // A redeliver is one attempt by hand: no retry plan that nothing would carry out.
+    expect(again.body).not.toHaveProperty("retry");
     const got = received(await up.state(), hook.secret);
     expect(got.map((r) => r.webhookId)).toEqual([evt.id, evt.id]);
     expect(typeof got[1]!.verified).toBe("object");
