@@ -71,6 +71,26 @@ const actionOf = (op: OpItem) =>
       ? { href: `/console/unknown-outcomes#${op.operation_id}`, label: "Resolve" }
       : null;
 
+/** One of the two queues a person works from: its live count, linked to its page. */
+const QueueCard: FC<{
+  id: string;
+  href: string;
+  title: string;
+  status: string;
+  count: number;
+  about: string;
+}> = ({ id, href, title, status, count, about }) => (
+  <section class="card" aria-labelledby={id}>
+    <h2 id={id}>
+      <a href={href}>{title}</a>
+    </h2>
+    <p class="count" data-count={status}>
+      {count}
+    </p>
+    <p>{about}</p>
+  </section>
+);
+
 export const OverviewSections: FC<{ data: OverviewData }> = ({ data }) => {
   const { overview, filters } = data;
   const tools = overview.tools.map((t) => t.tool);
@@ -78,24 +98,22 @@ export const OverviewSections: FC<{ data: OverviewData }> = ({ data }) => {
     <>
       <h2 id="queues-title">Queues</h2>
       <div class="grid" aria-labelledby="queues-title">
-        <section class="card" aria-labelledby="q-approvals">
-          <h2 id="q-approvals">
-            <a href="/console/approvals">Pending approvals</a>
-          </h2>
-          <p class="count" data-count="awaiting_approval">
-            {overview.queues.awaiting_approval}
-          </p>
-          <p>Calls waiting for a person to approve or reject them.</p>
-        </section>
-        <section class="card" aria-labelledby="q-unknown">
-          <h2 id="q-unknown">
-            <a href="/console/unknown-outcomes">Unknown outcomes</a>
-          </h2>
-          <p class="count" data-count="outcome_unknown">
-            {overview.queues.outcome_unknown}
-          </p>
-          <p>Writes that may or may not have happened upstream.</p>
-        </section>
+        <QueueCard
+          id="q-approvals"
+          href="/console/approvals"
+          title="Pending approvals"
+          status="awaiting_approval"
+          count={overview.queues.awaiting_approval}
+          about="Calls waiting for a person to approve or reject them."
+        />
+        <QueueCard
+          id="q-unknown"
+          href="/console/unknown-outcomes"
+          title="Unknown outcomes"
+          status="outcome_unknown"
+          count={overview.queues.outcome_unknown}
+          about="Writes that may or may not have happened upstream."
+        />
         <section class="card" aria-labelledby="q-runs">
           <h2 id="q-runs">Last {HOURS} hours</h2>
           <p class="count">{Object.values(overview.operations).reduce((a, b) => a + b, 0)}</p>
