@@ -3,8 +3,14 @@
 // over one new write of a warm run, background work included (the events sent, marked sent and
 // stored by the tenant, the `reported` row), and the rows the reply path wrote (the turn's
 // Toolgate-Rows-Written header: the run's and the operation's writes before the answer).
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { ADMIN, api, manifest, setup, upstream } from "../support/api.ts";
+import type { Env } from "../../src/durable/env.ts";
+import { TURN_COLUMNS } from "../../src/durable/store/run-rows.ts";
+import type { SqlStore } from "../../src/durable/store/sql-store.ts";
+import { placedStub } from "../../src/durable/placement.ts";
+import { ADMIN, api, manifest, setup, turn, upstream } from "../support/api.ts";
 
 type Rows = { read: number; written: number };
 
@@ -69,4 +75,32 @@ describe("a new write's rows", () => {
     expect(total.read).toBeLessThanOrEqual(BUDGET.totalRead);
     expect((await up.state()).effects).toHaveLength(2);
   }, 30_000);
+});
+
+describe("rows the run keeps instead of reading them back", () => {
+  it("the admitted turn and the usage it changed are, column for column, what SQLite holds", async () => {
+    const up = upstream();
+    // A turn that waits for a person: admitted (turn and usage written), not settled.
+    const { runId, name } = await setup(
+      manifest({ url: up.url, approval: { mode: "always", expires_in_ms: 60_000 } }),
+    );
+    const res = await turn(
+      runId,
+      [{ id: "c1", name, arguments: { amount: 5, currency: "usd" } }],
+      0,
+    );
+    expect(res.status).toBe(202);
+    const turnId = res.body.turn_id as string;
+    const run = placedStub(env as unknown as Env, "RUNS", runId) as any;
+    await runInDurableObject(run, (instance: unknown, state: DurableObjectState) => {
+      const store = (instance as unknown as { store: SqlStore }).store;
+      const kept = (table: string, key: string) => store.memo(table, key, () => "not kept");
+      const sql = (query: string, ...args: SqlStorageValue[]) =>
+        state.storage.sql.exec(query, ...args).toArray()[0];
+      expect(kept("turns", `turn:${turnId}`)).toEqual(
+        sql(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = ?`, turnId),
+      );
+      expect(kept("usage", "usage")).toEqual(sql("SELECT * FROM usage"));
+    });
+  });
 });
