@@ -47,6 +47,12 @@ export type RunError =
   | { code: "run_turn_limit"; detail: string }
   /** TOOLGATE_SIGNING_KEY is unset: no upstream idempotency key can be derived. */
   | { code: "misconfigured"; detail: string }
+  /** Undo (issue 22): the original was not recorded as applied, or is itself a compensation. */
+  | { code: "operation_not_compensable"; state: string; detail: string }
+  /** Undo: the rendered arguments fail the compensating tool as it stands now (nothing sent). */
+  | { code: "compensation_arguments_invalid"; detail: string }
+  /** Undo: the compensation was recorded but its operation did not answer; asking again submits it. */
+  | { code: "unavailable"; detail: string }
   /** Expired, every operation pruned, then its own rows (retention): it answers 410 from then on. */
   | { code: "run_pruned"; run_id: string; pruned_at_ms: number };
 /** One MCP tools/call: `requestKey` names it for cancellation, `nonce` names a read (domain/mcp-call.ts). */

@@ -44,6 +44,8 @@ import { ToolSources } from "./sources.ts";
 import { mcpTurn } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
 import { runIndexEntry } from "./index-entry.ts";
+import * as Undo from "./compensate.ts";
+import type { CompensationSource } from "../operation/compensation.ts";
 
 export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, RUN_SCHEMA, RUN_LAZY_TABLES);
@@ -259,7 +261,10 @@ export class RunObject extends DurableObject<Env> {
     tenantId: string,
     tool: string,
     policyVersion: string | null = null,
+    compensates: string | null = null,
   ): Promise<Result<true, Denial>> {
+    if (compensates)
+      return Undo.authorizeCompensation(this.parts, tenantId, compensates, tool, policyVersion);
     const run = this.rows.loadFor(tenantId);
     const verdict = mayExecute(run, run ? this.offered.of(run) : new Map(), tool, Date.now());
     if (!verdict.ok || policyVersion === null || !run) return verdict;
@@ -270,6 +275,11 @@ export class RunObject extends DurableObject<Env> {
           code: "approval_expired",
           message: RUN_TEXT.toolChangedWhileWaiting(tool),
         });
+  }
+
+  /** Undo (issue 22, compensate.ts): the original's declared compensation, one operation however often asked. */
+  async compensate(tenantId: string, original: CompensationSource, asked: Undo.Asked) {
+    return Undo.compensate(this.parts, tenantId, original, asked);
   }
 
   /** Retention for the run itself (retention.ts); once pruned, the derived caches go too. */

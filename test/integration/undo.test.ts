@@ -1,0 +1,289 @@
+// Undo (issue 22), from the side of a support engineer reversing an agent's charge, and of an
+// attacker or an unlucky double-click: a compensation runs once however often (and however
+// concurrently) it is asked, only for what was applied, and only within the tenant. The upstream
+// (demo/upstream.ts) counts what was charged and refunded.
+import { describe, expect, it } from "vitest";
+import {
+  ALL_SCOPES,
+  api,
+  manifest,
+  newTenant,
+  operation,
+  testTenant,
+  turn,
+  unique,
+  upstream,
+} from "../support/api.ts";
+
+const REFUND_SCHEMA = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    charge_id: { type: "string", minLength: 1 },
+    amount: { type: "integer", exclusiveMinimum: 0 },
+    reason: { enum: ["requested_by_customer", "duplicate"] },
+  },
+  required: ["charge_id", "amount", "reason"],
+};
+const UNDO = {
+  charge_id: "{result.id}",
+  amount: "{input.amount}",
+  reason: "requested_by_customer",
+};
+
+const refundTool = (url: string, extra: Record<string, unknown> = {}) =>
+  manifest({
+    url,
+    name: unique("refund"),
+    description: "Refund a charge.",
+    input_schema: REFUND_SCHEMA,
+    request: { method: "POST", url: `${url}/refunds` },
+    ...extra,
+  });
+
+async function put(tool: Record<string, unknown>) {
+  return api("PUT", `/v1/tools/${tool.name as string}`, tool);
+}
+
+/** A refund tool, then a charge tool that declares it as its compensation, and a run offering the charge. */
+async function shop(
+  chargeExtra: Record<string, unknown> = {},
+  refundExtra: Record<string, unknown> = {},
+) {
+  await testTenant();
+  const up = upstream();
+  const refund = refundTool(up.url, refundExtra);
+  expect((await put(refund)).status).toBe(201);
+  const charge = manifest({
+    url: up.url,
+    compensate: { tool: refund.name, arguments: UNDO },
+    ...chargeExtra,
+  });
+  const putCharge = await put(charge);
+  expect(putCharge.status, JSON.stringify(putCharge.body)).toBe(201);
+  const run = await api("POST", "/v1/runs", {
+    user: { id: "u1", scopes: [] },
+    tools: [charge.name],
+  });
+  expect(run.status).toBe(201);
+  return { up, refund, charge, runId: run.body.run_id as string };
+}
+
+async function charged(runId: string, name: string, amount = 1200, wait = 5) {
+  const res = await turn(
+    runId,
+    [{ id: unique("c"), name, arguments: { amount, currency: "usd" } }],
+    wait,
+  );
+  return res.body.results[0] as { operation_id: string; status: string; result?: { id: string } };
+}
+
+const compensate = (operationId: string, reason = "customer asked", key?: string) =>
+  api(
+    "POST",
+    `/v1/operations/${operationId}/compensate`,
+    { reason },
+    key ? { Authorization: `Bearer ${key}` } : {},
+  );
+
+async function approveAndWait(compensationId: string) {
+  const approved = await api("POST", `/v1/operations/${compensationId}/approve`, {});
+  expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+  return operation(compensationId, 5);
+}
+
+const refundsOf = async (up: ReturnType<typeof upstream>) =>
+  (await up.state()).effects.filter((e) => e.path.endsWith("/refunds"));
+
+describe("compensate one operation", () => {
+  it("charge then compensate (a person approves the refund): one charge and one refund upstream, with the charge's id and amount, linked both ways", async () => {
+    const { up, refund, runId, charge } = await shop();
+    const original = await charged(runId, charge.name as string);
+    expect(original.status).toBe("succeeded");
+    const asked = await compensate(original.operation_id, "charged twice by mistake");
+    expect(asked.status, JSON.stringify(asked.body)).toBe(201);
+    expect(asked.body).toMatchObject({
+      tool: refund.name,
+      run_id: runId,
+      phase: "awaiting_approval",
+      compensates: original.operation_id,
+      approval: { state: "pending", compensates: original.operation_id },
+    });
+    expect(await refundsOf(up)).toHaveLength(0); // nothing sent before a person approves
+    const inbox = await api("GET", "/v1/approvals?state=pending");
+    expect(
+      inbox.body.items.find((i: any) => i.operation_id === asked.body.operation_id),
+    ).toMatchObject({
+      compensates: original.operation_id,
+    });
+    const done = await approveAndWait(asked.body.operation_id);
+    expect(done.body).toMatchObject({ phase: "recorded", result: { status: "succeeded" } });
+    const state = await up.state();
+    expect(state.effects.map((e) => e.path.split("/").pop())).toEqual(["charges", "refunds"]);
+    expect(state.effects[1]!.body).toEqual({
+      charge_id: original.result!.id,
+      amount: 1200,
+      reason: "requested_by_customer",
+    });
+    expect(state.effects[0]!.id).toBe(original.result!.id);
+    expect((await operation(original.operation_id)).body).toMatchObject({
+      compensated_by: asked.body.operation_id,
+      compensates: null,
+    });
+  });
+
+  it("asked again (the same request, a new one, five at once): one compensation operation, one refund", async () => {
+    const { up, runId, charge } = await shop();
+    const original = await charged(runId, charge.name as string);
+    const burst = await Promise.all(
+      Array.from({ length: 5 }, () => compensate(original.operation_id)),
+    );
+    expect(burst.map((r) => r.status).sort()).toEqual([200, 200, 200, 200, 201]);
+    const ids = new Set(burst.map((r) => r.body.operation_id));
+    expect(ids.size).toBe(1);
+    const [id] = [...ids] as string[];
+    const same = await compensate(original.operation_id);
+    const other = await compensate(original.operation_id, "another person, another reason");
+    expect([same.status, other.status]).toEqual([200, 200]);
+    expect([same.body.operation_id, other.body.operation_id]).toEqual([id, id]);
+    await approveAndWait(id!);
+    const after = await Promise.all(
+      Array.from({ length: 5 }, () => compensate(original.operation_id)),
+    );
+    expect(after.map((r) => [r.status, r.body.operation_id, r.body.phase])).toEqual(
+      Array.from({ length: 5 }, () => [200, id, "recorded"]),
+    );
+    expect(await refundsOf(up)).toHaveLength(1);
+  });
+
+  it("a failed, a rejected, a pending-approval and an outcome_unknown original: typed 409 each, nothing sent", async () => {
+    const { up, runId, charge } = await shop();
+    // failed: the shop refused the charge
+    await up.script({ kind: "status", status: 403 });
+    const failed = await charged(runId, charge.name as string, 100);
+    expect(failed.status).toBe("failed");
+    // a compensation is not compensable either (a second undo would be a new charge)
+    const ok = await charged(runId, charge.name as string, 200);
+    const undo = await compensate(ok.operation_id);
+    expect(undo.status).toBe(201);
+
+    const approving = await shop({ approval: "always" });
+    const rejected = await charged(approving.runId, approving.charge.name as string, 300, 0);
+    const pending = await charged(approving.runId, approving.charge.name as string, 400, 0);
+    expect(rejected.status).toBe("awaiting_approval");
+    expect(
+      (await api("POST", `/v1/operations/${rejected.operation_id}/reject`, { reason: "no" }))
+        .status,
+    ).toBe(200);
+
+    const unknown = await shop({ timeout_ms: 300, idempotency: { mode: "none" } });
+    await unknown.up.script({ kind: "commit_then_hang" });
+    const unsure = await charged(unknown.runId, unknown.charge.name as string, 500);
+    expect(unsure.status).toBe("outcome_unknown");
+
+    const before = [
+      (await up.state()).requests.length,
+      (await approving.up.state()).requests.length,
+    ];
+    for (const [id, state] of [
+      [failed.operation_id, "failed"],
+      [rejected.operation_id, "rejected"],
+      [pending.operation_id, "awaiting_approval"],
+      [unsure.operation_id, "outcome_unknown"],
+      [undo.body.operation_id, "awaiting_approval"],
+    ] as const) {
+      const refused = await compensate(id);
+      expect(refused.status, `${state}: ${JSON.stringify(refused.body)}`).toBe(409);
+      expect(refused.body).toMatchObject({ code: "operation_not_compensable", state });
+    }
+    expect([
+      (await up.state()).requests.length,
+      (await approving.up.state()).requests.length,
+    ]).toEqual(before);
+    expect((await refundsOf(unknown.up)).length).toBe(0);
+    expect((await operation(failed.operation_id)).body.compensated_by).toBeNull();
+  });
+
+  it("another tenant's operation id is not found; a key without operations:compensate is forbidden", async () => {
+    const { up, runId, charge } = await shop();
+    const original = await charged(runId, charge.name as string);
+    const stranger = await newTenant(ALL_SCOPES);
+    const probe = await compensate(original.operation_id, "mine now", stranger.key);
+    expect(probe.status).toBe(404);
+    expect(probe.body.code).toBe("not_found");
+    expect(JSON.stringify(probe.body)).not.toContain(runId);
+    const narrow = await newTenant(ALL_SCOPES.filter((s) => s !== "operations:compensate"));
+    const forbidden = await compensate(original.operation_id, "x", narrow.key);
+    expect(forbidden.status).toBe(403);
+    const own = await api(
+      "POST",
+      `/v1/operations/${original.operation_id}/compensate`,
+      { reason: "x" },
+      { Authorization: `Bearer ${narrow.key}` },
+    );
+    expect(own.status).toBe(403);
+    expect(await refundsOf(up)).toHaveLength(0);
+    expect((await compensate(original.operation_id, "")).status).toBe(400);
+    expect((await compensate(original.operation_id, "x".repeat(501))).status).toBe(400);
+  });
+
+  it("the compensating tool changed after the PUT so the rendered arguments no longer validate: typed 422, nothing sent, nothing recorded", async () => {
+    const { up, refund, runId, charge } = await shop();
+    const original = await charged(runId, charge.name as string, 1200);
+    const stricter = {
+      ...refund,
+      input_schema: {
+        ...REFUND_SCHEMA,
+        properties: { ...REFUND_SCHEMA.properties, amount: { type: "integer", maximum: 1000 } },
+      },
+    };
+    expect((await put(stricter)).status).toBe(200);
+    const refused = await compensate(original.operation_id);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+    expect(refused.body.code).toBe("compensation_arguments_invalid");
+    expect(refused.body.detail).toMatch(/amount/);
+    expect((await up.state()).requests).toHaveLength(1);
+    expect((await operation(original.operation_id)).body.compensated_by).toBeNull();
+  });
+});
+
+describe("PUT refuses a compensate that cannot run", () => {
+  it("on a read, an unknown tool, an argument not in its schema, a missing required property, a path not in the input or output schema, a bad literal", async () => {
+    await testTenant();
+    const up = upstream();
+    const refund = refundTool(up.url);
+    expect((await put(refund)).status).toBe(201);
+    const cases: Array<[string, Record<string, unknown>]> = [
+      ["read", { risk: "read", compensate: { tool: refund.name, arguments: UNDO } }],
+      ["unknown", { compensate: { tool: unique("nope"), arguments: UNDO } }],
+      ["extra argument", { compensate: { tool: refund.name, arguments: { ...UNDO, note: "x" } } }],
+      [
+        "missing required",
+        {
+          compensate: {
+            tool: refund.name,
+            arguments: { charge_id: "{result.id}", amount: "{input.amount}" },
+          },
+        },
+      ],
+      [
+        "input path",
+        { compensate: { tool: refund.name, arguments: { ...UNDO, amount: "{input.total}" } } },
+      ],
+      [
+        "result path",
+        { compensate: { tool: refund.name, arguments: { ...UNDO, charge_id: "{result.charge}" } } },
+      ],
+      ["literal", { compensate: { tool: refund.name, arguments: { ...UNDO, reason: "because" } } }],
+    ];
+    for (const [what, extra] of cases) {
+      const refused = await put(manifest({ url: up.url, ...extra }));
+      expect(refused.status, what).toBe(422);
+      expect(refused.body.code, what).toBe("invalid_compensation");
+    }
+    expect(
+      (await put(manifest({ url: up.url, compensate: { tool: refund.name, arguments: UNDO } })))
+        .status,
+    ).toBe(201);
+  });
+});
