@@ -2,7 +2,11 @@
 // attacker or an unlucky double-click: a compensation runs once however often (and however
 // concurrently) it is asked, only for what was applied, and only within the tenant. The upstream
 // (demo/upstream.ts) counts what was charged and refunded.
+import { env } from "cloudflare:workers";
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import type { Env } from "../../src/durable/env.ts";
+import { placedStub } from "../../src/durable/placement.ts";
 import {
   ALL_SCOPES,
   api,
@@ -285,5 +289,126 @@ describe("PUT refuses a compensate that cannot run", () => {
       (await put(manifest({ url: up.url, compensate: { tool: refund.name, arguments: UNDO } })))
         .status,
     ).toBe(201);
+  });
+});
+
+const runObject = (runId: string) => placedStub(env as unknown as Env, "RUNS", runId) as any;
+
+/** A run that charged 100, read an order, charged 200 and 300 (in that order), each its own turn. */
+async function busyRun() {
+  const s = await shop();
+  const read = manifest({
+    url: s.up.url,
+    name: unique("lookup"),
+    risk: "read",
+    idempotency: { mode: "none" },
+    request: { method: "GET", url: `${s.up.url}/orders/{amount}` },
+  });
+  expect((await put(read)).status).toBe(201);
+  const run = await api("POST", "/v1/runs", {
+    user: { id: "u1", scopes: [] },
+    tools: [s.charge.name, read.name],
+  });
+  const runId = run.body.run_id as string;
+  const charges = [];
+  for (const amount of [100, 200, 300]) {
+    charges.push(await charged(runId, s.charge.name as string, amount));
+    if (amount === 100) {
+      const looked = await turn(runId, [
+        { id: unique("r"), name: read.name as string, arguments: { amount: 7, currency: "usd" } },
+      ]);
+      expect(looked.body.results[0].status).toBe("succeeded");
+    }
+  }
+  expect(charges.map((c) => c.status)).toEqual(["succeeded", "succeeded", "succeeded"]);
+  return { ...s, runId, charges, read };
+}
+
+/** A person approves the current step's refund; once it is recorded the run's alarm takes the next step. */
+async function approveStep(runId: string, index: number) {
+  const before = await api("GET", `/v1/runs/${runId}`);
+  const step = before.body.rollback.steps[index];
+  expect(step.state).toBe("submitted");
+  const done = await approveAndWait(step.compensation_id);
+  expect(done.body).toMatchObject({ phase: "recorded", result: { status: "succeeded" } });
+  await runDurableObjectAlarm(runObject(runId));
+  return (await api("GET", `/v1/runs/${runId}`)).body.rollback;
+}
+
+describe("cancel with rollback", () => {
+  it("a run with 3 charges and 1 read: 3 refunds, newest first, one at a time, the read untouched; cancel and GET report each step", async () => {
+    const { up, runId, charges, charge } = await busyRun();
+    expect((await api("POST", `/v1/runs/${runId}/cancel`, { rollback: "yes" })).status).toBe(400);
+    expect((await api("POST", `/v1/runs/${runId}/cancel`, { undo: true })).status).toBe(400);
+    const cancelled = await api("POST", `/v1/runs/${runId}/cancel`, { rollback: true });
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+    const newestFirst = [...charges].reverse().map((c) => c.operation_id);
+    expect(cancelled.body).toMatchObject({ status: "cancelled", rollback: { state: "running" } });
+    expect(
+      cancelled.body.rollback.steps.map((s: any) => [s.operation_id, s.tool, s.state]),
+    ).toEqual([
+      [newestFirst[0], charge.name, "submitted"],
+      [newestFirst[1], charge.name, "pending"],
+      [newestFirst[2], charge.name, "pending"],
+    ]);
+    // One at a time: the second refund is not even asked for before the first is recorded.
+    expect(await refundsOf(up)).toHaveLength(0);
+    let report = await approveStep(runId, 0);
+    expect(report.steps.map((s: any) => s.state)).toEqual(["compensated", "submitted", "pending"]);
+    report = await approveStep(runId, 1);
+    expect(report.steps.map((s: any) => s.state)).toEqual([
+      "compensated",
+      "compensated",
+      "submitted",
+    ]);
+    report = await approveStep(runId, 2);
+    expect(report).toMatchObject({ state: "completed" });
+    expect(report.steps.every((s: any) => s.state === "compensated" && s.compensation_id)).toBe(
+      true,
+    );
+    const state = await up.state();
+    const refunds = state.effects.filter((e) => e.path.endsWith("/refunds"));
+    expect(refunds.map((r) => r.body.amount)).toEqual([300, 200, 100]);
+    expect(refunds.map((r) => r.body.charge_id)).toEqual(
+      [...charges].reverse().map((c) => c.result!.id),
+    );
+    expect(state.requests.filter((r) => r.method === "GET")).toHaveLength(1); // the read, once
+    for (const c of charges)
+      expect((await operation(c.operation_id)).body.compensated_by).toBeTruthy();
+    // Asked again: the same report, nothing more sent.
+    const again = await api("POST", `/v1/runs/${runId}/cancel`, { rollback: true });
+    expect(again.body.rollback).toEqual(report);
+    expect(await refundsOf(up)).toHaveLength(3);
+  });
+
+  it("a crash in the middle (the step's row lost its submit, the object evicted) resumes from the alarm without doubling: 3 refunds, each charge once", async () => {
+    const { up, runId, charges } = await busyRun();
+    const cancelled = await api("POST", `/v1/runs/${runId}/cancel`, { rollback: true });
+    expect(cancelled.status).toBe(200);
+    const report = await approveStep(runId, 0);
+    const second = report.steps[1].compensation_id as string;
+    expect(second).toBeTruthy();
+    // The crash: the compensation was submitted but the step's update never committed.
+    await runInDurableObject(runObject(runId), async (_o: unknown, state: DurableObjectState) => {
+      state.storage.sql.exec(
+        "UPDATE rollback_steps SET state = 'pending', compensation_id = NULL WHERE seq = 1",
+      );
+    });
+    await evictDurableObject(runObject(runId));
+    await runDurableObjectAlarm(runObject(runId));
+    const resumed = (await api("GET", `/v1/runs/${runId}`)).body.rollback;
+    expect(resumed.steps[1]).toMatchObject({ state: "submitted", compensation_id: second });
+    await approveStep(runId, 1);
+    const last = await approveStep(runId, 2);
+    expect(last.state).toBe("completed");
+    const refunds = await refundsOf(up);
+    expect(refunds.map((r) => r.body.charge_id).sort()).toEqual(
+      charges.map((c) => c.result!.id).sort(),
+    );
+    expect(refunds).toHaveLength(3);
+    // A cancel without a body still works, and reports the rollback as it stands.
+    const plain = await api("POST", `/v1/runs/${runId}/cancel`);
+    expect(plain.status).toBe(200);
+    expect(plain.body.rollback.state).toBe("completed");
   });
 });

@@ -18,6 +18,7 @@ export type CompensationSource = {
   operation_id: string;
   run_id: string;
   tool: string;
+  risk: string;
   source: ToolSource;
   facts: OriginalFacts;
   /** Its tool's declaration as frozen with the call (null: none, or the tool no longer compiles). */
@@ -52,6 +53,7 @@ export function compensationSourceOf(
     operation_id: frozen.id,
     run_id: frozen.run_id,
     tool: toolName(frozen),
+    risk: frozen.risk ?? (loaded.ok ? loaded.value.spec.risk : "write"),
     source: frozen.source,
     facts,
     compensate,

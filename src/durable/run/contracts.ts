@@ -6,6 +6,7 @@ import { err, type Result } from "../../domain/result.ts";
 import type { Budgets } from "../../domain/turn/budget.ts";
 import type { TurnResult } from "../../domain/turn/settle.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
+import type { RollbackView } from "../../domain/rollback.ts";
 
 export type RunInit = Omit<RunState, "toolsHash" | "createdAtMs" | "cancelledAtMs">;
 export type RunView = {
@@ -19,6 +20,8 @@ export type RunView = {
   created_at: string;
   expires_at: string;
   mode: "live" | "shadow";
+  /** Present once the run was cancelled with rollback: true (issue 22): each step and how it stands. */
+  rollback?: RollbackView;
 };
 /** `results`: each call's envelope paired with the call, in call order. `pruned`: calls whose operation retention removed (`settled_as`: how it had settled). */
 export type TurnReply = {
