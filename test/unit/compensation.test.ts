@@ -9,6 +9,14 @@ import {
   templateRef,
   type OriginalFacts,
 } from "../../src/domain/compensation.ts";
+import {
+  currentStep,
+  planRollback,
+  rollbackState,
+  stepAfter,
+  type RunWrite,
+  type StepState,
+} from "../../src/domain/rollback.ts";
 
 const applied: OriginalFacts = {
   phase: "recorded",
@@ -99,5 +107,64 @@ describe("the compensation's identity", () => {
     expect(await compensationIdOf("op_eu_0123456789abcdef0123456789abcdef")).toMatch(
       /^op_eu_[0-9a-f]{32}$/,
     );
+  });
+});
+
+describe("rollback: the plan and each step", () => {
+  const write = (
+    id: string,
+    atMs: number | null,
+    facts: Partial<OriginalFacts> = {},
+    risk = "write",
+  ): RunWrite => ({
+    operation_id: id,
+    tool: "charge",
+    risk,
+    facts: { ...applied, ...facts },
+    recorded_at_ms: atMs,
+  });
+
+  it("newest applied first; reads and writes that applied nothing are not steps; undeclared ones are reported; unknown ones flagged first", () => {
+    const steps = planRollback([
+      write("a", 10),
+      write("r", 11, {}, "read"),
+      write("b", 30),
+      write("c", 20, { declared: false }),
+      write("f", 25, { status: "failed" }),
+      write("u", null, { phase: "outcome_unknown", status: null }),
+      write("s", 40, { shadow: true }),
+    ]);
+    expect(steps.map((s) => [s.operation_id, s.state])).toEqual([
+      ["u", "unsettled"],
+      ["b", "pending"],
+      ["c", "not_compensable"],
+      ["a", "pending"],
+    ]);
+    expect(rollbackState(steps)).toBe("running");
+    expect(currentStep(steps)).toBe(1);
+  });
+
+  it("goes on only past a succeeded compensation; failed, rejected or unknown stops it", () => {
+    expect(stepAfter({ phase: "recorded", status: "succeeded", message: null })).toEqual({
+      state: "compensated",
+      detail: null,
+    });
+    for (const status of ["failed", "rejected", "cancelled"])
+      expect(stepAfter({ phase: "recorded", status, message: "no" })?.state).toBe("failed");
+    expect(stepAfter({ phase: "outcome_unknown", status: null, message: null })?.state).toBe(
+      "outcome_unknown",
+    );
+    for (const phase of ["awaiting_approval", "executing", "retry_scheduled", "awaiting_lock"])
+      expect(stepAfter({ phase, status: null, message: null })).toBeNull();
+    const step = (state: StepState) => ({
+      operation_id: "x",
+      tool: "t",
+      compensation_id: null,
+      state,
+      detail: null,
+    });
+    expect(rollbackState([step("compensated"), step("failed"), step("pending")])).toBe("stopped");
+    expect(currentStep([step("compensated"), step("failed"), step("pending")])).toBe(-1);
+    expect(rollbackState([step("compensated"), step("not_compensable")])).toBe("completed");
   });
 });
