@@ -7,6 +7,7 @@ import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "c
 import { describe, expect, it } from "vitest";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
+import demoTools from "../../demo/tools.json";
 import {
   ALL_SCOPES,
   api,
@@ -410,5 +411,35 @@ describe("cancel with rollback", () => {
     const plain = await api("POST", `/v1/runs/${runId}/cancel`);
     expect(plain.status).toBe(200);
     expect(plain.body.rollback.state).toBe("completed");
+  });
+});
+
+describe("the demo shop", () => {
+  it("demo/tools.json registers in its order (refund_charge first); charge_card's compensation refunds the charge once, after a person approves", async () => {
+    await testTenant();
+    const up = upstream();
+    const text = JSON.stringify(demoTools)
+      .replaceAll("{{UPSTREAM_ORIGIN}}", new URL(up.url).origin)
+      .replaceAll("{{UPSTREAM}}", up.url);
+    expect(
+      (await api("PUT", "/v1/secrets/SHOP_API_KEY", { value: "sk_demo_undo" })).status,
+    ).toBeLessThan(300);
+    for (const tool of JSON.parse(text) as Array<Record<string, unknown>>)
+      expect((await put(tool)).status, tool.name as string).toBeLessThan(300);
+    const run = await api("POST", "/v1/runs", {
+      user: { id: "u1", scopes: ["payments:charge"] },
+      tools: ["charge_card"],
+      context: { customer_id: "cus_1", charge_limit: 10_000 },
+    });
+    const original = await charged(run.body.run_id, "charge_card", 1500);
+    expect(original.status).toBe("succeeded");
+    const asked = await compensate(original.operation_id, "demo: customer changed their mind");
+    expect(asked.body).toMatchObject({ tool: "refund_charge", phase: "awaiting_approval" });
+    await approveAndWait(asked.body.operation_id);
+    expect((await compensate(original.operation_id)).status).toBe(200);
+    const refunds = await refundsOf(up);
+    expect(refunds.map((r) => r.body)).toEqual([
+      { charge_id: original.result!.id, amount: 1500, reason: "requested_by_customer" },
+    ]);
   });
 });
