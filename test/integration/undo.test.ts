@@ -15,6 +15,7 @@ import {
   newTenant,
   operation,
   testTenant,
+  trace,
   turn,
   unique,
   upstream,
@@ -135,6 +136,18 @@ describe("compensate one operation", () => {
       compensated_by: asked.body.operation_id,
       compensates: null,
     });
+    // The run's trace holds the compensation's transitions too.
+    const events = await trace(runId);
+    expect(
+      events.filter((e) => e.operation_id === asked.body.operation_id).map((e) => e.type),
+    ).toEqual(
+      expect.arrayContaining([
+        "awaiting_approval",
+        "approval_decided",
+        "attempt_started",
+        "recorded",
+      ]),
+    );
   });
 
   it("asked again (the same request, a new one, five at once): one compensation operation, one refund", async () => {

@@ -128,7 +128,7 @@ export class RunObject extends DurableObject<Env> {
   /** The tenant index's row for this run and its operations' ids (issue 20: a rebuild). */
   async indexEntry(tenantId: string) {
     const run = this.rows.loadFor(tenantId);
-    return run ? runIndexEntry(run, this.rows, Date.now()) : null;
+    return run ? runIndexEntry(run, this.rows, Date.now(), Undo.compensationIds(this.parts)) : null;
   }
 
   async get(tenantId: string): Promise<Result<RunView, RunError>> {
