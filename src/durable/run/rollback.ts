@@ -19,6 +19,7 @@ import { operationIds } from "../../domain/turn/turn.ts";
 import { operationStub } from "../stubs.ts";
 import { compensate } from "./compensate.ts";
 import type { RunParts } from "./parts.ts";
+import type { SqlStore } from "../store/sql-store.ts";
 
 /** How often a waiting compensation is looked at (one RPC per look; a person may take hours). */
 export const ROLLBACK_CHECK_MS = 15_000;
@@ -119,11 +120,11 @@ async function advance(
       const original = await operationStub(parts.env, step.operation_id)
         .compensationSource(tenantId)
         .catch(() => null);
-      if (!original?.ok) return arm(storage, ROLLBACK_RETRY_MS);
+      if (!original?.ok) return arm(parts, storage, ROLLBACK_RETRY_MS);
       const reason = `rollback of run ${run.runId}`;
       const done = await compensate(parts, tenantId, original.value, { reason, by, waitMs: 0 });
       if (!done.ok) {
-        if (done.error.code === "unavailable") return arm(storage, ROLLBACK_RETRY_MS);
+        if (done.error.code === "unavailable") return arm(parts, storage, ROLLBACK_RETRY_MS);
         update(
           parts,
           step.seq,
@@ -136,19 +137,19 @@ async function advance(
       update(parts, step.seq, "submitted", done.value.compensation_id, null);
       // Recorded already (a replay after a crash): go on; else look again soon (a fast one is done by then).
       if (done.value.reply?.terminal) continue;
-      return arm(storage, ROLLBACK_FIRST_LOOK_MS);
+      return arm(parts, storage, ROLLBACK_FIRST_LOOK_MS);
     }
     const view = await operationStub(parts.env, step.compensation_id!)
       .get(tenantId, 0)
       .catch(() => null);
-    if (!view?.ok) return arm(storage, ROLLBACK_RETRY_MS);
+    if (!view?.ok) return arm(parts, storage, ROLLBACK_RETRY_MS);
     const result = view.value.result;
     const next = stepAfter({
       phase: view.value.phase,
       status: view.value.phase === "recorded" ? result.status : null,
       message: "message" in result ? result.message : null,
     });
-    if (!next) return arm(storage, ROLLBACK_CHECK_MS);
+    if (!next) return arm(parts, storage, ROLLBACK_CHECK_MS);
     update(parts, step.seq, next.state, step.compensation_id, next.detail);
   }
 }
@@ -173,9 +174,23 @@ function finish(parts: RunParts, steps: readonly RollbackStep[]): void {
   parts.store.run("UPDATE rollback SET state = ? WHERE k = 1", rollbackState(steps));
 }
 
-/** Never later than an alarm already set (retention, an event's resend): the earliest wins. */
-async function arm(storage: DurableObjectStorage, inMs: number): Promise<void> {
+/**
+ * Never later than an alarm already set (retention, an event's resend): the earliest wins. The
+ * time is kept in the rollback row too, so whoever sets the run's alarm back to retention (an
+ * event's sent, events.ts) keeps it (`rollbackDueAtMs`).
+ */
+async function arm(parts: RunParts, storage: DurableObjectStorage, inMs: number): Promise<void> {
   const atMs = Date.now() + inMs;
+  parts.store.run("UPDATE rollback SET next_at_ms = ? WHERE k = 1", atMs);
   const armed = await storage.getAlarm();
   if (armed === null || armed > atMs) await storage.setAlarm(atMs);
+}
+
+/** When a running rollback looks again (null: none running): no alarm may be set past it. */
+export function rollbackDueAtMs(store: SqlStore): number | null {
+  if (!store.exists("rollback")) return null;
+  const row = store.one<{ state: string; next_at_ms: number | null }>(
+    "SELECT state, next_at_ms FROM rollback WHERE k = 1",
+  );
+  return row?.state === "running" ? row.next_at_ms : null;
 }
