@@ -174,6 +174,39 @@ describe("compensate one operation", () => {
     expect(await refundsOf(up)).toHaveLength(1);
   });
 
+  it('"approval": "none" leaves it to the refund tool\'s own rule (none here): it runs at once, once, and a stricter tool rule still asks a person', async () => {
+    await testTenant();
+    const up = upstream();
+    const refund = refundTool(up.url);
+    const strict = refundTool(up.url, { approval: "always" });
+    for (const tool of [refund, strict]) expect((await put(tool)).status).toBe(201);
+    const names = [];
+    for (const target of [refund, strict]) {
+      const charge = manifest({
+        url: up.url,
+        compensate: { tool: target.name, arguments: UNDO, approval: "none" },
+      });
+      expect((await put(charge)).status).toBe(201);
+      names.push(charge.name as string);
+    }
+    const run = await api("POST", "/v1/runs", { user: { id: "u1", scopes: [] }, tools: names });
+    const free = await charged(run.body.run_id, names[0]!, 700);
+    const asked = await api("POST", `/v1/operations/${free.operation_id}/compensate?wait=5`, {
+      reason: "duplicate",
+    });
+    expect(asked.status).toBe(201);
+    expect(asked.body).toMatchObject({
+      phase: "recorded",
+      approval: null,
+      result: { status: "succeeded" },
+    });
+    expect((await compensate(free.operation_id)).status).toBe(200);
+    const guarded = await charged(run.body.run_id, names[1]!, 800);
+    const waiting = await compensate(guarded.operation_id);
+    expect(waiting.body).toMatchObject({ phase: "awaiting_approval" });
+    expect((await refundsOf(up)).map((r) => r.body.amount)).toEqual([700]);
+  });
+
   it("a failed, a rejected, a pending-approval and an outcome_unknown original: typed 409 each, nothing sent", async () => {
     const { up, runId, charge } = await shop();
     // failed: the shop refused the charge
