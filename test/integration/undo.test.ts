@@ -136,6 +136,17 @@ describe("compensate one operation", () => {
       compensated_by: asked.body.operation_id,
       compensates: null,
     });
+    // Its tenant-plane events say what it undoes (a webhook's approver must know it is a refund of that).
+    const eventsOf = async () =>
+      (
+        (await api("GET", "/v1/events?type=approval.requested&limit=500")).body.events as any[]
+      ).filter((e) => e.operation_id === asked.body.operation_id);
+    let requested = await eventsOf();
+    for (let i = 0; i < 200 && requested.length < 1; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 25)); // the queue consumer runs in the pool
+      requested = await eventsOf();
+    }
+    expect(requested.map((e) => e.data.compensates)).toEqual([original.operation_id]);
     // The run's trace holds the compensation's transitions too.
     const events = await trace(runId);
     expect(
