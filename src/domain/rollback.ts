@@ -71,8 +71,16 @@ export function planRollback(writes: readonly RunWrite[]): RollbackStep[] {
   return [...unsettled, ...applied];
 }
 
-/** How the current step's compensation stands (its operation's phase and recorded status). */
-export type Observed = { phase: string; status: string | null; message: string | null };
+/**
+ * How the current step's compensation stands (its operation's phase and recorded status).
+ * `settling`: an unknown outcome it keeps settling by itself (late resends or lookups).
+ */
+export type Observed = {
+  phase: string;
+  status: string | null;
+  message: string | null;
+  settling?: boolean;
+};
 
 /** The current step's next state from its compensation: null while it is still under way. */
 export function stepAfter(observed: Observed): { state: StepState; detail: string | null } | null {
@@ -83,11 +91,13 @@ export function stepAfter(observed: Observed): { state: StepState; detail: strin
           state: "failed",
           detail: `the compensation was recorded as ${observed.status}${observed.message ? `: ${observed.message}` : ""}; the rollback stopped here, a person decides`,
         };
+  // Settling by itself (a keyed refund resent with its key, a status lookup): still under way.
+  if (observed.phase === "outcome_unknown" && observed.settling) return null;
   if (observed.phase === "outcome_unknown")
     return {
       state: "outcome_unknown",
       detail:
-        "the compensation's outcome is unknown; the rollback stopped here until a person resolves it",
+        "the compensation's outcome is unknown; the rollback stopped here: resolve it (POST /v1/operations/{id}/resolve), then cancel with rollback again to go on",
     };
   return null;
 }
@@ -105,3 +115,12 @@ export const currentStep = (steps: readonly RollbackStep[]): number =>
   rollbackState(steps) === "running"
     ? steps.findIndex((s) => s.state === "pending" || s.state === "submitted")
     : -1;
+
+/**
+ * Asked again (cancel with rollback: true) after it stopped at an unknown outcome: that step is
+ * looked at again (a person may have resolved it since). A failed or rejected compensation stays
+ * final: a person decided, and the compensation of an original is one operation.
+ */
+export function resumable(steps: readonly RollbackStep[]): number {
+  return steps.findIndex((s) => s.state === "outcome_unknown");
+}

@@ -55,6 +55,7 @@ async function put(tool: Record<string, unknown>) {
 async function shop(
   chargeExtra: Record<string, unknown> = {},
   refundExtra: Record<string, unknown> = {},
+  undoExtra: Record<string, unknown> = {},
 ) {
   await testTenant();
   const up = upstream();
@@ -62,7 +63,7 @@ async function shop(
   expect((await put(refund)).status).toBe(201);
   const charge = manifest({
     url: up.url,
-    compensate: { tool: refund.name, arguments: UNDO },
+    compensate: { tool: refund.name, arguments: UNDO, ...undoExtra },
     ...chargeExtra,
   });
   const putCharge = await put(charge);
@@ -468,6 +469,42 @@ describe("cancel with rollback", () => {
     const plain = await api("POST", `/v1/runs/${runId}/cancel`);
     expect(plain.status).toBe(200);
     expect(plain.body.rollback.state).toBe("completed");
+  });
+});
+
+describe("a rollback that stops", () => {
+  it("stops at a compensation whose outcome is unknown (nothing more is asked); once a person resolves it, cancel with rollback goes on", async () => {
+    const s = await shop(
+      {},
+      { timeout_ms: 300, idempotency: { mode: "none" } },
+      { approval: "none" },
+    );
+    const first = await charged(s.runId, s.charge.name as string, 100);
+    const second = await charged(s.runId, s.charge.name as string, 200);
+    await s.up.script({ kind: "commit_then_hang" });
+    const cancelled = await api("POST", `/v1/runs/${s.runId}/cancel`, { rollback: true });
+    const stuck = cancelled.body.rollback.steps[0];
+    expect(stuck).toMatchObject({ operation_id: second.operation_id, state: "submitted" });
+    expect((await operation(stuck.compensation_id, 5)).body.phase).toBe("outcome_unknown");
+    await runDurableObjectAlarm(runObject(s.runId));
+    let report = (await api("GET", `/v1/runs/${s.runId}`)).body.rollback;
+    expect(report.state).toBe("stopped");
+    expect(report.steps.map((x: any) => x.state)).toEqual(["outcome_unknown", "pending"]);
+    expect(await refundsOf(s.up)).toHaveLength(1); // the hung refund committed; the next was never asked
+    const resolved = await api("POST", `/v1/operations/${stuck.compensation_id}/resolve`, {
+      outcome: "succeeded",
+      result: { id: "re_seen_in_the_shop" },
+      reason: "the shop's dashboard shows the refund",
+    });
+    expect(resolved.status).toBe(200);
+    report = (await api("POST", `/v1/runs/${s.runId}/cancel`, { rollback: true })).body.rollback;
+    expect(report.steps.map((x: any) => x.state)).toEqual(["compensated", "submitted"]);
+    expect((await operation(report.steps[1].compensation_id, 5)).body.phase).toBe("recorded");
+    await runDurableObjectAlarm(runObject(s.runId));
+    report = (await api("GET", `/v1/runs/${s.runId}`)).body.rollback;
+    expect(report).toMatchObject({ state: "completed" });
+    const refunds = await refundsOf(s.up);
+    expect(refunds.map((r) => r.body.charge_id)).toEqual([second.result!.id, first.result!.id]);
   });
 });
 

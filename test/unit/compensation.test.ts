@@ -154,6 +154,10 @@ describe("rollback: the plan and each step", () => {
     expect(stepAfter({ phase: "outcome_unknown", status: null, message: null })?.state).toBe(
       "outcome_unknown",
     );
+    // an unknown outcome that settles by itself (a keyed refund resent late) is still under way
+    expect(
+      stepAfter({ phase: "outcome_unknown", status: null, message: null, settling: true }),
+    ).toBeNull();
     for (const phase of ["awaiting_approval", "executing", "retry_scheduled", "awaiting_lock"])
       expect(stepAfter({ phase, status: null, message: null })).toBeNull();
     const step = (state: StepState) => ({

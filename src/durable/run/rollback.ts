@@ -9,6 +9,7 @@
 import {
   currentStep,
   planRollback,
+  resumable,
   rollbackState,
   stepAfter,
   type RollbackStep,
@@ -56,7 +57,14 @@ export async function startRollback(
   by: string,
   storage: DurableObjectStorage,
 ): Promise<void> {
-  if (!rollbackOf(parts)) {
+  const planned = rollbackOf(parts);
+  const stuck = planned ? resumable(planned.steps) : -1;
+  if (stuck >= 0)
+    parts.store.transaction(() => {
+      parts.store.run("UPDATE rollback_steps SET state = 'submitted' WHERE seq = ?", stuck);
+      parts.store.run("UPDATE rollback SET state = 'running' WHERE k = 1");
+    });
+  if (!planned) {
     const ids = [...new Set(parts.rows.turns().flatMap(operationIds))];
     const writes = await Promise.all(
       ids.map(async (id): Promise<RunWrite | null> => {
@@ -148,6 +156,7 @@ async function advance(
       phase: view.value.phase,
       status: view.value.phase === "recorded" ? result.status : null,
       message: "message" in result ? result.message : null,
+      settling: view.value.settling !== null,
     });
     if (!next) return arm(parts, storage, ROLLBACK_CHECK_MS);
     update(parts, step.seq, next.state, step.compensation_id, next.detail);
