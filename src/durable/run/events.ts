@@ -12,6 +12,7 @@ import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { runSummary } from "./index-entry.ts";
 import type { RunRows } from "./rows.ts";
+import { rollbackDueAtMs } from "./rollback.ts";
 
 const RETRY_MS = 5_000;
 const RETRY_MAX_MS = 600_000;
@@ -123,8 +124,14 @@ export class RunEvents {
       // Nothing left to resend: the alarm is retention's again (retention.ts re-checks when it fires).
       // Nothing written since the rows were read: they were all there was (no read to ask).
       const run = this.rows.load();
+      // …or a running rollback's next look (undo, rollback.ts), if sooner.
       if (run && (this.writes === writesBefore || this.dueAtMs() === null))
-        await this.ctx.storage.setAlarm(run.expiresAtMs + retentionMs(this.env));
+        await this.ctx.storage.setAlarm(
+          Math.min(
+            run.expiresAtMs + retentionMs(this.env),
+            rollbackDueAtMs(this.store) ?? Infinity,
+          ),
+        );
     } catch (error) {
       this.unsent = null; // their attempts and due times change: the table says
       const attempts = Math.max(...rows.map((row) => row.attempts)) + 1;
