@@ -196,6 +196,8 @@ async function webhookPasses(spec, concurrency, key) {
       concurrency,
     });
   }
+  // The scenarios after this one run without it, as they did before.
+  await call(toolgate.url, "DELETE", "/v1/webhooks/bench-v", key);
 }
 
 /** The isolate's SQLite row counters, once background work (lock releases, inbox) has settled. */
