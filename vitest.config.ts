@@ -63,11 +63,13 @@ export default defineConfig({
         TOOLGATE_RETRY_BUDGET_RATIO: "",
       }),
       {
-        // wrangler dev + headless Chromium: readiness is waited for (selectors, responses), never slept on.
+        // One wrangler dev + demo upstream for every file (test/support/e2e-setup.ts), headless
+        // Chromium: readiness is waited for (selectors, responses), never slept on.
         test: {
           name: "e2e",
           include: ["test/e2e/**/*.test.ts"],
           environment: "node",
+          globalSetup: ["./test/support/e2e-setup.ts"],
           testTimeout: 180_000,
           hookTimeout: 300_000,
         },
