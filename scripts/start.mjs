@@ -60,7 +60,7 @@ console.log(`
  toolgate is running on ${TG}   (docs: ${TG}/docs, spec: ${TG}/openapi.json)
  Console for people: http://localhost:${port}/console — sign in with the KEY below.
 
- Demo tenant ${demo.tenantId} with tools charge_card, lookup_order, refund_order, send_email.
+ Demo tenant ${demo.tenantId} with tools refund_charge, charge_card, lookup_order, refund_order, send_email.
  Paste these into another terminal:
 
 TG=${TG}; UP=${UP}; TENANT=${demo.tenantId}; ADMIN=${DEV_VARS.TOOLGATE_ADMIN_TOKEN}
@@ -100,7 +100,15 @@ curl -s $TG/v1/tools/charge_card -H "Authorization: Bearer $KEY" | jq '.verifica
 curl -s -X POST $TG/v1/tools/charge_card/verify -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \\
   -d '{"arguments":{"amount":100,"currency":"usd"},"context":{"customer_id":"cus_demo","charge_limit":50000},"base_url":"${sandbox.url}"}' | jq '.verification.status'
 
-# 7. Everything that happened, transition by transition:
+# 7. Undo the first charge (charge_card declares refund_charge as its compensation): once, however
+#    often it is asked; a person approves the refund (README "Undo").
+OP=<operation_id of call_1's charge>
+curl -s -X POST $TG/v1/operations/$OP/compensate -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \\
+  -d '{"reason":"customer asked for a refund"}' | jq '{operation_id, tool, phase, compensates}'
+curl -s -X POST $TG/v1/operations/<compensation operation_id>/approve -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' -d '{}' | jq .phase
+curl -s $UP/_control/state | jq '[.effects[] | {path, body}]'   # the charge, and one refund of its id and amount
+
+# 8. Everything that happened, transition by transition:
 curl -s $TG/v1/runs/$RUN/trace -H "Authorization: Bearer $KEY" | jq '.events[] | [.type, .operation_id, .attempt]' -c
 
  Faults you can script on the upstream: ok, status (status, retryAfter, commit), commit_then_hang,

@@ -124,6 +124,7 @@ export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets 
     "secrets:write",
     "approvals:decide",
     "operations:resolve",
+    "operations:compensate",
     "traces:read",
     "events:read",
     "webhooks:write",

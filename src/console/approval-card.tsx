@@ -32,6 +32,7 @@ export const PendingCard = ({
       <header>
         <h2 id={`${id}-title`}>{item.tool}</h2>
         <Badge status="awaiting_approval" />
+        {item.compensates && <span class="chip">undo of {item.compensates}</span>}
         <span class={expiry.expired ? "chip expired" : "chip"}>{expiry.text}</span>
       </header>
       <div class="item-body">

@@ -38,6 +38,12 @@ export const ToolgateEvent = z.object({
 });
 export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
 
+/** The endpoint a run named at creation (`notify`): it gets that run's turn.settled whatever its filter. */
+export function notifiedEndpoint(event: ToolgateEvent): string | null {
+  const id = event.data["notify_webhook_id"];
+  return event.type === "turn.settled" && typeof id === "string" ? id : null;
+}
+
 /**
  * What travels on the EVENTS queue: an event to store and fan out to the tenant's webhook endpoints,
  * or one endpoint's delivery retry (sent with the delay the retry schedule gave).

@@ -1,7 +1,8 @@
 // The EVENTS queue consumer (issue 18). An `event` message is stored at its tenant
 // (TenantObject.receiveEvents, deduplicated by id there) and in its tenant index (issue 20:
 // IndexObject.ingest, one call per tenant per batch; `index_drop` messages remove pruned rows), then delivered to each of the tenant's
-// subscribed webhook endpoints at once and independently (deliverToEndpoints); an endpoint that
+// subscribed webhook endpoints at once and independently (deliverRouted: the tenant's store answers
+// where each event goes, and each endpoint's attempts are logged in one call per batch); an endpoint that
 // failed gets its own `delivery` message, delayed by the retry schedule (domain/webhook-retry.ts),
 // so one slow or dead endpoint never holds back another's or another tenant's deliveries. A message
 // is acked only once its work is done and its retries are queued; anything else is retried by the
@@ -16,7 +17,9 @@ import {
 import type { WebhookRetryPlan } from "../domain/webhook-retry.ts";
 import type { Env } from "../durable/env.ts";
 import { indexStub, tenantStub } from "../durable/stubs.ts";
-import { deliverToEndpoint, deliverToEndpoints, type EndpointOutcome } from "./deliver.ts";
+import { hostPolicy } from "../config.ts";
+import type { EventRoutes } from "../durable/tenant/webhooks.ts";
+import { deliverRouted, deliverToEndpoint, type EndpointOutcome } from "./deliver.ts";
 
 /** Cloudflare Queues accepts a delivery delay of at most 12 hours. */
 const MAX_DELAY_S = 12 * 60 * 60;
@@ -109,40 +112,46 @@ async function dropFromIndex(env: Env, message: Message<IndexDropMessage>): Prom
 }
 
 async function handleTenant(env: Env, tenantId: string, group: Item[]): Promise<void> {
-  const events = group.filter((item) => item.body.kind === "event");
-  let stored = events.length === 0;
-  if (!stored) {
-    const batch = events.map((item) => item.event);
-    // Stored at the tenant and in the tenant index (issue 20), both idempotent. The tenant's store
-    // comes before any webhook delivery (a failure: the events come again); the index's failure
-    // holds nothing back: its events are queued again for the index alone (index_retry).
-    const [tenant, index] = await Promise.all([
-      tenantStub(env, tenantId)
-        .receiveEvents(tenantId, batch)
-        .then((result) => result.ok)
-        .catch((error) => (warn("toolgate.event_store_failed", tenantId, error), false)),
+  const tenant = tenantStub(env, tenantId);
+  const fresh = group.filter((item) => item.body.kind === "event");
+  // One copy of each event (the outbox alarm and the queue may both have sent it).
+  const events = [...new Map(fresh.map((item) => [item.event.id, item.event])).values()];
+  let routed: EventRoutes | null = null;
+  if (events.length > 0) {
+    // Stored at the tenant (which answers where each event goes) and in the tenant index (issue 20),
+    // both idempotent. The tenant's store comes before any webhook delivery (a failure: the events
+    // come again); the index's failure holds nothing back: its events are queued again for the
+    // index alone (index_retry).
+    const [received, index] = await Promise.all([
+      tenant
+        .receiveEvents(tenantId, events)
+        .then((result) => (result.ok ? result.value : null))
+        .catch((error) => (warn("toolgate.event_store_failed", tenantId, error), null)),
       indexStub(env, tenantId)
-        .ingest(tenantId, batch)
+        .ingest(tenantId, events)
         .then(() => true)
         .catch((error) => (warn("toolgate.index_ingest_failed", tenantId, error), false)),
     ]);
-    stored = tenant && (index || (await requeueForIndex(env, tenantId, batch)));
+    routed =
+      received && (index || (await requeueForIndex(env, tenantId, events))) ? received : null;
   }
+  const delivered =
+    routed && deliverRouted(tenant, routed, events, hostPolicy(env)).catch(() => null);
+  const retriesQueued = new Set<string>(); // by one message of each event, not by its copies
   await Promise.all(
     group.map(async (item) => {
-      if (item.body.kind === "event" && !stored) return item.message.retry();
       try {
-        const outcomes =
-          item.body.kind === "event"
-            ? await deliverToEndpoints(env, tenantId, item.event)
-            : await deliverToEndpoint(env, tenantId, item.body.endpoint_id, item.event);
-        if (!outcomes.ok) return item.message.retry();
-        const list = Array.isArray(outcomes.value)
-          ? outcomes.value
-          : outcomes.value
-            ? [outcomes.value]
-            : [];
-        await Promise.all(list.map((outcome) => queueRetry(env, item.event, outcome)));
+        let outcomes: EndpointOutcome[] | null;
+        if (item.body.kind === "event") {
+          outcomes = (await delivered)?.get(item.event.id) ?? null;
+          if (outcomes && retriesQueued.has(item.event.id)) outcomes = [];
+          retriesQueued.add(item.event.id);
+        } else {
+          const one = await deliverToEndpoint(env, tenantId, item.body.endpoint_id, item.event);
+          outcomes = one.ok ? (one.value ? [one.value] : []) : null;
+        }
+        if (!outcomes) return item.message.retry();
+        await Promise.all(outcomes.map((outcome) => queueRetry(env, item.event, outcome)));
         item.message.ack();
       } catch (error) {
         warn("toolgate.webhook_dispatch_failed", tenantId, error);

@@ -7,7 +7,7 @@
 // is logged at the tenant. Endpoints are independent: one slow or dead endpoint never delays another.
 import { Webhook } from "standardwebhooks";
 import { hostPolicy } from "../config.ts";
-import type { ToolgateEvent } from "../domain/events.ts";
+import { notifiedEndpoint, type ToolgateEvent } from "../domain/events.ts";
 import { ok, type Result } from "../domain/result.ts";
 import {
   planWebhookRetry,
@@ -17,8 +17,9 @@ import {
 import type { Env } from "../durable/env.ts";
 import { tenantStub } from "../durable/stubs.ts";
 import type { TenantError } from "../durable/tenant/object.ts";
-import type { DeliveryResult } from "../durable/tenant/webhook-deliveries.ts";
-import type { WebhookTarget } from "../durable/tenant/webhooks.ts";
+import type { DeliveryResult, LoggedAttempt } from "../durable/tenant/webhook-deliveries.ts";
+import type { EventRoutes, WebhookTarget } from "../durable/tenant/webhooks.ts";
+import type { HostPolicy } from "../tools/manifest/schema.ts";
 import { slackMessage } from "./slack.ts";
 import { checkWebhookUrl } from "./webhook-url.ts";
 
@@ -115,9 +116,9 @@ export type EndpointOutcome = {
 };
 
 /**
- * Delivers `event` to each of the tenant's endpoints subscribed to its type, each independently
- * (allSettled: a hanging endpoint costs only its own timeout), and logs every attempt at the tenant.
- * What the queue consumer calls; it retries the endpoints whose outcome says `retry`.
+ * Delivers `event` to each of the tenant's endpoints subscribed to its type, each independently,
+ * and logs every attempt at the tenant (deliverRouted). What the webhook tests call; the queue
+ * consumer routes a whole batch at once (TenantObject.receiveEvents) and calls deliverRouted.
  */
 export async function deliverToEndpoints(
   env: Env,
@@ -127,29 +128,87 @@ export async function deliverToEndpoints(
 ): Promise<Result<EndpointOutcome[], TenantError>> {
   if (event.tenant_id !== tenantId) return ok([]); // another tenant's event is none of these endpoints' business
   const tenant = tenantStub(env, tenantId);
-  const targets = await tenant.webhookTargets(tenantId, event.type, notifiedOf(event));
+  const targets = await tenant.webhookTargets(tenantId, event.type, notifiedEndpoint(event));
   if (!targets.ok) return targets;
-  const settled = await Promise.allSettled(
-    targets.value.map((target) => deliverOne(env, tenant, target, event, options)),
+  const routes = { [event.id]: targets.value.map((target) => target.id) };
+  const outcomes = await deliverRouted(
+    tenant,
+    { targets: targets.value, routes },
+    [event],
+    hostPolicy(env),
+    options,
   );
-  return ok(
-    settled.map((outcome, index) =>
-      outcome.status === "fulfilled"
-        ? outcome.value
-        : {
-            endpoint_id: targets.value[index]!.id,
-            delivered: false,
-            status: null,
-            attempt: null,
-            state: null,
-            retry: null,
-            error: `the attempt could not be recorded: ${String(outcome.reason)}`,
-          },
-    ),
-  );
+  return ok(outcomes.get(event.id) ?? []);
 }
 
-/** One endpoint: re-checks its URL (the allow-list may have shrunk), sends, logs the attempt. */
+/**
+ * One tenant's batch of events, each to the endpoints `routed` names: every send starts at once;
+ * each endpoint's attempts are logged in one call once its own sends are done, so a hanging
+ * endpoint (10 s) delays only its own log, never another endpoint's sends or records. The
+ * outcomes per event id, each with its retry plan.
+ */
+export async function deliverRouted(
+  tenant: ReturnType<typeof tenantStub>,
+  routed: EventRoutes,
+  events: readonly ToolgateEvent[],
+  hosts: HostPolicy,
+  options: DeliveryOptions = {},
+): Promise<Map<string, EndpointOutcome[]>> {
+  const outcomes = new Map<string, EndpointOutcome[]>(events.map((event) => [event.id, []]));
+  await Promise.all(
+    routed.targets.map(async (target) => {
+      const mine = events.filter((event) => routed.routes[event.id]?.includes(target.id));
+      if (mine.length === 0) return;
+      const allowed = checkWebhookUrl(target.url, hosts);
+      const attempts = await Promise.all(
+        mine.map(async (event) => {
+          const atMs = Date.now();
+          const result: DeliveryResult = allowed.ok
+            ? await deliverWebhook(target, event, atMs, options)
+            : {
+                delivered: false,
+                status: null,
+                latency_ms: 0,
+                snippet: "",
+                error: allowed.error.detail,
+              };
+          return { event, result, atMs };
+        }),
+      );
+      let logged: LoggedAttempt[] | null;
+      let unrecorded: string | null = null;
+      try {
+        logged = await tenant.recordDeliveries(target.id, attempts);
+      } catch (error) {
+        logged = null;
+        unrecorded = `the attempt could not be recorded: ${String(error)}`;
+      }
+      attempts.forEach(({ event, result, atMs }, index) => {
+        const entry = logged?.[index] ?? null;
+        outcomes.get(event.id)!.push({
+          endpoint_id: target.id,
+          delivered: result.delivered,
+          status: result.status,
+          attempt: entry?.attempt ?? null,
+          state: entry?.state ?? null,
+          retry:
+            result.delivered || !entry
+              ? null
+              : planWebhookRetry({
+                  eventId: event.id,
+                  endpointId: target.id,
+                  attempt: entry.attempt,
+                  nowMs: atMs,
+                }),
+          error: unrecorded ?? result.error,
+        });
+      });
+    }),
+  );
+  return outcomes;
+}
+
+/** One endpoint, one event (the test ping, a redeliver): sent and logged like any delivery. */
 export async function deliverOne(
   env: Env,
   tenant: ReturnType<typeof tenantStub>,
@@ -157,30 +216,9 @@ export async function deliverOne(
   event: ToolgateEvent,
   options: DeliveryOptions,
 ): Promise<EndpointOutcome> {
-  const nowMs = Date.now();
-  const allowed = checkWebhookUrl(target.url, hostPolicy(env));
-  const result: DeliveryResult = allowed.ok
-    ? await deliverWebhook(target, event, nowMs, options)
-    : { delivered: false, status: null, latency_ms: 0, snippet: "", error: allowed.error.detail };
-  const logged = await tenant.recordDelivery(target.id, event, result, nowMs);
-  const retry =
-    result.delivered || !logged
-      ? null
-      : planWebhookRetry({
-          eventId: event.id,
-          endpointId: target.id,
-          attempt: logged.attempt,
-          nowMs,
-        });
-  return {
-    endpoint_id: target.id,
-    delivered: result.delivered,
-    status: result.status,
-    attempt: logged?.attempt ?? null,
-    state: logged?.state ?? null,
-    retry,
-    error: result.error,
-  };
+  const routed = { targets: [target], routes: { [event.id]: [target.id] } };
+  const outcomes = await deliverRouted(tenant, routed, [event], hostPolicy(env), options);
+  return outcomes.get(event.id)![0]!;
 }
 
 async function readSnippet(response: Response): Promise<string> {
@@ -218,12 +256,6 @@ function scrub(text: string, secret: string): string {
 const isTimeout = (error: unknown) =>
   error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
 
-/** The endpoint a run named at creation (`notify`): it gets that run's turn.settled whatever its filter. */
-function notifiedOf(event: ToolgateEvent): string | null {
-  const id = event.data["notify_webhook_id"];
-  return event.type === "turn.settled" && typeof id === "string" ? id : null;
-}
-
 /** One endpoint's retry of one event (a `delivery` queue message): none if it was deleted or unsubscribed. */
 export async function deliverToEndpoint(
   env: Env,
@@ -234,7 +266,7 @@ export async function deliverToEndpoint(
 ): Promise<Result<EndpointOutcome | null, TenantError>> {
   if (event.tenant_id !== tenantId) return ok(null);
   const tenant = tenantStub(env, tenantId);
-  const targets = await tenant.webhookTargets(tenantId, event.type, notifiedOf(event));
+  const targets = await tenant.webhookTargets(tenantId, event.type, notifiedEndpoint(event));
   if (!targets.ok) return targets;
   const target = targets.value.find((candidate) => candidate.id === endpointId);
   return ok(target ? await deliverOne(env, tenant, target, event, options) : null);

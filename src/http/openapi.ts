@@ -17,6 +17,8 @@ import {
   PutSecret,
   Reject,
   Resolve,
+  Compensate,
+  CancelRun,
   SecretRecord,
   TurnResponse,
   PutWebhook,
@@ -175,8 +177,10 @@ const ROUTES: Route[] = [
   {
     method: "post",
     path: "/v1/runs/{run_id}/cancel",
-    summary: "Cancel the run",
+    summary:
+      "Cancel the run. With { rollback: true } (also needs operations:compensate) its applied writes are then compensated one at a time, newest first; `rollback` reports each step",
     auth: "runs:write",
+    body: CancelRun,
   },
   {
     method: "get",
@@ -340,6 +344,14 @@ const ROUTES: Route[] = [
     summary: "A person's verdict on an outcome_unknown",
     auth: "operations:resolve",
     body: Resolve,
+  },
+  {
+    method: "post",
+    path: "/v1/operations/{operation_id}/compensate",
+    summary:
+      "Undo: run the tool's declared compensation as a new operation linked both ways (compensates / compensated_by), at most once however often asked → 201 first, 200 after, the compensation's view; only for an operation recorded as applied (else 409 operation_not_compensable)",
+    auth: "operations:compensate",
+    body: Compensate,
   },
   {
     method: "post",

@@ -4,7 +4,7 @@
 // and /v1/approvals/{operation_id}: one request's real arguments, for the approver.
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
-import { Approve, ApprovalsQuery, Reject, Resolve } from "./schemas.ts";
+import { Approve, ApprovalsQuery, Compensate, Reject, Resolve } from "./schemas.ts";
 import { approverId, principalName, requireScope, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
 import {
@@ -97,6 +97,18 @@ export const operationRoutes = new Hono<AppEnv>()
       by: principalName(c),
     });
     return c.json(unwrap(view));
+  })
+  // Undo (issue 22): the original's run coordinates it (durable/run/compensate.ts). The operation
+  // answers only its own tenant: another tenant's id is not found, whatever it is.
+  .post("/:operation_id/compensate", async (c) => {
+    const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
+    const tenantId = requireScope(c, "operations:compensate");
+    const body = await readJson(c, Compensate);
+    const original = unwrap(await operationStub(c, operationId).compensationSource(tenantId));
+    const asked = { reason: body.reason, by: principalName(c), waitMs: waitMs(c, 0) };
+    const done = unwrap(await runStub(c, original.run_id).compensate(tenantId, original, asked));
+    const view = unwrap(await operationStub(c, done.compensation_id).get(tenantId, 0));
+    return c.json(view, done.created ? 201 : 200);
   })
   .post("/:operation_id/cancel", async (c) => {
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");

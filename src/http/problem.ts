@@ -34,6 +34,12 @@ export type ApiError =
   | { code: "unsupported_jurisdiction"; detail: string }
   | { code: "invalid_pointer"; detail: string }
   | { code: "unknown_secret"; detail: string }
+  /** PUT /v1/tools/{name}: its `compensate` cannot run as declared (undo, issue 22). */
+  | { code: "invalid_compensation"; detail: string }
+  /** POST …/compensate: the rendered arguments fail the compensating tool's current schema or gate; nothing sent. */
+  | { code: "compensation_arguments_invalid"; detail: string }
+  /** POST …/compensate: only an operation recorded as applied may be undone; `state`: how it stands. */
+  | { code: "operation_not_compensable"; detail: string; state: string }
   /**
    * Retention removed this settled operation; it will not run again. `pruned_at` travels in the
    * problem, and `settled_as`: the recorded outcome's status (`status` is the HTTP status there).
@@ -86,6 +92,8 @@ export function toApiError(error: ObjectError): ApiError {
     case "unsupported_field":
     case "invalid_pointer":
     case "unknown_secret":
+    case "invalid_compensation":
+    case "compensation_arguments_invalid":
     case "resend_not_allowed":
     case "self_approval":
     case "approval_mismatch":
@@ -111,6 +119,8 @@ export function toApiError(error: ObjectError): ApiError {
     case "already_started":
     case "not_started":
       return { code: "internal", detail: error.code };
+    case "operation_not_compensable":
+      return { code: error.code, detail: error.detail, state: error.state };
     case "pruned":
       return prunedProblem(error.operation_id, error.pruned_at_ms, error.status);
     case "run_pruned": {
@@ -171,6 +181,8 @@ export function statusOf(error: ApiError): number {
     case "not_verifiable":
     case "invalid_arguments":
     case "policy_denied":
+    case "invalid_compensation":
+    case "compensation_arguments_invalid":
       return 422;
     case "operation_pruned":
     case "run_pruned":
@@ -183,6 +195,7 @@ export function statusOf(error: ApiError): number {
     case "run_turn_limit":
     case "request_id_conflict":
     case "tool_changed":
+    case "operation_not_compensable":
       return 409;
     case "misconfigured":
     case "internal":
@@ -220,6 +233,9 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "unsupported_field":
     case "unsupported_jurisdiction":
     case "unknown_secret":
+    case "invalid_compensation":
+    case "compensation_arguments_invalid":
+    case "operation_not_compensable":
     case "not_outcome_unknown":
     case "not_awaiting_approval":
     case "approval_mismatch":

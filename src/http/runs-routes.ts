@@ -17,7 +17,7 @@ import {
   type AppEnv,
 } from "./auth.ts";
 import { ApiProblem, problemResponse, prunedProblem } from "./problem.ts";
-import { CreateRun, PatchRun } from "./schemas.ts";
+import { CancelRun, CreateRun, PatchRun } from "./schemas.ts";
 import { idPrefix, jurisdictionOf } from "../domain/jurisdiction.ts";
 import { dropNotify, runNotify } from "./run-notify.ts";
 import type { RunEndpoint } from "../durable/tenant/run-endpoints.ts";
@@ -146,8 +146,12 @@ export const runRoutes = new Hono<AppEnv>()
   })
   .post("/:run_id/cancel", async (c) => {
     const runId = runIdOf(c);
+    const tenantId = requireScope(c, "runs:write");
+    // No body (as before) or {} cancels; { "rollback": true } also undoes the run's applied writes.
+    const body = (await c.req.text()).trim() === "" ? {} : await readJson(c, CancelRun);
+    if (body.rollback) requireScope(c, "operations:compensate");
     return c.json(
-      unwrap(await runStub(c, runId).cancel(requireScope(c, "runs:write"), principalName(c))),
+      unwrap(await runStub(c, runId).cancel(tenantId, principalName(c), body.rollback === true)),
     );
   })
   .post("/:run_id/turns", async (c) => {

@@ -23,6 +23,8 @@ export const ApiScope = z.enum([
   "events:read",
   /** The tenant's Cedar policy set (PUT and GET /v1/policies). */
   "policies:write",
+  /** Undo (issue 22): POST /v1/operations/{id}/compensate, and cancel with rollback (with runs:write). */
+  "operations:compensate",
 ]);
 export type ApiScope = z.infer<typeof ApiScope>;
 
@@ -194,6 +196,11 @@ export const Resolve = z.object({
   result: z.unknown().optional(),
   reason: z.string().min(1).max(2000),
 });
+
+/** Undo (issue 22): why the operation is being reversed (kept with the compensation). */
+export const Compensate = z.strictObject({ reason: z.string().min(1).max(500) });
+/** POST /v1/runs/{id}/cancel: no body, `{}`, or `{ "rollback": true }` (undo the run's applied writes). */
+export const CancelRun = z.strictObject({ rollback: z.boolean().optional() });
 
 /** The envelope the model reads: the same codec the run object stores it with. */
 export const Envelope = EnvelopeCodec;

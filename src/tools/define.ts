@@ -115,5 +115,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     redact: def.redact ?? [],
     traceContent: def.traceContent ?? { arguments: false, result: false },
     sandbox: null,
+    // Undo is declared in manifests only (a code tool's compensation: a manifest tool of the same name).
+    compensate: null,
   };
 }

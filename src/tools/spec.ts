@@ -6,6 +6,7 @@ import type { IdempotencyMode } from "../domain/classify.ts";
 import type { FrozenInput, OperationScope, Risk } from "../domain/identity.ts";
 import type { RetryPolicy } from "../domain/retry.ts";
 import type { AcrossRunsLimit } from "../domain/limit/claims.ts";
+import type { Compensation } from "../domain/compensation.ts";
 
 /** `fourEyes`: the approver must not be the run's own user (default). */
 export type ApprovalRule = {
@@ -111,6 +112,8 @@ export type ToolSpec = {
   traceContent: { arguments: boolean; result: boolean };
   /** A write's sandbox for shadow runs (null: none; a shadow run refuses its writes). */
   sandbox: ToolSandbox | null;
+  /** Undo (issue 22): the declared compensating call (manifest `compensate`), or null: none. */
+  compensate: Compensation | null;
 };
 
 /** How a tool travels inside toolgate: manifests as their JSON, code tools by catalog name. */

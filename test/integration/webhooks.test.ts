@@ -8,6 +8,7 @@ import { describe, expect, it } from "vitest";
 import type { ToolgateEvent } from "../../src/domain/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { deliverToEndpoints } from "../../src/events/deliver.ts";
+import worker from "../../src/index.ts";
 import { api, newTenant, upstream, type UpstreamState } from "../support/api.ts";
 
 const typedEnv = env as unknown as Env;
@@ -252,6 +253,60 @@ describe("delivery", () => {
     expect(log[1].snippet).toContain("down");
     const [listed] = (await call("GET", "/v1/webhooks")).body.webhooks;
     expect(listed).toMatchObject({ state: "healthy", consecutive_failures: 0 });
+  });
+
+  it("one queue batch: every event once per endpoint (a copy sent twice is delivered once), each endpoint's attempts logged, a failure gets its own retry message", async () => {
+    const { tenantId, call } = await webhookTenant();
+    const flaky = upstream();
+    const fine = upstream();
+    await flaky.script({ kind: "status", status: 500, body: { error: "down" } });
+    const a = await endpoint(call, `${flaky.url}/webhooks/a`);
+    const b = await endpoint(call, `${fine.url}/webhooks/b`, { events: ["approval.requested"] });
+    const events = [
+      event(tenantId),
+      event(tenantId, { type: "operation.recorded" }),
+      event(tenantId),
+    ];
+    // The outbox alarm and the queue may both have sent the first event: two messages, one event.
+    const bodies = [events[0], ...events].map((e) => ({ kind: "event", event: e }));
+    const did: string[] = [];
+    const messages = bodies.map((body, i) => ({
+      id: `m${i}`,
+      timestamp: new Date(),
+      attempts: 1,
+      body,
+      ack: () => void did.push(`ack m${i}`),
+      retry: () => void did.push(`retry m${i}`),
+    }));
+    const retries: unknown[] = [];
+    const recording = {
+      ...typedEnv,
+      EVENTS: { send: async (body: unknown) => void retries.push(body) },
+    } as unknown as Env;
+    const batch = { queue: "toolgate-events", messages, ackAll() {}, retryAll() {} };
+    await worker.queue(batch as unknown as MessageBatch<never>, recording);
+
+    expect(did.sort()).toEqual(["ack m0", "ack m1", "ack m2", "ack m3"]);
+    const toA = received(await flaky.state(), a.secret);
+    expect(toA.map((r) => r.webhookId).sort()).toEqual(events.map((e) => e.id).sort());
+    expect(toA.every((r) => r.fault === "status" || typeof r.verified === "object")).toBe(true);
+    // b subscribed to approval.requested only: the two of them, each once.
+    const toB = received(await fine.state(), b.secret);
+    expect(toB.map((r) => r.webhookId).sort()).toEqual([events[0]!.id, events[2]!.id].sort());
+    const logA = (await call("GET", `/v1/webhooks/${a.id}/deliveries`)).body.deliveries;
+    expect(logA).toHaveLength(3);
+    expect(logA.every((d: { attempt: number }) => d.attempt === 1)).toBe(true);
+    const failed = logA.filter((d: { status: number }) => d.status === 500);
+    expect(failed).toHaveLength(1);
+    expect((await call("GET", `/v1/webhooks/${b.id}/deliveries`)).body.deliveries).toHaveLength(2);
+    // Only the failed attempt is tried again, at its endpoint alone.
+    expect(retries).toEqual([
+      {
+        kind: "delivery",
+        endpoint_id: a.id,
+        event: events.find((e) => e.id === failed[0].event_id),
+      },
+    ]);
   });
 
   it("a hanging receiver times out as a failed attempt; the live endpoint beside it is delivered", async () => {

@@ -26,6 +26,7 @@ export const ALL_SCOPES = [
   "webhooks:write",
   "webhooks:read",
   "policies:write",
+  "operations:compensate",
 ];
 
 /** A tenant with an all-scopes key, created once per test file (storage is per file). */

@@ -22,6 +22,17 @@ describe("toApiError", () => {
     [{ code: "policy_denied", detail: "x" }, "policy_denied", 422],
     [{ code: "tool_changed", detail: "x" }, "tool_changed", 409],
     [{ code: "unavailable", detail: "x" }, "unavailable", 503],
+    [{ code: "invalid_compensation", detail: "x" }, "invalid_compensation", 422],
+    [
+      { code: "compensation_arguments_invalid", detail: "x" },
+      "compensation_arguments_invalid",
+      422,
+    ],
+    [
+      { code: "operation_not_compensable", state: "failed", detail: "x" },
+      "operation_not_compensable",
+      409,
+    ],
     [{ code: "already_started" }, "internal", 500],
     [{ code: "not_started" }, "internal", 500],
   ];

@@ -79,6 +79,12 @@ export type OperationPlan = {
    * could not be built.
    */
   shadow?: { would_send: WouldSend };
+  /**
+   * Undo (issue 22): this operation is the compensation of the operation with this id, submitted by
+   * the original's run for a person (POST …/compensate) or a rollback. The run authorizes its sends
+   * from its compensation row, not from the model's offered tools (durable/run/compensate.ts).
+   */
+  compensates?: string;
 };
 export type WouldSend =
   | { method: string; url: string; headers: Record<string, string>; body: string | null }

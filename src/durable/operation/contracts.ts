@@ -19,6 +19,7 @@ import type { Preview } from "../../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import type { Alarms } from "./alarm.ts";
 import type { ShadowView } from "./shadow-view.ts";
+import type { UndoView } from "./compensation.ts";
 import type { OperationLog } from "./log.ts";
 
 export type SubmitRequest = {
@@ -44,6 +45,8 @@ export type SubmitRequest = {
   facts?: CallFacts | null;
   /** The call belongs to a shadow run (issue 22): a write is planned to reach its sandbox only. */
   shadow?: true;
+  /** Undo (issue 22): the compensation of `of`; "required": a person approves it whatever the tool says. */
+  compensation?: { of: string; approval: "required" | "none" };
 };
 /**
  * `executedBy`: the call that created the operation (a replay from another call did not execute it).
@@ -80,7 +83,8 @@ export type OperationView = {
    * in flight now) and the end of the key's window, after which a person decides. Null otherwise.
    */
   settling: { next_try_at: string | null; until: string } | null;
-} & ShadowView;
+} & ShadowView &
+  UndoView;
 export type ApprovalView = {
   state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
   requested_by: string;
@@ -91,6 +95,8 @@ export type ApprovalView = {
   four_eyes: boolean;
   /** A shadow run's call (issue 22): approving it sends it to the tool's sandbox only. */
   shadow: boolean;
+  /** Undo (issue 22): the approval is for the compensation of this operation (null: an ordinary call). */
+  compensates: string | null;
   /** The tool's preview answer, when it has one (null while it runs or when it has none). */
   preview: Preview | null;
   decided_by: string | null;

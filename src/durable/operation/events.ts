@@ -61,6 +61,8 @@ export function operationEvents(
       ...fields,
       created_at_ms: frozen.created_at,
       ...(frozen.plan.shadow ? { shadow: true } : {}),
+      // Undo (issue 22): the compensation of this operation (an approval of it reverses that one).
+      ...(frozen.plan.compensates ? { compensates: frozen.plan.compensates } : {}),
     },
   });
   const out: ToolgateEvent[] = [];

@@ -105,6 +105,7 @@ export async function gather(
               frozen.tenant_id,
               authorize.tool,
               authorize.policyVersion ?? null,
+              frozen.plan.compensates ?? null,
             ),
             policyVerdict(env, frozen),
           ]);

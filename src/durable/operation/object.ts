@@ -34,6 +34,7 @@ import { prepareStart, startUnavailable } from "./start.ts";
 import { approverFacts, limitHoldOf, type LimitHold } from "./limits.ts";
 import { Alarms, runAlarm, type AlarmHost } from "./alarm.ts";
 import { Waiters } from "./wait.ts";
+import * as Undo from "./compensation.ts";
 import { report, type Reported } from "./trace.ts";
 import { approvalInputOf, conflictReplyOf, peekOf, replyOf, viewOf } from "./views.ts";
 
@@ -80,7 +81,8 @@ export class OperationObject extends DurableObject<Env> {
       const spec = resolveTool(req.source, hostPolicy(this.env));
       if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
       const sweeps = this.limitSweeps;
-      const prepared = await prepareStart(this.env, req, spec.value).catch(startUnavailable);
+      const used = Undo.compensationSpec(spec.value, req); // undo: a person approves by default
+      const prepared = await prepareStart(this.env, req, used).catch(startUnavailable);
       if (!prepared.ok) return prepared;
       const { frozen, secrets, limitDenied, policyDenied } = prepared.value;
       // The awaits let other calls in: one of them may have started this operation meanwhile, or a
@@ -209,6 +211,14 @@ export class OperationObject extends DurableObject<Env> {
     const step = this.apply({ type: "cancel", by }, null);
     await this.inboxWrites;
     return step.ok ? ok(viewOf(this.log)) : step;
+  }
+
+  /** Undo (issue 22, compensation.ts): the original as its run reads it, and the link to its compensation. */
+  async compensationSource(tenantId: string): Reply<Undo.CompensationSource> {
+    return Undo.compensationSourceOf(this.log, tenantId);
+  }
+  async linkCompensation(tenantId: string, compensationId: string): Reply<true> {
+    return Undo.linkCompensation(this.log, tenantId, compensationId);
   }
 
   /** Asked by a limit's sweep (issue 21): does this operation hold its reservation of `name` for `subject`? */

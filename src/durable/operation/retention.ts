@@ -107,7 +107,13 @@ export async function retire(
     return shell.alarms.armAt(nowMs + 60_000);
   const outcome = state.outcome;
   store.transaction(() => {
-    for (const table of ["op_log", "op_lease", "op_tombstone", "op_early_cancel"])
+    for (const table of [
+      "op_log",
+      "op_lease",
+      "op_tombstone",
+      "op_early_cancel",
+      "op_compensated_by",
+    ])
       if (store.exists(table)) store.run(`DELETE FROM ${table}`);
     store.ensureTable("op_pruned");
     store.run(

@@ -114,6 +114,7 @@ export async function prepareStart(
     ...(req.shadow && spec.risk !== "read"
       ? { shadow: { would_send: wouldSend(spec, req.input, planned.idempotencyKey) } }
       : {}),
+    ...(req.compensation ? { compensates: req.compensation.of } : {}),
   };
   const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
   const frozen = frozenRowOf(req, spec, plan, nowMs);

@@ -19,6 +19,7 @@ import type {
 } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { shadowViewOf } from "./shadow-view.ts";
+import { undoViewOf } from "./compensation.ts";
 
 /** What the approvals inbox keeps of a preview's body (the operation keeps all of it). */
 export const INBOX_PREVIEW_BYTES = 16 * 1024;
@@ -88,6 +89,7 @@ export function viewOf(log: OperationLog): OperationView {
     approval: approvalViewOf(log, head),
     settling: settlingOf(head),
     ...shadowViewOf(log, head),
+    ...undoViewOf(log, head),
   };
 }
 
@@ -124,6 +126,7 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
     policy_version: approval.policyVersion,
     four_eyes: approval.fourEyes,
     shadow: frozen.plan.shadow !== undefined,
+    compensates: frozen.plan.compensates ?? null,
     preview: preview
       ? {
           status: (preview.status as number | null) ?? null,
@@ -191,6 +194,7 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,
     reason: view.approval?.reason ?? null,
     ...(view.shadow ? { shadow: true as const } : {}),
+    ...(view.compensates ? { compensates: view.compensates } : {}),
   };
 }
 

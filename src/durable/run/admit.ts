@@ -26,6 +26,7 @@ import { checkStatus } from "./check-status.ts";
 import type { RunError, TurnReply } from "./contracts.ts";
 import type { RunParts } from "./parts.ts";
 import { peekInto } from "./peek.ts";
+import { rememberTurn, usageRow } from "./rows.ts";
 import { dispatchedSources } from "./sources.ts";
 import { indexTurn, migrateStored, storedCounts } from "./stored.ts";
 
@@ -148,7 +149,19 @@ export async function postTurn(
         record.createdAtMs,
         plan.dispatch.length,
       );
+      // Its settlement reads it next: the row as written, not read back (RunRows.turn).
+      rememberTurn(store, {
+        id: record.id,
+        seq: record.seq,
+        content_hash: record.contentHash,
+        calls: storedCalls,
+        reserved_cost: record.reservedCost,
+        settled_cost: null,
+        model_cost: record.modelCost,
+        created_at: record.createdAtMs,
+      });
       if (store.exists("turn_ops")) indexTurn(store, record);
+      const before = usageRow(store);
       store.run(
         "UPDATE usage SET turns = ?, calls = ?, cost = ?, stored_turns = ?, stored_bytes = ?, stopped_turns = ?, checks = ?",
         usage.turns,
@@ -159,6 +172,18 @@ export async function postTurn(
         stored.stopped,
         stored.checks,
       );
+      // Read again at settlement: the row as written (every other column unchanged), not read back.
+      if (before)
+        store.remember("usage", "usage", {
+          ...before,
+          turns: usage.turns,
+          calls: usage.toolCalls,
+          cost: usage.cost,
+          stored_turns: stored.turns,
+          stored_bytes: stored.bytes,
+          stopped_turns: stored.stopped,
+          checks: stored.checks,
+        });
       // run.budget_exhausted, the first time a budget refuses a call in this run (issue 18).
       const refused = record.calls.find(
         (call) => "fixed" in call && call.fixed.status === "budget_exhausted",

@@ -6,6 +6,7 @@ import { err, type Result } from "../../domain/result.ts";
 import type { Budgets } from "../../domain/turn/budget.ts";
 import type { TurnResult } from "../../domain/turn/settle.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
+import type { RollbackView } from "../../domain/rollback.ts";
 
 export type RunInit = Omit<RunState, "toolsHash" | "createdAtMs" | "cancelledAtMs">;
 export type RunView = {
@@ -19,6 +20,8 @@ export type RunView = {
   created_at: string;
   expires_at: string;
   mode: "live" | "shadow";
+  /** Present once the run was cancelled with rollback: true (issue 22): each step and how it stands. */
+  rollback?: RollbackView;
 };
 /** `results`: each call's envelope paired with the call, in call order. `pruned`: calls whose operation retention removed (`settled_as`: how it had settled). */
 export type TurnReply = {
@@ -47,6 +50,12 @@ export type RunError =
   | { code: "run_turn_limit"; detail: string }
   /** TOOLGATE_SIGNING_KEY is unset: no upstream idempotency key can be derived. */
   | { code: "misconfigured"; detail: string }
+  /** Undo (issue 22): the original was not recorded as applied, or is itself a compensation. */
+  | { code: "operation_not_compensable"; state: string; detail: string }
+  /** Undo: the rendered arguments fail the compensating tool as it stands now (nothing sent). */
+  | { code: "compensation_arguments_invalid"; detail: string }
+  /** Undo: the compensation was recorded but its operation did not answer; asking again submits it. */
+  | { code: "unavailable"; detail: string }
   /** Expired, every operation pruned, then its own rows (retention): it answers 410 from then on. */
   | { code: "run_pruned"; run_id: string; pruned_at_ms: number };
 /** One MCP tools/call: `requestKey` names it for cancellation, `nonce` names a read (domain/mcp-call.ts). */

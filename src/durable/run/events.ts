@@ -12,6 +12,7 @@ import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { runSummary } from "./index-entry.ts";
 import type { RunRows } from "./rows.ts";
+import { rollbackDueAtMs } from "./rollback.ts";
 
 const RETRY_MS = 5_000;
 const RETRY_MAX_MS = 600_000;
@@ -25,17 +26,27 @@ export type RunEventInput = {
   data: Record<string, unknown>;
 };
 
+type UnsentRow = { id: string; payload: string; attempts: number };
+
 export class RunEvents {
   private sending: Promise<void> = Promise.resolve();
   /** Events this instance wrote (a send that took every row written so far leaves nothing due). */
   private writes = 0;
+  /**
+   * The unsent rows, when this instance knows them all (null: read the table): a send that took
+   * every row leaves none, and each new event is added as it is written, so the send after a
+   * commit does not read back what the transaction just wrote. A rollback forgets them.
+   */
+  private unsent: UnsentRow[] | null = null;
 
   constructor(
     private readonly env: Env,
     private readonly store: SqlStore,
     private readonly rows: RunRows,
     private readonly ctx: DurableObjectState,
-  ) {}
+  ) {
+    store.onRollback(() => (this.unsent = null));
+  }
 
   /** Inside the caller's transaction: true when the event is new (not written before). */
   write(run: RunState, input: RunEventInput, nowMs: number): boolean {
@@ -52,14 +63,16 @@ export class RunEvents {
     };
     this.store.ensureTable("run_events");
     this.writes += 1;
-    return (
+    const payload = JSON.stringify(event);
+    const fresh =
       this.store.run(
         "INSERT INTO run_events (id, payload, sent, attempts, next_at_ms) VALUES (?, ?, 0, 0, ?) ON CONFLICT (id) DO NOTHING",
         event.id,
-        JSON.stringify(event),
+        payload,
         nowMs + RETRY_MS,
-      ) > 0
-    );
+      ) > 0;
+    if (fresh) this.unsent?.push({ id: event.id, payload, attempts: 0 });
+    return fresh;
   }
 
   /** Whether this event was already written (a settled turn polled again costs no write). */
@@ -91,9 +104,11 @@ export class RunEvents {
   private async sendNow(): Promise<void> {
     if (!this.store.exists("run_events")) return;
     const writesBefore = this.writes;
-    const rows = this.store.all<{ id: string; payload: string; attempts: number }>(
-      "SELECT id, payload, attempts FROM run_events WHERE sent = 0",
-    );
+    const rows = [
+      ...(this.unsent ??
+        this.store.all<UnsentRow>("SELECT id, payload, attempts FROM run_events WHERE sent = 0")),
+    ];
+    this.unsent = rows.slice();
     if (rows.length === 0) return;
     try {
       await this.env.EVENTS.sendBatch(
@@ -103,12 +118,22 @@ export class RunEvents {
         })),
       );
       for (const row of rows) this.store.run("UPDATE run_events SET sent = 1 WHERE id = ?", row.id);
+      // Left: whatever was written while the batch was on its way.
+      const sent = new Set(rows.map((row) => row.id));
+      this.unsent = this.unsent?.filter((row) => !sent.has(row.id)) ?? null;
       // Nothing left to resend: the alarm is retention's again (retention.ts re-checks when it fires).
       // Nothing written since the rows were read: they were all there was (no read to ask).
       const run = this.rows.load();
+      // …or a running rollback's next look (undo, rollback.ts), if sooner.
       if (run && (this.writes === writesBefore || this.dueAtMs() === null))
-        await this.ctx.storage.setAlarm(run.expiresAtMs + retentionMs(this.env));
+        await this.ctx.storage.setAlarm(
+          Math.min(
+            run.expiresAtMs + retentionMs(this.env),
+            rollbackDueAtMs(this.store) ?? Infinity,
+          ),
+        );
     } catch (error) {
+      this.unsent = null; // their attempts and due times change: the table says
       const attempts = Math.max(...rows.map((row) => row.attempts)) + 1;
       const delayMs = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** Math.min(attempts - 1, 20));
       for (const row of rows)

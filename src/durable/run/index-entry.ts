@@ -16,10 +16,12 @@ export function runSummary(run: RunState, rows: RunRows): RunSummary {
   };
 }
 
+/** `compensations`: the run's compensation operations (undo, run/compensate.ts), rebuilt with it. */
 export function runIndexEntry(
   run: RunState,
   rows: RunRows,
   nowMs: number,
+  compensations: readonly string[] = [],
 ): { run: IndexRun; operation_ids: string[] } {
   const summary = runSummary(run, rows);
   return {
@@ -32,6 +34,6 @@ export function runIndexEntry(
       usage: summary.usage,
       updated_at_ms: nowMs,
     },
-    operation_ids: [...new Set(rows.turns().flatMap(operationIds))],
+    operation_ids: [...new Set([...rows.turns().flatMap(operationIds), ...compensations])],
   };
 }

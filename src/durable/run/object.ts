@@ -44,6 +44,9 @@ import { ToolSources } from "./sources.ts";
 import { mcpTurn } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
 import { runIndexEntry } from "./index-entry.ts";
+import * as Undo from "./compensate.ts";
+import { rollbackAlarm, rollbackOf, startRollback } from "./rollback.ts";
+import type { CompensationSource } from "../operation/compensation.ts";
 
 export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, RUN_SCHEMA, RUN_LAZY_TABLES);
@@ -125,12 +128,12 @@ export class RunObject extends DurableObject<Env> {
   /** The tenant index's row for this run and its operations' ids (issue 20: a rebuild). */
   async indexEntry(tenantId: string) {
     const run = this.rows.loadFor(tenantId);
-    return run ? runIndexEntry(run, this.rows, Date.now()) : null;
+    return run ? runIndexEntry(run, this.rows, Date.now(), Undo.compensationIds(this.parts)) : null;
   }
 
   async get(tenantId: string): Promise<Result<RunView, RunError>> {
     const run = this.rows.loadFor(tenantId);
-    return run ? ok(this.view(run)) : this.rows.missing(tenantId);
+    return run ? ok(this.withRollback(run)) : this.rows.missing(tenantId);
   }
 
   /** Scopes and offered tools may change mid-run; the next admission and the next retry see the change. */
@@ -259,7 +262,10 @@ export class RunObject extends DurableObject<Env> {
     tenantId: string,
     tool: string,
     policyVersion: string | null = null,
+    compensates: string | null = null,
   ): Promise<Result<true, Denial>> {
+    if (compensates)
+      return Undo.authorizeCompensation(this.parts, tenantId, compensates, tool, policyVersion);
     const run = this.rows.loadFor(tenantId);
     const verdict = mayExecute(run, run ? this.offered.of(run) : new Map(), tool, Date.now());
     if (!verdict.ok || policyVersion === null || !run) return verdict;
@@ -272,17 +278,26 @@ export class RunObject extends DurableObject<Env> {
         });
   }
 
+  /** Undo (issue 22, compensate.ts): the original's declared compensation, one operation however often asked. */
+  async compensate(tenantId: string, original: CompensationSource, asked: Undo.Asked) {
+    return Undo.compensate(this.parts, tenantId, original, asked);
+  }
+
   /** Retention for the run itself (retention.ts); once pruned, the derived caches go too. */
   override async alarm(): Promise<void> {
-    if (!(await runAlarm(this.parts, this.ctx.storage))) return;
+    if (!(await runAlarm(this.parts, this.ctx.storage)))
+      return rollbackAlarm(this.parts, this.ctx.storage);
     this.offered.clear();
     this.sources.clear();
     this.settler.clear();
     this.facts.clear();
   }
 
-  /** Cancels the run: no new call is admitted or retried, and every open call of every turn is closed. */
-  async cancel(tenantId: string, by: string): Promise<Result<RunView, RunError>> {
+  /**
+   * Cancels the run: no new call is admitted or retried, and every open call of every turn is
+   * closed. `rollback` (issue 22, rollback.ts): then its applied writes are compensated, newest first.
+   */
+  async cancel(tenantId: string, by: string, rollback = false): Promise<Result<RunView, RunError>> {
     const run = this.store.transaction(() => {
       const run = this.rows.loadFor(tenantId);
       if (run && run.cancelledAtMs === null)
@@ -291,7 +306,8 @@ export class RunObject extends DurableObject<Env> {
     });
     if (!run) return this.rows.missing(tenantId);
     await close(this.parts, tenantId, null, by);
-    return ok(this.view(this.rows.load()!));
+    if (rollback) await startRollback(this.parts, tenantId, by, this.ctx.storage);
+    return ok(this.withRollback(this.rows.load()!));
   }
 
   /** Closes the calls waiting on one operation, then cancels it (POST /v1/operations/{id}/cancel). */
@@ -320,5 +336,10 @@ export class RunObject extends DurableObject<Env> {
 
   private view(run: RunState): RunView {
     return this.rows.view(run, this.offered.of(run));
+  }
+
+  private withRollback(run: RunState): RunView {
+    const rollback = rollbackOf(this.parts);
+    return rollback ? { ...this.view(run), rollback } : this.view(run);
   }
 }

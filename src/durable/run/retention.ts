@@ -7,6 +7,7 @@ import { retentionMs } from "../../config.ts";
 import { dropFromIndex } from "../index/drop.ts";
 import { operationStub } from "../stubs.ts";
 import type { RunParts } from "./parts.ts";
+import { compensationIds } from "./compensate.ts";
 
 /** A run still holding an operation asks again a day later. */
 const RUN_PRUNE_RECHECK_MS = 24 * 60 * 60_000;
@@ -35,7 +36,8 @@ export async function pruneRun(
   // Not while an event waits for its resend (events.ts): the alarm comes back for it first.
   if (parts.events.dueAtMs() !== null) return false;
   const turns = rows.turns();
-  for (const id of new Set(turns.flatMap(operationIds))) {
+  // A compensation (undo) asks this run `authorize` too: the run stays while one is held.
+  for (const id of new Set([...turns.flatMap(operationIds), ...compensationIds(parts)])) {
     const view = await operationStub(env, id)
       .get(run.tenantId, 0)
       .catch(() => null);
@@ -68,6 +70,9 @@ export async function pruneRun(
       "run",
       "run_events",
       "tenant_facts",
+      "compensations",
+      "rollback",
+      "rollback_steps",
     ])
       if (store.exists(table)) store.run(`DELETE FROM ${table}`);
     return true;

@@ -21,6 +21,11 @@ export function usageRow(store: SqlStore): Record<string, SqlStorageValue> | nul
   return store.memo("usage", "usage", () => store.one("SELECT * FROM usage"));
 }
 
+/** The turn row just written (admission), so its settlement does not read it back. */
+export function rememberTurn(store: SqlStore, row: Record<string, SqlStorageValue>): void {
+  store.remember("turns", `turn:${String(row["id"])}`, row);
+}
+
 export class RunRows {
   constructor(
     private readonly store: SqlStore,
@@ -66,7 +71,10 @@ export class RunRows {
   }
 
   turn(turnId: string): TurnRecord | null {
-    const row = this.store.one(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = ?`, turnId);
+    // Any write to `turns` drops the memo (SqlStore.run): only the row as last written is kept.
+    const row = this.store.memo("turns", `turn:${turnId}`, () =>
+      this.store.one(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = ?`, turnId),
+    );
     return row ? decodeTurn(row, this.sourceOf) : null;
   }
 

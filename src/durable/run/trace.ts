@@ -7,6 +7,7 @@ import { operationIds, turnReceived, type RunState } from "../../domain/turn/tur
 import type { TurnRecord } from "../../domain/turn/turn.ts";
 import { operationStub } from "../stubs.ts";
 import type { RunParts } from "./parts.ts";
+import { compensationIds } from "./compensate.ts";
 
 type Pruned = { operation_id: string; pruned_at_ms: number };
 
@@ -47,7 +48,8 @@ async function operationTraces(
   turns: TurnRecord[],
 ): Promise<Array<OperationTrace | Pruned>> {
   await parts.settler.reporting;
-  const ids = [...new Set(turns.flatMap(operationIds))];
+  // Undo (issue 22): the run's compensations are its operations too.
+  const ids = [...new Set([...turns.flatMap(operationIds), ...compensationIds(parts)])];
   const traces = await Promise.all(
     ids.map(async (operationId) => ({
       operationId,

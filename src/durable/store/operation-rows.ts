@@ -8,6 +8,7 @@
 // it): inbox updates, and events whose first send failed (moved there with their backoff).
 // A cancel that arrives before the operation exists leaves an `op_early_cancel` row per cancelling
 // run (only that run's submit obeys it); `op_tombstone` is its older, unbound form, still read.
+// `op_compensated_by` (undo, issue 22): the id of this operation's compensation, once there is one.
 /** Added to older operations' op_log on their next row with events (SqlStore.ensureColumn). */
 export const UNSENT_EVENTS_COLUMN = "unsent_events TEXT";
 export const OPERATION_SCHEMA = `
@@ -16,4 +17,5 @@ CREATE TABLE IF NOT EXISTS op_tombstone (k INTEGER PRIMARY KEY CHECK (k = 1), te
 CREATE TABLE IF NOT EXISTS op_early_cancel (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS op_compensated_by (k INTEGER PRIMARY KEY CHECK (k = 1), compensation_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS op_outbox (seq INTEGER NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY (seq, kind)) WITHOUT ROWID;`;

@@ -154,6 +154,15 @@ export class SqlStore {
     return value;
   }
 
+  /**
+   * Sets memo `key` of `table` to what the caller just wrote there (call it after the write, whose
+   * run() dropped the old memo): the next read is answered without reading back the row. Only for a
+   * value the caller knows exactly, column for column; a rollback drops it like any memo.
+   */
+  remember<T>(table: string, key: string, value: T): void {
+    this.memos.set(key, { table, value });
+  }
+
   /** Runs a statement; returns the rows it wrote (a compare-and-set checks this). */
   run(query: string, ...bindings: SqlStorageValue[]): number {
     if (this.memos.size > 0) {

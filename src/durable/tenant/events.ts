@@ -3,10 +3,12 @@
 // feed GET /v1/events (oldest first after a cursor) and later by webhook delivery; pruned with the
 // tenant's retention. The events are already redacted by the object that wrote them.
 import { retentionMs } from "../../config.ts";
-import type { EventType, ToolgateEvent } from "../../domain/events.ts";
+import { notifiedEndpoint, type EventType, type ToolgateEvent } from "../../domain/events.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
+import type { TenantError } from "./object.ts";
+import { routeEvents, type EventRoutes } from "./webhooks.ts";
 
 /** Where a page starts: after a stored event (its id), or at a time; null: the oldest kept. */
 export type EventsSince = { afterId: string } | { atMs: number } | null;
@@ -14,14 +16,18 @@ export type EventsQuery = { since: EventsSince; type: EventType | null; limit: n
 /** `next_cursor`: pass it as `since` for the next page (the last event's id; the given one if none). */
 export type EventsPage = { events: ToolgateEvent[]; next_cursor: string | null; has_more: boolean };
 
-/** Stores each event of this tenant once (by id): a repeated id changes nothing. */
+/**
+ * Stores each event of this tenant once (by id): a repeated id changes nothing. Answers where each
+ * event of the batch goes (stored now or before: a redelivered message is delivered again), so the
+ * consumer needs no other call before it sends.
+ */
 export async function receiveEvents(
   store: SqlStore,
   storage: DurableObjectStorage,
   env: Env,
   tenantId: string,
   events: readonly ToolgateEvent[],
-): Promise<Result<true, { code: "invalid_request"; detail: string }>> {
+): Promise<Result<EventRoutes, TenantError>> {
   if (events.some((event) => event.tenant_id !== tenantId))
     return err({ code: "invalid_request", detail: "an event of another tenant" });
   store.ensureTable("events");
@@ -37,7 +43,12 @@ export async function receiveEvents(
   // Retention: the tenant's alarm prunes (object.ts); armed here if nothing else armed it.
   if (written > 0 && (await storage.getAlarm()) === null)
     await storage.setAlarm(Math.min(...events.map((event) => event.at_ms)) + retentionMs(env));
-  return ok(true);
+  return routeEvents(
+    store,
+    env,
+    tenantId,
+    events.map((event) => ({ id: event.id, type: event.type, also: notifiedEndpoint(event) })),
+  );
 }
 
 export function listEvents(

@@ -35,6 +35,8 @@ export type ApprovalItem = {
   reason: string | null;
   /** A shadow run's call (issue 22): approving it sends it to the tool's sandbox only. */
   shadow?: true;
+  /** Undo (issue 22): the compensation of this operation; approving it reverses that one. */
+  compensates?: string;
 };
 /** An operation waiting for a person's verdict on an unknown outcome, as the tenant lists it. */
 export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };

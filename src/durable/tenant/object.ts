@@ -242,11 +242,11 @@ export class TenantObject extends DurableObject<Env> {
 
   // ── Events (events.ts) ───────────────────────────────────────────────────────────────────────
 
-  /** Stored by the EVENTS queue consumer, once per id. */
+  /** Stored by the EVENTS queue consumer, once per id; the answer says where each goes. */
   async receiveEvents(
     tenantId: string,
     events: ToolgateEvent[],
-  ): Promise<Result<true, TenantError>> {
+  ): Promise<Result<webhooks.EventRoutes, TenantError>> {
     return receiveEvents(this.store, this.ctx.storage, this.env, tenantId, events);
   }
 
@@ -324,14 +324,12 @@ export class TenantObject extends DurableObject<Env> {
     return webhooks.redeliveryOf(this.store, this.env, tenantId, id, eventId);
   }
 
-  /** null: the endpoint was deleted while the attempt was in flight (nothing is logged). */
-  async recordDelivery(
+  /** One endpoint's attempts, in order; null: it was deleted while they were in flight (nothing is logged). */
+  async recordDeliveries(
     endpointId: string,
-    event: ToolgateEvent,
-    result: DeliveryResult,
-    atMs: number,
-  ): Promise<{ attempt: number; state: EndpointState } | null> {
-    return deliveries.recordDelivery(this.store, endpointId, event, result, atMs);
+    attempts: deliveries.DeliveryAttempt[],
+  ): Promise<deliveries.LoggedAttempt[] | null> {
+    return deliveries.recordDeliveries(this.store, endpointId, attempts);
   }
 
   async listDeliveries(id: string, limit: number): Promise<Result<DeliveryRecord[], TenantError>> {

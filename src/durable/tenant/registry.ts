@@ -18,8 +18,9 @@ import type { CallFacts } from "../../domain/tenant-facts.ts";
 import { LruCache } from "../../lru.ts";
 import { CODE_TOOLS } from "../../tools/code-tools.ts";
 import { compileManifest } from "../../tools/manifest/compile.ts";
+import { checkCompensationTarget } from "../../tools/manifest/compensate.ts";
 import { Manifest } from "../../tools/manifest/schema.ts";
-import type { ToolSource } from "../../tools/spec.ts";
+import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import { verificationSettingsHash } from "../../tools/verify.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
@@ -57,6 +58,8 @@ export async function putTool(
       code: "unknown_secret",
       detail: `no secret named ${unknown.join(", ")} in this tenant; register it first with PUT /v1/secrets/{name}`,
     });
+  const compensation = compensationTarget(store, env, compiled.value.compensate);
+  if (!compensation.ok) return compensation;
   const settingsHash = (await verificationSettingsHash(manifest))!;
   store.ensureSchema();
   const previous = store.one<{ version: number }>("SELECT version FROM tools WHERE name = ?", name);
@@ -79,6 +82,36 @@ export async function putTool(
     verification: verificationFor(verificationRow(store, name), settingsHash),
     created: previous === null,
   });
+}
+
+/**
+ * A `compensate` names a write tool registered before this one (PUT refund_charge, then
+ * charge_card): checked against it as it stands now (and again, at compensation time, against the
+ * tool as it stands then).
+ */
+function compensationTarget(
+  store: SqlStore,
+  env: Env,
+  compensation: ToolSpec["compensate"],
+): Result<true, TenantError> {
+  if (!compensation) return ok(true);
+  const row = toolRow(store, compensation.tool);
+  const target = row
+    ? compileManifest(JSON.parse(row.manifest), hostPolicy(env))
+    : CODE_TOOLS[compensation.tool]
+      ? ok(CODE_TOOLS[compensation.tool]!)
+      : null;
+  if (!target)
+    return err({
+      code: "invalid_compensation",
+      detail: `compensate: no tool named ${compensation.tool} in this tenant; register it first (PUT /v1/tools/${compensation.tool}), then this tool`,
+    });
+  if (!target.ok)
+    return err({
+      code: "invalid_compensation",
+      detail: `compensate: ${compensation.tool} no longer compiles (${target.error.detail})`,
+    });
+  return checkCompensationTarget(compensation, target.value);
 }
 
 export async function getTool(

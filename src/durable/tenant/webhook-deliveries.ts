@@ -24,6 +24,9 @@ export type DeliveryRecord = DeliveryResult & {
   attempt: number;
   at: string;
 };
+export type DeliveryAttempt = { event: ToolgateEvent; result: DeliveryResult; atMs: number };
+export type LoggedAttempt = { attempt: number; state: EndpointState };
+
 /** Logs one attempt (its number: earlier attempts of this event in the log + 1) and updates the state. */
 export function recordDelivery(
   store: SqlStore,
@@ -31,48 +34,78 @@ export function recordDelivery(
   event: ToolgateEvent,
   result: DeliveryResult,
   atMs: number,
-): { attempt: number; state: EndpointState } | null {
-  if (!webhookRow(store, endpointId)) return null; // deleted while the attempt was in flight
+): LoggedAttempt | null {
+  return recordDeliveries(store, endpointId, [{ event, result, atMs }])?.[0] ?? null;
+}
+
+/**
+ * Logs one endpoint's attempts of a queue batch in one transaction, in order (each numbered after
+ * the earlier attempts of its event), and updates the endpoint's state as if recorded one by one.
+ * null: the endpoint was deleted while the attempts were in flight (nothing is logged).
+ */
+export function recordDeliveries(
+  store: SqlStore,
+  endpointId: string,
+  attempts: readonly DeliveryAttempt[],
+): LoggedAttempt[] | null {
+  const endpoint = webhookRow(store, endpointId);
+  if (!endpoint) return null;
+  if (attempts.length === 0) return [];
   store.ensureSchema();
   return store.transaction(() => {
     const last = store.one<{ seq: number }>(
       "SELECT seq FROM webhook_deliveries WHERE endpoint_id = ? ORDER BY seq DESC LIMIT 1",
       endpointId,
     );
-    const seq = (last?.seq ?? 0) + 1;
-    const earlier = store.one<{ n: number }>(
-      "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ?",
-      endpointId,
-      event.id,
-    )!.n;
-    store.run(
-      `INSERT INTO webhook_deliveries (endpoint_id, seq, event_id, event, attempt, at_ms, delivered, status, latency_ms, error, snippet)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-      endpointId,
-      seq,
-      event.id,
-      JSON.stringify(event),
-      earlier + 1,
-      atMs,
-      result.delivered ? 1 : 0,
-      result.status,
-      result.latency_ms,
-      result.error,
-      result.snippet,
-    );
+    let seq = last?.seq ?? 0;
+    let failures = endpoint.consecutive_failures;
+    let lastAttempt = endpoint.last_attempt_at;
+    let lastDelivered = endpoint.last_delivered_at;
+    const earlierOf = new Map<string, number>();
+    const logged: LoggedAttempt[] = [];
+    for (const { event, result, atMs } of attempts) {
+      const earlier =
+        earlierOf.get(event.id) ??
+        store.one<{ n: number }>(
+          "SELECT COUNT(*) AS n FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ?",
+          endpointId,
+          event.id,
+        )!.n;
+      earlierOf.set(event.id, earlier + 1);
+      seq += 1;
+      store.run(
+        `INSERT INTO webhook_deliveries (endpoint_id, seq, event_id, event, attempt, at_ms, delivered, status, latency_ms, error, snippet)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+        endpointId,
+        seq,
+        event.id,
+        JSON.stringify(event),
+        earlier + 1,
+        atMs,
+        result.delivered ? 1 : 0,
+        result.status,
+        result.latency_ms,
+        result.error,
+        result.snippet,
+      );
+      failures = result.delivered ? 0 : failures + 1;
+      lastAttempt = Math.max(lastAttempt ?? atMs, atMs);
+      if (result.delivered) lastDelivered = Math.max(lastDelivered ?? atMs, atMs);
+      logged.push({ attempt: earlier + 1, state: endpointState(failures) });
+    }
     store.run(
       "DELETE FROM webhook_deliveries WHERE endpoint_id = ? AND seq <= ?",
       endpointId,
       seq - DELIVERIES_KEPT,
     );
     store.run(
-      result.delivered
-        ? "UPDATE webhooks SET consecutive_failures = 0, last_attempt_at = ?, last_delivered_at = ? WHERE id = ?"
-        : "UPDATE webhooks SET consecutive_failures = consecutive_failures + 1, last_attempt_at = ? WHERE id = ?",
-      ...(result.delivered ? [atMs, atMs, endpointId] : [atMs, endpointId]),
+      "UPDATE webhooks SET consecutive_failures = ?, last_attempt_at = ?, last_delivered_at = ? WHERE id = ?",
+      failures,
+      lastAttempt,
+      lastDelivered,
+      endpointId,
     );
-    const failures = webhookRow(store, endpointId)!.consecutive_failures;
-    return { attempt: earlier + 1, state: endpointState(failures) };
+    return logged;
   });
 }
 

@@ -160,23 +160,50 @@ export async function webhookTargets(
   type: EventType,
   also: string | null = null,
 ): Promise<Result<WebhookTarget[], TenantError>> {
-  if (tenantRecord(store)?.id !== tenantId || !store.exists("webhooks")) return ok([]);
-  const master = secretsKey(env);
-  if (!master.ok) return master;
+  const routed = await routeEvents(store, env, tenantId, [{ id: "", type, also }]);
+  return routed.ok ? ok(routed.value.targets) : routed;
+}
+
+/** Where a batch of events goes: each endpoint's secret opened once, and per event the ids it goes to. */
+export type EventRoutes = { targets: WebhookTarget[]; routes: Record<string, string[]> };
+
+/**
+ * The endpoints each event is for (subscribed to its type, or the run's `notify` endpoint named by
+ * `also`), for a whole queue batch at once: one read of the table and one opening per endpoint.
+ */
+export async function routeEvents(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  events: ReadonlyArray<{ id: string; type: EventType; also: string | null }>,
+): Promise<Result<EventRoutes, TenantError>> {
+  const none: EventRoutes = { targets: [], routes: {} };
+  if (tenantRecord(store)?.id !== tenantId || !store.exists("webhooks")) return ok(none);
   // Read once per write to the table (SqlStore.memo): each queue batch of events asks.
   const all = store.memo("webhooks", "webhooks", () =>
     store.all<WebhookRow>("SELECT * FROM webhooks ORDER BY id"),
   );
-  const rows = all.filter((row) => {
-    const events = JSON.parse(row.events) as string[];
-    return events.includes("*") || events.includes(type) || row.id === also;
-  });
+  const routes: Record<string, string[]> = {};
+  const used = new Set<string>();
+  for (const event of events) {
+    const ids = all
+      .filter((row) => {
+        const types = JSON.parse(row.events) as string[];
+        return types.includes("*") || types.includes(event.type) || row.id === event.also;
+      })
+      .map((row) => row.id);
+    routes[event.id] = ids;
+    for (const id of ids) used.add(id);
+  }
+  if (used.size === 0) return ok({ targets: [], routes });
+  const master = secretsKey(env);
+  if (!master.ok) return master;
   const targets: WebhookTarget[] = [];
-  for (const row of rows) {
+  for (const row of all.filter((candidate) => used.has(candidate.id))) {
     const target = await openTarget(master.value, tenantId, row);
     if (target) targets.push(target);
   }
-  return ok(targets);
+  return ok({ targets, routes });
 }
 
 /** For redeliver: the endpoint and the event as this endpoint's log last recorded it. */

@@ -13,6 +13,7 @@ import type { ApprovalRule, ToolSpec } from "../spec.ts";
 import { Manifest, type HostPolicy, type ManifestError } from "./schema.ts";
 import { compileAcrossRuns } from "./limits.ts";
 import { compileSandbox } from "./sandbox.ts";
+import { compileCompensate } from "./compensate.ts";
 import { buildUrl, checkTemplate, requestBuilder, resourceKeyFor } from "./url.ts";
 
 export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpec, ManifestError> {
@@ -85,6 +86,8 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
   if (!acrossRuns.ok) return acrossRuns;
   const sandbox = compileSandbox(m, output, hosts);
   if (!sandbox.ok) return sandbox;
+  const compensate = compileCompensate(m);
+  if (!compensate.ok) return compensate;
   const reconcile = m.reconcile
     ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers, false)
     : null;
@@ -144,6 +147,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     redact: m.redact,
     traceContent: m.trace,
     sandbox: sandbox.value,
+    compensate: compensate.value,
   });
 }
 

@@ -153,6 +153,17 @@ export const Manifest = z.strictObject({
       z.strictObject({ result: z.unknown() }),
     ])
     .optional(),
+  /**
+   * Undo (issue 22): the write that reverses this one, as a call of another registered write tool
+   * whose arguments are templates over this call's frozen input and recorded result (compensate.ts).
+   */
+  compensate: z
+    .strictObject({
+      tool: z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "compensate.tool names a tool"),
+      arguments: z.record(z.string(), z.unknown()).default({}),
+      approval: z.enum(["required", "none"]).default("required"),
+    })
+    .optional(),
   /** Opt-in: the (redacted) arguments and result in the trace and its OTLP export (gen_ai.tool.call.*). */
   trace: z
     .strictObject({ arguments: z.boolean().default(false), result: z.boolean().default(false) })
@@ -164,7 +175,9 @@ export type ManifestError =
   | { code: "invalid_manifest"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
   | { code: "unsupported_field"; detail: string }
-  | { code: "invalid_pointer"; detail: string };
+  | { code: "invalid_pointer"; detail: string }
+  /** A `compensate` that cannot run as declared (PUT: checked against the compensating tool). */
+  | { code: "invalid_compensation"; detail: string };
 
 /**
  * Hosts tools may target: the deployment allow-list — `host`, `*.suffix`, either with `:port` to

@@ -1,0 +1,126 @@
+// Rollback (issue 22): `POST /v1/runs/{id}/cancel { "rollback": true }` compensates the run's
+// applied writes in REVERSE order of when they were applied, each at most once, one at a time:
+// the next compensation is submitted only once the previous one is recorded as succeeded; one that
+// fails, is rejected or whose outcome is unknown stops the rollback there (a person decides).
+// Pure: the plan from what the run's operations said, and the next step from what the current
+// compensation says. The shell (durable/run/rollback.ts) keeps one row per step and its alarm
+// drives the next step, so a crash in the middle resumes where it stood.
+import { compensable, type OriginalFacts } from "./compensation.ts";
+
+/**
+ * `pending`: to compensate; `submitted`: its compensation exists and is not recorded yet;
+ * `compensated`: recorded as succeeded; `failed` / `outcome_unknown`: the compensation ended so
+ * and the rollback stopped there; `not_compensable`: applied, but its tool declares no compensate;
+ * `unsettled`: the write's own outcome is unknown (a person resolves it, then may compensate it).
+ */
+export type StepState =
+  | "pending"
+  | "submitted"
+  | "compensated"
+  | "failed"
+  | "outcome_unknown"
+  | "not_compensable"
+  | "unsettled";
+export type RollbackState = "running" | "completed" | "stopped";
+export type RollbackStep = {
+  operation_id: string;
+  tool: string;
+  compensation_id: string | null;
+  state: StepState;
+  detail: string | null;
+};
+export type RollbackView = { state: RollbackState; steps: RollbackStep[] };
+
+/** What one of the run's operations said when the rollback was planned. */
+export type RunWrite = {
+  operation_id: string;
+  tool: string;
+  risk: string;
+  facts: OriginalFacts;
+  recorded_at_ms: number | null;
+};
+
+/** The steps, newest applied first; reads and writes that applied nothing are not steps. */
+export function planRollback(writes: readonly RunWrite[]): RollbackStep[] {
+  const step = (w: RunWrite, state: StepState, detail: string | null): RollbackStep => ({
+    operation_id: w.operation_id,
+    tool: w.tool,
+    compensation_id: null,
+    state,
+    detail,
+  });
+  const unsettled = writes
+    .filter((w) => w.risk !== "read" && ["outcome_unknown", "reconciling"].includes(w.facts.phase))
+    .map((w) =>
+      step(
+        w,
+        "unsettled",
+        "its outcome is unknown: resolve it, then compensate it if it succeeded",
+      ),
+    );
+  const applied = writes
+    .filter((w) => w.risk !== "read" && compensable({ ...w.facts, declared: true }).ok)
+    // Reverse order of application; ties (same millisecond) keep the reverse of the run's order.
+    .map((w, index) => ({ w, index }))
+    .sort((a, b) => b.w.recorded_at_ms! - a.w.recorded_at_ms! || b.index - a.index)
+    .map(({ w }) =>
+      w.facts.declared
+        ? step(w, "pending", null)
+        : step(w, "not_compensable", "its tool declares no compensate; undo it by hand"),
+    );
+  return [...unsettled, ...applied];
+}
+
+/**
+ * How the current step's compensation stands (its operation's phase and recorded status).
+ * `settling`: an unknown outcome it keeps settling by itself (late resends or lookups).
+ */
+export type Observed = {
+  phase: string;
+  status: string | null;
+  message: string | null;
+  settling?: boolean;
+};
+
+/** The current step's next state from its compensation: null while it is still under way. */
+export function stepAfter(observed: Observed): { state: StepState; detail: string | null } | null {
+  if (observed.phase === "recorded")
+    return observed.status === "succeeded"
+      ? { state: "compensated", detail: null }
+      : {
+          state: "failed",
+          detail: `the compensation was recorded as ${observed.status}${observed.message ? `: ${observed.message}` : ""}; the rollback stopped here, a person decides`,
+        };
+  // Settling by itself (a keyed refund resent with its key, a status lookup): still under way.
+  if (observed.phase === "outcome_unknown" && observed.settling) return null;
+  if (observed.phase === "outcome_unknown")
+    return {
+      state: "outcome_unknown",
+      detail:
+        "the compensation's outcome is unknown; the rollback stopped here: resolve it (POST /v1/operations/{id}/resolve), then cancel with rollback again to go on",
+    };
+  return null;
+}
+
+/** The rollback as a whole: stopped at a failed step, completed when no step is left to do. */
+export function rollbackState(steps: readonly RollbackStep[]): RollbackState {
+  if (steps.some((s) => s.state === "failed" || s.state === "outcome_unknown")) return "stopped";
+  return steps.some((s) => s.state === "pending" || s.state === "submitted")
+    ? "running"
+    : "completed";
+}
+
+/** The step to work on: the first still to do (the steps are done strictly in order). */
+export const currentStep = (steps: readonly RollbackStep[]): number =>
+  rollbackState(steps) === "running"
+    ? steps.findIndex((s) => s.state === "pending" || s.state === "submitted")
+    : -1;
+
+/**
+ * Asked again (cancel with rollback: true) after it stopped at an unknown outcome: that step is
+ * looked at again (a person may have resolved it since). A failed or rejected compensation stays
+ * final: a person decided, and the compensation of an original is one operation.
+ */
+export function resumable(steps: readonly RollbackStep[]): number {
+  return steps.findIndex((s) => s.state === "outcome_unknown");
+}

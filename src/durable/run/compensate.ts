@@ -1,0 +1,240 @@
+// Undo (issue 22), the run's side: the original's run coordinates its compensation. It decides
+// (domain/compensation.ts: applied originals only), renders the declared arguments over the
+// original's frozen input and recorded result, puts them through the gate against the compensating
+// tool AS IT STANDS NOW (schema, bound fields from the run's context, limits, URL rules), records
+// one row per original (original → compensation id, reason, who asked) and submits the
+// compensation through the ordinary operation path, so it gets Cedar, limits across runs,
+// approval, locks, retries, outcome_unknown and its trace like any write. Its id and key derive
+// from the original's id, and the row is written once (INSERT OR IGNORE): however often and
+// however concurrently it is asked, it is one operation, always submitted from the stored row.
+// A person's action, not the model's: it runs in a cancelled or expired run, spends none of the
+// run's budgets, and is authorized by its row, not by the model's offered tools or scopes.
+import { idempotencyKeySecret } from "../../crypto.ts";
+import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
+import { compensable, compensationIdOf, renderArguments } from "../../domain/compensation.ts";
+import { idempotencyKeyFor } from "../../domain/identity.ts";
+import { claimsFor } from "../../domain/limit/claims.ts";
+import type { LimitClaim } from "../../domain/limit/window.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
+import { admitCall } from "../../domain/turn/gate.ts";
+import type { Denial, RunState } from "../../domain/turn/turn.ts";
+import { hostPolicy, signingKeyOf } from "../../config.ts";
+import { resolveTool } from "../../tools/catalog.ts";
+import type { ToolSource } from "../../tools/spec.ts";
+import type { CompensationSource } from "../operation/compensation.ts";
+import type { OperationReply } from "../operation/contracts.ts";
+import { operationStub, tenantStub } from "../stubs.ts";
+import type { RunError } from "./contracts.ts";
+import type { RunParts } from "./parts.ts";
+
+/** One row per compensated original (lazy table `compensations`). */
+export type CompensationRow = {
+  original_id: string;
+  compensation_id: string;
+  tool: string;
+  source: string;
+  input: string;
+  input_hash: string;
+  idempotency_key: string;
+  claims: string | null;
+  approval: "required" | "none";
+  reason: string;
+  asked_by: string;
+  asked_at_ms: number;
+  /** "submitting": written, its submit not yet answered; "submitted": the operation exists. */
+  state: "submitting" | "submitted";
+};
+export type Asked = { reason: string; by: string; waitMs: number };
+export type Compensated = {
+  created: boolean;
+  compensation_id: string;
+  reply: OperationReply | null;
+};
+
+const invalid = (detail: string) =>
+  err<RunError>({ code: "compensation_arguments_invalid", detail: `${detail}; nothing was sent` });
+
+export function compensationRow(parts: RunParts, originalId: string): CompensationRow | null {
+  if (!parts.store.exists("compensations")) return null;
+  return parts.store.one<CompensationRow>(
+    "SELECT * FROM compensations WHERE original_id = ?",
+    originalId,
+  );
+}
+
+export function compensationIds(parts: RunParts): string[] {
+  if (!parts.store.exists("compensations")) return [];
+  return parts.store
+    .all<{ compensation_id: string }>("SELECT compensation_id FROM compensations")
+    .map((row) => row.compensation_id);
+}
+
+/** POST /v1/operations/{id}/compensate, and each step of a rollback (rollback.ts). */
+export async function compensate(
+  parts: RunParts,
+  tenantId: string,
+  original: CompensationSource,
+  asked: Asked,
+): Promise<Result<Compensated, RunError>> {
+  const run = parts.rows.loadFor(tenantId);
+  if (!run) return parts.rows.missing(tenantId);
+  if (original.run_id !== run.runId) return err({ code: "not_found", detail: "no such operation" });
+  const existing = compensationRow(parts, original.operation_id);
+  if (existing) return submitRow(parts, run, existing, false, asked.waitMs);
+  const allowed = compensable(original.facts);
+  if (!allowed.ok) return allowed;
+  const declared = original.compensate!;
+  const signingKey = signingKeyOf(parts.env);
+  if (!signingKey)
+    return err({
+      code: "misconfigured",
+      detail: "TOOLGATE_SIGNING_KEY is not set for this deployment",
+    });
+  // The compensating tool as registered now (it may have changed since the original's PUT).
+  const found = await tenantStub(parts.env, tenantId).sources([declared.tool]);
+  if (!found.ok) return invalid(`the compensating tool ${declared.tool} is no longer registered`);
+  const source = found.value[declared.tool]!;
+  const spec = resolveTool(source, hostPolicy(parts.env));
+  if (!spec.ok) return invalid(`the compensating tool ${declared.tool} no longer compiles`);
+  if (spec.value.risk === "read") return invalid(`${declared.tool} is now a read`);
+  const rendered = renderArguments(declared.arguments, original.input, original.result);
+  if (!rendered.ok) return err(rendered.error);
+  // The gate, as for a model's call; scopes are the person's (operations:compensate), not the user's.
+  const call = {
+    id: `undo_${original.operation_id}`,
+    name: spec.value.name,
+    arguments: rendered.value,
+  };
+  const offered = new Map([[spec.value.name, spec.value]]);
+  const admitted = admitCall(call, offered, run.context, spec.value.requiresScopes);
+  if (!admitted.ok)
+    return invalid(`${declared.tool} refuses the rendered arguments: ${admitted.error.message}`);
+  const input = admitted.value.input;
+  const claims = claimsFor(spec.value.limitsAcrossRuns, input, run.context, run.user.id);
+  if (!claims.ok) return invalid(claims.error.message);
+  const compensationId = await compensationIdOf(original.operation_id);
+  const canonical = canonicalJson(input);
+  const row: CompensationRow = {
+    original_id: original.operation_id,
+    compensation_id: compensationId,
+    tool: spec.value.name,
+    source: canonicalJson(source),
+    input: canonical,
+    input_hash: await sha256Hex(canonical),
+    idempotency_key: await idempotencyKeyFor(
+      compensationId,
+      await idempotencyKeySecret(signingKey),
+    ),
+    claims: claims.value.length > 0 ? JSON.stringify(claims.value) : null,
+    approval: declared.approval,
+    reason: asked.reason,
+    asked_by: asked.by,
+    asked_at_ms: Date.now(),
+    state: "submitting",
+  };
+  // Another request may have written it during the awaits: then that row is the compensation.
+  const created = parts.store.transaction(() => {
+    parts.store.ensureTable("compensations");
+    return (
+      parts.store.run(
+        `INSERT OR IGNORE INTO compensations (original_id, compensation_id, tool, source, input, input_hash, idempotency_key, claims, approval, reason, asked_by, asked_at_ms, state) VALUES (${Array(13).fill("?").join(", ")})`,
+        row.original_id,
+        row.compensation_id,
+        row.tool,
+        row.source,
+        row.input,
+        row.input_hash,
+        row.idempotency_key,
+        row.claims,
+        row.approval,
+        row.reason,
+        row.asked_by,
+        row.asked_at_ms,
+        row.state,
+      ) === 1
+    );
+  });
+  const stored = created ? row : compensationRow(parts, original.operation_id)!;
+  return submitRow(parts, run, stored, created, asked.waitMs);
+}
+
+/** Submits the stored compensation (a replay when it exists), then links it from the original. */
+export async function submitRow(
+  parts: RunParts,
+  run: RunState,
+  row: CompensationRow,
+  created: boolean,
+  waitMs: number,
+): Promise<Result<Compensated, RunError>> {
+  const id = row.compensation_id;
+  let reply: OperationReply | null = null;
+  try {
+    const submitted = await operationStub(parts.env, id).submit({
+      tenantId: run.tenantId,
+      runId: run.runId,
+      callId: `undo_${row.original_id}`,
+      source: JSON.parse(row.source) as ToolSource,
+      input: { value: JSON.parse(row.input), canonical: row.input, hash: row.input_hash },
+      operationId: id,
+      idempotencyKey: row.idempotency_key,
+      userId: run.user.id,
+      waitMs,
+      ...(row.claims ? { limitClaims: JSON.parse(row.claims) as LimitClaim[] } : {}),
+      principal: { user: run.user, context: run.context },
+      facts: null,
+      compensation: { of: row.original_id, approval: row.approval },
+    });
+    if (!submitted.ok)
+      return err({
+        code: "unavailable",
+        detail: `the compensation ${id} could not be submitted (${submitted.error.code}); ask again`,
+      });
+    reply = submitted.value;
+  } catch (error) {
+    // Written, not answered: asking again (or the rollback's alarm) submits the same operation.
+    return err({
+      code: "unavailable",
+      detail: `the compensation ${id} was not answered (${String(error)}); ask again`,
+    });
+  }
+  if (row.state === "submitting")
+    parts.store.run(
+      "UPDATE compensations SET state = 'submitted' WHERE original_id = ?",
+      row.original_id,
+    );
+  // The original's side of the link (idempotent; a failure here is repaired by the next ask).
+  await operationStub(parts.env, row.original_id)
+    .linkCompensation(run.tenantId, id)
+    .catch((error) =>
+      console.error("compensation link not written", row.original_id, String(error)),
+    );
+  return ok({ created, compensation_id: id, reply });
+}
+
+/**
+ * Asked by a compensation before each send (OperationObject → gather → RunObject.authorize): its
+ * row decides, not the model's offered tools, scopes, budgets, deadline or a cancel — a person
+ * asked for it. `policyVersion` (after an approval): the compensating tool's source the approver
+ * saw; another source cannot ride that approval.
+ */
+export async function authorizeCompensation(
+  parts: RunParts,
+  tenantId: string,
+  originalId: string,
+  tool: string,
+  policyVersion: string | null,
+): Promise<Result<true, Denial>> {
+  const deny = (message: string) =>
+    err<Denial>({ status: "rejected", code: "tool_not_allowed", message });
+  if (!parts.rows.loadFor(tenantId)) return deny("The run this compensation belongs to is gone.");
+  const row = compensationRow(parts, originalId);
+  if (!row || row.tool !== tool)
+    return deny(`No compensation of ${originalId} by ${tool} was asked for.`);
+  if (policyVersion !== null && (await sha256Hex(row.source)) !== policyVersion)
+    return err({
+      status: "rejected",
+      code: "approval_expired",
+      message: `The tool ${tool} changed while the compensation waited; it was not sent.`,
+    });
+  return ok(true);
+}
