@@ -77,6 +77,7 @@ describe("MCP end to end", () => {
     expect(listed.tools.map((t) => t.name).sort()).toEqual([
       "charge_card",
       "lookup_order",
+      "refund_charge",
       "refund_order",
       "send_email",
       "toolgate_check_status",
