@@ -3,7 +3,12 @@ import { defineConfig } from "vitest/config";
 import { cloudflareTest } from "@cloudflare/vitest-plugin";
 
 /** A workerd project (integration tests through the public API) with the test deployment's bindings. */
-function workerd(name: string, include: string[], bindings: Record<string, string>) {
+function workerd(
+  name: string,
+  include: string[],
+  bindings: Record<string, string>,
+  options: Record<string, unknown> = {},
+) {
   return {
     plugins: [
       cloudflareTest(({ inject }) => ({
@@ -48,6 +53,7 @@ function workerd(name: string, include: string[], bindings: Record<string, strin
       // hono's and the MCP SDK's hundreds of modules one by one (~1.2 s of its ~5 s import):
       // pre-bundled once per run instead. Only what src/ imports; anything else loads as before.
       deps: { optimizer: { ssr: { enabled: true, include: BUNDLED_DEPS } } },
+      ...options,
     },
   };
 }
@@ -81,10 +87,14 @@ export default defineConfig({
       workerd("integration-require-verified", ["test/integration-require-verified/**/*.test.ts"], {
         TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY: "true",
       }),
-      // The test deployment with the retry budget on, as production runs by default.
-      workerd("integration-retry-budget", ["test/integration-retry-budget/**/*.test.ts"], {
-        TOOLGATE_RETRY_BUDGET_RATIO: "",
-      }),
+      // The test deployment with the retry budget on, as production runs by default. Its budget
+      // counts over the real clock (a 10 s window), so its files run last, one at a time, alone.
+      workerd(
+        "integration-retry-budget",
+        ["test/integration-retry-budget/**/*.test.ts"],
+        { TOOLGATE_RETRY_BUDGET_RATIO: "" },
+        { sequence: { groupOrder: 1 }, maxWorkers: 1 },
+      ),
       {
         // One wrangler dev + demo upstream for every file (test/support/e2e-setup.ts), headless
         // Chromium: readiness is waited for (selectors, responses), never slept on.
