@@ -22,7 +22,11 @@ export function demoTools(upstreamUrl: string): Array<Record<string, unknown> & 
 export function registerDemo(
   url: string,
   upstreamUrl: string,
-  options?: { runContext?: Record<string, unknown>; budgets?: Record<string, number> },
+  options?: {
+    runContext?: Record<string, unknown>;
+    budgets?: Record<string, number>;
+    mode?: "live" | "shadow";
+  },
 ): Promise<{
   tenantId: string;
   key: string;
@@ -34,4 +38,5 @@ export function createRun(
   tools: string[],
   context?: Record<string, unknown>,
   budgets?: Record<string, number>,
+  mode?: "live" | "shadow",
 ): Promise<{ run_id: string; run_token: string }>;

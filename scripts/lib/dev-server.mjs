@@ -113,8 +113,8 @@ export function demoTools(upstreamUrl) {
   );
 }
 
-/** Creates a tenant with an all-scopes key, registers the demo tools and opens one run. */
-export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets = {} } = {}) {
+/** Creates a tenant with an all-scopes key, registers the demo tools and opens one run (`mode`: "live" by default, or "shadow"). */
+export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets = {}, mode } = {}) {
   const admin = DEV_VARS.TOOLGATE_ADMIN_TOKEN;
   const tenant = (await call(url, "POST", "/v1/admin/tenants", admin, { name: "demo" })).body;
   const scopes = [
@@ -146,16 +146,18 @@ export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets 
     tools.map((t) => t.name),
     runContext,
     budgets,
+    mode,
   );
   return { tenantId: tenant.tenant_id, key, run };
 }
 
-export async function createRun(url, key, tools, context = {}, budgets = {}) {
+export async function createRun(url, key, tools, context = {}, budgets = {}, mode = undefined) {
   const body = {
     user: { id: "demo_user", scopes: ["payments:charge"] },
     tools,
     context: { customer_id: "cus_demo", charge_limit: 50_000, refund_limit: 1_000, ...context },
     budgets,
+    ...(mode === undefined ? {} : { mode }),
   };
   return (await call(url, "POST", "/v1/runs", key, body)).body;
 }

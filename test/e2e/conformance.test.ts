@@ -1,17 +1,16 @@
-// `npm run conformance` as a user runs it (the CLI, `--json`), against toolgate under `wrangler dev`
-// (ports 8962/8963): every promise kept, exit 0. And against a fake deployment that lies
-// (test/support/lying-deployment.ts, port 8964): every check fails with its reason, exit 1 — the
-// suite detects a broken deployment, it does not just pass. The suite starts its own test upstream.
+// `npm run conformance` as a user runs it (the CLI, `--json`), against the shared toolgate under
+// `wrangler dev` (test/support/e2e-setup.ts; the suite creates its own throw-away tenants): every
+// promise kept, exit 0. And against a fake deployment that lies (test/support/lying-deployment.ts,
+// port 8964): every check fails with its reason, exit 1 — the suite detects a broken deployment, it
+// does not just pass. The suite starts its own test upstream.
 import { execFile } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DEV_VARS, ROOT, startWrangler } from "../../scripts/lib/dev-server.mjs";
+import { DEV_VARS, ROOT } from "../../scripts/lib/dev-server.mjs";
+import { e2eServer } from "../support/e2e.ts";
 import { startLyingDeployment, type LyingDeployment } from "../support/lying-deployment.ts";
 
-const PORT = 8962;
 const LIAR_PORT = 8964;
 const CHECK_IDS = [
   "one_effect_per_keyed_write",
@@ -24,29 +23,15 @@ const CHECK_IDS = [
   "cross_tenant_not_found",
 ];
 
-let toolgate: { url: string; stop: () => void };
+const { toolgateUrl } = e2eServer();
 let liar: LyingDeployment;
-let state: string;
 
 beforeAll(async () => {
-  state = mkdtempSync(join(tmpdir(), "toolgate-conformance-e2e-"));
   liar = await startLyingDeployment(LIAR_PORT);
-  toolgate = await startWrangler({
-    port: PORT,
-    inspectorPort: PORT + 1,
-    vars: { ...DEV_VARS },
-    persistTo: state,
-    quiet: true,
-    readyTimeoutMs: 180_000,
-  });
 }, 240_000);
 
 afterAll(async () => {
-  toolgate?.stop();
   await liar?.close();
-  try {
-    if (state) rmSync(state, { recursive: true, force: true, maxRetries: 3 });
-  } catch {}
 });
 
 type Report = {
@@ -76,7 +61,7 @@ async function conformance(url: string): Promise<{ code: number; report: Report 
 
 describe("npm run conformance", () => {
   it("toolgate under wrangler dev keeps every promise: exit 0, each check passes with evidence", async () => {
-    const { code, report } = await conformance(toolgate.url);
+    const { code, report } = await conformance(toolgateUrl);
     const failures = report.results.filter((r) => !r.ok);
     expect(failures, JSON.stringify(failures, null, 2)).toEqual([]);
     expect(report.results.map((r) => r.id)).toEqual(CHECK_IDS);

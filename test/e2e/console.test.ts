@@ -1,116 +1,51 @@
-// The console end to end, as a person uses it: `wrangler dev` with the demo upstream and tenant,
-// real headless Chromium (Debian's package, driven by playwright-core). Sign in with a wrong key
-// (refused) and the right one, open the run an agent drove through the API, and read its
-// timeline; approve a refund over 100 from the approvals inbox (nothing sent before, one refund
-// after, the timeline shows the decision before the attempt); a POST forged outside the page (the cookie, but no CSRF token) is refused. Every wait
-// is on a selector, a URL or a response, never on time. Screenshots: test-results/console/*.png.
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+// The console end to end, as a person uses it: the shared `wrangler dev` and demo upstream
+// (test/support/e2e-setup.ts) with this file's own tenant and upstream namespace, real headless
+// Chromium (test/support/browser.ts). Sign in with a wrong key (refused) and the right one, open
+// the run an agent drove through the API, and read its timeline; approve a refund over 100 from
+// the approvals inbox (nothing sent before, one refund after, the timeline shows the decision
+// before the attempt); a POST forged outside the page (the cookie, but no CSRF token) is refused.
+// Every wait is on a selector, a URL or a response, never on time. Screenshots:
+// test-results/console/*.png.
+import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startUpstream, type Upstream } from "../../demo/upstream.ts";
-import {
-  call,
-  DEV_VARS,
-  registerDemo,
-  ROOT,
-  startWrangler,
-} from "../../scripts/lib/dev-server.mjs";
+import { call, registerDemo } from "../../scripts/lib/dev-server.mjs";
+import { openBrowser } from "../support/browser.ts";
+import { e2eServer, shopNamespace } from "../support/e2e.ts";
 
-const PORT = 8950;
-const INSPECTOR_PORT = 8951;
-const SHOTS = join(ROOT, "test-results", "console");
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const { toolgateUrl, base } = e2eServer();
+const shop = shopNamespace("e2e-console");
 
-let upstream: Upstream;
-let toolgate: { url: string; stop: () => void };
-let state: string;
 let browser: Browser;
 let context: BrowserContext;
 let page: Page;
+let shot: (name: string) => Promise<unknown>;
 let demo: Awaited<ReturnType<typeof registerDemo>>;
-/** The browser talks to `localhost` (a secure context, so Secure cookies are kept over http). */
-let base: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM))
-    throw new Error(
-      `no Chromium at ${CHROMIUM}: apt-get install -y chromium (.ci/run does this), or set CHROMIUM_PATH`,
-    );
-  mkdirSync(SHOTS, { recursive: true });
-  state = mkdtempSync(join(tmpdir(), "toolgate-e2e-"));
-  upstream = await startUpstream();
-  toolgate = await startWrangler({
-    port: PORT,
-    inspectorPort: INSPECTOR_PORT,
-    vars: { ...DEV_VARS, DEMO_UPSTREAM_URL: upstream.url },
-    persistTo: state,
-    quiet: true,
-    readyTimeoutMs: 180_000,
-  });
-  base = `http://localhost:${PORT}`;
-  demo = await registerDemo(toolgate.url, upstream.url);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--headless",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
-  // JavaScript off: the console must work as plain HTML forms and links.
-  context = await browser.newContext({
-    viewport: { width: 1280, height: 900 },
-    javaScriptEnabled: false,
-  });
-  page = await context.newPage();
-  page.setDefaultTimeout(60_000);
+  demo = await registerDemo(toolgateUrl, shop.url);
+  ({ browser, context, page, shot } = await openBrowser("console"));
 }, 240_000);
 
 afterAll(async () => {
   await browser?.close();
-  toolgate?.stop();
-  await upstream?.close();
-  // wrangler may still be flushing as it exits; a leftover temp dir is harmless, a failed hook is not.
-  try {
-    if (state) rmSync(state, { recursive: true, force: true, maxRetries: 3 });
-  } catch {}
 });
-
-const shot = (name: string) =>
-  page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
 /** The agent's side: two turns through the public API with the run token. */
 async function agentTurns(): Promise<{ chargeOp: string; lookupOp: string }> {
   const { run_id: runId, run_token: runToken } = demo.run;
   // The shop answers the first charge with a 503: toolgate retries it (same key) by alarm.
-  await fetch(`${upstream.url}/_control/script`, {
-    method: "POST",
-    body: JSON.stringify([{ kind: "status", status: 503 }]),
+  await shop.script({ kind: "status", status: 503 });
+  const first = await call(toolgateUrl, "POST", `/v1/runs/${runId}/turns?format=native`, runToken, {
+    calls: [
+      { id: "call_charge", name: "charge_card", arguments: { amount: 500, currency: "usd" } },
+    ],
   });
-  const first = await call(
-    toolgate.url,
-    "POST",
-    `/v1/runs/${runId}/turns?format=native`,
-    runToken,
-    {
-      calls: [
-        { id: "call_charge", name: "charge_card", arguments: { amount: 500, currency: "usd" } },
-      ],
-    },
-  );
   let charge = first.body;
   // Long-poll the turn until the retry has settled it (bounded; each poll waits on the server).
   for (let poll = 0; poll < 4 && charge.status !== "settled"; poll++) {
     charge = (
       await call(
-        toolgate.url,
+        toolgateUrl,
         "GET",
         `/v1/runs/${runId}/turns/${charge.turn_id}?format=native&wait=30`,
         runToken,
@@ -119,7 +54,7 @@ async function agentTurns(): Promise<{ chargeOp: string; lookupOp: string }> {
   }
   expect(charge.results[0]).toMatchObject({ status: "succeeded" });
   const second = await call(
-    toolgate.url,
+    toolgateUrl,
     "POST",
     `/v1/runs/${runId}/turns?format=native`,
     runToken,
@@ -221,10 +156,9 @@ describe("console in a real browser", () => {
 
   it("approves a refund over 100 from the inbox: nothing is sent before, exactly one refund after, and the run's timeline shows it", async () => {
     const { run_id: runId, run_token: runToken } = demo.run;
-    const effectsBefore = ((await (await fetch(`${upstream.url}/_control/state`)).json()) as any)
-      .effects.length;
+    const effectsBefore = (await shop.state()).effects.length;
     const asked = await call(
-      toolgate.url,
+      toolgateUrl,
       "POST",
       `/v1/runs/${runId}/turns?format=native`,
       runToken,
@@ -260,7 +194,7 @@ describe("console in a real browser", () => {
     expect(await card.locator("dl.facts").innerText()).toContain("/orders/ord_1001/refunds");
     // The preview (a read of the order) was fetched once, when approval was requested.
     expect(await card.locator('pre[data-role="preview"]').innerText()).toContain("ord_1001");
-    let state = (await (await fetch(`${upstream.url}/_control/state`)).json()) as any;
+    let state = await shop.state();
     expect(state.effects.length).toBe(effectsBefore);
     await shot("05-approvals-pending");
 
@@ -275,16 +209,16 @@ describe("console in a real browser", () => {
     await shot("06-approvals-approved");
 
     const settled = await call(
-      toolgate.url,
+      toolgateUrl,
       "GET",
       `/v1/runs/${runId}/turns/${asked.body.turn_id}?format=native&wait=30`,
       runToken,
     );
     expect(settled.body.results[0]).toMatchObject({ status: "succeeded", operation_id: opId });
-    state = (await (await fetch(`${upstream.url}/_control/state`)).json()) as any;
+    state = await shop.state();
     const refunds = state.effects.slice(effectsBefore);
     expect(refunds).toHaveLength(1);
-    expect(refunds[0].path).toBe("/orders/ord_1001/refunds");
+    expect(refunds[0]!.path).toBe("/orders/ord_1001/refunds");
 
     await page.goto(`${base}/console/approvals?state=decided`);
     const row = page.locator(`tr[data-operation="${opId}"]`);

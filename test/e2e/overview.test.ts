@@ -1,82 +1,39 @@
-// The console's overview end to end (issue 20): `wrangler dev` with the demo upstream and tenant,
-// headless Chromium with JavaScript off. An agent charges, looks up an order and asks for a refund
-// over 100 (waiting for approval); the home page shows the approvals queue at 1, the calls chart
-// and the recent operations; a search by the bound customer_id finds the refund; approving it in
-// the inbox takes the queue to 0; the tools page shows rates and latency; the run page draws the
-// waterfall. The index is eventually consistent: the test waits for it through the API (bounded
-// polls), then reads the pages. Screenshots: test-results/overview/*.png.
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
+// The console's overview end to end (issue 20): the shared `wrangler dev` and demo upstream
+// (test/support/e2e-setup.ts) with this file's own tenant and upstream namespace, headless Chromium
+// with JavaScript off. An agent charges, looks up an order and asks for a refund over 100 (waiting
+// for approval); the home page shows the approvals queue at 1, the calls chart and the recent
+// operations; a search by the bound customer_id finds the refund; approving it in the inbox takes
+// the queue to 0; the tools page shows rates and latency; the run page draws the waterfall. The
+// index is eventually consistent: the test waits for it through the API (bounded polls), then
+// reads the pages. Screenshots: test-results/overview/*.png.
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startUpstream, type Upstream } from "../../demo/upstream.ts";
-import {
-  call,
-  DEV_VARS,
-  registerDemo,
-  ROOT,
-  startWrangler,
-} from "../../scripts/lib/dev-server.mjs";
+import { call, registerDemo } from "../../scripts/lib/dev-server.mjs";
+import { openBrowser, signIn } from "../support/browser.ts";
+import { e2eServer, shopNamespace } from "../support/e2e.ts";
 
-const PORT = 8952;
-const INSPECTOR_PORT = 8953;
-const SHOTS = join(ROOT, "test-results", "overview");
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const { toolgateUrl, base } = e2eServer();
+const shop = shopNamespace("e2e-overview");
 
-let upstream: Upstream;
-let toolgate: { url: string; stop: () => void };
-let state: string;
 let browser: Browser;
-let context: BrowserContext;
 let page: Page;
+let shot: (name: string) => Promise<unknown>;
 let demo: Awaited<ReturnType<typeof registerDemo>>;
-let base: string;
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`no Chromium at ${CHROMIUM}; set CHROMIUM_PATH`);
-  mkdirSync(SHOTS, { recursive: true });
-  state = mkdtempSync(join(tmpdir(), "toolgate-e2e-overview-"));
-  upstream = await startUpstream();
-  toolgate = await startWrangler({
-    port: PORT,
-    inspectorPort: INSPECTOR_PORT,
-    vars: { ...DEV_VARS, DEMO_UPSTREAM_URL: upstream.url },
-    persistTo: state,
-    quiet: true,
-    readyTimeoutMs: 180_000,
-  });
-  base = `http://localhost:${PORT}`;
-  demo = await registerDemo(toolgate.url, upstream.url);
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run"],
-  });
-  context = await browser.newContext({
-    viewport: { width: 1280, height: 900 },
-    javaScriptEnabled: false,
-  });
-  page = await context.newPage();
-  page.setDefaultTimeout(60_000);
+  demo = await registerDemo(toolgateUrl, shop.url);
+  ({ browser, page, shot } = await openBrowser("overview"));
 }, 240_000);
 
 afterAll(async () => {
   await browser?.close();
-  toolgate?.stop();
-  await upstream?.close();
-  try {
-    if (state) rmSync(state, { recursive: true, force: true, maxRetries: 3 });
-  } catch {}
 });
-
-const shot = (name: string) =>
-  page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
 /** The index through the API until `done` holds (bounded: it is fed by the queue within seconds). */
 async function overviewUntil(done: (o: any) => boolean): Promise<any> {
   let body: any = null;
   for (let i = 0; i < 150; i++) {
-    body = (await call(toolgate.url, "GET", "/v1/overview", demo.key)).body;
+    body = (await call(toolgateUrl, "GET", "/v1/overview", demo.key)).body;
     if (done(body)) return body;
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
@@ -89,7 +46,7 @@ describe("the overview in a real browser", () => {
   it("shows the queues, the chart and the recent operations from a real agent run; search finds by customer_id", async () => {
     const { run_id: runId, run_token: runToken } = demo.run;
     const turn = (calls: unknown[]) =>
-      call(toolgate.url, "POST", `/v1/runs/${runId}/turns?format=native`, runToken, { calls });
+      call(toolgateUrl, "POST", `/v1/runs/${runId}/turns?format=native`, runToken, { calls });
     const first = await turn([
       { id: "c1", name: "charge_card", arguments: { amount: 500, currency: "usd" } },
       { id: "c2", name: "lookup_order", arguments: { order_id: "ord_1001" } },
@@ -108,13 +65,7 @@ describe("the overview in a real browser", () => {
       (o) => o.queues.awaiting_approval === 1 && (o.operations.succeeded ?? 0) >= 2,
     );
 
-    await page.goto(`${base}/console`);
-    await page.waitForURL(/\/console\/sign-in/);
-    await page.getByLabel("Tenant API key").fill(demo.key);
-    await Promise.all([
-      page.waitForURL(`${base}/console`),
-      page.getByRole("button", { name: "Sign in" }).click(),
-    ]);
+    await signIn(page, base, demo.key);
     expect(await page.locator('[data-count="awaiting_approval"]').innerText()).toBe("1");
     expect(await page.locator('[data-count="outcome_unknown"]').innerText()).toBe("0");
     // The page reloads itself (no script): the counts stay live.
@@ -187,12 +138,9 @@ describe("the overview in a real browser", () => {
     await shot("04-tools");
 
     // The agent collects the refund's result; the run page draws the waterfall above the timeline.
-    await call(
-      toolgate.url,
-      "GET",
-      `/v1/runs/${runId}/turns?format=native&wait=10`,
-      runToken,
-    ).catch(() => null);
+    await call(toolgateUrl, "GET", `/v1/runs/${runId}/turns?format=native&wait=10`, runToken).catch(
+      () => null,
+    );
     await page.goto(`${base}/console/runs/${runId}`);
     const waterfall = page.locator(
       'svg[role="img"][aria-labelledby="waterfall-title waterfall-desc"]',

@@ -1,81 +1,51 @@
-// The real SDKs against toolgate under `wrangler dev` (ports 8970/8971) with demo/upstream.ts as
-// the tool upstream, each driving a conversation against a local fake of its provider API that
-// refuses requests the real API refuses (test/support/fake-providers.ts). The loops are the README
-// examples (examples/*.ts), run as shown. Effects are counted upstream; readiness is waited for.
+// The real SDKs against the shared toolgate under `wrangler dev` with demo/upstream.ts as the tool
+// upstream (test/support/e2e-setup.ts; a tenant and an upstream namespace per test), each driving
+// a conversation against a local fake of its provider API that refuses requests the real API
+// refuses (test/support/fake-providers.ts). The loops are the README examples (examples/*.ts), run
+// as shown. Effects are counted upstream; readiness is waited for.
 import Anthropic from "@anthropic-ai/sdk";
 import { createOpenAI } from "@ai-sdk/openai";
 import { setDefaultOpenAIClient, setTracingDisabled } from "@openai/agents";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import OpenAI from "openai";
 import { Toolgate, ToolgateRun, UNREACHABLE_TEXT, type Envelope } from "toolgate/client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runDemo } from "../../demo/agent.ts";
-import { startUpstream, type Upstream } from "../../demo/upstream.ts";
 import { agent as aiSdkAgent } from "../../examples/ai-sdk.ts";
 import { agent as anthropicAgent } from "../../examples/anthropic.ts";
 import { agent as agentsAgent } from "../../examples/openai-agents.ts";
 import { agent as chatAgent } from "../../examples/openai-chat.ts";
 import { agent as responsesAgent } from "../../examples/openai-responses.ts";
-import { DEV_VARS, registerDemo, ROOT, startWrangler } from "../../scripts/lib/dev-server.mjs";
+import { registerDemo, ROOT } from "../../scripts/lib/dev-server.mjs";
+import { e2eServer, shopNamespace } from "../support/e2e.ts";
 import { startFakeProviders, type FakeProviders } from "../support/fake-providers.ts";
 
-const PORT = 8970;
-let upstream: Upstream;
-let toolgate: { url: string; stop: () => void };
+const { toolgateUrl, upstreamUrl } = e2eServer();
 let fake: FakeProviders;
-let state: string;
 
 beforeAll(async () => {
-  state = mkdtempSync(join(tmpdir(), "toolgate-sdk-e2e-"));
-  upstream = await startUpstream();
   fake = await startFakeProviders();
-  toolgate = await startWrangler({
-    port: PORT,
-    inspectorPort: PORT + 1,
-    vars: {
-      ...DEV_VARS,
-      DEMO_UPSTREAM_URL: upstream.url,
-      // One cost unit per model token, so usage visibly reaches max_cost.
-      TOOLGATE_MODEL_PRICES: JSON.stringify({
-        "*": { input_per_mtok: 1_000_000, output_per_mtok: 1_000_000 },
-      }),
-    },
-    persistTo: state,
-    quiet: true,
-    readyTimeoutMs: 180_000,
-  });
   setTracingDisabled(true);
 }, 240_000);
 
 afterAll(async () => {
-  toolgate?.stop();
   await fake?.close();
-  await upstream?.close();
-  try {
-    if (state) rmSync(state, { recursive: true, force: true, maxRetries: 3 });
-  } catch {}
 });
 
 let nsCounter = 0;
 /** A fresh tenant whose demo tools point at their own upstream namespace, and one run. */
 async function demo(budgets: Record<string, number> = {}) {
   const ns = `sdk${Date.now().toString(36)}${nsCounter++}`;
-  const base = `${upstream.url}/ns/${ns}`;
-  const registered = await registerDemo(toolgate.url, base, { budgets });
-  const backend = new Toolgate({ baseUrl: toolgate.url, apiKey: registered.key });
+  const shop = shopNamespace(ns);
+  const registered = await registerDemo(toolgateUrl, shop.url, { budgets });
+  const backend = new Toolgate({ baseUrl: toolgateUrl, apiKey: registered.key });
   const run = backend.run(registered.run);
-  const effects = async () =>
-    (
-      (await (await fetch(`${upstream.url}/_control/state?ns=${ns}`)).json()) as {
-        effects: Array<{ path: string; body: any; key: string | null }>;
-      }
-    ).effects;
+  const effects = async () => (await shop.state()).effects;
   const usage = async () =>
     (
       (await (
-        await fetch(`${toolgate.url}/v1/runs/${registered.run.run_id}`, {
+        await fetch(`${toolgateUrl}/v1/runs/${registered.run.run_id}`, {
           headers: { Authorization: `Bearer ${registered.key}` },
         })
       ).json()) as { usage: { turns: number; tool_calls: number; cost: number } }
@@ -100,7 +70,7 @@ describe("Anthropic SDK (Messages)", () => {
       return response;
     };
     const run = new ToolgateRun({
-      baseUrl: toolgate.url,
+      baseUrl: toolgateUrl,
       runId: d.runInfo.run_id,
       runToken: d.runInfo.run_token,
       fetch: flaky,
@@ -168,8 +138,8 @@ describe("OpenAI SDK (Responses)", () => {
 describe("OpenAI SDK (Chat Completions)", () => {
   it("an approval pauses the turn (nothing sent, nothing appended) and resumes; strict-mode nulls are absent", async () => {
     const d = await demo();
-    await registerNoteTool(d.key, `${upstream.url}/ns/${d.ns}`);
-    await fetch(`${toolgate.url}/v1/runs/${d.runInfo.run_id}`, {
+    await registerNoteTool(d.key, `${upstreamUrl}/ns/${d.ns}`);
+    await fetch(`${toolgateUrl}/v1/runs/${d.runInfo.run_id}`, {
       method: "PATCH",
       headers: { Authorization: `Bearer ${d.key}`, "Content-Type": "application/json" },
       body: JSON.stringify({ tools: ["refund_order", "add_note"] }),
@@ -274,7 +244,7 @@ describe("OpenAI Agents SDK", () => {
       return fetch(input, init);
     };
     const run = new ToolgateRun({
-      baseUrl: toolgate.url,
+      baseUrl: toolgateUrl,
       runId: d.runInfo.run_id,
       runToken: d.runInfo.run_token,
       fetch: down,
@@ -346,8 +316,8 @@ describe("npm run demo (its core, demo/agent.ts)", () => {
     const d = await demo({ max_tool_calls: 5 });
     const lines: string[] = [];
     const result = await runDemo({
-      toolgateUrl: toolgate.url,
-      upstreamUrl: upstream.url,
+      toolgateUrl: toolgateUrl,
+      upstreamUrl: upstreamUrl,
       namespace: d.ns,
       key: d.key,
       run: d.runInfo,
@@ -482,7 +452,7 @@ function chatBody(
 
 /** A write with an optional field, so strict mode exports it nullable and the model sends null. */
 async function registerNoteTool(key: string, base: string) {
-  const response = await fetch(`${toolgate.url}/v1/tools/add_note`, {
+  const response = await fetch(`${toolgateUrl}/v1/tools/add_note`, {
     method: "PUT",
     headers: { Authorization: `Bearer ${key}`, "Content-Type": "application/json" },
     body: JSON.stringify({
