@@ -11,7 +11,6 @@ import type { ApiScope } from "../../http/schemas.ts";
 import type { ManifestError } from "../../tools/manifest/schema.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import type { EventType, ToolgateEvent } from "../../domain/events.ts";
-import type { EndpointState } from "../../domain/webhook-retry.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
@@ -50,7 +49,7 @@ import * as webhooks from "./webhooks.ts";
 import * as runEndpoints from "./run-endpoints.ts";
 import * as deliveries from "./webhook-deliveries.ts";
 import { notificationStates, type NotificationState } from "./notifications.ts";
-import type { DeliveryRecord, DeliveryResult } from "./webhook-deliveries.ts";
+import type { DeliveryRecord } from "./webhook-deliveries.ts";
 import type { WebhookRecord, WebhookSpec } from "./webhooks.ts";
 import type { WebhookTarget, WebhooksError } from "./webhooks.ts";
 

@@ -11,7 +11,7 @@ import { endpointState, type EndpointState } from "../../domain/webhook-retry.ts
 import { checkWebhookUrl, type WebhookUrlError } from "../../events/webhook-url.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
-import { tenantRecord, type WebhookDeliveryRow, type WebhookRow } from "../store/tenant-rows.ts";
+import { tenantRecord, type WebhookRow } from "../store/tenant-rows.ts";
 import type { TenantError } from "./object.ts";
 
 /** Attempts kept per endpoint (the oldest go first); redeliver replays events from this log. */
