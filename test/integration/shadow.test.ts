@@ -214,12 +214,17 @@ describe("shadow runs", () => {
     expect((await prod.state()).requests).toHaveLength(0);
     const seen = (await sandbox.state()).requests;
     const prodPath = `${new URL(prod.url).pathname}/charges`;
-    expect(seen.map((r) => [r.path, r.body.amount, r.fault])).toEqual([
+    const sent = seen.map((r) => [r.path, r.body.amount, r.fault] as const);
+    expect(sent.slice(0, 4)).toEqual([
       [prodPath, 100, "ok"],
       [prodPath, 200, "status"],
       [prodPath, 200, "ok"],
       [prodPath, 300, "ok"],
-      ...[400, 500].map((amount) => expect.arrayContaining([prodPath, amount, "ok"])),
+    ]);
+    // The two locked writes of one turn, in whichever order the lock granted them.
+    expect(sent.slice(4).sort((a, b) => a[1] - b[1])).toEqual([
+      [prodPath, 400, "ok"],
+      [prodPath, 500, "ok"],
     ]);
     expect(seen[1]!.key).toBe(seen[2]!.key);
     expect((await sandbox.state()).maxInFlight[prodPath]).toBe(1);
