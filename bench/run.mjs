@@ -134,6 +134,24 @@ async function tenantRpcs() {
 const tenantNotes = [];
 
 /**
+ * (t): unmeasured new writes to both toolgates before each pass, so neither side is a cold isolate
+ * (B has just been started; A has served every scenario before). Each pass and warm-up has amounts
+ * of its own (`plus`): the same arguments in the same run are a replay, not a new write.
+ */
+async function warmPaired(spec, tag, plus) {
+  const lanes = spec.lanes.map((lane) => ({
+    ...lane,
+    body: lane.body.replaceAll('"t', `"${tag}`),
+  }));
+  await load({
+    ...spec,
+    lanes,
+    count: Math.max(100, 4 * spec.concurrency),
+    offset: spec.offset + plus,
+  });
+}
+
+/**
  * (t): `first` is the paired pass just run against the second toolgate as it stands; then it is
  * restarted with the other delay and the pass repeated (new call ids). The pass with both delays 0
  * is an A/A control: its ratio is what the two instances differ by on this machine with no delay.
@@ -144,9 +162,14 @@ async function pairedRows(spec, first, tenantBefore, concurrency) {
   await delayed.kill();
   delayedMs = delayedMs === 0 ? TENANT_DELAY_MS : 0;
   delayed = await startDelayed(delayedMs);
+  await warmPaired(spec, "x", 6000);
   const before = await tenantRpcs();
   const lanes = spec.lanes.map((lane) => ({ ...lane, body: lane.body.replaceAll('"t', '"u') }));
-  passes.push({ delayMs: delayedMs, result: await load({ ...spec, lanes }), before });
+  passes.push({
+    delayMs: delayedMs,
+    result: await load({ ...spec, lanes, offset: spec.offset + 2000 }),
+    before,
+  });
   passes[1].after = await tenantRpcs();
   const each = (pass) => ({ concurrency, throughput: null, sent: pass.result.sent });
   const [slow, control] = passes.sort((a, b) => b.delayMs - a.delayMs);
@@ -383,7 +406,9 @@ try {
         "(t) (c) paired: tenant +0 / +delay",
         {
           expectSucceeded: true,
-          offset,
+          // Amounts of its own: (c)'s amounts again would be replays on A (the same arguments in
+          // the same run), new writes on B — which is what (t) measured before this offset.
+          offset: offset + 10_000,
           paired: true,
           // Client i alternates between its run on toolgate and its run on the delayed toolgate.
           lanes: runs.flatMap((run, lane) =>
@@ -439,6 +464,7 @@ try {
       try {
         log(`${name} at concurrency ${concurrency}`);
         const before = spec.sqlRows ? await sqlRows() : null;
+        if (spec.paired) await warmPaired(spec, "w", 4000);
         const tenantBefore = spec.paired ? await tenantRpcs() : null;
         if (spec.webhook) {
           await webhookPasses(spec, concurrency, demo.key);
