@@ -5,7 +5,11 @@
 // the OperationObject and the TenantObject. Each phase drives PROFILE_MS of load at PROFILE_CONC
 // from this process, then prints the top self-time frames and a rollup by module; the raw
 // .cpuprofile files land in bench/results/ (open them in Chrome DevTools → Performance).
-// Ports 8980 (upstream), 8981 (toolgate), 8982 (its inspector) unless PROFILE_PORT is set.
+// A third phase profiles the bench's durable floor ((b): bench/worker, a new Durable Object per
+// request that writes, fetches and writes) the same way, so a frame both share — the RPC that
+// makes a new object — can be compared per operation.
+// Ports 8980 (upstream), 8981 (toolgate), 8982 (its inspector), 8983/8984 (the floor and its
+// inspector) unless PROFILE_PORT is set.
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -27,6 +31,14 @@ const toolgate = await startWrangler({
   inspectorPort: PORT + 1,
   vars: { ...DEV_VARS, DEMO_UPSTREAM_URL: upstream.url },
   persistTo: join(state, "toolgate"),
+  quiet: true,
+});
+const floor = await startWrangler({
+  config: join(ROOT, "bench", "worker", "wrangler.toml"),
+  port: PORT + 2,
+  inspectorPort: PORT + 3,
+  vars: { UPSTREAM_URL: upstream.url },
+  persistTo: join(state, "floor"),
   quiet: true,
 });
 
@@ -70,7 +82,9 @@ async function connect(port) {
   return { send, close: () => ws.close(), title: target.title };
 }
 
-async function drive(lanes, makeBody) {
+const succeeded = (text) => JSON.parse(text).results?.[0]?.status === "succeeded";
+
+async function drive(lanes, makeBody, ok = succeeded) {
   let n = 0;
   let done = 0;
   const deadline = performance.now() + MS;
@@ -83,8 +97,7 @@ async function drive(lanes, makeBody) {
           body: makeBody(n++, lane),
         });
         const text = await res.text();
-        if (JSON.parse(text).results?.[0]?.status !== "succeeded")
-          throw new Error(`not succeeded: ${text.slice(0, 200)}`);
+        if (!ok(text, res)) throw new Error(`not succeeded: ${text.slice(0, 200)}`);
         done += 1;
       }
     }),
@@ -164,19 +177,29 @@ try {
   }
   const turn = (id, amount) =>
     `{"calls":[{"id":"${id}","name":"charge_card","arguments":{"amount":${amount},"currency":"usd"}}]}`;
-  const inspector = await connect(PORT + 1);
-  await inspector.send("Profiler.enable");
-  await inspector.send("Profiler.setSamplingInterval", { interval: 200 });
+  const floorLanes = lanes.map((lane) => ({ ...lane, url: `${floor.url}/durable`, headers: json }));
+  const charge = (n) => `{"amount":${1000 + n},"currency":"usd"}`;
+  const recorded = (text, res) => res.ok && JSON.parse(text).id !== undefined;
   const phases = [
-    ["new-write", (n) => turn(`p${n}`, 1000 + n)],
-    ["replay", (n, lane) => turn(`r${n}`, 1 + lane.index)],
+    ["new-write", PORT + 1, lanes, (n) => turn(`p${n}`, 1000 + n), succeeded],
+    ["replay", PORT + 1, lanes, (n, lane) => turn(`r${n}`, 1 + lane.index), succeeded],
+    ["floor", PORT + 3, floorLanes, charge, recorded],
   ];
   // A short unprofiled warm-up compiles the hot code first.
   await drive(lanes, (n) => turn(`w${n}`, 50_000 + n)).catch(() => 0);
-  for (const [name, body] of phases) {
+  await drive(floorLanes, charge, recorded).catch(() => 0);
+  const inspectors = new Map();
+  for (const [name, inspectorPort, phaseLanes, body, ok] of phases) {
+    let inspector = inspectors.get(inspectorPort);
+    if (!inspector) {
+      inspector = await connect(inspectorPort);
+      await inspector.send("Profiler.enable");
+      await inspector.send("Profiler.setSamplingInterval", { interval: 200 });
+      inspectors.set(inspectorPort, inspector);
+    }
     await inspector.send("Profiler.start");
     const started = performance.now();
-    const ops = await drive(lanes, body);
+    const ops = await drive(phaseLanes, body, ok);
     const elapsedMs = performance.now() - started;
     const { profile } = await inspector.send("Profiler.stop");
     const file = join(outDir, `profile-${name}.cpuprofile`);
@@ -191,12 +214,13 @@ try {
     console.log(`by module:\n${summary.modules.join("\n")}`);
     console.log(`raw profile: ${file}`);
   }
-  inspector.close();
+  for (const inspector of inspectors.values()) inspector.close();
 } catch (error) {
   console.error(error);
   exitCode = 1;
 } finally {
   toolgate.stop();
+  floor.stop();
   await upstream.close();
   rmSync(state, { recursive: true, force: true });
 }
