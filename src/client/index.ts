@@ -1,13 +1,16 @@
 // toolgate/client: a typed client with no dependency beyond fetch. `Toolgate` is the backend's
-// (tenant API key): create runs, decide approvals, read operations and traces. `ToolgateRun` is the
-// agent's (run token): `turn(format, modelResponse)` posts one model response and hands back
-// results ready for that SDK's next request, waiting through 202s with bounded long-polls,
-// re-posting after a network error (turns are idempotent), skipping responses without tool calls,
-// and returning calls that still run or wait for a person as `waiting`, never as finished results.
+// (tenant API key): create runs, decide approvals, read operations and traces, undo (compensate an
+// operation, cancel a run with rollback). `ToolgateRun` is the agent's (run token):
+// `turn(format, modelResponse)` posts one model response and hands back results ready for that
+// SDK's next request, waiting through 202s with bounded long-polls, re-posting after a network
+// error (turns are idempotent), skipping responses without tool calls, and returning calls that
+// still run or wait for a person as `waiting`, never as finished results.
 import { callIds, callStates } from "./calls.ts";
 import { request, type Transport } from "./http.ts";
 import type {
   CallState,
+  CancelledRun,
+  Compensation,
   CreateRunRequest,
   Format,
   OperationView,
@@ -117,6 +120,32 @@ export class Toolgate {
 
   reject(operationId: string, decision: Parameters<Toolgate["decide"]>[2] = {}) {
     return this.decide(operationId, "reject", decision);
+  }
+
+  /**
+   * Undo: runs the compensation the operation's tool declares (e.g. a refund for a charge), at most
+   * once however often it is asked; by default a person approves it first (`approve` its
+   * `operation_id`). Needs operations:compensate. Safe to resend: asking again returns the same one.
+   */
+  async compensate(operationId: string, asked: { reason: string }): Promise<Compensation> {
+    const { status, body } = await request<OperationView>(
+      this.transport,
+      "POST",
+      `/v1/operations/${operationId}/compensate`,
+      { reason: asked.reason },
+    );
+    return { created: status === 201, operation: body };
+  }
+
+  /**
+   * Cancels the run: no further calls; running ones are cancelled where possible. `rollback: true`
+   * (needs operations:compensate) also compensates its applied writes, newest first, one at a time;
+   * `rollback` in the answer (and in later reads of the run) reports each step.
+   */
+  async cancelRun(runId: string, options: { rollback?: boolean } = {}): Promise<CancelledRun> {
+    const body = options.rollback ? { rollback: true } : {};
+    return (await request<CancelledRun>(this.transport, "POST", `/v1/runs/${runId}/cancel`, body))
+      .body;
   }
 
   async trace(runId: string): Promise<{ run_id: string; events: TraceEvent[] }> {

@@ -7,7 +7,8 @@ export type Format = "anthropic" | "openai-responses" | "openai-chat" | "native"
 
 // The envelope is the server's own type (a type-only import: nothing of the server is loaded).
 import type { Envelope, ModelStatus } from "../domain/envelope.ts";
-export type { Envelope };
+import type { RollbackView } from "../domain/rollback.ts";
+export type { Envelope, RollbackView };
 export type Status = ModelStatus;
 
 export type AnthropicToolResults = {
@@ -88,8 +89,25 @@ export type OperationView = {
     expires_at: string;
     decided_by: string | null;
     reason: string | null;
+    /** The approval is for the compensation of this operation (undo); null: an ordinary call. */
+    compensates: string | null;
   } | null;
+  /** Undo: this operation compensates that one (null: it is an ordinary call). */
+  compensates: string | null;
+  /** Undo: that operation compensates this one (null: not compensated). */
+  compensated_by: string | null;
 };
+
+/** POST /v1/operations/{id}/compensate: `created` false when it was asked before (same operation). */
+export type Compensation = { created: boolean; operation: OperationView };
+
+/** POST /v1/runs/{id}/cancel: the run as it stands; `rollback` once cancelled with rollback. */
+export type CancelledRun = {
+  run_id: string;
+  status: "active" | "cancelled";
+  mode: "live" | "shadow";
+  rollback?: RollbackView;
+} & Record<string, unknown>;
 
 export type TraceEvent = { type: string; at_ms: number; operation_id?: string } & Record<
   string,
