@@ -1,6 +1,7 @@
-// /console/runs/{run_id}: one run — its user, offered tools, bound context, budgets against usage —
-// and the timeline of every turn and every operation's transitions and attempts, from the same
-// run trace the API serves (GET /v1/runs/{id}/trace). Needs runs:read and traces:read.
+// /console/runs/{run_id}: one run — its mode, user, offered tools, bound context, budgets against
+// usage, a rollback's steps once it was cancelled with one — and the timeline of every turn and every
+// operation's transitions and attempts, from the same run trace the API serves
+// (GET /v1/runs/{id}/trace). Needs runs:read and traces:read.
 import type { Context } from "hono";
 import type { IdempotencyWarning, RunView } from "../durable/run/contracts.ts";
 import { runStub } from "../durable/stubs.ts";
@@ -11,6 +12,7 @@ import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
 import { Badge, clock, EventRow, groupTrace, OperationCard, since } from "./timeline.tsx";
 import { Waterfall } from "./waterfall.tsx";
 import { shadowWrites, WouldHaveSent } from "./shadow-list.tsx";
+import { RollbackSteps } from "./rollback-list.tsx";
 
 const NEEDS: ApiScope[] = ["runs:read", "traces:read"];
 
@@ -54,6 +56,7 @@ async function showRun(c: Context<ConsoleEnv>) {
       </h1>
       <Summary run={run.value} warnings={warnings.ok ? warnings.value : []} />
       {shadow ? <WouldHaveSent views={shadow} /> : null}
+      {run.value.rollback ? <RollbackSteps rollback={run.value.rollback} /> : null}
       <h2 id="waterfall">Waterfall</h2>
       <Waterfall operations={grouped.operations} nowMs={Date.now()} />
       <h2 id="timeline">Timeline</h2>
@@ -94,6 +97,12 @@ const Summary = ({ run, warnings }: { run: RunView; warnings: IdempotencyWarning
       <section class="card" aria-labelledby="run-facts">
         <h2 id="run-facts">Run</h2>
         <dl class="facts">
+          <dt>Mode</dt>
+          <dd>
+            {run.mode === "shadow"
+              ? "shadow: writes go to each tool's sandbox, never to production"
+              : "live"}
+          </dd>
           <dt>User</dt>
           <dd class="mono">{run.user.id}</dd>
           <dt>User scopes</dt>

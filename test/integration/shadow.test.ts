@@ -2,7 +2,6 @@
 // every write of a shadow run goes through the gate, limits, approval and locks, then only to its
 // tool's sandbox (two fault-injecting upstream namespaces: production and sandbox), and is recorded
 // with the production request it would have sent, secrets named, never valued.
-import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import demoTools from "../../demo/tools.json";
 import {
@@ -16,6 +15,7 @@ import {
   unique,
   upstream,
 } from "../support/api.ts";
+import { consolePage } from "../support/console-page.ts";
 
 const SECRET_VALUE = `sk_live_${unique("shadowsecret")}`;
 const secretName = unique("SHOP_KEY")
@@ -88,36 +88,6 @@ async function expectWouldHaveSent(operationId: string, prodUrl: string, amount:
   });
   noSecretIn(view.body);
   return view.body;
-}
-
-/** The console page of a run, as a signed-in person sees it (the sign-in form, then the page). */
-async function consolePage(path: string): Promise<string> {
-  const fetcher = (exports as unknown as { default: Fetcher }).default;
-  const cookie = (r: Response, name: string) =>
-    r.headers
-      .getSetCookie()
-      .find((c) => c.startsWith(`${name}=`))!
-      .split(";")[0]!;
-  const form = await fetcher.fetch(new Request("http://toolgate.test/console/sign-in"));
-  const csrf = /name="csrf" value="([^"]*)"/.exec(await form.text())?.[1] ?? "";
-  const signedIn = await fetcher.fetch(
-    new Request("http://toolgate.test/console/sign-in", {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/x-www-form-urlencoded",
-        Cookie: cookie(form, "tg_console_login"),
-      },
-      body: new URLSearchParams({ csrf, next: "/console", api_key: (await testTenant()).key }),
-      redirect: "manual",
-    }),
-  );
-  const page = await fetcher.fetch(
-    new Request(`http://toolgate.test${path}`, {
-      headers: { Cookie: cookie(signedIn, "tg_console") },
-    }),
-  );
-  expect(page.status).toBe(200);
-  return page.text();
 }
 
 describe("shadow runs", () => {
@@ -250,6 +220,7 @@ describe("shadow runs", () => {
     // The console lists each write's would-be request, secrets by name.
     const html = await consolePage(`/console/runs/${runId}`);
     expect(html).toContain("Would have sent");
+    expect(html).toMatch(/<dt>Mode<\/dt>\s*<dd>shadow: writes go to each tool/);
     expect(html.split(`POST ${prod.url}/charges`)).toHaveLength(7);
     expect(html).toContain(`Authorization: Bearer {secret:${secretName}}`);
     expect(html).not.toContain(SECRET_VALUE);

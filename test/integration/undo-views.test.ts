@@ -1,6 +1,7 @@
-// toolgate/client's undo methods (issue 22), through the Worker's public HTTP API: a backend that
-// reverses an agent's charges with `compensate` and `cancelRun({ rollback: true })` gets each
-// charge refunded once, however often and however concurrently it asks, and is told what happened.
+// What undo (issue 22) shows to the backend and to people, through the Worker's public HTTP API:
+// toolgate/client's `compensate` and `cancelRun({ rollback: true })` get each charge refunded once,
+// however often and however concurrently they ask, and are told what happened; the console's run
+// page shows the run's mode and each rollback step as the run reports it.
 import { env, exports } from "cloudflare:workers";
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
@@ -8,6 +9,7 @@ import { Toolgate, ToolgateProblem } from "../../src/client/index.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
 import { ADMIN, api, manifest, newTenant, unique, upstream } from "../support/api.ts";
+import { consolePage } from "../support/console-page.ts";
 
 const worker = (exports as unknown as { default: Fetcher }).default;
 const backend = (apiKey: string) =>
@@ -27,6 +29,7 @@ async function chargedTwice() {
     "runs:write",
     "runs:read",
     "approvals:decide",
+    "traces:read",
     "operations:compensate",
   ]);
   const up = upstream();
@@ -111,8 +114,8 @@ describe("toolgate/client: undo", () => {
     expect(await refundsOf(up)).toEqual([[first!.result.id, 100]]);
   });
 
-  it("cancelRun with rollback after one charge was compensated by hand: the other is refunded, the first is not refunded again; a plain cancel reports no rollback", async () => {
-    const { up, client, runId, charges } = await chargedTwice();
+  it("cancelRun with rollback after one charge was compensated by hand: the other is refunded, the first is not refunded again, the console shows each step as the run reports it; a plain cancel reports no rollback", async () => {
+    const { key, up, client, runId, charges } = await chargedTwice();
     const [first, second] = charges;
     const manual = await client.compensate(first!.operation_id, { reason: "by hand" });
     await client.approve(manual.operation.operation_id);
@@ -124,6 +127,19 @@ describe("toolgate/client: undo", () => {
       [second!.operation_id, "submitted"],
       [first!.operation_id, "pending"],
     ]);
+    // The console's run page, as a person sees it while the first refund waits for approval.
+    const stepsOf = (html: string) =>
+      [...html.matchAll(/<li data-state="(\w+)">[\s\S]*?href="#(op_\w+)"/g)].map((m) => [
+        m[1],
+        m[2],
+      ]);
+    const running = await consolePage(`/console/runs/${runId}`, key);
+    expect(running).toContain("Rollback");
+    expect(running).toMatch(/<dt>Mode<\/dt>\s*<dd>live<\/dd>/);
+    expect(stepsOf(running)).toEqual([
+      ["submitted", second!.operation_id],
+      ["pending", first!.operation_id],
+    ]);
     await client.approve(cancelled.rollback!.steps[0]!.compensation_id!);
     await client.operation(cancelled.rollback!.steps[0]!.compensation_id!, 5000);
     await runDurableObjectAlarm(placedStub(env as unknown as Env, "RUNS", runId) as never);
@@ -133,6 +149,14 @@ describe("toolgate/client: undo", () => {
       ["compensated", expect.any(String)],
       ["compensated", manual.operation.operation_id],
     ]);
+    const completed = await consolePage(`/console/runs/${runId}`, key);
+    expect(stepsOf(completed)).toEqual([
+      ["compensated", second!.operation_id],
+      ["compensated", first!.operation_id],
+    ]);
+    expect(completed).toContain(
+      `undone by <a class="mono" href="#${manual.operation.operation_id}"`,
+    );
     expect((await refundsOf(up)).sort()).toEqual(
       [
         [first!.result.id, 100],

@@ -1,0 +1,39 @@
+// The console as a signed-in person sees it, through the Worker's public HTTP API: the sign-in form
+// (its CSRF token and login cookie), the POST with a tenant key, then the page with the session cookie.
+import { exports } from "cloudflare:workers";
+import { expect } from "vitest";
+import { testTenant } from "./api.ts";
+
+/** The console page at `path`, signed in with `key` (default: the shared test tenant's). */
+export async function consolePage(path: string, key?: string): Promise<string> {
+  const fetcher = (exports as unknown as { default: Fetcher }).default;
+  const cookie = (r: Response, name: string) =>
+    r.headers
+      .getSetCookie()
+      .find((c) => c.startsWith(`${name}=`))!
+      .split(";")[0]!;
+  const form = await fetcher.fetch(new Request("http://toolgate.test/console/sign-in"));
+  const csrf = /name="csrf" value="([^"]*)"/.exec(await form.text())?.[1] ?? "";
+  const signedIn = await fetcher.fetch(
+    new Request("http://toolgate.test/console/sign-in", {
+      method: "POST",
+      headers: {
+        "Content-Type": "application/x-www-form-urlencoded",
+        Cookie: cookie(form, "tg_console_login"),
+      },
+      body: new URLSearchParams({
+        csrf,
+        next: "/console",
+        api_key: key ?? (await testTenant()).key,
+      }),
+      redirect: "manual",
+    }),
+  );
+  const page = await fetcher.fetch(
+    new Request(`http://toolgate.test${path}`, {
+      headers: { Cookie: cookie(signedIn, "tg_console") },
+    }),
+  );
+  expect(page.status).toBe(200);
+  return page.text();
+}
