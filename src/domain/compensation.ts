@@ -90,6 +90,8 @@ export type OriginalFacts = {
   phase: string;
   /** The recorded outcome's status (null: not recorded). */
   status: string | null;
+  /** The recorded outcome's code when it did not succeed (`invalid_output`: it took effect). */
+  code: string | null;
   /** Recorded by a person's verdict (`resolve`) rather than an attempt or a lookup. */
   via: string | null;
   shadow: boolean;
@@ -105,8 +107,26 @@ export type NotCompensable = {
 };
 
 /**
- * Only an original recorded as applied (succeeded by an attempt, a lookup or a person's verdict)
- * may be compensated. A failed, rejected, cancelled or budget-stopped one applied nothing; one
+ * Recorded as having taken effect: succeeded, or failed with `invalid_output` — the tool answered
+ * success (so a write applied) with an answer toolgate could not accept or read (so it has no
+ * result). Every other recorded failure applied nothing (classify.ts says so only when proven).
+ */
+export function tookEffect(status: string | null, code: string | null): boolean {
+  return status === "succeeded" || (status === "failed" && code === "invalid_output");
+}
+
+/** A render error about an original whose answer could not be read: say why there is no result. */
+export function withoutResult(error: RenderError): RenderError {
+  return {
+    ...error,
+    detail: `${error.detail}. The operation took effect, but the tool's answer could not be read (failed/invalid_output), so there is no result to take {result.*} from; undo it by hand`,
+  };
+}
+
+/**
+ * Only an original recorded as applied (succeeded by an attempt, a lookup or a person's verdict,
+ * or failed/invalid_output: it took effect, its answer was unreadable) may be compensated. Any
+ * other failed, rejected, cancelled or budget-stopped one applied nothing; one
  * awaiting approval, a lock or an attempt has not happened yet; an outcome_unknown one may or may
  * not have applied — a person resolves it first (then it is "recorded", and compensable if it
  * succeeded). A shadow run's write never reached production: a real refund would be wrong. A
@@ -131,7 +151,7 @@ export function compensable(facts: OriginalFacts): Result<true, NotCompensable> 
         ? `the operation's outcome is unknown (${facts.phase}); resolve it first (POST /v1/operations/{id}/resolve), then compensate if it succeeded`
         : `the operation is ${facts.phase}: nothing has been applied yet`,
     );
-  if (facts.status !== "succeeded")
+  if (!tookEffect(facts.status, facts.code))
     return refuse(
       `the operation was recorded as ${facts.status}: nothing was applied, nothing to undo`,
     );

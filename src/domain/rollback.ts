@@ -5,7 +5,7 @@
 // Pure: the plan from what the run's operations said, and the next step from what the current
 // compensation says. The shell (durable/run/rollback.ts) keeps one row per step and its alarm
 // drives the next step, so a crash in the middle resumes where it stood.
-import { compensable, type OriginalFacts } from "./compensation.ts";
+import { compensable, tookEffect, type OriginalFacts } from "./compensation.ts";
 
 /**
  * `pending`: to compensate; `submitted`: its compensation exists and is not recorded yet;
@@ -78,12 +78,24 @@ export function planRollback(writes: readonly RunWrite[]): RollbackStep[] {
 export type Observed = {
   phase: string;
   status: string | null;
+  /** The recorded outcome's code when it did not succeed. */
+  code: string | null;
   message: string | null;
   settling?: boolean;
 };
 
 /** The current step's next state from its compensation: null while it is still under way. */
 export function stepAfter(observed: Observed): { state: StepState; detail: string | null } | null {
+  if (
+    observed.phase === "recorded" &&
+    observed.status !== "succeeded" &&
+    tookEffect(observed.status, observed.code)
+  )
+    return {
+      state: "compensated",
+      detail:
+        "the compensation took effect (the tool answered success), but its answer could not be read",
+    };
   if (observed.phase === "recorded")
     return observed.status === "succeeded"
       ? { state: "compensated", detail: null }

@@ -537,3 +537,59 @@ describe("the demo shop", () => {
     ]);
   });
 });
+
+// The tool answered success with output toolgate could not read (failed/invalid_output): the charge
+// TOOK EFFECT. It must never be called "nothing applied", and a rollback must not skip it.
+describe("a write that took effect but whose answer could not be read", () => {
+  const INPUT_ONLY = {
+    arguments: { charge_id: "by-amount", amount: "{input.amount}", reason: "duplicate" },
+  };
+
+  async function unreadableCharge(s: Awaited<ReturnType<typeof shop>>, amount: number) {
+    await s.up.script({ kind: "invalid_json" });
+    const c = await charged(s.runId, s.charge.name as string, amount);
+    expect(c).toMatchObject({ status: "failed", code: "invalid_output" });
+    return c;
+  }
+
+  it("templates over its input only: compensable, refunded once after a person approves", async () => {
+    const s = await shop({}, {}, INPUT_ONLY);
+    const c = await unreadableCharge(s, 700);
+    expect((await s.up.state()).effects.filter((e) => e.path.endsWith("/charges"))).toHaveLength(1);
+    const asked = await compensate(c.operation_id);
+    expect(asked.status, JSON.stringify(asked.body)).toBe(201);
+    await approveAndWait(asked.body.operation_id);
+    expect((await refundsOf(s.up)).map((r) => r.body)).toEqual([
+      { charge_id: "by-amount", amount: 700, reason: "duplicate" },
+    ]);
+    expect((await operation(c.operation_id)).body.compensated_by).toBe(asked.body.operation_id);
+  });
+
+  it("a {result.*} template: a typed 422 that says it took effect and has no result (never 'nothing was applied'); nothing sent", async () => {
+    const s = await shop();
+    const c = await unreadableCharge(s, 800);
+    const asked = await compensate(c.operation_id);
+    expect(asked.status).toBe(422);
+    expect(asked.body.code).toBe("compensation_arguments_invalid");
+    expect(asked.body.detail).toMatch(/took effect/);
+    expect(asked.body.detail).not.toMatch(/nothing was applied/);
+    expect(await refundsOf(s.up)).toHaveLength(0);
+  });
+
+  it("cancel with rollback: it is a step, not skipped — the rollback stops there and says why instead of reporting completed", async () => {
+    const s = await shop();
+    const first = await charged(s.runId, s.charge.name as string, 100);
+    expect(first.status).toBe("succeeded");
+    const unreadable = await unreadableCharge(s, 200);
+    const cancelled = await api("POST", `/v1/runs/${s.runId}/cancel`, { rollback: true });
+    expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+    const steps = cancelled.body.rollback.steps;
+    expect(steps.map((x: any) => [x.operation_id, x.state])).toEqual([
+      [unreadable.operation_id, "failed"],
+      [first.operation_id, "pending"],
+    ]);
+    expect(steps[0].detail).toMatch(/took effect/);
+    expect(cancelled.body.rollback.state).toBe("stopped");
+    expect(await refundsOf(s.up)).toHaveLength(0);
+  });
+});

@@ -21,6 +21,7 @@ import {
 const applied: OriginalFacts = {
   phase: "recorded",
   status: "succeeded",
+  code: null,
   via: "attempt",
   shadow: false,
   compensates: null,
@@ -75,7 +76,13 @@ describe("which originals may be compensated", () => {
   const table: Array<[string, Partial<OriginalFacts>, string | null]> = [
     ["succeeded by an attempt", {}, null],
     ["resolved by a person as succeeded", { via: "resolve" }, null],
-    ["failed", { status: "failed" }, "failed"],
+    [
+      "failed/invalid_output: it took effect, its answer unreadable",
+      { status: "failed", code: "invalid_output" },
+      null,
+    ],
+    ["failed (nothing applied)", { status: "failed", code: "permanent_failure" }, "failed"],
+    ["failed: credentials refused", { status: "failed", code: "upstream_forbidden" }, "failed"],
     ["rejected", { status: "rejected" }, "rejected"],
     ["cancelled", { status: "cancelled" }, "cancelled"],
     ["budget_exhausted", { status: "budget_exhausted" }, "budget_exhausted"],
@@ -130,12 +137,14 @@ describe("rollback: the plan and each step", () => {
       write("r", 11, {}, "read"),
       write("b", 30),
       write("c", 20, { declared: false }),
-      write("f", 25, { status: "failed" }),
+      write("f", 25, { status: "failed", code: "permanent_failure" }),
+      write("i", 35, { status: "failed", code: "invalid_output" }),
       write("u", null, { phase: "outcome_unknown", status: null }),
       write("s", 40, { shadow: true }),
     ]);
     expect(steps.map((s) => [s.operation_id, s.state])).toEqual([
       ["u", "unsettled"],
+      ["i", "pending"],
       ["b", "pending"],
       ["c", "not_compensable"],
       ["a", "pending"],
@@ -145,21 +154,44 @@ describe("rollback: the plan and each step", () => {
   });
 
   it("goes on only past a succeeded compensation; failed, rejected or unknown stops it", () => {
-    expect(stepAfter({ phase: "recorded", status: "succeeded", message: null })).toEqual({
+    expect(
+      stepAfter({ phase: "recorded", status: "succeeded", code: null, message: null }),
+    ).toEqual({
       state: "compensated",
       detail: null,
     });
-    for (const status of ["failed", "rejected", "cancelled"])
-      expect(stepAfter({ phase: "recorded", status, message: "no" })?.state).toBe("failed");
-    expect(stepAfter({ phase: "outcome_unknown", status: null, message: null })?.state).toBe(
-      "outcome_unknown",
-    );
+    for (const [status, code] of <Array<[string, string]>>[
+      ["failed", "permanent_failure"],
+      ["failed", "upstream_forbidden"],
+      ["rejected", "approval_rejected"],
+      ["rejected", "approval_expired"],
+      ["cancelled", "cancelled"],
+    ])
+      expect(stepAfter({ phase: "recorded", status, code, message: "no" })?.state).toBe("failed");
+    // The refund took effect (the tool answered success) but its answer was unreadable: undone.
+    expect(
+      stepAfter({
+        phase: "recorded",
+        status: "failed",
+        code: "invalid_output",
+        message: "took effect",
+      }),
+    ).toEqual({ state: "compensated", detail: expect.stringMatching(/took effect/) });
+    expect(
+      stepAfter({ phase: "outcome_unknown", status: null, code: null, message: null })?.state,
+    ).toBe("outcome_unknown");
     // an unknown outcome that settles by itself (a keyed refund resent late) is still under way
     expect(
-      stepAfter({ phase: "outcome_unknown", status: null, message: null, settling: true }),
+      stepAfter({
+        phase: "outcome_unknown",
+        status: null,
+        code: null,
+        message: null,
+        settling: true,
+      }),
     ).toBeNull();
     for (const phase of ["awaiting_approval", "executing", "retry_scheduled", "awaiting_lock"])
-      expect(stepAfter({ phase, status: null, message: null })).toBeNull();
+      expect(stepAfter({ phase, status: null, code: null, message: null })).toBeNull();
     const step = (state: StepState) => ({
       operation_id: "x",
       tool: "t",

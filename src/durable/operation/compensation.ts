@@ -44,6 +44,7 @@ export function compensationSourceOf(
   const facts: OriginalFacts = {
     phase: state.phase,
     status: recorded?.outcome.status ?? null,
+    code: recorded && "code" in recorded.outcome ? recorded.outcome.code : null,
     via: recorded?.via ?? null,
     shadow: frozen.plan.shadow !== undefined,
     compensates: frozen.plan.compensates ?? null,

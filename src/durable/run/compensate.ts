@@ -11,7 +11,12 @@
 // run's budgets, and is authorized by its row, not by the model's offered tools or scopes.
 import { idempotencyKeySecret } from "../../crypto.ts";
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
-import { compensable, compensationIdOf, renderArguments } from "../../domain/compensation.ts";
+import {
+  compensable,
+  compensationIdOf,
+  renderArguments,
+  withoutResult,
+} from "../../domain/compensation.ts";
 import { idempotencyKeyFor } from "../../domain/identity.ts";
 import { claimsFor } from "../../domain/limit/claims.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
@@ -98,7 +103,10 @@ export async function compensate(
   if (!spec.ok) return invalid(`the compensating tool ${declared.tool} no longer compiles`);
   if (spec.value.risk === "read") return invalid(`${declared.tool} is now a read`);
   const rendered = renderArguments(declared.arguments, original.input, original.result);
-  if (!rendered.ok) return err(rendered.error);
+  if (!rendered.ok)
+    return err(
+      original.facts.status === "succeeded" ? rendered.error : withoutResult(rendered.error),
+    );
   // The gate, as for a model's call; scopes are the person's (operations:compensate), not the user's.
   const call = {
     id: `undo_${original.operation_id}`,

@@ -155,6 +155,7 @@ async function advance(
     const next = stepAfter({
       phase: view.value.phase,
       status: view.value.phase === "recorded" ? result.status : null,
+      code: view.value.phase === "recorded" && "code" in result ? result.code : null,
       message: "message" in result ? result.message : null,
       settling: view.value.settling !== null,
     });
