@@ -7,6 +7,7 @@
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { idPrefix, jurisdictionOf } from "./jurisdiction.ts";
 import type { OperationId } from "./identity.ts";
+import { tookEffect } from "./operation/index.ts";
 import { err, ok, type Result } from "./result.ts";
 
 /** `approval`: "required" (default) — a person approves each compensation; "none": the tool's own rule. */
@@ -105,15 +106,6 @@ export type NotCompensable = {
   state: string;
   detail: string;
 };
-
-/**
- * Recorded as having taken effect: succeeded, or failed with `invalid_output` — the tool answered
- * success (so a write applied) with an answer toolgate could not accept or read (so it has no
- * result). Every other recorded failure applied nothing (classify.ts says so only when proven).
- */
-export function tookEffect(status: string | null, code: string | null): boolean {
-  return status === "succeeded" || (status === "failed" && code === "invalid_output");
-}
 
 /** A render error about an original whose answer could not be read: say why there is no result. */
 export function withoutResult(error: RenderError): RenderError {

@@ -5,7 +5,8 @@
 // Pure: the plan from what the run's operations said, and the next step from what the current
 // compensation says. The shell (durable/run/rollback.ts) keeps one row per step and its alarm
 // drives the next step, so a crash in the middle resumes where it stood.
-import { compensable, tookEffect, type OriginalFacts } from "./compensation.ts";
+import { compensable, type OriginalFacts } from "./compensation.ts";
+import { tookEffect } from "./operation/index.ts";
 
 /**
  * `pending`: to compensate; `submitted`: its compensation exists and is not recorded yet;

@@ -202,6 +202,27 @@ describe("limits across runs", () => {
     expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([800, 300, 300]);
   });
 
+  it("a refund that took effect with an unreadable answer (failed/invalid_output) keeps its reservation: the next one past the limit is refused, never sent", async () => {
+    const up = upstream();
+    const { tool, limitName } = refundTool(up.url);
+    const name = tool.name as string;
+    await register(tool);
+    const customer = unique("cus");
+    await up.script({ kind: "invalid_json" });
+    const first = await refund(await newRun(name, customer), name, 800);
+    expect(first.body.results[0]).toMatchObject({ status: "failed", code: "invalid_output" });
+    expect(await usage(limitName, customer)).toMatchObject({ used: 800, remaining: 200 });
+    const second = await refund(await newRun(name, customer), name, 300);
+    expect(second.body.results[0]).toMatchObject({ status: "rejected", code: "policy_denied" });
+    // The limit's sweep asks the operation how it stands: "held", so nothing is released.
+    const { tenantId } = await testTenant();
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 3 * 60_000);
+    await runDurableObjectAlarm(limitStub(tenantId, limitName, customer));
+    expect(await usage(limitName, customer)).toMatchObject({ used: 800, remaining: 200 });
+    expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([800]);
+  });
+
   it("over a limit with over: approve → a person decides; a rejection releases the reservation", async () => {
     const up = upstream();
     const { tool, limitName } = refundTool(up.url, { over: "approve" });

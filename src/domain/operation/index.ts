@@ -12,6 +12,7 @@ export type {
   TraceEvent,
   TransitionError,
 } from "./state.ts";
+export { tookEffect } from "./state.ts";
 export {
   LOCK_RECHECK_MAX_MS,
   LOCK_WAITING_LONG_MS,

@@ -95,6 +95,16 @@ export type Outcome =
   | { status: "succeeded"; result: unknown }
   | { status: Exclude<TerminalStatus, "succeeded">; code: string; message: string };
 
+/**
+ * Whether a recorded outcome took effect: succeeded, or failed with `invalid_output` — the tool
+ * answered success (so a write applied) with an answer toolgate could not accept or read (so it has
+ * no result). Every other recorded non-success applied nothing: once an attempt may have applied,
+ * only proof records one (classify.ts, steps.ts).
+ */
+export function tookEffect(status: string | null, code: string | null): boolean {
+  return status === "succeeded" || (status === "failed" && code === "invalid_output");
+}
+
 /** The latest attempt that may have applied: when it started (the settle window counts from there) and why. */
 export type Ambiguity = { atMs: number; code: UnknownCode };
 

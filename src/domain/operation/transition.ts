@@ -31,6 +31,7 @@ import type {
   TraceEvent,
   TransitionError,
 } from "./state.ts";
+import { tookEffect } from "./state.ts";
 
 /**
  * The lease on plan.resource is held from the first attempt until the outcome is settled: every
@@ -53,11 +54,12 @@ export function transition(
   )
     effects.push({ kind: "release_lock" });
   // Reservations of limits across runs are kept unless the outcome recorded says nothing applied
-  // (every recorded non-success does: once an attempt may have applied, only proof records one).
+  // (every recorded non-success but failed/invalid_output: it took effect, its answer unreadable).
+  const recorded = step.value.state.phase === "recorded" ? step.value.state.outcome : null;
   if (
     plan.limits?.length &&
-    step.value.state.phase === "recorded" &&
-    step.value.state.outcome.status !== "succeeded" &&
+    recorded &&
+    !tookEffect(recorded.status, "code" in recorded ? recorded.code : null) &&
     state?.phase !== "recorded"
   )
     effects.push({ kind: "release_limits" });

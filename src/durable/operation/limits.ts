@@ -6,7 +6,7 @@
 // limit whose `over` is "approve", the reservation is made and a person decides.
 import { overLimitMessage } from "../../domain/limit/claims.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
-import type { OperationState } from "../../domain/operation/index.ts";
+import { tookEffect, type OperationState } from "../../domain/operation/index.ts";
 import type { Env } from "../env.ts";
 import { limitStub } from "../stubs.ts";
 import type { ApprovalInput, Head } from "./contracts.ts";
@@ -64,7 +64,8 @@ export function limitHoldOf(head: Head | null, name: string, subject: string): L
 }
 
 const releasedBy = (state: OperationState) =>
-  state.phase === "recorded" && state.outcome.status !== "succeeded";
+  state.phase === "recorded" &&
+  !tookEffect(state.outcome.status, "code" in state.outcome ? state.outcome.code : null);
 
 /** The outbox delivery of a `limits.released` row: every limit it held, released (idempotent). */
 export async function releaseClaims(
