@@ -2,8 +2,10 @@
 // functions. Templates: a string that is exactly `{input.<path>}` or `{result.<path>}` becomes that
 // JSON value of the original's frozen input or recorded result (type kept, dotted paths into
 // objects); any other value is a literal. A compensation's identity derives from the original's
-// operation id alone, so however often and however concurrently it is asked it is ONE operation.
-// Only an original recorded as applied may be compensated, and a compensation is not compensable.
+// operation id and a generation, so however often and however concurrently it is asked it is ONE
+// operation; a next generation exists only once the current one is recorded as having applied
+// nothing (`asksAnew`). Only an original recorded as applied may be compensated, and a
+// compensation is not compensable.
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { idPrefix, jurisdictionOf } from "./jurisdiction.ts";
 import type { OperationId } from "./identity.ts";
@@ -152,11 +154,29 @@ export function compensable(facts: OriginalFacts): Result<true, NotCompensable> 
   return ok(true);
 }
 
-/** The compensation's name: the same for every request about one original (hashed by the shell). */
-export const compensationNamed = (originalId: string): unknown[] => ["compensation", originalId];
+/**
+ * The compensation's name: the same for every request about one original and generation. The
+ * first generation's name is the original's id alone (as before generations existed).
+ */
+export const compensationNamed = (originalId: string, generation = 1): unknown[] =>
+  generation === 1 ? ["compensation", originalId] : ["compensation", originalId, generation];
 
-/** The compensation's operation id: from the original's alone, in the original's jurisdiction. */
-export async function compensationIdOf(originalId: string): Promise<OperationId> {
-  const digest = await sha256Hex(canonicalJson(compensationNamed(originalId)));
+/** The compensation's operation id: from the original's and the generation, in its jurisdiction. */
+export async function compensationIdOf(originalId: string, generation = 1): Promise<OperationId> {
+  const digest = await sha256Hex(canonicalJson(compensationNamed(originalId, generation)));
   return `${idPrefix("op", jurisdictionOf(originalId))}${digest.slice(0, 32)}` as OperationId;
+}
+
+/** How the current compensation stands, as its operation reports it. */
+export type CompensationStanding = { phase: string; status: string | null; code: string | null };
+
+/**
+ * Whether asking again makes a NEW compensation (the next generation): only once the current one is
+ * recorded as having applied nothing — rejected by a person, its approval expired, refused by a
+ * policy or the tool, failed without effect. One that succeeded or took effect, is still under
+ * way, or whose outcome is unknown stays THE compensation: asking again returns it. So an
+ * original is compensated at most once however often it is asked.
+ */
+export function asksAnew(current: CompensationStanding): boolean {
+  return current.phase === "recorded" && !tookEffect(current.status, current.code);
 }

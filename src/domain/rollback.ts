@@ -130,10 +130,16 @@ export const currentStep = (steps: readonly RollbackStep[]): number =>
     : -1;
 
 /**
- * Asked again (cancel with rollback: true) after it stopped at an unknown outcome: that step is
- * looked at again (a person may have resolved it since). A failed or rejected compensation stays
- * final: a person decided, and the compensation of an original is one operation.
+ * Asked again (cancel with rollback: true) after it stopped: the step it stopped at is worked on
+ * again. One whose compensation's outcome was unknown is looked at again (a person may have
+ * resolved it since: `submitted`); one that failed is asked again (`pending`): the compensation
+ * asks anew only if the last one applied nothing (compensation.ts `asksAnew`), so a refund that
+ * took effect is never made twice. Null: nothing to resume.
  */
-export function resumable(steps: readonly RollbackStep[]): number {
-  return steps.findIndex((s) => s.state === "outcome_unknown");
+export function resumable(
+  steps: readonly RollbackStep[],
+): { index: number; state: "submitted" | "pending" } | null {
+  const index = steps.findIndex((s) => s.state === "outcome_unknown" || s.state === "failed");
+  if (index < 0) return null;
+  return { index, state: steps[index]!.state === "outcome_unknown" ? "submitted" : "pending" };
 }

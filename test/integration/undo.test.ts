@@ -4,13 +4,14 @@
 // (demo/upstream.ts) counts what was charged and refunded.
 import { env } from "cloudflare:workers";
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
 import demoTools from "../../demo/tools.json";
 import {
   ALL_SCOPES,
   api,
+  fireAlarm,
   manifest,
   newTenant,
   operation,
@@ -591,5 +592,115 @@ describe("a write that took effect but whose answer could not be read", () => {
     expect(steps[0].detail).toMatch(/took effect/);
     expect(cancelled.body.rollback.state).toBe("stopped");
     expect(await refundsOf(s.up)).toHaveLength(0);
+  });
+});
+
+// A compensation that applied nothing (a person rejected it, its approval expired, the refund tool
+// refused it) must not leave the charge impossible to undo through toolgate: asking again makes the
+// next generation (a new operation and key). One that took effect, is under way or is unknown stays
+// THE compensation: asking again returns it, so a charge is never refunded twice.
+describe("asking again after a compensation that applied nothing", () => {
+  afterEach(() => vi.useRealTimers());
+  const reject = (id: string) =>
+    api("POST", `/v1/operations/${id}/reject`, { reason: "wrong amount" });
+
+  it("rejected by a person → five asks at once make ONE new compensation (new id and key); approved, one refund; asked again, the same one", async () => {
+    const s = await shop();
+    const c = await charged(s.runId, s.charge.name as string, 900);
+    const first = await compensate(c.operation_id);
+    expect(first.status).toBe(201);
+    expect((await reject(first.body.operation_id)).status).toBe(200);
+    expect((await operation(first.body.operation_id)).body.result.status).toBe("rejected");
+    const asked = await Promise.all([1, 2, 3, 4, 5].map(() => compensate(c.operation_id)));
+    expect(asked.map((a) => a.status).sort()).toEqual([200, 200, 200, 200, 201]);
+    const ids = new Set(asked.map((a) => a.body.operation_id));
+    expect(ids.size).toBe(1);
+    const [second] = [...ids] as string[];
+    expect(second).not.toBe(first.body.operation_id);
+    expect(asked[0]!.body).toMatchObject({
+      compensates: c.operation_id,
+      phase: "awaiting_approval",
+    });
+    expect(asked[0]!.body.idempotency_key).not.toBe(first.body.idempotency_key);
+    await approveAndWait(second!);
+    const again = await compensate(c.operation_id);
+    expect(again.status).toBe(200);
+    expect(again.body.operation_id).toBe(second);
+    const refunds = await refundsOf(s.up);
+    expect(refunds.map((r) => [r.body.charge_id, r.body.amount, r.key])).toEqual([
+      [c.result!.id, 900, asked[0]!.body.idempotency_key],
+    ]);
+    expect((await operation(c.operation_id)).body.compensated_by).toBe(second);
+  });
+
+  it("its approval expired → asked anew; the expired one never sent", async () => {
+    const s = await shop();
+    const c = await charged(s.runId, s.charge.name as string, 450);
+    const first = await compensate(c.operation_id);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 16 * 60_000);
+    await fireAlarm(first.body.operation_id);
+    expect((await operation(first.body.operation_id)).body.result).toMatchObject({
+      status: "rejected",
+      code: "approval_expired",
+    });
+    vi.useRealTimers();
+    const second = await compensate(c.operation_id);
+    expect(second.status).toBe(201);
+    expect(second.body.operation_id).not.toBe(first.body.operation_id);
+    await approveAndWait(second.body.operation_id);
+    expect((await refundsOf(s.up)).map((r) => r.body.amount)).toEqual([450]);
+  });
+
+  it("a refund that took effect with an unreadable answer, or whose outcome is unknown, is never asked anew: the same compensation, one refund", async () => {
+    const s = await shop({}, {}, { approval: "none" });
+    const took = await charged(s.runId, s.charge.name as string, 300);
+    await s.up.script({ kind: "invalid_json" });
+    const first = await compensate(took.operation_id, "r", undefined);
+    const settled = await operation(first.body.operation_id, 5);
+    expect(settled.body.result).toMatchObject({ status: "failed", code: "invalid_output" });
+    const again = await compensate(took.operation_id);
+    expect(again.status).toBe(200);
+    expect(again.body.operation_id).toBe(first.body.operation_id);
+    expect(await refundsOf(s.up)).toHaveLength(1);
+
+    const unknown = await charged(s.runId, s.charge.name as string, 301);
+    await s.up.script(
+      { kind: "commit_then_reset" },
+      { kind: "commit_then_reset" },
+      { kind: "commit_then_reset" },
+      { kind: "commit_then_reset" },
+    );
+    const asked = await compensate(unknown.operation_id);
+    const after = await operation(asked.body.operation_id, 2);
+    expect(after.body.phase).not.toBe("recorded");
+    const repeat = await compensate(unknown.operation_id);
+    expect(repeat.status).toBe(200);
+    expect(repeat.body.operation_id).toBe(asked.body.operation_id);
+  });
+
+  it("cancel with rollback stopped at a rejected refund; cancelled with rollback again, that step is asked anew and the rollback completes: each charge refunded once", async () => {
+    const s = await shop();
+    const a = await charged(s.runId, s.charge.name as string, 100);
+    const b = await charged(s.runId, s.charge.name as string, 200);
+    const cancelled = await api("POST", `/v1/runs/${s.runId}/cancel`, { rollback: true });
+    const firstStep = cancelled.body.rollback.steps[0];
+    expect(firstStep).toMatchObject({ operation_id: b.operation_id, state: "submitted" });
+    await reject(firstStep.compensation_id);
+    await runDurableObjectAlarm(runObject(s.runId));
+    let report = (await api("GET", `/v1/runs/${s.runId}`)).body.rollback;
+    expect(report.state).toBe("stopped");
+    expect(report.steps.map((x: any) => x.state)).toEqual(["failed", "pending"]);
+    report = (await api("POST", `/v1/runs/${s.runId}/cancel`, { rollback: true })).body.rollback;
+    expect(report.state).toBe("running");
+    expect(report.steps[0].state).toBe("submitted");
+    expect(report.steps[0].compensation_id).not.toBe(firstStep.compensation_id);
+    await approveStep(s.runId, 0);
+    report = await approveStep(s.runId, 1);
+    expect(report.state).toBe("completed");
+    expect((await refundsOf(s.up)).map((r) => [r.body.charge_id, r.body.amount])).toEqual([
+      [b.result!.id, 200],
+      [a.result!.id, 100],
+    ]);
   });
 });

@@ -2,6 +2,7 @@
 // may be compensated — as tables.
 import { describe, expect, it } from "vitest";
 import {
+  asksAnew,
   compensable,
   compensationIdOf,
   renderArguments,
@@ -12,6 +13,7 @@ import {
 import {
   currentStep,
   planRollback,
+  resumable,
   rollbackState,
   stepAfter,
   type RunWrite,
@@ -114,6 +116,53 @@ describe("the compensation's identity", () => {
     expect(await compensationIdOf("op_eu_0123456789abcdef0123456789abcdef")).toMatch(
       /^op_eu_[0-9a-f]{32}$/,
     );
+  });
+});
+
+describe("generations: asking again after a compensation that applied nothing", () => {
+  it("the first generation keeps the id it had before generations; each next one differs", async () => {
+    const original = "op_0123456789abcdef0123456789abcdef";
+    const first = await compensationIdOf(original);
+    expect(await compensationIdOf(original, 1)).toBe(first);
+    const second = await compensationIdOf(original, 2);
+    expect(second).not.toBe(first);
+    expect(await compensationIdOf(original, 3)).not.toBe(second);
+    expect(await compensationIdOf("op_eu_0123456789abcdef0123456789abcdef", 2)).toMatch(/^op_eu_/);
+  });
+
+  it.each<[string, string | null, string | null, boolean]>([
+    ["recorded", "rejected", "approval_rejected", true],
+    ["recorded", "rejected", "approval_expired", true],
+    ["recorded", "rejected", "policy_denied", true],
+    ["recorded", "failed", "permanent_failure", true],
+    ["recorded", "failed", "upstream_forbidden", true],
+    ["recorded", "failed", "invalid_output", false],
+    ["recorded", "succeeded", null, false],
+    ["outcome_unknown", null, null, false],
+    ["awaiting_approval", null, null, false],
+    ["executing", null, null, false],
+    ["retry_scheduled", null, null, false],
+  ])("%s %s/%s → asks anew: %s", (phase, status, code, expected) => {
+    expect(asksAnew({ phase, status, code })).toBe(expected);
+  });
+
+  it("a rollback asked again resumes at its first failed or unknown step: looked at again if unknown, asked again if failed", () => {
+    const step = (state: StepState) => ({
+      operation_id: "x",
+      tool: "t",
+      compensation_id: "c",
+      state,
+      detail: null,
+    });
+    expect(resumable([step("compensated"), step("failed"), step("pending")])).toEqual({
+      index: 1,
+      state: "pending",
+    });
+    expect(resumable([step("outcome_unknown"), step("pending")])).toEqual({
+      index: 0,
+      state: "submitted",
+    });
+    expect(resumable([step("compensated"), step("not_compensable")])).toBeNull();
   });
 });
 

@@ -2,16 +2,19 @@
 // (domain/compensation.ts: applied originals only), renders the declared arguments over the
 // original's frozen input and recorded result, puts them through the gate against the compensating
 // tool AS IT STANDS NOW (schema, bound fields from the run's context, limits, URL rules), records
-// one row per original (original → compensation id, reason, who asked) and submits the
-// compensation through the ordinary operation path, so it gets Cedar, limits across runs,
+// one row per original (original → compensation id, generation, reason, who asked) and submits
+// the compensation through the ordinary operation path, so it gets Cedar, limits across runs,
 // approval, locks, retries, outcome_unknown and its trace like any write. Its id and key derive
-// from the original's id, and the row is written once (INSERT OR IGNORE): however often and
-// however concurrently it is asked, it is one operation, always submitted from the stored row.
+// from the original's id and the generation, and the row is written once per generation (INSERT
+// OR IGNORE, then an UPDATE only over the generation seen recorded as having applied nothing):
+// however often and however concurrently it is asked, it is one operation, always submitted from
+// the stored row. A rejected, expired or failed-without-effect compensation is asked anew.
 // A person's action, not the model's: it runs in a cancelled or expired run, spends none of the
 // run's budgets, and is authorized by its row, not by the model's offered tools or scopes.
 import { idempotencyKeySecret } from "../../crypto.ts";
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import {
+  asksAnew,
   compensable,
   compensationIdOf,
   renderArguments,
@@ -48,6 +51,8 @@ export type CompensationRow = {
   asked_at_ms: number;
   /** "submitting": written, its submit not yet answered; "submitted": the operation exists. */
   state: "submitting" | "submitted";
+  /** 1, then one more each time the last one was recorded as having applied nothing (`asksAnew`). */
+  generation: number;
 };
 export type Asked = { reason: string; by: string; waitMs: number };
 export type Compensated = {
@@ -61,10 +66,12 @@ const invalid = (detail: string) =>
 
 export function compensationRow(parts: RunParts, originalId: string): CompensationRow | null {
   if (!parts.store.exists("compensations")) return null;
-  return parts.store.one<CompensationRow>(
+  const row = parts.store.one<CompensationRow>(
     "SELECT * FROM compensations WHERE original_id = ?",
     originalId,
   );
+  // A row written before generations existed has no column yet: it is the first.
+  return row ? { ...row, generation: row.generation ?? 1 } : null;
 }
 
 export function compensationIds(parts: RunParts): string[] {
@@ -85,7 +92,8 @@ export async function compensate(
   if (!run) return parts.rows.missing(tenantId);
   if (original.run_id !== run.runId) return err({ code: "not_found", detail: "no such operation" });
   const existing = compensationRow(parts, original.operation_id);
-  if (existing) return submitRow(parts, run, existing, false, asked.waitMs);
+  if (existing && !(await endedWithoutEffect(parts, tenantId, existing)))
+    return submitRow(parts, run, existing, false, asked.waitMs);
   const allowed = compensable(original.facts);
   if (!allowed.ok) return allowed;
   const declared = original.compensate!;
@@ -120,7 +128,8 @@ export async function compensate(
   const input = admitted.value.input;
   const claims = claimsFor(spec.value.limitsAcrossRuns, input, run.context, run.user.id);
   if (!claims.ok) return invalid(claims.error.message);
-  const compensationId = await compensationIdOf(original.operation_id);
+  const generation = (existing?.generation ?? 0) + 1;
+  const compensationId = await compensationIdOf(original.operation_id, generation);
   const canonical = canonicalJson(input);
   const row: CompensationRow = {
     original_id: original.operation_id,
@@ -139,31 +148,62 @@ export async function compensate(
     asked_by: asked.by,
     asked_at_ms: Date.now(),
     state: "submitting",
+    generation,
   };
-  // Another request may have written it during the awaits: then that row is the compensation.
+  // Another request may have written it (or the next generation) during the awaits: then that row
+  // is the compensation. Written only over the generation this request saw end without effect.
   const created = parts.store.transaction(() => {
     parts.store.ensureTable("compensations");
-    return (
-      parts.store.run(
-        `INSERT OR IGNORE INTO compensations (original_id, compensation_id, tool, source, input, input_hash, idempotency_key, claims, approval, reason, asked_by, asked_at_ms, state) VALUES (${Array(13).fill("?").join(", ")})`,
-        row.original_id,
-        row.compensation_id,
-        row.tool,
-        row.source,
-        row.input,
-        row.input_hash,
-        row.idempotency_key,
-        row.claims,
-        row.approval,
-        row.reason,
-        row.asked_by,
-        row.asked_at_ms,
-        row.state,
-      ) === 1
-    );
+    parts.store.ensureColumn("compensations", "generation INTEGER NOT NULL DEFAULT 1");
+    const values = [
+      row.compensation_id,
+      row.tool,
+      row.source,
+      row.input,
+      row.input_hash,
+      row.idempotency_key,
+      row.claims,
+      row.approval,
+      row.reason,
+      row.asked_by,
+      row.asked_at_ms,
+      row.state,
+      row.generation,
+    ];
+    const written = existing
+      ? parts.store.run(
+          "UPDATE compensations SET compensation_id = ?, tool = ?, source = ?, input = ?, input_hash = ?, idempotency_key = ?, claims = ?, approval = ?, reason = ?, asked_by = ?, asked_at_ms = ?, state = ?, generation = ? WHERE original_id = ? AND generation = ?",
+          ...values,
+          row.original_id,
+          existing.generation,
+        )
+      : parts.store.run(
+          `INSERT OR IGNORE INTO compensations (compensation_id, tool, source, input, input_hash, idempotency_key, claims, approval, reason, asked_by, asked_at_ms, state, generation, original_id) VALUES (${Array(14).fill("?").join(", ")})`,
+          ...values,
+          row.original_id,
+        );
+    return written === 1;
   });
   const stored = created ? row : compensationRow(parts, original.operation_id)!;
   return submitRow(parts, run, stored, created, asked.waitMs);
+}
+
+/**
+ * Whether the stored compensation was recorded as having applied nothing (domain `asksAnew`): then
+ * asking again makes the next generation. Unanswered: no (the stored one is submitted again).
+ */
+async function endedWithoutEffect(
+  parts: RunParts,
+  tenantId: string,
+  row: CompensationRow,
+): Promise<boolean> {
+  const peeked = await operationStub(parts.env, row.compensation_id)
+    .peek(tenantId)
+    .catch(() => null);
+  if (!peeked?.ok) return false;
+  const { phase, envelope } = peeked.value;
+  const code = envelope.status === "succeeded" ? null : envelope.code;
+  return asksAnew({ phase, status: phase === "recorded" ? envelope.status : null, code });
 }
 
 /** Submits the stored compensation (a replay when it exists), then links it from the original. */
@@ -180,7 +220,7 @@ export async function submitRow(
     const submitted = await operationStub(parts.env, id).submit({
       tenantId: run.tenantId,
       runId: run.runId,
-      callId: `undo_${row.original_id}`,
+      callId: `undo_${row.original_id}${row.generation > 1 ? `_${row.generation}` : ""}`,
       source: JSON.parse(row.source) as ToolSource,
       input: { value: JSON.parse(row.input), canonical: row.input, hash: row.input_hash },
       operationId: id,
@@ -207,8 +247,9 @@ export async function submitRow(
   }
   if (row.state === "submitting")
     parts.store.run(
-      "UPDATE compensations SET state = 'submitted' WHERE original_id = ?",
+      "UPDATE compensations SET state = 'submitted' WHERE original_id = ? AND compensation_id = ?",
       row.original_id,
+      id,
     );
   // The original's side of the link (idempotent; a failure here is repaired by the next ask).
   await operationStub(parts.env, row.original_id)

@@ -58,10 +58,14 @@ export async function startRollback(
   storage: DurableObjectStorage,
 ): Promise<void> {
   const planned = rollbackOf(parts);
-  const stuck = planned ? resumable(planned.steps) : -1;
-  if (stuck >= 0)
+  const stuck = planned ? resumable(planned.steps) : null;
+  if (stuck)
     parts.store.transaction(() => {
-      parts.store.run("UPDATE rollback_steps SET state = 'submitted' WHERE seq = ?", stuck);
+      parts.store.run(
+        "UPDATE rollback_steps SET state = ?, detail = NULL WHERE seq = ?",
+        stuck.state,
+        stuck.index,
+      );
       parts.store.run("UPDATE rollback SET state = 'running' WHERE k = 1");
     });
   if (!planned) {
