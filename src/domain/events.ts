@@ -20,6 +20,12 @@ export const EVENT_TYPES = [
 ] as const;
 export const EventType = z.enum(EVENT_TYPES);
 export type EventType = z.infer<typeof EventType>;
+/**
+ * What an endpoint's filter or GET /v1/events?type= may name: every type a transition writes. A
+ * `webhook.test` ping goes to one endpoint by hand and is never stored, so a filter naming it could
+ * never match: refused rather than accepted and ignored.
+ */
+export const SubscribableEventType = EventType.exclude(["webhook.test"]);
 
 /**
  * One event. `id` is stable (derived from the object that wrote it, its log position and the type),

@@ -2,7 +2,7 @@
 // is generated from them, so the documentation cannot drift from what the code accepts.
 import { z } from "zod";
 import { OP_STATUSES, RUN_STATUSES } from "../domain/index-feed.ts";
-import { EventType } from "../domain/events.ts";
+import { SubscribableEventType } from "../domain/events.ts";
 import { EnvelopeCodec } from "../durable/store/run-rows.ts";
 
 export const ApiScope = z.enum([
@@ -153,7 +153,7 @@ export const EventsQuery = z
     since: z
       .union([z.string().regex(/^evt_[0-9a-f]{32}$/), z.iso.datetime({ offset: true })])
       .optional(),
-    type: EventType.optional(),
+    type: SubscribableEventType.optional(),
     limit: z.coerce.number().int().min(1).max(500).default(100),
   })
   .strict();
@@ -234,7 +234,7 @@ export const PutWebhook = z.strictObject({
     .max(2048)
     .describe("https, host on TOOLGATE_UPSTREAM_ALLOWLIST, no private address"),
   events: z
-    .union([z.tuple([z.literal("*")]), z.array(EventType).min(1)])
+    .union([z.tuple([z.literal("*")]), z.array(SubscribableEventType).min(1)])
     .describe('Event types to send, or ["*"] for all'),
   format: z
     .enum(["standard", "slack"])

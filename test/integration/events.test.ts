@@ -397,6 +397,7 @@ describe("events out", () => {
     expect(denied.status).toBe(403);
     expect((await api("GET", "/v1/events?bogus=1")).status).toBe(400);
     expect((await api("GET", "/v1/events?type=nope")).status).toBe(400);
+    expect((await api("GET", "/v1/events?type=webhook.test")).status).toBe(400); // never stored
     // An ISO time is a start point too.
     const since = new Date(Date.now() - 60_000).toISOString();
     const timed = await api("GET", `/v1/events?since=${encodeURIComponent(since)}&limit=500`);

@@ -146,7 +146,7 @@ describe("webhook endpoints", () => {
     expect((await call("GET", "/v1/webhooks")).body.webhooks).toEqual([]);
   });
 
-  it("accepts an allow-listed https host and refuses unknown fields and event types", async () => {
+  it("accepts an allow-listed https host and refuses unknown fields and event types (webhook.test too: it is never routed)", async () => {
     const { call } = await webhookTenant();
     const ok = await call("PUT", "/v1/webhooks/prod", {
       url: "https://api.example.test/hooks/toolgate",
@@ -160,6 +160,15 @@ describe("webhook endpoints", () => {
       format: "standard",
     });
     expect(unknownType.body.code).toBe("invalid_request");
+    // A hand-sent ping is never stored or routed: a filter naming it could never match.
+    const ping = await call("PUT", "/v1/webhooks/p4", {
+      url: "https://api.example.test/h",
+      events: ["approval.requested", "webhook.test"],
+      format: "standard",
+    });
+    expect(ping.status).toBe(400);
+    expect(ping.body.code).toBe("invalid_request");
+    expect((await call("GET", "/v1/webhooks/p4")).status).toBe(404);
     const extra = await call("PUT", "/v1/webhooks/p3", {
       url: "https://api.example.test/h",
       events: ["*"],
