@@ -251,7 +251,10 @@ export async function submitRow(
       row.original_id,
       id,
     );
-  // The original's side of the link (idempotent; a failure here is repaired by the next ask).
+  // The original's side of the link (idempotent; a failure here is repaired by the next ask). Only
+  // for the current generation: a next one written meanwhile links itself, and must stay linked.
+  if (compensationRow(parts, row.original_id)?.compensation_id !== id)
+    return ok({ created, compensation_id: id, reply });
   await operationStub(parts.env, row.original_id)
     .linkCompensation(run.tenantId, id)
     .catch((error) =>
