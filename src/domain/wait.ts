@@ -7,9 +7,6 @@ import { isSettled, type OperationPlan, type OperationState } from "./operation/
 /** `holdForPeople`: keep waiting while the operation awaits a person's approval (an explicit wait). */
 export type Wait = { ms: number; holdForPeople: boolean };
 
-/** Answer now (the object's own reads, and `wait=0`). */
-export const NO_WAIT: Wait = { ms: 0, holdForPeople: false };
-
 /**
  * Whether a caller waiting until `deadlineMs` can stop now: the operation settled, its next
  * self-driven step is due after the deadline (a retry or resend far ahead), the deadline passed,
