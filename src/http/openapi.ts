@@ -194,7 +194,7 @@ const ROUTES: Route[] = [
     method: "post",
     path: "/v1/runs/{run_id}/turns",
     summary:
-      "Post a model response's tool calls (header Prefer: wait=N) → 200 settled | 202 pending",
+      "Post a model response's tool calls (header Prefer: wait=N; the default 10 s ends once only a person's decision is left) → 200 settled | 202 pending",
     auth: "runs:write or run token",
     body: NativeTurnBody,
     response: TurnResponse,

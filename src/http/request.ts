@@ -6,6 +6,7 @@ import type { AppEnv } from "./auth.ts";
 import { ApiProblem, toApiError, type ObjectError } from "./problem.ts";
 import * as stubs from "../durable/stubs.ts";
 import { jsonTextProblem } from "../domain/strict-json.ts";
+import type { Wait } from "../domain/wait.ts";
 
 export const MAX_BODY_BYTES = 256 * 1024;
 export const MAX_WAIT_MS = 30_000;
@@ -37,17 +38,25 @@ export async function readJson<S extends z.ZodType>(
   return parsed.data;
 }
 
-/** RFC 7240 `Prefer: wait=N` (seconds) or `?wait=N`; capped at MAX_WAIT_MS. */
-export function waitMs(c: Context<AppEnv>, fallbackMs: number): number {
+/**
+ * RFC 7240 `Prefer: wait=N` (seconds) or `?wait=N`, capped at MAX_WAIT_MS. A wait the client asked
+ * for is a long-poll that holds out for a person's decision too; the default (`defaultMs`) does
+ * not: a call waiting for a person lets the answer go at once. `wait=0` answers now.
+ */
+export function requestedWait(c: Context<AppEnv>, defaultMs: number): Wait {
   const prefer = /(?:^|[,;\s])wait=(\d+(?:\.\d+)?)/.exec(c.req.header("Prefer") ?? "")?.[1];
   const query = c.req.query("wait");
   const seconds = prefer ?? query;
-  if (seconds === undefined) return fallbackMs;
+  if (seconds === undefined) return { ms: defaultMs, holdForPeople: false };
   const value = Number(seconds);
   if (!Number.isFinite(value) || value < 0)
     throw new ApiProblem({ code: "invalid_request", detail: "wait must be a number of seconds" });
-  return Math.min(MAX_WAIT_MS, value * 1000);
+  return { ms: Math.min(MAX_WAIT_MS, value * 1000), holdForPeople: true };
 }
+
+/** The wait's duration alone, where it defaults to 0 (an operation's reads, a compensation). */
+export const waitMs = (c: Context<AppEnv>, fallbackMs: number): number =>
+  requestedWait(c, fallbackMs).ms;
 
 // Ids may carry a jurisdiction tag (`run_eu_…`, `op_eu_…`): domain/jurisdiction.ts.
 export { OPERATION_ID, RUN_ID } from "../domain/jurisdiction.ts";

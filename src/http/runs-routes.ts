@@ -25,12 +25,12 @@ import {
   checkId,
   DEFAULT_TURN_WAIT_MS,
   readJson,
+  requestedWait,
   RUN_ID,
   runStub,
   tenantStub,
   TURN_ID,
   unwrap,
-  waitMs,
 } from "./request.ts";
 
 const RUN_TTL_MS = 24 * 60 * 60_000;
@@ -169,7 +169,7 @@ export const runRoutes = new Hono<AppEnv>()
         tenantId,
         calls,
         cost,
-        waitMs(c, DEFAULT_TURN_WAIT_MS),
+        requestedWait(c, DEFAULT_TURN_WAIT_MS),
         turnKey ? { key: turnKey, usage } : null,
         format,
       ),
@@ -184,7 +184,7 @@ export const runRoutes = new Hono<AppEnv>()
       await runStub(c, runId).getTurn(
         requireRunAccess(c, runId, "runs:read"),
         turnId,
-        waitMs(c, 0),
+        requestedWait(c, 0),
         format,
       ),
     );

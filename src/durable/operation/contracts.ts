@@ -34,6 +34,8 @@ export type SubmitRequest = {
   /** The run's end user: who asked, for the approvals inbox and four eyes. */
   userId: string;
   waitMs: number;
+  /** false: a default wait, over once only a person's decision is left (domain/wait.ts); absent: true. */
+  holdForPeople?: boolean;
   /** What the call claims of its tool's limits across runs (reserved before the start; absent: none). */
   limitClaims?: LimitClaim[];
   /** The run's user (with attributes) and context, for the tenant's Cedar policies (absent: older callers). */

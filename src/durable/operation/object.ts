@@ -98,7 +98,7 @@ export class OperationObject extends DurableObject<Env> {
       if (!started.ok) return started;
     } else this.sender.recoverOrphan();
     await Promise.all([this.sender.previewing, this.inboxWrites, this.lockWork]);
-    await this.waiters.waitFor(Date.now() + req.waitMs);
+    await this.waiters.waitFor({ ms: req.waitMs, holdForPeople: req.holdForPeople ?? true });
     await this.inboxWrites;
     return ok(replyOf(this.log.head()!, req, this.store.rowsWritten - rowsBefore));
   }
@@ -121,7 +121,7 @@ export class OperationObject extends DurableObject<Env> {
   async get(tenantId: string, waitMs: number): Reply<C.OperationView> {
     if (!this.log.headFor(tenantId)) return err(missing(this.store, tenantId));
     this.sender.recoverOrphan();
-    await this.waiters.waitFor(Date.now() + waitMs);
+    await this.waiters.waitFor({ ms: waitMs, holdForPeople: true });
     await this.inboxWrites;
     return ok(viewOf(this.log));
   }

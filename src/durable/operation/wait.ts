@@ -1,7 +1,8 @@
-// Callers waiting for an operation to settle (a submit's or a get's `waitMs`): woken by every
-// committed transition, they return once it is settled, when its next self-driven step is due
-// after their deadline (a retry or resend far ahead), or at the deadline. Memory only.
-import { isSettled } from "../../domain/operation/index.ts";
+// Callers waiting for an operation to settle (a submit's or a get's wait): woken by every committed
+// transition, they return once `waitIsOver` (domain/wait.ts): settled, its next self-driven step
+// due after their deadline (a retry or resend far ahead), the deadline, or — a default wait — only
+// a person's decision left to wait for. Memory only.
+import { waitIsOver, type Wait } from "../../domain/wait.ts";
 import type { OperationLog } from "./log.ts";
 
 export class Waiters {
@@ -9,29 +10,21 @@ export class Waiters {
 
   constructor(private readonly log: OperationLog) {}
 
-  /** Waits until settled, or until the next self-driven step is due after the deadline. */
-  async waitFor(deadlineMs: number): Promise<void> {
+  /** Waits up to `wait.ms` from now, until the wait is over (see the header). */
+  async waitFor({ ms, holdForPeople }: Wait): Promise<void> {
+    const deadlineMs = Date.now() + ms;
     for (;;) {
-      const state = this.log.head()?.state;
-      if (!state || isSettled(state)) return;
-      const due =
-        state.phase === "retry_scheduled" || state.phase === "outcome_unknown"
-          ? state.dueAtMs
-          : null;
-      if (
-        (state.phase === "retry_scheduled" || state.phase === "outcome_unknown") &&
-        (due === null || due > deadlineMs)
-      )
-        return;
-      const remainingMs = deadlineMs - Date.now();
-      if (remainingMs <= 0) return;
+      const head = this.log.head();
+      if (!head) return;
+      const nowMs = Date.now();
+      if (waitIsOver(head.state, head.frozen.plan, nowMs, deadlineMs, holdForPeople)) return;
       await new Promise<void>((resolve) => {
         const done = () => {
           clearTimeout(timer);
           this.listeners.delete(done);
           resolve();
         };
-        const timer = setTimeout(done, remainingMs);
+        const timer = setTimeout(done, deadlineMs - nowMs);
         this.listeners.add(done);
       });
     }

@@ -23,6 +23,7 @@ import { MAX_CALLS_PER_TURN } from "../../providers/types.ts";
 import { encodeTurnCalls, TURN_COLUMNS, TURN_GROUP_CALLS_COLUMN } from "../store/run-rows.ts";
 import { tenantStub } from "../stubs.ts";
 import { checkStatus } from "./check-status.ts";
+import type { Wait } from "../../domain/wait.ts";
 import type { RunError, TurnReply } from "./contracts.ts";
 import type { RunParts } from "./parts.ts";
 import { peekInto } from "./peek.ts";
@@ -35,7 +36,7 @@ export async function postTurn(
   tenantId: string,
   calls: ProposedCall[],
   modelCost: number,
-  waitMs: number,
+  wait: Wait,
   group: { key: string; usage: ModelUsage | null } | null = null,
   format = "native",
 ): Promise<Result<TurnReply, RunError>> {
@@ -64,7 +65,7 @@ export async function postTurn(
           code: "turn_conflict",
           detail: `turn ${identity.id} was posted with the same call ids and other calls; use new call ids for a new turn`,
         });
-      return ok(await settler.settle(existing, waitMs, 0, format));
+      return ok(await settler.settle(existing, wait, 0, format));
     }
     const offered = parts.offered.of(run);
     const checks = offersCheckStatus(offered.values())
@@ -211,7 +212,7 @@ export async function postTurn(
       if (exhausted) events.afterCommit(Date.now());
       logRefusals(run.runId, plan.value.record);
       return ok(
-        await settler.settle(plan.value.record, waitMs, store.rowsWritten - rowsBefore, format),
+        await settler.settle(plan.value.record, wait, store.rowsWritten - rowsBefore, format),
       );
     }
   }

@@ -14,6 +14,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import type { TenantFacts } from "../../domain/tenant-facts.ts";
 import { mayExecute, type ProposedCall } from "../../domain/turn/gate.ts";
 import { hashTools, openOperations, type Denial, type RunState } from "../../domain/turn/turn.ts";
+import type { Wait } from "../../domain/wait.ts";
 import { retentionMs } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolDefinition, ToolSource } from "../../tools/spec.ts";
@@ -168,11 +169,11 @@ export class RunObject extends DurableObject<Env> {
     tenantId: string,
     calls: ProposedCall[],
     modelCost: number,
-    waitMs: number,
+    wait: Wait,
     group: { key: string; usage: ModelUsage | null } | null = null,
     format = "native",
   ): Promise<Result<TurnReply, RunError>> {
-    return postTurn(this.parts, tenantId, calls, modelCost, waitMs, group, format);
+    return postTurn(this.parts, tenantId, calls, modelCost, wait, group, format);
   }
 
   /**
@@ -193,10 +194,8 @@ export class RunObject extends DurableObject<Env> {
     const { proposed, turnId, checkStatus } = turn.value;
     this.mcpInFlight.set(call.requestKey, turnId);
     try {
-      let reply = await this.postTurn(tenantId, proposed, 0, 0, null, "mcp");
-      const first = reply.ok ? reply.value.results[0]?.envelope : undefined;
-      if (reply.ok && reply.value.status === "pending" && first?.status !== "awaiting_approval")
-        reply = await this.getTurn(tenantId, turnId, waitMs, "mcp");
+      const wait = { ms: waitMs, holdForPeople: false };
+      const reply = await this.postTurn(tenantId, proposed, 0, wait, null, "mcp");
       if (!reply.ok) return reply;
       const envelope = reply.value.results[0]?.envelope;
       return envelope
@@ -229,12 +228,12 @@ export class RunObject extends DurableObject<Env> {
   async getTurn(
     tenantId: string,
     turnId: string,
-    waitMs: number,
+    wait: Wait,
     format = "native",
   ): Promise<Result<TurnReply, RunError>> {
     if (!this.rows.loadFor(tenantId)) return this.rows.missing(tenantId);
     const turn = this.rows.turn(turnId);
-    return turn ? ok(await this.settler.settle(turn, waitMs, 0, format)) : notFound("turn");
+    return turn ? ok(await this.settler.settle(turn, wait, 0, format)) : notFound("turn");
   }
 
   /** The offered tools as plain data, for exporting definitions to the model (plus toolgate_check_status with any write). */

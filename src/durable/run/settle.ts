@@ -7,6 +7,7 @@ import type { Env } from "../env.ts";
 import { LruCache } from "../../lru.ts";
 import { reportedOperations, settleTurn, type CallObservation } from "../../domain/turn/settle.ts";
 import type { RunState, Submission, TurnCall, TurnRecord } from "../../domain/turn/turn.ts";
+import type { Wait } from "../../domain/wait.ts";
 import type { OperationReply } from "../operation/contracts.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { operationStub } from "../stubs.ts";
@@ -48,7 +49,7 @@ export class TurnSettler {
    */
   async settle(
     record: TurnRecord,
-    waitMs: number,
+    wait: Wait,
     rowsHere: number,
     format: string,
   ): Promise<TurnReply> {
@@ -57,7 +58,7 @@ export class TurnSettler {
     const observed = await Promise.all(
       record.calls.map(async (stored): Promise<CallObservation | null> => {
         if (!("submit" in stored) || stored.closed) return null;
-        const seen = await this.observe(run, stored.call, stored.submit, waitMs);
+        const seen = await this.observe(run, stored.call, stored.submit, wait);
         rowsWritten += seen.rowsWritten;
         return seen.observation;
       }),
@@ -180,7 +181,7 @@ export class TurnSettler {
     run: RunState,
     { id: callId, name: tool }: { id: string; name: string },
     submit: Submission,
-    waitMs: number,
+    wait: Wait,
   ): Promise<{ observation: CallObservation; rowsWritten: number }> {
     const known = this.recordedReply(submit);
     if (known) return { observation: { kind: "reply", ...known }, rowsWritten: 0 };
@@ -195,7 +196,8 @@ export class TurnSettler {
         operationId,
         idempotencyKey,
         userId: run.user.id,
-        waitMs,
+        waitMs: wait.ms,
+        holdForPeople: wait.holdForPeople,
         ...(submit.claims ? { limitClaims: submit.claims } : {}),
         ...(run.mode === "shadow" ? { shadow: true as const } : {}),
         principal: { user: run.user, context: run.context },
