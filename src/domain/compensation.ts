@@ -148,3 +148,18 @@ export async function compensationIdOf(originalId: string): Promise<OperationId>
   const digest = await sha256Hex(canonicalJson(compensationNamed(originalId)));
   return `${idPrefix("op", jurisdictionOf(originalId))}${digest.slice(0, 32)}` as OperationId;
 }
+
+/**
+ * After a person approved a compensation: the compensating tool as registered now (its canonical
+ * source, null when deleted) must still be the one the compensation was asked with and the
+ * approver saw. A re-PUT (another URL, other idempotency) or a DELETE since then voids the
+ * approval: the message to return, or null when it still applies.
+ */
+export function toolChangedSinceAsked(
+  tool: string,
+  asked: string,
+  current: string | null,
+): string | null {
+  if (current === asked) return null;
+  return `The tool ${tool} was ${current === null ? "deleted" : "changed"} after this compensation was asked for, so its approval no longer applies and nothing was sent. This compensation is closed (asking again shows it as it is); the original stays applied until a person reverses it another way.`;
+}

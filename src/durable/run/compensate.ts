@@ -11,7 +11,12 @@
 // run's budgets, and is authorized by its row, not by the model's offered tools or scopes.
 import { idempotencyKeySecret } from "../../crypto.ts";
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
-import { compensable, compensationIdOf, renderArguments } from "../../domain/compensation.ts";
+import {
+  compensable,
+  compensationIdOf,
+  renderArguments,
+  toolChangedSinceAsked,
+} from "../../domain/compensation.ts";
 import { idempotencyKeyFor } from "../../domain/identity.ts";
 import { claimsFor } from "../../domain/limit/claims.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
@@ -236,5 +241,12 @@ export async function authorizeCompensation(
       code: "approval_expired",
       message: `The tool ${tool} changed while the compensation waited; it was not sent.`,
     });
+  if (policyVersion !== null) {
+    // The approver saw the tool as it was asked with; the tenant may have re-PUT or deleted it since.
+    const found = await tenantStub(parts.env, tenantId).sources([tool]);
+    const current = found.ok ? canonicalJson(found.value[tool]) : null;
+    const changed = toolChangedSinceAsked(tool, row.source, current);
+    if (changed) return err({ status: "rejected", code: "approval_expired", message: changed });
+  }
   return ok(true);
 }

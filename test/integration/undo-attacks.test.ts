@@ -1,0 +1,466 @@
+// Undo under attack (issue 22 follow-up): the worst legal things a tenant, a model, a person or the
+// network can do to a compensation or a rollback. Every test counts what the refund upstream
+// (demo/upstream.ts) actually did — how many refunds, for which charge, how much, under which
+// Idempotency-Key — and checks what each caller was told.
+import { env } from "cloudflare:workers";
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { Env } from "../../src/durable/env.ts";
+import { placedStub } from "../../src/durable/placement.ts";
+import {
+  ALL_SCOPES,
+  api,
+  fireAlarm,
+  manifest,
+  newTenant,
+  operation,
+  testTenant,
+  turn,
+  unique,
+  upstream,
+} from "../support/api.ts";
+
+const REFUND_SCHEMA = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    charge_id: { type: "string", minLength: 1 },
+    amount: { type: "integer", exclusiveMinimum: 0 },
+    reason: { enum: ["requested_by_customer", "duplicate"] },
+  },
+  required: ["charge_id", "amount", "reason"],
+};
+const UNDO = {
+  charge_id: "{result.id}",
+  amount: "{input.amount}",
+  reason: "requested_by_customer",
+};
+
+type Up = ReturnType<typeof upstream>;
+type As = Record<string, string>;
+
+const refundTool = (url: string, extra: Record<string, unknown> = {}) =>
+  manifest({
+    url,
+    name: unique("refund"),
+    description: "Refund a charge.",
+    input_schema: REFUND_SCHEMA,
+    request: { method: "POST", url: `${url}/refunds` },
+    timeout_ms: 300,
+    ...extra,
+  });
+
+const put = (tool: Record<string, unknown>, as: As = {}) =>
+  api("PUT", `/v1/tools/${tool.name as string}`, tool, as);
+
+async function newRun(tools: string[], as: As = {}) {
+  const run = await api("POST", "/v1/runs", { user: { id: "u1", scopes: [] }, tools }, as);
+  expect(run.status, JSON.stringify(run.body)).toBe(201);
+  return run.body.run_id as string;
+}
+async function newRunWithToken(tools: string[], as: As = {}) {
+  const run = await api("POST", "/v1/runs", { user: { id: "u1", scopes: [] }, tools }, as);
+  expect(run.status, JSON.stringify(run.body)).toBe(201);
+  return { runId: run.body.run_id as string, runToken: run.body.run_token as string };
+}
+
+/** A refund tool, a charge tool whose compensation is that refund, and a run offering the charge. */
+async function shop(
+  opts: {
+    refund?: Record<string, unknown>;
+    undo?: Record<string, unknown>;
+    as?: As;
+    offerRefund?: boolean;
+  } = {},
+) {
+  const as = opts.as ?? {};
+  if (!as.Authorization) await testTenant();
+  const up = upstream();
+  const refund = refundTool(up.url, opts.refund);
+  expect((await put(refund, as)).status).toBe(201);
+  const charge = manifest({
+    url: up.url,
+    compensate: { tool: refund.name, arguments: UNDO, ...opts.undo },
+  });
+  const putCharge = await put(charge, as);
+  expect(putCharge.status, JSON.stringify(putCharge.body)).toBe(201);
+  const tools = [charge.name as string, ...(opts.offerRefund ? [refund.name as string] : [])];
+  const { runId, runToken } = await newRunWithToken(tools, as);
+  return { up, refund, charge, runId, runToken, as };
+}
+
+async function charged(runId: string, name: string, amount: number, as: As = {}) {
+  const res = await api(
+    "POST",
+    `/v1/runs/${runId}/turns?format=native`,
+    { calls: [{ id: unique("c"), name, arguments: { amount, currency: "usd" } }] },
+    { Prefer: "wait=5", ...as },
+  );
+  const result = res.body.results[0] as {
+    operation_id: string;
+    status: string;
+    result?: { id: string };
+  };
+  expect(result.status).toBe("succeeded");
+  return result;
+}
+
+const compensate = (operationId: string, as: As = {}, wait = 0) =>
+  api(
+    "POST",
+    `/v1/operations/${operationId}/compensate?wait=${wait}`,
+    { reason: "customer asked" },
+    as,
+  );
+const cancelRollback = (runId: string, as: As = {}) =>
+  api("POST", `/v1/runs/${runId}/cancel`, { rollback: true }, as);
+
+const runObject = (runId: string) => placedStub(env as unknown as Env, "RUNS", runId) as any;
+
+const refundsOf = async (up: Up) =>
+  (await up.state()).effects.filter((e) => e.path.endsWith("/refunds"));
+const refundRequestsOf = async (up: Up) =>
+  (await up.state()).requests.filter((r) => r.path.endsWith("/refunds"));
+
+/** Drives the rollback's alarm until it no longer changes (each step waits for the previous one). */
+async function settleRollback(runId: string, as: As = {}) {
+  let last = "";
+  for (let i = 0; i < 10; i++) {
+    await runDurableObjectAlarm(runObject(runId));
+    const report = (await api("GET", `/v1/runs/${runId}`, undefined, as)).body.rollback;
+    for (const step of report.steps)
+      if (step.compensation_id) await operation(step.compensation_id, 5);
+    const now = JSON.stringify(report);
+    if (now === last) return report;
+    last = now;
+  }
+  return JSON.parse(last);
+}
+
+afterEach(() => vi.useRealTimers());
+
+describe("1. a manual compensate and a cancel with rollback race for the same charge", () => {
+  it("fired at once, five times over: one refund per charge, one compensation id, both callers see it", async () => {
+    const s = await shop({ undo: { approval: "none" } });
+    const seen: Array<{ charge: string; amount: number }> = [];
+    for (let round = 0; round < 5; round++) {
+      const runId = await newRun([s.charge.name as string]);
+      const amount = 100 + round;
+      const original = await charged(runId, s.charge.name as string, amount);
+      const [manual, cancel] = await Promise.all([
+        compensate(original.operation_id, {}, 5),
+        cancelRollback(runId),
+      ]);
+      expect([200, 201]).toContain(manual.status);
+      expect(cancel.status, JSON.stringify(cancel.body)).toBe(200);
+      const step = cancel.body.rollback.steps[0];
+      expect(cancel.body.rollback.steps).toHaveLength(1);
+      expect(step.operation_id).toBe(original.operation_id);
+      expect(step.compensation_id).toBe(manual.body.operation_id);
+      expect((await operation(original.operation_id)).body.compensated_by).toBe(
+        manual.body.operation_id,
+      );
+      const report = await settleRollback(runId);
+      expect(report).toMatchObject({ state: "completed" });
+      expect(report.steps[0]).toMatchObject({
+        state: "compensated",
+        compensation_id: manual.body.operation_id,
+      });
+      seen.push({ charge: original.result!.id, amount });
+    }
+    const refunds = await refundsOf(s.up);
+    expect(refunds.map((r) => ({ charge: r.body.charge_id, amount: r.body.amount }))).toEqual(seen);
+    expect(new Set(refunds.map((r) => r.key)).size).toBe(5);
+  });
+});
+
+describe("2. cancels with rollback against each other", () => {
+  it("two at once, then a third and a plain one: the same steps, each charge refunded once, one consistent report", async () => {
+    const s = await shop({ undo: { approval: "none" } });
+    const first = await charged(s.runId, s.charge.name as string, 100);
+    const second = await charged(s.runId, s.charge.name as string, 200);
+    const [a, b] = await Promise.all([cancelRollback(s.runId), cancelRollback(s.runId)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    const ops = (r: typeof a) => r.body.rollback.steps.map((x: any) => x.operation_id);
+    expect(ops(a)).toEqual([second.operation_id, first.operation_id]);
+    expect(ops(b)).toEqual(ops(a));
+    expect(a.body.rollback.steps[0].compensation_id).toBe(b.body.rollback.steps[0].compensation_id);
+    const report = await settleRollback(s.runId);
+    expect(report.state).toBe("completed");
+    expect(report.steps.map((x: any) => x.state)).toEqual(["compensated", "compensated"]);
+    const again = await cancelRollback(s.runId);
+    const plain = await api("POST", `/v1/runs/${s.runId}/cancel`);
+    expect(again.body.rollback).toEqual(report);
+    expect(plain.body.rollback).toEqual(report);
+    const refunds = await refundsOf(s.up);
+    expect(refunds.map((r) => [r.body.charge_id, r.body.amount])).toEqual([
+      [second.result!.id, 200],
+      [first.result!.id, 100],
+    ]);
+  });
+
+  it("a plain cancel first, then a cancel with rollback: the writes of the cancelled run are still undone once", async () => {
+    const s = await shop({ undo: { approval: "none" } });
+    const first = await charged(s.runId, s.charge.name as string, 300);
+    const plain = await api("POST", `/v1/runs/${s.runId}/cancel`);
+    expect(plain.status).toBe(200);
+    const [a, b] = await Promise.all([cancelRollback(s.runId), cancelRollback(s.runId)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    expect(a.body.rollback.steps).toHaveLength(1);
+    const report = await settleRollback(s.runId);
+    expect(report).toMatchObject({ state: "completed" });
+    expect((await refundsOf(s.up)).map((r) => r.body.charge_id)).toEqual([first.result!.id]);
+  });
+});
+
+describe("3. the refund upstream misbehaves", () => {
+  it("500 then 200, and a refund applied whose answer timed out then 200: retried only under the compensation's one Idempotency-Key, one refund each", async () => {
+    for (const fault of [{ kind: "status", status: 500 }, { kind: "commit_then_hang" }] as const) {
+      const s = await shop({ undo: { approval: "none" } });
+      const original = await charged(s.runId, s.charge.name as string, 400);
+      await s.up.script(fault, { kind: "ok" });
+      const asked = await compensate(original.operation_id, {}, 5);
+      expect(asked.status).toBe(201);
+      const id = asked.body.operation_id as string;
+      expect(asked.body.phase, fault.kind).not.toBe("recorded");
+      await fireAlarm(id);
+      const done = await operation(id, 5);
+      expect(done.body, fault.kind).toMatchObject({
+        phase: "recorded",
+        result: { status: "succeeded" },
+      });
+      const requests = await refundRequestsOf(s.up);
+      expect(requests.length, fault.kind).toBe(2);
+      expect(new Set(requests.map((r) => r.key)).size, fault.kind).toBe(1);
+      expect(requests[0]!.key).toBeTruthy();
+      expect((await refundsOf(s.up)).map((r) => r.body.charge_id)).toEqual([original.result!.id]);
+      // Asked again after all that: the same one, nothing more sent.
+      expect((await compensate(original.operation_id)).body.operation_id).toBe(id);
+      expect(await refundRequestsOf(s.up)).toHaveLength(2);
+    }
+  });
+
+  it("a refund whose connection drops after it committed (no idempotency): outcome_unknown, never 'not executed', and the rollback stops there", async () => {
+    const s = await shop({ undo: { approval: "none" }, refund: { idempotency: { mode: "none" } } });
+    const first = await charged(s.runId, s.charge.name as string, 100);
+    const second = await charged(s.runId, s.charge.name as string, 200);
+    await s.up.script({ kind: "commit_then_reset" });
+    const cancelled = await cancelRollback(s.runId);
+    const stuck = cancelled.body.rollback.steps[0];
+    expect(stuck.operation_id).toBe(second.operation_id);
+    const view = await operation(stuck.compensation_id, 5);
+    expect(view.body).toMatchObject({
+      phase: "outcome_unknown",
+      result: { status: "outcome_unknown" },
+    });
+    expect(JSON.stringify(view.body)).not.toMatch(/not executed|did not take effect/i);
+    const report = await settleRollback(s.runId);
+    expect(report.state).toBe("stopped");
+    expect(report.steps.map((x: any) => x.state)).toEqual(["outcome_unknown", "pending"]);
+    // The refund committed; nothing else was asked, and it was never resent.
+    const requests = await refundRequestsOf(s.up);
+    expect(requests.map((r) => r.body.charge_id)).toEqual([second.result!.id]);
+    expect((await refundsOf(s.up)).map((r) => r.body.charge_id)).toEqual([second.result!.id]);
+  });
+
+  it("a refund answered 200 whose body stalls (no idempotency): told it took effect, not resent, and the rollback stops there", async () => {
+    const s = await shop({ undo: { approval: "none" }, refund: { idempotency: { mode: "none" } } });
+    await charged(s.runId, s.charge.name as string, 100);
+    const second = await charged(s.runId, s.charge.name as string, 200);
+    await s.up.script({ kind: "headers_then_stall", commit: true });
+    const cancelled = await cancelRollback(s.runId);
+    const stuck = cancelled.body.rollback.steps[0];
+    const view = await operation(stuck.compensation_id, 5);
+    expect(view.body.phase).toBe("recorded");
+    expect(view.body.result.message).toMatch(/took effect/);
+    expect(JSON.stringify(view.body)).not.toMatch(/not executed|did not take effect/i);
+    const report = await settleRollback(s.runId);
+    expect(report.state).toBe("stopped");
+    expect(report.steps.map((x: any) => x.state)).toEqual(["failed", "pending"]);
+    expect(report.steps[0].detail).toMatch(/took effect/);
+    const requests = await refundRequestsOf(s.up);
+    expect(requests.map((r) => r.body.charge_id)).toEqual([second.result!.id]);
+  });
+});
+
+describe("4. the model calls the refund tool itself", () => {
+  it("an ordinary call with its own id and key: not merged with the compensation, and the compensation's approval does not release it", async () => {
+    const s = await shop({ offerRefund: true, refund: { approval: "always" } });
+    const original = await charged(s.runId, s.charge.name as string, 900);
+    const args = { charge_id: original.result!.id, amount: 900, reason: "requested_by_customer" };
+    // The model even picks call ids that look like the compensation's.
+    const modelTurn = await turn(
+      s.runId,
+      [{ id: `undo_${original.operation_id}`, name: s.refund.name as string, arguments: args }],
+      0,
+    );
+    expect(modelTurn.status).toBeLessThan(300);
+    const modelOp = modelTurn.body.results[0];
+    expect(modelOp.status).toBe("awaiting_approval");
+    const asked = await compensate(original.operation_id);
+    expect(asked.status, JSON.stringify(asked.body)).toBe(201);
+    const compensationId = asked.body.operation_id as string;
+    expect(compensationId).not.toBe(modelOp.operation_id);
+    expect(asked.body).toMatchObject({ compensates: original.operation_id });
+    expect((await operation(modelOp.operation_id)).body).toMatchObject({
+      compensates: null,
+      phase: "awaiting_approval",
+    });
+    expect((await operation(original.operation_id)).body.compensated_by).toBe(compensationId);
+    // A person approves the compensation only: exactly one refund, the model's call still waits.
+    expect((await api("POST", `/v1/operations/${compensationId}/approve`, {})).status).toBe(200);
+    expect((await operation(compensationId, 5)).body).toMatchObject({ phase: "recorded" });
+    expect(await refundsOf(s.up)).toHaveLength(1);
+    expect((await operation(modelOp.operation_id)).body.phase).toBe("awaiting_approval");
+    // Rejecting the model's call leaves the compensation alone.
+    expect(
+      (await api("POST", `/v1/operations/${modelOp.operation_id}/reject`, { reason: "no" })).status,
+    ).toBe(200);
+    expect((await compensate(original.operation_id)).body).toMatchObject({
+      operation_id: compensationId,
+      phase: "recorded",
+    });
+    expect(await refundsOf(s.up)).toHaveLength(1);
+  });
+
+  it("a model's own refund that ran first does not count as the compensation: both refunds happen, under two different keys", async () => {
+    const s = await shop({ offerRefund: true, undo: { approval: "none" } });
+    const original = await charged(s.runId, s.charge.name as string, 500);
+    const args = { charge_id: original.result!.id, amount: 500, reason: "requested_by_customer" };
+    const modelTurn = await turn(s.runId, [
+      { id: unique("m"), name: s.refund.name as string, arguments: args },
+    ]);
+    expect(modelTurn.body.results[0].status).toBe("succeeded");
+    const asked = await compensate(original.operation_id, {}, 5);
+    expect(asked.body).toMatchObject({ phase: "recorded", compensates: original.operation_id });
+    expect(asked.body.operation_id).not.toBe(modelTurn.body.results[0].operation_id);
+    const refunds = await refundsOf(s.up);
+    expect(refunds).toHaveLength(2);
+    expect(new Set(refunds.map((r) => r.key)).size).toBe(2);
+  });
+});
+
+describe("5. compensating after the run ended", () => {
+  it("a cancelled run: still compensates, once", async () => {
+    const s = await shop({ undo: { approval: "none" } });
+    const original = await charged(s.runId, s.charge.name as string, 610);
+    expect((await api("POST", `/v1/runs/${s.runId}/cancel`)).status).toBe(200);
+    const burst = await Promise.all([0, 1, 2].map(() => compensate(original.operation_id, {}, 5)));
+    expect(burst.map((r) => r.status).sort()).toEqual([200, 200, 201]);
+    expect(new Set(burst.map((r) => r.body.operation_id)).size).toBe(1);
+    expect((await operation(burst[0]!.body.operation_id, 5)).body.phase).toBe("recorded");
+    expect((await refundsOf(s.up)).map((r) => r.body.amount)).toEqual([610]);
+  });
+
+  it("a run past its expiry (the scripted clock 25 h on): still compensates, once", async () => {
+    const s = await shop({ undo: { approval: "none" } });
+    const original = await charged(s.runId, s.charge.name as string, 620);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 25 * 3_600_000);
+    // The agent's run token has expired: it can no longer act in the run…
+    const late = await api(
+      "POST",
+      `/v1/runs/${s.runId}/turns?format=native`,
+      {
+        calls: [
+          { id: unique("c"), name: s.charge.name, arguments: { amount: 1, currency: "usd" } },
+        ],
+      },
+      { Authorization: `Bearer ${s.runToken}` },
+    );
+    expect(late.status).toBe(401);
+    // …a person still can undo what it did.
+    const first = await compensate(original.operation_id, {}, 5);
+    const again = await compensate(original.operation_id, {}, 5);
+    expect([first.status, again.status]).toEqual([201, 200]);
+    expect(again.body.operation_id).toBe(first.body.operation_id);
+    expect(again.body.phase).toBe("recorded");
+    expect((await refundsOf(s.up)).map((r) => r.body.amount)).toEqual([620]);
+  });
+});
+
+describe("6. the compensating tool changes under the compensation", () => {
+  it("DELETEd before the ask: typed 422, nothing sent", async () => {
+    const s = await shop();
+    const original = await charged(s.runId, s.charge.name as string, 700);
+    expect((await api("DELETE", `/v1/tools/${s.refund.name as string}`)).status).toBe(204);
+    const refused = await compensate(original.operation_id);
+    expect(refused.status).toBe(422);
+    expect(refused.body.code).toBe("compensation_arguments_invalid");
+    expect(refused.body.detail).toContain("no longer registered");
+    expect(await refundRequestsOf(s.up)).toHaveLength(0);
+  });
+
+  it("re-PUT with another URL and no idempotency, or DELETEd, while the compensation waits for approval: the approval no longer applies, nothing is sent anywhere", async () => {
+    for (const change of ["url", "idempotency", "delete"] as const) {
+      const s = await shop();
+      const elsewhere = upstream();
+      const original = await charged(s.runId, s.charge.name as string, 710);
+      const asked = await compensate(original.operation_id);
+      expect(asked.body.phase).toBe("awaiting_approval");
+      if (change === "delete")
+        expect((await api("DELETE", `/v1/tools/${s.refund.name as string}`)).status).toBe(204);
+      else
+        expect(
+          (
+            await put({
+              ...s.refund,
+              ...(change === "url"
+                ? { request: { method: "POST", url: `${elsewhere.url}/refunds` } }
+                : { idempotency: { mode: "none" } }),
+            })
+          ).status,
+        ).toBe(200);
+      const approved = await api("POST", `/v1/operations/${asked.body.operation_id}/approve`, {});
+      expect(approved.status, change).toBe(200);
+      const view = await operation(asked.body.operation_id, 5);
+      expect(view.body.result, change).toMatchObject({
+        status: "rejected",
+        code: "approval_expired",
+      });
+      expect(await refundRequestsOf(s.up), change).toHaveLength(0);
+      expect(await refundRequestsOf(elsewhere), change).toHaveLength(0);
+    }
+  });
+
+  it("re-PUT unchanged while it waits: the compensation still runs, once", async () => {
+    const s = await shop();
+    const original = await charged(s.runId, s.charge.name as string, 720);
+    const asked = await compensate(original.operation_id);
+    expect((await put(s.refund)).status).toBe(200);
+    expect(
+      (await api("POST", `/v1/operations/${asked.body.operation_id}/approve`, {})).status,
+    ).toBe(200);
+    expect((await operation(asked.body.operation_id, 5)).body.phase).toBe("recorded");
+    expect((await compensate(original.operation_id)).status).toBe(200);
+    expect((await refundsOf(s.up)).map((r) => r.body.amount)).toEqual([720]);
+  });
+});
+
+describe("7. a Cedar policy forbids the refund", () => {
+  it("the compensation is refused with policy_denied naming the policy, nothing sent", async () => {
+    const t = await newTenant(ALL_SCOPES);
+    const as = { Authorization: `Bearer ${t.key}` };
+    const s = await shop({ as, undo: { approval: "none" } });
+    const policies = `permit (principal, action, resource);
+@id("no-refunds")
+forbid (principal, action == Action::"${s.refund.name as string}", resource);`;
+    expect((await api("PUT", "/v1/policies", { policies }, as)).status).toBe(201);
+    const runId = await newRun([s.charge.name as string], as);
+    const original = await charged(runId, s.charge.name as string, 800, as);
+    const asked = await compensate(original.operation_id, as, 5);
+    expect(asked.status, JSON.stringify(asked.body)).toBe(201);
+    expect(asked.body.result).toMatchObject({ status: "rejected", code: "policy_denied" });
+    expect(asked.body.result.message).toContain("no-refunds");
+    expect(await refundRequestsOf(s.up)).toHaveLength(0);
+    // The policy is fixed; the compensation is the one operation of that original, and it was
+    // rejected: asking again shows it as it is, and sends nothing.
+    expect(
+      (await api("PUT", "/v1/policies", { policies: "permit (principal, action, resource);" }, as))
+        .status,
+    ).toBe(200);
+    const again = await compensate(original.operation_id, as, 5);
+    expect(again.body.operation_id).toBe(asked.body.operation_id);
+    expect(await refundRequestsOf(s.up)).toHaveLength(0);
+  });
+});
