@@ -174,6 +174,38 @@ describe("1. a manual compensate and a cancel with rollback race for the same ch
   });
 });
 
+describe("1b. a person compensates a charge the rollback has not reached yet", () => {
+  it("the rollback adopts that compensation when it gets there: each charge refunded once, newest first where it decided", async () => {
+    const s = await shop();
+    const first = await charged(s.runId, s.charge.name as string, 100);
+    const second = await charged(s.runId, s.charge.name as string, 200);
+    const cancelled = await cancelRollback(s.runId);
+    expect(cancelled.body.rollback.steps.map((x: any) => x.state)).toEqual([
+      "submitted",
+      "pending",
+    ]);
+    const manual = await compensate(first.operation_id);
+    expect(manual.status).toBe(201);
+    expect(
+      (await api("POST", `/v1/operations/${manual.body.operation_id}/approve`, {})).status,
+    ).toBe(200);
+    expect((await operation(manual.body.operation_id, 5)).body.phase).toBe("recorded");
+    const step0 = cancelled.body.rollback.steps[0].compensation_id as string;
+    expect((await api("POST", `/v1/operations/${step0}/approve`, {})).status).toBe(200);
+    expect((await operation(step0, 5)).body.phase).toBe("recorded");
+    const report = await settleRollback(s.runId);
+    expect(report).toMatchObject({ state: "completed" });
+    expect(report.steps.map((x: any) => [x.state, x.compensation_id])).toEqual([
+      ["compensated", step0],
+      ["compensated", manual.body.operation_id],
+    ]);
+    expect((await refundsOf(s.up)).map((r) => r.body.charge_id)).toEqual([
+      first.result!.id,
+      second.result!.id,
+    ]);
+  });
+});
+
 describe("2. cancels with rollback against each other", () => {
   it("two at once, then a third and a plain one: the same steps, each charge refunded once, one consistent report", async () => {
     const s = await shop({ undo: { approval: "none" } });
