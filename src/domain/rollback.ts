@@ -118,9 +118,13 @@ export const currentStep = (steps: readonly RollbackStep[]): number =>
 
 /**
  * Asked again (cancel with rollback: true) after it stopped at an unknown outcome: that step is
- * looked at again (a person may have resolved it since). A failed or rejected compensation stays
+ * looked at again (a person may have resolved it since). So is a step whose compensation could
+ * not even be asked for (no compensation_id: refused before anything was recorded, e.g. by the
+ * tenant's Cedar set, since fixed): it is asked for again. A failed or rejected compensation stays
  * final: a person decided, and the compensation of an original is one operation.
  */
 export function resumable(steps: readonly RollbackStep[]): number {
-  return steps.findIndex((s) => s.state === "outcome_unknown");
+  return steps.findIndex(
+    (s) => s.state === "outcome_unknown" || (s.state === "failed" && s.compensation_id === null),
+  );
 }

@@ -358,7 +358,7 @@ describe("6. the compensating tool changes under the compensation", () => {
 });
 
 describe("7. a Cedar policy forbids the refund", () => {
-  it("the compensation is refused with policy_denied naming the policy, nothing sent", async () => {
+  it("the compensation is refused with a typed policy_denied naming the policy, nothing sent or recorded; once the policy allows it, asking again compensates once", async () => {
     const t = await newTenant(ALL_SCOPES);
     const as = { Authorization: `Bearer ${t.key}` };
     const s = await shop({ as, undo: { approval: "none" } });
@@ -368,19 +368,64 @@ forbid (principal, action == Action::"${s.refund.name as string}", resource);`;
     expect((await api("PUT", "/v1/policies", { policies }, as)).status).toBe(201);
     const runId = await newRun([s.charge.name as string], as);
     const original = await charged(runId, s.charge.name as string, 800, as);
-    const asked = await compensate(original.operation_id, as, 5);
-    expect(asked.status, JSON.stringify(asked.body)).toBe(201);
-    expect(asked.body.result).toMatchObject({ status: "rejected", code: "policy_denied" });
-    expect(asked.body.result.message).toContain("no-refunds");
+    for (let i = 0; i < 2; i++) {
+      const refused = await compensate(original.operation_id, as, 5);
+      expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+      expect(refused.body.code).toBe("policy_denied");
+      expect(refused.body.detail).toContain("no-refunds");
+      expect(refused.body.detail).toMatch(/nothing was sent/);
+    }
     expect(await refundRequestsOf(s.up)).toHaveLength(0);
-    // The policy is fixed; the compensation is the one operation of that original, and it was
-    // rejected: asking again shows it as it is, and sends nothing.
+    const view = await api("GET", `/v1/operations/${original.operation_id}`, undefined, as);
+    expect(view.body.compensated_by).toBeNull();
+    // The policy is fixed: the same original is compensated, once.
     expect(
       (await api("PUT", "/v1/policies", { policies: "permit (principal, action, resource);" }, as))
         .status,
     ).toBe(200);
+    const asked = await compensate(original.operation_id, as, 5);
+    expect(asked.status, JSON.stringify(asked.body)).toBe(201);
+    expect(asked.body).toMatchObject({ phase: "recorded", result: { status: "succeeded" } });
     const again = await compensate(original.operation_id, as, 5);
-    expect(again.body.operation_id).toBe(asked.body.operation_id);
+    expect([again.status, again.body.operation_id]).toEqual([200, asked.body.operation_id]);
+    expect((await refundsOf(s.up)).map((r) => [r.body.charge_id, r.body.amount])).toEqual([
+      [original.result!.id, 800],
+    ]);
+  });
+});
+
+describe("7b. a Cedar policy forbids the refund during a rollback", () => {
+  it("the step fails naming the policy, nothing sent; cancel with rollback again after the fix refunds each charge once", async () => {
+    const t = await newTenant(ALL_SCOPES);
+    const as = { Authorization: `Bearer ${t.key}` };
+    const s = await shop({ as, undo: { approval: "none" } });
+    const runId = await newRun([s.charge.name as string], as);
+    const first = await charged(runId, s.charge.name as string, 810, as);
+    const second = await charged(runId, s.charge.name as string, 820, as);
+    const forbid = `permit (principal, action, resource);
+@id("no-refunds")
+forbid (principal, action == Action::"${s.refund.name as string}", resource);`;
+    expect((await api("PUT", "/v1/policies", { policies: forbid }, as)).status).toBe(201);
+    const cancelled = await cancelRollback(runId, as);
+    expect(cancelled.body.rollback.state).toBe("stopped");
+    expect(cancelled.body.rollback.steps[0]).toMatchObject({
+      operation_id: second.operation_id,
+      state: "failed",
+      compensation_id: null,
+    });
+    expect(cancelled.body.rollback.steps[0].detail).toContain("no-refunds");
+    expect(cancelled.body.rollback.steps[1].state).toBe("pending");
     expect(await refundRequestsOf(s.up)).toHaveLength(0);
+    const allow = "permit (principal, action, resource);";
+    expect((await api("PUT", "/v1/policies", { policies: allow }, as)).status).toBe(200);
+    const [a, b] = await Promise.all([cancelRollback(runId, as), cancelRollback(runId, as)]);
+    expect([a.status, b.status]).toEqual([200, 200]);
+    const report = await settleRollback(runId, as);
+    expect(report.state).toBe("completed");
+    expect(report.steps.map((x: any) => x.state)).toEqual(["compensated", "compensated"]);
+    expect((await refundsOf(s.up)).map((r) => [r.body.charge_id, r.body.amount])).toEqual([
+      [second.result!.id, 820],
+      [first.result!.id, 810],
+    ]);
   });
 });

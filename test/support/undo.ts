@@ -5,7 +5,7 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 import { expect } from "vitest";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
-import { api, manifest, operation, testTenant, unique, upstream } from "./api.ts";
+import { api, manifest, testTenant, unique, upstream } from "./api.ts";
 
 export const REFUND_SCHEMA = {
   type: "object",
@@ -116,7 +116,8 @@ export async function settleRollback(runId: string, as: As = {}) {
     await runDurableObjectAlarm(runObject(runId));
     const report = (await api("GET", `/v1/runs/${runId}`, undefined, as)).body.rollback;
     for (const step of report.steps)
-      if (step.compensation_id) await operation(step.compensation_id, 5);
+      if (step.compensation_id)
+        await api("GET", `/v1/operations/${step.compensation_id}?wait=5`, undefined, as);
     const now = JSON.stringify(report);
     if (now === last) return report;
     last = now;

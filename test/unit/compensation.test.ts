@@ -12,6 +12,7 @@ import {
 import {
   currentStep,
   planRollback,
+  resumable,
   rollbackState,
   stepAfter,
   type RunWrite,
@@ -170,5 +171,21 @@ describe("rollback: the plan and each step", () => {
     expect(rollbackState([step("compensated"), step("failed"), step("pending")])).toBe("stopped");
     expect(currentStep([step("compensated"), step("failed"), step("pending")])).toBe(-1);
     expect(rollbackState([step("compensated"), step("not_compensable")])).toBe("completed");
+  });
+
+  it("asked again: resumes an unknown outcome, or a step refused before any compensation was recorded; a failed compensation stays final", () => {
+    const step = (state: StepState, compensation_id: string | null) => ({
+      operation_id: "x",
+      tool: "t",
+      compensation_id,
+      state,
+      detail: null,
+    });
+    expect(resumable([step("compensated", "c1"), step("outcome_unknown", "c2")])).toBe(1);
+    expect(
+      resumable([step("compensated", "c1"), step("failed", null), step("pending", null)]),
+    ).toBe(1);
+    expect(resumable([step("failed", "c1"), step("pending", null)])).toBe(-1);
+    expect(resumable([step("not_compensable", null), step("unsettled", null)])).toBe(-1);
   });
 });

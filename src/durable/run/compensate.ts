@@ -14,6 +14,7 @@ import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import {
   compensable,
   compensationIdOf,
+  compensationPolicyRefusal,
   renderArguments,
   toolChangedSinceAsked,
 } from "../../domain/compensation.ts";
@@ -24,6 +25,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { admitCall } from "../../domain/turn/gate.ts";
 import type { Denial, RunState } from "../../domain/turn/turn.ts";
 import { hostPolicy, signingKeyOf } from "../../config.ts";
+import { evaluatePolicies, policyRequestFor } from "../../policies/evaluate.ts";
 import { resolveTool } from "../../tools/catalog.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import type { CompensationSource } from "../operation/compensation.ts";
@@ -117,6 +119,15 @@ export async function compensate(
   const input = admitted.value.input;
   const claims = claimsFor(spec.value.limitsAcrossRuns, input, run.context, run.user.id);
   if (!claims.ok) return invalid(claims.error.message);
+  // The tenant's Cedar set as it stands now, before anything is recorded: a refusal here leaves
+  // the original compensable, so it can be asked again once the policy allows it.
+  const policies = await tenantStub(parts.env, tenantId).policySet();
+  if (policies) {
+    const request = policyRequestFor(spec.value, input, run.user, run.runId, run.context);
+    const decided = evaluatePolicies(policies, request);
+    if (decided.decision !== "allow")
+      return err({ code: "policy_denied", detail: compensationPolicyRefusal(decided) });
+  }
   const compensationId = await compensationIdOf(original.operation_id);
   const canonical = canonicalJson(input);
   const row: CompensationRow = {

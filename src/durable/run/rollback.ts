@@ -61,7 +61,10 @@ export async function startRollback(
   const stuck = planned ? resumable(planned.steps) : -1;
   if (stuck >= 0)
     parts.store.transaction(() => {
-      parts.store.run("UPDATE rollback_steps SET state = 'submitted' WHERE seq = ?", stuck);
+      parts.store.run(
+        "UPDATE rollback_steps SET state = CASE WHEN compensation_id IS NULL THEN 'pending' ELSE 'submitted' END WHERE seq = ?",
+        stuck,
+      );
       parts.store.run("UPDATE rollback SET state = 'running' WHERE k = 1");
     });
   if (!planned) {
