@@ -180,3 +180,33 @@ export type CompensationStanding = { phase: string; status: string | null; code:
 export function asksAnew(current: CompensationStanding): boolean {
   return current.phase === "recorded" && !tookEffect(current.status, current.code);
 }
+
+/**
+ * After a person approved a compensation: the compensating tool as registered now (its canonical
+ * source, null when deleted) must still be the one the compensation was asked with and the
+ * approver saw. A re-PUT (another URL, other idempotency) or a DELETE since then voids the
+ * approval: the message to return, or null when it still applies.
+ */
+export function toolChangedSinceAsked(
+  tool: string,
+  asked: string,
+  current: string | null,
+): string | null {
+  if (current === asked) return null;
+  return `The tool ${tool} was ${current === null ? "deleted" : "changed"} after this compensation was asked for, so its approval no longer applies and nothing was sent. This compensation is closed; asking again asks for a new one, with the tool as it stands then.`;
+}
+
+/** A compensation the tenant's Cedar set refuses when asked: nothing recorded, ask again later. */
+export function compensationPolicyRefusal(d: {
+  version: string;
+  policies: string[];
+  errors?: string[];
+}): string {
+  const by =
+    d.policies.length > 0
+      ? `policy ${d.policies.join(", ")}`
+      : (d.errors?.length ?? 0) > 0
+        ? `it could not be evaluated: ${d.errors!.join("; ")}`
+        : "no policy permitting it";
+  return `the organisation's access policy denies this compensation (${by}; policy set ${d.version}); nothing was sent and nothing recorded: ask again once the policy allows it`;
+}

@@ -349,7 +349,7 @@ const ROUTES: Route[] = [
     method: "post",
     path: "/v1/operations/{operation_id}/compensate",
     summary:
-      "Undo: run the tool's declared compensation as a new operation linked both ways (compensates / compensated_by), at most once however often asked → 201 first, 200 after, the compensation's view; only for an operation recorded as applied (else 409 operation_not_compensable)",
+      "Undo: run the tool's declared compensation as a new operation linked both ways (compensates / compensated_by), at most once however often asked → 201 first, 200 after, the compensation's view; only for an operation recorded as applied (else 409 operation_not_compensable); 422 compensation_arguments_invalid or policy_denied: nothing sent or recorded",
     auth: "operations:compensate",
     body: Compensate,
   },

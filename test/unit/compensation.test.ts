@@ -252,4 +252,26 @@ describe("rollback: the plan and each step", () => {
     expect(currentStep([step("compensated"), step("failed"), step("pending")])).toBe(-1);
     expect(rollbackState([step("compensated"), step("not_compensable")])).toBe("completed");
   });
+
+  it("asked again: resumes an unknown outcome (looked at again), a step refused before any compensation was recorded and a failed one (asked again: a new generation only if it applied nothing)", () => {
+    const step = (state: StepState, compensation_id: string | null) => ({
+      operation_id: "x",
+      tool: "t",
+      compensation_id,
+      state,
+      detail: null,
+    });
+    expect(resumable([step("compensated", "c1"), step("outcome_unknown", "c2")])).toEqual({
+      index: 1,
+      state: "submitted",
+    });
+    expect(
+      resumable([step("compensated", "c1"), step("failed", null), step("pending", null)]),
+    ).toEqual({ index: 1, state: "pending" });
+    expect(resumable([step("failed", "c1"), step("pending", null)])).toEqual({
+      index: 0,
+      state: "pending",
+    });
+    expect(resumable([step("not_compensable", null), step("unsettled", null)])).toBeNull();
+  });
 });

@@ -17,7 +17,9 @@ import {
   asksAnew,
   compensable,
   compensationIdOf,
+  compensationPolicyRefusal,
   renderArguments,
+  toolChangedSinceAsked,
   withoutResult,
 } from "../../domain/compensation.ts";
 import { idempotencyKeyFor } from "../../domain/identity.ts";
@@ -27,6 +29,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { admitCall } from "../../domain/turn/gate.ts";
 import type { Denial, RunState } from "../../domain/turn/turn.ts";
 import { hostPolicy, signingKeyOf } from "../../config.ts";
+import { evaluatePolicies, policyRequestFor } from "../../policies/evaluate.ts";
 import { resolveTool } from "../../tools/catalog.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import type { CompensationSource } from "../operation/compensation.ts";
@@ -128,6 +131,15 @@ export async function compensate(
   const input = admitted.value.input;
   const claims = claimsFor(spec.value.limitsAcrossRuns, input, run.context, run.user.id);
   if (!claims.ok) return invalid(claims.error.message);
+  // The tenant's Cedar set as it stands now, before anything is recorded: a refusal here leaves
+  // the original compensable, so it can be asked again once the policy allows it.
+  const policies = await tenantStub(parts.env, tenantId).policySet();
+  if (policies) {
+    const request = policyRequestFor(spec.value, input, run.user, run.runId, run.context);
+    const decided = evaluatePolicies(policies, request);
+    if (decided.decision !== "allow")
+      return err({ code: "policy_denied", detail: compensationPolicyRefusal(decided) });
+  }
   const generation = (existing?.generation ?? 0) + 1;
   const compensationId = await compensationIdOf(original.operation_id, generation);
   const canonical = canonicalJson(input);
@@ -288,5 +300,12 @@ export async function authorizeCompensation(
       code: "approval_expired",
       message: `The tool ${tool} changed while the compensation waited; it was not sent.`,
     });
+  if (policyVersion !== null) {
+    // The approver saw the tool as it was asked with; the tenant may have re-PUT or deleted it since.
+    const found = await tenantStub(parts.env, tenantId).sources([tool]);
+    const current = found.ok ? canonicalJson(found.value[tool]) : null;
+    const changed = toolChangedSinceAsked(tool, row.source, current);
+    if (changed) return err({ status: "rejected", code: "approval_expired", message: changed });
+  }
   return ok(true);
 }

@@ -54,6 +54,8 @@ export type RunError =
   | { code: "operation_not_compensable"; state: string; detail: string }
   /** Undo: the rendered arguments fail the compensating tool as it stands now (nothing sent). */
   | { code: "compensation_arguments_invalid"; detail: string }
+  /** Undo: the tenant's Cedar set refuses the compensation now (nothing recorded, ask again later). */
+  | { code: "policy_denied"; detail: string }
   /** Undo: the compensation was recorded but its operation did not answer; asking again submits it. */
   | { code: "unavailable"; detail: string }
   /** Expired, every operation pruned, then its own rows (retention): it answers 410 from then on. */
