@@ -24,13 +24,8 @@ import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
 import type { PolicySet } from "../../policies/evaluate.ts";
 import type { TenantError } from "./contracts.ts";
-import {
-  NATURAL,
-  sources,
-  storedStatuses,
-  verifiableSettings,
-  verificationRow,
-} from "./registry.ts";
+import { sources, storedStatuses, verificationRow } from "./registry.ts";
+import { NATURAL, verifiableSettings } from "./verification-client.ts";
 import { policySetOf } from "./policies.ts";
 import { secretRow } from "./secrets.ts";
 
