@@ -6,7 +6,8 @@
 import type { Context } from "hono";
 import type { FC } from "hono/jsx";
 import { OP_STATUSES } from "../domain/index-feed.ts";
-import type { OpItem, Overview, RunItem } from "../durable/index/queries.ts";
+import type { Overview } from "../durable/index/overview.ts";
+import type { OpItem, RunItem } from "../durable/index/queries.ts";
 import { indexStub } from "../durable/stubs.ts";
 import { CallsChart } from "./charts.tsx";
 import type { ConsoleEnv } from "./page.ts";

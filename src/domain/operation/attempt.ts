@@ -11,12 +11,12 @@ import {
   record,
   retryScheduledEvent,
   scheduleRetry,
-  settleLate,
   startLookup,
   stayUnknown,
   unknownEvent,
   unknownFields,
 } from "./steps.ts";
+import { settleLate } from "./settle-late.ts";
 import type {
   Ambiguity,
   OperationPlan,

@@ -6,15 +6,8 @@ import type { LookupObservation } from "../observation.ts";
 import { nextDelayMs } from "../retry.ts";
 import { err, ok, type Result } from "../result.ts";
 import { planLateTry } from "../retry-late.ts";
-import {
-  exhaustedOutcome,
-  nextRetry,
-  record,
-  scheduleRetry,
-  settleEndedEvent,
-  settleScheduledEvent,
-  startAttempt,
-} from "./steps.ts";
+import { exhaustedOutcome, nextRetry, record, scheduleRetry, startAttempt } from "./steps.ts";
+import { settleEndedEvent, settleScheduledEvent } from "./settle-late.ts";
 import type {
   OperationEvent,
   OperationPlan,

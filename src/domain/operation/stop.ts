@@ -10,11 +10,10 @@ import {
   closeApproval,
   exhaustedOutcome,
   record,
-  settleLate,
-  settleWindowEnded,
   stayUnknown,
   unchanged,
 } from "./steps.ts";
+import { settleLate, settleWindowEnded } from "./settle-late.ts";
 import type {
   OperationEvent,
   OperationPlan,

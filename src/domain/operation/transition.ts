@@ -15,13 +15,12 @@ import {
   beginExecution,
   CANCELLED,
   record,
-  settleWindowEnded,
   startAttempt,
   startLookup,
   unchanged,
   watchdogAt,
-  withSettleUntil,
 } from "./steps.ts";
+import { settleWindowEnded, withSettleUntil } from "./settle-late.ts";
 import { onCancel, onDenied, onRetryDeferred } from "./stop.ts";
 import type {
   OperationEvent,

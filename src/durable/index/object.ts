@@ -8,6 +8,7 @@ import type { ToolgateEvent } from "../../domain/events.ts";
 import { indexPatch } from "../../domain/index-feed.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
+import { overview, type Overview } from "./overview.ts";
 import * as Q from "./queries.ts";
 import { rebuildIndex, type RebuildReport } from "./rebuild.ts";
 import { clearDerived, dropRows, INDEX_SCHEMA, upsertOp, upsertRun } from "./write.ts";
@@ -46,8 +47,8 @@ export class IndexObject extends DurableObject<Env> {
       : { items: [], next_cursor: null };
   }
 
-  async overview(sinceMs: number): Promise<Q.Overview> {
-    if (this.ready()) return Q.overview(this.store, sinceMs);
+  async overview(sinceMs: number): Promise<Overview> {
+    if (this.ready()) return overview(this.store, sinceMs);
     return {
       since: new Date(sinceMs).toISOString(),
       queues: { awaiting_approval: 0, outcome_unknown: 0 },

@@ -1,9 +1,8 @@
 // The index's reads (issue 20): runs and operations lists (filters, newest first, keyset cursor on
-// (created_at_ms, id) so every row comes once however rows arrive meanwhile) and the overview
-// (queue counts, counts by status, per-tool rates and latency percentiles, calls per 5 minutes).
-// Cost: a list reads at most `limit + 1` rows through an index on (created_at_ms, id) plus the
-// filter's rows; the overview reads every operation row created in its window (≤ 7 days).
-import { decodeCursor, encodeCursor, quantile, type IndexOp } from "../../domain/index-feed.ts";
+// (created_at_ms, id) so every row comes once however rows arrive meanwhile); the overview is
+// overview.ts. Cost: a list reads at most `limit + 1` rows through an index on (created_at_ms, id)
+// plus the filter's rows.
+import { decodeCursor, encodeCursor, type IndexOp } from "../../domain/index-feed.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
 export type OpQuery = {
@@ -44,25 +43,6 @@ export type RunItem = {
   operations: Record<string, number>;
 };
 export type Page<T> = { items: T[]; next_cursor: string | null };
-
-export type ToolStats = {
-  tool: string;
-  calls: number;
-  by_status: Record<string, number>;
-  failure_rate: number;
-  unknown_rate: number;
-  p50_ms: number | null;
-  p95_ms: number | null;
-};
-export type Overview = {
-  since: string;
-  queues: { awaiting_approval: number; outcome_unknown: number };
-  runs: number;
-  operations: Record<string, number>;
-  tools: ToolStats[];
-  /** Calls per 5 minutes by status, oldest first (only buckets with calls). */
-  series: Array<{ at: string; by_status: Record<string, number> }>;
-};
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 type Sql = { where: string[]; args: SqlStorageValue[] };
@@ -222,62 +202,6 @@ export function listRuns(store: SqlStore, query: RunQuery, nowMs: number): Page<
     }),
     next_cursor:
       rows.length > query.limit && last ? encodeCursor(last.created_at_ms, last.run_id) : null,
-  };
-}
-
-const BUCKET_MS = 5 * 60_000;
-
-export function overview(store: SqlStore, sinceMs: number): Overview {
-  const count = (query: string, ...args: SqlStorageValue[]) =>
-    store.one<{ n: number }>(query, ...args)?.n ?? 0;
-  const operations: Record<string, number> = {};
-  const tools = new Map<string, { by: Record<string, number>; latencies: number[] }>();
-  const series = new Map<number, Record<string, number>>();
-  for (const row of store.all<{
-    tool: string;
-    status: string;
-    latency_ms: number | null;
-    created_at_ms: number;
-  }>(
-    "SELECT tool, status, latency_ms, created_at_ms FROM idx_ops WHERE created_at_ms >= ? ORDER BY created_at_ms",
-    sinceMs,
-  )) {
-    operations[row.status] = (operations[row.status] ?? 0) + 1;
-    const tool = tools.get(row.tool) ?? { by: {}, latencies: [] };
-    tool.by[row.status] = (tool.by[row.status] ?? 0) + 1;
-    if (row.latency_ms !== null) tool.latencies.push(row.latency_ms);
-    tools.set(row.tool, tool);
-    const bucket = Math.floor(row.created_at_ms / BUCKET_MS) * BUCKET_MS;
-    const slot = series.get(bucket) ?? {};
-    slot[row.status] = (slot[row.status] ?? 0) + 1;
-    series.set(bucket, slot);
-  }
-  return {
-    since: new Date(sinceMs).toISOString(),
-    queues: {
-      awaiting_approval: count(
-        "SELECT COUNT(*) AS n FROM idx_ops WHERE status = 'awaiting_approval'",
-      ),
-      outcome_unknown: count("SELECT COUNT(*) AS n FROM idx_ops WHERE status = 'outcome_unknown'"),
-    },
-    runs: count("SELECT COUNT(*) AS n FROM idx_runs WHERE created_at_ms >= ?", sinceMs),
-    operations,
-    tools: [...tools]
-      .sort(([a], [b]) => (a < b ? -1 : 1))
-      .map(([tool, stats]) => {
-        const calls = Object.values(stats.by).reduce((a, b) => a + b, 0);
-        const sorted = stats.latencies.sort((a, b) => a - b);
-        return {
-          tool,
-          calls,
-          by_status: stats.by,
-          failure_rate: ((stats.by.failed ?? 0) + (stats.by.budget_exhausted ?? 0)) / calls,
-          unknown_rate: (stats.by.outcome_unknown ?? 0) / calls,
-          p50_ms: quantile(sorted, 0.5),
-          p95_ms: quantile(sorted, 0.95),
-        };
-      }),
-    series: [...series].map(([at, by]) => ({ at: new Date(at).toISOString(), by_status: by })),
   };
 }
 

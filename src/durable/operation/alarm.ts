@@ -112,3 +112,17 @@ export async function runAlarm(host: AlarmHost): Promise<void> {
   // Keep this event open while the attempt it started runs, so the object stays alive for it.
   await sender.inFlight;
 }
+
+/**
+ * OperationObject.alarm. Never left to the platform's retries of a throwing alarm (a few, over
+ * about two minutes): if anything here fails, the alarm is set again with backoff and the error
+ * only logged.
+ */
+export async function alarmOrRearm(host: AlarmHost): Promise<void> {
+  try {
+    await runAlarm(host);
+  } catch (error) {
+    console.error("operation alarm failed; it runs again by itself", String(error));
+    host.alarms.armAt(Date.now() + host.alarms.fallbackDelayMs());
+  }
+}

@@ -1,9 +1,11 @@
 // OperationObject: one per logical operation. A thin shell around domain/operation: each RPC finds
 // its operation (owned by the tenant), gathers what a send needs (gather.ts), then apply(): one
-// transactionSync appending one log row (state + sealed trace + outbox rows), then the effects.
+// transactionSync appending one log row (state + sealed trace + outbox rows), then the effects
+// (effects.ts perform). A person's or the run's decisions (decide, resolve, cancel) are in decisions.ts.
 // The attempt is durable before fetch with no await in between (the output gate holds the request
 // until the write is confirmed); results are applied by compare-and-set on the attempt number.
-// Nothing here throws across the stub, and an alarm whose work fails re-arms itself with backoff.
+// Nothing here throws across the stub, and an alarm whose work fails re-arms itself with backoff
+// (alarm.ts alarmOrRearm).
 import { DurableObject } from "cloudflare:workers";
 import {
   transition,
@@ -15,28 +17,29 @@ import {
 } from "../../domain/operation/index.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { verifyChain, type ChainCheck } from "../../domain/trace-chain.ts";
-import { hostPolicy, retentionMs } from "../../config.ts";
+import { hostPolicy } from "../../config.ts";
 import type { Env } from "../env.ts";
 import { resolveTool } from "../../tools/catalog.ts";
 import { OPERATION_SCHEMA } from "../store/operation-rows.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import type * as C from "./contracts.ts";
-import { gatherApproval, gatherResend } from "./gather.ts";
-import { acquireLock, holderStatus, releaseLock, startUnderLease } from "./lease-client.ts";
+import { holderStatus, startUnderLease } from "./lease-client.ts";
 import { OperationLog } from "./log.ts";
 import { EventSends } from "./events.ts";
 import { deliverOutbox } from "./outbox.ts";
 import { indexEntryOf } from "./index-entry.ts";
 import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.ts";
-import { cancelEarly, cancelledEarly, missing, prunedFor } from "./retention.ts";
+import { cancelledEarly, missing, prunedFor } from "./retention.ts";
 import { Sender } from "./send.ts";
 import { prepareStart, startUnavailable } from "./start.ts";
-import { approverFacts, limitHoldOf, type LimitHold } from "./limits.ts";
-import { Alarms, runAlarm, type AlarmHost } from "./alarm.ts";
+import { limitHoldOf, type LimitHold } from "./limits.ts";
+import { Alarms, alarmOrRearm } from "./alarm.ts";
+import { perform, type EffectHost } from "./effects.ts";
+import { Decisions } from "./decisions.ts";
 import { Waiters } from "./wait.ts";
 import * as Undo from "./compensation.ts";
 import { report, type Reported } from "./trace.ts";
-import { approvalInputOf, conflictReplyOf, peekOf, replyOf, viewOf } from "./views.ts";
+import { conflictReplyOf, peekOf, replyOf, viewOf } from "./views.ts";
 
 type Reply<T> = Promise<Result<T, C.OperationError>>;
 
@@ -54,7 +57,7 @@ export class OperationObject extends DurableObject<Env> {
   private limitSweeps = 0;
   private readonly eventSends = new EventSends((promise) => this.ctx.waitUntil(promise));
   /** What the modules beside it may use: the log, apply, the alarm, the background work. */
-  private readonly shell: AlarmHost = {
+  private readonly shell: EffectHost = {
     env: this.env,
     log: this.log,
     apply: (event, secrets) => this.apply(event, null, secrets ?? null),
@@ -64,8 +67,12 @@ export class OperationObject extends DurableObject<Env> {
     inboxWrites: () => this.inboxWrites,
     sendEvents: () => this.eventSends.queue(this.shell),
     lockWork: () => this.lockWork,
+    queueLock: (work) => void (this.lockWork = this.lockWork.then(work)),
     facts: null,
   };
+  private readonly decisions = new Decisions(this.shell, (e, secrets) =>
+    this.apply(e, null, secrets),
+  );
 
   async submit(req: C.SubmitRequest): Reply<C.OperationReply> {
     const rowsBefore = this.store.rowsWritten;
@@ -131,11 +138,7 @@ export class OperationObject extends DurableObject<Env> {
    * approvals:decide; never copied into the inbox row or the trace, which stay redacted.
    */
   async approvalInput(tenantId: string): Reply<C.ApprovalInput> {
-    const head = this.log.headFor(tenantId);
-    if (!head) return err(missing(this.store, tenantId));
-    const input = approvalInputOf(this.log, head);
-    if (!input) return err({ code: "not_awaiting_approval", phase: head.state.phase });
-    return ok(await approverFacts(this.env, head, input));
+    return this.decisions.approvalInput(tenantId);
   }
 
   /**
@@ -144,40 +147,11 @@ export class OperationObject extends DurableObject<Env> {
    * attempt the run checks scopes, deadline, cancellation and that the tool is still this version.
    */
   async decide(tenantId: string, decision: Decision): Reply<C.OperationView> {
-    const head = this.log.headFor(tenantId);
-    if (!head) return err(missing(this.store, tenantId));
-    const approval = head.frozen.plan.approval;
-    if (!approval) return err({ code: "not_awaiting_approval", phase: head.state.phase });
-    let denial: Extract<OperationEvent, { type: "decide" }>["denial"] = null;
-    let secrets: C.Secrets | null = null;
-    if (head.state.phase === "awaiting_approval" && decision.verdict === "approve") {
-      const gathered = await gatherApproval(this.env, this.log, head, approval.policyVersion);
-      if (!gathered.ok) return gathered;
-      ({ denial, secrets } = gathered.value);
-    }
-    const step = this.apply({ type: "decide", decision, denial }, null, secrets);
-    await this.inboxWrites;
-    if (!step.ok && step.error.code !== "not_awaiting_approval") return step;
-    return ok(viewOf(this.log));
+    return this.decisions.decide(tenantId, decision);
   }
 
   async resolve(tenantId: string, verdict: C.Verdict): Reply<C.OperationView> {
-    const head = this.log.headFor(tenantId);
-    if (!head) return err(missing(this.store, tenantId));
-    let secrets: C.Secrets | null = null;
-    const { state, frozen } = head;
-    if (
-      verdict.outcome === "resend" &&
-      state.phase === "outcome_unknown" &&
-      frozen.plan.safety === "keyed"
-    ) {
-      const gathered = await gatherResend(this.env, this.log, head);
-      if (!gathered.ok) return gathered;
-      secrets = gathered.value;
-    }
-    const step = this.apply({ type: "resolve", ...verdict }, null, secrets);
-    await this.inboxWrites;
-    return step.ok ? ok(viewOf(this.log)) : step;
+    return this.decisions.resolve(tenantId, verdict);
   }
 
   /** The stored events, in order: annotated, redacted and hash-chained when they were appended. */
@@ -203,14 +177,7 @@ export class OperationObject extends DurableObject<Env> {
    * operation's submit is kept for that run's submit only (retention.ts cancelEarly).
    */
   async cancel(tenantId: string, by: string, runId: string): Reply<C.OperationView> {
-    const pruned = prunedFor(this.store, tenantId);
-    if (pruned) return err(pruned);
-    if (!this.log.head()) return err(cancelEarly(this.store, tenantId, runId, by, Date.now()));
-    const head = this.log.headFor(tenantId);
-    if (!head || head.frozen.run_id !== runId) return err({ code: "not_found" });
-    const step = this.apply({ type: "cancel", by }, null);
-    await this.inboxWrites;
-    return step.ok ? ok(viewOf(this.log)) : step;
+    return this.decisions.cancel(tenantId, by, runId);
   }
 
   /** Undo (issue 22, compensation.ts): the original as its run reads it, and the link to its compensation. */
@@ -246,12 +213,7 @@ export class OperationObject extends DurableObject<Env> {
    * anything here fails, the alarm is set again with backoff and the error only logged.
    */
   override async alarm(): Promise<void> {
-    try {
-      await runAlarm(this.shell);
-    } catch (error) {
-      console.error("operation alarm failed; it runs again by itself", String(error));
-      this.alarms.armAt(Date.now() + this.alarms.fallbackDelayMs());
-    }
+    await alarmOrRearm(this.shell);
   }
 
   // ── shell ────────────────────────────────────────────────────────────────────────────────────
@@ -283,47 +245,7 @@ export class OperationObject extends DurableObject<Env> {
     if (!result.ok) return result;
     const state = result.value.state;
     afterCommit(this.env, this.log, written.appended, entered, (p) => this.ctx.waitUntil(p));
-    let armed = false;
-    for (const effect of result.value.effects) {
-      switch (effect.kind) {
-        case "set_alarm":
-          this.alarms.armAt(effect.atMs);
-          armed = true;
-          break;
-        case "clear_alarm":
-          // Nothing more will happen by itself; a recorded operation's only alarm is its pruning.
-          this.alarms.armAt(
-            state.phase === "recorded" ? state.recordedAtMs + retentionMs(this.env) : null,
-          );
-          armed = true;
-          break;
-        case "send_attempt":
-          this.sender.attempt(effect.attempt, secrets);
-          break;
-        case "abort_attempt":
-          this.sender.abortAttempt();
-          break;
-        case "send_lookup":
-          this.sender.lookup(effect.lookups);
-          break;
-        case "inbox":
-        case "needs_person":
-        case "release_limits":
-          // Written to the outbox inside the transaction; delivered below.
-          break;
-        case "send_preview":
-          this.sender.preview();
-          break;
-        case "acquire_lock":
-          this.lockWork = this.lockWork.then(() => acquireLock(this.shell));
-          break;
-        case "release_lock":
-          this.lockWork = this.lockWork.then(
-            async () => void (await releaseLock(this.env, this.log.head()?.frozen)),
-          );
-          break;
-      }
-    }
+    const armed = perform(this.shell, result.value.effects, state, secrets);
     // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
     if ((written.outboxed || written.evented) && !armed) this.alarms.rearm();
     if (written.outboxed) void this.shell.deliver();

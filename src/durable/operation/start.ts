@@ -12,7 +12,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { requireVerifiedIdempotency, settleScheduleMs } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
-import { startFacts, verificationStatusOf } from "../tenant/registry.ts";
+import { startFacts, verificationStatusOf } from "../tenant/verification-client.ts";
 import {
   evaluatePolicies,
   policyRefusal,

@@ -8,7 +8,7 @@ import { unverifiedTraceDetail } from "../../domain/verification.ts";
 import { requireVerifiedIdempotency } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolDefinition, ToolSpec } from "../../tools/spec.ts";
-import { verificationStatuses, verificationStatusOf } from "../tenant/registry.ts";
+import { verificationStatuses, verificationStatusOf } from "../tenant/verification-client.ts";
 import type { IdempotencyWarning } from "./contracts.ts";
 
 /** The offered tools as plain data, for exporting definitions to the model (plus toolgate_check_status with any write). */

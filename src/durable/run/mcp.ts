@@ -1,13 +1,17 @@
 // One MCP tools/call as a one-call turn: a name the run does not offer is `unknown_tool` (a
 // protocol error for MCP, nothing recorded); else the call gets its id (domain/mcp-call.ts: a read
 // is named by its nonce, a write by its content and the gate's inputs) and the turn that id names.
+// McpCalls: the bodies of RunObject.mcpCall/mcpCancel over the calls in flight (memory only).
 import { CHECK_STATUS, offersCheckStatus } from "../../domain/check-status.ts";
 import { mcpCallId } from "../../domain/mcp-call.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { ProposedCall } from "../../domain/turn/gate.ts";
-import { turnIdentity, type RunState } from "../../domain/turn/turn.ts";
+import { openOperations, turnIdentity, type RunState } from "../../domain/turn/turn.ts";
+import type { Wait } from "../../domain/wait.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
-import type { McpCall, RunError } from "./contracts.ts";
+import { close } from "./close.ts";
+import type { McpCall, McpCallReply, RunError, TurnReply } from "./contracts.ts";
+import type { RunParts } from "./parts.ts";
 
 /** `checkStatus`: the run offers toolgate_check_status (the result text may point at it). */
 export async function mcpTurn(
@@ -31,4 +35,66 @@ export async function mcpTurn(
   });
   const proposed = [{ id, name: call.name, arguments: call.arguments }];
   return ok({ proposed, turnId: (await turnIdentity(proposed)).id, checkStatus });
+}
+
+/** The RunObject RPC an MCP call goes through, as any turn does. */
+export type TurnPort = {
+  postTurn(
+    tenantId: string,
+    calls: ProposedCall[],
+    modelCost: number,
+    wait: Wait,
+    group: null,
+    format: string,
+  ): Promise<Result<TurnReply, RunError>>;
+};
+
+/** The bodies of RunObject.mcpCall and RunObject.mcpCancel, with the calls in flight they share. */
+export class McpCalls {
+  /** MCP calls in flight, request key → turn id: memory is the truth (an evicted object has no
+   * live call left to cancel; MCP lets a server ignore a cancellation of an unknown request). */
+  private readonly inFlight = new Map<string, string>();
+
+  constructor(private readonly parts: RunParts) {}
+
+  /** Admitted and dispatched without waiting; only a call still executing is waited for (up to `waitMs`). */
+  async call(
+    turns: TurnPort,
+    tenantId: string,
+    call: McpCall,
+    waitMs: number,
+  ): Promise<Result<McpCallReply, RunError>> {
+    const run = this.parts.rows.loadFor(tenantId);
+    if (!run) return this.parts.rows.missing(tenantId);
+    const turn = await mcpTurn(run, this.parts.offered.of(run), call);
+    if (!turn.ok) return turn;
+    const { proposed, turnId, checkStatus } = turn.value;
+    this.inFlight.set(call.requestKey, turnId);
+    try {
+      const wait = { ms: waitMs, holdForPeople: false };
+      const reply = await turns.postTurn(tenantId, proposed, 0, wait, null, "mcp");
+      if (!reply.ok) return reply;
+      const envelope = reply.value.results[0]?.envelope;
+      return envelope
+        ? ok({ envelope, checkStatus })
+        : err({ code: "invalid_request", detail: "the call has no result" });
+    } finally {
+      if (this.inFlight.get(call.requestKey) === turnId) this.inFlight.delete(call.requestKey);
+    }
+  }
+
+  /** Closes the open calls of the turn the request started; false when no such call is in flight. */
+  async cancel(
+    tenantId: string,
+    requestKey: string,
+    by: string,
+  ): Promise<Result<boolean, RunError>> {
+    if (!this.parts.rows.loadFor(tenantId)) return this.parts.rows.missing(tenantId);
+    const turnId = this.inFlight.get(requestKey);
+    const turn = turnId ? this.parts.rows.turn(turnId) : null;
+    if (!turn) return ok(false);
+    for (const operationId of openOperations(turn))
+      await close(this.parts, tenantId, operationId, by);
+    return ok(true);
+  }
 }

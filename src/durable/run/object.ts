@@ -3,7 +3,8 @@
 // operations is sent: the RPCs leave after the transaction with no await between, so the output
 // gate holds them until the commit is confirmed (Cloudflare, "Durable Objects: Easy, Fast, Correct —
 // Choose three"). A crash loses a turn only with its operations, never its accounting alone. Each
-// RPC's body beyond load-and-answer lives beside it: admit.ts, settle.ts, close.ts, trace.ts.
+// RPC's body beyond load-and-answer lives beside it: create.ts, update.ts, admit.ts, mcp.ts,
+// settle.ts, close.ts, trace.ts.
 import { DurableObject } from "cloudflare:workers";
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { RUN_TEXT } from "../../domain/envelope.ts";
@@ -13,15 +14,15 @@ import type { ModelUsage } from "../../domain/pricing.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { TenantFacts } from "../../domain/tenant-facts.ts";
 import { mayExecute, type ProposedCall } from "../../domain/turn/gate.ts";
-import { hashTools, openOperations, type Denial, type RunState } from "../../domain/turn/turn.ts";
+import type { Denial, RunState } from "../../domain/turn/turn.ts";
 import type { Wait } from "../../domain/wait.ts";
-import { retentionMs } from "../../config.ts";
 import type { Env } from "../env.ts";
-import type { ToolDefinition, ToolSource } from "../../tools/spec.ts";
+import type { ToolDefinition } from "../../tools/spec.ts";
 import { encodeRun, RUN_LAZY_TABLES, RUN_SCHEMA } from "../store/run-rows.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { postTurn } from "./admit.ts";
-import { insertRun, requestHashOf } from "./create.ts";
+import { createRun, requestedRun, viewOf } from "./create.ts";
+import { updateRun, type RunPatch } from "./update.ts";
 import { close } from "./close.ts";
 import {
   notFound,
@@ -42,7 +43,7 @@ import { TurnSettler } from "./settle.ts";
 import { RunEvents } from "./events.ts";
 import { RunFacts } from "./facts.ts";
 import { ToolSources } from "./sources.ts";
-import { mcpTurn } from "./mcp.ts";
+import { McpCalls } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
 import { runIndexEntry } from "./index-entry.ts";
 import * as Undo from "./compensate.ts";
@@ -72,9 +73,7 @@ export class RunObject extends DurableObject<Env> {
     offered: this.offered,
     events: this.events,
   };
-  /** MCP calls in flight, request key → turn id: memory is the truth (an evicted object has no
-   * live call left to cancel; MCP lets a server ignore a cancellation of an unknown request). */
-  private readonly mcpInFlight = new Map<string, string>();
+  private readonly mcp = new McpCalls(this.parts);
 
   /**
    * `requestHash`: the creating request's hash, when the client named it with a request_id (see
@@ -85,23 +84,7 @@ export class RunObject extends DurableObject<Env> {
     requestHash: string | null = null,
     facts: TenantFacts | null = null,
   ): Promise<Result<RunView, RunError>> {
-    const run: RunState = {
-      ...init,
-      toolsHash: await hashTools(init.tools),
-      createdAtMs: Date.now(),
-      cancelledAtMs: null,
-    };
-    await this.sources.hash(Object.values(init.tools));
-    const created = this.store.transaction(() => {
-      const inserted = insertRun(this.store, this.rows, this.sources, run, requestHash);
-      if (inserted && facts) this.facts.write(run.toolsHash, facts);
-      return inserted;
-    });
-    // Retention: looked at once the run's token has expired (see alarm()).
-    if (created) await this.ctx.storage.setAlarm(run.expiresAtMs + retentionMs(this.env));
-    return created
-      ? ok(this.view(run))
-      : err({ code: "invalid_request", detail: "run already exists" });
+    return createRun(this.parts, this.facts, this.ctx.storage, init, requestHash, facts);
   }
 
   /**
@@ -112,18 +95,7 @@ export class RunObject extends DurableObject<Env> {
     tenantId: string,
     requestHash: string,
   ): Promise<Result<RunView | null, RunError>> {
-    const run = this.rows.loadFor(tenantId);
-    if (!run) {
-      const missing = this.rows.missing(tenantId);
-      return !missing.ok && missing.error.code === "run_pruned" ? missing : ok(null);
-    }
-    return requestHashOf(this.store) === requestHash
-      ? ok(this.view(run))
-      : err({
-          code: "request_id_conflict",
-          detail:
-            "this request_id already created a run from a different request body; use a new request_id for a new run",
-        });
+    return requestedRun(this.parts, tenantId, requestHash);
   }
 
   /** The tenant index's row for this run and its operations' ids (issue 20: a rebuild). */
@@ -138,27 +110,8 @@ export class RunObject extends DurableObject<Env> {
   }
 
   /** Scopes and offered tools may change mid-run; the next admission and the next retry see the change. */
-  async update(
-    tenantId: string,
-    patch: { scopes?: string[]; tools?: Record<string, ToolSource>; facts?: TenantFacts },
-  ): Promise<Result<RunView, RunError>> {
-    const toolsHash = patch.tools ? await hashTools(patch.tools) : null;
-    if (patch.tools) await this.sources.hash(Object.values(patch.tools));
-    const next = this.store.transaction(() => {
-      const run = this.rows.loadFor(tenantId);
-      if (!run) return null;
-      if (patch.tools) this.sources.store(Object.values(patch.tools));
-      const next: RunState = {
-        ...run,
-        user: { ...run.user, scopes: patch.scopes ?? run.user.scopes },
-        tools: patch.tools ?? run.tools,
-        toolsHash: toolsHash ?? run.toolsHash,
-      };
-      this.store.run("UPDATE run SET data = ?", encodeRun(next));
-      if (patch.tools && patch.facts) this.facts.write(next.toolsHash, patch.facts);
-      return next;
-    });
-    return next ? ok(this.view(next)) : this.rows.missing(tenantId);
+  async update(tenantId: string, patch: RunPatch): Promise<Result<RunView, RunError>> {
+    return updateRun(this.parts, this.facts, tenantId, patch);
   }
 
   /**
@@ -187,24 +140,7 @@ export class RunObject extends DurableObject<Env> {
     call: McpCall,
     waitMs: number,
   ): Promise<Result<McpCallReply, RunError>> {
-    const run = this.rows.loadFor(tenantId);
-    if (!run) return this.rows.missing(tenantId);
-    const turn = await mcpTurn(run, this.offered.of(run), call);
-    if (!turn.ok) return turn;
-    const { proposed, turnId, checkStatus } = turn.value;
-    this.mcpInFlight.set(call.requestKey, turnId);
-    try {
-      const wait = { ms: waitMs, holdForPeople: false };
-      const reply = await this.postTurn(tenantId, proposed, 0, wait, null, "mcp");
-      if (!reply.ok) return reply;
-      const envelope = reply.value.results[0]?.envelope;
-      return envelope
-        ? ok({ envelope, checkStatus })
-        : err({ code: "invalid_request", detail: "the call has no result" });
-    } finally {
-      if (this.mcpInFlight.get(call.requestKey) === turnId)
-        this.mcpInFlight.delete(call.requestKey);
-    }
+    return this.mcp.call(this, tenantId, call, waitMs);
   }
 
   /**
@@ -216,13 +152,7 @@ export class RunObject extends DurableObject<Env> {
     requestKey: string,
     by: string,
   ): Promise<Result<boolean, RunError>> {
-    if (!this.rows.loadFor(tenantId)) return this.rows.missing(tenantId);
-    const turnId = this.mcpInFlight.get(requestKey);
-    const turn = turnId ? this.rows.turn(turnId) : null;
-    if (!turn) return ok(false);
-    for (const operationId of openOperations(turn))
-      await close(this.parts, tenantId, operationId, by);
-    return ok(true);
+    return this.mcp.cancel(tenantId, requestKey, by);
   }
 
   async getTurn(
@@ -333,12 +263,8 @@ export class RunObject extends DurableObject<Env> {
     return run ? ok(await runOtlp(this.parts, tenantId, run)) : this.rows.missing(tenantId);
   }
 
-  private view(run: RunState): RunView {
-    return this.rows.view(run, this.offered.of(run));
-  }
-
   private withRollback(run: RunState): RunView {
     const rollback = rollbackOf(this.parts);
-    return rollback ? { ...this.view(run), rollback } : this.view(run);
+    return rollback ? { ...viewOf(this.parts, run), rollback } : viewOf(this.parts, run);
   }
 }

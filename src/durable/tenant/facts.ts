@@ -1,9 +1,15 @@
 // The tenant's side of tenant facts (domain/tenant-facts.ts): one snapshot for a run's tools, read
 // in one go from this object's own rows. Secrets leave sealed, exactly as stored; verdicts are the
 // stored ones for the settings each tool source carries. The version is a content hash, so a
-// refresh that finds nothing changed answers "unchanged" and the run rewrites nothing.
+// refresh that finds nothing changed answers "unchanged" and the run rewrites nothing. Also the
+// bodies of TenantObject.runTools (a run's tools with their facts) and startFacts (an operation's).
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
-import { countedStatus, verificationFor } from "../../domain/verification.ts";
+import { ok, type Result } from "../../domain/result.ts";
+import {
+  countedStatus,
+  verificationFor,
+  type VerificationStatus,
+} from "../../domain/verification.ts";
 import {
   FACTS_SCHEMA,
   type SealedSecret,
@@ -16,7 +22,10 @@ import type { ToolSource } from "../../tools/spec.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
-import { NATURAL, verifiableSettings, verificationRow } from "./registry.ts";
+import type { PolicySet } from "../../policies/evaluate.ts";
+import type { TenantError } from "./contracts.ts";
+import { sources, storedStatuses, verificationRow } from "./registry.ts";
+import { NATURAL, verifiableSettings } from "./verification-client.ts";
 import { policySetOf } from "./policies.ts";
 import { secretRow } from "./secrets.ts";
 
@@ -57,4 +66,34 @@ export async function readFacts(
   const version = await sha256Hex(canonicalJson({ secrets, tools: byTool, policies }));
   if (version === known) return { unchanged: true, readAtMs };
   return { schema: FACTS_SCHEMA, version, readAtMs, secrets, tools: byTool, policies };
+}
+
+/** A run's tools and the tenant facts its operations use (TenantObject.runTools). */
+export type RunTools = { sources: Record<string, ToolSource>; facts: TenantFacts };
+
+/** Issue 19: read once at the run's create or PATCH, not per call; every name must resolve. */
+export async function runTools(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  names: string[],
+): Promise<Result<RunTools, TenantError>> {
+  const found = await sources(store, names);
+  if (!found.ok) return found;
+  const facts = (await readFacts(store, env, tenantId, found.value)) as TenantFacts;
+  return ok({ sources: found.value, facts });
+}
+
+/** A new operation's tenant facts, one read: the tools' verdicts and the Cedar policy set (issue 21). */
+export type StartFacts = {
+  statuses: Record<string, VerificationStatus>;
+  policies: PolicySet | null;
+};
+
+export async function startFacts(
+  store: SqlStore,
+  items: Array<{ name: string; settingsHash: string }>,
+): Promise<StartFacts> {
+  const statuses = items.length > 0 ? await storedStatuses(store, items) : {};
+  return { statuses, policies: policySetOf(store) };
 }

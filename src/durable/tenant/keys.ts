@@ -10,12 +10,17 @@ import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
 import type { TenantError } from "./object.ts";
 
+/** A key as issued: `key` (the secret) is shown this once. */
+export type IssuedKey = { key_id: string; key: string; name: string; scopes: ApiScope[] };
+/** A valid key's name and scopes. */
+export type KeyInfo = { name: string; scopes: ApiScope[] };
+
 export async function issueKey(
   store: SqlStore,
   tenantId: string,
   name: string,
   scopes: ApiScope[],
-): Promise<Result<{ key_id: string; key: string; name: string; scopes: ApiScope[] }, TenantError>> {
+): Promise<Result<IssuedKey, TenantError>> {
   if (!tenantRecord(store)) return err({ code: "not_found", detail: "no such tenant" });
   const keyId = `key_${ulid()}`;
   const secret = randomSecret();
@@ -44,7 +49,7 @@ export async function verifyKey(
   store: SqlStore,
   keyId: string,
   secret: string,
-): Promise<Result<{ scopes: ApiScope[]; name: string }, TenantError>> {
+): Promise<Result<KeyInfo, TenantError>> {
   const row = liveKey(store, keyId);
   // Hash and compare even for unknown keys, so timing does not reveal which key ids exist.
   const matches = await constantTimeEqual(
@@ -60,7 +65,7 @@ export async function verifyKey(
 export async function keyInfo(
   store: SqlStore,
   keyId: string,
-): Promise<Result<{ name: string; scopes: ApiScope[] }, TenantError>> {
+): Promise<Result<KeyInfo, TenantError>> {
   const row = liveKey(store, keyId);
   return row
     ? ok({ name: row.name, scopes: JSON.parse(row.scopes) as ApiScope[] })

@@ -1,87 +1,47 @@
-// TenantObject: one per tenant, the RPC surface over its record and the modules beside it: API keys
-// (keys.ts), upstream secrets (secrets.ts), the tool registry and its verdicts (registry.ts), and
-// the approvals inbox and unknown-outcomes list its operations deliver to (inbox.ts), and webhook
-// endpoints with their delivery logs (webhooks.ts). Method names
-// and signatures are the contract other objects and routes call through stubs.
+// TenantObject: one per tenant, the RPC surface over its record and alarm (record.ts) and the modules
+// beside it: API keys (keys.ts), upstream secrets (secrets.ts), the tool registry and its verdicts
+// (registry.ts), tenant facts (facts.ts), the approvals inbox and unknown-outcomes list (inbox.ts),
+// events (events.ts), webhooks and their delivery logs. Every method only delegates; names and
+// signatures are the contract other objects and routes call through stubs.
 import { DurableObject } from "cloudflare:workers";
-import { err, ok, type Result } from "../../domain/result.ts";
-import type { TenantFacts } from "../../domain/tenant-facts.ts";
+import type { Result } from "../../domain/result.ts";
 import type { Verification, VerificationStatus } from "../../domain/verification.ts";
 import type { ApiScope } from "../../http/schemas.ts";
-import type { ManifestError } from "../../tools/manifest/schema.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import type { EventType, ToolgateEvent } from "../../domain/events.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
 import type { PolicySet } from "../../policies/evaluate.ts";
-import { getPolicies, policySetOf, putPolicies, type PolicyRecord } from "./policies.ts";
-import {
-  listEvents,
-  pruneEvents,
-  receiveEvents,
-  type EventsPage,
-  type EventsQuery,
-} from "./events.ts";
+import type { TenantError } from "./contracts.ts";
+import * as policies from "./policies.ts";
+import * as stored from "./events.ts";
 import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
-import { readFacts } from "./facts.ts";
-import { issueKey, keyInfo, revokeKey, verifyKey } from "./keys.ts";
-import {
-  deleteTool,
-  getTool,
-  knownTools,
-  listTools,
-  putTool,
-  recordVerification,
-  sources,
-  storedStatuses,
-  type ToolRecord,
-} from "./registry.ts";
-import {
-  deleteSecret,
-  listSecrets,
-  putSecret,
-  secretsFor,
-  type SecretRecord,
-  type SecretsError,
-} from "./secrets.ts";
+import { readFacts, runTools, startFacts, type RunTools, type StartFacts } from "./facts.ts";
+import * as keys from "./keys.ts";
+import * as registry from "./registry.ts";
+import * as secrets from "./secrets.ts";
 import * as webhooks from "./webhooks.ts";
 import * as runEndpoints from "./run-endpoints.ts";
 import * as deliveries from "./webhook-deliveries.ts";
-import { notificationStates, type NotificationState } from "./notifications.ts";
 import type { DeliveryRecord } from "./webhook-deliveries.ts";
-import type { WebhookRecord, WebhookSpec } from "./webhooks.ts";
-import type { WebhookTarget, WebhooksError } from "./webhooks.ts";
+import { notificationStates, type NotificationState } from "./notifications.ts";
+import { initTenant, tenantAlarm, type TenantCreated } from "./record.ts";
 
-export type RunTools = { sources: Record<string, ToolSource>; facts: TenantFacts };
-export type TenantError =
-  | ManifestError
-  | SecretsError
-  | WebhooksError
-  | { code: "not_found"; detail: string }
-  | { code: "invalid_request"; detail: string }
-  /** A verification finished after the tool's checked settings were replaced (or it was deleted). */
-  | { code: "tool_changed"; detail: string }
-  | { code: "invalid_policy"; detail: string };
+export type { RunTools } from "./facts.ts";
+export type { TenantError } from "./contracts.ts";
 
 export class TenantObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, TENANT_SCHEMA);
   private readonly inbox = new Inbox(this.store, this.ctx.storage, this.env);
 
-  async init(
-    tenantId: string,
-    name: string,
-  ): Promise<Result<{ tenant_id: string; name: string }, TenantError>> {
-    this.store.ensureSchema();
-    if (this.store.one("SELECT id FROM tenant"))
-      return err({ code: "invalid_request", detail: "tenant exists" });
-    this.store.run(
-      "INSERT INTO tenant (id, name, created_at) VALUES (?, ?, ?)",
-      tenantId,
-      name,
-      Date.now(),
-    );
-    return ok({ tenant_id: tenantId, name });
+  async init(tenantId: string, name: string): Promise<Result<TenantCreated, TenantError>> {
+    return initTenant(this.store, tenantId, name);
+  }
+
+  /** Retention: the inbox's and unknown-outcomes list's closed rows, events, runs' notify endpoints. */
+  override async alarm(): Promise<void> {
+    return tenantAlarm(this.store, this.ctx.storage, this.env, this.inbox);
   }
 
   // ── API keys (keys.ts) ───────────────────────────────────────────────────────────────────────
@@ -90,26 +50,21 @@ export class TenantObject extends DurableObject<Env> {
     tenantId: string,
     name: string,
     scopes: ApiScope[],
-  ): Promise<
-    Result<{ key_id: string; key: string; name: string; scopes: ApiScope[] }, TenantError>
-  > {
-    return issueKey(this.store, tenantId, name, scopes);
+  ): Promise<Result<keys.IssuedKey, TenantError>> {
+    return keys.issueKey(this.store, tenantId, name, scopes);
   }
 
   async revokeKey(keyId: string): Promise<Result<true, TenantError>> {
-    return revokeKey(this.store, keyId);
+    return keys.revokeKey(this.store, keyId);
   }
 
-  async verifyKey(
-    keyId: string,
-    secret: string,
-  ): Promise<Result<{ scopes: ApiScope[]; name: string }, TenantError>> {
-    return verifyKey(this.store, keyId, secret);
+  async verifyKey(keyId: string, secret: string): Promise<Result<keys.KeyInfo, TenantError>> {
+    return keys.verifyKey(this.store, keyId, secret);
   }
 
   /** A key that is still valid (not revoked): its name and scopes. The console re-checks it on every request. */
-  async keyInfo(keyId: string): Promise<Result<{ name: string; scopes: ApiScope[] }, TenantError>> {
-    return keyInfo(this.store, keyId);
+  async keyInfo(keyId: string): Promise<Result<keys.KeyInfo, TenantError>> {
+    return keys.keyInfo(this.store, keyId);
   }
 
   // ── Tool registry and verdicts (registry.ts) ─────────────────────────────────────────────────
@@ -117,21 +72,21 @@ export class TenantObject extends DurableObject<Env> {
   async putTool(
     name: string,
     manifest: unknown,
-  ): Promise<Result<ToolRecord & { created: boolean }, TenantError>> {
-    return putTool(this.store, this.env, name, manifest);
+  ): Promise<Result<registry.ToolRecord & { created: boolean }, TenantError>> {
+    return registry.putTool(this.store, this.env, name, manifest);
   }
 
-  async getTool(name: string): Promise<Result<ToolRecord, TenantError>> {
-    return getTool(this.store, name);
+  async getTool(name: string): Promise<Result<registry.ToolRecord, TenantError>> {
+    return registry.getTool(this.store, name);
   }
 
   /** The list shows each verdict without its evidence (GET /v1/tools/{name} has the exchanges). */
-  async listTools(): Promise<ToolRecord[]> {
-    return listTools(this.store);
+  async listTools(): Promise<registry.ToolRecord[]> {
+    return registry.listTools(this.store);
   }
 
   async deleteTool(name: string): Promise<Result<true, TenantError>> {
-    return deleteTool(this.store, name);
+    return registry.deleteTool(this.store, name);
   }
 
   /** Stores a verdict only if the tool still has the settings it was checked with. */
@@ -139,48 +94,42 @@ export class TenantObject extends DurableObject<Env> {
     name: string,
     verification: Verification,
   ): Promise<Result<Verification, TenantError>> {
-    return recordVerification(this.store, name, verification);
+    return registry.recordVerification(this.store, name, verification);
   }
 
   /** Asked when an operation is created and when a run exports its tools: the verdict for exactly these settings. */
   async verificationStatuses(
     items: Array<{ name: string; settingsHash: string }>,
   ): Promise<Record<string, VerificationStatus>> {
-    return storedStatuses(this.store, items);
+    return registry.storedStatuses(this.store, items);
   }
 
   /** A new operation's tenant facts, one read: the tools' verdicts and the Cedar policy set (issue 21). */
-  async startFacts(
-    items: Array<{ name: string; settingsHash: string }>,
-  ): Promise<{ statuses: Record<string, VerificationStatus>; policies: PolicySet | null }> {
-    const statuses = items.length > 0 ? await storedStatuses(this.store, items) : {};
-    return { statuses, policies: policySetOf(this.store) };
+  async startFacts(items: Array<{ name: string; settingsHash: string }>): Promise<StartFacts> {
+    return startFacts(this.store, items);
   }
 
   /** The Cedar policy set (policies.ts): stored after Cedar validated it; read before each attempt. */
   async putPolicies(
     text: string,
-  ): Promise<Result<PolicyRecord & { created: boolean }, TenantError>> {
-    return putPolicies(this.store, this.env, text);
+  ): Promise<Result<policies.PolicyRecord & { created: boolean }, TenantError>> {
+    return policies.putPolicies(this.store, this.env, text);
   }
-  async getPolicies(): Promise<PolicyRecord | null> {
-    return getPolicies(this.store, this.env);
+  async getPolicies(): Promise<policies.PolicyRecord | null> {
+    return policies.getPolicies(this.store, this.env);
   }
   async policySet(): Promise<PolicySet | null> {
-    return policySetOf(this.store);
+    return policies.policySetOf(this.store);
   }
 
   /** Snapshots the named tools for a run; every name must resolve. */
   async sources(names: string[]): Promise<Result<Record<string, ToolSource>, TenantError>> {
-    return sources(this.store, names);
+    return registry.sources(this.store, names);
   }
 
   /** A run's tools and the tenant facts its operations use (issue 19: read once, not per call). */
   async runTools(tenantId: string, names: string[]): Promise<Result<RunTools, TenantError>> {
-    const found = await sources(this.store, names);
-    if (!found.ok) return found;
-    const facts = (await readFacts(this.store, this.env, tenantId, found.value)) as TenantFacts;
-    return ok({ sources: found.value, facts });
+    return runTools(this.store, this.env, tenantId, names);
   }
 
   /** A run's background refresh of its tenant facts (`known`: the version it holds). */
@@ -190,7 +139,7 @@ export class TenantObject extends DurableObject<Env> {
 
   /** Which of `names` this tenant knows at all (a registered manifest or a code tool). Read-only. */
   async knownTools(names: string[]): Promise<string[]> {
-    return knownTools(this.store, names);
+    return registry.knownTools(this.store, names);
   }
 
   // ── Secrets (secrets.ts) ─────────────────────────────────────────────────────────────────────
@@ -199,24 +148,24 @@ export class TenantObject extends DurableObject<Env> {
     tenantId: string,
     name: string,
     value: string,
-  ): Promise<Result<SecretRecord & { created: boolean }, TenantError>> {
-    return putSecret(this.store, this.env, tenantId, name, value);
+  ): Promise<Result<secrets.SecretRecord & { created: boolean }, TenantError>> {
+    return secrets.putSecret(this.store, this.env, tenantId, name, value);
   }
 
-  async listSecrets(): Promise<SecretRecord[]> {
-    return listSecrets(this.store);
+  async listSecrets(): Promise<secrets.SecretRecord[]> {
+    return secrets.listSecrets(this.store);
   }
 
   async deleteSecret(name: string): Promise<Result<true, TenantError>> {
-    return deleteSecret(this.store, name);
+    return secrets.deleteSecret(this.store, name);
   }
 
   /** The decrypted values of exactly `names`, for one attempt of one of this tenant's operations. */
   async secretsFor(
     tenantId: string,
     names: string[],
-  ): Promise<Result<Record<string, string>, SecretsError>> {
-    return secretsFor(this.store, this.env, tenantId, names);
+  ): Promise<Result<Record<string, string>, secrets.SecretsError>> {
+    return secrets.secretsFor(this.store, this.env, tenantId, names);
   }
 
   // ── Approvals inbox and unknown outcomes (inbox.ts) ──────────────────────────────────────────
@@ -224,34 +173,6 @@ export class TenantObject extends DurableObject<Env> {
   /** Delivered by operations from their outbox; `seq` orders one operation's deliveries. */
   async upsertApproval(item: ApprovalItem, seq: number): Promise<void> {
     return this.inbox.upsertApproval(item, seq);
-  }
-
-  /** Retention for the inbox and for the closed rows of the unknown-outcomes list. */
-  override async alarm(): Promise<void> {
-    await this.inbox.prune();
-    // The stored events and the runs' notify endpoints share the one alarm: the earliest due time.
-    const now = Date.now();
-    const next = runEndpoints.earliest(
-      pruneEvents(this.store, this.env, now),
-      runEndpoints.pruneRunEndpoints(this.store, now),
-    );
-    const armed = await this.ctx.storage.getAlarm();
-    if (next !== null && (armed === null || next < armed)) await this.ctx.storage.setAlarm(next);
-  }
-
-  // ── Events (events.ts) ───────────────────────────────────────────────────────────────────────
-
-  /** Stored by the EVENTS queue consumer, once per id; the answer says where each goes. */
-  async receiveEvents(
-    tenantId: string,
-    events: ToolgateEvent[],
-  ): Promise<Result<webhooks.EventRoutes, TenantError>> {
-    return receiveEvents(this.store, this.ctx.storage, this.env, tenantId, events);
-  }
-
-  /** The pull feed (GET /v1/events): oldest first after the cursor. */
-  async listEvents(query: EventsQuery): Promise<Result<EventsPage, TenantError>> {
-    return listEvents(this.store, query);
   }
 
   /** Newest first; `pending` = still waiting for a person, `decided` = everything else. */
@@ -275,14 +196,29 @@ export class TenantObject extends DurableObject<Env> {
     return this.inbox.listUnknowns(limit);
   }
 
+  // ── Events (events.ts) ───────────────────────────────────────────────────────────────────────
+
+  /** Stored by the EVENTS queue consumer, once per id; the answer says where each goes. */
+  async receiveEvents(
+    tenantId: string,
+    events: ToolgateEvent[],
+  ): Promise<Result<webhooks.EventRoutes, TenantError>> {
+    return stored.receiveEvents(this.store, this.ctx.storage, this.env, tenantId, events);
+  }
+
+  /** The pull feed (GET /v1/events): oldest first after the cursor. */
+  async listEvents(query: stored.EventsQuery): Promise<Result<stored.EventsPage, TenantError>> {
+    return stored.listEvents(this.store, query);
+  }
+
   // ── Webhook endpoints and their delivery logs (webhooks.ts) ──────────────────────────────────
 
   /** `secret` only when created: it is never shown again. */
   async putWebhook(
     tenantId: string,
     id: string,
-    spec: WebhookSpec,
-  ): Promise<Result<WebhookRecord & { created: boolean; secret?: string }, TenantError>> {
+    spec: webhooks.WebhookSpec,
+  ): Promise<Result<webhooks.WebhookRecord & { created: boolean; secret?: string }, TenantError>> {
     return webhooks.putWebhook(this.store, this.env, tenantId, id, spec);
   }
 
@@ -291,7 +227,7 @@ export class TenantObject extends DurableObject<Env> {
     return runEndpoints.putRunEndpoint(this.store, this.env, this.ctx.storage, tenantId, args);
   }
 
-  async listWebhooks(): Promise<WebhookRecord[]> {
+  async listWebhooks(): Promise<webhooks.WebhookRecord[]> {
     return webhooks.listWebhooks(this.store);
   }
 
@@ -311,7 +247,7 @@ export class TenantObject extends DurableObject<Env> {
     tenantId: string,
     type: EventType,
     also: string | null = null,
-  ): Promise<Result<WebhookTarget[], TenantError>> {
+  ): Promise<Result<webhooks.WebhookTarget[], TenantError>> {
     return webhooks.webhookTargets(this.store, this.env, tenantId, type, also);
   }
 
@@ -319,7 +255,7 @@ export class TenantObject extends DurableObject<Env> {
     tenantId: string,
     id: string,
     eventId: string,
-  ): Promise<Result<{ target: WebhookTarget; event: ToolgateEvent }, TenantError>> {
+  ): Promise<Result<{ target: webhooks.WebhookTarget; event: ToolgateEvent }, TenantError>> {
     return webhooks.redeliveryOf(this.store, this.env, tenantId, id, eventId);
   }
 

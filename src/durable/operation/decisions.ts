@@ -1,0 +1,91 @@
+// What a person or the operation's run decides about it, and the call as an approver sees it: the
+// bodies of OperationObject.approvalInput, decide, resolve and cancel. Each finds the operation
+// (owned by the tenant), gathers what a send it may start needs (gather.ts), then one transition
+// (OperationObject.apply), and answers after the outbox deliveries it queued (a listing right after
+// sees the change).
+import type { Decision, OperationEvent, OperationState } from "../../domain/operation/index.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
+import type { AlarmHost } from "./alarm.ts";
+import type * as C from "./contracts.ts";
+import { gatherApproval, gatherResend } from "./gather.ts";
+import { approverFacts } from "./limits.ts";
+import { cancelEarly, missing, prunedFor } from "./retention.ts";
+import { approvalInputOf, viewOf } from "./views.ts";
+
+type Reply<T> = Promise<Result<T, C.OperationError>>;
+/** OperationObject.apply for an event of an operation that exists (`frozen` null). */
+export type Apply = (
+  event: OperationEvent,
+  secrets: C.Secrets | null,
+) => Result<OperationState, C.OperationError>;
+
+export class Decisions {
+  constructor(
+    private readonly shell: AlarmHost,
+    private readonly apply: Apply,
+  ) {}
+
+  /** Read-only, for callers holding approvals:decide. */
+  async approvalInput(tenantId: string): Reply<C.ApprovalInput> {
+    const { env, log } = this.shell;
+    const head = log.headFor(tenantId);
+    if (!head) return err(missing(log.store, tenantId));
+    const input = approvalInputOf(log, head);
+    if (!input) return err({ code: "not_awaiting_approval", phase: head.state.phase });
+    return ok(await approverFacts(env, head, input));
+  }
+
+  /** Decided once: a later decision (or one that lost a race) gets the recorded one back. */
+  async decide(tenantId: string, decision: Decision): Reply<C.OperationView> {
+    const { env, log } = this.shell;
+    const head = log.headFor(tenantId);
+    if (!head) return err(missing(log.store, tenantId));
+    const approval = head.frozen.plan.approval;
+    if (!approval) return err({ code: "not_awaiting_approval", phase: head.state.phase });
+    let denial: Extract<OperationEvent, { type: "decide" }>["denial"] = null;
+    let secrets: C.Secrets | null = null;
+    if (head.state.phase === "awaiting_approval" && decision.verdict === "approve") {
+      const gathered = await gatherApproval(env, log, head, approval.policyVersion);
+      if (!gathered.ok) return gathered;
+      ({ denial, secrets } = gathered.value);
+    }
+    const step = this.apply({ type: "decide", decision, denial }, secrets);
+    await this.shell.inboxWrites();
+    if (!step.ok && step.error.code !== "not_awaiting_approval") return step;
+    return ok(viewOf(log));
+  }
+
+  /** A person settles an unknown outcome; a keyed `resend` sends again with secrets gathered first. */
+  async resolve(tenantId: string, verdict: C.Verdict): Reply<C.OperationView> {
+    const { env, log } = this.shell;
+    const head = log.headFor(tenantId);
+    if (!head) return err(missing(log.store, tenantId));
+    let secrets: C.Secrets | null = null;
+    const { state, frozen } = head;
+    if (
+      verdict.outcome === "resend" &&
+      state.phase === "outcome_unknown" &&
+      frozen.plan.safety === "keyed"
+    ) {
+      const gathered = await gatherResend(env, log, head);
+      if (!gathered.ok) return gathered;
+      secrets = gathered.value;
+    }
+    const step = this.apply({ type: "resolve", ...verdict }, secrets);
+    await this.shell.inboxWrites();
+    return step.ok ? ok(viewOf(log)) : step;
+  }
+
+  /** Only by the run that created it; one that overtakes its submit is kept (retention.ts cancelEarly). */
+  async cancel(tenantId: string, by: string, runId: string): Reply<C.OperationView> {
+    const { log } = this.shell;
+    const pruned = prunedFor(log.store, tenantId);
+    if (pruned) return err(pruned);
+    if (!log.head()) return err(cancelEarly(log.store, tenantId, runId, by, Date.now()));
+    const head = log.headFor(tenantId);
+    if (!head || head.frozen.run_id !== runId) return err({ code: "not_found" });
+    const step = this.apply({ type: "cancel", by }, null);
+    await this.shell.inboxWrites();
+    return step.ok ? ok(viewOf(log)) : step;
+  }
+}

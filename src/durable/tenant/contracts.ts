@@ -1,0 +1,15 @@
+// The errors a TenantObject RPC answers with (problem.ts maps each `code` to HTTP). The modules
+// beside the object and the routes import them from object.ts, which re-exports this type.
+import type { ManifestError } from "../../tools/manifest/schema.ts";
+import type { SecretsError } from "./secrets.ts";
+import type { WebhooksError } from "./webhooks.ts";
+
+export type TenantError =
+  | ManifestError
+  | SecretsError
+  | WebhooksError
+  | { code: "not_found"; detail: string }
+  | { code: "invalid_request"; detail: string }
+  /** A verification finished after the tool's checked settings were replaced (or it was deleted). */
+  | { code: "tool_changed"; detail: string }
+  | { code: "invalid_policy"; detail: string };

@@ -1,0 +1,47 @@
+// The tenant record (written once, by TenantObject.init) and the tenant's one alarm: retention of
+// the approvals inbox and closed unknown outcomes (inbox.ts), the stored events (events.ts) and the
+// runs' notify endpoints (run-endpoints.ts), re-armed for the earliest due time among them.
+import { err, ok, type Result } from "../../domain/result.ts";
+import type { Env } from "../env.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+import type { TenantError } from "./contracts.ts";
+import { pruneEvents } from "./events.ts";
+import type { Inbox } from "./inbox.ts";
+import * as runEndpoints from "./run-endpoints.ts";
+
+export type TenantCreated = { tenant_id: string; name: string };
+
+export function initTenant(
+  store: SqlStore,
+  tenantId: string,
+  name: string,
+): Result<TenantCreated, TenantError> {
+  store.ensureSchema();
+  if (store.one("SELECT id FROM tenant"))
+    return err({ code: "invalid_request", detail: "tenant exists" });
+  store.run(
+    "INSERT INTO tenant (id, name, created_at) VALUES (?, ?, ?)",
+    tenantId,
+    name,
+    Date.now(),
+  );
+  return ok({ tenant_id: tenantId, name });
+}
+
+/** TenantObject.alarm: retention for the inbox and for the closed rows of the unknown-outcomes list. */
+export async function tenantAlarm(
+  store: SqlStore,
+  storage: DurableObjectStorage,
+  env: Env,
+  inbox: Inbox,
+): Promise<void> {
+  await inbox.prune();
+  // The stored events and the runs' notify endpoints share the one alarm: the earliest due time.
+  const now = Date.now();
+  const next = runEndpoints.earliest(
+    pruneEvents(store, env, now),
+    runEndpoints.pruneRunEndpoints(store, now),
+  );
+  const armed = await storage.getAlarm();
+  if (next !== null && (armed === null || next < armed)) await storage.setAlarm(next);
+}
