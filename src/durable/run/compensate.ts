@@ -19,7 +19,6 @@ import {
   compensationIdOf,
   compensationPolicyRefusal,
   renderArguments,
-  toolChangedSinceAsked,
   withoutResult,
 } from "../../domain/compensation.ts";
 import { idempotencyKeyFor } from "../../domain/identity.ts";
@@ -27,7 +26,7 @@ import { claimsFor } from "../../domain/limit/claims.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { admitCall } from "../../domain/turn/gate.ts";
-import type { Denial, RunState } from "../../domain/turn/turn.ts";
+import type { RunState } from "../../domain/turn/turn.ts";
 import { hostPolicy, signingKeyOf } from "../../config.ts";
 import { evaluatePolicies, policyRequestFor } from "../../policies/evaluate.ts";
 import { resolveTool } from "../../tools/catalog.ts";
@@ -273,39 +272,4 @@ export async function submitRow(
       console.error("compensation link not written", row.original_id, String(error)),
     );
   return ok({ created, compensation_id: id, reply });
-}
-
-/**
- * Asked by a compensation before each send (OperationObject → gather → RunObject.authorize): its
- * row decides, not the model's offered tools, scopes, budgets, deadline or a cancel — a person
- * asked for it. `policyVersion` (after an approval): the compensating tool's source the approver
- * saw; another source cannot ride that approval.
- */
-export async function authorizeCompensation(
-  parts: RunParts,
-  tenantId: string,
-  originalId: string,
-  tool: string,
-  policyVersion: string | null,
-): Promise<Result<true, Denial>> {
-  const deny = (message: string) =>
-    err<Denial>({ status: "rejected", code: "tool_not_allowed", message });
-  if (!parts.rows.loadFor(tenantId)) return deny("The run this compensation belongs to is gone.");
-  const row = compensationRow(parts, originalId);
-  if (!row || row.tool !== tool)
-    return deny(`No compensation of ${originalId} by ${tool} was asked for.`);
-  if (policyVersion !== null && (await sha256Hex(row.source)) !== policyVersion)
-    return err({
-      status: "rejected",
-      code: "approval_expired",
-      message: `The tool ${tool} changed while the compensation waited; it was not sent.`,
-    });
-  if (policyVersion !== null) {
-    // The approver saw the tool as it was asked with; the tenant may have re-PUT or deleted it since.
-    const found = await tenantStub(parts.env, tenantId).sources([tool]);
-    const current = found.ok ? canonicalJson(found.value[tool]) : null;
-    const changed = toolChangedSinceAsked(tool, row.source, current);
-    if (changed) return err({ status: "rejected", code: "approval_expired", message: changed });
-  }
-  return ok(true);
 }

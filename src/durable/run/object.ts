@@ -47,6 +47,7 @@ import { McpCalls } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
 import { runIndexEntry } from "./index-entry.ts";
 import * as Undo from "./compensate.ts";
+import { authorizeCompensation } from "./authorize-compensation.ts";
 import { rollbackAlarm, rollbackOf, startRollback } from "./rollback.ts";
 import type { CompensationSource } from "../operation/compensation.ts";
 
@@ -194,7 +195,7 @@ export class RunObject extends DurableObject<Env> {
     compensates: string | null = null,
   ): Promise<Result<true, Denial>> {
     if (compensates)
-      return Undo.authorizeCompensation(this.parts, tenantId, compensates, tool, policyVersion);
+      return authorizeCompensation(this.parts, tenantId, compensates, tool, policyVersion);
     const run = this.rows.loadFor(tenantId);
     const verdict = mayExecute(run, run ? this.offered.of(run) : new Map(), tool, Date.now());
     if (!verdict.ok || policyVersion === null || !run) return verdict;
