@@ -195,18 +195,3 @@ export function toolChangedSinceAsked(
   if (current === asked) return null;
   return `The tool ${tool} was ${current === null ? "deleted" : "changed"} after this compensation was asked for, so its approval no longer applies and nothing was sent. This compensation is closed; asking again asks for a new one, with the tool as it stands then.`;
 }
-
-/** A compensation the tenant's Cedar set refuses when asked: nothing recorded, ask again later. */
-export function compensationPolicyRefusal(d: {
-  version: string;
-  policies: string[];
-  errors?: string[];
-}): string {
-  const by =
-    d.policies.length > 0
-      ? `policy ${d.policies.join(", ")}`
-      : (d.errors?.length ?? 0) > 0
-        ? `it could not be evaluated: ${d.errors!.join("; ")}`
-        : "no policy permitting it";
-  return `the organisation's access policy denies this compensation (${by}; policy set ${d.version}); nothing was sent and nothing recorded: ask again once the policy allows it`;
-}

@@ -152,17 +152,23 @@ export function validationProblem(text: string, schema: string): string | null {
     .join("; ");
 }
 
+type Denied = { version: string; policies: string[]; errors?: string[] };
+
+/** Which policy refused (or that none permits, or that the set could not be evaluated). */
+function deniedBy(d: Denied): string {
+  return d.policies.length > 0
+    ? `policy ${d.policies.join(", ")}`
+    : (d.errors?.length ?? 0) > 0
+      ? `it could not be evaluated: ${d.errors!.join("; ")}`
+      : "no policy permitting it";
+}
+
 /** What the model is told when the tenant's policy set refuses a call. */
-export function policyRefusal(d: {
-  version: string;
-  policies: string[];
-  errors?: string[];
-}): string {
-  const by =
-    d.policies.length > 0
-      ? `policy ${d.policies.join(", ")}`
-      : (d.errors?.length ?? 0) > 0
-        ? `it could not be evaluated: ${d.errors!.join("; ")}`
-        : "no policy permitting it";
-  return `Policy does not allow this: the organisation's access policy denies it (${by}; policy set ${d.version}). Do not retry; tell the user it needs a person with the right permissions.`;
+export function policyRefusal(d: Denied): string {
+  return `Policy does not allow this: the organisation's access policy denies it (${deniedBy(d)}; policy set ${d.version}). Do not retry; tell the user it needs a person with the right permissions.`;
+}
+
+/** A compensation (undo) the tenant's policy set refuses when asked: nothing recorded, ask again later. */
+export function compensationPolicyRefusal(d: Denied): string {
+  return `the organisation's access policy denies this compensation (${deniedBy(d)}; policy set ${d.version}); nothing was sent and nothing recorded: ask again once the policy allows it`;
 }

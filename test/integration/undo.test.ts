@@ -21,22 +21,7 @@ import {
   unique,
   upstream,
 } from "../support/api.ts";
-
-const REFUND_SCHEMA = {
-  type: "object",
-  additionalProperties: false,
-  properties: {
-    charge_id: { type: "string", minLength: 1 },
-    amount: { type: "integer", exclusiveMinimum: 0 },
-    reason: { enum: ["requested_by_customer", "duplicate"] },
-  },
-  required: ["charge_id", "amount", "reason"],
-};
-const UNDO = {
-  charge_id: "{result.id}",
-  amount: "{input.amount}",
-  reason: "requested_by_customer",
-};
+import { REFUND_SCHEMA, UNDO } from "../support/undo.ts";
 
 const refundTool = (url: string, extra: Record<string, unknown> = {}) =>
   manifest({

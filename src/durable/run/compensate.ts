@@ -17,7 +17,6 @@ import {
   asksAnew,
   compensable,
   compensationIdOf,
-  compensationPolicyRefusal,
   renderArguments,
   withoutResult,
 } from "../../domain/compensation.ts";
@@ -28,7 +27,11 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { admitCall } from "../../domain/turn/gate.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
 import { hostPolicy, signingKeyOf } from "../../config.ts";
-import { evaluatePolicies, policyRequestFor } from "../../policies/evaluate.ts";
+import {
+  compensationPolicyRefusal,
+  evaluatePolicies,
+  policyRequestFor,
+} from "../../policies/evaluate.ts";
 import { resolveTool } from "../../tools/catalog.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import type { CompensationSource } from "../operation/compensation.ts";
