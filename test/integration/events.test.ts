@@ -168,12 +168,41 @@ describe("events out", () => {
         type: "operation.recorded",
         run_id: runId,
         tool: name,
-        data: expect.objectContaining({ status: "succeeded", code: null, arguments: charge }),
+        data: expect.objectContaining({
+          status: "succeeded",
+          code: null,
+          took_effect: true,
+          arguments: charge,
+        }),
       }),
     ]);
     const typed = await api("GET", "/v1/events?type=operation.recorded&limit=500");
     expect(typed.body.events.every((e: Event) => e.type === "operation.recorded")).toBe(true);
     expect(ofOp(typed.body.events, operationId)).toHaveLength(1);
+  });
+
+  it("operation.recorded says whether it took effect: failed/invalid_output did (the tool answered success), a 400 did not", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    await up.script({ kind: "invalid_json" }, { kind: "status", status: 400 });
+    const unreadable = await turn(runId, [{ id: "u1", name, arguments: charge }]);
+    expect(unreadable.body.results[0]).toMatchObject({ status: "failed", code: "invalid_output" });
+    const refused = await turn(runId, [{ id: "u2", name, arguments: { ...charge, amount: 701 } }]);
+    expect(refused.body.results[0]).toMatchObject({
+      status: "rejected",
+      code: "invalid_arguments",
+    });
+    const ids = [unreadable, refused].map((r) => r.body.results[0].operation_id as string);
+    const events = await feedUntil((all) => ids.every((id) => ofOp(all, id).length >= 1));
+    expect(ids.map((id) => ofOp(events, id)[0]!.data)).toEqual([
+      expect.objectContaining({ status: "failed", code: "invalid_output", took_effect: true }),
+      expect.objectContaining({
+        status: "rejected",
+        code: "invalid_arguments",
+        took_effect: false,
+      }),
+    ]);
+    expect((await up.state()).effects).toHaveLength(1);
   });
 
   it("a run's turns: turn.settled once per turn (a poll again adds none); run.budget_exhausted once, the first time a budget refuses", async () => {

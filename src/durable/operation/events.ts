@@ -6,7 +6,12 @@
 // id is stable over (operation, seq, type), so a resend carries the same id. `data` is what the
 // console shows, redacted: redacted fields absent, hidden values scrubbed, never a secret or a
 // result body.
-import type { Effect, OperationEvent, OperationState } from "../../domain/operation/index.ts";
+import {
+  tookEffect,
+  type Effect,
+  type OperationEvent,
+  type OperationState,
+} from "../../domain/operation/index.ts";
 import { eventId, omitPaths, type EventMessage, type ToolgateEvent } from "../../domain/events.ts";
 import { scrub } from "../../domain/redact.ts";
 import type { FrozenRow, Shell } from "./contracts.ts";
@@ -124,6 +129,11 @@ export function operationEvents(
       make("operation.recorded", {
         status: state.outcome.status,
         code: state.outcome.status === "succeeded" ? null : state.outcome.code,
+        // failed/invalid_output took effect: a consumer must not read "failed" as "not done".
+        took_effect: tookEffect(
+          state.outcome.status,
+          state.outcome.status === "succeeded" ? null : state.outcome.code,
+        ),
         attempts: state.attempts,
         latency_ms: latencyMs(before, state.recordedAtMs),
         via: state.via,
