@@ -37,7 +37,7 @@ type Route = {
   query?: string[];
 };
 
-const ROUTES: Route[] = [
+export const ROUTES: Route[] = [
   {
     method: "post",
     path: "/v1/admin/tenants",
@@ -332,6 +332,13 @@ const ROUTES: Route[] = [
     query: ["since"],
   },
   {
+    method: "get",
+    path: "/v1/admin/stats",
+    summary:
+      "Development deployments only (404 elsewhere): SQL rows read and written and RPC calls by Class.method since the isolate started (the bench reads it)",
+    auth: "admin token",
+  },
+  {
     method: "post",
     path: "/v1/admin/tenants/{tenant_id}/reindex",
     summary:
@@ -361,6 +368,8 @@ const ROUTES: Route[] = [
     auth: "run token",
   },
   { method: "get", path: "/healthz", summary: "Liveness", auth: "none" },
+  { method: "get", path: "/openapi.json", summary: "This document (OpenAPI 3.1)", auth: "none" },
+  { method: "get", path: "/docs", summary: "This document as a page", auth: "none" },
 ];
 
 const jsonSchema = (schema: z.ZodType, io: "input" | "output") =>

@@ -2,6 +2,8 @@
 // nothing), manifest validation, bound arguments, secrets that never leak, and the tool registry.
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { app } from "../../src/http/app.ts";
+import { ROUTES } from "../../src/http/openapi.ts";
 import { api, manifest, setup, trace, turn, unique, upstream } from "../support/api.ts";
 
 const fetchRaw = (path: string, init: RequestInit) =>
@@ -236,5 +238,22 @@ describe("documentation", () => {
     const docs = await fetchRaw("/docs", {});
     expect(docs.headers.get("Content-Type")).toMatch(/text\/html/);
     expect(await docs.text()).toContain("/v1/runs/{run_id}/turns");
+  });
+
+  it("documents every route the router serves, and serves every route it documents", () => {
+    // The router's own table (Hono's app.routes), in OpenAPI's spelling. Middleware is registered
+    // as ALL on a wildcard; the console is pages for people, not the API. /mcp is one ALL handler
+    // (Streamable HTTP), documented as its POST.
+    const served = new Set(
+      app.routes
+        .filter((r) => !r.path.endsWith("*") && !r.path.startsWith("/console"))
+        .map(
+          (r) => `${r.method === "ALL" ? "POST" : r.method} ${r.path.replace(/:(\w+)/g, "{$1}")}`,
+        ),
+    );
+    const documented = new Set(ROUTES.map((r) => `${r.method.toUpperCase()} ${r.path}`));
+    expect([...served].filter((route) => !documented.has(route))).toEqual([]);
+    expect([...documented].filter((route) => !served.has(route))).toEqual([]);
+    expect(documented.size).toBeGreaterThan(40);
   });
 });
