@@ -62,7 +62,8 @@ export const ROUTES: Route[] = [
   {
     method: "put",
     path: "/v1/tools/{name}",
-    summary: "Register or replace an HTTP tool manifest",
+    summary:
+      "Register or replace an HTTP tool manifest → the record and warnings ([] or one context_required: the run context fields its runs must carry)",
     auth: "tools:write",
     body: Manifest,
   },
@@ -157,7 +158,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/runs",
     summary:
-      "Create a run → run_id, run_token, tools (with notify.url: notify.webhook_id and its whsec_ secret, in this answer only)",
+      "Create a run → run_id, run_token, tools, warnings (idempotency_unverified, context_missing; [] when none) (with notify.url: notify.webhook_id and its whsec_ secret, in this answer only)",
     auth: "runs:write",
     body: CreateRun,
   },
@@ -170,7 +171,8 @@ export const ROUTES: Route[] = [
   {
     method: "patch",
     path: "/v1/runs/{run_id}",
-    summary: "Change the user's scopes and/or the offered tools",
+    summary:
+      "Change the user's scopes and/or the offered tools → the run and its warnings, as at creation",
     auth: "runs:write",
     body: PatchRun,
   },
@@ -186,7 +188,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/runs/{run_id}/tools",
     summary:
-      "Tool definitions for the model, and warnings for tools whose idempotency is not verified",
+      "Tool definitions for the model, and warnings: tools whose idempotency is not verified, context fields an offered tool reads that the run lacks",
     auth: "runs:read or run token",
     query: ["format"],
   },

@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { AppEnv } from "./auth.ts";
 import { ApiProblem, toApiError, type ObjectError } from "./problem.ts";
 import * as stubs from "../durable/stubs.ts";
+import { describeInvalid } from "../domain/invalid-input.ts";
 import { jsonTextProblem } from "../domain/strict-json.ts";
 import type { Wait } from "../domain/wait.ts";
 
@@ -32,9 +33,9 @@ export async function readJson<S extends z.ZodType>(
   const problem = jsonTextProblem(text);
   if (problem)
     throw new ApiProblem({ code: "invalid_json", detail: `the body is refused: ${problem}` });
-  const parsed = schema.safeParse(body);
+  const parsed = schema.safeParse(body, { reportInput: true });
   if (!parsed.success)
-    throw new ApiProblem({ code: "invalid_request", detail: z.prettifyError(parsed.error) });
+    throw new ApiProblem({ code: "invalid_request", detail: describeInvalid(parsed.error) });
   return parsed.data;
 }
 

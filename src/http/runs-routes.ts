@@ -62,7 +62,7 @@ async function created(
 ) {
   const [definitions, warnings] = await Promise.all([
     stub.toolDefinitions(tenantId),
-    stub.idempotencyWarnings(tenantId),
+    stub.warnings(tenantId),
   ]);
   return c.json(
     {
@@ -138,11 +138,10 @@ export const runRoutes = new Hono<AppEnv>()
       ? unwrap(await tenantStub(c, tenantId).runTools(tenantId, [...new Set(patch.tools)]))
       : undefined;
     const { sources: tools, facts } = read ?? {};
-    return c.json(
-      unwrap(
-        await runStub(c, runId).update(tenantId, { scopes: patch.user?.scopes, tools, facts }),
-      ),
-    );
+    const stub = runStub(c, runId);
+    const run = unwrap(await stub.update(tenantId, { scopes: patch.user?.scopes, tools, facts }));
+    // The same warnings as creation, for the run as it now stands ([] when none).
+    return c.json({ ...run, warnings: unwrap(await stub.warnings(tenantId)) });
   })
   .post("/:run_id/cancel", async (c) => {
     const runId = runIdOf(c);
@@ -197,7 +196,7 @@ export const runRoutes = new Hono<AppEnv>()
     const stub = runStub(c, runId);
     const [tools, warnings] = await Promise.all([
       stub.toolDefinitions(tenantId),
-      stub.idempotencyWarnings(tenantId),
+      stub.warnings(tenantId),
     ]);
     // Warnings sit beside the definitions: a provider refuses fields it does not know in a tool.
     return c.json({

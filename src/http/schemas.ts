@@ -233,8 +233,15 @@ export const PutWebhook = z.strictObject({
     .string()
     .max(2048)
     .describe("https, host on TOOLGATE_UPSTREAM_ALLOWLIST, no private address"),
+  // One list of "*" or types (not a union of two lists), so a typo is refused by its place and
+  // value, with every valid choice named.
   events: z
-    .union([z.tuple([z.literal("*")]), z.array(SubscribableEventType).min(1)])
+    .array(z.union([z.literal("*"), SubscribableEventType]))
+    .min(1)
+    .refine(
+      (types) => !types.includes("*") || types.length === 1,
+      '"*" stands alone: ["*"] sends every event',
+    )
     .describe('Event types to send, or ["*"] for all'),
   format: z
     .enum(["standard", "slack"])

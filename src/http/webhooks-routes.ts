@@ -6,8 +6,8 @@
 // any delivery (deliverOne): the answer says whether it arrived.
 import type { Context } from "hono";
 import { Hono } from "hono";
-import { z } from "zod";
 import type { ToolgateEvent } from "../domain/events.ts";
+import { describeInvalid } from "../domain/invalid-input.ts";
 import { deliverOne } from "../events/deliver.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
@@ -58,9 +58,9 @@ export const webhookRoutes = new Hono<AppEnv>()
   })
   .get("/:id/deliveries", async (c) => {
     const tenantId = requireRead(c);
-    const query = DeliveriesQuery.safeParse(c.req.query());
+    const query = DeliveriesQuery.safeParse(c.req.query(), { reportInput: true });
     if (!query.success)
-      throw new ApiProblem({ code: "invalid_request", detail: z.prettifyError(query.error) });
+      throw new ApiProblem({ code: "invalid_request", detail: describeInvalid(query.error) });
     const id = webhookId(c.req.param("id"));
     const deliveries = unwrap(await tenantStub(c, tenantId).listDeliveries(id, query.data.limit));
     return c.json({ webhook_id: id, deliveries });

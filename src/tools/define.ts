@@ -7,6 +7,7 @@ import { DEFAULT_APPROVAL_TTL_MS } from "../domain/operation/index.ts";
 import { closeSchema } from "../domain/json-schema.ts";
 import { toStrictSchema } from "../providers/strict-schema.ts";
 import { checkRedact } from "./manifest/compile.ts";
+import { checkContextUses } from "./manifest/context.ts";
 import { compileAcrossRuns, type AcrossRunsInput } from "./manifest/limits.ts";
 import { resourceKeyFor } from "./manifest/url.ts";
 import { DEFAULT_RETRY, type RetryPolicy } from "../domain/retry.ts";
@@ -77,6 +78,8 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
       `defineTool ${def.name}: idempotency.keyTtlMs applies only to a write with an idempotency key or a status lookup (reconcile)`,
     );
   const inputJsonSchema = closeSchema(z.toJSONSchema(def.input) as Record<string, unknown>);
+  const context = checkContextUses(def.bind ?? {}, def.limits ?? {}, inputJsonSchema);
+  if (!context.ok) throw new Error(`defineTool ${def.name}: ${context.error.detail}`);
   const acrossRuns = compileAcrossRuns(def.limitsAcrossRuns ?? [], inputJsonSchema);
   if (!acrossRuns.ok) throw new Error(`defineTool ${def.name}: ${acrossRuns.error.detail}`);
   return {

@@ -1,7 +1,8 @@
 // From a tool's limits across runs to what one call claims of each (frozen at the gate, pure): the
 // subject's value (a bound context field, the run's user, or the tenant) and the amount (a numeric
 // argument's value for `sum`, 1 for `count`). Fails closed like the per-call limits: a subject the
-// run does not define, or a summed field that is absent or not a non-negative number, denies.
+// run does not define (`contextSubject`), or a summed field that is absent or not a non-negative
+// number, denies.
 // Also the words the model reads when a window is full.
 import { err, ok, type Result } from "../result.ts";
 import type { LimitClaim, LimitOver, Usage } from "./window.ts";
@@ -32,12 +33,12 @@ export function claimsFor(
     if (limit.subject === "user") subject = userId;
     else if (limit.subject === "tenant") subject = "tenant";
     else {
-      const value = context[limit.subject.slice("context.".length)];
-      if (typeof value !== "string" && !(typeof value === "number" && Number.isFinite(value)))
+      const value = contextSubject(context[limit.subject.slice("context.".length)]);
+      if (value === null)
         return deny(
           `${limit.name} is counted per ${limit.subject}, which this run does not define; tell the user the tool is not set up for them.`,
         );
-      subject = String(value);
+      subject = value;
     }
     let amount = 1;
     if (limit.measure.kind === "sum") {
@@ -58,6 +59,15 @@ export function claimsFor(
     });
   }
   return ok(claims);
+}
+
+/**
+ * A context value as a subject: a non-empty string or a finite number. Anything else (absent, "",
+ * an object) is no subject: counting it would make one bucket every such run shares.
+ */
+export function contextSubject(value: unknown): string | null {
+  if (typeof value === "string") return value === "" ? null : value;
+  return typeof value === "number" && Number.isFinite(value) ? String(value) : null;
 }
 
 const deny = (why: string): Result<never, ClaimRefusal> =>

@@ -42,8 +42,8 @@ export function checkLimits(
     ] as const) {
       const raw = limit[bound];
       if (raw === undefined) continue;
-      const threshold = typeof raw === "number" ? raw : context[raw.replace(/^context\./, "")];
-      if (typeof threshold !== "number")
+      const threshold = thresholdOf(raw, context);
+      if (threshold === null)
         return deny(field, `has a ${bound} limit (${String(raw)}) this run does not define`);
       if (typeof value !== "number" || !compare(value, threshold))
         return deny(
@@ -53,6 +53,12 @@ export function checkLimits(
     }
   }
   return ok(true);
+}
+
+/** A limit's max or min: a number, or the run's `context.<field>` when that holds a number. */
+export function thresholdOf(raw: number | string, context: Record<string, unknown>): number | null {
+  const threshold = typeof raw === "number" ? raw : context[raw.replace(/^context\./, "")];
+  return typeof threshold === "number" ? threshold : null;
 }
 
 const deny = (field: string, why: string): Result<true, PolicyRefusal> =>

@@ -1,6 +1,7 @@
 // What the RunObject answers over RPC (routes, the console and other objects call it through
 // stubs): the run as the API shows it, a turn's reply, and the closed set of run errors. Types only,
 // plus `notFound`; the one error → HTTP map is src/http/problem.ts.
+import type { ContextMissing } from "../../domain/context-needs.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import { err, type Result } from "../../domain/result.ts";
 import type { Budgets } from "../../domain/turn/budget.ts";
@@ -39,6 +40,8 @@ export type IdempotencyWarning = {
   enforced: boolean;
   detail: string;
 };
+/** What POST /v1/runs, PATCH and GET …/tools answer beside the tools (always a list, maybe empty). */
+export type RunWarning = IdempotencyWarning | ContextMissing;
 export type RunError =
   | { code: "not_found"; detail: string }
   | { code: "invalid_request"; detail: string }

@@ -1,6 +1,7 @@
 // What the run exports to the model beside its tools: the definitions as plain data (plus
-// toolgate_check_status with any write), and a warning for each offered tool whose idempotency key
-// no verification vouches for (the definitions themselves stay provider-valid).
+// toolgate_check_status with any write), and its warnings (the definitions themselves stay
+// provider-valid): each offered tool whose idempotency key no verification vouches for, and each
+// context field an offered tool reads that the run lacks (domain/context-needs.ts).
 import { CHECK_STATUS_DEFINITION, offersCheckStatus } from "../../domain/check-status.ts";
 import { callFacts, type TenantFacts } from "../../domain/tenant-facts.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
@@ -9,7 +10,8 @@ import { requireVerifiedIdempotency } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolDefinition, ToolSpec } from "../../tools/spec.ts";
 import { verificationStatuses, verificationStatusOf } from "../tenant/verification-client.ts";
-import type { IdempotencyWarning } from "./contracts.ts";
+import type { IdempotencyWarning, RunWarning } from "./contracts.ts";
+import { missingContext } from "../../domain/context-needs.ts";
 
 /** The offered tools as plain data, for exporting definitions to the model (plus toolgate_check_status with any write). */
 export function toolDefinitions(offered: readonly ToolSpec[]): ToolDefinition[] {
@@ -48,6 +50,20 @@ export async function idempotencyWarnings(
       enforced,
       detail: unverifiedTraceDetail({ status, enforced }),
     }));
+}
+
+/** Everything the run is warned about: unverified idempotency, then missing context. */
+export async function runWarnings(
+  env: Env,
+  tenantId: string,
+  run: RunState,
+  offered: readonly ToolSpec[],
+  facts: TenantFacts | null,
+): Promise<RunWarning[]> {
+  return [
+    ...(await idempotencyWarnings(env, tenantId, run, facts)),
+    ...missingContext(offered, run.context),
+  ];
 }
 
 /** Each offered tool's status from the snapshot (it covers every offered tool: no RPC). */

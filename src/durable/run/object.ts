@@ -32,9 +32,10 @@ import {
   type RunError,
   type RunInit,
   type RunView,
+  type RunWarning,
   type TurnReply,
 } from "./contracts.ts";
-import { idempotencyWarnings, toolDefinitions } from "./export.ts";
+import { idempotencyWarnings, runWarnings, toolDefinitions } from "./export.ts";
 import { OfferedTools } from "./offered.ts";
 import type { RunParts } from "./parts.ts";
 import { runAlarm } from "./retention.ts";
@@ -173,6 +174,16 @@ export class RunObject extends DurableObject<Env> {
     return run
       ? ok(toolDefinitions([...this.offered.of(run).values()]))
       : this.rows.missing(tenantId);
+  }
+
+  /** The run's warnings (export.ts): unverified idempotency and missing context, [] when none. */
+  async warnings(tenantId: string): Promise<Result<RunWarning[], RunError>> {
+    const run = this.rows.loadFor(tenantId);
+    if (!run) return this.rows.missing(tenantId);
+    const offered = [...this.offered.of(run).values()];
+    return ok(
+      await runWarnings(this.env, tenantId, run, offered, this.facts.usable(run, Date.now())),
+    );
   }
 
   /** Offered tools whose idempotency key no verification vouches for (export.ts). */

@@ -3,6 +3,7 @@
 // name unless a manifest of the same name overrides them. The callers' side (operations and runs
 // asking for verdicts, which settings are verifiable) is verification-client.ts.
 import { hostPolicy } from "../../config.ts";
+import { contextRequired, type ContextRequired } from "../../domain/context-needs.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import {
   countedStatus,
@@ -35,7 +36,7 @@ export async function putTool(
   env: Env,
   name: string,
   manifest: unknown,
-): Promise<Result<ToolRecord & { created: boolean }, TenantError>> {
+): Promise<Result<ToolRecord & { created: boolean; warnings: ContextRequired[] }, TenantError>> {
   const compiled = compileManifest(manifest, hostPolicy(env));
   if (!compiled.ok) return compiled;
   if (compiled.value.name !== name)
@@ -54,8 +55,16 @@ export async function putTool(
   if (!compensation.ok) return compensation;
   const settingsHash = (await verificationSettingsHash(manifest))!;
   store.ensureSchema();
-  const previous = store.one<{ version: number }>("SELECT version FROM tools WHERE name = ?", name);
+  const previous = store.one<ToolRow>("SELECT * FROM tools WHERE name = ?", name);
   const version = (previous?.version ?? 0) + 1;
+  // What runs must carry, and what this version reads that the one it replaces did not.
+  const replaced = previous
+    ? compileManifest(JSON.parse(previous.manifest), hostPolicy(env))
+    : null;
+  const required = contextRequired(
+    compiled.value,
+    previous && replaced?.ok ? { spec: replaced.value, version: previous.version } : null,
+  );
   const now = Date.now();
   store.run(
     "INSERT OR REPLACE INTO tools (name, manifest, version, updated_at) VALUES (?, ?, ?, ?)",
@@ -73,6 +82,7 @@ export async function putTool(
     updated_at: new Date(now).toISOString(),
     verification: verificationFor(verificationRow(store, name), settingsHash),
     created: previous === null,
+    warnings: required ? [required] : [],
   });
 }
 

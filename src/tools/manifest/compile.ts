@@ -1,9 +1,11 @@
 // JSON tool manifests (DESIGN.md "Tools") → ToolSpec: the one compile. It parses the manifest
 // (schema.ts), closes the input schema (domain/json-schema.ts) and turns it into zod
-// (z.fromJSONSchema), checks every URL template against the host policy (url.ts) and builds the
-// request, reconcile and preview builders.
+// (z.fromJSONSchema), checks every URL template against the host policy (url.ts) and what the tool
+// reads from a run's context against the schema (context.ts), and builds the request, reconcile
+// and preview builders.
 import { z } from "zod";
 import { DEFAULT_APPROVAL_TTL_MS } from "../../domain/operation/index.ts";
+import { describeInvalid } from "../../domain/invalid-input.ts";
 import { closeSchema, refProblem, type Schema } from "../../domain/json-schema.ts";
 import { parsePointers } from "../../domain/redact.ts";
 import { DEFAULT_KEY_TTL_MS } from "../../domain/retry-late.ts";
@@ -11,15 +13,16 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { toStrictSchema } from "../../providers/strict-schema.ts";
 import type { ApprovalRule, ToolSpec } from "../spec.ts";
 import { Manifest, type HostPolicy, type ManifestError } from "./schema.ts";
+import { checkContextUses } from "./context.ts";
 import { compileAcrossRuns } from "./limits.ts";
 import { compileSandbox } from "./sandbox.ts";
 import { compileCompensate } from "./compensate.ts";
 import { buildUrl, checkTemplate, requestBuilder, resourceKeyFor } from "./url.ts";
 
 export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpec, ManifestError> {
-  const parsed = Manifest.safeParse(raw);
+  const parsed = Manifest.safeParse(raw, { reportInput: true });
   if (!parsed.success)
-    return err({ code: "invalid_manifest", detail: z.prettifyError(parsed.error) });
+    return err({ code: "invalid_manifest", detail: describeInvalid(parsed.error) });
   const m = parsed.data;
   const pointers = checkRedact(m.redact);
   if (pointers) return err(pointers);
@@ -82,6 +85,8 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
       code: "invalid_manifest",
       detail: "preview: shown to an approver, so it needs an approval rule that can ask",
     });
+  const context = checkContextUses(m.bind, m.limits, inputJsonSchema);
+  if (!context.ok) return context;
   const acrossRuns = compileAcrossRuns(m.limits_across_runs, inputJsonSchema);
   if (!acrossRuns.ok) return acrossRuns;
   const sandbox = compileSandbox(m, output, hosts);

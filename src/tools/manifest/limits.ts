@@ -4,6 +4,7 @@
 // out of range or a name used twice is refused as `invalid_manifest`, never ignored).
 import { z } from "zod";
 import type { AcrossRunsLimit } from "../../domain/limit/claims.ts";
+import { describeInvalid } from "../../domain/invalid-input.ts";
 import { parseWindow } from "../../domain/limit/window.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { Manifest } from "./schema.ts";
@@ -15,11 +16,11 @@ export function compileAcrossRuns(
   raw: AcrossRunsInput,
   inputJsonSchema: Record<string, unknown>,
 ): Result<AcrossRunsLimit[], { code: "invalid_manifest"; detail: string }> {
-  const parsed = AcrossRuns.safeParse(raw);
+  const parsed = AcrossRuns.safeParse(raw, { reportInput: true });
   if (!parsed.success)
     return err({
       code: "invalid_manifest",
-      detail: `limits_across_runs: ${z.prettifyError(parsed.error)}`,
+      detail: `limits_across_runs: ${describeInvalid(parsed.error)}`,
     });
   const properties = (inputJsonSchema.properties ?? {}) as Record<string, { type?: unknown }>;
   const seen = new Set<string>();

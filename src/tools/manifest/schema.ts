@@ -2,6 +2,7 @@
 // object is strict (an unknown field is refused, never ignored), and a field toolgate does not
 // enforce yet is refused as `unsupported_field`. Parsing only: compile.ts makes the ToolSpec.
 import { z } from "zod";
+import { CONTEXT_FIELD } from "../../domain/context-needs.ts";
 import { DEFAULT_RETRY } from "../../domain/retry.ts";
 import { MAX_KEY_TTL_MS, MIN_KEY_TTL_MS } from "../../domain/retry-late.ts";
 
@@ -39,6 +40,11 @@ const RequestTemplate = z.strictObject({
   url: z.string().max(2048),
   headers: z.record(z.string(), z.string()).default({}),
 });
+
+const LimitBound = z.union([
+  z.number(),
+  z.string().regex(CONTEXT_FIELD, "a limit's max and min are a number or context.<field>"),
+]);
 
 const KeyTtl = z.number().int().min(MIN_KEY_TTL_MS).max(MAX_KEY_TTL_MS).optional();
 
@@ -84,11 +90,9 @@ export const Manifest = z.strictObject({
     .max(256)
     .regex(/^[^{}]*(\{[a-zA-Z0-9_]+\}[^{}]*)*$/, "resource templates look like order:{order_id}")
     .optional(),
+  // Each key a top-level property of input_schema, each value context.<field> (context.ts).
   bind: z
-    .record(
-      z.string(),
-      z.string().regex(/^context\.[a-zA-Z0-9_]+$/, "bind values look like context.field"),
-    )
+    .record(z.string(), z.string().regex(CONTEXT_FIELD, "bind values look like context.<field>"))
     .default({}),
   requires_scopes: z.array(z.string()).default([]),
   approval: Approval.optional(),
@@ -97,8 +101,8 @@ export const Manifest = z.strictObject({
       z.string(),
       z
         .strictObject({
-          max: z.union([z.number(), z.string()]),
-          min: z.union([z.number(), z.string()]),
+          max: LimitBound,
+          min: LimitBound,
           enum: z.array(z.unknown()),
         })
         .partial(),
