@@ -6,15 +6,18 @@ import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import {
   ADMIN,
+  ALL_SCOPES,
   api,
   fireAlarm,
   manifest,
+  newTenant,
   opStub,
   pastFactsBound,
   unique,
   upstream,
 } from "../support/api.ts";
 import { REFUND_INPUT, seniorOnlyOver500, tenantWithRefunds } from "../support/cedar.ts";
+import { charged, compensate, refundRequestsOf, shop } from "../support/undo.ts";
 
 const forbidAll = (tool: string) => `@id("no-refunds")
 forbid (principal, action == Action::"${tool}", resource);`;
@@ -155,6 +158,23 @@ forbid (principal, action == Action::"${t.name}", resource) when { context.argum
     expect(approved.body.result.message).toContain("scaled-cap");
     expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([10]);
   });
+
+  it("a compensation the set's evaluation errors on is refused before anything is recorded (422 policy_denied naming the policy), nothing sent", async () => {
+    const t = await newTenant(ALL_SCOPES);
+    const as = { Authorization: `Bearer ${t.key}` };
+    const s = await shop({ as, undo: { approval: "none" } });
+    const refund = s.refund.name as string;
+    const set = `permit (principal, action, resource);
+@id("scaled-refund-cap")
+forbid (principal, action == Action::"${refund}", resource)
+when { context.arguments.amount * 1000000000000 > 5000000000000000 };`;
+    expect((await api("PUT", "/v1/policies", { policies: set }, as)).status).toBe(201);
+    const original = await charged(s.runId, s.charge.name as string, 10_000_000, as);
+    const refused = await compensate(original.operation_id, as, 5);
+    expect([refused.status, refused.body.code]).toEqual([422, "policy_denied"]);
+    expect(refused.body.detail).toContain("scaled-refund-cap");
+    expect(await refundRequestsOf(s.up)).toHaveLength(0);
+  });
 });
 
 describe("the set of the moment applies to every operation not yet sent (N2)", () => {
@@ -203,6 +223,28 @@ describe("the set of the moment applies to every operation not yet sent (N2)", (
     const denials = trace.filter((e: any) => e.type === "denied").map((e: any) => e.code);
     expect(denials).toEqual(["policy_denied", "policy_denied"]);
     expect((await up.state()).requests.map((r) => r.body.amount)).toEqual([300, 301]);
+  });
+
+  it("a write queued behind a resource lock before the set appeared leaves the queue at its next recheck, rejected/policy_denied, nothing sent", async () => {
+    const up = upstream();
+    const t = await tenantWithRefunds(up.url, {
+      resource: "customer:{customer_id}",
+      timeout_ms: 300,
+    });
+    // The holder's answer never arrives: it keeps the customer's lock while its outcome is unknown.
+    await up.script({ kind: "commit_then_hang" });
+    const runId = await t.run();
+    expect((await t.refund(runId, 1)).status).not.toBe("succeeded");
+    const queued = await t.refund(runId, 2, 0);
+    expect(queued).toMatchObject({ status: "pending", code: "resource_locked" });
+    expect((await t.putPolicies(forbidAll(t.name))).status).toBe(201);
+    expect(await fireAlarm(queued.operation_id)).toBe(true);
+    const seen = await operationOf(queued.operation_id, t.as);
+    expect(seen.body).toMatchObject({
+      phase: "recorded",
+      result: { status: "rejected", code: "policy_denied" },
+    });
+    expect((await up.state()).requests.map((r) => r.body.amount)).toEqual([1]);
   });
 
   it("an operation frozen before requests were frozen for every operation (no request in its plan): rebuilt from its frozen input without the user's attributes — a forbid applies, a permit by attribute does not", async () => {
