@@ -296,7 +296,8 @@ const ROUTES: Route[] = [
   {
     method: "delete",
     path: "/v1/policies",
-    summary: "Remove the tenant's Cedar policy set: calls are no longer Cedar-gated → 204 (404: none)",
+    summary:
+      "Remove the tenant's Cedar policy set: calls are no longer Cedar-gated → 204 (404: none)",
     auth: "policies:write",
   },
   {

@@ -32,6 +32,16 @@ when { context.arguments.amount * 1000000000000 > 5000000000000000 };`;
 const operationOf = (id: string, as: Record<string, string>) =>
   api("GET", `/v1/operations/${id}`, undefined, as);
 
+/** The operation ended recorded, rejected/policy_denied; its result (what the model reads). */
+async function refusedByPolicy(id: string, as: Record<string, string>) {
+  const seen = await operationOf(id, as);
+  expect(seen.body).toMatchObject({
+    phase: "recorded",
+    result: { status: "rejected", code: "policy_denied" },
+  });
+  return seen.body.result as { message: string };
+}
+
 describe("Cedar fails closed: evaluation errors and tool changes", () => {
   afterEach(() => vi.useRealTimers());
 
@@ -191,10 +201,9 @@ describe("the set of the moment applies to every operation not yet sent (N2)", (
     const approved = await api("POST", `/v1/operations/${waiting.operation_id}/approve`, {}, t.as);
     expect(approved.status).toBe(200);
     expect(approved.body.result).toMatchObject({ status: "rejected", code: "policy_denied" });
-    const seen = await operationOf(waiting.operation_id, t.as);
-    expect(seen.body).toMatchObject({ phase: "recorded", result: { code: "policy_denied" } });
-    expect(seen.body.result.message).toMatch(/^Policy does not allow this/);
-    expect(seen.body.result.message).toContain("no-refunds");
+    const told = await refusedByPolicy(waiting.operation_id, t.as);
+    expect(told.message).toMatch(/^Policy does not allow this/);
+    expect(told.message).toContain("no-refunds");
     expect((await up.state()).requests).toHaveLength(0);
   });
 
@@ -209,12 +218,8 @@ describe("the set of the moment applies to every operation not yet sent (N2)", (
     expect((await t.putPolicies(forbidAll(t.name))).status).toBe(201);
 
     expect(await fireAlarm(notProcessed.operation_id)).toBe(true);
-    const refused = await operationOf(notProcessed.operation_id, t.as);
-    expect(refused.body).toMatchObject({
-      phase: "recorded",
-      result: { status: "rejected", code: "policy_denied" },
-    });
-    expect(refused.body.result.message).toContain("no-refunds");
+    const refused = await refusedByPolicy(notProcessed.operation_id, t.as);
+    expect(refused.message).toContain("no-refunds");
 
     expect(await fireAlarm(mayHaveApplied.operation_id)).toBe(true);
     const stopped = await operationOf(mayHaveApplied.operation_id, t.as);
@@ -239,11 +244,7 @@ describe("the set of the moment applies to every operation not yet sent (N2)", (
     expect(queued).toMatchObject({ status: "pending", code: "resource_locked" });
     expect((await t.putPolicies(forbidAll(t.name))).status).toBe(201);
     expect(await fireAlarm(queued.operation_id)).toBe(true);
-    const seen = await operationOf(queued.operation_id, t.as);
-    expect(seen.body).toMatchObject({
-      phase: "recorded",
-      result: { status: "rejected", code: "policy_denied" },
-    });
+    await refusedByPolicy(queued.operation_id, t.as);
     expect((await up.state()).requests.map((r) => r.body.amount)).toEqual([1]);
   });
 
