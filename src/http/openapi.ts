@@ -63,17 +63,20 @@ export const ROUTES: Route[] = [
     method: "put",
     path: "/v1/tools/{name}",
     summary:
-      "Register or replace an HTTP tool manifest → the record and warnings ([] or one context_required: the run context fields its runs must carry)",
+      "Register or replace an HTTP tool manifest → the record and warnings ([] or one context_required: the run context fields its runs must carry); a change that would make the tenant's Cedar policy set fail validation → 422 tool_breaks_policy_set with Cedar's message, nothing stored, unless ?force=1 (stored, and the set marked invalid: every call refused until the set is PUT again)",
     auth: "tools:write",
     body: Manifest,
+    query: ["force"],
   },
   { method: "get", path: "/v1/tools", summary: "List tool manifests", auth: "tools:write" },
   { method: "get", path: "/v1/tools/{name}", summary: "Read a tool manifest", auth: "tools:write" },
   {
     method: "delete",
     path: "/v1/tools/{name}",
-    summary: "Delete a tool manifest",
+    summary:
+      "Delete a tool manifest; one the tenant's Cedar policy set needs → 422 tool_breaks_policy_set, unless ?force=1 (deleted, and the set marked invalid)",
     auth: "tools:write",
+    query: ["force"],
   },
   {
     method: "post",
@@ -287,7 +290,15 @@ export const ROUTES: Route[] = [
   {
     method: "get",
     path: "/v1/policies",
-    summary: "The tenant's Cedar policy set with its version and the generated schema",
+    summary:
+      "The tenant's Cedar policy set with its version, the generated schema and `invalid` ({ reason, since } when a forced tool change broke it, else null)",
+    auth: "policies:write",
+  },
+  {
+    method: "delete",
+    path: "/v1/policies",
+    summary:
+      "Remove the tenant's Cedar policy set: calls are no longer Cedar-gated → 204 (404: none)",
     auth: "policies:write",
   },
   {

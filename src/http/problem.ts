@@ -26,6 +26,8 @@ export type ApiError =
   | { code: "invalid_manifest"; detail: string }
   /** PUT /v1/policies: the Cedar policy set does not parse or validate against the tenant's tools (Cedar's message). */
   | { code: "invalid_policy"; detail: string }
+  /** PUT/DELETE /v1/tools/{name} would make the stored Cedar set fail validation (Cedar's message); nothing stored. */
+  | { code: "tool_breaks_policy_set"; detail: string }
   | { code: "upstream_not_allowed"; detail: string }
   /** PUT /v1/webhooks/{id}: the URL fails the tool URL rules (https, allow-list, no private address). */
   | { code: "webhook_url_not_allowed"; detail: string }
@@ -82,6 +84,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "invalid_request":
     case "invalid_manifest":
     case "invalid_policy":
+    case "tool_breaks_policy_set":
     case "upstream_not_allowed":
     case "webhook_url_not_allowed":
     case "turn_conflict":
@@ -173,6 +176,7 @@ export function statusOf(error: ApiError): number {
       return 413;
     case "invalid_manifest":
     case "invalid_policy":
+    case "tool_breaks_policy_set":
     case "webhook_url_not_allowed":
     case "unsupported_field":
     case "unsupported_jurisdiction":
@@ -228,6 +232,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "forbidden":
     case "invalid_manifest":
     case "invalid_policy":
+    case "tool_breaks_policy_set":
     case "upstream_not_allowed":
     case "webhook_url_not_allowed":
     case "unsupported_field":

@@ -1,19 +1,32 @@
 // /v1/tools: the tenant's HTTP tool manifests, and POST /v1/tools/{name}/verify: does the
 // upstream really deduplicate by the tool's idempotency header? (tools/verify.ts sends the checks
 // from this Worker; the tenant stores the verdict only if the tool still has the checked settings.)
-import { Hono } from "hono";
+// A PUT or DELETE that would break the tenant's Cedar policy set is refused (422
+// tool_breaks_policy_set) unless `?force=1`, which stores it and marks the set invalid.
+import { Hono, type Context } from "hono";
 import { ulid } from "ulid";
 import { z } from "zod";
 import { hostPolicy } from "../config.ts";
 import { prepareVerification, runVerification, VerifyTool } from "../tools/verify.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
+import { ApiProblem } from "./problem.ts";
 import { readJson, tenantStub, unwrap } from "./request.ts";
+
+/** `?force=1`, or nothing: any other value is refused rather than read as either. */
+function forced(c: Context<AppEnv>): boolean {
+  const force = c.req.query("force");
+  if (force === undefined) return false;
+  if (force === "1") return true;
+  throw new ApiProblem({ code: "invalid_request", detail: "force must be 1 (or absent)" });
+}
 
 export const toolRoutes = new Hono<AppEnv>()
   .put("/:name", async (c) => {
     const tenantId = requireScope(c, "tools:write");
+    const force = forced(c);
     const manifest = await readJson(c, z.record(z.string(), z.unknown()));
-    const saved = unwrap(await tenantStub(c, tenantId).putTool(c.req.param("name"), manifest));
+    const stub = tenantStub(c, tenantId);
+    const saved = unwrap(await stub.putTool(c.req.param("name"), manifest, force));
     const { created, ...record } = saved;
     return c.json(record, created ? 201 : 200);
   })
@@ -26,7 +39,8 @@ export const toolRoutes = new Hono<AppEnv>()
     ),
   )
   .delete("/:name", async (c) => {
-    unwrap(await tenantStub(c, requireScope(c, "tools:write")).deleteTool(c.req.param("name")));
+    const stub = tenantStub(c, requireScope(c, "tools:write"));
+    unwrap(await stub.deleteTool(c.req.param("name"), forced(c)));
     return c.body(null, 204);
   })
   .post("/:name/verify", async (c) => {

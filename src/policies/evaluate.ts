@@ -2,13 +2,19 @@
 // operation's start and again before every attempt. `forbid` wins over `permit` (Cedar's own
 // rule); a set with no permit that applies denies (Cedar's default deny). The decision and the ids
 // of the determining policies (their @id annotation, else Cedar's position id) go to the trace,
-// the model and the approver. Errors in a policy's evaluation deny (fail closed).
+// the model and the approver. Errors in a policy's evaluation deny, naming the erroring policies
+// (Cedar itself skips a policy that errors, so a forbid that errors would let the call through);
+// a set marked invalid (a forced tool change broke it) denies every call (fail closed).
 import { cedar } from "./cedar.ts";
 import { argumentTypes } from "./schema.ts";
 import type { ToolSpec } from "../tools/spec.ts";
 
-/** The stored set: its text and version (a hash of the text), as the tenant holds it. */
-export type PolicySet = { version: string; text: string };
+/**
+ * The stored set: its text and version (a hash of the text), as the tenant holds it. `invalid`: why
+ * it no longer validates against the tenant's tools (a tool change forced with ?force=1): every
+ * call is refused until the set is PUT again. Absent: it validated against the tools of the moment.
+ */
+export type PolicySet = { version: string; text: string; invalid?: string };
 /** What a call looks like to Cedar, frozen with the operation (so a retry asks about the same call). */
 export type PolicyRequest = {
   tool: string;
@@ -83,21 +89,26 @@ function staticPolicies(text: string): Record<string, string> | null {
 }
 
 export function evaluatePolicies(set: PolicySet, req: PolicyRequest): PolicyDecision {
+  const deny = (policies: string[], errors: string[]): PolicyDecision => ({
+    version: set.version,
+    decision: "deny",
+    policies,
+    errors,
+  });
+  if (set.invalid !== undefined)
+    return deny(
+      [],
+      [
+        `the policy set is marked invalid (${set.invalid}): every call is refused until the set is PUT again (PUT /v1/policies)`,
+      ],
+    );
   if (req.fractional?.length)
-    return {
-      version: set.version,
-      decision: "deny",
-      policies: [],
-      errors: req.fractional.map((name) => `${name} is not a whole number (Cedar's Long)`),
-    };
+    return deny(
+      [],
+      req.fractional.map((name) => `${name} is not a whole number (Cedar's Long)`),
+    );
   const policies = staticPolicies(set.text);
-  if (!policies)
-    return {
-      version: set.version,
-      decision: "deny",
-      policies: [],
-      errors: ["the policy set does not parse"],
-    };
+  if (!policies) return deny([], ["the policy set does not parse"]);
   const answer = cedar().isAuthorized({
     principal: { type: "User", id: req.user.id },
     action: { type: "Action", id: req.tool },
@@ -116,19 +127,22 @@ export function evaluatePolicies(set: PolicySet, req: PolicyRequest): PolicyDeci
     ],
   });
   if (answer.type === "failure")
-    return {
-      version: set.version,
-      decision: "deny",
-      policies: [],
-      errors: answer.errors.map((e) => e.message),
-    };
+    return deny(
+      [],
+      answer.errors.map((e) => e.message),
+    );
   const { decision, diagnostics } = answer.response;
-  return {
-    version: set.version,
-    decision,
-    policies: diagnostics.reason,
-    errors: diagnostics.errors.map((e) => `${e.policyId}: ${e.error.message}`),
-  };
+  // Cedar skips a policy whose condition errors (an overflow, a missing tag or attribute): a
+  // skipped forbid would silently allow. Any error denies, naming the policies that errored.
+  if (diagnostics.errors.length > 0) {
+    const erring = diagnostics.errors.map((e) => e.policyId);
+    const named = [...new Set([...(decision === "deny" ? diagnostics.reason : []), ...erring])];
+    return deny(
+      named,
+      diagnostics.errors.map((e) => `${e.policyId}: ${e.error.message}`),
+    );
+  }
+  return { version: set.version, decision, policies: diagnostics.reason, errors: [] };
 }
 
 /** Cedar's own verdict on a set against the generated schema: null when it validates. */
@@ -154,13 +168,15 @@ export function validationProblem(text: string, schema: string): string | null {
 
 type Denied = { version: string; policies: string[]; errors?: string[] };
 
-/** Which policy refused (or that none permits, or that the set could not be evaluated). */
+/** Which policy refused (or that none permits, or why the set could not be evaluated). */
 function deniedBy(d: Denied): string {
+  const errors = d.errors ?? [];
+  const named = `policy ${d.policies.join(", ")}`;
+  if (errors.length === 0) return d.policies.length > 0 ? named : "no policy permitting it";
+  const why = errors.join("; ");
   return d.policies.length > 0
-    ? `policy ${d.policies.join(", ")}`
-    : (d.errors?.length ?? 0) > 0
-      ? `it could not be evaluated: ${d.errors!.join("; ")}`
-      : "no policy permitting it";
+    ? `${named}: an error in a policy's evaluation denies (${why})`
+    : `it could not be evaluated: ${why}`;
 }
 
 /** What the model is told when the tenant's policy set refuses a call. */

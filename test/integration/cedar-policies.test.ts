@@ -2,72 +2,8 @@
 // holds before any request reaches the upstream, a set changed while a call waits for approval
 // refuses it at the check before its attempt, and a set that does not validate is refused at PUT.
 import { afterEach, describe, expect, it, vi } from "vitest";
-import {
-  ALL_SCOPES,
-  api,
-  manifest,
-  newTenant,
-  pastFactsBound,
-  unique,
-  upstream,
-} from "../support/api.ts";
-
-async function tenantWithRefunds(url: string, extra: Record<string, unknown> = {}) {
-  const { key } = await newTenant(ALL_SCOPES);
-  const as = { Authorization: `Bearer ${key}` };
-  const tool = manifest({
-    url,
-    name: unique("refund"),
-    description: "Refund the customer.",
-    input_schema: {
-      type: "object",
-      additionalProperties: false,
-      properties: { amount: { type: "integer", minimum: 1 }, customer_id: { type: "string" } },
-      required: ["amount", "customer_id"],
-    },
-    output_schema: { type: "object" },
-    request: { method: "POST", url: `${url}/refunds` },
-    bind: { customer_id: "context.customer_id" },
-    ...extra,
-  });
-  expect((await api("PUT", `/v1/tools/${tool.name as string}`, tool, as)).status).toBe(201);
-  const name = tool.name as string;
-  const run = async (attributes: Record<string, string> = {}) => {
-    const created = await api(
-      "POST",
-      "/v1/runs",
-      {
-        user: { id: unique("agent_user"), scopes: [], attributes },
-        tools: [name],
-        context: { customer_id: "cus_1" },
-      },
-      as,
-    );
-    expect(created.status).toBe(201);
-    return created.body.run_id as string;
-  };
-  const refund = async (runId: string, amount: number, wait = 3) =>
-    (
-      await api(
-        "POST",
-        `/v1/runs/${runId}/turns?format=native`,
-        { calls: [{ id: unique("call"), name, arguments: { amount } }] },
-        { ...as, Prefer: `wait=${wait}` },
-      )
-    ).body.results[0];
-  const putPolicies = (policies: string) => api("PUT", "/v1/policies", { policies }, as);
-  return { as, name, run, refund, putPolicies };
-}
-
-const seniorOnlyOver500 = (tool: string) => `
-@id("allow-refunds")
-permit (principal, action == Action::"${tool}", resource);
-
-@id("big-refunds-need-senior")
-forbid (principal, action == Action::"${tool}", resource)
-when { context.arguments.amount > 500 }
-unless { principal.hasTag("senior") };
-`;
+import { api, pastFactsBound, upstream } from "../support/api.ts";
+import { seniorOnlyOver500, tenantWithRefunds } from "../support/cedar.ts";
 
 describe("Cedar policy sets", () => {
   afterEach(() => vi.useRealTimers());

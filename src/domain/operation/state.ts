@@ -60,9 +60,15 @@ export type OperationPlan = {
    */
   limits?: LimitClaim[];
   /**
+   * What this call looks like to Cedar (issue 31), frozen for every operation whether or not its
+   * tenant had a policy set at the start: before every later attempt the set of that moment, if
+   * any, is asked about this request. Absent in plans frozen before (gather.ts rebuilds one).
+   */
+  policyRequest?: PolicyRequest;
+  /**
    * The tenant's Cedar policy set had its say at the start (issue 21): the version that decided,
-   * the decision, the determining policies, and the request it asked about (asked again, against
-   * the set of the moment, before every later attempt). Absent: the tenant had no policy set.
+   * the decision and the determining policies. Absent: the tenant had no policy set then. `request`:
+   * where plans frozen before `policyRequest` kept the request.
    */
   cedar?: {
     version: string;
@@ -70,7 +76,7 @@ export type OperationPlan = {
     policies: string[];
     /** Why it could not be evaluated (a deny), when it could not. */
     errors?: string[];
-    request: PolicyRequest;
+    request?: PolicyRequest;
   };
   /**
    * A shadow run's operation (issue 22): every request it makes goes to its tool's sandbox, never

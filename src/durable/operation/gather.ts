@@ -17,7 +17,15 @@ import { runStub, tenantStub } from "../stubs.ts";
 import { openSecrets } from "../tenant/secrets.ts";
 import type { FrozenRow, Head, OperationError, Secrets } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
-import { evaluatePolicies, policyRefusal } from "../../policies/evaluate.ts";
+import {
+  evaluatePolicies,
+  policyRefusal,
+  policyRequestFor,
+  type PolicyDecision,
+  type PolicyRequest,
+} from "../../policies/evaluate.ts";
+import { hostPolicy } from "../../config.ts";
+import { resolveTool } from "../../tools/catalog.ts";
 
 type DecideDenial = Extract<OperationEvent, { type: "decide" }>["denial"];
 
@@ -121,18 +129,40 @@ export async function gather(
 }
 
 /**
- * Before every attempt after the start: the tenant's policy set of the moment on the request the
- * start froze (plan.cedar). A set changed since applies; a deleted one allows. An operation whose
- * tenant had no set at its start asks nothing (and pays nothing).
+ * Before every attempt after the start (a retry, a resend, after an approval or a lock wait): the
+ * tenant's policy set of the moment, if any, on the request the start froze (issue 31: for every
+ * operation, so a set PUT after the start applies too). No set: allowed. The cost is this one read
+ * of the tenant, asked beside the run's verdict; a new write's first attempt never comes here.
  */
 async function policyVerdict(env: Env, frozen: FrozenRow): Promise<Result<true, Denial>> {
-  const cedar = frozen.plan.cedar;
-  if (!cedar) return ok(true);
   const set = await tenantStub(env, frozen.tenant_id).policySet();
   if (!set) return ok(true);
-  const decided = evaluatePolicies(set, cedar.request);
+  const request = frozenPolicyRequest(env, frozen);
+  const decided: PolicyDecision = request
+    ? evaluatePolicies(set, request)
+    : { version: set.version, decision: "deny", policies: [], errors: [NO_REQUEST] };
   if (decided.decision === "allow") return ok(true);
   return err({ status: "rejected", code: "policy_denied", message: policyRefusal(decided) });
+}
+
+const NO_REQUEST = "the call's policy request could not be rebuilt (its tool no longer compiles)";
+
+/**
+ * The request the start froze; in a plan frozen before every operation froze one (and started
+ * while its tenant had no set), rebuilt from the frozen tool and input with what the plan does not
+ * keep left out — the user's scopes, attributes and the run's context — so a policy that permits by
+ * them does not permit it (fail closed), and a forbid on the arguments applies. Null: the tool no
+ * longer compiles.
+ */
+function frozenPolicyRequest(env: Env, frozen: FrozenRow): PolicyRequest | null {
+  const { plan } = frozen;
+  const kept = plan.policyRequest ?? plan.cedar?.request;
+  if (kept) return kept;
+  const spec = resolveTool(frozen.source, hostPolicy(env));
+  if (!spec.ok) return null;
+  const user = { id: plan.approval?.requestedBy ?? "", scopes: [] };
+  const input = JSON.parse(frozen.input) as Record<string, unknown>;
+  return policyRequestFor(spec.value, input, user, frozen.run_id, {});
 }
 
 /** The secrets a gather fetched, or null when it did not get them (the attempt then asks again itself). */

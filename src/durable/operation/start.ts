@@ -1,9 +1,10 @@
 // A new operation's start: what it needs before its first row (its reservations of limits across
 // runs, the approval's policy version, the first attempt's secrets, the tool's idempotency
 // verification and the tenant's Cedar policy set — from the run's tenant facts when it passed them,
-// so a new write makes no tenant RPC), its plan (domain/operation/plan.ts) and its frozen row. The
-// caller re-checks that no other call started it during these awaits, then
-// applies the returned `start` event with the frozen row in one transaction.
+// so a new write makes no tenant RPC), its plan (domain/operation/plan.ts, with its Cedar request,
+// frozen for every operation) and its frozen row. The caller re-checks that no other call started
+// it during these awaits, then applies the returned `start` event with the frozen row in one
+// transaction.
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { needsApproval, type OperationPlan } from "../../domain/operation/index.ts";
 import { planOperation } from "../../domain/operation/plan.ts";
@@ -17,7 +18,7 @@ import {
   evaluatePolicies,
   policyRefusal,
   policyRequestFor,
-  type PolicySet,
+  type PolicyRequest,
 } from "../../policies/evaluate.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
@@ -42,6 +43,7 @@ async function gatherStart(
   verified: VerificationStatus | null;
   limits: Reserved;
   cedar: Cedar | null;
+  request: PolicyRequest;
 }> {
   const approvalRule = needsApproval(spec.approval, req.input.value);
   // From the run's tenant facts when it passed them (no RPC); else asked of the tenant, as before.
@@ -59,29 +61,35 @@ async function gatherStart(
           asked.answered ? asked.value : null,
         ),
   ]);
-  const cedar = facts.policies ? decide(facts.policies, spec, req) : null;
+  // Frozen whether or not the tenant has a set now: a set PUT later applies before every later attempt.
+  const request = policyRequestOf(spec, req);
+  const cedar = facts.policies ? decide(evaluatePolicies(facts.policies, request)) : null;
   const verified = facts.verified;
-  if (cedar?.decision === "deny")
-    return { policyVersion: null, secrets: null, verified, limits: NOTHING_RESERVED, cedar };
+  const none = { policyVersion: null, secrets: null, verified, cedar, request };
+  if (cedar?.decision === "deny") return { ...none, limits: NOTHING_RESERVED };
   const claims = req.limitClaims ?? [];
   const limits =
     claims.length > 0
       ? await reserveClaims(env, req.tenantId, req.operationId, claims)
       : NOTHING_RESERVED;
-  if (limits.denied) return { policyVersion: null, secrets: null, verified, limits, cedar };
+  if (limits.denied) return { ...none, limits };
   const asks = approvalRule || limits.needsApproval;
   const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
-  return { policyVersion, secrets: asks ? null : fetched, verified, limits, cedar };
+  return { policyVersion, secrets: asks ? null : fetched, verified, limits, cedar, request };
+}
+
+/** What this call looks like to the tenant's Cedar policies (policies/evaluate.ts). */
+function policyRequestOf(spec: ToolSpec, req: SubmitRequest): PolicyRequest {
+  const user = req.principal?.user ?? { id: req.userId, scopes: [] };
+  const context = req.principal?.context ?? {};
+  return policyRequestFor(spec, req.input.value, user, req.runId, context);
 }
 
 type Cedar = NonNullable<OperationPlan["cedar"]>;
-/** The tenant's Cedar policy set on this call (policies/evaluate.ts: the one function). */
-function decide(set: PolicySet, spec: ToolSpec, req: SubmitRequest): Cedar {
-  const user = req.principal?.user ?? { id: req.userId, scopes: [] };
-  const context = req.principal?.context ?? {};
-  const request = policyRequestFor(spec, req.input.value, user, req.runId, context);
-  const { version, decision, policies, errors } = evaluatePolicies(set, request);
-  return { version, decision, policies, ...(errors.length > 0 ? { errors } : {}), request };
+/** The start's decision as the plan keeps it (the request is frozen beside it, for every operation). */
+function decide(decided: ReturnType<typeof evaluatePolicies>): Cedar {
+  const { version, decision, policies, errors } = decided;
+  return { version, decision, policies, ...(errors.length > 0 ? { errors } : {}) };
 }
 
 /** The frozen row and the secrets its first attempt may use (planned now, after the awaits). */
@@ -100,7 +108,8 @@ export async function prepareStart(
     { code: "unavailable"; detail: string }
   >
 > {
-  const { policyVersion, secrets, verified, limits, cedar } = await gatherStart(env, req, spec);
+  const started = await gatherStart(env, req, spec);
+  const { policyVersion, secrets, verified, limits, cedar, request } = started;
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
   const late = settleScheduleMs(env);
@@ -109,6 +118,7 @@ export async function prepareStart(
   const plan = {
     ...planned,
     ...(limits.held.length > 0 ? { limits: limits.held } : {}),
+    policyRequest: request,
     ...(cedar ? { cedar } : {}),
     // A shadow run's write: frozen with the plan, so no retry, grant or resend can reach production.
     ...(req.shadow && spec.risk !== "read"

@@ -3,7 +3,7 @@
 // webhook endpoints (secret sealed like a tenant secret) with their capped delivery logs, and the
 // tenant-plane events the queue consumer stores (`pos`: arrival order, the feed's order), which
 // endpoints are a run's notify.url (`run_endpoints`, deleted with the run's retention), and its
-// Cedar policy set (one row, issue 21).
+// Cedar policy set (one row, issue 21; `invalid`: a forced tool change broke it, issue 31).
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 import type { SqlStore } from "./sql-store.ts";
@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
   at_ms INTEGER NOT NULL, delivered INTEGER NOT NULL, status INTEGER, latency_ms INTEGER NOT NULL, error TEXT, snippet TEXT NOT NULL,
   PRIMARY KEY (endpoint_id, seq)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS webhook_deliveries_event ON webhook_deliveries (endpoint_id, event_id);
-CREATE TABLE IF NOT EXISTS policies (k INTEGER PRIMARY KEY CHECK (k = 1), text TEXT NOT NULL, version TEXT NOT NULL, updated_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS policies (k INTEGER PRIMARY KEY CHECK (k = 1), text TEXT NOT NULL, version TEXT NOT NULL, updated_at INTEGER NOT NULL, invalid TEXT, invalid_at INTEGER);
 CREATE TABLE IF NOT EXISTS events (pos INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, at_ms INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS run_endpoints (webhook_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, prune_at INTEGER NOT NULL) WITHOUT ROWID;`;
 

@@ -12,4 +12,6 @@ export type TenantError =
   | { code: "invalid_request"; detail: string }
   /** A verification finished after the tool's checked settings were replaced (or it was deleted). */
   | { code: "tool_changed"; detail: string }
-  | { code: "invalid_policy"; detail: string };
+  | { code: "invalid_policy"; detail: string }
+  /** A tool PUT or DELETE would make the stored Cedar policy set fail validation (without ?force=1). */
+  | { code: "tool_breaks_policy_set"; detail: string };

@@ -69,11 +69,13 @@ export class TenantObject extends DurableObject<Env> {
 
   // ── Tool registry and verdicts (registry.ts) ─────────────────────────────────────────────────
 
+  /** `force`: a change that breaks the Cedar policy set is stored and the set marked invalid. */
   async putTool(
     name: string,
     manifest: unknown,
+    force = false,
   ): Promise<Result<registry.ToolRecord & { created: boolean }, TenantError>> {
-    return registry.putTool(this.store, this.env, name, manifest);
+    return registry.putTool(this.store, this.env, name, manifest, force);
   }
 
   async getTool(name: string): Promise<Result<registry.ToolRecord, TenantError>> {
@@ -85,8 +87,8 @@ export class TenantObject extends DurableObject<Env> {
     return registry.listTools(this.store);
   }
 
-  async deleteTool(name: string): Promise<Result<true, TenantError>> {
-    return registry.deleteTool(this.store, name);
+  async deleteTool(name: string, force = false): Promise<Result<true, TenantError>> {
+    return registry.deleteTool(this.store, this.env, name, force);
   }
 
   /** Stores a verdict only if the tool still has the settings it was checked with. */
@@ -117,6 +119,9 @@ export class TenantObject extends DurableObject<Env> {
   }
   async getPolicies(): Promise<policies.PolicyRecord | null> {
     return policies.getPolicies(this.store, this.env);
+  }
+  async deletePolicies(): Promise<Result<true, TenantError>> {
+    return policies.deletePolicies(this.store);
   }
   async policySet(): Promise<PolicySet | null> {
     return policies.policySetOf(this.store);

@@ -1,7 +1,9 @@
 // A tenant's tool registry: manifests by name (a re-PUT bumps the version) and the verification
 // verdict for exactly the settings that were checked. Code tools from the catalog are offered by
-// name unless a manifest of the same name overrides them. The callers' side (operations and runs
-// asking for verdicts, which settings are verifiable) is verification-client.ts.
+// name unless a manifest of the same name overrides them. A change is checked against the tenant's
+// Cedar policy set first (policies.ts policiesAfter: refused, or forced and the set marked invalid).
+// The callers' side (operations and runs asking for verdicts, which settings are verifiable) is
+// verification-client.ts.
 import { hostPolicy } from "../../config.ts";
 import { contextRequired, type ContextRequired } from "../../domain/context-needs.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
@@ -20,6 +22,7 @@ import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { ToolRow } from "../store/tenant-rows.ts";
 import type { TenantError } from "./object.ts";
+import { policiesAfter } from "./policies.ts";
 import { secretRow } from "./secrets.ts";
 
 /** `verification`: the stored verdict when it holds for the tool's current settings, else unverified. */
@@ -31,11 +34,13 @@ export type ToolRecord = {
   verification: Verification;
 };
 
+/** `force`: store a change that breaks the tenant's policy set, and mark the set invalid. */
 export async function putTool(
   store: SqlStore,
   env: Env,
   name: string,
   manifest: unknown,
+  force = false,
 ): Promise<Result<ToolRecord & { created: boolean; warnings: ContextRequired[] }, TenantError>> {
   const compiled = compileManifest(manifest, hostPolicy(env));
   if (!compiled.ok) return compiled;
@@ -54,6 +59,10 @@ export async function putTool(
   const compensation = compensationTarget(store, env, compiled.value.compensate);
   if (!compensation.ok) return compensation;
   const settingsHash = (await verificationSettingsHash(manifest))!;
+  // After the last await: the set checked here is the one the write below stands beside.
+  const change = { name, spec: compiled.value };
+  const policies = policiesAfter(store, env, change, `PUT /v1/tools/${name}`, force);
+  if (!policies.ok) return policies;
   store.ensureSchema();
   const previous = store.one<ToolRow>("SELECT * FROM tools WHERE name = ?", name);
   const version = (previous?.version ?? 0) + 1;
@@ -66,15 +75,22 @@ export async function putTool(
     previous && replaced?.ok ? { spec: replaced.value, version: previous.version } : null,
   );
   const now = Date.now();
-  store.run(
-    "INSERT OR REPLACE INTO tools (name, manifest, version, updated_at) VALUES (?, ?, ?, ?)",
-    name,
-    JSON.stringify(manifest),
-    version,
-    now,
-  );
-  // New request or idempotency settings: the old verdict says nothing about them.
-  store.run("DELETE FROM verifications WHERE name = ? AND settings_hash != ?", name, settingsHash);
+  store.transaction(() => {
+    store.run(
+      "INSERT OR REPLACE INTO tools (name, manifest, version, updated_at) VALUES (?, ?, ?, ?)",
+      name,
+      JSON.stringify(manifest),
+      version,
+      now,
+    );
+    // New request or idempotency settings: the old verdict says nothing about them.
+    store.run(
+      "DELETE FROM verifications WHERE name = ? AND settings_hash != ?",
+      name,
+      settingsHash,
+    );
+    policies.value.mark?.();
+  });
   return ok({
     name,
     manifest,
@@ -139,14 +155,22 @@ export async function listTools(store: SqlStore): Promise<ToolRecord[]> {
   }));
 }
 
-export async function deleteTool(
+/** `force`: delete a tool the tenant's policy set names, and mark the set invalid. */
+export function deleteTool(
   store: SqlStore,
+  env: Env,
   name: string,
-): Promise<Result<true, TenantError>> {
-  if (!(await getTool(store, name)).ok)
-    return err({ code: "not_found", detail: `no tool named ${name}` });
-  store.run("DELETE FROM tools WHERE name = ?", name);
-  store.run("DELETE FROM verifications WHERE name = ?", name);
+  force = false,
+): Result<true, TenantError> {
+  if (!toolRow(store, name)) return err({ code: "not_found", detail: `no tool named ${name}` });
+  const change = { name, spec: null };
+  const policies = policiesAfter(store, env, change, `DELETE /v1/tools/${name}`, force);
+  if (!policies.ok) return policies;
+  store.transaction(() => {
+    store.run("DELETE FROM tools WHERE name = ?", name);
+    store.run("DELETE FROM verifications WHERE name = ?", name);
+    policies.value.mark?.();
+  });
   return ok(true);
 }
 
