@@ -178,7 +178,7 @@ const ROUTES: Route[] = [
     method: "post",
     path: "/v1/runs/{run_id}/cancel",
     summary:
-      "Cancel the run. With { rollback: true } (also needs operations:compensate) its applied writes are then compensated one at a time, newest first; `rollback` reports each step",
+      "Cancel the run. With { rollback: true } (also needs operations:compensate) the writes this run created (not ones it joined or conflicted with) are then compensated one at a time, newest first; `rollback` reports each step (503 unavailable: cancelled, but the rollback could not be planned yet; ask again)",
     auth: "runs:write",
     body: CancelRun,
   },
