@@ -66,8 +66,18 @@ const ROUTES: Route[] = [
     auth: "tools:write",
     body: Manifest,
   },
-  { method: "get", path: "/v1/tools", summary: "List tool manifests", auth: "tools:write" },
-  { method: "get", path: "/v1/tools/{name}", summary: "Read a tool manifest", auth: "tools:write" },
+  {
+    method: "get",
+    path: "/v1/tools",
+    summary: "List tool manifests, each with its verification answer (without the evidence)",
+    auth: "tools:write",
+  },
+  {
+    method: "get",
+    path: "/v1/tools/{name}",
+    summary: "Read a tool manifest and its verification answer with the evidence",
+    auth: "tools:write",
+  },
   {
     method: "delete",
     path: "/v1/tools/{name}",
@@ -78,7 +88,7 @@ const ROUTES: Route[] = [
     method: "post",
     path: "/v1/tools/{name}/verify",
     summary:
-      "Check that the upstream deduplicates by the tool's idempotency header (sends test requests) → the stored verdict; a tool whose approval rule would ask needs approvals:decide too, unless base_url names a sandbox",
+      "Check that the upstream deduplicates by the tool's idempotency header (sends test requests) → the stored verdict: status verified | verified_sandbox_only (a base_url sandbox: runs treat it as unverified) | failed | unverified, counts_for_runs, summary; a tool whose approval rule would ask needs approvals:decide too, unless base_url names a sandbox",
     auth: "tools:write",
     body: VerifyTool,
   },
