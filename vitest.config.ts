@@ -20,8 +20,11 @@ function workerd(
             TOOLGATE_SIGNING_KEY: "test-signing-key",
             TOOLGATE_SECRETS_KEY: "test-secrets-key-0123456789abcdef",
             TOOLGATE_ENV: "development",
-            // Hosts for allow-list tests only (never contacted): a default-port host and a pinned port.
-            TOOLGATE_UPSTREAM_ALLOWLIST: "api.example.test,pinned.example.test:8443",
+            // Hosts for allow-list tests only (never contacted): a default-port host and a pinned port;
+            // two IPv6 literals of private IPv4 addresses (127.0.0.1 compatible, 169.254.169.254 by
+            // NAT64) that webhooks must refuse even so, and a public one they accept.
+            TOOLGATE_UPSTREAM_ALLOWLIST:
+              "api.example.test,pinned.example.test:8443,[::7f00:1],[64:ff9b::a9fe:a9fe],[2606:4700:4700::1111]",
             SHOP_API_KEY: "sk_test_shop_secret",
             // /mcp's DNS-rebinding guard: the tests' host name (loopback only by default in development).
             TOOLGATE_MCP_ALLOWED_HOSTS: "toolgate.test",

@@ -93,10 +93,11 @@ curl -s $UP/_control/state | jq '.effectsByKey'          # still one charge per 
 curl -s -X POST $UP/_control/script -d '[{"kind":"status","status":503}]'
 ${turn("call_4", 1200, " -H 'Prefer: wait=15'")}
 
-# 6. Is the shop safe to retry? Both keyed tools were verified against its sandbox (${sandbox.url})
-#    when the demo started; the verdict and its evidence are stored with each tool:
+# 6. Is the shop safe to retry? When the demo started, both keyed tools were checked against the
+#    shop's sandbox (${sandbox.url}); toolgate's answer and its evidence are stored with each tool
+#    (the same status in GET /v1/tools, the console and a run's warnings):
 ${verdicts.join("\n\n").replace(/^(?=.)/gm, "#    ")}
-curl -s $TG/v1/tools/charge_card -H "Authorization: Bearer $KEY" | jq '.verification | {status, checks: [.checks[] | [.name, .status]]}'
+curl -s $TG/v1/tools/charge_card -H "Authorization: Bearer $KEY" | jq '.verification | {status, counts_for_runs, summary, checks: [.checks[] | [.name, .status]]}'
 curl -s -X POST $TG/v1/tools/charge_card/verify -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \\
   -d '{"arguments":{"amount":100,"currency":"usd"},"context":{"customer_id":"cus_demo","charge_limit":50000},"base_url":"${sandbox.url}"}' | jq '.verification.status'
 

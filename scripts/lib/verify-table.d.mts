@@ -12,6 +12,7 @@ export function formatTable(
   name: string,
   verification: {
     status: string;
+    summary?: string;
     checked_at: string | null;
     base_url: string | null;
     checks: Array<{ name: string; status: string; observed: string }>;

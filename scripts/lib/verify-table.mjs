@@ -44,7 +44,10 @@ export function parseArgs(argv) {
 
 const MARK = { passed: "pass", failed: "FAIL", skipped: "skip" };
 
-/** The verdict as lines: a header, then check | result | observed (wrapped to `width`). */
+/**
+ * The verdict as lines: a header, toolgate's summary of what it means for runs (when the answer
+ * has one), then check | result | observed (wrapped to `width`).
+ */
 export function formatTable(name, verification, width = 100) {
   const rows = verification.checks.map((check) => [
     check.name,
@@ -65,6 +68,8 @@ export function formatTable(name, verification, width = 100) {
   const where = verification.base_url ? ` against ${verification.base_url}` : "";
   return [
     `${name}: ${verification.status}${where} (checked ${verification.checked_at ?? "never"})`,
+    // toolgate's one answer to "is this tool verified?" (e.g. a sandbox verdict runs do not count).
+    ...(verification.summary ? [verification.summary] : []),
     ...line(head),
     `${"-".repeat(w0)}-+-${"-".repeat(w1)}-+-${"-".repeat(w2)}`,
     ...rows.flatMap(line),

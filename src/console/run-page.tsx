@@ -119,8 +119,8 @@ const Summary = ({ run, warnings }: { run: RunView; warnings: IdempotencyWarning
                   {warning ? (
                     <>
                       {" "}
-                      <span class="badge unverified" title={warning.detail}>
-                        idempotency {warning.status}
+                      <span class={`badge ${warning.status}`} title={warning.detail}>
+                        idempotency {warning.status.replace(/_/g, " ")}
                       </span>
                     </>
                   ) : null}

@@ -79,7 +79,7 @@ button:hover { background: #0842a0; }
 .badge { display: inline-block; padding: 0.05rem 0.55rem; border-radius: 999px; font-size: 0.8rem; font-weight: 600; border: 1px solid currentColor; white-space: nowrap; }
 .badge.succeeded, .badge.active, .badge.verified { color: var(--ok); background: #e7f4ea; }
 .badge.failed, .badge.rejected, .badge.cancelled, .badge.budget_exhausted, .badge.expired { color: var(--danger); background: #fdecec; }
-.badge.outcome_unknown, .badge.awaiting_approval, .badge.unverified { color: var(--warn); background: #fff3e0; }
+.badge.outcome_unknown, .badge.awaiting_approval, .badge.unverified, .badge.verified_sandbox_only { color: var(--warn); background: #fff3e0; }
 .badge.pending { color: #1d4ed8; background: #eaf1fd; }
 
 .op { border: 1px solid var(--line); border-radius: var(--radius); margin: 0 0 1.25rem; }

@@ -3,7 +3,6 @@
 // and the latency chart. Each tool row links to its recent operations (the home page filtered).
 // Needs runs:read (the index) and tools:write (the registry, as GET /v1/tools does).
 import type { Context } from "hono";
-import { countedStatus } from "../domain/verification.ts";
 import { indexStub, tenantStub } from "../durable/stubs.ts";
 import { LatencyChart } from "./charts.tsx";
 import { problemPage, render } from "./layout.tsx";
@@ -26,7 +25,8 @@ async function showTools(c: Context<ConsoleEnv>) {
   const names = [
     ...new Set([...(registered ?? []).map((t) => t.name), ...overview.tools.map((t) => t.tool)]),
   ].sort();
-  const verdicts = new Map((registered ?? []).map((t) => [t.name, countedStatus(t.verification)]));
+  // The registry's answer as GET /v1/tools gives it (domain/verification.ts verificationView).
+  const verdicts = new Map((registered ?? []).map((t) => [t.name, t.verification]));
   const stats = new Map(overview.tools.map((t) => [t.tool, t]));
   return render(
     c,
@@ -78,7 +78,16 @@ async function showTools(c: Context<ConsoleEnv>) {
                   <th scope="row" class="mono">
                     <a href={`/console?tool=${encodeURIComponent(name)}`}>{name}</a>
                   </th>
-                  <td>{verdict ? <Badge status={verdict} /> : "not registered"}</td>
+                  <td>
+                    {verdict ? (
+                      <>
+                        <Badge status={verdict.status} />{" "}
+                        <span class="hint">{verdict.summary}</span>
+                      </>
+                    ) : (
+                      "not registered"
+                    )}
+                  </td>
                   <td class="num">{s?.calls ?? 0}</td>
                   <td class="num">{s ? pct(s.failure_rate) : "—"}</td>
                   <td class="num">{s ? pct(s.unknown_rate) : "—"}</td>

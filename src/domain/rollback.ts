@@ -32,17 +32,25 @@ export type RollbackStep = {
 };
 export type RollbackView = { state: RollbackState; steps: RollbackStep[] };
 
-/** What one of the run's operations said when the rollback was planned. */
+/** What one of the operations the run's turns reference said when the rollback was planned. */
 export type RunWrite = {
   operation_id: string;
+  /** The run that created it: with a tenant-scoped key, another run's call may join or conflict with it. */
+  run_id: string;
   tool: string;
   risk: string;
   facts: OriginalFacts;
   recorded_at_ms: number | null;
 };
 
-/** The steps, newest applied first; reads and writes that applied nothing are not steps. */
-export function planRollback(writes: readonly RunWrite[]): RollbackStep[] {
+/**
+ * Run `runId`'s steps, newest applied first; reads and writes that applied nothing are not steps.
+ * Only what this run created is its to undo: an operation one of its calls joined (the same
+ * tenant-scoped key and input) or conflicted with (other input) belongs to its creator's rollback,
+ * so it is neither a step here nor named in this run's report (audit 2026-12-05 N3).
+ */
+export function planRollback(runId: string, all: readonly RunWrite[]): RollbackStep[] {
+  const writes = all.filter((w) => w.run_id === runId);
   const step = (w: RunWrite, state: StepState, detail: string | null): RollbackStep => ({
     operation_id: w.operation_id,
     tool: w.tool,

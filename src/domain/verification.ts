@@ -7,7 +7,22 @@
 import { repeatSafety, type IdempotencyMode, type RepeatSafety } from "./classify.ts";
 import type { Risk } from "./identity.ts";
 
-export const VerificationStatus = ["verified", "failed", "unverified"] as const;
+/** What a verdict's checks concluded, as stored (`Verification.status`), wherever they were sent. */
+export const VerdictStatus = ["verified", "failed", "unverified"] as const;
+export type VerdictStatus = (typeof VerdictStatus)[number];
+
+/**
+ * The one answer to "is this tool verified?" that every reader gives — GET /v1/tools, the
+ * console's tools and run pages, a run's warnings and traces, `npm start`'s banner — decided by
+ * `verificationStatus` alone. `verified_sandbox_only`: its checks passed against a sandbox origin,
+ * so the production upstream was never tested and runs treat the tool as unverified.
+ */
+export const VerificationStatus = [
+  "verified",
+  "verified_sandbox_only",
+  "failed",
+  "unverified",
+] as const;
 export type VerificationStatus = (typeof VerificationStatus)[number];
 
 export type CheckName =
@@ -53,7 +68,7 @@ export type Check = {
 };
 
 export type Verification = {
-  status: VerificationStatus;
+  status: VerdictStatus;
   checked_at: string | null;
   /** The hash of the tool's request, idempotency and reconcile settings this verdict holds for. */
   settings_hash: string | null;
@@ -71,14 +86,48 @@ export const UNVERIFIED: Verification = {
 };
 
 /**
- * What a verdict counts for when an operation decides what it may rely on: only checks sent to the
- * tool's own origin vouch for it. A verdict obtained against a sandbox (`base_url`) is stored and
- * shown with the tool, but the production upstream was never tested, so it counts as unverified.
+ * What a verdict counts for: only checks sent to the tool's own origin vouch for it. A verdict
+ * obtained against a sandbox (`base_url`) is stored and shown with the tool, but the production
+ * upstream was never tested: `verified_sandbox_only`, which runs treat as unverified.
  */
-export function countedStatus(verification: Verification): VerificationStatus {
+export function verificationStatus(verification: Verification): VerificationStatus {
   return verification.status === "verified" && verification.base_url !== null
-    ? "unverified"
+    ? "verified_sandbox_only"
     : verification.status;
+}
+
+/** Only a verdict from the tool's own origin lets runs rely on its idempotency key. */
+export const countsForRuns = (status: VerificationStatus): boolean => status === "verified";
+
+/** The human line for each answer, the same wherever it is shown. */
+export function verificationSummary(status: VerificationStatus): string {
+  switch (status) {
+    case "verified":
+      return "verified against its own origin: runs rely on its idempotency key";
+    case "verified_sandbox_only":
+      return "verified against the sandbox only: runs treat it as unverified";
+    case "failed":
+      return "verification failed: runs treat it as unverified";
+    case "unverified":
+      return "not verified: runs treat it as unverified";
+  }
+}
+
+/** A verdict as the API and the console show it: `status` is the answer, with what it means for runs. */
+export type VerificationView = Omit<Verification, "status"> & {
+  status: VerificationStatus;
+  counts_for_runs: boolean;
+  summary: string;
+};
+
+export function verificationView(verification: Verification): VerificationView {
+  const status = verificationStatus(verification);
+  return {
+    ...verification,
+    status,
+    counts_for_runs: countsForRuns(status),
+    summary: verificationSummary(status),
+  };
 }
 
 /** A verdict holds only for the settings it was checked with; anything else is unverified. */
@@ -122,12 +171,15 @@ export function idempotencyTrust(
   return { safety: "neither", hasLookup: false, unverified: { status, enforced: true } };
 }
 
-/** The trace event an unverified tool's operation starts with: what it relies on, and why. */
+/**
+ * The trace event an unverified tool's operation starts with, and a run's warning for the tool:
+ * the one answer's line first, then what the operation relies on because of it.
+ */
 export function unverifiedTraceDetail(
   unverified: NonNullable<IdempotencyTrust["unverified"]>,
 ): string {
-  const what = `its upstream's idempotency handling is ${unverified.status} (only a "header" tool verified against its own origin with POST /v1/tools/{name}/verify counts)`;
+  const what = `${verificationSummary(unverified.status)} (only a "header" tool verified against its own origin with POST /v1/tools/{name}/verify counts)`;
   return unverified.enforced
-    ? `TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY is on and ${what}: it runs as idempotency mode "none" — an ambiguous attempt is not resent and its status lookup is not trusted; a person settles it`
-    : `${what}: automatic resends after an ambiguous attempt rely on a promise no one has checked`;
+    ? `${what}; TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY is on, so it runs as idempotency mode "none" — an ambiguous attempt is not resent and its status lookup is not trusted; a person settles it`
+    : `${what}; automatic resends after an ambiguous attempt rely on a promise no one has checked`;
 }

@@ -68,8 +68,18 @@ export const ROUTES: Route[] = [
     body: Manifest,
     query: ["force"],
   },
-  { method: "get", path: "/v1/tools", summary: "List tool manifests", auth: "tools:write" },
-  { method: "get", path: "/v1/tools/{name}", summary: "Read a tool manifest", auth: "tools:write" },
+  {
+    method: "get",
+    path: "/v1/tools",
+    summary: "List tool manifests, each with its verification answer (without the evidence)",
+    auth: "tools:write",
+  },
+  {
+    method: "get",
+    path: "/v1/tools/{name}",
+    summary: "Read a tool manifest and its verification answer with the evidence",
+    auth: "tools:write",
+  },
   {
     method: "delete",
     path: "/v1/tools/{name}",
@@ -82,7 +92,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/tools/{name}/verify",
     summary:
-      "Check that the upstream deduplicates by the tool's idempotency header (sends test requests) → the stored verdict; a tool whose approval rule would ask needs approvals:decide too, unless base_url names a sandbox",
+      "Check that the upstream deduplicates by the tool's idempotency header (sends test requests) → the stored verdict: status verified | verified_sandbox_only (a base_url sandbox: runs treat it as unverified) | failed | unverified, counts_for_runs, summary; a tool whose approval rule would ask needs approvals:decide too, unless base_url names a sandbox",
     auth: "tools:write",
     body: VerifyTool,
   },
@@ -183,7 +193,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/runs/{run_id}/cancel",
     summary:
-      "Cancel the run. With { rollback: true } (also needs operations:compensate) its applied writes are then compensated one at a time, newest first; `rollback` reports each step",
+      "Cancel the run. With { rollback: true } (also needs operations:compensate) the writes this run created (not ones it joined or conflicted with) are then compensated one at a time, newest first; `rollback` reports each step (503 unavailable: cancelled, but the rollback could not be planned yet; ask again)",
     auth: "runs:write",
     body: CancelRun,
   },

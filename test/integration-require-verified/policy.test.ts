@@ -133,11 +133,18 @@ describe("policy on: only a verified key is relied on", () => {
       arguments: charge,
       base_url: sandbox,
     });
-    expect(checked.body.verification).toMatchObject({ status: "verified", base_url: sandbox });
-    expect((await api("GET", `/v1/tools/${tool.name}`)).body.verification.base_url).toBe(sandbox);
+    const sandboxOnly = {
+      status: "verified_sandbox_only",
+      counts_for_runs: false,
+      base_url: sandbox,
+    };
+    expect(checked.body.verification).toMatchObject(sandboxOnly);
+    expect((await api("GET", `/v1/tools/${tool.name}`)).body.verification).toMatchObject(
+      sandboxOnly,
+    );
     const { runId, name } = await setup(tool);
     expect((await api("GET", `/v1/runs/${runId}/tools`)).body.warnings).toEqual([
-      expect.objectContaining({ tool: name, status: "unverified", enforced: true }),
+      expect.objectContaining({ tool: name, status: "verified_sandbox_only", enforced: true }),
     ]);
     const before = (await up.state()).requests.length;
     await up.script({ kind: "commit_then_hang" });
@@ -152,7 +159,11 @@ describe("policy on: only a verified key is relied on", () => {
       arguments: { amount: 501, currency: "usd" },
       base_url: new URL(up.url).origin,
     });
-    expect(own.body.verification).toMatchObject({ status: "verified", base_url: null });
+    expect(own.body.verification).toMatchObject({
+      status: "verified",
+      counts_for_runs: true,
+      base_url: null,
+    });
     // The run's tenant facts hold the old verdict until their bound (issue 19).
     pastFactsBound();
     expect((await api("GET", `/v1/runs/${runId}/tools`)).body.warnings).toEqual([]);

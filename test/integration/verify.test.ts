@@ -41,6 +41,8 @@ async function keyedTool(url: string, overrides: Record<string, unknown> = {}) {
   expect(put.status).toBe(201);
   expect(put.body.verification).toEqual({
     status: "unverified",
+    counts_for_runs: false,
+    summary: "not verified: runs treat it as unverified",
     checked_at: null,
     settings_hash: null,
     base_url: null,
@@ -169,7 +171,7 @@ describe("verify against a Stripe-like upstream", () => {
       base_url: base,
     });
     expect(res.status).toBe(200);
-    expect(res.body.verification.status).toBe("verified");
+    expect(res.body.verification.status).toBe("verified_sandbox_only");
     expect(res.body.verification.base_url).toBe(base);
     const first = checkNamed(res.body.verification, "first_send").exchanges[0];
     expect(first.sent.url).toBe(`${up.url.replace("127.0.0.1", "localhost")}/charges`);
@@ -371,7 +373,10 @@ describe("verify does not bypass approvals", () => {
       { ...ARGS, base_url: sandbox },
       as(writer.key),
     );
-    expect(inSandbox.body.verification).toMatchObject({ status: "verified", base_url: sandbox });
+    expect(inSandbox.body.verification).toMatchObject({
+      status: "verified_sandbox_only",
+      base_url: sandbox,
+    });
     const byApprover = await api("POST", `/v1/tools/${tool.name}/verify`, ARGS, as(approver.key));
     expect(byApprover.body.verification).toMatchObject({ status: "verified", base_url: null });
   });

@@ -146,6 +146,26 @@ describe("webhook endpoints", () => {
     expect((await call("GET", "/v1/webhooks")).body.webhooks).toEqual([]);
   });
 
+  // Audit 2026-12-05 N6: the test deployment allow-lists these literals, as a careless operator might.
+  it.each([["https://[::7f00:1]/hook"], ["https://[64:ff9b::a9fe:a9fe]/latest/meta-data"]])(
+    "refuses the allow-listed IPv6 literal of a private IPv4 address %s at PUT, and stores nothing",
+    async (url) => {
+      const { call } = await webhookTenant();
+      const put = await call("PUT", "/v1/webhooks/v6", { url, events: ["*"], format: "standard" });
+      expect(put.status, JSON.stringify(put.body)).toBe(422);
+      expect(put.body).toMatchObject({ code: "webhook_url_not_allowed" });
+      expect(put.body.detail).toMatch(/private/);
+      expect((await call("GET", "/v1/webhooks")).body.webhooks).toEqual([]);
+      // A public allow-listed IPv6 literal is accepted: the rule is about the address, not IPv6.
+      const ok = await call("PUT", "/v1/webhooks/v6", {
+        url: "https://[2606:4700:4700::1111]/hook",
+        events: ["approval.requested"],
+        format: "standard",
+      });
+      expect(ok.status, JSON.stringify(ok.body)).toBe(201);
+    },
+  );
+
   it("accepts an allow-listed https host and refuses unknown fields and event types (webhook.test too: it is never routed)", async () => {
     const { call } = await webhookTenant();
     const ok = await call("PUT", "/v1/webhooks/prod", {

@@ -172,8 +172,10 @@ describe("rollback: the plan and each step", () => {
     atMs: number | null,
     facts: Partial<OriginalFacts> = {},
     risk = "write",
+    runId = "run_1",
   ): RunWrite => ({
     operation_id: id,
+    run_id: runId,
     tool: "charge",
     risk,
     facts: { ...applied, ...facts },
@@ -181,7 +183,7 @@ describe("rollback: the plan and each step", () => {
   });
 
   it("newest applied first; reads and writes that applied nothing are not steps; undeclared ones are reported; unknown ones flagged first", () => {
-    const steps = planRollback([
+    const steps = planRollback("run_1", [
       write("a", 10),
       write("r", 11, {}, "read"),
       write("b", 30),
@@ -200,6 +202,17 @@ describe("rollback: the plan and each step", () => {
     ]);
     expect(rollbackState(steps)).toBe("running");
     expect(currentStep(steps)).toBe(1);
+  });
+
+  it("plans only the run's own operations: another run's (joined or conflicted with) is no step, whatever its state", () => {
+    const steps = planRollback("run_1", [
+      write("theirs", 50, {}, "write", "run_2"),
+      write("own", 10),
+      write("their_unknown", null, { phase: "outcome_unknown", status: null }, "write", "run_2"),
+      write("their_undeclared", 60, { declared: false }, "write", "run_2"),
+    ]);
+    expect(steps.map((s) => [s.operation_id, s.state])).toEqual([["own", "pending"]]);
+    expect(planRollback("run_1", [write("theirs", 50, {}, "write", "run_2")])).toEqual([]);
   });
 
   it("goes on only past a succeeded compensation; failed, rejected or unknown stops it", () => {

@@ -14,12 +14,13 @@ import {
   verdictOf,
 } from "../../src/domain/verification-judges.ts";
 import {
-  countedStatus,
   idempotencyTrust,
   verificationFor,
   UNVERIFIED,
   type Exchange,
   type VerificationStatus,
+  verificationStatus,
+  verificationView,
 } from "../../src/domain/verification.ts";
 import { requireVerifiedIdempotency } from "../../src/config.ts";
 import type { Env } from "../../src/durable/env.ts";
@@ -155,16 +156,30 @@ describe("judges", () => {
     expect(verificationFor(null, "h1")).toEqual(UNVERIFIED);
   });
 
-  it("only a verdict from the tool's own origin counts; a sandbox's is shown but counts as unverified", () => {
+  it("only a verdict from the tool's own origin counts; a sandbox's is verified_sandbox_only, which runs treat as unverified", () => {
     const passed = judgeFirstSend(answer(200));
     const own = verdictOf([passed], "t", "h1", null);
     const sandbox = verdictOf([passed], "t", "h1", "https://sandbox.example.test");
     expect(sandbox.status).toBe("verified");
-    expect(countedStatus(own)).toBe("verified");
-    expect(countedStatus(sandbox)).toBe("unverified");
+    expect(verificationStatus(own)).toBe("verified");
+    expect(verificationStatus(sandbox)).toBe("verified_sandbox_only");
     const failedSandbox = verdictOf([judgeFirstSend(silence)], "t", "h1", "https://s.example.test");
-    expect(countedStatus(failedSandbox)).toBe("failed");
-    expect(countedStatus(UNVERIFIED)).toBe("unverified");
+    expect(verificationStatus(failedSandbox)).toBe("failed");
+    expect(verificationStatus(UNVERIFIED)).toBe("unverified");
+    expect(verificationView(own)).toMatchObject({ status: "verified", counts_for_runs: true });
+    expect(verificationView(sandbox)).toMatchObject({
+      status: "verified_sandbox_only",
+      counts_for_runs: false,
+      summary: "verified against the sandbox only: runs treat it as unverified",
+      base_url: "https://sandbox.example.test",
+    });
+    // What a run relies on follows the same answer: a sandbox verdict is flagged like no verdict.
+    expect(
+      idempotencyTrust("write", "header", false, verificationStatus(sandbox), false).unverified,
+    ).toEqual({ status: "verified_sandbox_only", enforced: false });
+    expect(
+      idempotencyTrust("write", "header", false, verificationStatus(sandbox), true).safety,
+    ).toBe("neither");
   });
 });
 

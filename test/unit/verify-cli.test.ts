@@ -66,4 +66,19 @@ describe("formatTable", () => {
     expect(lines.length).toBeGreaterThan(5); // the long observation wrapped onto more lines
     expect(lines.slice(1).every((line) => line.length <= 60)).toBe(true);
   });
+
+  it("prints toolgate's one answer under the header when the verdict carries it", () => {
+    const lines = formatTable("charge_card", {
+      status: "verified_sandbox_only",
+      summary: "verified against the sandbox only: runs treat it as unverified",
+      checked_at: "2026-01-01T00:00:00.000Z",
+      base_url: "https://sandbox.example.com",
+      checks: [{ name: "first_send", status: "passed", observed: "HTTP 200 (id eff_1)" }],
+    }).split("\n");
+    expect(lines[0]).toBe(
+      "charge_card: verified_sandbox_only against https://sandbox.example.com (checked 2026-01-01T00:00:00.000Z)",
+    );
+    expect(lines[1]).toBe("verified against the sandbox only: runs treat it as unverified");
+    expect(lines[2]).toMatch(/^check +\| result \| observed$/);
+  });
 });

@@ -8,6 +8,7 @@ import type { Budgets } from "../../domain/turn/budget.ts";
 import type { TurnResult } from "../../domain/turn/settle.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
 import type { RollbackView } from "../../domain/rollback.ts";
+import type { VerificationStatus } from "../../domain/verification.ts";
 
 export type RunInit = Omit<RunState, "toolsHash" | "createdAtMs" | "cancelledAtMs">;
 export type RunView = {
@@ -35,7 +36,8 @@ export type TurnReply = {
 export type IdempotencyWarning = {
   tool: string;
   code: "idempotency_unverified";
-  status: "failed" | "unverified";
+  /** The tool's answer to "is it verified?" (domain/verification.ts), anything but "verified". */
+  status: Exclude<VerificationStatus, "verified">;
   /** TOOLGATE_REQUIRE_VERIFIED_IDEMPOTENCY is on: the tool runs without automatic resends. */
   enforced: boolean;
   detail: string;

@@ -5,7 +5,7 @@
 import { CHECK_STATUS_DEFINITION, offersCheckStatus } from "../../domain/check-status.ts";
 import { callFacts, type TenantFacts } from "../../domain/tenant-facts.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
-import { unverifiedTraceDetail } from "../../domain/verification.ts";
+import { unverifiedTraceDetail, type VerificationStatus } from "../../domain/verification.ts";
 import { requireVerifiedIdempotency } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolDefinition, ToolSpec } from "../../tools/spec.ts";
@@ -42,7 +42,10 @@ export async function idempotencyWarnings(
     : await verificationStatuses(env, tenantId, Object.entries(run.tools));
   const enforced = requireVerifiedIdempotency(env);
   return Object.entries(statuses)
-    .filter((entry): entry is [string, "failed" | "unverified"] => entry[1] !== "verified")
+    .filter(
+      (entry): entry is [string, Exclude<VerificationStatus, "verified">] =>
+        entry[1] !== "verified",
+    )
     .map(([tool, status]) => ({
       tool,
       code: "idempotency_unverified" as const,
@@ -68,7 +71,7 @@ export async function runWarnings(
 
 /** Each offered tool's status from the snapshot (it covers every offered tool: no RPC). */
 async function statusesFrom(env: Env, facts: TenantFacts, run: RunState) {
-  const statuses: Record<string, "verified" | "failed" | "unverified"> = {};
+  const statuses: Record<string, VerificationStatus> = {};
   for (const [name, source] of Object.entries(run.tools)) {
     const own = callFacts(facts, name);
     const status = await verificationStatusOf(env, run.tenantId, name, source, own);

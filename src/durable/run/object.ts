@@ -247,7 +247,10 @@ export class RunObject extends DurableObject<Env> {
     });
     if (!run) return this.rows.missing(tenantId);
     await close(this.parts, tenantId, null, by);
-    if (rollback) await startRollback(this.parts, tenantId, by, this.ctx.storage);
+    if (rollback) {
+      const started = await startRollback(this.parts, run, by, this.ctx.storage);
+      if (!started.ok) return started;
+    }
     return ok(this.withRollback(this.rows.load()!));
   }
 

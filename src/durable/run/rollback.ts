@@ -1,6 +1,7 @@
 // Rollback (issue 22), the run's shell around domain/rollback.ts: planned once when the run is
-// cancelled with `rollback: true` (one row per step in `rollback_steps`, in order, written in one
-// transaction with the `rollback` row), then driven one step at a time by `advance` — from the
+// cancelled with `rollback: true` from the operations this run created (one row per step in
+// `rollback_steps`, in order, written in one transaction with the `rollback` row; nothing is
+// planned while one of them does not answer), then driven one step at a time by `advance` — from the
 // cancel itself and from the run's alarm — so a crash, an eviction or a failed submit in the
 // middle resumes where it stood. A step is marked `submitted` only after its compensation
 // answered; resubmitting after a crash is a replay of the same operation (its id derives from the
@@ -16,9 +17,11 @@ import {
   type RollbackView,
   type RunWrite,
 } from "../../domain/rollback.ts";
-import { operationIds } from "../../domain/turn/turn.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
+import { operationIds, type RunState } from "../../domain/turn/turn.ts";
 import { operationStub } from "../stubs.ts";
 import { compensate } from "./compensate.ts";
+import type { RunError } from "./contracts.ts";
 import type { RunParts } from "./parts.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
@@ -49,36 +52,51 @@ function stepRows(parts: RunParts): StepRow[] {
 
 /**
  * Plans the rollback once (a second cancel with rollback: true finds it and only drives it on):
- * asks each of the run's operations how it stands, then writes the steps in one transaction.
+ * asks each operation the run's turns reference how it stands, then writes this run's own steps
+ * in one transaction. `unavailable`: one did not answer, so nothing was planned.
  */
 export async function startRollback(
   parts: RunParts,
-  tenantId: string,
+  run: RunState,
   by: string,
   storage: DurableObjectStorage,
-): Promise<void> {
-  const planned = rollbackOf(parts);
-  const stuck = planned ? resumable(planned.steps) : null;
+): Promise<Result<true, RunError>> {
+  const { tenantId } = run;
+  const head = rollbackOf(parts);
+  const planned = head ? stepRows(parts) : [];
+  const stuck = head ? resumable(planned) : null;
   if (stuck)
     parts.store.transaction(() => {
       parts.store.run(
         "UPDATE rollback_steps SET state = ?, detail = NULL WHERE seq = ?",
         stuck.state,
-        stuck.index,
+        planned[stuck.index]!.seq,
       );
       parts.store.run("UPDATE rollback SET state = 'running' WHERE k = 1");
     });
-  if (!planned) {
+  if (!head) {
     const ids = [...new Set(parts.rows.turns().flatMap(operationIds))];
     const writes = await Promise.all(
-      ids.map(async (id): Promise<RunWrite | null> => {
+      ids.map(async (id): Promise<RunWrite | null | "unanswered"> => {
         const source = await operationStub(parts.env, id)
           .compensationSource(tenantId)
-          .catch(() => null);
-        return source?.ok ? source.value : null;
+          .catch(() => "unanswered" as const);
+        // Not found (its submit never arrived) or pruned: nothing here to undo.
+        return source === "unanswered" ? source : source.ok ? source.value : null;
       }),
     );
-    const steps = planRollback(writes.filter((w): w is RunWrite => w !== null));
+    // An operation that did not answer may be one of this run's writes: planning without it would
+    // report a rollback completed while that write stands. Nothing is planned; asking again plans.
+    if (writes.includes("unanswered"))
+      return err({
+        code: "unavailable",
+        detail:
+          "the run is cancelled, but its rollback could not be planned (an operation did not answer); cancel with rollback: true again",
+      });
+    const steps = planRollback(
+      run.runId,
+      writes.filter((w): w is RunWrite => w !== null && w !== "unanswered"),
+    );
     parts.store.transaction(() => {
       parts.store.ensureTable("rollback");
       parts.store.ensureTable("rollback_steps");
@@ -103,6 +121,7 @@ export async function startRollback(
     });
   }
   await advance(parts, tenantId, storage);
+  return ok(true);
 }
 
 /** The run's alarm: drives a running rollback on (a no-op without one). */
@@ -132,7 +151,25 @@ async function advance(
       const original = await operationStub(parts.env, step.operation_id)
         .compensationSource(tenantId)
         .catch(() => null);
-      if (!original?.ok) return arm(parts, storage, ROLLBACK_RETRY_MS);
+      if (!original) return arm(parts, storage, ROLLBACK_RETRY_MS);
+      // It answered that it cannot be read (pruned since the plan): asking every few seconds for
+      // ever would keep the rollback "running" with nothing happening; it stops here and says why.
+      if (!original.ok) {
+        update(
+          parts,
+          step.seq,
+          "failed",
+          null,
+          `the original could not be read (${original.error.code}); compensate it by hand`,
+        );
+        return finish(parts, stepRows(parts));
+      }
+      // A plan written before rollbacks were per run (audit 2026-12-05 N3) may name another run's
+      // operation: it is that run's to undo, so it leaves this report and the rollback goes on.
+      if (original.value.run_id !== run.runId) {
+        parts.store.run("DELETE FROM rollback_steps WHERE seq = ?", step.seq);
+        continue;
+      }
       const reason = `rollback of run ${run.runId}`;
       const done = await compensate(parts, tenantId, original.value, { reason, by, waitMs: 0 });
       if (!done.ok) {

@@ -6,7 +6,7 @@
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { ok, type Result } from "../../domain/result.ts";
 import {
-  countedStatus,
+  verificationStatus,
   verificationFor,
   type VerificationStatus,
 } from "../../domain/verification.ts";
@@ -57,7 +57,7 @@ export async function readFacts(
           ? null
           : {
               settingsHash: settings,
-              status: countedStatus(verificationFor(verificationRow(store, name), settings)),
+              status: verificationStatus(verificationFor(verificationRow(store, name), settings)),
             },
     };
   }

@@ -5,7 +5,11 @@
 // signatures are the contract other objects and routes call through stubs.
 import { DurableObject } from "cloudflare:workers";
 import type { Result } from "../../domain/result.ts";
-import type { Verification, VerificationStatus } from "../../domain/verification.ts";
+import type {
+  Verification,
+  VerificationStatus,
+  VerificationView,
+} from "../../domain/verification.ts";
 import type { ApiScope } from "../../http/schemas.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import type { EventType, ToolgateEvent } from "../../domain/events.ts";
@@ -95,7 +99,7 @@ export class TenantObject extends DurableObject<Env> {
   async recordVerification(
     name: string,
     verification: Verification,
-  ): Promise<Result<Verification, TenantError>> {
+  ): Promise<Result<VerificationView, TenantError>> {
     return registry.recordVerification(this.store, name, verification);
   }
 

@@ -8,10 +8,12 @@ import { hostPolicy } from "../../config.ts";
 import { contextRequired, type ContextRequired } from "../../domain/context-needs.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import {
-  countedStatus,
   verificationFor,
+  verificationStatus,
+  verificationView,
   type Verification,
   type VerificationStatus,
+  type VerificationView,
 } from "../../domain/verification.ts";
 import { CODE_TOOLS } from "../../tools/code-tools.ts";
 import { compileManifest } from "../../tools/manifest/compile.ts";
@@ -31,7 +33,8 @@ export type ToolRecord = {
   manifest: unknown;
   version: number;
   updated_at: string;
-  verification: Verification;
+  /** The stored verdict as every reader shows it (domain/verification.ts verificationView). */
+  verification: VerificationView;
 };
 
 /** `force`: store a change that breaks the tenant's policy set, and mark the set invalid. */
@@ -96,7 +99,7 @@ export async function putTool(
     manifest,
     version,
     updated_at: new Date(now).toISOString(),
-    verification: verificationFor(verificationRow(store, name), settingsHash),
+    verification: verificationView(verificationFor(verificationRow(store, name), settingsHash)),
     created: previous === null,
     warnings: required ? [required] : [],
   });
@@ -182,7 +185,7 @@ export async function recordVerification(
   store: SqlStore,
   name: string,
   verification: Verification,
-): Promise<Result<Verification, TenantError>> {
+): Promise<Result<VerificationView, TenantError>> {
   for (;;) {
     const row = toolRow(store, name);
     const current = row ? await verificationSettingsHash(JSON.parse(row.manifest)) : null;
@@ -201,7 +204,7 @@ export async function recordVerification(
       current,
       JSON.stringify(verification),
     );
-    return ok(verification);
+    return ok(verificationView(verification));
   }
 }
 
@@ -213,7 +216,7 @@ export async function storedStatuses(
   return Object.fromEntries(
     items.map(({ name, settingsHash }) => [
       name,
-      countedStatus(verificationFor(verificationRow(store, name), settingsHash)),
+      verificationStatus(verificationFor(verificationRow(store, name), settingsHash)),
     ]),
   );
 }
@@ -260,9 +263,8 @@ async function toRecord(store: SqlStore, row: ToolRow): Promise<ToolRecord> {
     manifest,
     version: row.version,
     updated_at: new Date(row.updated_at).toISOString(),
-    verification: verificationFor(
-      verificationRow(store, row.name),
-      await verificationSettingsHash(manifest),
+    verification: verificationView(
+      verificationFor(verificationRow(store, row.name), await verificationSettingsHash(manifest)),
     ),
   };
 }
