@@ -1,5 +1,6 @@
 // The errors a TenantObject RPC answers with (problem.ts maps each `code` to HTTP). The modules
 // beside the object and the routes import them from object.ts, which re-exports this type.
+import type { LimitConflict } from "../../domain/limit/definition.ts";
 import type { ManifestError } from "../../tools/manifest/schema.ts";
 import type { SecretsError } from "./secrets.ts";
 import type { WebhooksError } from "./webhooks.ts";
@@ -12,4 +13,6 @@ export type TenantError =
   | { code: "invalid_request"; detail: string }
   /** A verification finished after the tool's checked settings were replaced (or it was deleted). */
   | { code: "tool_changed"; detail: string }
-  | { code: "invalid_policy"; detail: string };
+  | { code: "invalid_policy"; detail: string }
+  /** PUT /v1/tools/{name}: a limit across runs another tool defines otherwise (audit N4); nothing stored. */
+  | ({ code: "limit_conflict" } & LimitConflict);
