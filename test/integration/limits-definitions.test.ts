@@ -192,7 +192,7 @@ describe("a held write counts until it is done (audit N5)", () => {
     );
     expect(second[0]!.message).toContain("3 is already used or reserved and 0 remains");
     expect(second[0]!.message).toContain(
-      "3 of the calls counted have not finished yet (waiting for approval, a lock or a retry); each counts until it finishes and for 1 hour after",
+      "3 of the calls counted have not finished yet (waiting for approval, a lock or a retry, or their outcome is unknown); each counts until it finishes and for 1 hour after",
     );
     expect((await api("GET", `/v1/limits/${limit}/${subject}`)).body).toMatchObject({
       used: 3,

@@ -347,7 +347,18 @@ describe("claimsFor", () => {
     );
     expect(text).toContain("200 remains");
     expect(text).toContain("1000 per 1 day for customer_id cus_1");
-    expect(text).toContain("2026-12-05T09:00:00.000Z");
+    expect(text).toContain("frees at 2026-12-05T09:00:00.000Z at the earliest");
+  });
+  it("only calls still waiting can free it: no time is given, and the model is told why", () => {
+    const text = overLimitMessage(
+      { name: "emails", subject: "user:u1", amount: 1, max: 3, windowMs: H, over: "refuse" },
+      { used: 3, remaining: 0, held: 3, waiting: 2, nextFreeAtMs: null },
+      "waiting",
+    );
+    expect(text).toContain("3 per 1 hour for user u1");
+    expect(text).toContain("2 of the calls counted have not finished yet");
+    expect(text).toContain("each counts until it finishes and for 1 hour after");
+    expect(text).not.toContain("frees at");
   });
 });
 

@@ -108,7 +108,7 @@ export function overLimitMessage(
   if (frees === "never")
     return `${head} It can never fit in the window. Do not retry; tell the user it needs a person's decision.`;
   if (frees === "waiting")
-    return `${head} ${usage.waiting} of the calls counted have not finished yet (waiting for approval, a lock or a retry); each counts until it finishes and for ${window} after, so no time can be given. Do not retry now; tell the user.`;
+    return `${head} ${usage.waiting} of the calls counted have not finished yet (waiting for approval, a lock or a retry, or their outcome is unknown); each counts until it finishes and for ${window} after, so when enough frees cannot be said yet. Do not retry now; tell the user.`;
   return `${head} Enough of the window frees at ${frees} at the earliest. Do not retry before then; tell the user.`;
 }
 
