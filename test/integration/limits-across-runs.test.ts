@@ -18,39 +18,9 @@ import {
   unique,
   upstream,
 } from "../support/api.ts";
+import { refundTool } from "../support/limits.ts";
 
 const DAY = 24 * 60 * 60_000;
-
-function refundTool(url: string, limit: Record<string, unknown> = {}, extra = {}) {
-  const limitName = unique("refunds_per_customer_day");
-  return {
-    limitName,
-    tool: manifest({
-      url,
-      description: "Refund the customer.",
-      input_schema: {
-        type: "object",
-        additionalProperties: false,
-        properties: { amount: { type: "integer", minimum: 1 }, customer_id: { type: "string" } },
-        required: ["amount", "customer_id"],
-      },
-      output_schema: { type: "object" },
-      request: { method: "POST", url: `${url}/refunds` },
-      bind: { customer_id: "context.customer_id" },
-      limits_across_runs: [
-        {
-          name: limitName,
-          subject: "context.customer_id",
-          window: "24h",
-          sum: "amount",
-          max: 1000,
-          ...limit,
-        },
-      ],
-      ...extra,
-    }),
-  };
-}
 
 async function register(tool: Record<string, unknown>) {
   const put = await api("PUT", `/v1/tools/${tool.name as string}`, tool);

@@ -9,28 +9,14 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 import * as stubs from "../../src/durable/stubs.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { api, manifest, operation, testTenant, turn, unique, upstream } from "../support/api.ts";
+import { refundTool } from "../support/limits.ts";
 
 const MIN = 60_000;
 const H = 60 * MIN;
 
-/** A write with one limit across runs (the refund shape of limits-across-runs.test.ts). */
-function limitedTool(url: string, limit: Record<string, unknown>, extra = {}) {
-  return manifest({
-    url,
-    description: "Refund the customer.",
-    input_schema: {
-      type: "object",
-      additionalProperties: false,
-      properties: { amount: { type: "integer", minimum: 1 }, customer_id: { type: "string" } },
-      required: ["amount", "customer_id"],
-    },
-    output_schema: { type: "object" },
-    request: { method: "POST", url: `${url}/refunds` },
-    bind: { customer_id: "context.customer_id" },
-    limits_across_runs: [limit],
-    ...extra,
-  });
-}
+/** The refund tool of limits-across-runs.test.ts with this one limit. */
+const limitedTool = (url: string, limit: Record<string, unknown>) => refundTool(url, limit).tool;
+/** A limit `name`: 1,000 per customer per 24 h on the sum of `amount`, unless `over` says otherwise. */
 const spend = (name: string, over: Record<string, unknown> = {}) => ({
   name,
   subject: "context.customer_id",
@@ -92,7 +78,7 @@ describe("a limit name has one definition per tenant (audit N4)", () => {
     // Per user under a name counted per customer; a count under a sum; another max.
     for (const [over, fields] of [
       [{ subject: "user" }, ["subject"]],
-      [{ sum: undefined, count: true, max: 1000 }, ["measure"]],
+      [{ sum: undefined, count: true }, ["measure"]],
       [{ max: 5000 }, ["max"]],
     ] as const) {
       const other = await put({ ...wallet, limits_across_runs: [spend(limit, over)] });
@@ -228,13 +214,8 @@ describe("subjects are named with their kind (audit N7)", () => {
   it("user cus_1, customer cus_1, a user named tenant and the tenant: four buckets under one name", async () => {
     const up = upstream();
     const limit = unique("calls");
-    const once = (subject: string) => ({
-      name: limit,
-      subject,
-      window: "24h",
-      count: true,
-      max: 1,
-    });
+    const once = (subject: string) =>
+      spend(limit, { subject, sum: undefined, count: true, max: 1 });
     const tool = limitedTool(up.url, once("context.customer_id"));
     const name = tool.name as string;
     expect((await put(tool)).status).toBe(201);
