@@ -2,6 +2,7 @@
 // when, when it expires, the arguments read from the operation itself (the inbox copy is redacted
 // like the trace; fields the tool hides are named) and the preview — then the decide forms, unless
 // it has expired, and the input hash and tool version the forms are bound to.
+import { describeSubject } from "../domain/limit/claims.ts";
 import type { NotificationState } from "../durable/tenant/notifications.ts";
 import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import type { Item } from "./approval-decision.ts";
@@ -54,8 +55,8 @@ export const PendingCard = ({
             <Fact label={`Limit ${l.name}`}>
               <span data-role="limit-usage">
                 {l.usage
-                  ? `${l.usage.used} of ${l.usage.max} used for ${l.subject} in the window (this call: ${l.amount}, counted), ${l.usage.remaining} remains`
-                  : `usage for ${l.subject} could not be read just now (this call: ${l.amount})`}
+                  ? `${l.usage.used} of ${l.usage.max} used for ${describeSubject(l.subject)} in the window (this call: ${l.amount}, counted), ${l.usage.remaining} remains`
+                  : `usage for ${describeSubject(l.subject)} could not be read just now (this call: ${l.amount})`}
               </span>
             </Fact>
           ))}

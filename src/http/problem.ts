@@ -38,6 +38,14 @@ export type ApiError =
   | { code: "unknown_secret"; detail: string }
   /** PUT /v1/tools/{name}: its `compensate` cannot run as declared (undo, issue 22). */
   | { code: "invalid_compensation"; detail: string }
+  /** PUT /v1/tools/{name}: a limit across runs another tool defines otherwise (one definition per name); nothing stored. */
+  | {
+      code: "limit_conflict";
+      detail: string;
+      limit: string;
+      tool: string;
+      fields: string[];
+    }
   /** POST …/compensate: the rendered arguments fail the compensating tool's current schema or gate; nothing sent. */
   | { code: "compensation_arguments_invalid"; detail: string }
   /** POST …/compensate: only an operation recorded as applied may be undone; `state`: how it stands. */
@@ -124,6 +132,14 @@ export function toApiError(error: ObjectError): ApiError {
       return { code: "internal", detail: error.code };
     case "operation_not_compensable":
       return { code: error.code, detail: error.detail, state: error.state };
+    case "limit_conflict":
+      return {
+        code: error.code,
+        detail: error.detail,
+        limit: error.limit,
+        tool: error.tool,
+        fields: error.fields,
+      };
     case "pruned":
       return prunedProblem(error.operation_id, error.pruned_at_ms, error.status);
     case "run_pruned": {
@@ -187,6 +203,7 @@ export function statusOf(error: ApiError): number {
     case "policy_denied":
     case "invalid_compensation":
     case "compensation_arguments_invalid":
+    case "limit_conflict":
       return 422;
     case "operation_pruned":
     case "run_pruned":
@@ -240,6 +257,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "unknown_secret":
     case "invalid_compensation":
     case "compensation_arguments_invalid":
+    case "limit_conflict":
     case "operation_not_compensable":
     case "not_outcome_unknown":
     case "not_awaiting_approval":

@@ -338,7 +338,7 @@ describe("console approvals", () => {
     const card = inbox.text.slice(inbox.text.indexOf(`data-operation="${waiting.operation_id}"`));
     expect(card).toContain("Limit spend_per_user_day");
     expect(card).toContain(
-      "250 of 1000 used for end_user in the window (this call: 250, counted), 750 remains",
+      "250 of 1000 used for user end_user in the window (this call: 250, counted), 750 remains",
     );
   });
 

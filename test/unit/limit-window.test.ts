@@ -6,8 +6,11 @@ import {
   type AcrossRunsLimit,
 } from "../../src/domain/limit/claims.ts";
 import {
+  askAgainAtMs,
   decideRelease,
   decideReserve,
+  firstAskAtMs,
+  forgettable,
   freesAtMs,
   parseWindow,
   usageOf,
@@ -17,12 +20,22 @@ import { compileManifest } from "../../src/tools/manifest/compile.ts";
 
 const H = 3_600_000;
 const DAY = 24 * H;
-const held = (operationId: string, amount: number, atMs: number): Reservation => ({
+/** Held, its operation recorded `recordedAfterMs` after the reservation (null: not known recorded yet). */
+const held = (
+  operationId: string,
+  amount: number,
+  atMs: number,
+  recordedAfterMs: number | null = 0,
+): Reservation => ({
   operationId,
   amount,
   atMs,
   state: "held",
+  recordedAtMs: recordedAfterMs === null ? null : atMs + recordedAfterMs,
 });
+/** Held by an operation not known recorded: awaiting approval, a lock, a retry (or not yet asked). */
+const unsent = (operationId: string, amount: number, atMs: number) =>
+  held(operationId, amount, atMs, null);
 const released = (operationId: string, amount: number, atMs: number): Reservation => ({
   ...held(operationId, amount, atMs),
   state: "released",
@@ -50,7 +63,7 @@ describe("parseWindow", () => {
   ])("%s → %s", (text, ms) => expect(parseWindow(text)).toBe(ms));
 });
 
-describe("usageOf: held reservations inside (now − window, now]", () => {
+describe("usageOf: held reservations until one window after their operation was recorded", () => {
   const now = 10 * DAY;
   it.each([
     ["nothing", [], 0, null],
@@ -71,9 +84,51 @@ describe("usageOf: held reservations inside (now − window, now]", () => {
       remaining: 1000 - used,
       held: (rows as readonly Reservation[]).filter((r) => r.state === "held" && r.atMs > now - DAY)
         .length,
+      waiting: 0,
       nextFreeAtMs: nextFree,
     });
   });
+
+  // Audit N5: a held write never ages out of its window unsent.
+  it.each([
+    [
+      "not known recorded, inside its window: counts, may leave one window after",
+      [unsent("a", 300, now - H)],
+      300,
+      0,
+      now - H + DAY,
+    ],
+    [
+      "not known recorded, two windows old: still counts, waiting",
+      [unsent("a", 300, now - 2 * DAY)],
+      300,
+      1,
+      null,
+    ],
+    [
+      "recorded 25 h after its reservation (approved late): counts until one window after that",
+      [held("a", 300, now - 25 * H, 25 * H)],
+      300,
+      0,
+      now + DAY,
+    ],
+    ["recorded one window ago: has left", [held("a", 300, now - 3 * DAY, 2 * DAY)], 0, 0, null],
+    [
+      "released while waiting: does not count",
+      [{ ...unsent("a", 300, now - 2 * DAY), state: "released" }],
+      0,
+      0,
+      null,
+    ],
+  ] as const)("%s", (_, rows, used, waiting, nextFree) =>
+    expect(usageOf(rows as readonly Reservation[], 1000, DAY, now)).toEqual({
+      used,
+      remaining: 1000 - used,
+      held: used === 0 ? 0 : 1,
+      waiting,
+      nextFreeAtMs: nextFree,
+    }),
+  );
 });
 
 describe("freesAtMs: the oldest leave one by one", () => {
@@ -84,8 +139,14 @@ describe("freesAtMs: the oldest leave one by one", () => {
     ["after the oldest leaves", 300, now - 5 * H + DAY],
     ["after the two oldest leave", 600, now - 3 * H + DAY],
     ["only when all leave", 1000, now - H + DAY],
-    ["never (more than max)", 1001, null],
+    ["never (more than max)", 1001, "never"],
   ])("%s", (_, amount, at) => expect(freesAtMs(rows, amount, 1000, DAY, now)).toBe(at));
+  it("past a waiting reservation: only once it is done (no time can be given)", () => {
+    const waiting = [unsent("w", 400, now - 2 * DAY), held("b", 400, now - 3 * H)];
+    expect(freesAtMs(waiting, 200, 1000, DAY, now)).toBe(now);
+    expect(freesAtMs(waiting, 500, 1000, DAY, now)).toBe(now - 3 * H + DAY);
+    expect(freesAtMs(waiting, 700, 1000, DAY, now)).toBe("waiting");
+  });
 });
 
 describe("decideReserve", () => {
@@ -137,7 +198,7 @@ describe("decideReserve", () => {
     expect(decision.kind).toBe(kind);
     if (decision.kind === "reserved") {
       expect([decision.already, decision.over]).toEqual([already, over]);
-      if (!already) expect(decision.row).toEqual(held(c.operationId, c.amount, now));
+      if (!already) expect(decision.row).toEqual(unsent(c.operationId, c.amount, now));
     }
   });
 
@@ -150,9 +211,61 @@ describe("decideReserve", () => {
     const decision = decideReserve([held("a", 800, now - 2 * H)], claim("x", 300), now);
     expect(decision).toEqual({
       kind: "refused",
-      usage: { used: 800, remaining: 200, held: 1, nextFreeAtMs: now - 2 * H + DAY },
-      freesAtMs: now - 2 * H + DAY,
+      usage: { used: 800, remaining: 200, held: 1, waiting: 0, nextFreeAtMs: now - 2 * H + DAY },
+      frees: now - 2 * H + DAY,
     });
+  });
+
+  it("audit N5: three emails held for approval past their 1 h window still count at 61 min", () => {
+    const t0 = 10 * DAY;
+    const emails = { max: 3, windowMs: H, over: "refuse" as const, amount: 1 };
+    const rows = ["e1", "e2", "e3"].map((id) => unsent(id, 1, t0));
+    const decision = decideReserve(rows, { ...emails, operationId: "e4" }, t0 + 61 * 60_000);
+    expect(decision).toMatchObject({
+      kind: "refused",
+      usage: { used: 3, waiting: 3, nextFreeAtMs: null },
+      frees: "waiting",
+    });
+    // Sent and recorded at 62 min: they count until 122 min.
+    const sent = ["e1", "e2", "e3"].map((id) => held(id, 1, t0, 62 * 60_000));
+    expect(decideReserve(sent, { ...emails, operationId: "e4" }, t0 + 121 * 60_000)).toMatchObject({
+      kind: "refused",
+      frees: t0 + 122 * 60_000,
+    });
+    expect(decideReserve(sent, { ...emails, operationId: "e4" }, t0 + 122 * 60_000)).toMatchObject({
+      kind: "reserved",
+      over: false,
+    });
+  });
+});
+
+describe("forgettable: never a row a window the limit has had can still count (audit N4)", () => {
+  const now = 10 * DAY;
+  it.each([
+    [
+      "recorded 2 h ago, longest window 24 h (a 1 h tool asked last): kept",
+      held("a", 1000, now - 2 * H),
+      DAY,
+      false,
+    ],
+    ["recorded one longest window ago: forgotten", held("a", 1000, now - DAY), DAY, true],
+    ["held, not known recorded, a month old: kept", unsent("a", 1, now - 30 * DAY), H, false],
+    ["released one longest window ago: forgotten", released("a", 5, now - DAY), DAY, true],
+    ["released inside the longest window: kept", released("a", 5, now - H), DAY, false],
+  ] as const)("%s", (_, row, longest, expected) =>
+    expect(forgettable(row, longest, now)).toBe(expected),
+  );
+});
+
+describe("the sweep's schedule", () => {
+  it.each([
+    ["a day's window: two minutes after the reservation", DAY, 120_000],
+    ["a 30 s window: one window after", 30_000, 30_000],
+    ["a 1 s window: no sooner than 10 s", 1_000, 10_000],
+  ])("first ask, %s", (_, windowMs, after) => expect(firstAskAtMs(5, windowMs)).toBe(5 + after));
+  it("not recorded yet: asked again one window later (learning within a window loses nothing)", () => {
+    expect(askAgainAtMs(5, H)).toBe(5 + H);
+    expect(askAgainAtMs(5, 1_000)).toBe(5 + 10_000);
   });
 });
 
@@ -183,12 +296,26 @@ describe("claimsFor", () => {
       limit({}),
       { amount: 250 },
       { customer_id: "cus_1" },
-      "cus_1",
+      "context.customer_id:cus_1",
       250,
     ],
-    ["count per user", limit({ subject: "user", measure: { kind: "count" } }), {}, {}, "u1", 1],
+    [
+      "count per user",
+      limit({ subject: "user", measure: { kind: "count" } }),
+      {},
+      {},
+      "user:u1",
+      1,
+    ],
     ["tenant", limit({ subject: "tenant" }), { amount: 5 }, {}, "tenant", 5],
-    ["numeric context value", limit({}), { amount: 5 }, { customer_id: 42 }, "42", 5],
+    [
+      "numeric context value",
+      limit({}),
+      { amount: 5 },
+      { customer_id: 42 },
+      "context.customer_id:42",
+      5,
+    ],
   ] as const)("%s", (_, l, input, context, subject, amount) => {
     const claims = claimsFor([l], input, context, "u1");
     expect(claims).toMatchObject({
@@ -209,18 +336,29 @@ describe("claimsFor", () => {
     const text = overLimitMessage(
       {
         name: "refunds_per_customer_day",
-        subject: "cus_1",
+        subject: "context.customer_id:cus_1",
         amount: 300,
         max: 1000,
         windowMs: DAY,
         over: "refuse",
       },
-      { used: 800, remaining: 200, held: 2, nextFreeAtMs: 0 },
+      { used: 800, remaining: 200, held: 2, waiting: 0, nextFreeAtMs: 0 },
       "2026-12-05T09:00:00.000Z",
     );
     expect(text).toContain("200 remains");
-    expect(text).toContain("1000 per 1 day for cus_1");
-    expect(text).toContain("2026-12-05T09:00:00.000Z");
+    expect(text).toContain("1000 per 1 day for customer_id cus_1");
+    expect(text).toContain("frees at 2026-12-05T09:00:00.000Z at the earliest");
+  });
+  it("only calls still waiting can free it: no time is given, and the model is told why", () => {
+    const text = overLimitMessage(
+      { name: "emails", subject: "user:u1", amount: 1, max: 3, windowMs: H, over: "refuse" },
+      { used: 3, remaining: 0, held: 3, waiting: 2, nextFreeAtMs: null },
+      "waiting",
+    );
+    expect(text).toContain("3 per 1 hour for user u1");
+    expect(text).toContain("2 of the calls counted have not finished yet");
+    expect(text).toContain("each counts until it finishes and for 1 hour after");
+    expect(text).not.toContain("frees at");
   });
 });
 

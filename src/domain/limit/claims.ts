@@ -1,9 +1,9 @@
 // From a tool's limits across runs to what one call claims of each (frozen at the gate, pure): the
-// subject's value (a bound context field, the run's user, or the tenant) and the amount (a numeric
-// argument's value for `sum`, 1 for `count`). Fails closed like the per-call limits: a subject the
-// run does not define (`contextSubject`), or a summed field that is absent or not a non-negative
-// number, denies.
-// Also the words the model reads when a window is full.
+// subject (a bound context field's value, the run's user, or the tenant, named with its kind: see
+// subjectKey) and the amount (a numeric argument's value for `sum`, 1 for `count`). Fails closed
+// like the per-call limits: a subject the run does not define (`contextSubject`), or a summed field
+// that is absent or not a non-negative number, denies. Also the words the model reads when a window
+// is full.
 import { err, ok, type Result } from "../result.ts";
 import type { LimitClaim, LimitOver, Usage } from "./window.ts";
 
@@ -29,17 +29,18 @@ export function claimsFor(
 ): Result<LimitClaim[], ClaimRefusal> {
   const claims: LimitClaim[] = [];
   for (const limit of limits) {
-    let subject: string;
-    if (limit.subject === "user") subject = userId;
-    else if (limit.subject === "tenant") subject = "tenant";
+    let value: string;
+    if (limit.subject === "user") value = userId;
+    else if (limit.subject === "tenant") value = "";
     else {
-      const value = contextSubject(context[limit.subject.slice("context.".length)]);
-      if (value === null)
+      const field = contextSubject(context[limit.subject.slice("context.".length)]);
+      if (field === null)
         return deny(
           `${limit.name} is counted per ${limit.subject}, which this run does not define; tell the user the tool is not set up for them.`,
         );
-      subject = value;
+      value = field;
     }
+    const subject = subjectKey(limit.subject, value);
     let amount = 1;
     if (limit.measure.kind === "sum") {
       const value = input[limit.measure.field];
@@ -70,19 +71,55 @@ export function contextSubject(value: unknown): string | null {
   return typeof value === "number" && Number.isFinite(value) ? String(value) : null;
 }
 
+/**
+ * The bucket a subject names, its kind first (audit N7): `user:<id>`, `context.<field>:<value>`,
+ * `tenant`. A user and a customer with the same id, or a user whose id is "tenant", never share a
+ * bucket. (LimitObjects made before this are keyed by the bare value: see legacySubject.)
+ */
+export const subjectKey = (kind: string, value: string): string =>
+  kind === "tenant" ? "tenant" : `${kind}:${value}`;
+
+/** A subject key as `GET /v1/limits/{name}/{subject}` accepts it (a bare value is not one). */
+export const SUBJECT_KEY = /^(tenant|user:.+|context\.[a-zA-Z0-9_]+:.+)$/s;
+
+/**
+ * The key the same subject had before subjects were namespaced (the bare value; the tenant's key
+ * did not change): the LimitObject a new one adopts live reservations from. Null: nothing to adopt.
+ */
+export function legacySubject(key: string): string | null {
+  if (key === "tenant" || !SUBJECT_KEY.test(key)) return null;
+  return key.slice(key.indexOf(":") + 1);
+}
+
+/** A subject key in words for the model and the approver ("customer_id cus_1", "user u1", "the tenant"). */
+export function describeSubject(key: string): string {
+  if (key === "tenant") return "the tenant";
+  if (!SUBJECT_KEY.test(key)) return key;
+  const colon = key.indexOf(":");
+  const kind = key.slice(0, colon);
+  return `${kind.startsWith("context.") ? kind.slice("context.".length) : kind} ${key.slice(colon + 1)}`;
+}
+
 const deny = (why: string): Result<never, ClaimRefusal> =>
   err({ code: "policy_denied", message: `Policy does not allow this: ${why}` });
 
 /**
  * What the model is told when a window is full: what remains, and when enough of it frees
- * (`freesAt`: an ISO time the shell formats; null: this amount never fits).
+ * (`frees`: an ISO time the shell formats — at the earliest, another call may take it first —,
+ * "never": this amount never fits, "waiting": only once calls still waiting are done).
  */
-export function overLimitMessage(claim: LimitClaim, usage: Usage, freesAt: string | null): string {
+export function overLimitMessage(
+  claim: LimitClaim,
+  usage: Usage,
+  frees: string | "never" | "waiting",
+): string {
   const window = describeWindow(claim.windowMs);
-  const head = `Policy does not allow this now: ${claim.name} allows ${claim.max} per ${window} for ${claim.subject}, ${usage.used} is already used or reserved and ${usage.remaining} remains; this call needs ${claim.amount}.`;
-  return freesAt === null
-    ? `${head} It can never fit in the window. Do not retry; tell the user it needs a person's decision.`
-    : `${head} Enough of the window frees at ${freesAt}. Do not retry before then; tell the user.`;
+  const head = `Policy does not allow this now: ${claim.name} allows ${claim.max} per ${window} for ${describeSubject(claim.subject)}, ${usage.used} is already used or reserved and ${usage.remaining} remains; this call needs ${claim.amount}.`;
+  if (frees === "never")
+    return `${head} It can never fit in the window. Do not retry; tell the user it needs a person's decision.`;
+  if (frees === "waiting")
+    return `${head} ${usage.waiting} of the calls counted have not finished yet (waiting for approval, a lock or a retry, or their outcome is unknown); each counts until it finishes and for ${window} after, so when enough frees cannot be said yet. Do not retry now; tell the user.`;
+  return `${head} Enough of the window frees at ${frees} at the earliest. Do not retry before then; tell the user.`;
 }
 
 /** A window in words for the model ("24h" → "24 hours"). */

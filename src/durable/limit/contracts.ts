@@ -1,12 +1,13 @@
-// The LimitObject's contract (issue 21): one object per (tenant, limit across runs, subject). Its
-// RPCs reserve (idempotent by operation id), release (only when nothing was applied) and report
-// usage; errors are values, never thrown across the stub.
-import type { LimitClaim, Usage } from "../../domain/limit/window.ts";
+// The LimitObject's contract (issue 21): one object per (tenant, limit across runs, subject key).
+// Its RPCs reserve (idempotent by operation id), release (only when nothing was applied), report
+// usage and hand over held reservations to the object that replaces it (subjects namespaced, audit
+// N7); errors are values, never thrown across the stub.
+import type { Frees, LimitClaim, Usage } from "../../domain/limit/window.ts";
 
 export type ReserveRequest = LimitClaim & { tenantId: string; operationId: string };
 export type ReserveReply =
   | { kind: "reserved"; already: boolean; over: boolean; usage: Usage }
-  | { kind: "refused"; usage: Usage; freesAtMs: number | null };
+  | { kind: "refused"; usage: Usage; frees: Frees };
 export type LimitUsage = {
   name: string;
   subject: string;
@@ -14,9 +15,13 @@ export type LimitUsage = {
   window_ms: number;
   used: number;
   remaining: number;
-  /** Operations holding a reservation inside the window. */
+  /** Operations whose reservation counts. */
   held: number;
-  /** When the oldest held reservation leaves the window (null: none held). */
+  /** Of those, the ones past their window that count only because their operation is not done (awaiting approval, a lock, a retry). */
+  waiting: number;
+  /** The earliest a counting reservation can leave (null: none held, or only waiting ones). */
   next_free_at: string | null;
 };
+/** A held reservation as a legacy object hands it over. */
+export type HandedOver = { operationId: string; amount: number; atMs: number };
 export type LimitError = { code: "not_found" };

@@ -1,58 +1,98 @@
-// LimitObject: one per (tenant, limit across runs, subject) — issue 21. A thin shell around
-// domain/limit/window.ts: it loads the reservations that count (held, inside the window) and this
-// operation's own row, asks the core, and writes what it returns in one transaction. Single-threaded
-// per object and no await inside a reserve, so concurrent reserves never overshoot. Reservations
-// that never reached their operation's log (a crash between reserve and the start's commit) are
-// swept by the alarm, which asks the operation (sweep.ts). Nothing here throws across the stub.
+// LimitObject: one per (tenant, limit across runs, subject key) — issue 21. A thin shell around
+// domain/limit/window.ts: it loads the reservations, asks the core, and writes what it returns in
+// one transaction. Single-threaded per object and no await inside a reserve, so concurrent reserves
+// never overshoot. A reservation counts until one window after its operation was recorded, which
+// the sweep learns by asking the operation (sweep.ts; it also releases reservations that never
+// reached their operation's log). A row is deleted only once no window this limit was ever asked
+// with can count it (audit N4: two definitions of one name, or a window shortened, never make the
+// longer window forget). A new object first adopts the held reservations of the bucket its subject
+// had before subjects were namespaced (audit N7). Nothing here throws across the stub.
 import { DurableObject } from "cloudflare:workers";
+import { legacySubject } from "../../domain/limit/claims.ts";
 import {
   decideRelease,
   decideReserve,
+  firstAskAtMs,
+  forgettable,
   usageOf,
   type Reservation,
 } from "../../domain/limit/window.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { Env } from "../env.ts";
-import { LIMIT_SCHEMA } from "../store/limit-rows.ts";
+import { LIMIT_ADDED_COLUMNS, LIMIT_SCHEMA } from "../store/limit-rows.ts";
 import { SqlStore } from "../store/sql-store.ts";
-import type { LimitError, LimitUsage, ReserveReply, ReserveRequest } from "./contracts.ts";
-import { sweepUnconfirmed, SWEEP_AFTER_MS } from "./sweep.ts";
+import { limitStub } from "../stubs.ts";
+import type {
+  HandedOver,
+  LimitError,
+  LimitUsage,
+  ReserveReply,
+  ReserveRequest,
+} from "./contracts.ts";
+import { sweep } from "./sweep.ts";
 
-type Meta = { tenant_id: string; name: string; subject: string; max: number; window_ms: number };
-type Row = { operation_id: string; amount: number; at_ms: number; state: string };
+type Meta = {
+  tenant_id: string;
+  name: string;
+  subject: string;
+  max: number;
+  window_ms: number;
+  longest_window_ms: number;
+};
+type Row = {
+  operation_id: string;
+  amount: number;
+  at_ms: number;
+  state: string;
+  recorded_at_ms: number | null;
+};
 
 export class LimitObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, LIMIT_SCHEMA);
   /**
-   * Every row of `reservation` (the window's rows, and released ones until they age out), read once
-   * per instance and kept in step with each write below: a reserve reads no row, however many the
-   * window holds (it read them all before). Dropped on a rollback; this object is its table's only
-   * writer, so nothing else can make it stale.
+   * Every row of `reservation` (the counting ones, and the rest until they are forgotten), read
+   * once per instance and kept in step with each write below: a reserve reads no row, however many
+   * the window holds (it read them all before). Dropped on a rollback; this object is its table's
+   * only writer, so nothing else can make it stale.
    */
   private cached: Map<string, Reservation> | null = null;
+  private migrated = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.store.onRollback(() => (this.cached = null));
+    this.store.onRollback(() => {
+      this.cached = null;
+      this.migrated = false;
+    });
   }
 
   async reserve(req: ReserveRequest): Promise<Result<ReserveReply, LimitError>> {
-    const meta = this.meta();
-    if (meta && meta.tenant_id !== req.tenantId) return err({ code: "not_found" });
+    const known = this.meta();
+    if (known && known.tenant_id !== req.tenantId) return err({ code: "not_found" });
+    if (!known) await this.adopt(req.tenantId, req.name, req.subject);
     const nowMs = Date.now();
     return ok(
       this.store.transaction((): ReserveReply => {
-        this.store.ensureSchema();
-        if (!meta || meta.max !== req.max || meta.window_ms !== req.windowMs)
+        this.migrate(nowMs);
+        // Read again only after the adoption's await (another first reserve may have written it).
+        const meta = known ?? this.meta();
+        const longest = Math.max(meta?.longest_window_ms ?? 0, meta?.window_ms ?? 0, req.windowMs);
+        if (
+          !meta ||
+          meta.max !== req.max ||
+          meta.window_ms !== req.windowMs ||
+          meta.longest_window_ms !== longest
+        )
           this.store.run(
-            "INSERT OR REPLACE INTO limit_meta (k, tenant_id, name, subject, max, window_ms) VALUES (1, ?, ?, ?, ?, ?)",
+            "INSERT OR REPLACE INTO limit_meta (k, tenant_id, name, subject, max, window_ms, longest_window_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
             req.tenantId,
             req.name,
             req.subject,
             req.max,
             req.windowMs,
+            longest,
           );
-        const decision = decideReserve(this.rows(req.windowMs, nowMs, req.operationId), req, nowMs);
+        const decision = decideReserve(this.rows(req.operationId), req, nowMs);
         if (decision.kind === "refused") return decision;
         if (decision.already)
           this.store.run(
@@ -60,23 +100,17 @@ export class LimitObject extends DurableObject<Env> {
             req.operationId,
           );
         else {
+          const askAtMs = firstAskAtMs(nowMs, req.windowMs);
           this.store.run(
-            "INSERT OR REPLACE INTO reservation (operation_id, amount, at_ms, state, confirmed, touched) VALUES (?, ?, ?, 'held', 0, 0)",
+            "INSERT OR REPLACE INTO reservation (operation_id, amount, at_ms, state, confirmed, touched, recorded_at_ms, ask_at_ms) VALUES (?, ?, ?, 'held', 0, 0, NULL, ?)",
             decision.row.operationId,
             decision.row.amount,
             decision.row.atMs,
+            askAtMs,
           );
-          // Rows that left the window never count again (deleted only when there are some: the
-          // DELETE reads the whole table).
-          const cutoff = nowMs - req.windowMs;
-          const all = this.all();
-          all.set(decision.row.operationId, decision.row);
-          const expired = [...all.values()].filter((row) => row.atMs <= cutoff);
-          if (expired.length > 0) {
-            this.store.run("DELETE FROM reservation WHERE at_ms <= ?", cutoff);
-            for (const row of expired) all.delete(row.operationId);
-          }
-          this.armSweep(nowMs);
+          this.all().set(decision.row.operationId, decision.row);
+          this.forget(longest, nowMs);
+          this.armSweep(askAtMs);
         }
         const { kind, already, over, usage } = decision;
         return { kind, already, over, usage };
@@ -104,7 +138,7 @@ export class LimitObject extends DurableObject<Env> {
     const meta = this.meta();
     if (!meta || meta.tenant_id !== tenantId) return err({ code: "not_found" });
     const nowMs = Date.now();
-    const usage = usageOf(this.rows(meta.window_ms, nowMs, null), meta.max, meta.window_ms, nowMs);
+    const usage = usageOf(this.rows(null), meta.max, meta.window_ms, nowMs);
     return ok({
       name: meta.name,
       subject: meta.subject,
@@ -113,57 +147,129 @@ export class LimitObject extends DurableObject<Env> {
       used: usage.used,
       remaining: usage.remaining,
       held: usage.held,
+      waiting: usage.waiting,
       next_free_at: usage.nextFreeAtMs === null ? null : new Date(usage.nextFreeAtMs).toISOString(),
     });
   }
 
-  /** Reservations never confirmed by their operation are asked about, then kept or released. */
+  /**
+   * Asked by the object that replaces this one (same tenant, limit and subject, its key namespaced
+   * by kind): the reservations held here, which it counts from then on. Read-only; an object never
+   * used answers nothing and keeps no storage.
+   */
+  async handOver(tenantId: string): Promise<HandedOver[]> {
+    const meta = this.meta();
+    if (!meta || meta.tenant_id !== tenantId) return [];
+    return [...this.all().values()]
+      .filter((row) => row.state === "held")
+      .map(({ operationId, amount, atMs }) => ({ operationId, amount, atMs }));
+  }
+
+  /** Each reservation whose operation is not known recorded is asked about when due. */
   override async alarm(): Promise<void> {
-    this.sweepArmed = false;
+    this.sweepAtMs = null;
     const meta = this.meta();
     if (!meta) return;
-    const next = await sweepUnconfirmed(
-      this.env,
-      this.store,
-      meta.tenant_id,
-      meta.name,
-      meta.subject,
-      (operationId) => this.reread(operationId),
-    );
-    if (next !== null) {
-      this.sweepArmed = true;
-      await this.ctx.storage.setAlarm(next);
+    this.store.transaction(() => this.migrate(Date.now()));
+    const next = await sweep(this.env, this.store, meta, (operationId) => this.reread(operationId));
+    // `next` counts every row still to ask, those reserved while the sweep awaited included.
+    this.sweepAtMs = null;
+    if (next !== null) this.armSweep(next);
+  }
+
+  private sweepAtMs: number | null = null;
+  /** The sweep runs at `atMs` or earlier (an alarm already set for later is moved). */
+  private armSweep(atMs: number): void {
+    if (this.sweepAtMs !== null && this.sweepAtMs <= atMs) return;
+    this.sweepAtMs = atMs;
+    void this.ctx.storage.setAlarm(atMs);
+  }
+
+  private adopting: Promise<void> | null = null;
+  /**
+   * Before its first reservation: the held reservations of the object this subject had before
+   * subjects were namespaced, so a deploy loses no live reservation. Their operations are asked at
+   * once (their plans name the bare subject: operation/limits.ts limitHoldOf). One RPC per object,
+   * ever; concurrent first reserves share it. Throws if it cannot be asked (the start answers
+   * `unavailable`, nothing reserved).
+   */
+  private adopt(tenantId: string, name: string, subject: string): Promise<void> {
+    const legacy = legacySubject(subject);
+    if (legacy === null) return Promise.resolve();
+    this.adopting ??= (async () => {
+      const handed = await limitStub(this.env, tenantId, name, legacy).handOver(tenantId);
+      if (handed.length === 0) return;
+      const nowMs = Date.now();
+      this.store.transaction(() => {
+        this.migrate(nowMs);
+        for (const row of handed)
+          this.store.run(
+            "INSERT OR IGNORE INTO reservation (operation_id, amount, at_ms, state, confirmed, touched, recorded_at_ms, ask_at_ms) VALUES (?, ?, ?, 'held', 0, 0, NULL, ?)",
+            row.operationId,
+            row.amount,
+            row.atMs,
+            nowMs,
+          );
+      });
+      this.cached = null;
+      this.armSweep(nowMs);
+    })().catch((error: unknown) => {
+      this.adopting = null;
+      throw error;
+    });
+    return this.adopting;
+  }
+
+  /** The schema, and the columns older objects lack; their rows are then asked about at once. */
+  private migrate(nowMs: number): void {
+    if (this.migrated) return;
+    this.store.ensureSchema();
+    let added = false;
+    for (const [table, columns] of Object.entries(LIMIT_ADDED_COLUMNS))
+      for (const column of columns) added = this.store.ensureColumn(table, column) || added;
+    this.migrated = true;
+    if (added) {
+      this.cached = null;
+      this.armSweep(nowMs);
     }
   }
 
-  private sweepArmed = false;
-  /** The sweep runs a while after a new reservation (once armed, this instance does not push it later). */
-  private armSweep(nowMs: number): void {
-    if (this.sweepArmed) return;
-    this.sweepArmed = true;
-    void this.ctx.storage.setAlarm(nowMs + SWEEP_AFTER_MS);
+  /** Deletes the rows no window this limit was asked with can count again. */
+  private forget(longestWindowMs: number, nowMs: number): void {
+    const all = this.all();
+    const doomed = [...all.values()].filter((row) => forgettable(row, longestWindowMs, nowMs));
+    for (let i = 0; i < doomed.length; i += 50) {
+      const ids = doomed.slice(i, i + 50).map((row) => row.operationId);
+      this.store.run(
+        `DELETE FROM reservation WHERE operation_id IN (${ids.map(() => "?").join(", ")})`,
+        ...ids,
+      );
+      for (const id of ids) all.delete(id);
+    }
   }
 
   private meta(): Meta | null {
     if (!this.store.exists("limit_meta")) return null;
+    const longest = this.store.hasColumn("limit_meta", "longest_window_ms")
+      ? "longest_window_ms"
+      : "0 AS longest_window_ms";
     return this.store.one<Meta>(
-      "SELECT tenant_id, name, subject, max, window_ms FROM limit_meta WHERE k = 1",
+      `SELECT tenant_id, name, subject, max, window_ms, ${longest} FROM limit_meta WHERE k = 1`,
     );
   }
 
-  /** The held rows inside the window, plus `operationId`'s own row whatever its state. */
-  private rows(windowMs: number, nowMs: number, operationId: string | null): Reservation[] {
+  /** The held rows (the core says which count now), plus `operationId`'s own row whatever its state. */
+  private rows(operationId: string | null): Reservation[] {
     const out: Reservation[] = [];
     for (const row of this.all().values())
-      if ((row.state === "held" && row.atMs > nowMs - windowMs) || row.operationId === operationId)
-        out.push(row);
+      if (row.state === "held" || row.operationId === operationId) out.push(row);
     return out;
   }
 
   private all(): Map<string, Reservation> {
     if (this.cached) return this.cached;
     const rows = this.store.exists("reservation")
-      ? this.store.all<Row>("SELECT operation_id, amount, at_ms, state FROM reservation")
+      ? this.store.all<Row>(`SELECT ${this.columns()} FROM reservation`)
       : [];
     this.cached = new Map(rows.map((row) => [row.operation_id, rowOf(row)]));
     return this.cached;
@@ -173,11 +279,18 @@ export class LimitObject extends DurableObject<Env> {
   private reread(operationId: string): void {
     if (!this.cached) return;
     const row = this.store.one<Row>(
-      "SELECT operation_id, amount, at_ms, state FROM reservation WHERE operation_id = ?",
+      `SELECT ${this.columns()} FROM reservation WHERE operation_id = ?`,
       operationId,
     );
     if (row) this.cached.set(operationId, rowOf(row));
     else this.cached.delete(operationId);
+  }
+
+  private columns(): string {
+    const recorded = this.store.hasColumn("reservation", "recorded_at_ms")
+      ? "recorded_at_ms"
+      : "NULL AS recorded_at_ms";
+    return `operation_id, amount, at_ms, state, ${recorded}`;
   }
 }
 
@@ -186,4 +299,5 @@ const rowOf = (row: Row): Reservation => ({
   amount: row.amount,
   atMs: row.at_ms,
   state: row.state === "released" ? "released" : "held",
+  recordedAtMs: row.recorded_at_ms,
 });

@@ -1,60 +1,84 @@
-// The sweep of a LimitObject (issue 21): a reservation is made before its operation's first log
-// row, so a crash in between leaves it held with nobody holding it. A while after a reservation,
-// the object asks each operation it has not seen holding one (OperationObject.limitHold): held →
-// confirmed; released or absent → released. An operation that answers "absent" while its own
-// start is in flight re-reserves before it commits (it learns of the answer), and a reserve that
-// arrives while the question is out marks the row `touched`, so the sweep then keeps it.
+// The sweep of a LimitObject (issue 21): it asks each operation whose reservation is not yet known
+// recorded how it stands (OperationObject.limitHold), when due (domain/limit/window.ts firstAskAtMs,
+// askAgainAtMs). Recorded (having applied) → the row learns when, and counts one window from then
+// (audit N5); not recorded yet → asked again later, counting meanwhile; released → released; absent
+// → it never started (a crash between reserve and its start's commit): released. An operation that
+// answers "absent" while its own start is in flight re-reserves before it commits (it learns of the
+// answer), and a reserve that arrives while the question is out marks the row `touched`, so the
+// sweep then keeps it. No operation is asked on a call's path: one ask per reservation, here.
+import { askAgainAtMs } from "../../domain/limit/window.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { operationStub } from "../stubs.ts";
 import type { Env } from "../env.ts";
 
-/** How long after a reservation its operation must have committed its start (else it is asked). */
-export const SWEEP_AFTER_MS = 120_000;
+type Due = { operation_id: string; touched: number; confirmed: number };
+type Meta = { tenant_id: string; name: string; subject: string; window_ms: number };
 
-type Pending = { operation_id: string; at_ms: number; touched: number };
+/** A question that failed is asked again this much later. */
+const RETRY_ASK_MS = 60_000;
 
 /**
- * Returns when to sweep again (null: nothing unconfirmed is left). Never throws. `changed` is told
- * of each row it may have released (the object keeps its rows in memory).
+ * Returns when to sweep again (null: every held row's operation is known recorded). Never throws.
+ * `changed` is told of each row it wrote (the object keeps its rows in memory).
  */
-export async function sweepUnconfirmed(
+export async function sweep(
   env: Env,
   store: SqlStore,
-  tenantId: string,
-  name: string,
-  subject: string,
+  meta: Meta,
   changed: (operationId: string) => void,
 ): Promise<number | null> {
   if (!store.exists("reservation")) return null;
   const nowMs = Date.now();
-  const due = store.all<Pending>(
-    "SELECT operation_id, at_ms, touched FROM reservation WHERE state = 'held' AND confirmed = 0 AND at_ms <= ?",
-    nowMs - SWEEP_AFTER_MS,
+  const due = store.all<Due>(
+    "SELECT operation_id, touched, confirmed FROM reservation WHERE state = 'held' AND recorded_at_ms IS NULL AND ask_at_ms <= ?",
+    nowMs,
   );
-  let failed = false;
   for (const row of due) {
-    let answer: "held" | "released" | "absent";
+    const id = row.operation_id;
     try {
-      answer = await operationStub(env, row.operation_id).limitHold(tenantId, name, subject);
-    } catch (error) {
-      console.error("limit sweep could not ask an operation", row.operation_id, String(error));
-      failed = true;
-      continue;
-    }
-    if (answer === "held")
-      store.run("UPDATE reservation SET confirmed = 1 WHERE operation_id = ?", row.operation_id);
-    else {
-      store.run(
-        "UPDATE reservation SET state = 'released' WHERE operation_id = ? AND state = 'held' AND confirmed = 0 AND touched = ?",
-        row.operation_id,
-        row.touched,
+      const answer = await operationStub(env, id).limitHold(
+        meta.tenant_id,
+        meta.name,
+        meta.subject,
       );
-      changed(row.operation_id);
+      if (answer.kind === "held" && answer.recordedAtMs !== null)
+        store.run(
+          "UPDATE reservation SET confirmed = 1, recorded_at_ms = ? WHERE operation_id = ? AND state = 'held'",
+          answer.recordedAtMs,
+          id,
+        );
+      else if (answer.kind === "held")
+        store.run(
+          "UPDATE reservation SET confirmed = 1, ask_at_ms = ? WHERE operation_id = ?",
+          askAgainAtMs(nowMs, meta.window_ms),
+          id,
+        );
+      else if (answer.kind === "absent" && row.confirmed === 1)
+        // Seen holding it before, gone now: it cannot be unsaid that it may have applied; count
+        // one window from now (operations are only ever removed with a tombstone, so this is a guard).
+        store.run(
+          "UPDATE reservation SET recorded_at_ms = ? WHERE operation_id = ? AND state = 'held'",
+          nowMs,
+          id,
+        );
+      else
+        store.run(
+          "UPDATE reservation SET state = 'released' WHERE operation_id = ? AND state = 'held' AND touched = ?",
+          id,
+          row.touched,
+        );
+    } catch (error) {
+      console.error("limit sweep could not ask an operation", id, String(error));
+      store.run(
+        "UPDATE reservation SET ask_at_ms = ? WHERE operation_id = ?",
+        nowMs + RETRY_ASK_MS,
+        id,
+      );
     }
+    changed(id);
   }
-  const left = store.one<{ at: number | null }>(
-    "SELECT MIN(at_ms) AS at FROM reservation WHERE state = 'held' AND confirmed = 0",
+  const next = store.one<{ at: number | null }>(
+    "SELECT MIN(ask_at_ms) AS at FROM reservation WHERE state = 'held' AND recorded_at_ms IS NULL",
   )?.at;
-  if (left === null || left === undefined) return failed ? nowMs + SWEEP_AFTER_MS : null;
-  return Math.max(left + SWEEP_AFTER_MS, nowMs + (failed ? SWEEP_AFTER_MS : 1_000));
+  return next === null || next === undefined ? null : Math.max(next, Date.now() + 1_000);
 }

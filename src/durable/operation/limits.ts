@@ -4,7 +4,7 @@
 // crashed after reserving counts once. The first refusal stops it (the refused limit holds
 // nothing; any reserved before it are released by the recorded refusal's outbox row). Over a
 // limit whose `over` is "approve", the reservation is made and a person decides.
-import { overLimitMessage } from "../../domain/limit/claims.ts";
+import { legacySubject, overLimitMessage } from "../../domain/limit/claims.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
 import { tookEffect, type OperationState } from "../../domain/operation/index.ts";
 import type { Env } from "../env.ts";
@@ -37,9 +37,9 @@ export async function reserveClaims(
     });
     if (!reply.ok) throw new Error(`limit ${claim.name} refused to answer: ${reply.error.code}`);
     if (reply.value.kind === "refused") {
-      const { usage, freesAtMs } = reply.value;
-      const freesAt = freesAtMs === null ? null : new Date(freesAtMs).toISOString();
-      const message = overLimitMessage(claim, usage, freesAt);
+      const { usage, frees } = reply.value;
+      const when = typeof frees === "number" ? new Date(frees).toISOString() : frees;
+      const message = overLimitMessage(claim, usage, when);
       return {
         held,
         needsApproval,
@@ -54,18 +54,37 @@ export async function reserveClaims(
 
 /**
  * What this operation answers a limit's sweep: it holds the reservation (its plan names it and it
- * is not recorded with nothing applied), released it, or never started with it.
+ * is not recorded with nothing applied) — recorded at a time, or not yet (it may still send) —,
+ * released it, or never started with it. A reservation adopted from the bucket its subject had
+ * before subjects were namespaced is named in plans frozen before that by the bare subject.
  */
-export type LimitHold = "held" | "released" | "absent";
+export type LimitHold =
+  { kind: "held"; recordedAtMs: number | null } | { kind: "released" } | { kind: "absent" };
 export function limitHoldOf(head: Head | null, name: string, subject: string): LimitHold {
-  const mine = head?.frozen.plan.limits?.some((c) => c.name === name && c.subject === subject);
-  if (!head || !mine) return "absent";
-  return releasedBy(head.state) ? "released" : "held";
+  const legacy = legacySubject(subject);
+  const mine = head?.frozen.plan.limits?.some(
+    (c) => c.name === name && (c.subject === subject || c.subject === legacy),
+  );
+  if (!head || !mine) return { kind: "absent" };
+  if (head.state.phase !== "recorded") return { kind: "held", recordedAtMs: null };
+  return releasedBy(head.state)
+    ? { kind: "released" }
+    : { kind: "held", recordedAtMs: head.state.recordedAtMs };
 }
 
-const releasedBy = (state: OperationState) =>
-  state.phase === "recorded" &&
+const releasedBy = (state: Extract<OperationState, { phase: "recorded" }>) =>
   !tookEffect(state.outcome.status, "code" in state.outcome ? state.outcome.code : null);
+
+/**
+ * A pruned operation keeps only how it settled: nothing applied if it was refused or cancelled;
+ * otherwise (succeeded, or failed — maybe with an answer that took effect) held, recorded by the
+ * time it was pruned at the latest.
+ */
+export function prunedHold(status: string, prunedAtMs: number): LimitHold {
+  return status === "succeeded" || status === "failed"
+    ? { kind: "held", recordedAtMs: prunedAtMs }
+    : { kind: "released" };
+}
 
 /** The outbox delivery of a `limits.released` row: every limit it held, released (idempotent). */
 export async function releaseClaims(

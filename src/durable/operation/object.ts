@@ -32,7 +32,7 @@ import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.
 import { cancelledEarly, missing, prunedFor } from "./retention.ts";
 import { Sender } from "./send.ts";
 import { prepareStart, startUnavailable } from "./start.ts";
-import { limitHoldOf, type LimitHold } from "./limits.ts";
+import { limitHoldOf, prunedHold, type LimitHold } from "./limits.ts";
 import { Alarms, alarmOrRearm } from "./alarm.ts";
 import { perform, type EffectHost } from "./effects.ts";
 import { Decisions } from "./decisions.ts";
@@ -192,7 +192,11 @@ export class OperationObject extends DurableObject<Env> {
   async limitHold(tenantId: string, name: string, subject: string): Promise<LimitHold> {
     const head = this.log.head();
     if (!head) this.limitSweeps++;
-    return head && head.frozen.tenant_id !== tenantId ? "absent" : limitHoldOf(head, name, subject);
+    // Pruned (settled, then removed by retention): recorded by then, at the latest.
+    const pruned = head ? null : prunedFor(this.store, tenantId);
+    if (pruned) return prunedHold(pruned.status, pruned.pruned_at_ms);
+    if (head && head.frozen.tenant_id !== tenantId) return { kind: "absent" };
+    return limitHoldOf(head, name, subject);
   }
 
   // ── resource locks: the lock object asks and tells the operations that use it ──────────────

@@ -1,5 +1,6 @@
 // The errors a TenantObject RPC answers with (problem.ts maps each `code` to HTTP). The modules
 // beside the object and the routes import them from object.ts, which re-exports this type.
+import type { LimitConflict } from "../../domain/limit/definition.ts";
 import type { ManifestError } from "../../tools/manifest/schema.ts";
 import type { SecretsError } from "./secrets.ts";
 import type { WebhooksError } from "./webhooks.ts";
@@ -14,4 +15,6 @@ export type TenantError =
   | { code: "tool_changed"; detail: string }
   | { code: "invalid_policy"; detail: string }
   /** A tool PUT or DELETE would make the stored Cedar policy set fail validation (without ?force=1). */
-  | { code: "tool_breaks_policy_set"; detail: string };
+  | { code: "tool_breaks_policy_set"; detail: string }
+  /** PUT /v1/tools/{name}: a limit across runs another tool defines otherwise (audit N4); nothing stored. */
+  | ({ code: "limit_conflict" } & LimitConflict);

@@ -6,6 +6,7 @@
 // verification-client.ts.
 import { hostPolicy } from "../../config.ts";
 import { contextRequired, type ContextRequired } from "../../domain/context-needs.ts";
+import { limitConflict, type RegisteredLimits } from "../../domain/limit/definition.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import {
   verificationFor,
@@ -18,6 +19,7 @@ import {
 import { CODE_TOOLS } from "../../tools/code-tools.ts";
 import { compileManifest } from "../../tools/manifest/compile.ts";
 import { checkCompensationTarget } from "../../tools/manifest/compensate.ts";
+import { compileAcrossRuns, type AcrossRunsInput } from "../../tools/manifest/limits.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import { verificationSettingsHash } from "../../tools/verify.ts";
 import type { Env } from "../env.ts";
@@ -62,7 +64,10 @@ export async function putTool(
   const compensation = compensationTarget(store, env, compiled.value.compensate);
   if (!compensation.ok) return compensation;
   const settingsHash = (await verificationSettingsHash(manifest))!;
-  // After the last await: the set checked here is the one the write below stands beside.
+  // After the last await, so no other PUT stores a contradicting definition in between.
+  const limits = compiled.value.limitsAcrossRuns;
+  const conflict = limits.length > 0 && limitConflict(name, limits, registeredLimits(store));
+  if (conflict) return err({ code: "limit_conflict", ...conflict });
   const change = { name, spec: compiled.value };
   const policies = policiesAfter(store, env, change, `PUT /v1/tools/${name}`, force);
   if (!policies.ok) return policies;
@@ -133,6 +138,29 @@ function compensationTarget(
       detail: `compensate: ${compensation.tool} no longer compiles (${target.error.detail})`,
     });
   return checkCompensationTarget(compensation, target.value);
+}
+
+/**
+ * Every registered tool's limits across runs (audit N4: one definition per name): the stored
+ * manifests, and the code tools no manifest overrides. A stored manifest whose limits no longer
+ * compile defines nothing (no run can be given it).
+ */
+function registeredLimits(store: SqlStore): RegisteredLimits[] {
+  const rows = store.exists("tools")
+    ? store.all<{ name: string; manifest: string }>("SELECT name, manifest FROM tools")
+    : [];
+  const out: RegisteredLimits[] = [];
+  for (const row of rows) {
+    const manifest = JSON.parse(row.manifest) as Record<string, unknown>;
+    if (manifest.limits_across_runs === undefined) continue;
+    const schema = (manifest.input_schema ?? {}) as Record<string, unknown>;
+    const limits = compileAcrossRuns(manifest.limits_across_runs as AcrossRunsInput, schema);
+    if (limits.ok) out.push({ tool: row.name, limits: limits.value });
+  }
+  for (const [name, spec] of Object.entries(CODE_TOOLS))
+    if (!rows.some((row) => row.name === name))
+      out.push({ tool: name, limits: spec.limitsAcrossRuns });
+  return out;
 }
 
 export async function getTool(
