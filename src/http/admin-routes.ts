@@ -2,6 +2,7 @@
 import { Hono } from "hono";
 import { SQL_ROWS } from "../durable/store/sql-store.ts";
 import { allRpcCounts } from "../durable/rpc-model.ts";
+import { EVENT_QUEUES, eventQueuesBound } from "../durable/placement.ts";
 import { indexStub } from "../durable/stubs.ts";
 import { ulid } from "ulid";
 import { sealApiKey } from "./api-keys.ts";
@@ -39,6 +40,13 @@ export const adminRoutes = new Hono<AppEnv>()
       throw new ApiProblem({
         code: "unsupported_jurisdiction",
         detail: `jurisdiction must be one of ${JURISDICTIONS.map((j) => `"${j}"`).join(", ")} (or left out for none); nothing was created`,
+      });
+    // Its events must have a queue in the jurisdiction too (durable/placement.ts EVENT_QUEUES): a
+    // deployment without one refuses the tenant rather than send its events anywhere else.
+    if (jurisdiction !== null && !eventQueuesBound(c.env, jurisdiction))
+      throw new ApiProblem({
+        code: "unsupported_jurisdiction",
+        detail: `this deployment has no events queues in "${jurisdiction}" (${EVENT_QUEUES[jurisdiction].events} and ${EVENT_QUEUES[jurisdiction].deadLetters} in wrangler.toml, created with --jurisdiction ${jurisdiction}): its events would have to leave it; nothing was created`,
       });
     // The id carries the jurisdiction (ten_eu_…): every object of the tenant is found, and made,
     // there from its id alone (durable/placement.ts), with no lookup on any request's path.
