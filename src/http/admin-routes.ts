@@ -67,8 +67,10 @@ export const adminRoutes = new Hono<AppEnv>()
     const key = await sealApiKey(signing, tenantId, issued.key_id, issued.key);
     return c.json({ ...issued, key }, 201);
   })
-  // Rebuild the tenant index from the objects (issue 20; `npm run reindex`): its rows go, then
-  // every run it knows and their operations are read again.
+  // Rebuild the tenant index from the objects (issue 20; `npm run reindex`): every run of the
+  // tenant's list and of the index is read again and its rows replaced in place (never emptied
+  // first). Each call takes one step: `state: "running"` until every run was read (the index's
+  // alarm goes on by itself; calling again takes another step).
   .post("/tenants/:tenant_id/reindex", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
     return c.json(await indexStub(c.env, tenantId).rebuild(tenantId));

@@ -353,7 +353,13 @@ describe("the tenant index: 3 tenants, 200 operations", () => {
       Authorization: `Bearer ${ADMIN}`,
     });
     expect(rebuilt.status).toBe(200);
-    expect(rebuilt.body).toEqual({ runs: a.runs.size, operations: a.truth.length, missing: 0 });
+    expect(rebuilt.body).toEqual({
+      state: "done",
+      runs: a.runs.size,
+      operations: a.truth.length,
+      missing: 0,
+      failed: 0,
+    });
     expect(await answers(a)).toEqual(before);
     for (const run of await all(a, "/v1/runs", "runs"))
       expect(run.usage).toEqual((await as(a, "GET", `/v1/runs/${run.run_id}`)).body.usage);
