@@ -17,6 +17,7 @@ import {
   manifest,
   newTenant,
   unique,
+  until,
   upstream,
 } from "../support/api.ts";
 
@@ -69,16 +70,6 @@ async function indexedTenant(runs: number, perRun: number): Promise<Tenant> {
   );
   expect(listed.ops.map((op) => op.operation_id).sort()).toEqual([...t.ops].sort());
   return t;
-}
-
-/** Polls (bounded; the queue consumer runs in the pool) until `done` holds; the last answer. */
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  let value = await read();
-  for (let i = 0; i < 400 && !done(value); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    value = await read();
-  }
-  return value;
 }
 
 /** What the index answers: every operation and run row (ids sorted), the overview's counts. */

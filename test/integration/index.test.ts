@@ -14,6 +14,7 @@ import {
   manifest,
   newTenant,
   unique,
+  until,
   upstream,
 } from "../support/api.ts";
 
@@ -65,16 +66,6 @@ async function all(tenant: Tenant, path: string, key: "operations" | "runs", pag
     if (!cursor) return rows;
   }
   throw new Error("more than 100 pages");
-}
-
-/** Polls (bounded; the queue consumer runs in the pool) until `done` holds; the last answer. */
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  let value = await read();
-  for (let i = 0; i < 400 && !done(value); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    value = await read();
-  }
-  return value;
 }
 
 /** One tenant's agents: `runs` runs, each a turn of `perRun` charges (some failing upstream) and 2 refunds needing approval. */

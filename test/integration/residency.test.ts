@@ -14,7 +14,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Env } from "../../src/durable/env.ts";
 import { observePlacements, type Placement } from "../../src/durable/placement.ts";
 import worker from "../../src/index.ts";
-import { ADMIN, ALL_SCOPES, api, manifest, unique, upstream } from "../support/api.ts";
+import { ADMIN, ALL_SCOPES, api, manifest, unique, until, upstream } from "../support/api.ts";
 
 const admin = { Authorization: `Bearer ${ADMIN}` };
 
@@ -350,16 +350,6 @@ function recordQueues() {
 }
 
 const tenantOf = (body: any): string | undefined => body?.event?.tenant_id ?? body?.tenant_id;
-
-/** Polls (bounded: the consumers run in the pool) until `done` holds. */
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  let value = await read();
-  for (let i = 0; i < 200 && !done(value); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    value = await read();
-  }
-  return value;
-}
 
 describe("data residency of the tenant plane's queues", () => {
   it("an EU tenant's events, its webhook retries and its dead letters go only through the EU queues; a default tenant's only through the default ones", async () => {
