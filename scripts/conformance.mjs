@@ -1,18 +1,29 @@
-// npm run conformance -- --url https://toolgate.example.com --admin-token … : does this deployment
-// keep toolgate's promise? A black-box suite through the public API only (scripts/lib/conformance/):
-// it starts its own test upstream (demo/upstream.ts), creates a throw-away tenant with the admin
-// token, checks each promise with evidence, cleans up, and exits non-zero if any promise is broken.
+// TOOLGATE_ADMIN_TOKEN=… npm run conformance -- --url https://toolgate.example.com : does this
+// deployment keep toolgate's promise? A black-box suite through the public API only
+// (scripts/lib/conformance/): it starts its own test upstream (demo/upstream.ts), creates a
+// throw-away tenant with the admin token, checks each promise with evidence, cleans up (reporting
+// every step that failed and what stays behind), and exits non-zero if any promise is broken or
+// the cleanup failed. The admin token is read from the environment only (on the command line it
+// would be in `ps` and the shell's history), and goes only over https, or plain http to loopback.
 // The deployment must reach the upstream: on loopback for a local `wrangler dev`; for a deployed
 // Worker, expose the upstream through a tunnel and pass its public URL as --upstream-url (and allow
-// that host in TOOLGATE_UPSTREAM_ALLOWLIST).
+// that host in TOOLGATE_UPSTREAM_ALLOWLIST, for the run only).
 import { startUpstream } from "../demo/upstream.ts";
-import { formatResults, runConformance } from "./lib/conformance/suite.mjs";
+import {
+  exitCodeOf,
+  formatCleanup,
+  formatResults,
+  runConformance,
+} from "./lib/conformance/suite.mjs";
 import { CHECKS } from "./lib/conformance/checks.mjs";
+import { targetProblem } from "./lib/conformance/client.mjs";
 
-const USAGE = `usage: npm run conformance -- --url <toolgate URL> --admin-token <token>
+const USAGE = `usage: TOOLGATE_ADMIN_TOKEN=… npm run conformance -- --url <toolgate URL>
     [--upstream-url <public URL of the test upstream, e.g. a tunnel>] [--upstream-port <port>]
     [--only <check,check>] [--json]
-  env: TOOLGATE_URL, TOOLGATE_ADMIN_TOKEN (instead of the flags)
+  env: TOOLGATE_ADMIN_TOKEN (required: never on the command line), TOOLGATE_URL (instead of --url)
+  --url: https, or plain http to a loopback host only (the admin token must not cross a network in clear)
+  exit: 0 every promise kept and cleaned up; 1 a promise broken; 2 could not run; 3 kept, but cleanup failed
   checks: ${CHECKS.map((c) => c.id).join(", ")}`;
 
 function parse(argv) {
@@ -32,7 +43,10 @@ function parse(argv) {
       return next;
     };
     if (arg === "--url") options.url = value();
-    else if (arg === "--admin-token") options.adminToken = value();
+    else if (arg === "--admin-token" || arg.startsWith("--admin-token="))
+      throw new Error(
+        "--admin-token is not accepted: set TOOLGATE_ADMIN_TOKEN in the environment instead (a token on the command line is visible in ps and kept in the shell's history; if you just typed it, consider rotating it)",
+      );
     else if (arg === "--upstream-url") options.upstreamUrl = value().replace(/\/+$/, "");
     else if (arg === "--upstream-port") options.upstreamPort = Number(value());
     else if (arg === "--only") options.only = value().split(",");
@@ -40,7 +54,10 @@ function parse(argv) {
     else if (arg === "--help" || arg === "-h") throw new Error("");
     else throw new Error(`unknown option ${arg}`);
   }
-  if (!options.url || !options.adminToken) throw new Error("--url and --admin-token are required");
+  if (!options.url || !options.adminToken)
+    throw new Error("--url (or TOOLGATE_URL) and TOOLGATE_ADMIN_TOKEN are required");
+  const refused = targetProblem(options.url);
+  if (refused) throw new Error(refused);
   const unknown = (options.only ?? []).filter((id) => !CHECKS.some((c) => c.id === id));
   if (unknown.length > 0) throw new Error(`unknown check: ${unknown.join(", ")}`);
   return options;
@@ -66,7 +83,7 @@ try {
     console.log(
       `toolgate conformance: ${options.url} (test upstream ${options.upstreamUrl ?? upstream.url})\n`,
     );
-  const { ok, results } = await runConformance({
+  const report = await runConformance({
     url: options.url,
     adminToken: options.adminToken,
     upstream: { controlUrl, publicUrl: options.upstreamUrl ?? upstream.url },
@@ -75,9 +92,14 @@ try {
       ? undefined
       : (r) => console.error(`${r.ok ? "pass" : "FAIL"} ${r.id} (${(r.ms / 1000).toFixed(1)} s)`),
   });
-  if (options.json) console.log(JSON.stringify({ url: options.url, ok, results }, null, 2));
-  else console.log(`\n${formatResults(results)}`);
-  code = ok ? 0 : 1;
+  const { ok, results, cleanup } = report;
+  const leftovers = formatCleanup(cleanup, { upstreamUrl: options.upstreamUrl });
+  if (options.json) {
+    console.log(JSON.stringify({ url: options.url, ok, results, cleanup }, null, 2));
+    // Said on stderr too: a CI job that keeps only the JSON still shows a person what is left.
+    if (cleanup.failures.length > 0) console.error(leftovers);
+  } else console.log(`\n${formatResults(results)}\n\n${leftovers}`);
+  code = exitCodeOf(report);
 } catch (error) {
   console.error(`conformance could not run: ${error.message}`);
   code = 2;

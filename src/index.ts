@@ -3,7 +3,8 @@
 import type { EventMessage } from "./domain/events.ts";
 import type { Env } from "./durable/env.ts";
 import { handleEventBatch } from "./events/consumer.ts";
-import { DEAD_LETTER_QUEUE, handleDeadLetters } from "./events/dead-letters.ts";
+import { handleDeadLetters } from "./events/dead-letters.ts";
+import { isDeadLetterQueue } from "./durable/placement.ts";
 import { app } from "./http/app.ts";
 
 export { IndexObject } from "./durable/index/object.ts";
@@ -17,7 +18,6 @@ export { TenantObject } from "./durable/tenant/object.ts";
 export default {
   fetch: app.fetch,
   queue: (batch: MessageBatch<EventMessage>, env: Env) =>
-    batch.queue === DEAD_LETTER_QUEUE
-      ? handleDeadLetters(batch, env)
-      : handleEventBatch(batch, env),
+    // Every jurisdiction's dead-letter queue (durable/placement.ts EVENT_QUEUES) has this consumer.
+    isDeadLetterQueue(batch.queue) ? handleDeadLetters(batch, env) : handleEventBatch(batch, env),
 } satisfies ExportedHandler<Env, EventMessage>;

@@ -37,3 +37,38 @@ export async function mcpCallId(call: McpCallNaming): Promise<string> {
  * the number 1 and the string "1" (both legal ids) stay distinct.
  */
 export const mcpRequestKey = (requestId: string | number): string => canonicalJson(requestId);
+
+/** One MCP call in flight at its run: its request, its caller's session (if any), its turn. */
+export type McpInFlight = {
+  /** The shell's fresh id for this very call (the same nonce that names a read). */
+  nonce: string;
+  requestKey: string;
+  /** The caller's `Mcp-Session-Id`, when its transport has one; null: none. */
+  session: string | null;
+  turnId: string;
+};
+
+/**
+ * What a cancellation names: the call whose request stream closed (its nonce: exact), or a
+ * JSON-RPC request id a caller sent in `notifications/cancelled`, with that caller's session.
+ */
+export type McpCancelTarget = { nonce: string } | { requestKey: string; session: string | null };
+
+/**
+ * The call a cancellation closes, or null. JSON-RPC ids are per client (every client starts at 0
+ * or 1), so a request id names a call only within its caller's session: the one call in flight
+ * under that id and session. Two or more such calls (callers without a session, which cannot be
+ * told apart) are ambiguous: none is closed, since closing another client's call is worse than
+ * ignoring a cancellation, which MCP allows a server to do.
+ */
+export function cancelledCall(
+  inFlight: Iterable<McpInFlight>,
+  target: McpCancelTarget,
+): McpInFlight | null {
+  const matching = [...inFlight].filter((call) =>
+    "nonce" in target
+      ? call.nonce === target.nonce
+      : call.requestKey === target.requestKey && call.session === target.session,
+  );
+  return matching.length === 1 ? matching[0]! : null;
+}

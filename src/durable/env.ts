@@ -24,4 +24,12 @@ export type Env = {
   EVENTS: Queue<EventMessage>;
   /** EVENTS' dead letters, re-parked with long delays by their consumer (events/dead-letters.ts). */
   EVENTS_DLQ: Queue<EventMessage & { parked?: number }>;
+  /**
+   * The same two queues per jurisdiction, created with it (placement.ts EVENT_QUEUES): an EU
+   * tenant's events go only through these. Unbound: no tenant is created in that jurisdiction.
+   */
+  EVENTS_EU?: Queue<EventMessage>;
+  EVENTS_EU_DLQ?: Queue<EventMessage & { parked?: number }>;
+  EVENTS_FEDRAMP?: Queue<EventMessage>;
+  EVENTS_FEDRAMP_DLQ?: Queue<EventMessage & { parked?: number }>;
 } & DeploymentVars;

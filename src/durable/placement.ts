@@ -9,9 +9,36 @@
 // the plain namespace (`jurisdiction:<j>:<name>`), so an EU object and a default one of the same
 // name stay two objects, as they are in production. In production the error stands: an object is
 // never silently placed outside its tenant's jurisdiction.
+//
+// The tenant plane's queues are placed here too (eventsQueue, deadLetterQueue): each jurisdiction
+// has its own events queue and dead-letter queue, created with that jurisdiction, and every
+// producer picks them by the id it sends for. A jurisdiction whose queues are not bound has no
+// queue at all (the send fails and the outbox keeps the event): never the default one.
 import { isDevelopment } from "../config.ts";
 import { jurisdictionOf, type Jurisdiction } from "../domain/jurisdiction.ts";
 import type { Env } from "./env.ts";
+
+/**
+ * Each jurisdiction's events queue and its dead letters: Env keys and queue names (wrangler.toml).
+ * A jurisdiction's queues are created with it (`wrangler queues create <name> --jurisdiction eu`),
+ * so Cloudflare stores and processes their messages only there (Queues "Data location").
+ */
+export const EVENT_QUEUES = {
+  none: { events: "EVENTS", deadLetters: "EVENTS_DLQ", deadLetterQueue: "toolgate-events-dlq" },
+  eu: {
+    events: "EVENTS_EU",
+    deadLetters: "EVENTS_EU_DLQ",
+    deadLetterQueue: "toolgate-events-eu-dlq",
+  },
+  fedramp: {
+    events: "EVENTS_FEDRAMP",
+    deadLetters: "EVENTS_FEDRAMP_DLQ",
+    deadLetterQueue: "toolgate-events-fedramp-dlq",
+  },
+} as const satisfies Record<
+  Jurisdiction | "none",
+  { events: keyof Env; deadLetters: keyof Env; deadLetterQueue: string }
+>;
 
 /** The Env keys that hold a Durable Object namespace (a binding added to Env is one at once). */
 export type NamespaceBinding = keyof {
@@ -88,3 +115,40 @@ export function placedStub<B extends NamespaceBinding>(
   observer?.({ binding, name, jurisdiction, via, id: id.toString() });
   return (space === "emulated" ? namespace : space).get(id);
 }
+
+/** The queues of the jurisdiction `name` carries (a tenant, run or operation id). */
+function queuesOf(env: Env, name: string) {
+  const jurisdiction = jurisdictionOf(name);
+  const names = EVENT_QUEUES[jurisdiction ?? "none"];
+  return { jurisdiction, names, events: env[names.events], deadLetters: env[names.deadLetters] };
+}
+
+/**
+ * The events queue for what `name` (a tenant, run or operation id) sends: its jurisdiction's.
+ * Throws when that queue is not bound: the caller's send fails and its outbox keeps the event.
+ */
+export function eventsQueue(env: Env, name: string): Env["EVENTS"] {
+  const placed = queuesOf(env, name);
+  if (!placed.events) throw unbound(placed.jurisdiction, placed.names.events);
+  return placed.events as Env["EVENTS"];
+}
+
+/** The dead-letter queue for what `name` sends (dead-letters.ts parks there); throws when unbound. */
+export function deadLetterQueue(env: Env, name: string): Env["EVENTS_DLQ"] {
+  const placed = queuesOf(env, name);
+  if (!placed.deadLetters) throw unbound(placed.jurisdiction, placed.names.deadLetters);
+  return placed.deadLetters as Env["EVENTS_DLQ"];
+}
+
+/** Whether this deployment has both queues of `jurisdiction` (a tenant is created there only then). */
+export const eventQueuesBound = (env: Env, jurisdiction: Jurisdiction): boolean =>
+  Boolean(env[EVENT_QUEUES[jurisdiction].events] && env[EVENT_QUEUES[jurisdiction].deadLetters]);
+
+/** Whether a batch came from one of the dead-letter queues (index.ts routes it to its consumer). */
+export const isDeadLetterQueue = (queue: string): boolean =>
+  Object.values(EVENT_QUEUES).some((names) => names.deadLetterQueue === queue);
+
+const unbound = (jurisdiction: Jurisdiction | null, binding: string) =>
+  new Error(
+    `no ${binding} queue is bound (wrangler.toml): an event of jurisdiction ${jurisdiction} is never sent through another jurisdiction's queue`,
+  );

@@ -16,6 +16,7 @@ import {
 } from "../domain/events.ts";
 import type { WebhookRetryPlan } from "../domain/webhook-retry.ts";
 import type { Env } from "../durable/env.ts";
+import { eventsQueue } from "../durable/placement.ts";
 import { indexStub, tenantStub } from "../durable/stubs.ts";
 import { hostPolicy } from "../config.ts";
 import type { EventRoutes } from "../durable/tenant/webhooks.ts";
@@ -66,7 +67,7 @@ export async function handleEventBatch(batch: MessageBatch<EventMessage>, env: E
 /** Events the index did not take, queued again for it alone (false: the queue refused them too). */
 async function requeueForIndex(env: Env, tenantId: string, events: ToolgateEvent[]) {
   try {
-    await env.EVENTS.sendBatch(
+    await eventsQueue(env, tenantId).sendBatch(
       events.map((event) => ({
         body: { kind: "index_retry", event } satisfies IndexRetryMessage,
         contentType: "json" as const,
@@ -170,7 +171,7 @@ async function queueRetry(env: Env, event: ToolgateEvent, outcome: EndpointOutco
     Math.max(0, Math.ceil((retry.dueAtMs - Date.now()) / 1000)),
   );
   const message: EventMessage = { kind: "delivery", endpoint_id: outcome.endpoint_id, event };
-  await env.EVENTS.send(message, { contentType: "json", delaySeconds });
+  await eventsQueue(env, event.tenant_id).send(message, { contentType: "json", delaySeconds });
 }
 
 function warn(event: string, tenantId: string, error: unknown): void {

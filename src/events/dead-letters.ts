@@ -9,12 +9,13 @@
 // (`toolgate.event_lost`, with the event's id, type, tenant and run). A park that cannot be sent
 // leaves the message to the queue's own retries (max_retries in wrangler.toml).
 import { retentionMs } from "../config.ts";
-import { ToolgateEvent, type EventMessage } from "../domain/events.ts";
+import { ToolgateEvent, type EventMessage, type IndexDropMessage } from "../domain/events.ts";
 import type { Env } from "../durable/env.ts";
+import { deadLetterQueue, EVENT_QUEUES } from "../durable/placement.ts";
 import { handleEventBatch } from "./consumer.ts";
 
 /** The dead-letter queue's name (wrangler.toml): index.ts routes its batches here. */
-export const DEAD_LETTER_QUEUE = "toolgate-events-dlq";
+export const DEAD_LETTER_QUEUE = EVENT_QUEUES.none.deadLetterQueue;
 const FIRST_PARK_S = 5 * 60;
 /** Cloudflare Queues accepts a delivery delay of at most 12 hours. */
 const MAX_PARK_S = 12 * 60 * 60;
@@ -68,7 +69,9 @@ async function park(message: Message<DeadLetter>, env: Env, nowMs: number): Prom
   }
   const delaySeconds = parkDelaySeconds(parked + 1);
   try {
-    await env.EVENTS_DLQ.send({ ...body, parked: parked + 1 } as DeadLetter, {
+    // The dead-letter queue of the tenant's jurisdiction (placement.ts), as the message came from.
+    const tenantId = event ? event.tenant_id : (body as IndexDropMessage).tenant_id;
+    await deadLetterQueue(env, tenantId).send({ ...body, parked: parked + 1 } as DeadLetter, {
       contentType: "json",
       delaySeconds,
     });

@@ -2,6 +2,7 @@
 import { Hono } from "hono";
 import { SQL_ROWS } from "../durable/store/sql-store.ts";
 import { allRpcCounts } from "../durable/rpc-model.ts";
+import { EVENT_QUEUES, eventQueuesBound } from "../durable/placement.ts";
 import { indexStub } from "../durable/stubs.ts";
 import { ulid } from "ulid";
 import { sealApiKey } from "./api-keys.ts";
@@ -40,6 +41,13 @@ export const adminRoutes = new Hono<AppEnv>()
         code: "unsupported_jurisdiction",
         detail: `jurisdiction must be one of ${JURISDICTIONS.map((j) => `"${j}"`).join(", ")} (or left out for none); nothing was created`,
       });
+    // Its events must have a queue in the jurisdiction too (durable/placement.ts EVENT_QUEUES): a
+    // deployment without one refuses the tenant rather than send its events anywhere else.
+    if (jurisdiction !== null && !eventQueuesBound(c.env, jurisdiction))
+      throw new ApiProblem({
+        code: "unsupported_jurisdiction",
+        detail: `this deployment has no events queues in "${jurisdiction}" (${EVENT_QUEUES[jurisdiction].events} and ${EVENT_QUEUES[jurisdiction].deadLetters} in wrangler.toml, created with --jurisdiction ${jurisdiction}): its events would have to leave it; nothing was created`,
+      });
     // The id carries the jurisdiction (ten_eu_…): every object of the tenant is found, and made,
     // there from its id alone (durable/placement.ts), with no lookup on any request's path.
     const placed: Jurisdiction | null = jurisdiction;
@@ -59,8 +67,10 @@ export const adminRoutes = new Hono<AppEnv>()
     const key = await sealApiKey(signing, tenantId, issued.key_id, issued.key);
     return c.json({ ...issued, key }, 201);
   })
-  // Rebuild the tenant index from the objects (issue 20; `npm run reindex`): its rows go, then
-  // every run it knows and their operations are read again.
+  // Rebuild the tenant index from the objects (issue 20; `npm run reindex`): every run of the
+  // tenant's list and of the index is read again and its rows replaced in place (never emptied
+  // first). Each call takes one step: `state: "running"` until every run was read (the index's
+  // alarm goes on by itself; calling again takes another step).
   .post("/tenants/:tenant_id/reindex", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
     return c.json(await indexStub(c.env, tenantId).rebuild(tenantId));

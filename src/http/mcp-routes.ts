@@ -18,7 +18,7 @@ import {
 } from "@modelcontextprotocol/server";
 import { Hono, type Context } from "hono";
 import { ulid } from "ulid";
-import { mcpRequestKey } from "../domain/mcp-call.ts";
+import { mcpRequestKey, type McpCancelTarget } from "../domain/mcp-call.ts";
 import type { RunError } from "../durable/run/contracts.ts";
 import type { Result } from "../domain/result.ts";
 import { exportTools } from "../providers/index.ts";
@@ -84,9 +84,12 @@ function mcpServer(c: Context<AppEnv>, tenantId: string, runId: string): Server 
     instructions: INSTRUCTIONS,
   });
   // Cancelling needs the run after the response is sent (a notification is answered 202 at once).
-  const cancel = (requestId: string | number) =>
+  // A request id names a call only within its caller's session (every client numbers from 0 or
+  // 1): a closed stream names its own call exactly, by its nonce (domain/mcp-call.ts).
+  const session = c.req.header("Mcp-Session-Id") ?? null;
+  const cancel = (target: McpCancelTarget) =>
     c.executionCtx.waitUntil(
-      run.mcpCancel(tenantId, mcpRequestKey(requestId), `mcp:${runId}`).catch((error) => {
+      run.mcpCancel(tenantId, target, `mcp:${runId}`).catch((error) => {
         console.error("mcp cancel", error);
       }),
     );
@@ -109,12 +112,13 @@ function mcpServer(c: Context<AppEnv>, tenantId: string, runId: string): Server 
     // The rules every turn format shares (the argument size cap among them).
     const checked = checkCalls([{ id: String(requestId), name, arguments: args }], null);
     if (!checked.ok) throw new ProtocolError(ProtocolErrorCode.InvalidParams, checked.error.detail);
-    const onAbort = () => cancel(requestId);
+    const nonce = ulid();
+    const onAbort = () => cancel({ nonce });
     ctx.mcpReq.signal.addEventListener("abort", onAbort, { once: true });
     try {
       const reply = await run.mcpCall(
         tenantId,
-        { requestKey: mcpRequestKey(requestId), name, arguments: args, nonce: ulid() },
+        { requestKey: mcpRequestKey(requestId), session, name, arguments: args, nonce },
         DEFAULT_TURN_WAIT_MS,
       );
       const { envelope, checkStatus } = rpc(reply);
@@ -125,7 +129,8 @@ function mcpServer(c: Context<AppEnv>, tenantId: string, runId: string): Server 
   });
 
   server.setNotificationHandler("notifications/cancelled", (notification) => {
-    if (notification.params.requestId !== undefined) cancel(notification.params.requestId);
+    const { requestId } = notification.params;
+    if (requestId !== undefined) cancel({ requestKey: mcpRequestKey(requestId), session });
   });
   return server;
 }

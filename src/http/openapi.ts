@@ -42,7 +42,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/admin/tenants",
     summary:
-      'Create a tenant; with "jurisdiction" ("eu" or "fedramp") every object of it is created in that jurisdiction (anything else: 422 unsupported_jurisdiction) → { tenant_id, name, jurisdiction }',
+      'Create a tenant; with "jurisdiction" ("eu" or "fedramp") every object of it is created in that jurisdiction and its events go only through that jurisdiction\'s queues (anything else, or a jurisdiction whose queues this deployment does not bind: 422 unsupported_jurisdiction) → { tenant_id, name, jurisdiction }',
     auth: "admin token",
     body: CreateTenant,
   },
@@ -365,7 +365,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/admin/tenants/{tenant_id}/reindex",
     summary:
-      "Rebuild the tenant index from the runs and operations themselves → { runs, operations, missing }",
+      'Rebuild the tenant index from the runs and operations themselves (the tenant\'s list of runs and the index\'s), in place: one step per call → { state: "running" | "done", runs, operations, missing, failed }',
     auth: "admin token",
   },
   {

@@ -98,9 +98,10 @@ export const runRoutes = new Hono<AppEnv>()
       return created(c, tenantId, stub, earlier, 200, notify);
     };
     if (requestHash && unwrap(await stub.requested(tenantId, requestHash))) return replay();
-    // The tools and the tenant facts their calls use, in one read (issue 19: none per call).
+    // The tools and the tenant facts their calls use, in one read (issue 19: none per call); the
+    // same read records the run in the tenant's list of runs (what an index rebuild walks).
     const { sources, facts } = unwrap(
-      await tenantStub(c, tenantId).runTools(tenantId, [...new Set(body.tools)]),
+      await tenantStub(c, tenantId).runTools(tenantId, [...new Set(body.tools)], runId),
     );
     const expiresAtMs = Date.now() + RUN_TTL_MS;
     const notify = await runNotify(c, tenantId, runId, body.notify, expiresAtMs);

@@ -37,20 +37,17 @@ afterAll(async () => {
 type Report = {
   ok: boolean;
   results: Array<{ id: string; ok: boolean; failure?: string; evidence: string[] }>;
+  cleanup: { failures: unknown[]; tenants: string[] };
 };
 
-/** The CLI as a user runs it; resolves with its exit code and its --json report. */
+/** The CLI as a user runs it (the admin token in its environment); its exit code and --json report. */
 async function conformance(url: string): Promise<{ code: number; report: Report }> {
-  const args = [
-    join(ROOT, "scripts", "conformance.mjs"),
-    "--url",
-    url,
-    "--admin-token",
-    DEV_VARS.TOOLGATE_ADMIN_TOKEN!,
-    "--json",
-  ];
+  const args = [join(ROOT, "scripts", "conformance.mjs"), "--url", url, "--json"];
   try {
-    const { stdout } = await promisify(execFile)(process.execPath, args, { cwd: ROOT });
+    const { stdout } = await promisify(execFile)(process.execPath, args, {
+      cwd: ROOT,
+      env: { ...process.env, TOOLGATE_ADMIN_TOKEN: DEV_VARS.TOOLGATE_ADMIN_TOKEN! },
+    });
     return { code: 0, report: JSON.parse(stdout) };
   } catch (error) {
     const failed = error as { code: number; stdout: string; stderr: string };
@@ -67,6 +64,8 @@ describe("npm run conformance", () => {
     expect(report.results.map((r) => r.id)).toEqual(CHECK_IDS);
     expect(report.results.every((r) => r.evidence.length > 0)).toBe(true);
     expect(report.ok).toBe(true);
+    // Everything it made is undone (the keyless unknown resolved, keys revoked): exit 0, not 3.
+    expect(report.cleanup.failures).toEqual([]);
     expect(code).toBe(0);
   });
 

@@ -14,6 +14,7 @@ import {
   manifest,
   newTenant,
   unique,
+  until,
   upstream,
 } from "../support/api.ts";
 
@@ -65,16 +66,6 @@ async function all(tenant: Tenant, path: string, key: "operations" | "runs", pag
     if (!cursor) return rows;
   }
   throw new Error("more than 100 pages");
-}
-
-/** Polls (bounded; the queue consumer runs in the pool) until `done` holds; the last answer. */
-async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
-  let value = await read();
-  for (let i = 0; i < 400 && !done(value); i++) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    value = await read();
-  }
-  return value;
 }
 
 /** One tenant's agents: `runs` runs, each a turn of `perRun` charges (some failing upstream) and 2 refunds needing approval. */
@@ -353,7 +344,13 @@ describe("the tenant index: 3 tenants, 200 operations", () => {
       Authorization: `Bearer ${ADMIN}`,
     });
     expect(rebuilt.status).toBe(200);
-    expect(rebuilt.body).toEqual({ runs: a.runs.size, operations: a.truth.length, missing: 0 });
+    expect(rebuilt.body).toEqual({
+      state: "done",
+      runs: a.runs.size,
+      operations: a.truth.length,
+      missing: 0,
+      failed: 0,
+    });
     expect(await answers(a)).toEqual(before);
     for (const run of await all(a, "/v1/runs", "runs"))
       expect(run.usage).toEqual((await as(a, "GET", `/v1/runs/${run.run_id}`)).body.usage);

@@ -286,6 +286,78 @@ describe("MCP cancellation", () => {
     expect(repeated.body.result.structuredContent).toMatchObject({ status: "cancelled" });
   });
 
+  it("two 2026-era clients on one run token, both with JSON-RPC id 1: one closing its stream cancels its own call only", async () => {
+    const { up, token, charge } = await mcpRun({ charge: { timeout_ms: 5000 } });
+    await up.script({ kind: "slow", delayMs: 1500 }, { kind: "slow", delayMs: 1500 });
+    const modern = (amount: number, signal?: AbortSignal) =>
+      mcpPost(
+        token,
+        {
+          jsonrpc: "2.0",
+          id: 1,
+          method: "tools/call",
+          params: { name: charge, arguments: { amount, currency: "usd" }, _meta: envelope },
+        },
+        { "MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": charge },
+        signal,
+      );
+    const controller = new AbortController();
+    const mine = modern(21, controller.signal);
+    await up.waitForRequests(1);
+    const theirs = modern(22);
+    await up.waitForRequests(2);
+    controller.abort();
+    await expect(mine).rejects.toThrow();
+    // The other client's call with the same id ran to its end; the closed one says cancelled.
+    expect((await theirs).body.result.structuredContent).toMatchObject({ status: "succeeded" });
+    const repeated = await callTool(token, charge, { amount: 21, currency: "usd" });
+    expect(repeated.body.result.structuredContent).toMatchObject({ status: "cancelled" });
+    expect((await up.state()).effects).toHaveLength(2);
+  });
+
+  it("two 2025-era clients, both with JSON-RPC id 1: notifications/cancelled closes the call of the sender's own session only, and none when the senders cannot be told apart", async () => {
+    const { up, token, charge } = await mcpRun({ charge: { timeout_ms: 5000 } });
+    await up.script(...Array.from({ length: 4 }, () => ({ kind: "slow", delayMs: 1500 })));
+    const legacy = (body: unknown, session: string | null) =>
+      mcpPost(token, body, {
+        "MCP-Protocol-Version": LEGACY,
+        ...(session ? { "Mcp-Session-Id": session } : {}),
+      });
+    const call = (amount: number, session: string | null) =>
+      legacy(
+        {
+          jsonrpc: "2.0",
+          id: 1,
+          method: "tools/call",
+          params: { name: charge, arguments: { amount, currency: "usd" } },
+        },
+        session,
+      );
+    const cancel = (session: string | null) =>
+      legacy(
+        { jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: 1 } },
+        session,
+      );
+    const status = async (reply: ReturnType<typeof call>) =>
+      (await reply).body.result.structuredContent.status;
+
+    // No session on either: the cancellation of id 1 could be either's, so it closes neither.
+    const a = call(31, null);
+    await up.waitForRequests(1);
+    const b = call(32, null);
+    await up.waitForRequests(2);
+    expect((await cancel(null)).status).toBe(202);
+    expect([await status(a), await status(b)]).toEqual(["succeeded", "succeeded"]);
+
+    // Each its own session: the sender's call is closed, the other's runs to its end.
+    const c = call(33, "session-c");
+    await up.waitForRequests(3);
+    const d = call(34, "session-d");
+    await up.waitForRequests(4);
+    expect((await cancel("session-c")).status).toBe(202);
+    expect([await status(c), await status(d)]).toEqual(["cancelled", "succeeded"]);
+  });
+
   it("a cancellation for a request already answered changes nothing", async () => {
     const { token, refund } = await mcpRun();
     const waiting = await callTool(token, refund, { amount: 1, currency: "usd" }, "legacy", 77);

@@ -6,11 +6,15 @@
 // (durable/placement.ts, through its test-only observer): which jurisdiction each object was made
 // in, and that the development emulation keeps an EU object and a default one of the same name
 // apart. That production then stores the data in the EU is Cloudflare's promise, not observed here.
+// The tenant plane's queues are observed through their bindings: the test env's queue bindings are
+// the very objects the Worker and its Durable Objects send on (the pool runs them in one isolate).
 import { env, exports } from "cloudflare:workers";
 import { runInDurableObject } from "cloudflare:test";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { Env } from "../../src/durable/env.ts";
 import { observePlacements, type Placement } from "../../src/durable/placement.ts";
-import { ADMIN, ALL_SCOPES, api, manifest, unique, upstream } from "../support/api.ts";
+import worker from "../../src/index.ts";
+import { ADMIN, ALL_SCOPES, api, manifest, unique, until, upstream } from "../support/api.ts";
 
 const admin = { Authorization: `Bearer ${ADMIN}` };
 
@@ -318,6 +322,155 @@ describe("data residency", () => {
       expect(res.body).toMatchObject({ code: "unsupported_jurisdiction" });
     }
     // Nothing new was made: only the objects of earlier tests' tenants may still be placed.
+    expect(seen.filter((p) => !placedBefore.has(p.name))).toEqual([]);
+  });
+});
+
+type Sent = { binding: string; body: any };
+const QUEUE_BINDINGS = ["EVENTS", "EVENTS_DLQ", "EVENTS_EU", "EVENTS_EU_DLQ"] as const;
+
+/** Every message sent on the queue bindings from now on (still sent: the consumers run as usual). */
+function recordQueues() {
+  const sent: Sent[] = [];
+  const restore: Array<() => void> = [];
+  for (const binding of QUEUE_BINDINGS) {
+    const queue = (env as unknown as Record<string, any>)[binding];
+    const { send, sendBatch } = queue;
+    queue.send = (body: unknown, options?: unknown) => {
+      sent.push({ binding, body });
+      return send.call(queue, body, options);
+    };
+    queue.sendBatch = (messages: Array<{ body: unknown }>, options?: unknown) => {
+      for (const message of messages) sent.push({ binding, body: message.body });
+      return sendBatch.call(queue, messages, options);
+    };
+    restore.push(() => Object.assign(queue, { send, sendBatch }));
+  }
+  return { sent, stop: () => restore.forEach((undo) => undo()) };
+}
+
+const tenantOf = (body: any): string | undefined => body?.event?.tenant_id ?? body?.tenant_id;
+
+describe("data residency of the tenant plane's queues", () => {
+  it("an EU tenant's events, its webhook retries and its dead letters go only through the EU queues; a default tenant's only through the default ones", async () => {
+    const queues = recordQueues();
+    try {
+      const t = await tenantIn("eu");
+      const plain = await tenantIn(undefined);
+      const receiver = upstream();
+      await receiver.script(...Array.from({ length: 10 }, () => ({ kind: "status", status: 500 })));
+      const hook = await api(
+        "PUT",
+        "/v1/webhooks/eu-hook",
+        { url: `${receiver.url}/webhooks/eu`, events: ["operation.recorded"], format: "standard" },
+        t.auth,
+      );
+      expect(hook.status, JSON.stringify(hook.body)).toBe(201);
+      const up = upstream();
+      const writes = [] as string[];
+      for (const tenant of [t, plain]) {
+        const run = await flowRun(tenant, up.url);
+        const wrote = await turnAs(run.runId, tenant.auth, [
+          { id: "w1", name: run.write, arguments: { amount: 3, currency: "usd" } },
+        ]);
+        expect(wrote.body.results[0]).toMatchObject({ status: "succeeded" });
+        writes.push(wrote.body.results[0].operation_id);
+      }
+      // The EU queue's consumer stored the events at the tenant and indexed them, and the failed
+      // webhook delivery queued its retry.
+      const feed = await until(
+        async () =>
+          ((await api("GET", "/v1/events?limit=100", undefined, t.auth)).body.events as any[]).map(
+            (e) => e.type,
+          ),
+        (types) => types.includes("operation.recorded") && types.includes("turn.settled"),
+      );
+      expect(feed).toEqual(expect.arrayContaining(["operation.recorded", "turn.settled"]));
+      const listed = await until(
+        async () => (await api("GET", "/v1/operations", undefined, t.auth)).body.operations,
+        (ops: any[]) => ops.some((op) => op.operation_id === writes[0]),
+      );
+      expect(listed.map((op: any) => op.operation_id)).toContain(writes[0]);
+      await until(
+        async () => queues.sent.filter((s) => s.body?.kind === "delivery"),
+        (retries) => retries.some((s) => tenantOf(s.body) === t.tenantId),
+      );
+      expect((await receiver.state()).requests.length).toBeGreaterThan(0);
+
+      // A dead letter of the EU tenant whose tenant object cannot be reached is parked in the EU's
+      // dead-letter queue (through the Worker's queue handler, as the EU dead-letter queue calls it).
+      const down = new Proxy(
+        {},
+        { get: () => () => Promise.reject(new Error("Durable Object is overloaded")) },
+      );
+      const fake = {
+        ...(env as unknown as Env),
+        TENANTS: {
+          idFromName: (name: string) => name,
+          get: () => down,
+          jurisdiction: () => {
+            throw new Error("Jurisdiction restrictions are not implemented in workerd");
+          },
+        },
+      } as unknown as Env;
+      const stored = (await api("GET", "/v1/events?limit=1", undefined, t.auth)).body.events[0];
+      const did: string[] = [];
+      await worker.queue(
+        {
+          queue: "toolgate-events-eu-dlq",
+          messages: [
+            {
+              id: crypto.randomUUID(),
+              timestamp: new Date(),
+              attempts: 1,
+              body: { kind: "event", event: stored },
+              ack: () => void did.push("ack"),
+              retry: () => void did.push("retry"),
+            },
+          ],
+          ackAll: () => {},
+          retryAll: () => {},
+        } as unknown as MessageBatch<never>,
+        fake,
+      );
+      expect(did).toEqual(["ack"]);
+
+      // Every message of the EU tenant went through an EU queue: events (the operation's and the
+      // run's), the webhook retry, the dead letter; none through the default ones.
+      const of = (tenantId: string) => queues.sent.filter((s) => tenantOf(s.body) === tenantId);
+      const eu = of(t.tenantId);
+      expect(eu.filter((s) => !s.binding.startsWith("EVENTS_EU"))).toEqual([]);
+      const kinds = (sent: Sent[], binding: string) =>
+        new Set(
+          sent.filter((s) => s.binding === binding).map((s) => s.body.event?.type ?? s.body.kind),
+        );
+      expect([...kinds(eu, "EVENTS_EU")]).toEqual(
+        expect.arrayContaining(["operation.recorded", "turn.settled"]),
+      );
+      expect(eu.some((s) => s.binding === "EVENTS_EU" && s.body.kind === "delivery")).toBe(true);
+      expect(eu.filter((s) => s.binding === "EVENTS_EU_DLQ")).toEqual([
+        { binding: "EVENTS_EU_DLQ", body: { kind: "event", event: stored, parked: 1 } },
+      ]);
+      // The queue is chosen by the tenant, not for everyone: the default tenant's went the default way.
+      const other = of(plain.tenantId);
+      expect(other.length).toBeGreaterThan(0);
+      expect(other.filter((s) => s.binding !== "EVENTS")).toEqual([]);
+    } finally {
+      queues.stop();
+    }
+  }, 30_000);
+
+  it("a jurisdiction whose queues this deployment does not bind is refused at tenant creation: 422, nothing made", async () => {
+    const seen = recordPlacements();
+    const res = await api(
+      "POST",
+      "/v1/admin/tenants",
+      { name: "f", jurisdiction: "fedramp" },
+      admin,
+    );
+    expect(res.status).toBe(422);
+    expect(res.body).toMatchObject({ code: "unsupported_jurisdiction" });
+    expect(res.body.detail).toContain("EVENTS_FEDRAMP");
     expect(seen.filter((p) => !placedBefore.has(p.name))).toEqual([]);
   });
 });

@@ -129,6 +129,19 @@ export function upstream() {
   };
 }
 
+/**
+ * Reads until `done` holds (bounded: 400 reads 25 ms apart; the queue consumer runs in the pool,
+ * so what it writes shows up a little later); the last value read.
+ */
+export async function until<T>(read: () => Promise<T>, done: (value: T) => boolean): Promise<T> {
+  let value = await read();
+  for (let i = 0; i < 400 && !done(value); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    value = await read();
+  }
+  return value;
+}
+
 export const REFUSED_URL = "http://127.0.0.1:9";
 
 export function manifest(overrides: Record<string, unknown> & { url: string }) {

@@ -3,7 +3,14 @@
 // Host/Origin guard, and which API errors are JSON-RPC invalid params.
 import { describe, expect, it } from "vitest";
 import { refusal, type Envelope } from "../../src/domain/envelope.ts";
-import { mcpCallId, mcpRequestKey, type McpCallNaming } from "../../src/domain/mcp-call.ts";
+import {
+  cancelledCall,
+  mcpCallId,
+  mcpRequestKey,
+  type McpCallNaming,
+  type McpCancelTarget,
+  type McpInFlight,
+} from "../../src/domain/mcp-call.ts";
 import { mcpGuard } from "../../src/http/mcp-guard.ts";
 import { jsonRpcCodeOf } from "../../src/http/problem.ts";
 import { annotationsFor, callResult } from "../../src/providers/mcp-tools.ts";
@@ -40,6 +47,37 @@ describe("mcpCallId", () => {
 
   it('keeps the number 1 and the string "1" apart as request keys', () => {
     expect(mcpRequestKey(1)).not.toBe(mcpRequestKey("1"));
+  });
+});
+
+describe("cancelledCall", () => {
+  const one = mcpRequestKey(1);
+  const call = (nonce: string, session: string | null, requestKey = one): McpInFlight => ({
+    nonce,
+    requestKey,
+    session,
+    turnId: `turn_${nonce}`,
+  });
+  // In flight: two clients without a session both at id 1, two with sessions at id 1, one at id 2.
+  const inFlight = [
+    call("n1", null),
+    call("n2", null),
+    call("n3", "s-a"),
+    call("n4", "s-b"),
+    call("n5", null, mcpRequestKey(2)),
+  ];
+  const table: Array<[string, McpCancelTarget, string | null]> = [
+    ["a closed stream names its own call", { nonce: "n2" }, "n2"],
+    ["an unknown nonce names none", { nonce: "n9" }, null],
+    ["id 1 in session s-a: that session's call", { requestKey: one, session: "s-a" }, "n3"],
+    ["id 1 in session s-b: that session's call", { requestKey: one, session: "s-b" }, "n4"],
+    ["id 1 without a session: two callers, ambiguous", { requestKey: one, session: null }, null],
+    ["id 2 without a session: the one call", { requestKey: mcpRequestKey(2), session: null }, "n5"],
+    ["id 1 in an unknown session: none", { requestKey: one, session: "s-z" }, null],
+    ['"1" is not 1', { requestKey: mcpRequestKey("1"), session: "s-a" }, null],
+  ];
+  it.each(table)("%s", (_why, target, nonce) => {
+    expect(cancelledCall(inFlight, target)?.nonce ?? null).toBe(nonce);
   });
 });
 

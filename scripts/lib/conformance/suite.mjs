@@ -1,10 +1,40 @@
 // The conformance suite's runner: a throw-away tenant on the deployment (admin route), the suite's
-// own test upstream, each check of checks.mjs in turn with a fresh context, then cleanup (the
-// tenants' runs cancelled, tools and secrets deleted, keys revoked: there is no route that deletes
-// a tenant). Results are data; the CLI (scripts/conformance.mjs) prints them.
+// own test upstream, each check of checks.mjs in turn with a fresh context, each check's last look
+// after all of them (`later`: a promise that must still hold at the end), then cleanup: unknown
+// outcomes the checks left are resolved (else their operations and runs are never pruned), runs
+// cancelled, tools and secrets deleted, keys revoked. There is no route that deletes a tenant: the
+// tenants stay, empty, and are reported. Every cleanup step that fails is reported, never swallowed.
+// Results are data; the CLI (scripts/conformance.mjs) prints them.
 import { randomBytes } from "node:crypto";
 import { CHECKS, CheckFailed } from "./checks.mjs";
 import { deploymentClient, sleep, upstreamNamespace } from "./client.mjs";
+
+/**
+ * The CLI's exit code: 0 every promise kept and everything cleaned up; 1 a promise broken; 3
+ * every promise kept but cleanup failed (a key may still be live: revoke it by hand). 2 is the
+ * CLI's own: the suite could not run.
+ */
+export const exitCodeOf = ({ ok, cleanup }) => (!ok ? 1 : cleanup.failures.length > 0 ? 3 : 0);
+
+/** What cleanup left behind and what failed, as lines for a person. */
+export function formatCleanup(cleanup, { upstreamUrl = null } = {}) {
+  const lines = [];
+  for (const f of cleanup.failures)
+    lines.push(
+      `cleanup FAILED: ${f.step}${f.status ? ` answered ${f.status}` : ""}${f.detail ? `: ${f.detail}` : ""}`,
+    );
+  if (cleanup.failures.length > 0)
+    lines.push("  → undo these by hand (a key not revoked keeps its scopes: revoke it now).");
+  if (cleanup.tenants.length > 0)
+    lines.push(
+      `left behind: tenant(s) ${cleanup.tenants.join(", ")} (no route deletes a tenant; their keys are revoked, their runs cancelled)`,
+    );
+  if (upstreamUrl)
+    lines.push(
+      `remember: remove ${new URL(upstreamUrl).host} from TOOLGATE_UPSTREAM_ALLOWLIST if you added it for this run`,
+    );
+  return lines.join("\n");
+}
 
 const SCOPES = [
   "runs:write",
@@ -14,6 +44,7 @@ const SCOPES = [
   "approvals:decide",
   "operations:resolve",
   "traces:read",
+  "events:read",
 ];
 
 const random = () => randomBytes(4).toString("hex");
@@ -26,7 +57,9 @@ const random = () => randomBytes(4).toString("hex");
 export async function runConformance({ url, adminToken, upstream, only = null, onResult }) {
   const client = deploymentClient(url.replace(/\/+$/, ""));
   const runId = `conf${Date.now().toString(36)}${random()}`;
-  const created = { runs: [], tools: [], secrets: [], tenants: [] };
+  const created = { runs: [], tools: [], secrets: [], tenants: [], unknowns: [] };
+  /** Each check's last look (run after every check): [check id, fn]. */
+  const later = [];
 
   async function newTenant(label) {
     const tenant = await client.call("POST", "/v1/admin/tenants", adminToken, {
@@ -58,6 +91,7 @@ export async function runConformance({ url, adminToken, upstream, only = null, o
     );
   const tenant = await newTenant("main");
   const results = [];
+  let cleaned;
   try {
     for (const check of CHECKS) {
       if (only && !only.includes(check.id)) continue;
@@ -80,10 +114,33 @@ export async function runConformance({ url, adminToken, upstream, only = null, o
       results.push(outcome);
       onResult?.(outcome);
     }
+    // A promise that must hold for longer than its check (e.g. "never resent"): looked at again now.
+    for (const [id, look] of later) {
+      const outcome = results.find((r) => r.id === id);
+      if (!outcome?.ok) continue;
+      try {
+        outcome.evidence.push(...(await look()));
+      } catch (error) {
+        outcome.ok = false;
+        outcome.failure = error instanceof CheckFailed ? error.message : `error: ${error.message}`;
+        if (error.evidence) outcome.evidence.push(...error.evidence);
+        onResult?.(outcome);
+      }
+    }
   } finally {
-    await cleanup().catch(() => {});
+    cleaned = await cleanup().catch((error) => ({
+      failures: [{ step: "cleanup", detail: error.message }],
+    }));
   }
-  return { ok: results.every((r) => r.ok), results, tenantId: tenant.tenantId };
+  return {
+    ok: results.every((r) => r.ok),
+    results,
+    tenantId: tenant.tenantId,
+    cleanup: {
+      ...cleaned,
+      tenants: created.tenants.map((t) => t.tenantId),
+    },
+  };
 
   /** What a check can do: the public API as the tenant, as its agent (run token), and the upstream. */
   function context(checkId) {
@@ -94,6 +151,10 @@ export async function runConformance({ url, adminToken, upstream, only = null, o
       random,
       sleep,
       seen: () => client.seen,
+      /** `look` runs once every check has run: what it throws fails this check. */
+      later: (look) => void later.push([checkId, look]),
+      /** An operation this check leaves `outcome_unknown` on purpose: cleanup resolves it. */
+      leftUnknown: (operationId) => void created.unknowns.push(operationId),
       name: (label) => `conf_${runId}_${label}`.slice(0, 64),
       upstream: (label) =>
         upstreamNamespace(upstream.controlUrl, upstream.publicUrl, `${runId}-${checkId}-${label}`),
@@ -164,18 +225,60 @@ export async function runConformance({ url, adminToken, upstream, only = null, o
     };
   }
 
+  /** Everything the checks made, undone where a route allows; `failures`: each step that failed. */
   async function cleanup() {
+    const failures = [];
+    /** One step: an answer outside `accepted` (or none) is a failure, said with what it was. */
+    const step = async (what, method, path, token, body, accepted = [200, 201, 204, 404, 410]) => {
+      try {
+        const res = await client.call(method, path, token, body);
+        if (!accepted.includes(res.status))
+          failures.push({ step: what, status: res.status, detail: res.text.slice(0, 200) });
+        return res;
+      } catch (error) {
+        failures.push({ step: what, detail: error.message });
+        return null;
+      }
+    };
     const first = created.tenants[0];
+    // Unknown outcomes first (keyless writes nobody else can settle): those the checks named and
+    // those the tenant lists; a person's verdict, as the suite's test upstream recorded it.
+    for (const t of created.tenants) {
+      const listed = await step(
+        "list unknown outcomes",
+        "GET",
+        "/v1/unknown-outcomes?limit=500",
+        t.key,
+        undefined,
+        [200],
+      );
+      const ids = new Set(t === first ? created.unknowns : []);
+      for (const op of listed?.body?.operations ?? []) ids.add(op.operation_id);
+      for (const id of ids) {
+        const op = await step(`read operation ${id}`, "GET", `/v1/operations/${id}`, t.key);
+        if (op?.body?.phase !== "outcome_unknown") continue;
+        await step(`resolve operation ${id}`, "POST", `/v1/operations/${id}/resolve`, t.key, {
+          outcome: "succeeded",
+          reason:
+            "toolgate conformance cleanup: a test call to the suite's own test upstream, which committed it",
+        });
+      }
+    }
     for (const run of created.runs)
-      await client.call("POST", `/v1/runs/${run}/cancel`, first.key).catch(() => {});
+      await step(`cancel run ${run}`, "POST", `/v1/runs/${run}/cancel`, first.key);
     for (const tool of created.tools)
-      await client.call("DELETE", `/v1/tools/${tool}`, first.key).catch(() => {});
+      await step(`delete tool ${tool}`, "DELETE", `/v1/tools/${tool}`, first.key);
     for (const secret of created.secrets)
-      await client.call("DELETE", `/v1/secrets/${secret}`, first.key).catch(() => {});
+      await step(`delete secret ${secret}`, "DELETE", `/v1/secrets/${secret}`, first.key);
+    // Last: each key (broad scopes) revoked; one that was not is the failure that matters most.
     for (const t of created.tenants)
-      await client
-        .call("DELETE", `/v1/admin/tenants/${t.tenantId}/keys/${t.keyId}`, adminToken)
-        .catch(() => {});
+      await step(
+        `revoke key ${t.keyId} of tenant ${t.tenantId}`,
+        "DELETE",
+        `/v1/admin/tenants/${t.tenantId}/keys/${t.keyId}`,
+        adminToken,
+      );
+    return { failures };
   }
 }
 

@@ -1,7 +1,9 @@
 // Retention's message to the tenant index (issue 20): the rows of a pruned operation or run go.
-// Through the EVENTS queue like the feed, so the index is only ever written by the consumer.
+// Through the events queue of the tenant's jurisdiction, like the feed, so the index is only ever
+// written by the consumer.
 import type { IndexDropMessage } from "../../domain/events.ts";
 import type { Env } from "../env.ts";
+import { eventsQueue } from "../placement.ts";
 
 /** True when the queue took it (then the consumer drops the rows, retrying until it has). */
 export async function dropFromIndex(
@@ -11,7 +13,7 @@ export async function dropFromIndex(
 ): Promise<boolean> {
   const message: IndexDropMessage = { kind: "index_drop", tenant_id: tenantId, ...ids };
   try {
-    await env.EVENTS.send(message, { contentType: "json" });
+    await eventsQueue(env, tenantId).send(message, { contentType: "json" });
     return true;
   } catch (error) {
     console.error(

@@ -10,18 +10,23 @@ import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { overview, type Overview } from "./overview.ts";
 import * as Q from "./queries.ts";
-import { rebuildIndex, type RebuildReport } from "./rebuild.ts";
-import { clearDerived, dropRows, INDEX_SCHEMA, upsertOp, upsertRun } from "./write.ts";
+import { retentionMs } from "../../config.ts";
+import { rebuilding, rebuildStep, type RebuildReport } from "./rebuild.ts";
+import { dropRows, INDEX_SCHEMA, tombstoneKeepMs, upsertOp, upsertRun } from "./write.ts";
 
 export class IndexObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, INDEX_SCHEMA);
+  /** The rebuild step under way (a call and the alarm never run two at once). */
+  private step: Promise<RebuildReport> | null = null;
 
   /** One queue batch of this tenant's events, in one transaction (idempotent: a redelivery changes nothing). */
   async ingest(tenantId: string, events: ToolgateEvent[]): Promise<{ ok: true }> {
     this.store.ensureSchema();
+    // Older than a tombstone is kept: it may name a pruned row whose tombstone is gone (write.ts).
+    const oldestMs = Date.now() - tombstoneKeepMs(retentionMs(this.env));
     this.store.transaction(() => {
       for (const event of events) {
-        if (event.tenant_id !== tenantId) continue;
+        if (event.tenant_id !== tenantId || event.at_ms < oldestMs) continue;
         const patch = indexPatch(event);
         if (patch.run) upsertRun(this.store, tenantId, patch.run);
         if (patch.op) upsertOp(this.store, patch.op);
@@ -33,7 +38,8 @@ export class IndexObject extends DurableObject<Env> {
   /** Retention pruned these operations or runs: their rows go (and stay gone). */
   async drop(ids: { operations: string[]; runs: string[] }): Promise<{ ok: true }> {
     this.store.ensureSchema();
-    this.store.transaction(() => dropRows(this.store, ids, Date.now()));
+    const keepMs = tombstoneKeepMs(retentionMs(this.env));
+    this.store.transaction(() => dropRows(this.store, ids, Date.now(), keepMs));
     return { ok: true };
   }
 
@@ -60,13 +66,22 @@ export class IndexObject extends DurableObject<Env> {
   }
 
   /**
-   * Every derived row again from the objects: each known run's `indexEntry`, then each of its
-   * operations'. Rows the feed writes meanwhile are merged by the same rules (newest wins).
+   * The rows again from the objects (rebuild.ts): starts a rebuild, or takes the next step of the
+   * one under way, and reports it. Rows are replaced in place, never emptied first; rows the feed
+   * writes meanwhile are merged by the same rules (newest wins).
    */
   async rebuild(tenantId: string): Promise<RebuildReport> {
     this.store.ensureSchema();
-    this.store.transaction(() => clearDerived(this.store));
-    return rebuildIndex(this.env, this.store, tenantId);
+    this.step ??= rebuildStep(this.env, this.store, this.ctx.storage, tenantId, Date.now()).finally(
+      () => (this.step = null),
+    );
+    return this.step;
+  }
+
+  /** The next step of a rebuild under way (its only use of the alarm). */
+  override async alarm(): Promise<void> {
+    const tenantId = rebuilding(this.store);
+    if (tenantId) await this.rebuild(tenantId);
   }
 
   /** Read paths never create storage: an index never fed answers empty. */

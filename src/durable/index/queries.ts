@@ -1,7 +1,8 @@
 // The index's reads (issue 20): runs and operations lists (filters, newest first, keyset cursor on
 // (created_at_ms, id) so every row comes once however rows arrive meanwhile); the overview is
 // overview.ts. Cost: a list reads at most `limit + 1` rows through an index on (created_at_ms, id)
-// plus the filter's rows.
+// plus the filter's rows; every filter has an index (`code`: a partial one, only rows with a code;
+// `q`: each of its meanings), so a filter reads the rows it matches, never the whole table.
 import { decodeCursor, encodeCursor, type IndexOp } from "../../domain/index-feed.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
@@ -78,8 +79,10 @@ export function listOperations(store: SqlStore, query: OpQuery): Page<OpItem> | 
   }
   if (query.subject !== undefined) subjectClause(sql, query.subject, "o.operation_id");
   if (query.q !== undefined) {
+    // The ids it names, each meaning through its own index (a union the planner drives the query
+    // from): a search reads what it matches, never the whole table.
     sql.where.push(
-      "(o.operation_id = ? OR o.run_id = ? OR o.run_id IN (SELECT run_id FROM idx_runs WHERE user_id = ?) OR o.operation_id IN (SELECT operation_id FROM idx_subjects WHERE value = ?))",
+      "o.operation_id IN (SELECT ? UNION SELECT operation_id FROM idx_ops WHERE run_id = ? UNION SELECT operation_id FROM idx_ops WHERE run_id IN (SELECT run_id FROM idx_runs WHERE user_id = ?) UNION SELECT operation_id FROM idx_subjects WHERE value = ?)",
     );
     sql.args.push(query.q, query.q, query.q, query.q);
   }
@@ -142,7 +145,7 @@ export function listRuns(store: SqlStore, query: RunQuery, nowMs: number): Page<
   }
   if (query.q !== undefined) {
     sql.where.push(
-      "(r.run_id = ? OR r.user_id = ? OR r.run_id IN (SELECT run_id FROM idx_ops WHERE operation_id = ? OR operation_id IN (SELECT operation_id FROM idx_subjects WHERE value = ?)))",
+      "r.run_id IN (SELECT ? UNION SELECT run_id FROM idx_runs WHERE user_id = ? UNION SELECT run_id FROM idx_ops WHERE operation_id = ? UNION SELECT run_id FROM idx_ops WHERE operation_id IN (SELECT operation_id FROM idx_subjects WHERE value = ?))",
     );
     sql.args.push(query.q, query.q, query.q, query.q);
   }

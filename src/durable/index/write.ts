@@ -1,8 +1,10 @@
 // The index's tables and its writes (issue 20). One IndexObject per tenant: its volume is its own
 // SQLite, so one tenant's load never slows another's queries. Rows: one per run (`idx_runs`), one
-// per operation (`idx_ops`), its subjects (`idx_subjects`), the runs ever seen (`idx_known`, kept by
-// a rebuild: it is the list a rebuild walks) and the ids retention pruned (`idx_dropped`, so an
-// event delivered after its operation was pruned does not bring the row back).
+// per operation (`idx_ops`), its subjects (`idx_subjects`), the runs ever seen (`idx_known`: a
+// rebuild walks them, with the tenant's own list), the ids retention pruned (`idx_dropped`, so an
+// event delivered after its operation was pruned does not bring the row back; themselves pruned
+// once no such event can arrive, TOMBSTONE_KEEP), and a rebuild's progress (`idx_rebuild`,
+// `rb_todo`: rebuild.ts).
 import type { IndexOp, IndexRun } from "../../domain/index-feed.ts";
 import { replaces } from "../../domain/index-feed.ts";
 import type { SqlStore } from "../store/sql-store.ts";
@@ -18,11 +20,27 @@ CREATE TABLE IF NOT EXISTS idx_ops (operation_id TEXT PRIMARY KEY, run_id TEXT N
 CREATE INDEX IF NOT EXISTS idx_ops_created ON idx_ops (created_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS idx_ops_run ON idx_ops (run_id);
 CREATE INDEX IF NOT EXISTS idx_ops_status ON idx_ops (status);
+CREATE INDEX IF NOT EXISTS idx_ops_code ON idx_ops (code) WHERE code IS NOT NULL;
 CREATE TABLE IF NOT EXISTS idx_subjects (value TEXT NOT NULL, key TEXT NOT NULL, operation_id TEXT NOT NULL,
   PRIMARY KEY (value, key, operation_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS idx_subjects_op ON idx_subjects (operation_id);
 CREATE TABLE IF NOT EXISTS idx_known (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS idx_dropped (id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;`;
+CREATE TABLE IF NOT EXISTS idx_dropped (id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idx_dropped_at ON idx_dropped (at_ms);
+CREATE TABLE IF NOT EXISTS idx_rebuild (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, started_at_ms INTEGER NOT NULL,
+  listing INTEGER NOT NULL, listed_after TEXT, list_tries INTEGER NOT NULL DEFAULT 0, runs INTEGER NOT NULL, operations INTEGER NOT NULL,
+  missing INTEGER NOT NULL, failed INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS rb_todo (run_id TEXT PRIMARY KEY, tries INTEGER NOT NULL, next_at_ms INTEGER NOT NULL,
+  listed_at_ms INTEGER) WITHOUT ROWID;`;
+
+/**
+ * How long a pruned id's tombstone outlives its prune: the retention period plus 2 days. An event
+ * is at most as old as its object's prune; the dead-letter consumer drops events older than the
+ * retention period (parking at most 12 h between tries), and the main queue hands a message to the
+ * dead letters after its 10 tries. `ingest` ignores any event older than this (one that still came
+ * could name a row whose tombstone is gone), so the table stays bounded by what retention keeps.
+ */
+export const tombstoneKeepMs = (retentionMs: number) => retentionMs + 2 * 24 * 60 * 60_000;
 
 const dropped = (store: SqlStore, id: string) =>
   store.one("SELECT 1 AS x FROM idx_dropped WHERE id = ?", id) !== null;
@@ -100,12 +118,21 @@ export function upsertOp(store: SqlStore, op: IndexOp): void {
     );
 }
 
-/** Retention pruned these: their rows go, and a late event for them is ignored. */
+/**
+ * Retention pruned these: their rows go, and a late event for them is ignored. Tombstones older
+ * than `keepMs` go too, at least as many as this call writes (oldest first, by `idx_dropped_at`).
+ */
 export function dropRows(
   store: SqlStore,
   ids: { operations: readonly string[]; runs: readonly string[] },
   nowMs: number,
+  keepMs: number,
 ): void {
+  store.run(
+    "DELETE FROM idx_dropped WHERE id IN (SELECT id FROM idx_dropped WHERE at_ms < ? ORDER BY at_ms LIMIT ?)",
+    nowMs - keepMs,
+    Math.max(100, 2 * (ids.operations.length + ids.runs.length)),
+  );
   for (const id of ids.operations) {
     store.run("DELETE FROM idx_ops WHERE operation_id = ?", id);
     store.run("DELETE FROM idx_subjects WHERE operation_id = ?", id);
@@ -118,7 +145,13 @@ export function dropRows(
   }
 }
 
-/** Every derived row (a rebuild's first step); the list of known runs and the dropped ids stay. */
-export function clearDerived(store: SqlStore): void {
-  for (const table of ["idx_runs", "idx_ops", "idx_subjects"]) store.run(`DELETE FROM ${table}`);
+/** A run that is gone (a rebuild read nothing for it): its rows and its operations' rows go. */
+export function forgetRun(store: SqlStore, runId: string): void {
+  store.run(
+    "DELETE FROM idx_subjects WHERE operation_id IN (SELECT operation_id FROM idx_ops WHERE run_id = ?)",
+    runId,
+  );
+  store.run("DELETE FROM idx_ops WHERE run_id = ?", runId);
+  store.run("DELETE FROM idx_runs WHERE run_id = ?", runId);
+  store.run("DELETE FROM idx_known WHERE run_id = ?", runId);
 }

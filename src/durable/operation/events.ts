@@ -14,6 +14,7 @@ import {
 } from "../../domain/operation/index.ts";
 import { eventId, omitPaths, type EventMessage, type ToolgateEvent } from "../../domain/events.ts";
 import { scrub } from "../../domain/redact.ts";
+import { eventsQueue } from "../placement.ts";
 import type { FrozenRow, Shell } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { backOffRow, OUTBOX_RETRY_MS } from "./outbox.ts";
@@ -167,7 +168,8 @@ export async function sendEvents(shell: Shell): Promise<void> {
     ),
   ].sort((a, b) => a.seq - b.seq);
   try {
-    await shell.env.EVENTS.sendBatch(
+    // The queue of the tenant's jurisdiction (placement.ts): an EU tenant's events stay in the EU.
+    await eventsQueue(shell.env, events[0]!.event.tenant_id).sendBatch(
       events.map(({ event }) => ({
         body: { kind: "event", event } satisfies EventMessage,
         contentType: "json" as const,

@@ -68,6 +68,8 @@ export type RunError =
 /** One MCP tools/call: `requestKey` names it for cancellation, `nonce` names a read (domain/mcp-call.ts). */
 export type McpCall = {
   requestKey: string;
+  /** The caller's `Mcp-Session-Id` (null: none): a request id names a call only within it. */
+  session: string | null;
   name: string;
   arguments: Record<string, unknown>;
   nonce: string;

@@ -9,6 +9,7 @@ import { eventId, type EventMessage, type ToolgateEvent } from "../../domain/eve
 import type { RunState } from "../../domain/turn/turn.ts";
 import { retentionMs } from "../../config.ts";
 import type { Env } from "../env.ts";
+import { eventsQueue } from "../placement.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { runSummary } from "./index-entry.ts";
 import type { RunRows } from "./rows.ts";
@@ -111,9 +112,11 @@ export class RunEvents {
     this.unsent = rows.slice();
     if (rows.length === 0) return;
     try {
-      await this.env.EVENTS.sendBatch(
-        rows.map((row) => ({
-          body: { kind: "event", event: JSON.parse(row.payload) } satisfies EventMessage,
+      const events = rows.map((row) => JSON.parse(row.payload) as ToolgateEvent);
+      // The queue of the run's jurisdiction (placement.ts): an EU run's events stay in the EU.
+      await eventsQueue(this.env, events[0]!.tenant_id).sendBatch(
+        events.map((event) => ({
+          body: { kind: "event", event } satisfies EventMessage,
           contentType: "json" as const,
         })),
       );

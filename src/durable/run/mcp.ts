@@ -3,7 +3,12 @@
 // is named by its nonce, a write by its content and the gate's inputs) and the turn that id names.
 // McpCalls: the bodies of RunObject.mcpCall/mcpCancel over the calls in flight (memory only).
 import { CHECK_STATUS, offersCheckStatus } from "../../domain/check-status.ts";
-import { mcpCallId } from "../../domain/mcp-call.ts";
+import {
+  cancelledCall,
+  mcpCallId,
+  type McpCancelTarget,
+  type McpInFlight,
+} from "../../domain/mcp-call.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { ProposedCall } from "../../domain/turn/gate.ts";
 import { openOperations, turnIdentity, type RunState } from "../../domain/turn/turn.ts";
@@ -51,9 +56,9 @@ export type TurnPort = {
 
 /** The bodies of RunObject.mcpCall and RunObject.mcpCancel, with the calls in flight they share. */
 export class McpCalls {
-  /** MCP calls in flight, request key → turn id: memory is the truth (an evicted object has no
-   * live call left to cancel; MCP lets a server ignore a cancellation of an unknown request). */
-  private readonly inFlight = new Map<string, string>();
+  /** MCP calls in flight, by nonce: memory is the truth (an evicted object has no live call left
+   * to cancel; MCP lets a server ignore a cancellation of an unknown request). */
+  private readonly inFlight = new Map<string, McpInFlight>();
 
   constructor(private readonly parts: RunParts) {}
 
@@ -69,7 +74,12 @@ export class McpCalls {
     const turn = await mcpTurn(run, this.parts.offered.of(run), call);
     if (!turn.ok) return turn;
     const { proposed, turnId, checkStatus } = turn.value;
-    this.inFlight.set(call.requestKey, turnId);
+    this.inFlight.set(call.nonce, {
+      nonce: call.nonce,
+      requestKey: call.requestKey,
+      session: call.session,
+      turnId,
+    });
     try {
       const wait = { ms: waitMs, holdForPeople: false };
       const reply = await turns.postTurn(tenantId, proposed, 0, wait, null, "mcp");
@@ -79,19 +89,22 @@ export class McpCalls {
         ? ok({ envelope, checkStatus })
         : err({ code: "invalid_request", detail: "the call has no result" });
     } finally {
-      if (this.inFlight.get(call.requestKey) === turnId) this.inFlight.delete(call.requestKey);
+      this.inFlight.delete(call.nonce);
     }
   }
 
-  /** Closes the open calls of the turn the request started; false when no such call is in flight. */
+  /**
+   * Closes the open calls of the turn the named request started (domain/mcp-call.ts
+   * `cancelledCall`: that caller's own call only); false when no call, or no single one, is named.
+   */
   async cancel(
     tenantId: string,
-    requestKey: string,
+    target: McpCancelTarget,
     by: string,
   ): Promise<Result<boolean, RunError>> {
     if (!this.parts.rows.loadFor(tenantId)) return this.parts.rows.missing(tenantId);
-    const turnId = this.inFlight.get(requestKey);
-    const turn = turnId ? this.parts.rows.turn(turnId) : null;
+    const call = cancelledCall(this.inFlight.values(), target);
+    const turn = call ? this.parts.rows.turn(call.turnId) : null;
     if (!turn) return ok(false);
     for (const operationId of openOperations(turn))
       await close(this.parts, tenantId, operationId, by);

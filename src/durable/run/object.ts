@@ -44,6 +44,7 @@ import { TurnSettler } from "./settle.ts";
 import { RunEvents } from "./events.ts";
 import { RunFacts } from "./facts.ts";
 import { ToolSources } from "./sources.ts";
+import type { McpCancelTarget } from "../../domain/mcp-call.ts";
 import { McpCalls } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
 import { runIndexEntry } from "./index-entry.ts";
@@ -147,14 +148,15 @@ export class RunObject extends DurableObject<Env> {
 
   /**
    * A client cancelled an MCP request (notifications/cancelled, or the response stream closed):
-   * closes its call like POST /v1/operations/{id}/cancel. False when no such call is in flight.
+   * closes its call like POST /v1/operations/{id}/cancel. False when no such call is in flight
+   * (or the request id names several callers' calls: domain/mcp-call.ts `cancelledCall`).
    */
   async mcpCancel(
     tenantId: string,
-    requestKey: string,
+    target: McpCancelTarget,
     by: string,
   ): Promise<Result<boolean, RunError>> {
-    return this.mcp.cancel(tenantId, requestKey, by);
+    return this.mcp.cancel(tenantId, target, by);
   }
 
   async getTurn(

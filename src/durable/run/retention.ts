@@ -5,7 +5,7 @@
 import { operationIds } from "../../domain/turn/turn.ts";
 import { retentionMs } from "../../config.ts";
 import { dropFromIndex } from "../index/drop.ts";
-import { operationStub } from "../stubs.ts";
+import { operationStub, tenantStub } from "../stubs.ts";
 import type { RunParts } from "./parts.ts";
 import { compensationIds } from "./compensate.ts";
 
@@ -47,8 +47,16 @@ export async function pruneRun(
       return false;
     }
   }
-  // The tenant index drops the run's row first (issue 20); a queue that did not take it: retry.
-  if (!(await dropFromIndex(env, run.tenantId, { operations: [], runs: [run.runId] }))) {
+  // The tenant index drops the run's row first (issue 20), and the tenant's list of runs (what an
+  // index rebuild walks, tenant/runs.ts) forgets it; either not done: retry.
+  const forgotten = await tenantStub(env, run.tenantId)
+    .forgetRuns([run.runId])
+    .then(() => true)
+    .catch(() => false);
+  if (
+    !forgotten ||
+    !(await dropFromIndex(env, run.tenantId, { operations: [], runs: [run.runId] }))
+  ) {
     await storage.setAlarm(nowMs + 60_000);
     return false;
   }

@@ -3,7 +3,8 @@
 // webhook endpoints (secret sealed like a tenant secret) with their capped delivery logs, and the
 // tenant-plane events the queue consumer stores (`pos`: arrival order, the feed's order), which
 // endpoints are a run's notify.url (`run_endpoints`, deleted with the run's retention), and its
-// Cedar policy set (one row, issue 21; `invalid`: a forced tool change broke it, issue 31).
+// Cedar policy set (one row, issue 21; `invalid`: a forced tool change broke it, issue 31), and its
+// runs' ids (`tenant_runs`: what an index rebuild walks, tenant/runs.ts).
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 import type { SqlStore } from "./sql-store.ts";
@@ -27,7 +28,8 @@ CREATE TABLE IF NOT EXISTS webhook_deliveries (
 CREATE INDEX IF NOT EXISTS webhook_deliveries_event ON webhook_deliveries (endpoint_id, event_id);
 CREATE TABLE IF NOT EXISTS policies (k INTEGER PRIMARY KEY CHECK (k = 1), text TEXT NOT NULL, version TEXT NOT NULL, updated_at INTEGER NOT NULL, invalid TEXT, invalid_at INTEGER);
 CREATE TABLE IF NOT EXISTS events (pos INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, at_ms INTEGER NOT NULL, body TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS run_endpoints (webhook_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, prune_at INTEGER NOT NULL) WITHOUT ROWID;`;
+CREATE TABLE IF NOT EXISTS run_endpoints (webhook_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, prune_at INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tenant_runs (run_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;`;
 
 /** Columns of `unknowns` added after its first version (older tenants get them on first use). */
 export const UNKNOWNS_ADDED_COLUMNS = [

@@ -1,8 +1,9 @@
 // TenantObject: one per tenant, the RPC surface over its record and alarm (record.ts) and the modules
 // beside it: API keys (keys.ts), upstream secrets (secrets.ts), the tool registry and its verdicts
 // (registry.ts), tenant facts (facts.ts), the approvals inbox and unknown-outcomes list (inbox.ts),
-// events (events.ts), webhooks and their delivery logs. Every method only delegates; names and
-// signatures are the contract other objects and routes call through stubs.
+// events (events.ts), webhooks and their delivery logs, and the list of its runs an index rebuild
+// walks (runs.ts). Every method only delegates; names and signatures are the contract other
+// objects and routes call through stubs.
 import { DurableObject } from "cloudflare:workers";
 import type { Result } from "../../domain/result.ts";
 import type {
@@ -27,6 +28,7 @@ import * as registry from "./registry.ts";
 import * as secrets from "./secrets.ts";
 import * as webhooks from "./webhooks.ts";
 import * as runEndpoints from "./run-endpoints.ts";
+import * as runs from "./runs.ts";
 import * as deliveries from "./webhook-deliveries.ts";
 import type { DeliveryRecord } from "./webhook-deliveries.ts";
 import { notificationStates, type NotificationState } from "./notifications.ts";
@@ -136,9 +138,31 @@ export class TenantObject extends DurableObject<Env> {
     return registry.sources(this.store, names);
   }
 
-  /** A run's tools and the tenant facts its operations use (issue 19: read once, not per call). */
-  async runTools(tenantId: string, names: string[]): Promise<Result<RunTools, TenantError>> {
-    return runTools(this.store, this.env, tenantId, names);
+  /**
+   * A run's tools and the tenant facts its operations use (issue 19: read once, not per call).
+   * `newRunId`: the run this read is for (POST /v1/runs), recorded in the tenant's list of runs.
+   */
+  async runTools(
+    tenantId: string,
+    names: string[],
+    newRunId: string | null = null,
+  ): Promise<Result<RunTools, TenantError>> {
+    const read = await runTools(this.store, this.env, tenantId, names);
+    if (read.ok && newRunId !== null) runs.recordRun(this.store, newRunId, Date.now());
+    return read;
+  }
+
+  // ── The tenant's runs (runs.ts): what an index rebuild walks ─────────────────────────────────
+
+  /** A page of the tenant's run ids (with when each was recorded), in id order after `afterRunId`. */
+  async runPage(afterRunId: string | null, limit: number) {
+    return runs.runPage(this.store, afterRunId, Math.min(Math.max(1, limit), 1000));
+  }
+
+  /** Runs pruned by retention (or never made): they leave the list. */
+  async forgetRuns(runIds: string[]): Promise<{ ok: true }> {
+    runs.forgetRuns(this.store, runIds);
+    return { ok: true };
   }
 
   /** A run's background refresh of its tenant facts (`known`: the version it holds). */
