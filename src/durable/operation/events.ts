@@ -14,6 +14,7 @@ import {
 } from "../../domain/operation/index.ts";
 import { eventId, omitPaths, type EventMessage, type ToolgateEvent } from "../../domain/events.ts";
 import { scrub } from "../../domain/redact.ts";
+import { sendInBatches } from "../../events/queue-batches.ts";
 import type { FrozenRow, Shell } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { backOffRow, OUTBOX_RETRY_MS } from "./outbox.ts";
@@ -146,9 +147,9 @@ export function operationEvents(
 type EventRow = { seq: number; kind: string; payload: string; attempts: number };
 
 /**
- * Hands the unsent events to the EVENTS queue in one batch, oldest first: those riding in their log
- * rows (`unsent_events`) and those in the outbox (a failed send moved them there). Once `sendBatch`
- * resolved the rows are cleared; if it fails, the log rows' events move to the outbox with their
+ * Hands the unsent events to the EVENTS queue, oldest first, in batches within the queue's limits:
+ * those riding in their log rows (`unsent_events`) and those in the outbox (a failed send moved them
+ * there). Once every batch was taken the rows are cleared; if it fails, the log rows' events move to the outbox with their
  * first backoff and the outbox rows back off (the alarm resends them). Never throws.
  */
 export async function sendEvents(shell: Shell): Promise<void> {
@@ -167,12 +168,11 @@ export async function sendEvents(shell: Shell): Promise<void> {
     ),
   ].sort((a, b) => a.seq - b.seq);
   try {
-    await shell.env.EVENTS.sendBatch(
-      events.map(({ event }) => ({
-        body: { kind: "event", event } satisfies EventMessage,
-        contentType: "json" as const,
-      })),
-    );
+    // Within the queue's limits (100 messages, 256 KB) per batch; a refusal sends them all again.
+    await sendInBatches(shell.env.EVENTS, events, ({ event }) => ({
+      body: { kind: "event", event } satisfies EventMessage,
+      contentType: "json" as const,
+    }));
     for (const row of rows)
       store.run("DELETE FROM op_outbox WHERE seq = ? AND kind = ?", row.seq, row.kind);
     shell.log.clearUnsent(inLog.map(([seq]) => seq));
