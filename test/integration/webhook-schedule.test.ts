@@ -12,7 +12,7 @@ import { placedStub } from "../../src/durable/placement.ts";
 import { deliverToEndpoints } from "../../src/events/deliver.ts";
 import { ALL_SCOPES, api, newTenant, upstream } from "../support/api.ts";
 import { consolePage } from "../support/console-page.ts";
-import { consume, realEnv, recordingEnv, runSchedule } from "../support/event-queue.ts";
+import { consume, realEnv, recordingEnv, runSchedule, testEvent } from "../support/event-queue.ts";
 
 afterEach(() => vi.restoreAllMocks());
 
@@ -33,21 +33,7 @@ async function endpoint(t: Tenant, url: string, events: string[] = ["*"]) {
   return { id, secret: put.body.secret as string };
 }
 
-function event(tenantId: string): ToolgateEvent {
-  const hex = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
-    b.toString(16).padStart(2, "0"),
-  ).join("");
-  return {
-    id: `evt_${hex}`,
-    type: "approval.requested",
-    at_ms: Date.now(),
-    tenant_id: tenantId,
-    run_id: "run_01HZZZZZZZZZZZZZZZZZZZZZZZ",
-    operation_id: `op_${hex}`,
-    tool: "refund",
-    data: { target: "order:ord_1", arguments: { order_id: "ord_1" }, requested_by: "u1" },
-  };
-}
+const event = (tenantId: string) => testEvent(tenantId);
 const fresh = (e: ToolgateEvent): EventMessage => ({ kind: "event", event: e });
 
 /** webhook-ids the receiver got at `path`, in order. */

@@ -6,11 +6,11 @@
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import type { DeliveryMessage, ToolgateEvent } from "../../src/domain/events.ts";
+import type { DeliveryMessage } from "../../src/domain/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { deliverToEndpoints } from "../../src/events/deliver.ts";
 import { api, newTenant, upstream, type UpstreamState } from "../support/api.ts";
-import { consume, recordingEnv, runSchedule } from "../support/event-queue.ts";
+import { consume, recordingEnv, runSchedule, testEvent } from "../support/event-queue.ts";
 
 const typedEnv = env as unknown as Env;
 
@@ -23,27 +23,7 @@ async function webhookTenant(scopes = ["webhooks:write"]) {
   };
 }
 
-function event(tenantId: string, overrides: Partial<ToolgateEvent> = {}): ToolgateEvent {
-  const hex = [...crypto.getRandomValues(new Uint8Array(16))]
-    .map((b) => b.toString(16).padStart(2, "0"))
-    .join("");
-  return {
-    id: `evt_${hex}`,
-    type: "approval.requested",
-    at_ms: Date.now(),
-    tenant_id: tenantId,
-    run_id: "run_01HZZZZZZZZZZZZZZZZZZZZZZZ",
-    operation_id: `op_${hex}`,
-    tool: "refund",
-    data: {
-      target: "order:ord_1",
-      arguments: { order_id: "ord_1", amount: 1200 },
-      requested_by: "u1",
-      expires_at_ms: Date.now() + 15 * 60_000,
-    },
-    ...overrides,
-  };
-}
+const event = testEvent;
 
 /** What the receiver got: requests to /webhooks/…, each signature checked with the endpoint's secret. */
 function received(state: UpstreamState, secret: string) {

@@ -4,12 +4,35 @@
 // `delivery` messages are fed back as the next batch: the retry schedule runs in one test, without
 // waiting for its delays.
 import { env } from "cloudflare:workers";
-import type { EventMessage } from "../../src/domain/events.ts";
+import type { EventMessage, ToolgateEvent } from "../../src/domain/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { handleEventBatch } from "../../src/events/consumer.ts";
 import type { DeliveryOptions } from "../../src/events/deliver.ts";
 
 export const realEnv = env as unknown as Env;
+
+/** An approval.requested event of `tenantId` with a fresh id (the fields a webhook shows). */
+export function testEvent(tenantId: string, overrides: Partial<ToolgateEvent> = {}): ToolgateEvent {
+  const hex = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
+    b.toString(16).padStart(2, "0"),
+  ).join("");
+  return {
+    id: `evt_${hex}`,
+    type: "approval.requested",
+    at_ms: Date.now(),
+    tenant_id: tenantId,
+    run_id: "run_01HZZZZZZZZZZZZZZZZZZZZZZZ",
+    operation_id: `op_${hex}`,
+    tool: "refund",
+    data: {
+      target: "order:ord_1",
+      arguments: { order_id: "ord_1", amount: 1200 },
+      requested_by: "u1",
+      expires_at_ms: Date.now() + 15 * 60_000,
+    },
+    ...overrides,
+  };
+}
 
 export type Queued = { body: EventMessage; delaySeconds: number | undefined };
 export type Did = { message: number; action: "ack" | "retry"; delaySeconds?: number };
