@@ -140,14 +140,12 @@ async function handleTenant(
   const fresh = group.filter((item) => item.body.kind === "event");
   // One copy of each event (the outbox alarm and the queue may both have sent it).
   const events = [...new Map(fresh.map((item) => [item.event.id, item.event])).values()];
-  // One copy of each scheduled retry, too (the queue delivers at least once).
-  const retries = [
-    ...new Map(
-      group.flatMap((item) =>
-        item.body.kind === "delivery" ? [[retryKey(item.body), item] as const] : [],
-      ),
-    ).values(),
-  ];
+  // One copy of each scheduled retry, too (the queue delivers at least once): the first.
+  const retryOf = new Map<string, Item>();
+  for (const item of group)
+    if (item.body.kind === "delivery" && !retryOf.has(retryKey(item.body)))
+      retryOf.set(retryKey(item.body), item);
+  const retries = [...retryOf.values()];
   const [routed, targets] = await Promise.all([
     storeAndRoute(env, delivery, tenantId, events),
     retries.length === 0

@@ -263,6 +263,28 @@ describe("at-least-once without exception (E2, E7)", () => {
     expect(fixed.queued).toEqual([]);
   });
 
+  it("two copies of one retry in a batch (the queue delivers at least once): one request, one successor, both acked", async () => {
+    const t = await webhookTenant();
+    const up = upstream();
+    await up.script({ kind: "status", status: 500 });
+    const hook = await endpoint(t, `${up.url}/webhooks/twice`);
+    const e = event(t.tenantId);
+    const retry: DeliveryMessage = {
+      kind: "delivery",
+      endpoint_id: hook.id,
+      event: e,
+      attempt: 2,
+      first_attempt_at_ms: Date.now(),
+    };
+    const recorded = recordingEnv();
+    expect(await consume(recorded.env, [retry, retry])).toEqual([
+      { message: 0, action: "ack" },
+      { message: 1, action: "ack" },
+    ]);
+    expect(await idsAt(up, "/webhooks/twice")).toEqual([e.id]);
+    expect(recorded.queued.map((q) => (q.body as DeliveryMessage).attempt)).toEqual([3]);
+  });
+
   it("a batch whose tenant cannot be reached comes back later, with a growing delay, not at once", async () => {
     const t = await webhookTenant();
     const down = new Proxy(
