@@ -83,8 +83,6 @@ export function recordDeliveries(
   store.ensureSchema();
   for (const column of WEBHOOKS_ADDED_COLUMNS) store.ensureColumn("webhooks", column);
   for (const column of DELIVERIES_ADDED_COLUMNS) store.ensureColumn("webhook_deliveries", column);
-  // A run's notify.url endpoint (an agent's own URL) fails when its agent is gone: no announcement.
-  const announces = runOfEndpoint(store, endpointId) === null;
   const tenantId = tenantRecord(store)!.id;
   return store.transaction(() => {
     const last = store.one<{ seq: number }>(
@@ -152,7 +150,8 @@ export function recordDeliveries(
       failingSince,
       endpointId,
     );
-    if (!announce || !announces) return { logged, announced: null };
+    // A run's notify.url endpoint (an agent's own URL) fails when its agent is gone: not announced.
+    if (!announce || runOfEndpoint(store, endpointId) !== null) return { logged, announced: null };
     const announced = endpointFailing(tenantId, endpoint, failures, announce);
     store.run(
       "INSERT INTO events (id, type, at_ms, body) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
