@@ -1,6 +1,7 @@
 // /console/webhooks: the tenant's webhook endpoints (TenantObject.listWebhooks) — URL, events,
-// format, state, consecutive failures, last delivered — each with its recent deliveries from its
-// delivery log (TenantObject.listDeliveries): time, event type, attempt, status, latency.
+// format, state (failing since when), consecutive failures, last delivered — each with its recent
+// deliveries from its delivery log (TenantObject.listDeliveries): time, event type, attempt (by hand
+// or scheduled), status, latency, and what follows: the next attempt's time, or "given up".
 // Viewing needs webhooks:read or webhooks:write; the redeliver button (a CSRF-checked POST, as every
 // console POST) needs webhooks:write and sends the logged event again now, with the same webhook-id.
 import type { Context } from "hono";
@@ -74,7 +75,12 @@ const Endpoint = ({
       <dt>Format</dt>
       <dd>{endpoint.format}</dd>
       <dt>State</dt>
-      <dd>{endpoint.state}</dd>
+      <dd>
+        {endpoint.state}
+        {endpoint.failing_since
+          ? ` since ${utc(endpoint.failing_since)}: a delivery was given up after its whole retry schedule`
+          : ""}
+      </dd>
       <dt>Consecutive failures</dt>
       <dd>{String(endpoint.consecutive_failures)}</dd>
       <dt>Last delivered</dt>
@@ -91,6 +97,7 @@ const Endpoint = ({
             <th>Attempt</th>
             <th>Status</th>
             <th>Latency</th>
+            <th>Next</th>
             {csrf && <th>Redeliver</th>}
           </tr>
         </thead>
@@ -99,12 +106,13 @@ const Endpoint = ({
             <tr>
               <td>{utc(d.at)}</td>
               <td>{d.event_type}</td>
-              <td>{String(d.attempt)}</td>
+              <td>{d.by_hand ? `${d.attempt} (by hand)` : String(d.attempt)}</td>
               <td>
                 {d.delivered ? "delivered" : "failed"} {d.status === null ? "" : String(d.status)}
                 {d.error ? ` (${d.error})` : ""}
               </td>
               <td>{`${d.latency_ms} ms`}</td>
+              <td data-next>{nextOf(d)}</td>
               {csrf && (
                 <td>
                   <form
@@ -125,6 +133,14 @@ const Endpoint = ({
   </section>
 );
 
+/** What follows an attempt: its event's next scheduled attempt, or the end of its schedule. */
+const nextOf = (d: DeliveryRecord) =>
+  d.next_attempt_at
+    ? `next attempt ${utc(d.next_attempt_at)}`
+    : d.given_up
+      ? "given up: redeliver by hand"
+      : "—";
+
 /** Sends one logged event to its endpoint again now; the outcome is a flash on the page (303). */
 async function redeliver(c: Context<ConsoleEnv>) {
   const session = c.get("session");
@@ -143,7 +159,7 @@ async function redeliver(c: Context<ConsoleEnv>) {
     await setFlash(c, { tone: "error", text: `Nothing was sent: ${found.error.detail}` });
     return c.redirect(HREF, 303);
   }
-  const outcome = await deliverOne(c.env, tenant, found.value.target, found.value.event, {});
+  const outcome = await deliverOne(c.env, session.tenantId, found.value.target, found.value.event);
   await setFlash(
     c,
     outcome.delivered

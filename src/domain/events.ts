@@ -15,6 +15,11 @@ export const EVENT_TYPES = [
   "run.budget_exhausted",
   "turn.settled",
   "lock.waiting_long",
+  /**
+   * A webhook endpoint became failing: a delivery to it was given up after its whole schedule (or
+   * its age limit). Written by the tenant, once until the endpoint heals; never sent to that endpoint.
+   */
+  "endpoint.failing",
   /** A ping sent by hand to one endpoint (POST /v1/webhooks/{id}/test); no transition writes it. */
   "webhook.test",
 ] as const;
@@ -50,15 +55,32 @@ export function notifiedEndpoint(event: ToolgateEvent): string | null {
   return event.type === "turn.settled" && typeof id === "string" ? id : null;
 }
 
+/** The endpoint an event is about and must never be sent to (endpoint.failing: the failing one). */
+export function excludedEndpoint(event: Pick<ToolgateEvent, "type" | "data">): string | null {
+  const id = event.data["webhook_id"];
+  return event.type === "endpoint.failing" && typeof id === "string" ? id : null;
+}
+
 /**
  * What travels on the EVENTS queue: an event to store and fan out to the tenant's webhook endpoints,
  * or one endpoint's delivery retry (sent with the delay the retry schedule gave).
  */
 export type EventMessage =
-  | { kind: "event"; event: ToolgateEvent }
-  | { kind: "delivery"; endpoint_id: string; event: ToolgateEvent }
-  | IndexDropMessage
-  | IndexRetryMessage;
+  { kind: "event"; event: ToolgateEvent } | DeliveryMessage | IndexDropMessage | IndexRetryMessage;
+
+/**
+ * One endpoint's next scheduled attempt of one event. The schedule travels with it: `attempt` is
+ * the number of the attempt this message makes, `first_attempt_at_ms` when the event's first
+ * attempt at this endpoint was made (both absent in messages queued before issue 38: then attempt 2,
+ * counted from the event's own time).
+ */
+export type DeliveryMessage = {
+  kind: "delivery";
+  endpoint_id: string;
+  event: ToolgateEvent;
+  attempt?: number;
+  first_attempt_at_ms?: number;
+};
 
 /**
  * An event the tenant index could not take when it was first consumed (issue 20): tried again on

@@ -4,9 +4,10 @@
 // `standardwebhooks` package; body `{ type, timestamp, data }`), or a Slack Block Kit message
 // (events/slack.ts). A 2xx is delivered; any other status, a redirect (never followed: the checked
 // host is the one hit), a connection error or the 10 s timeout is a retryable failure. Every attempt
-// is logged at the tenant. Endpoints are independent: one slow or dead endpoint never delays another.
+// is logged at the tenant with what follows it on the schedule (domain/webhook-retry.ts). Requests
+// take turns in the invocation's connection slots (send-slots.ts), each endpoint a bounded share.
 import { Webhook } from "standardwebhooks";
-import { hostPolicy } from "../config.ts";
+import { hostPolicy, retentionMs } from "../config.ts";
 import { notifiedEndpoint, type ToolgateEvent } from "../domain/events.ts";
 import { ok, type Result } from "../domain/result.ts";
 import {
@@ -17,9 +18,14 @@ import {
 import type { Env } from "../durable/env.ts";
 import { tenantStub } from "../durable/stubs.ts";
 import type { TenantError } from "../durable/tenant/object.ts";
-import type { DeliveryResult, LoggedAttempt } from "../durable/tenant/webhook-deliveries.ts";
-import type { EventRoutes, WebhookTarget } from "../durable/tenant/webhooks.ts";
+import type {
+  DeliveryAttempt,
+  DeliveryResult,
+  LoggedAttempt,
+} from "../durable/tenant/webhook-deliveries.ts";
+import type { WebhookTarget } from "../durable/tenant/webhooks.ts";
 import type { HostPolicy } from "../tools/manifest/schema.ts";
+import { SendSlots } from "./send-slots.ts";
 import { slackMessage } from "./slack.ts";
 import { checkWebhookUrl } from "./webhook-url.ts";
 
@@ -56,7 +62,17 @@ export async function deliverWebhook(
   nowMs: number,
   options: DeliveryOptions = {},
 ): Promise<DeliveryResult> {
-  const timeoutMs = options.timeoutMs ?? WEBHOOK_TIMEOUT_MS;
+  return (await attemptWebhook(target, event, nowMs, options.timeoutMs ?? WEBHOOK_TIMEOUT_MS))
+    .result;
+}
+
+/** One attempt; `timedOut`: no answer within the timeout, which starts here, as the request does. */
+async function attemptWebhook(
+  target: WebhookTarget,
+  event: ToolgateEvent,
+  nowMs: number,
+  timeoutMs: number,
+): Promise<{ result: DeliveryResult; timedOut: boolean }> {
   const body = webhookBody(target, event);
   const headers = {
     "Content-Type": "application/json",
@@ -67,12 +83,9 @@ export async function deliverWebhook(
   };
   const started = Date.now();
   const signal = AbortSignal.timeout(timeoutMs);
-  const failed = (error: string, status: number | null = null, snippet = ""): DeliveryResult => ({
-    delivered: false,
-    status,
-    latency_ms: Date.now() - started,
-    snippet,
-    error,
+  const failed = (error: string, status: number | null = null, snippet = "") => ({
+    result: { delivered: false, status, latency_ms: Date.now() - started, snippet, error },
+    timedOut: false,
   });
   let response: Response;
   try {
@@ -85,7 +98,7 @@ export async function deliverWebhook(
     });
   } catch (error) {
     return isTimeout(error)
-      ? failed(`no response within ${timeoutMs} ms`)
+      ? { ...failed(`no response within ${timeoutMs} ms`), timedOut: true }
       : failed(`connection failed: ${scrub(String(error), target.secret)}`);
   }
   // The timeout's signal also errors a body that stalls after the headers (tested: a stalled 2xx).
@@ -93,7 +106,16 @@ export async function deliverWebhook(
   const snippet = scrub(await readSnippet(response), target.secret).slice(0, SNIPPET_CHARS);
   const latency = Date.now() - started;
   if (response.status >= 200 && response.status < 300)
-    return { delivered: true, status: response.status, latency_ms: latency, snippet, error: null };
+    return {
+      result: {
+        delivered: true,
+        status: response.status,
+        latency_ms: latency,
+        snippet,
+        error: null,
+      },
+      timedOut: false,
+    };
   if (response.status >= 300 && response.status < 400)
     return failed(
       `redirect to ${scrub(response.headers.get("Location") ?? "?", target.secret)} not followed`,
@@ -103,6 +125,16 @@ export async function deliverWebhook(
   return failed(`HTTP ${response.status}`, response.status, snippet);
 }
 
+/** One send of one event to one endpoint, and where it stands on the schedule. */
+export type DeliveryJob = {
+  target: WebhookTarget;
+  event: ToolgateEvent;
+  /** Its number on the schedule (1: the first fan-out); null: one attempt by hand, never retried. */
+  attempt: number | null;
+  /** When the event's first attempt at this endpoint was made (null: this is it). */
+  firstAttemptAtMs: number | null;
+};
+
 export type EndpointOutcome = {
   endpoint_id: string;
   delivered: boolean;
@@ -110,15 +142,169 @@ export type EndpointOutcome = {
   /** This event's attempt number at this endpoint (null: the endpoint was deleted meanwhile). */
   attempt: number | null;
   state: EndpointState | null;
-  /** After a failure: when to try again, or `failed` once the schedule is used up; null when delivered. */
+  /** After a recorded failure: when to try again, or `failed` once the schedule is over; else null. */
   retry: WebhookRetryPlan | null;
   error: string | null;
+  /** false: the tenant could not record the attempt (it threw): the attempt must be made again. */
+  recorded: boolean;
+  /** When the event's first attempt at this endpoint was made (its retries carry it). */
+  first_attempt_at_ms: number;
 };
 
+/** What a person is shown of an attempt by hand (redeliver, test): no plan, nothing internal. */
+export const shownOutcome = (outcome: EndpointOutcome) => ({
+  endpoint_id: outcome.endpoint_id,
+  delivered: outcome.delivered,
+  status: outcome.status,
+  attempt: outcome.attempt,
+  state: outcome.state,
+  error: outcome.error,
+});
+
+/** One tenant's sends: where they are logged, the URL rules, its retention, the invocation's slots. */
+export type Delivery = {
+  tenantId: string;
+  tenant: ReturnType<typeof tenantStub>;
+  hosts: HostPolicy;
+  retentionMs: number;
+  slots: SendSlots;
+  timeoutMs: number;
+};
+
+export function deliveryFor(
+  env: Env,
+  tenantId: string,
+  slots: SendSlots = new SendSlots(),
+  options: DeliveryOptions = {},
+): Delivery {
+  return {
+    tenantId,
+    tenant: tenantStub(env, tenantId),
+    hosts: hostPolicy(env),
+    retentionMs: retentionMs(env),
+    slots,
+    timeoutMs: options.timeoutMs ?? WEBHOOK_TIMEOUT_MS,
+  };
+}
+
 /**
- * Delivers `event` to each of the tenant's endpoints subscribed to its type, each independently,
- * and logs every attempt at the tenant (deliverRouted). What the webhook tests call; the queue
- * consumer routes a whole batch at once (TenantObject.receiveEvents) and calls deliverRouted.
+ * Makes `jobs` (one tenant's, any endpoints): each send takes its turn in the invocation's slots
+ * (send-slots.ts); each endpoint's attempts are logged in one call once its own sends are done, so
+ * a hanging endpoint delays only its own log. A failed scheduled attempt is planned here, from the
+ * number and first-attempt time it carries. The outcomes, in the order of `jobs`.
+ */
+export async function deliverJobs(
+  delivery: Delivery,
+  jobs: readonly DeliveryJob[],
+): Promise<EndpointOutcome[]> {
+  const outcomes: EndpointOutcome[] = new Array(jobs.length);
+  const byEndpoint = new Map<string, number[]>();
+  jobs.forEach((job, index) => {
+    const mine = byEndpoint.get(job.target.id) ?? [];
+    mine.push(index);
+    byEndpoint.set(job.target.id, mine);
+  });
+  await Promise.all(
+    [...byEndpoint].map(async ([endpointId, indices]) => {
+      const attempts: DeliveryAttempt[] = await Promise.all(
+        indices.map(async (index) => {
+          const job = jobs[index]!;
+          const { result, atMs } = await send(delivery, job);
+          return {
+            event: job.event,
+            result,
+            atMs,
+            attempt: job.attempt,
+            plan: planOf(delivery, job, result, atMs),
+          };
+        }),
+      );
+      let logged: LoggedAttempt[] | null = null;
+      let unrecorded: string | null = null;
+      try {
+        logged = await delivery.tenant.recordDeliveries(endpointId, attempts);
+      } catch (error) {
+        unrecorded = `the attempt could not be recorded: ${String(error)}`;
+      }
+      attempts.forEach((attempt, k) => {
+        const index = indices[k]!;
+        const entry = logged?.[k] ?? null;
+        outcomes[index] = {
+          endpoint_id: endpointId,
+          delivered: attempt.result.delivered,
+          status: attempt.result.status,
+          attempt: entry?.attempt ?? (unrecorded ? jobs[index]!.attempt : null),
+          state: entry?.state ?? null,
+          // A deleted endpoint (nothing logged) is not tried again.
+          retry: entry ? attempt.plan : null,
+          error: unrecorded ?? attempt.result.error,
+          recorded: unrecorded === null,
+          first_attempt_at_ms: jobs[index]!.firstAttemptAtMs ?? attempt.atMs,
+        };
+      });
+    }),
+  );
+  return outcomes;
+}
+
+/** One job's request, in its turn; not made if its URL is refused or its endpoint hung in this invocation. */
+async function send(
+  delivery: Delivery,
+  job: DeliveryJob,
+): Promise<{ result: DeliveryResult; atMs: number }> {
+  const allowed = checkWebhookUrl(job.target.url, delivery.hosts);
+  if (!allowed.ok) return { result: notSent(allowed.error.detail), atMs: Date.now() };
+  const key = `${delivery.tenantId}/${job.target.id}`;
+  return delivery.slots.run(key, job.target.failing, async () => {
+    const atMs = Date.now();
+    if (delivery.slots.hung(key))
+      return {
+        result: notSent(
+          `not sent: another request to this endpoint got no answer within ${delivery.timeoutMs} ms in the same batch`,
+        ),
+        atMs,
+      };
+    const { result, timedOut } = await attemptWebhook(
+      job.target,
+      job.event,
+      atMs,
+      delivery.timeoutMs,
+    );
+    if (timedOut) delivery.slots.hang(key);
+    return { result, atMs };
+  });
+}
+
+const notSent = (error: string): DeliveryResult => ({
+  delivered: false,
+  status: null,
+  latency_ms: 0,
+  snippet: "",
+  error,
+});
+
+/** After a failed scheduled attempt: the next one, or the end of the schedule (null: delivered, or by hand). */
+function planOf(
+  delivery: Delivery,
+  job: DeliveryJob,
+  result: DeliveryResult,
+  atMs: number,
+): WebhookRetryPlan | null {
+  if (result.delivered || job.attempt === null) return null;
+  return planWebhookRetry({
+    eventId: job.event.id,
+    endpointId: job.target.id,
+    attempt: job.attempt,
+    nowMs: atMs,
+    firstAttemptAtMs: job.firstAttemptAtMs ?? atMs,
+    notAfterMs: job.event.at_ms + delivery.retentionMs,
+  });
+}
+
+/**
+ * Delivers `event` to each of the tenant's endpoints subscribed to its type, as a first fan-out
+ * (attempt 1), each logged (deliverJobs). What the webhook tests call; the queue consumer routes a
+ * whole batch at once (TenantObject.receiveEvents) and calls deliverJobs.
  */
 export async function deliverToEndpoints(
   env: Env,
@@ -127,98 +313,34 @@ export async function deliverToEndpoints(
   options: DeliveryOptions = {},
 ): Promise<Result<EndpointOutcome[], TenantError>> {
   if (event.tenant_id !== tenantId) return ok([]); // another tenant's event is none of these endpoints' business
-  const tenant = tenantStub(env, tenantId);
-  const targets = await tenant.webhookTargets(tenantId, event.type, notifiedEndpoint(event));
+  const delivery = deliveryFor(env, tenantId, new SendSlots(), options);
+  const targets = await delivery.tenant.webhookTargets(
+    tenantId,
+    event.type,
+    notifiedEndpoint(event),
+  );
   if (!targets.ok) return targets;
-  const routes = { [event.id]: targets.value.map((target) => target.id) };
-  const outcomes = await deliverRouted(
-    tenant,
-    { targets: targets.value, routes },
-    [event],
-    hostPolicy(env),
-    options,
+  return ok(
+    await deliverJobs(
+      delivery,
+      targets.value.map((target) => ({ target, event, attempt: 1, firstAttemptAtMs: null })),
+    ),
   );
-  return ok(outcomes.get(event.id) ?? []);
 }
 
-/**
- * One tenant's batch of events, each to the endpoints `routed` names: every send starts at once;
- * each endpoint's attempts are logged in one call once its own sends are done, so a hanging
- * endpoint (10 s) delays only its own log, never another endpoint's sends or records. The
- * outcomes per event id, each with its retry plan.
- */
-export async function deliverRouted(
-  tenant: ReturnType<typeof tenantStub>,
-  routed: EventRoutes,
-  events: readonly ToolgateEvent[],
-  hosts: HostPolicy,
-  options: DeliveryOptions = {},
-): Promise<Map<string, EndpointOutcome[]>> {
-  const outcomes = new Map<string, EndpointOutcome[]>(events.map((event) => [event.id, []]));
-  await Promise.all(
-    routed.targets.map(async (target) => {
-      const mine = events.filter((event) => routed.routes[event.id]?.includes(target.id));
-      if (mine.length === 0) return;
-      const allowed = checkWebhookUrl(target.url, hosts);
-      const attempts = await Promise.all(
-        mine.map(async (event) => {
-          const atMs = Date.now();
-          const result: DeliveryResult = allowed.ok
-            ? await deliverWebhook(target, event, atMs, options)
-            : {
-                delivered: false,
-                status: null,
-                latency_ms: 0,
-                snippet: "",
-                error: allowed.error.detail,
-              };
-          return { event, result, atMs };
-        }),
-      );
-      let logged: LoggedAttempt[] | null;
-      let unrecorded: string | null = null;
-      try {
-        logged = await tenant.recordDeliveries(target.id, attempts);
-      } catch (error) {
-        logged = null;
-        unrecorded = `the attempt could not be recorded: ${String(error)}`;
-      }
-      attempts.forEach(({ event, result, atMs }, index) => {
-        const entry = logged?.[index] ?? null;
-        outcomes.get(event.id)!.push({
-          endpoint_id: target.id,
-          delivered: result.delivered,
-          status: result.status,
-          attempt: entry?.attempt ?? null,
-          state: entry?.state ?? null,
-          retry:
-            result.delivered || !entry
-              ? null
-              : planWebhookRetry({
-                  eventId: event.id,
-                  endpointId: target.id,
-                  attempt: entry.attempt,
-                  nowMs: atMs,
-                }),
-          error: unrecorded ?? result.error,
-        });
-      });
-    }),
-  );
-  return outcomes;
-}
-
-/** One endpoint, one event (the test ping, a redeliver): sent and logged like any delivery. */
+/** One endpoint, one event, by hand (the test ping, a redeliver): sent and logged, never retried. */
 export async function deliverOne(
   env: Env,
-  tenant: ReturnType<typeof tenantStub>,
+  tenantId: string,
   target: WebhookTarget,
   event: ToolgateEvent,
-  options: DeliveryOptions,
+  options: DeliveryOptions = {},
 ): Promise<EndpointOutcome> {
-  const routed = { targets: [target], routes: { [event.id]: [target.id] } };
-  const outcomes = await deliverRouted(tenant, routed, [event], hostPolicy(env), options);
-  return outcomes.get(event.id)![0]!;
+  const delivery = deliveryFor(env, tenantId, new SendSlots(), options);
+  const [outcome] = await deliverJobs(delivery, [
+    { target, event, attempt: null, firstAttemptAtMs: null },
+  ]);
+  return outcome!;
 }
 
 async function readSnippet(response: Response): Promise<string> {
@@ -255,19 +377,3 @@ function scrub(text: string, secret: string): string {
 
 const isTimeout = (error: unknown) =>
   error instanceof Error && (error.name === "TimeoutError" || error.name === "AbortError");
-
-/** One endpoint's retry of one event (a `delivery` queue message): none if it was deleted or unsubscribed. */
-export async function deliverToEndpoint(
-  env: Env,
-  tenantId: string,
-  endpointId: string,
-  event: ToolgateEvent,
-  options: DeliveryOptions = {},
-): Promise<Result<EndpointOutcome | null, TenantError>> {
-  if (event.tenant_id !== tenantId) return ok(null);
-  const tenant = tenantStub(env, tenantId);
-  const targets = await tenant.webhookTargets(tenantId, event.type, notifiedEndpoint(event));
-  if (!targets.ok) return targets;
-  const target = targets.value.find((candidate) => candidate.id === endpointId);
-  return ok(target ? await deliverOne(env, tenant, target, event, options) : null);
-}

@@ -27,6 +27,8 @@ const Summary = z.looseObject({
   state: z.string().optional(),
   decided_by: z.string().nullable().optional(),
   reason: z.string().nullable().optional(),
+  webhook_id: z.string().optional(),
+  last_error: z.string().nullable().optional(),
 });
 
 const HEADLINES: Record<ToolgateEvent["type"], string> = {
@@ -38,6 +40,7 @@ const HEADLINES: Record<ToolgateEvent["type"], string> = {
   "run.budget_exhausted": "Run budget exhausted",
   "turn.settled": "Turn settled",
   "lock.waiting_long": "A write is waiting long for its lock",
+  "endpoint.failing": "A webhook endpoint is failing: a delivery to it was given up",
   "webhook.test": "Test message from toolgate: this channel is wired",
 };
 
@@ -54,6 +57,7 @@ export function consoleLink(event: ToolgateEvent, consoleUrl: string): string | 
   if (event.type === "operation.outcome_unknown" && op)
     return `${base}/console/unknown-outcomes#${op}`;
   if (event.type === "webhook.test") return `${base}/console/approvals`;
+  if (event.type === "endpoint.failing") return `${base}/console/webhooks`;
   if (event.run_id) return `${base}/console/runs/${event.run_id}${op ? `#${op}` : ""}`;
   return null;
 }
@@ -83,6 +87,17 @@ export function slackMessage(event: ToolgateEvent, consoleUrl: string): SlackMes
     });
   }
   if (data.state) fields.push({ type: "mrkdwn", text: `*State*\n${escapeMrkdwn(data.state)}` });
+  if (event.type === "endpoint.failing" && data.webhook_id) {
+    fields.push({
+      type: "mrkdwn",
+      text: cap(`*Endpoint*\n\`${escapeMrkdwn(data.webhook_id)}\``, 2000),
+    });
+    if (data.last_error)
+      fields.push({
+        type: "mrkdwn",
+        text: cap(`*Last error*\n${escapeMrkdwn(data.last_error)}`, 2000),
+      });
+  }
   if (data.decided_by)
     fields.push({
       type: "mrkdwn",

@@ -156,7 +156,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/webhooks/{id}/redeliver",
     summary:
-      "Send an event from this endpoint's delivery log again now (same webhook-id; one attempt, not retried) → the attempt's outcome",
+      "Send an event again now (same webhook-id; one attempt, not retried): one sent to this endpoint or a stored event it subscribes to, for the retention period; a delivered one cancels its scheduled retries → the attempt's outcome",
     auth: "webhooks:write",
     body: Redeliver,
   },
@@ -285,7 +285,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/events",
     summary:
-      "The tenant's events (approval.*, operation.outcome_unknown, operation.recorded, turn.settled, run.budget_exhausted), redacted, oldest first after `since` (an event id, or an ISO time) → { events, next_cursor, has_more }",
+      "The tenant's events (approval.*, operation.outcome_unknown, operation.recorded, turn.settled, run.budget_exhausted, lock.waiting_long, endpoint.failing), redacted, oldest first after `since` (an event id, or an ISO time) → { events, next_cursor, has_more }",
     auth: "events:read",
     query: ["since", "type", "limit"],
   },

@@ -254,8 +254,18 @@ export const WebhookRecord = z.object({
   events: z.array(z.string()),
   format: z.enum(["standard", "slack"]),
   description: z.string().nullable(),
-  state: z.enum(["healthy", "failing"]),
+  state: z
+    .enum(["healthy", "failing"])
+    .describe(
+      "failing: its last 8 attempts failed, or a delivery to it was given up after its whole schedule; a delivered attempt heals it",
+    ),
   consecutive_failures: z.number(),
+  failing_since: z
+    .string()
+    .nullable()
+    .describe(
+      "When a delivery to it was first given up with none delivered since (an endpoint.failing event said so)",
+    ),
   created_at: z.string(),
   updated_at: z.string(),
   last_attempt_at: z.string().nullable(),
@@ -277,6 +287,18 @@ export const WebhookDelivery = z.object({
     .string()
     .describe("The start of the receiver's answer (256 characters, secret-scrubbed)"),
   error: z.string().nullable(),
+  by_hand: z.boolean().describe("A redeliver or test by hand, outside the retry schedule"),
+  next_attempt_at: z
+    .string()
+    .nullable()
+    .describe(
+      "Failed, and the event's next scheduled attempt is due then (only on its latest attempt; null once delivered, given up, or superseded)",
+    ),
+  given_up: z
+    .boolean()
+    .describe(
+      "With this attempt the delivery was given up (its 8th attempt, or past its age limit): no automatic attempt follows; redeliver by hand",
+    ),
 });
 export const Redeliver = z.strictObject({ event_id: z.string().regex(/^evt_[0-9a-f]{32}$/) });
 export const DeliveriesQuery = z.object({

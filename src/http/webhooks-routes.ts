@@ -1,14 +1,15 @@
 // /v1/webhooks: the tenant's webhook endpoints (issue 18). The `whsec_` secret is in the answer that
 // creates an endpoint or rotates its secret, and nowhere else. Reads take webhooks:read or
 // webhooks:write (a key that can write can see what it wrote); everything else needs webhooks:write.
-// Redeliver sends the event again now, from this endpoint's delivery log, with the same webhook-id.
+// Redeliver sends the event again now, with the same webhook-id: one this endpoint was sent, or a
+// stored event it subscribes to, for the retention period (a delivered one cancels its retries).
 // Test sends a new `webhook.test` event to this one endpoint now, signed, formatted and logged like
 // any delivery (deliverOne): the answer says whether it arrived.
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { ToolgateEvent } from "../domain/events.ts";
 import { describeInvalid } from "../domain/invalid-input.ts";
-import { deliverOne } from "../events/deliver.ts";
+import { deliverOne, shownOutcome } from "../events/deliver.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
 import { readJson, tenantStub, unwrap } from "./request.ts";
@@ -71,9 +72,10 @@ export const webhookRoutes = new Hono<AppEnv>()
     const { event_id } = await readJson(c, Redeliver);
     const stub = tenantStub(c, tenantId);
     const { target, event } = unwrap(await stub.redeliveryOf(tenantId, id, event_id));
-    // One attempt by hand, now: nothing schedules another, so the answer carries no retry plan.
-    const { retry: _, ...outcome } = await deliverOne(c.env, stub, target, event, {});
-    return c.json({ event_id, ...outcome });
+    // One attempt by hand, now: nothing schedules another (a delivered one cancels the scheduled
+    // retries: each finds the event delivered and sends nothing), so the answer carries no plan.
+    const outcome = await deliverOne(c.env, tenantId, target, event);
+    return c.json({ event_id, ...shownOutcome(outcome) });
   })
   .post("/:id/test", async (c) => {
     const tenantId = requireScope(c, "webhooks:write");
@@ -97,6 +99,6 @@ export const webhookRoutes = new Hono<AppEnv>()
       data: { webhook_id: id },
     };
     // A ping is not retried: the answer carries no retry plan.
-    const { retry: _, ...outcome } = await deliverOne(c.env, stub, target, event, {});
-    return c.json({ event_id: event.id, ...outcome });
+    const outcome = await deliverOne(c.env, tenantId, target, event);
+    return c.json({ event_id: event.id, ...shownOutcome(outcome) });
   });

@@ -158,8 +158,10 @@ describe("console webhooks page", () => {
       expect(redelivered.status).toBe(303);
       expect(await sent()).toBe(2);
       const after = await get("/console/webhooks", session);
-      // The log shows the second attempt of the same event.
-      expect(after.text).toContain("<td>approval.requested</td><td>2</td><td>delivered 200</td>");
+      // The log shows the second attempt of the same event, made by hand.
+      expect(after.text).toContain(
+        "<td>approval.requested</td><td>2 (by hand)</td><td>delivered 200</td>",
+      );
     },
   );
 });

@@ -15,25 +15,12 @@ import {
 } from "../../src/events/dead-letters.ts";
 import worker from "../../src/index.ts";
 import { ALL_SCOPES, api, newTenant, upstream } from "../support/api.ts";
+import { testEvent } from "../support/event-queue.ts";
 
 const realEnv = env as unknown as Env;
 const RETENTION_MS = 2 * 24 * 60 * 60_000; // the pool's TOOLGATE_RETENTION_MS (vitest.config.ts)
 
-function event(tenantId: string, atMs = Date.now()): ToolgateEvent {
-  const hex = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
-    b.toString(16).padStart(2, "0"),
-  ).join("");
-  return {
-    id: `evt_${hex}`,
-    type: "approval.requested",
-    at_ms: atMs,
-    tenant_id: tenantId,
-    run_id: "run_01HZZZZZZZZZZZZZZZZZZZZZZZ",
-    operation_id: `op_${hex}`,
-    tool: "refund",
-    data: { target: "order:ord_1", arguments: { order_id: "ord_1" }, requested_by: "u1" },
-  };
-}
+const event = (tenantId: string, atMs = Date.now()) => testEvent(tenantId, { at_ms: atMs });
 
 /** A one-message dead-letter batch that records what the consumer did with it. */
 function batchOf(body: DeadLetter) {

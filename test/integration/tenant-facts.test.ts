@@ -59,7 +59,12 @@ const runOf = async (tool: string) => {
 const sentAuthorizations = async (up: ReturnType<typeof upstream>) =>
   (await up.state()).requests.map((r) => r.authorization);
 /** The queue consumer's deliveries of the tenant plane's events: off every call's path (issue 18). */
-const EVENT_PLANE = new Set(["receiveEvents", "webhookTargets", "recordDeliveries"]);
+const EVENT_PLANE = new Set([
+  "receiveEvents",
+  "webhookTargets",
+  "deliveryTargets",
+  "recordDeliveries",
+]);
 const pathRpcs = () =>
   Object.fromEntries(
     Object.entries(rpcCounts("TenantObject")).filter(([method]) => !EVENT_PLANE.has(method)),

@@ -1,15 +1,16 @@
 // Webhooks (issue 18): endpoints through the public API (secret once, URL rules, scopes), and
-// delivery through deliverToEndpoints — what the queue consumer calls — to a real receiver (the
+// delivery through the queue consumer (driven by hand, test/support/event-queue.ts) or
+// deliverToEndpoints — a first fan-out, as the consumer makes it — to a real receiver (the
 // fault-injecting upstream, paths under /webhooks) that verifies every signature with the
 // `standardwebhooks` package and counts deliveries by webhook-id.
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import type { ToolgateEvent } from "../../src/domain/events.ts";
+import type { DeliveryMessage } from "../../src/domain/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { deliverToEndpoints } from "../../src/events/deliver.ts";
-import worker from "../../src/index.ts";
 import { api, newTenant, upstream, type UpstreamState } from "../support/api.ts";
+import { consume, recordingEnv, runSchedule, testEvent } from "../support/event-queue.ts";
 
 const typedEnv = env as unknown as Env;
 
@@ -22,27 +23,7 @@ async function webhookTenant(scopes = ["webhooks:write"]) {
   };
 }
 
-function event(tenantId: string, overrides: Partial<ToolgateEvent> = {}): ToolgateEvent {
-  const hex = [...crypto.getRandomValues(new Uint8Array(16))]
-    .map((b) => b.toString(16).padStart(2, "0"))
-    .join("");
-  return {
-    id: `evt_${hex}`,
-    type: "approval.requested",
-    at_ms: Date.now(),
-    tenant_id: tenantId,
-    run_id: "run_01HZZZZZZZZZZZZZZZZZZZZZZZ",
-    operation_id: `op_${hex}`,
-    tool: "refund",
-    data: {
-      target: "order:ord_1",
-      arguments: { order_id: "ord_1", amount: 1200 },
-      requested_by: "u1",
-      expires_at_ms: Date.now() + 15 * 60_000,
-    },
-    ...overrides,
-  };
-}
+const event = testEvent;
 
 /** What the receiver got: requests to /webhooks/…, each signature checked with the endpoint's secret. */
 function received(state: UpstreamState, secret: string) {
@@ -218,6 +199,8 @@ describe("delivery", () => {
           state: "healthy",
           retry: null,
           error: null,
+          recorded: true,
+          first_attempt_at_ms: expect.any(Number),
         },
       ],
     });
@@ -251,7 +234,7 @@ describe("delivery", () => {
     ]);
   });
 
-  it("500, 500, then 200: three attempts, one webhook-id, every signature verifies", async () => {
+  it("500, 500, then 200: three attempts, numbered by the retry messages, one webhook-id, every signature verifies", async () => {
     const { tenantId, call } = await webhookTenant();
     const up = upstream();
     await up.script(
@@ -261,14 +244,22 @@ describe("delivery", () => {
     const hook = await endpoint(call, `${up.url}/webhooks/retry`);
     const evt = event(tenantId, { type: "operation.outcome_unknown" });
 
-    const first = await deliverToEndpoints(typedEnv, tenantId, evt);
-    const second = await deliverToEndpoints(typedEnv, tenantId, evt);
-    const third = await deliverToEndpoints(typedEnv, tenantId, evt);
-    const [a, b, c] = [first, second, third].map((r) => (r.ok ? r.value[0]! : null));
-    expect(a).toMatchObject({ delivered: false, status: 500, attempt: 1, error: "HTTP 500" });
-    expect(a!.retry).toMatchObject({ kind: "retry" });
-    expect(b).toMatchObject({ delivered: false, status: 500, attempt: 2 });
-    expect(c).toMatchObject({ delivered: true, status: 200, attempt: 3, retry: null });
+    // The consumer, fed back what it queued: the event, then its two retry messages.
+    const { rounds, did } = await runSchedule([{ kind: "event", event: evt }]);
+    expect(did.every((d) => d.action === "ack")).toBe(true);
+    expect(rounds.map((queued) => queued.map((q) => q.body))).toEqual([
+      [expect.objectContaining({ kind: "delivery", endpoint_id: hook.id, attempt: 2 })],
+      [expect.objectContaining({ kind: "delivery", endpoint_id: hook.id, attempt: 3 })],
+      [],
+    ]);
+    // The first attempt's time travels with every retry of the event.
+    const first = rounds[0]![0]!.body as DeliveryMessage;
+    expect((rounds[1]![0]!.body as DeliveryMessage).first_attempt_at_ms).toBe(
+      first.first_attempt_at_ms,
+    );
+    // The first retry waits for the 5 s step (jittered within [2.5 s, 5 s]).
+    expect(rounds[0]![0]!.delaySeconds).toBeGreaterThanOrEqual(2);
+    expect(rounds[0]![0]!.delaySeconds).toBeLessThanOrEqual(5);
 
     const got = received(await up.state(), hook.secret);
     expect(got.map((r) => r.webhookId)).toEqual([evt.id, evt.id, evt.id]);
@@ -297,25 +288,11 @@ describe("delivery", () => {
       event(tenantId),
     ];
     // The outbox alarm and the queue may both have sent the first event: two messages, one event.
-    const bodies = [events[0], ...events].map((e) => ({ kind: "event", event: e }));
-    const did: string[] = [];
-    const messages = bodies.map((body, i) => ({
-      id: `m${i}`,
-      timestamp: new Date(),
-      attempts: 1,
-      body,
-      ack: () => void did.push(`ack m${i}`),
-      retry: () => void did.push(`retry m${i}`),
-    }));
-    const retries: unknown[] = [];
-    const recording = {
-      ...typedEnv,
-      EVENTS: { send: async (body: unknown) => void retries.push(body) },
-    } as unknown as Env;
-    const batch = { queue: "toolgate-events", messages, ackAll() {}, retryAll() {} };
-    await worker.queue(batch as unknown as MessageBatch<never>, recording);
+    const bodies = [events[0], ...events].map((e) => ({ kind: "event" as const, event: e! }));
+    const recording = recordingEnv();
+    const did = await consume(recording.env, bodies);
 
-    expect(did.sort()).toEqual(["ack m0", "ack m1", "ack m2", "ack m3"]);
+    expect(did.map((d) => d.action)).toEqual(["ack", "ack", "ack", "ack"]);
     const toA = received(await flaky.state(), a.secret);
     expect(toA.map((r) => r.webhookId).sort()).toEqual(events.map((e) => e.id).sort());
     expect(toA.every((r) => r.fault === "status" || typeof r.verified === "object")).toBe(true);
@@ -328,12 +305,14 @@ describe("delivery", () => {
     const failed = logA.filter((d: { status: number }) => d.status === 500);
     expect(failed).toHaveLength(1);
     expect((await call("GET", `/v1/webhooks/${b.id}/deliveries`)).body.deliveries).toHaveLength(2);
-    // Only the failed attempt is tried again, at its endpoint alone.
-    expect(retries).toEqual([
+    // Only the failed attempt is tried again, at its endpoint alone, as its attempt 2.
+    expect(recording.queued.map((q) => q.body)).toEqual([
       {
         kind: "delivery",
         endpoint_id: a.id,
         event: events.find((e) => e.id === failed[0].event_id),
+        attempt: 2,
+        first_attempt_at_ms: expect.any(Number),
       },
     ]);
   });
@@ -402,29 +381,39 @@ describe("delivery", () => {
     expect(hook.secret).toMatch(/^whsec_/);
   });
 
-  it("after the whole schedule of failed attempts the delivery is failed and the endpoint failing; one success heals it", async () => {
+  it("after the whole schedule of failed attempts the delivery is failed (given up, said in the log) and the endpoint failing; one success heals it", async () => {
     const { tenantId, call } = await webhookTenant();
     const up = upstream();
     await up.script(...Array.from({ length: 8 }, () => ({ kind: "status", status: 500 })));
     const hook = await endpoint(call, `${up.url}/webhooks/dead`);
     const evt = event(tenantId);
-    const outcomes = [];
-    for (let attempt = 1; attempt <= 8; attempt++) {
-      const result = await deliverToEndpoints(typedEnv, tenantId, evt);
-      outcomes.push(result.ok ? result.value[0]! : null);
-    }
-    expect(outcomes.map((o) => [o!.attempt, o!.retry?.kind, o!.state])).toEqual([
-      ...Array.from({ length: 7 }, (_, i) => [i + 1, "retry", "healthy"]),
-      [8, "failed", "failing"],
+    const { rounds } = await runSchedule([{ kind: "event", event: evt }]);
+    // Seven retry messages (attempts 2 to 8), then nothing: the schedule ended.
+    expect(rounds.map((queued) => queued.map((q) => (q.body as DeliveryMessage).attempt))).toEqual([
+      [2],
+      [3],
+      [4],
+      [5],
+      [6],
+      [7],
+      [8],
+      [],
     ]);
+    const log = (await call("GET", `/v1/webhooks/${hook.id}/deliveries`)).body.deliveries;
+    expect(
+      log.map((d: Record<string, unknown>) => [d.attempt, d.given_up, d.next_attempt_at]),
+    ).toEqual([[8, true, null], ...[7, 6, 5, 4, 3, 2, 1].map((n) => [n, false, null])]);
     const [listed] = (await call("GET", "/v1/webhooks")).body.webhooks;
     expect(listed).toMatchObject({ id: hook.id, state: "failing", consecutive_failures: 8 });
+    expect(listed.failing_since).toEqual(log[0].at);
     expect(received(await up.state(), hook.secret).map((r) => r.webhookId)).toEqual(
       Array(8).fill(evt.id),
     );
     // Still redeliverable by hand; a delivered attempt heals the endpoint.
     const again = await call("POST", `/v1/webhooks/${hook.id}/redeliver`, { event_id: evt.id });
     expect(again.body).toMatchObject({ delivered: true, attempt: 9, state: "healthy" });
+    const healed = (await call("GET", "/v1/webhooks")).body.webhooks[0];
+    expect(healed).toMatchObject({ state: "healthy", failing_since: null });
   });
 
   it("tenant B's endpoint never receives tenant A's events", async () => {

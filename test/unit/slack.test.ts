@@ -112,6 +112,29 @@ describe("slackMessage", () => {
   });
 });
 
+describe("endpoint.failing", () => {
+  it("names the failing endpoint and its last error (escaped), and opens the console's webhooks page", () => {
+    const message = slackMessage(
+      event({
+        type: "endpoint.failing",
+        run_id: null,
+        operation_id: null,
+        tool: null,
+        data: { webhook_id: "pager", reason: "schedule_ended", last_error: "HTTP 503 <b>" },
+      }),
+      "https://t.example",
+    );
+    expect(() => Message.parse(message)).not.toThrow();
+    expect(message.text).toBe("A webhook endpoint is failing: a delivery to it was given up");
+    expect(JSON.stringify(message.blocks[0])).toContain("*Endpoint*\\n`pager`");
+    expect(JSON.stringify(message.blocks[0])).toContain("HTTP 503 &lt;b&gt;");
+    expect(message.blocks.at(-1)).toMatchObject({
+      type: "actions",
+      elements: [{ url: "https://t.example/console/webhooks" }],
+    });
+  });
+});
+
 describe("consoleLink", () => {
   it.each([
     ["approval.requested", `https://t.example/console/approvals#${OP}`],

@@ -1,17 +1,21 @@
 // Webhook retry timing: the Standard Webhooks schedule as a table, jitter within [half, all] of each
-// step, deterministic per (event, endpoint, attempt), about a day in all, then `failed`; and when an
-// endpoint shows as failing.
+// step, deterministic per (event, endpoint, attempt), about a day in all, then `failed` (also past the
+// event's age limit); when an endpoint shows as failing; the queue's own retry delays.
 import { describe, expect, it } from "vitest";
 import {
   endpointState,
   FAILING_AFTER,
   planWebhookRetry,
+  queueRetryDelaySeconds,
+  WEBHOOK_MAX_AGE_MS,
   WEBHOOK_MAX_ATTEMPTS,
 } from "../../src/domain/webhook-retry.ts";
 
 const S = 1_000;
 const M = 60 * S;
 const H = 60 * M;
+/** A first attempt just now and a retention far away: only the schedule decides. */
+const FAR = { firstAttemptAtMs: 0, notAfterMs: 30 * 24 * H };
 
 describe("planWebhookRetry", () => {
   // [failed attempt, step: the delay lies in [step/2, step]]
@@ -33,6 +37,7 @@ describe("planWebhookRetry", () => {
           endpointId: "wh_a",
           attempt,
           nowMs: 1_000,
+          ...FAR,
         });
         expect(plan.kind).toBe("retry");
         if (plan.kind !== "retry") return;
@@ -46,10 +51,8 @@ describe("planWebhookRetry", () => {
   it("gives up after the eighth attempt: the delivery is failed", () => {
     expect(WEBHOOK_MAX_ATTEMPTS).toBe(8);
     expect(
-      planWebhookRetry({ eventId: "evt_1", endpointId: "wh_a", attempt: 8, nowMs: 0 }),
-    ).toEqual({
-      kind: "failed",
-    });
+      planWebhookRetry({ eventId: "evt_1", endpointId: "wh_a", attempt: 8, nowMs: 0, ...FAR }),
+    ).toEqual({ kind: "failed", reason: "schedule_ended" });
   });
 
   it("spans about a day from the first attempt to the last", () => {
@@ -60,8 +63,11 @@ describe("planWebhookRetry", () => {
           eventId: `evt_${event}`,
           endpointId: "wh_a",
           attempt,
-          nowMs: 0,
+          nowMs: total,
+          firstAttemptAtMs: 0,
+          notAfterMs: 7 * 24 * H,
         });
+        expect(plan.kind).toBe("retry");
         if (plan.kind === "retry") total += plan.delayMs;
       }
       expect(total).toBeGreaterThanOrEqual(13 * H);
@@ -71,10 +77,68 @@ describe("planWebhookRetry", () => {
 
   it("is deterministic per (event, endpoint, attempt) and differs between endpoints", () => {
     const at = (endpointId: string) =>
-      planWebhookRetry({ eventId: "evt_x", endpointId, attempt: 5, nowMs: 0 });
+      planWebhookRetry({ eventId: "evt_x", endpointId, attempt: 5, nowMs: 0, ...FAR });
     expect(at("wh_a")).toEqual(at("wh_a"));
     const spread = new Set(Array.from({ length: 40 }, (_, i) => JSON.stringify(at(`wh_${i}`))));
     expect(spread.size).toBeGreaterThan(30);
+  });
+});
+
+describe("the schedule ends", () => {
+  it("whatever the attempt number: past the eighth (or below the first) the delivery is failed", () => {
+    for (const attempt of [0, 8, 9, 100])
+      expect(
+        planWebhookRetry({ eventId: "evt_1", endpointId: "wh_a", attempt, nowMs: 0, ...FAR }),
+      ).toEqual({ kind: "failed", reason: "schedule_ended" });
+  });
+
+  it("a retry due past the event's age limit (36 h after its first attempt) is not planned", () => {
+    expect(WEBHOOK_MAX_AGE_MS).toBe(36 * H);
+    // Attempt 7 made 30 h after the first (the queue held the retries back): its 10 h step would
+    // land past the limit.
+    expect(
+      planWebhookRetry({
+        eventId: "evt_1",
+        endpointId: "wh_a",
+        attempt: 7,
+        nowMs: 30 * H,
+        firstAttemptAtMs: 0,
+        notAfterMs: 30 * 24 * H,
+      }),
+    ).toEqual({ kind: "failed", reason: "too_old" });
+  });
+
+  it("nor past the tenant's retention of the event (it could not be redelivered either)", () => {
+    expect(
+      planWebhookRetry({
+        eventId: "evt_1",
+        endpointId: "wh_a",
+        attempt: 3,
+        nowMs: 0,
+        firstAttemptAtMs: 0,
+        notAfterMs: 10 * M,
+      }),
+    ).toEqual({ kind: "failed", reason: "too_old" });
+  });
+});
+
+describe("queueRetryDelaySeconds", () => {
+  it.each([
+    [1, 5],
+    [2, 10],
+    [3, 20],
+    [6, 160],
+    [7, 300],
+    [10, 300],
+    [1000, 300],
+  ])("try %i of a message comes back after %i s", (attempts, seconds) => {
+    expect(queueRetryDelaySeconds(attempts)).toBe(seconds);
+  });
+
+  it("spreads the queue's 10 tries over more than 20 minutes", () => {
+    let total = 0;
+    for (let attempts = 1; attempts <= 10; attempts++) total += queueRetryDelaySeconds(attempts);
+    expect(total).toBeGreaterThan(20 * 60);
   });
 });
 
@@ -87,5 +151,10 @@ describe("endpointState", () => {
     [FAILING_AFTER + 5, "failing"],
   ] as const)("%i consecutive failures → %s", (failures, state) => {
     expect(endpointState(failures)).toBe(state);
+  });
+
+  it("a delivery given up makes it failing whatever its count; a success (both cleared) heals it", () => {
+    expect(endpointState(1, 1_000)).toBe("failing");
+    expect(endpointState(0, null)).toBe("healthy");
   });
 });

@@ -15,6 +15,7 @@ import {
 import { eventId, omitPaths, type EventMessage, type ToolgateEvent } from "../../domain/events.ts";
 import { scrub } from "../../domain/redact.ts";
 import { eventsQueue } from "../placement.ts";
+import { sendInBatches } from "../../events/queue-batches.ts";
 import type { FrozenRow, Shell } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { backOffRow, OUTBOX_RETRY_MS } from "./outbox.ts";
@@ -147,9 +148,9 @@ export function operationEvents(
 type EventRow = { seq: number; kind: string; payload: string; attempts: number };
 
 /**
- * Hands the unsent events to the EVENTS queue in one batch, oldest first: those riding in their log
- * rows (`unsent_events`) and those in the outbox (a failed send moved them there). Once `sendBatch`
- * resolved the rows are cleared; if it fails, the log rows' events move to the outbox with their
+ * Hands the unsent events to the EVENTS queue, oldest first, in batches within the queue's limits:
+ * those riding in their log rows (`unsent_events`) and those in the outbox (a failed send moved them
+ * there). Once every batch was taken the rows are cleared; if it fails, the log rows' events move to the outbox with their
  * first backoff and the outbox rows back off (the alarm resends them). Never throws.
  */
 export async function sendEvents(shell: Shell): Promise<void> {
@@ -168,12 +169,15 @@ export async function sendEvents(shell: Shell): Promise<void> {
     ),
   ].sort((a, b) => a.seq - b.seq);
   try {
-    // The queue of the tenant's jurisdiction (placement.ts): an EU tenant's events stay in the EU.
-    await eventsQueue(shell.env, events[0]!.event.tenant_id).sendBatch(
-      events.map(({ event }) => ({
+    // Within the queue's limits (100 messages, 256 KB) per batch, on the queue of the tenant's
+    // jurisdiction (placement.ts: an EU tenant's events stay in the EU); a refusal sends them all again.
+    await sendInBatches(
+      eventsQueue(shell.env, events[0]!.event.tenant_id),
+      events,
+      ({ event }) => ({
         body: { kind: "event", event } satisfies EventMessage,
         contentType: "json" as const,
-      })),
+      }),
     );
     for (const row of rows)
       store.run("DELETE FROM op_outbox WHERE seq = ? AND kind = ?", row.seq, row.kind);

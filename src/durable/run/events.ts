@@ -3,11 +3,13 @@
 // in the transaction that admits or settles the turn (or on its own, one statement, where the
 // settlement writes nothing); its stable id is the primary key, so a second write of the same
 // event does nothing, and a sent row stays (`sent = 1`) as that marker until the run is pruned.
-// After the commit the rows go to the EVENTS queue in the background; the run's alarm, armed with
-// the write, resends what the queue did not take, then goes back to retention (retention.ts).
+// After the commit the rows go to the EVENTS queue in the background, in batches within the queue's
+// limits; the run's alarm, armed with the write, resends what the queue did not take, then goes
+// back to retention (retention.ts).
 import { eventId, type EventMessage, type ToolgateEvent } from "../../domain/events.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
 import { retentionMs } from "../../config.ts";
+import { sendInBatches } from "../../events/queue-batches.ts";
 import type { Env } from "../env.ts";
 import { eventsQueue } from "../placement.ts";
 import type { SqlStore } from "../store/sql-store.ts";
@@ -111,18 +113,27 @@ export class RunEvents {
     ];
     this.unsent = rows.slice();
     if (rows.length === 0) return;
+    // In batches within the queue's limits (100 messages, 256 KB), each marked sent once taken: a
+    // run that settled more than 100 turns while the queue was down still gets them all out.
+    const sent = new Set<string>();
     try {
-      const events = rows.map((row) => JSON.parse(row.payload) as ToolgateEvent);
       // The queue of the run's jurisdiction (placement.ts): an EU run's events stay in the EU.
-      await eventsQueue(this.env, events[0]!.tenant_id).sendBatch(
-        events.map((event) => ({
-          body: { kind: "event", event } satisfies EventMessage,
+      const tenantId = (JSON.parse(rows[0]!.payload) as ToolgateEvent).tenant_id;
+      await sendInBatches(
+        eventsQueue(this.env, tenantId),
+        rows,
+        (row) => ({
+          body: { kind: "event", event: JSON.parse(row.payload) } satisfies EventMessage,
           contentType: "json" as const,
-        })),
+        }),
+        (batch) => {
+          for (const row of batch) {
+            this.store.run("UPDATE run_events SET sent = 1 WHERE id = ?", row.id);
+            sent.add(row.id);
+          }
+        },
       );
-      for (const row of rows) this.store.run("UPDATE run_events SET sent = 1 WHERE id = ?", row.id);
       // Left: whatever was written while the batch was on its way.
-      const sent = new Set(rows.map((row) => row.id));
       this.unsent = this.unsent?.filter((row) => !sent.has(row.id)) ?? null;
       // Nothing left to resend: the alarm is retention's again (retention.ts re-checks when it fires).
       // Nothing written since the rows were read: they were all there was (no read to ask).
@@ -137,9 +148,10 @@ export class RunEvents {
         );
     } catch (error) {
       this.unsent = null; // their attempts and due times change: the table says
-      const attempts = Math.max(...rows.map((row) => row.attempts)) + 1;
+      const left = rows.filter((row) => !sent.has(row.id));
+      const attempts = Math.max(...left.map((row) => row.attempts)) + 1;
       const delayMs = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** Math.min(attempts - 1, 20));
-      for (const row of rows)
+      for (const row of left)
         this.store.run(
           "UPDATE run_events SET attempts = ?, next_at_ms = ? WHERE id = ?",
           attempts,
@@ -153,7 +165,7 @@ export class RunEvents {
         JSON.stringify({
           level: "warn",
           event: "toolgate.event_send_failed",
-          events: rows.length,
+          events: left.length,
           detail: String(error),
         }),
       );

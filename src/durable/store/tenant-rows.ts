@@ -1,7 +1,8 @@
 // The tenant's tables: its record, API keys (hashes only), tool manifests and their verdicts,
 // sealed secrets, the approvals inbox and unknown-outcomes list its operations deliver to, its
-// webhook endpoints (secret sealed like a tenant secret) with their capped delivery logs, and the
-// tenant-plane events the queue consumer stores (`pos`: arrival order, the feed's order), which
+// webhook endpoints (secret sealed like a tenant secret) with their delivery logs (kept for the
+// retention period), the events the tenant writes itself until the queue took them
+// (`tenant_outbox`: endpoint.failing), and the tenant-plane events the queue consumer stores (`pos`: arrival order, the feed's order), which
 // endpoints are a run's notify.url (`run_endpoints`, deleted with the run's retention), and its
 // Cedar policy set (one row, issue 21; `invalid`: a forced tool change broke it, issue 31), and its
 // runs' ids (`tenant_runs`: what an index rebuild walks, tenant/runs.ts).
@@ -20,22 +21,32 @@ CREATE TABLE IF NOT EXISTS verifications (name TEXT PRIMARY KEY, settings_hash T
 CREATE TABLE IF NOT EXISTS webhooks (
   id TEXT PRIMARY KEY, url TEXT NOT NULL, events TEXT NOT NULL, format TEXT NOT NULL, description TEXT, console_url TEXT NOT NULL,
   iv TEXT NOT NULL, ciphertext TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
-  consecutive_failures INTEGER NOT NULL DEFAULT 0, last_attempt_at INTEGER, last_delivered_at INTEGER) WITHOUT ROWID;
+  consecutive_failures INTEGER NOT NULL DEFAULT 0, last_attempt_at INTEGER, last_delivered_at INTEGER, failing_since INTEGER) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS webhook_deliveries (
   endpoint_id TEXT NOT NULL, seq INTEGER NOT NULL, event_id TEXT NOT NULL, event TEXT NOT NULL, attempt INTEGER NOT NULL,
   at_ms INTEGER NOT NULL, delivered INTEGER NOT NULL, status INTEGER, latency_ms INTEGER NOT NULL, error TEXT, snippet TEXT NOT NULL,
+  next_at_ms INTEGER, gave_up INTEGER NOT NULL DEFAULT 0, by_hand INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (endpoint_id, seq)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS webhook_deliveries_event ON webhook_deliveries (endpoint_id, event_id);
 CREATE TABLE IF NOT EXISTS policies (k INTEGER PRIMARY KEY CHECK (k = 1), text TEXT NOT NULL, version TEXT NOT NULL, updated_at INTEGER NOT NULL, invalid TEXT, invalid_at INTEGER);
 CREATE TABLE IF NOT EXISTS events (pos INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, type TEXT NOT NULL, at_ms INTEGER NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS run_endpoints (webhook_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, prune_at INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS tenant_runs (run_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;`;
+CREATE TABLE IF NOT EXISTS tenant_runs (run_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS tenant_outbox (id TEXT PRIMARY KEY, payload TEXT NOT NULL) WITHOUT ROWID;`;
 
 /** Columns of `unknowns` added after its first version (older tenants get them on first use). */
 export const UNKNOWNS_ADDED_COLUMNS = [
   "seq INTEGER NOT NULL DEFAULT 0",
   "open INTEGER NOT NULL DEFAULT 1",
   "closed_at INTEGER",
+];
+
+/** Columns of the webhook tables added after their first version (issue 38), added on first use. */
+export const WEBHOOKS_ADDED_COLUMNS = ["failing_since INTEGER"];
+export const DELIVERIES_ADDED_COLUMNS = [
+  "next_at_ms INTEGER",
+  "gave_up INTEGER NOT NULL DEFAULT 0",
+  "by_hand INTEGER NOT NULL DEFAULT 0",
 ];
 
 export type WebhookRow = {
@@ -53,12 +64,17 @@ export type WebhookRow = {
   consecutive_failures: number;
   last_attempt_at: number | null;
   last_delivered_at: number | null;
+  /** Since when a delivery to it was given up with none delivered since (absent: an older table). */
+  failing_since?: number | null;
 };
 export type WebhookDeliveryRow = {
   endpoint_id: string;
   seq: number;
   event_id: string;
-  /** JSON: the event as delivered (redeliver replays it from here). */
+  /**
+   * JSON: the event as delivered, or only its id, type and operation_id when the tenant's `events`
+   * table holds it (redeliver reads it from there: one copy per event, not one per attempt).
+   */
   event: string;
   attempt: number;
   at_ms: number;
@@ -67,6 +83,12 @@ export type WebhookDeliveryRow = {
   latency_ms: number;
   error: string | null;
   snippet: string;
+  /** This attempt failed and the next scheduled one is due then (absent columns: an older table). */
+  next_at_ms?: number | null;
+  /** 1: with this attempt the delivery was given up (its schedule ended, or it aged out). */
+  gave_up?: number;
+  /** 1: an attempt by hand (redeliver, test), outside the schedule. */
+  by_hand?: number;
 };
 export type ToolRow = { name: string; manifest: string; version: number; updated_at: number };
 export type SecretRow = {

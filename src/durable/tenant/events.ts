@@ -1,11 +1,22 @@
 // The tenant's stored events (issue 18): what the EVENTS queue consumer hands over, kept once per id
 // (a redelivery by the outbox alarm or the queue changes nothing) in arrival order, read by the pull
 // feed GET /v1/events (oldest first after a cursor) and later by webhook delivery; pruned with the
-// tenant's retention. The events are already redacted by the object that wrote them.
+// tenant's retention. The events are already redacted by the object that wrote them. The tenant
+// writes one kind itself (endpoint.failing, webhook-deliveries.ts): stored here and kept in
+// `tenant_outbox` until the EVENTS queue took it (sendTenantEvents: after the write, then the alarm),
+// so it is delivered to the tenant's other endpoints like any event.
 import { retentionMs } from "../../config.ts";
-import { notifiedEndpoint, type EventType, type ToolgateEvent } from "../../domain/events.ts";
+import {
+  excludedEndpoint,
+  notifiedEndpoint,
+  type EventMessage,
+  type EventType,
+  type ToolgateEvent,
+} from "../../domain/events.ts";
+import { sendInBatches } from "../../events/queue-batches.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { Env } from "../env.ts";
+import { eventsQueue } from "../placement.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { TenantError } from "./object.ts";
 import { routeEvents, type EventRoutes } from "./webhooks.ts";
@@ -47,7 +58,12 @@ export async function receiveEvents(
     store,
     env,
     tenantId,
-    events.map((event) => ({ id: event.id, type: event.type, also: notifiedEndpoint(event) })),
+    events.map((event) => ({
+      id: event.id,
+      type: event.type,
+      also: notifiedEndpoint(event),
+      not: excludedEndpoint(event),
+    })),
   );
 }
 
@@ -93,4 +109,43 @@ export function pruneEvents(store: SqlStore, env: Env, nowMs: number): number | 
   store.run("DELETE FROM events WHERE at_ms <= ?", nowMs - keepMs);
   const oldest = store.one<{ at: number | null }>("SELECT MIN(at_ms) AS at FROM events")?.at;
   return oldest == null ? null : oldest + keepMs;
+}
+
+/** When the tenant's alarm tries again to hand its own events to the queue. */
+export const TENANT_OUTBOX_RETRY_MS = 30_000;
+
+/**
+ * Hands the events the tenant wrote itself (`tenant_outbox`) to its events queue, each row deleted
+ * once the queue took its batch. False: some are left (the alarm tries again). Never throws.
+ */
+export async function sendTenantEvents(store: SqlStore, env: Env): Promise<boolean> {
+  if (!store.exists("tenant_outbox")) return true;
+  const rows = store.all<{ id: string; payload: string }>("SELECT id, payload FROM tenant_outbox");
+  if (rows.length === 0) return true;
+  try {
+    // The queue of the tenant's jurisdiction (placement.ts): an EU tenant's events stay in the EU.
+    const tenantId = (JSON.parse(rows[0]!.payload) as ToolgateEvent).tenant_id;
+    await sendInBatches(
+      eventsQueue(env, tenantId),
+      rows,
+      (row) => ({
+        body: { kind: "event", event: JSON.parse(row.payload) as ToolgateEvent } as EventMessage,
+        contentType: "json",
+      }),
+      (batch) => {
+        for (const row of batch) store.run("DELETE FROM tenant_outbox WHERE id = ?", row.id);
+      },
+    );
+    return true;
+  } catch (error) {
+    console.error(
+      JSON.stringify({
+        level: "warn",
+        event: "toolgate.event_send_failed",
+        events: rows.length,
+        detail: String(error),
+      }),
+    );
+    return false;
+  }
 }

@@ -33,6 +33,7 @@ import * as deliveries from "./webhook-deliveries.ts";
 import type { DeliveryRecord } from "./webhook-deliveries.ts";
 import { notificationStates, type NotificationState } from "./notifications.ts";
 import { initTenant, tenantAlarm, type TenantCreated } from "./record.ts";
+import { retentionMs } from "../../config.ts";
 
 export type { RunTools } from "./facts.ts";
 export type { TenantError } from "./contracts.ts";
@@ -284,6 +285,14 @@ export class TenantObject extends DurableObject<Env> {
     return webhooks.webhookTargets(this.store, this.env, tenantId, type, also);
   }
 
+  /** A queue batch's scheduled retries: per retry its endpoint, or why it is not sent (webhooks.ts). */
+  async deliveryTargets(
+    tenantId: string,
+    asks: Array<webhooks.RoutedEvent & { endpoint_id: string }>,
+  ): Promise<Result<webhooks.RetryTarget[], TenantError>> {
+    return webhooks.deliveryTargets(this.store, this.env, tenantId, asks);
+  }
+
   async redeliveryOf(
     tenantId: string,
     id: string,
@@ -292,13 +301,34 @@ export class TenantObject extends DurableObject<Env> {
     return webhooks.redeliveryOf(this.store, this.env, tenantId, id, eventId);
   }
 
-  /** One endpoint's attempts, in order; null: it was deleted while they were in flight (nothing is logged). */
+  /**
+   * One endpoint's attempts, in order; null: it was deleted while they were in flight (nothing is
+   * logged). The log's retention rides on the tenant's alarm (armed here if nothing armed it); an
+   * endpoint.failing this record wrote goes to the queue now, and from the alarm if that fails.
+   */
   async recordDeliveries(
     endpointId: string,
     attempts: deliveries.DeliveryAttempt[],
   ): Promise<deliveries.LoggedAttempt[] | null> {
-    return deliveries.recordDeliveries(this.store, endpointId, attempts);
+    const recorded = deliveries.recordDeliveries(this.store, endpointId, attempts);
+    if (!recorded) return null;
+    const armed = await this.ctx.storage.getAlarm();
+    const now = Date.now();
+    const due = recorded.announced
+      ? now + stored.TENANT_OUTBOX_RETRY_MS
+      : now + retentionMs(this.env);
+    if (armed === null || due < armed) await this.ctx.storage.setAlarm(due);
+    if (recorded.announced) this.ctx.waitUntil(this.sendOwnEvents());
+    return recorded.logged;
   }
+
+  /** The tenant's own events to the queue, one send at a time (events.ts). */
+  private sendOwnEvents(): Promise<boolean> {
+    const next = this.sending.then(() => stored.sendTenantEvents(this.store, this.env));
+    this.sending = next.then(() => undefined);
+    return next;
+  }
+  private sending: Promise<void> = Promise.resolve();
 
   async listDeliveries(id: string, limit: number): Promise<Result<DeliveryRecord[], TenantError>> {
     return deliveries.listDeliveries(this.store, id, limit);

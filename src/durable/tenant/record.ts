@@ -1,13 +1,16 @@
 // The tenant record (written once, by TenantObject.init) and the tenant's one alarm: retention of
-// the approvals inbox and closed unknown outcomes (inbox.ts), the stored events (events.ts) and the
-// runs' notify endpoints (run-endpoints.ts), re-armed for the earliest due time among them.
+// the approvals inbox and closed unknown outcomes (inbox.ts), the stored events (events.ts), the
+// webhook delivery logs (webhook-deliveries.ts) and the runs' notify endpoints (run-endpoints.ts),
+// and the resend of the tenant's own events the queue has not taken yet (events.ts), re-armed for
+// the earliest due time among them.
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { TenantError } from "./contracts.ts";
-import { pruneEvents } from "./events.ts";
+import { pruneEvents, sendTenantEvents, TENANT_OUTBOX_RETRY_MS } from "./events.ts";
 import type { Inbox } from "./inbox.ts";
 import * as runEndpoints from "./run-endpoints.ts";
+import { pruneDeliveries } from "./webhook-deliveries.ts";
 
 export type TenantCreated = { tenant_id: string; name: string };
 
@@ -36,11 +39,17 @@ export async function tenantAlarm(
   inbox: Inbox,
 ): Promise<void> {
   await inbox.prune();
-  // The stored events and the runs' notify endpoints share the one alarm: the earliest due time.
+  const sent = await sendTenantEvents(store, env);
+  // The stored events, the delivery logs, the runs' notify endpoints and the tenant's unsent events
+  // share the one alarm: the earliest due time.
   const now = Date.now();
-  const next = runEndpoints.earliest(
-    pruneEvents(store, env, now),
-    runEndpoints.pruneRunEndpoints(store, now),
+  const { earliest } = runEndpoints;
+  const next = earliest(
+    earliest(pruneEvents(store, env, now), pruneDeliveries(store, env, now)),
+    earliest(
+      runEndpoints.pruneRunEndpoints(store, now),
+      sent ? null : now + TENANT_OUTBOX_RETRY_MS,
+    ),
   );
   const armed = await storage.getAlarm();
   if (next !== null && (armed === null || next < armed)) await storage.setAlarm(next);

@@ -1,11 +1,17 @@
 // A tenant's webhook endpoints and their delivery logs. The `whsec_` signing secret (Standard
 // Webhooks: whsec_ + base64 of 32 random bytes) is sealed like a tenant secret and leaves this object
 // in two ways only: once to the person who created or rotated it, and opened for a delivery from
-// this Worker (events/deliver.ts). Every attempt is logged (capped per endpoint); an endpoint's
-// state is derived from its consecutive failures (domain/webhook-retry.ts).
+// this Worker (events/deliver.ts). Every attempt is logged (webhook-deliveries.ts, kept for the
+// retention period); an endpoint's state is derived from its consecutive failures and whether a
+// delivery to it was given up (domain/webhook-retry.ts).
 import { openSecret, sealSecret } from "../../crypto.ts";
 import { hostPolicy, secretsKey } from "../../config.ts";
-import type { EventType, ToolgateEvent } from "../../domain/events.ts";
+import {
+  excludedEndpoint,
+  notifiedEndpoint,
+  ToolgateEvent,
+  type EventType,
+} from "../../domain/events.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { endpointState, type EndpointState } from "../../domain/webhook-retry.ts";
 import { checkWebhookUrl, type WebhookUrlError } from "../../events/webhook-url.ts";
@@ -13,9 +19,6 @@ import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord, type WebhookRow } from "../store/tenant-rows.ts";
 import type { TenantError } from "./object.ts";
-
-/** Attempts kept per endpoint (the oldest go first); redeliver replays events from this log. */
-export const DELIVERIES_KEPT = 100;
 
 export type WebhookFormat = "standard" | "slack";
 export type WebhookSpec = {
@@ -30,6 +33,8 @@ export type WebhookRecord = Omit<WebhookSpec, "console_url"> & {
   id: string;
   state: EndpointState;
   consecutive_failures: number;
+  /** Since when a delivery to it was given up (its whole schedule failed), none delivered since. */
+  failing_since: string | null;
   created_at: string;
   updated_at: string;
   last_attempt_at: string | null;
@@ -42,6 +47,8 @@ export type WebhookTarget = {
   format: WebhookFormat;
   secret: string;
   console_url: string;
+  /** Its state is `failing`: its requests wait until the other endpoints' have a connection. */
+  failing: boolean;
 };
 export type WebhooksError = WebhookUrlError;
 
@@ -160,38 +167,47 @@ export async function webhookTargets(
   type: EventType,
   also: string | null = null,
 ): Promise<Result<WebhookTarget[], TenantError>> {
-  const routed = await routeEvents(store, env, tenantId, [{ id: "", type, also }]);
+  const routed = await routeEvents(store, env, tenantId, [{ id: "", type, also, not: null }]);
   return routed.ok ? ok(routed.value.targets) : routed;
 }
 
 /** Where a batch of events goes: each endpoint's secret opened once, and per event the ids it goes to. */
 export type EventRoutes = { targets: WebhookTarget[]; routes: Record<string, string[]> };
 
+/** How an event is routed: its type, the run's `notify` endpoint (`also`), the endpoint it is about (`not`). */
+export type RoutedEvent = { id: string; type: EventType; also: string | null; not: string | null };
+
+/** Whether endpoint `row` gets `event`: subscribed to its type or named by it, never the one it is about. */
+const routesTo = (row: WebhookRow, event: RoutedEvent) => {
+  if (row.id === event.not) return false;
+  const types = JSON.parse(row.events) as string[];
+  return types.includes("*") || types.includes(event.type) || row.id === event.also;
+};
+
+/** The tenant's endpoints, read once per write to the table (SqlStore.memo): each queue batch asks. */
+const allEndpoints = (store: SqlStore) =>
+  store.memo("webhooks", "webhooks", () =>
+    store.all<WebhookRow>("SELECT * FROM webhooks ORDER BY id"),
+  );
+
 /**
  * The endpoints each event is for (subscribed to its type, or the run's `notify` endpoint named by
- * `also`), for a whole queue batch at once: one read of the table and one opening per endpoint.
+ * `also`; never the endpoint an endpoint.failing is about), for a whole queue batch at once: one
+ * read of the table and one opening per endpoint.
  */
 export async function routeEvents(
   store: SqlStore,
   env: Env,
   tenantId: string,
-  events: ReadonlyArray<{ id: string; type: EventType; also: string | null }>,
+  events: readonly RoutedEvent[],
 ): Promise<Result<EventRoutes, TenantError>> {
   const none: EventRoutes = { targets: [], routes: {} };
   if (tenantRecord(store)?.id !== tenantId || !store.exists("webhooks")) return ok(none);
-  // Read once per write to the table (SqlStore.memo): each queue batch of events asks.
-  const all = store.memo("webhooks", "webhooks", () =>
-    store.all<WebhookRow>("SELECT * FROM webhooks ORDER BY id"),
-  );
+  const all = allEndpoints(store);
   const routes: Record<string, string[]> = {};
   const used = new Set<string>();
   for (const event of events) {
-    const ids = all
-      .filter((row) => {
-        const types = JSON.parse(row.events) as string[];
-        return types.includes("*") || types.includes(event.type) || row.id === event.also;
-      })
-      .map((row) => row.id);
+    const ids = all.filter((row) => routesTo(row, event)).map((row) => row.id);
     routes[event.id] = ids;
     for (const id of ids) used.add(id);
   }
@@ -206,7 +222,67 @@ export async function routeEvents(
   return ok({ targets, routes });
 }
 
-/** For redeliver: the endpoint and the event as this endpoint's log last recorded it. */
+/** A scheduled retry's answer: the endpoint to send to, or why nothing is sent. */
+export type RetryTarget =
+  | { target: WebhookTarget }
+  /** delivered: the event reached this endpoint already (by hand, or a later attempt); gone: deleted or unsubscribed. */
+  | { skip: "delivered" | "gone" };
+
+/**
+ * For a queue batch's scheduled retries (`delivery` messages): per retry, its endpoint with the
+ * secret opened, or why it is not sent — the event was delivered there meanwhile (a redeliver by
+ * hand: the retry is cancelled), or the endpoint was deleted or no longer wants the event.
+ */
+export async function deliveryTargets(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  asks: ReadonlyArray<RoutedEvent & { endpoint_id: string }>,
+): Promise<Result<RetryTarget[], TenantError>> {
+  if (tenantRecord(store)?.id !== tenantId || !store.exists("webhooks"))
+    return ok(asks.map(() => ({ skip: "gone" as const })));
+  const all = allEndpoints(store);
+  const opened = new Map<string, WebhookTarget | null>();
+  const answers: RetryTarget[] = [];
+  for (const ask of asks) {
+    const row = all.find((candidate) => candidate.id === ask.endpoint_id);
+    if (!row || !routesTo(row, ask)) {
+      answers.push({ skip: "gone" });
+      continue;
+    }
+    if (deliveredBefore(store, row.id, ask.id)) {
+      answers.push({ skip: "delivered" });
+      continue;
+    }
+    if (!opened.has(row.id)) {
+      const master = secretsKey(env);
+      if (!master.ok) return master;
+      opened.set(row.id, await openTarget(master.value, tenantId, row));
+    }
+    const target = opened.get(row.id);
+    answers.push(target ? { target } : { skip: "gone" });
+  }
+  return ok(answers);
+}
+
+/** Whether `eventId` was delivered to `endpointId` (a scheduled retry then does nothing). */
+function deliveredBefore(store: SqlStore, endpointId: string, eventId: string): boolean {
+  return (
+    store.exists("webhook_deliveries") &&
+    store.one(
+      "SELECT 1 AS x FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ? AND delivered = 1 LIMIT 1",
+      endpointId,
+      eventId,
+    ) !== null
+  );
+}
+
+/**
+ * For redeliver: the endpoint and the event, for as long as the tenant keeps the event (its
+ * retention period): an event sent to this endpoint before (in its log), or a stored event it
+ * subscribes to. The event is read from the tenant's events (the log keeps a reference to it), or
+ * from the log itself for what is never stored (a webhook.test ping, an event sent but not stored).
+ */
 export async function redeliveryOf(
   store: SqlStore,
   env: Env,
@@ -216,6 +292,9 @@ export async function redeliveryOf(
 ): Promise<Result<{ target: WebhookTarget; event: ToolgateEvent }, TenantError>> {
   const row = tenantRecord(store)?.id === tenantId ? webhookRow(store, id) : null;
   if (!row) return err({ code: "not_found", detail: `no webhook ${id}` });
+  const stored = store.exists("events")
+    ? store.one<{ body: string }>("SELECT body FROM events WHERE id = ?", eventId)
+    : null;
   const logged = store.exists("webhook_deliveries")
     ? store.one<{ event: string }>(
         "SELECT event FROM webhook_deliveries WHERE endpoint_id = ? AND event_id = ? ORDER BY seq DESC LIMIT 1",
@@ -223,10 +302,25 @@ export async function redeliveryOf(
         eventId,
       )
     : null;
-  if (!logged)
+  const fromLog = logged ? ToolgateEvent.safeParse(JSON.parse(logged.event)) : null;
+  const event = stored
+    ? (JSON.parse(stored.body) as ToolgateEvent)
+    : fromLog?.success
+      ? fromLog.data
+      : null;
+  const sendable =
+    event &&
+    (logged !== null ||
+      routesTo(row, {
+        id: event.id,
+        type: event.type,
+        also: notifiedEndpoint(event),
+        not: excludedEndpoint(event),
+      }));
+  if (!event || !sendable)
     return err({
       code: "not_found",
-      detail: `event ${eventId} is not in webhook ${id}'s delivery log (its last ${DELIVERIES_KEPT} attempts): only events sent to this endpoint can be redelivered`,
+      detail: `event ${eventId} was not sent to webhook ${id} and is not a stored event it subscribes to (events are kept for the retention period)`,
     });
   const master = secretsKey(env);
   if (!master.ok) return master;
@@ -236,7 +330,7 @@ export async function redeliveryOf(
       code: "misconfigured",
       detail: `webhook ${id}'s secret could not be opened (TOOLGATE_SECRETS_KEY changed?): rotate it`,
     });
-  return ok({ target, event: JSON.parse(logged.event) as ToolgateEvent });
+  return ok({ target, event });
 }
 
 export function webhookRow(store: SqlStore, id: string): WebhookRow | null {
@@ -253,7 +347,9 @@ async function openTarget(
   try {
     const secret = await openSecret(master, tenantId, sealName(row.id), row);
     const format = row.format as WebhookFormat;
-    return { id: row.id, url: row.url, format, secret, console_url: row.console_url };
+    const failing =
+      endpointState(row.consecutive_failures, row.failing_since ?? null) === "failing";
+    return { id: row.id, url: row.url, format, secret, console_url: row.console_url, failing };
   } catch {
     console.error(
       JSON.stringify({
@@ -274,8 +370,9 @@ const toRecord = (row: WebhookRow): WebhookRecord => ({
   events: JSON.parse(row.events) as WebhookRecord["events"],
   format: row.format as WebhookFormat,
   description: row.description,
-  state: endpointState(row.consecutive_failures),
+  state: endpointState(row.consecutive_failures, row.failing_since ?? null),
   consecutive_failures: row.consecutive_failures,
+  failing_since: iso(row.failing_since ?? null),
   created_at: new Date(row.created_at).toISOString(),
   updated_at: new Date(row.updated_at).toISOString(),
   last_attempt_at: iso(row.last_attempt_at),
