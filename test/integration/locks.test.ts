@@ -147,7 +147,9 @@ describe("resource locks", () => {
   it("cancelling a queued write withdraws it; the resource goes to the next one", async () => {
     const up = upstream();
     const { name, runId } = await lockedRun(up.url);
-    await up.script({ kind: "slow", delayMs: 500 });
+    // Slow enough that the second turn and the cancel land while the first holds the lease, even
+    // on a loaded machine (500 ms was not: the first finished and the second got the lock).
+    await up.script({ kind: "slow", delayMs: 2500 });
     const first = turn(runId, [call(name, "ord_5", 1, "c1")], 10);
     await up.waitForRequests(1);
     const second = await turn(runId, [call(name, "ord_5", 2, "c2")], 0);
