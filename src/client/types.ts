@@ -5,9 +5,8 @@
 
 export type Format = "anthropic" | "openai-responses" | "openai-chat" | "native";
 
-// The envelope is the server's own type (a type-only import: nothing of the server is loaded).
-import type { Envelope, ModelStatus } from "../domain/envelope.ts";
-import type { RollbackView } from "../domain/rollback.ts";
+// The envelope is the server's own type (public-shapes.ts has no imports: the package ships it).
+import type { Envelope, ModelStatus, RollbackView } from "../domain/public-shapes.ts";
 export type { Envelope, RollbackView };
 export type Status = ModelStatus;
 

@@ -4,26 +4,10 @@
 import type { RepeatSafety } from "./classify.ts";
 import type { OperationState } from "./operation/index.ts";
 import { settlingUntilMs } from "./operation/view.ts";
+import type { Envelope, ModelStatus } from "./public-shapes.ts";
 
-export type ModelStatus =
-  | "succeeded"
-  | "rejected"
-  | "failed"
-  | "budget_exhausted"
-  | "cancelled"
-  | "outcome_unknown"
-  | "awaiting_approval"
-  | "pending";
-
-export type Envelope =
-  | { status: "succeeded"; operation_id: string; result: unknown }
-  | {
-      status: Exclude<ModelStatus, "succeeded">;
-      operation_id: string;
-      code: string;
-      message: string;
-      allowed_next_actions: string[];
-    };
+// The shapes themselves have no imports, so the client package ships them (public-shapes.ts).
+export type { Envelope, ModelStatus } from "./public-shapes.ts";
 
 const NEXT_ACTIONS: Record<Exclude<ModelStatus, "succeeded">, string[]> = {
   rejected: ["fix_arguments", "tell_user"],

@@ -63,7 +63,8 @@ function received(issue: Issue): string {
   return `received ${input === null ? "null" : Array.isArray(input) ? "array" : typeof input}`;
 }
 
-const show = (value: unknown) =>
+/** A refused value as a message names it: JSON for a string, cut to 80 characters. */
+export const show = (value: unknown) =>
   typeof value === "string"
     ? JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)
     : String(value);

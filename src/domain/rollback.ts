@@ -7,30 +7,10 @@
 // drives the next step, so a crash in the middle resumes where it stood.
 import { compensable, type OriginalFacts } from "./compensation.ts";
 import { tookEffect } from "./operation/index.ts";
+import type { RollbackState, RollbackStep, StepState } from "./public-shapes.ts";
 
-/**
- * `pending`: to compensate; `submitted`: its compensation exists and is not recorded yet;
- * `compensated`: recorded as succeeded; `failed` / `outcome_unknown`: the compensation ended so
- * and the rollback stopped there; `not_compensable`: applied, but its tool declares no compensate;
- * `unsettled`: the write's own outcome is unknown (a person resolves it, then may compensate it).
- */
-export type StepState =
-  | "pending"
-  | "submitted"
-  | "compensated"
-  | "failed"
-  | "outcome_unknown"
-  | "not_compensable"
-  | "unsettled";
-export type RollbackState = "running" | "completed" | "stopped";
-export type RollbackStep = {
-  operation_id: string;
-  tool: string;
-  compensation_id: string | null;
-  state: StepState;
-  detail: string | null;
-};
-export type RollbackView = { state: RollbackState; steps: RollbackStep[] };
+// The view's shapes have no imports, so the client package ships them (public-shapes.ts).
+export type { RollbackState, RollbackStep, RollbackView, StepState } from "./public-shapes.ts";
 
 /** What one of the operations the run's turns reference said when the rollback was planned. */
 export type RunWrite = {

@@ -11,6 +11,7 @@ import { ApiProblem } from "./problem.ts";
 import { CreateTenant, IssueKey } from "./schemas.ts";
 import { checkId, readJson, tenantStub, unwrap } from "./request.ts";
 import { isDevelopment } from "../config.ts";
+import { show } from "../domain/invalid-input.ts";
 import {
   idPrefix,
   isJurisdiction,
@@ -39,7 +40,7 @@ export const adminRoutes = new Hono<AppEnv>()
     if (jurisdiction !== null && !isJurisdiction(jurisdiction))
       throw new ApiProblem({
         code: "unsupported_jurisdiction",
-        detail: `jurisdiction must be one of ${JURISDICTIONS.map((j) => `"${j}"`).join(", ")} (or left out for none); nothing was created`,
+        detail: `jurisdiction ${show(jurisdiction)} is not one of ${JURISDICTIONS.map(show).join(", ")} (or left out for none); nothing was created`,
       });
     // Its events must have a queue in the jurisdiction too (durable/placement.ts EVENT_QUEUES): a
     // deployment without one refuses the tenant rather than send its events anywhere else.

@@ -3,20 +3,12 @@
 // Stored as the queue consumer hands them over, so eventually consistent (within seconds).
 import { Hono } from "hono";
 import { requireScope, type AppEnv } from "./auth.ts";
-import { ApiProblem } from "./problem.ts";
-import { tenantStub, unwrap } from "./request.ts";
+import { readQuery, tenantStub, unwrap } from "./request.ts";
 import { EventsQuery } from "./schemas.ts";
 
 export const eventRoutes = new Hono<AppEnv>().get("/", async (c) => {
   const tenantId = requireScope(c, "events:read");
-  const query = EventsQuery.safeParse(c.req.query());
-  if (!query.success)
-    throw new ApiProblem({
-      code: "invalid_request",
-      detail:
-        "since is an event id (evt_…) or an ISO 8601 time; type one of the event types; limit 1-500; nothing else",
-    });
-  const { since, type, limit } = query.data;
+  const { since, type, limit } = readQuery(c, EventsQuery);
   const from =
     since === undefined
       ? null

@@ -2,25 +2,15 @@
 // pagination, newest first) and GET /v1/overview (queue counts, counts by status, per-tool rates
 // and latency percentiles, calls per 5 minutes). Scope runs:read, like reading one run or one
 // operation. Eventually consistent: the index is fed by the EVENTS queue within seconds.
-import { Hono, type Context } from "hono";
-import type { z } from "zod";
+import { Hono } from "hono";
 import { indexStub } from "../durable/stubs.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
+import { readQuery } from "./request.ts";
 import { OperationsQuery, OverviewQuery, RunsQuery } from "./schemas.ts";
 
 const DAY_MS = 24 * 60 * 60_000;
 const MAX_OVERVIEW_MS = 7 * DAY_MS;
-
-function parse<T extends z.ZodType>(c: Context<AppEnv>, schema: T, hint: string): z.infer<T> {
-  const query = schema.safeParse(c.req.query());
-  if (!query.success)
-    throw new ApiProblem({
-      code: "invalid_request",
-      detail: `${hint}: ${query.error.issues.map((issue) => `${issue.path.join(".") || "query"} ${issue.message}`).join("; ")}`,
-    });
-  return query.data;
-}
 
 /** since/until as milliseconds; until before since is refused. */
 function times(query: { since?: string; until?: string }) {
@@ -44,7 +34,7 @@ const defined = <T extends Record<string, unknown>>(value: T) =>
 export const indexRoutes = new Hono<AppEnv>()
   .get("/runs", async (c) => {
     const tenantId = requireScope(c, "runs:read");
-    const { since, until, ...rest } = parse(c, RunsQuery, "runs list");
+    const { since, until, ...rest } = readQuery(c, RunsQuery);
     const page = await indexStub(c.env, tenantId).listRuns(
       defined({ ...rest, ...times({ since, until }) }),
     );
@@ -53,7 +43,7 @@ export const indexRoutes = new Hono<AppEnv>()
   })
   .get("/operations", async (c) => {
     const tenantId = requireScope(c, "runs:read");
-    const { since, until, ...rest } = parse(c, OperationsQuery, "operations list");
+    const { since, until, ...rest } = readQuery(c, OperationsQuery);
     const page = await indexStub(c.env, tenantId).listOperations(
       defined({ ...rest, ...times({ since, until }) }),
     );
@@ -62,7 +52,7 @@ export const indexRoutes = new Hono<AppEnv>()
   })
   .get("/overview", async (c) => {
     const tenantId = requireScope(c, "runs:read");
-    const query = parse(c, OverviewQuery, "overview");
+    const query = readQuery(c, OverviewQuery);
     const nowMs = Date.now();
     const sinceMs = query.since ? Date.parse(query.since) : nowMs - DAY_MS;
     if (sinceMs < nowMs - MAX_OVERVIEW_MS)

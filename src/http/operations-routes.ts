@@ -4,14 +4,22 @@
 // and /v1/approvals/{operation_id}: one request's real arguments, for the approver.
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
-import { Approve, ApprovalsQuery, Compensate, Reject, Resolve } from "./schemas.ts";
+import {
+  Approve,
+  ApprovalsQuery,
+  Compensate,
+  Reject,
+  Resolve,
+  UnknownsQuery,
+  VerifyQuery,
+} from "./schemas.ts";
 import { approverId, principalName, requireScope, type AppEnv } from "./auth.ts";
-import { ApiProblem } from "./problem.ts";
 import {
   checkId,
   OPERATION_ID,
   operationStub,
   readJson,
+  readQuery,
   runStub,
   tenantStub,
   unwrap,
@@ -38,27 +46,16 @@ async function decide(
 /** Unknown outcomes for people, oldest first: only a person can settle them, or (`settling`) they settle late by themselves. */
 export const unknownOutcomeRoutes = new Hono<AppEnv>().get("/", async (c) => {
   const tenantId = requireScope(c, "operations:resolve");
-  const limit = Number(c.req.query("limit") ?? 100);
-  if (!Number.isInteger(limit) || limit < 1 || limit > 500)
-    throw new ApiProblem({ code: "invalid_request", detail: "limit is 1-500" });
+  const { limit } = readQuery(c, UnknownsQuery);
   return c.json({ operations: await tenantStub(c, tenantId).listUnknowns(limit) });
 });
 
 export const approvalRoutes = new Hono<AppEnv>()
   .get("/", async (c) => {
     const tenantId = requireScope(c, "approvals:decide");
-    const query = ApprovalsQuery.safeParse(c.req.query());
-    if (!query.success)
-      throw new ApiProblem({
-        code: "invalid_request",
-        detail: "state is pending or decided; limit 1-100; cursor from next_cursor",
-      });
+    const query = readQuery(c, ApprovalsQuery);
     return c.json(
-      await tenantStub(c, tenantId).listApprovals(
-        query.data.state,
-        query.data.cursor ?? null,
-        query.data.limit,
-      ),
+      await tenantStub(c, tenantId).listApprovals(query.state, query.cursor ?? null, query.limit),
     );
   })
   // The inbox mirrors the trace (redacted); whoever decides reads the real arguments here, from
@@ -74,9 +71,7 @@ export const operationRoutes = new Hono<AppEnv>()
   .get("/:operation_id", async (c) => {
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
     const tenantId = requireScope(c, "runs:read");
-    const verify = c.req.query("verify");
-    if (verify !== undefined && verify !== "1" && verify !== "0")
-      throw new ApiProblem({ code: "invalid_request", detail: "verify is 1 or 0" });
+    const { verify } = readQuery(c, VerifyQuery);
     const stub = operationStub(c, operationId);
     const view = unwrap(await stub.get(tenantId, waitMs(c, 0)));
     // The hash chain of the stored events, checked now: where it breaks if it does.

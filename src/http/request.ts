@@ -5,7 +5,7 @@ import { z } from "zod";
 import type { AppEnv } from "./auth.ts";
 import { ApiProblem, toApiError, type ObjectError } from "./problem.ts";
 import * as stubs from "../durable/stubs.ts";
-import { describeInvalid } from "../domain/invalid-input.ts";
+import { describeInvalid, show } from "../domain/invalid-input.ts";
 import { jsonTextProblem } from "../domain/strict-json.ts";
 import type { Wait } from "../domain/wait.ts";
 
@@ -33,7 +33,20 @@ export async function readJson<S extends z.ZodType>(
   const problem = jsonTextProblem(text);
   if (problem)
     throw new ApiProblem({ code: "invalid_json", detail: `the body is refused: ${problem}` });
-  const parsed = schema.safeParse(body, { reportInput: true });
+  return parsedOrRefused(schema, body);
+}
+
+/**
+ * The query string through its schema, refused as a body is: the parameter, the value given and
+ * what it must be (every valid choice of a closed set). A parameter the schema does not name is
+ * refused only by a strict schema.
+ */
+export function readQuery<S extends z.ZodType>(c: Context<AppEnv>, schema: S): z.infer<S> {
+  return parsedOrRefused(schema, c.req.query());
+}
+
+function parsedOrRefused<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
+  const parsed = schema.safeParse(value, { reportInput: true });
   if (!parsed.success)
     throw new ApiProblem({ code: "invalid_request", detail: describeInvalid(parsed.error) });
   return parsed.data;
@@ -45,13 +58,18 @@ export async function readJson<S extends z.ZodType>(
  * not: a call waiting for a person lets the answer go at once. `wait=0` answers now.
  */
 export function requestedWait(c: Context<AppEnv>, defaultMs: number): Wait {
-  const prefer = /(?:^|[,;\s])wait=(\d+(?:\.\d+)?)/.exec(c.req.header("Prefer") ?? "")?.[1];
+  // Any value of the wait preference is read (RFC 7240 allows a quoted one), so a bad one is
+  // refused by name rather than skipped as if no wait had been asked for.
+  const prefer = /(?:^|[,;\s])wait=("[^"]*"|[^,;\s]*)/.exec(c.req.header("Prefer") ?? "")?.[1];
   const query = c.req.query("wait");
-  const seconds = prefer ?? query;
+  const seconds = prefer?.replace(/^"(.*)"$/, "$1") ?? query;
   if (seconds === undefined) return { ms: defaultMs, holdForPeople: false };
+  if (!/^\d+(?:\.\d+)?$/.test(seconds))
+    throw new ApiProblem({
+      code: "invalid_request",
+      detail: `${prefer === undefined ? "?wait" : "Prefer: wait"} is a number of seconds (like wait=5), not ${show(seconds)}`,
+    });
   const value = Number(seconds);
-  if (!Number.isFinite(value) || value < 0)
-    throw new ApiProblem({ code: "invalid_request", detail: "wait must be a number of seconds" });
   return { ms: Math.min(MAX_WAIT_MS, value * 1000), holdForPeople: true };
 }
 
@@ -64,7 +82,11 @@ export { OPERATION_ID, RUN_ID } from "../domain/jurisdiction.ts";
 export const TURN_ID = /^turn_[0-9a-f]{26}$/;
 
 export function checkId(value: string, pattern: RegExp, what: string): string {
-  if (!pattern.test(value)) throw new ApiProblem({ code: "not_found", detail: `no such ${what}` });
+  if (!pattern.test(value))
+    throw new ApiProblem({
+      code: "not_found",
+      detail: `no such ${what}: ${show(value)} is not a ${what} id`,
+    });
   return value;
 }
 

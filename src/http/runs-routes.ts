@@ -25,6 +25,7 @@ import {
   checkId,
   DEFAULT_TURN_WAIT_MS,
   readJson,
+  readQuery,
   requestedWait,
   RUN_ID,
   runStub,
@@ -209,34 +210,19 @@ export const runRoutes = new Hono<AppEnv>()
   .get("/:run_id/trace", async (c) => {
     const runId = runIdOf(c);
     const tenantId = requireScope(c, "traces:read");
-    const format = c.req.query("format") ?? "json";
+    const { format } = readQuery(c, TraceQuery);
     if (format === "otlp") return c.json(unwrap(await runStub(c, runId).otlpFor(tenantId)));
-    if (format !== "json")
-      throw new ApiProblem({ code: "invalid_request", detail: "format must be json or otlp" });
     return c.json(unwrap(await runStub(c, runId).traceFor(tenantId)));
   });
 
 const runIdOf = (c: Context<AppEnv>) => checkId(c.req.param("run_id") ?? "", RUN_ID, "run");
 
-function toolsFormat(c: Context<AppEnv>): ToolsFormat {
-  const parsed = ToolsFormat.safeParse(c.req.query("format") ?? "native");
-  if (!parsed.success)
-    throw new ApiProblem({
-      code: "invalid_request",
-      detail: `format must be one of ${ToolsFormat.options.join(", ")}`,
-    });
-  return parsed.data;
-}
-
-function turnFormat(c: Context<AppEnv>): TurnFormat {
-  const parsed = TurnFormat.safeParse(c.req.query("format") ?? "native");
-  if (!parsed.success)
-    throw new ApiProblem({
-      code: "invalid_request",
-      detail: `format must be one of ${TurnFormat.options.join(", ")}`,
-    });
-  return parsed.data;
-}
+// `?format=`, refused with the value given and every format there is (readQuery).
+const TraceQuery = z.object({ format: z.enum(["json", "otlp"]).default("json") });
+const toolsFormat = (c: Context<AppEnv>): ToolsFormat =>
+  readQuery(c, z.object({ format: ToolsFormat.default("native") })).format;
+const turnFormat = (c: Context<AppEnv>): TurnFormat =>
+  readQuery(c, z.object({ format: TurnFormat.default("native") })).format;
 
 /** The results, in the provider's own shape, are ready to append to the conversation. */
 function turnResponse(

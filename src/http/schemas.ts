@@ -147,6 +147,13 @@ export const ApprovalsQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(50),
 });
 
+/** GET /v1/unknown-outcomes. */
+export const UnknownsQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(500).default(100),
+});
+/** GET /v1/operations/{id}: `?verify=1` checks the stored events' hash chain. */
+export const VerifyQuery = z.object({ verify: z.enum(["0", "1"]).optional() });
+
 /** GET /v1/events: `since` an event id (exclusive: the page starts after it) or an ISO time (inclusive). */
 export const EventsQuery = z
   .object({

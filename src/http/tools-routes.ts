@@ -9,16 +9,11 @@ import { z } from "zod";
 import { hostPolicy } from "../config.ts";
 import { prepareVerification, runVerification, VerifyTool } from "../tools/verify.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
-import { ApiProblem } from "./problem.ts";
-import { readJson, tenantStub, unwrap } from "./request.ts";
+import { readJson, readQuery, tenantStub, unwrap } from "./request.ts";
 
 /** `?force=1`, or nothing: any other value is refused rather than read as either. */
-function forced(c: Context<AppEnv>): boolean {
-  const force = c.req.query("force");
-  if (force === undefined) return false;
-  if (force === "1") return true;
-  throw new ApiProblem({ code: "invalid_request", detail: "force must be 1 (or absent)" });
-}
+const forced = (c: Context<AppEnv>): boolean =>
+  readQuery(c, z.object({ force: z.literal("1").optional() })).force === "1";
 
 export const toolRoutes = new Hono<AppEnv>()
   .put("/:name", async (c) => {

@@ -8,11 +8,10 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { ToolgateEvent } from "../domain/events.ts";
-import { describeInvalid } from "../domain/invalid-input.ts";
 import { deliverOne, shownOutcome } from "../events/deliver.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
-import { readJson, tenantStub, unwrap } from "./request.ts";
+import { readJson, readQuery, tenantStub, unwrap } from "./request.ts";
 import { DeliveriesQuery, PutWebhook, Redeliver, WebhookId } from "./schemas.ts";
 
 const webhookId = (id: string | undefined) => {
@@ -59,11 +58,9 @@ export const webhookRoutes = new Hono<AppEnv>()
   })
   .get("/:id/deliveries", async (c) => {
     const tenantId = requireRead(c);
-    const query = DeliveriesQuery.safeParse(c.req.query(), { reportInput: true });
-    if (!query.success)
-      throw new ApiProblem({ code: "invalid_request", detail: describeInvalid(query.error) });
+    const { limit } = readQuery(c, DeliveriesQuery);
     const id = webhookId(c.req.param("id"));
-    const deliveries = unwrap(await tenantStub(c, tenantId).listDeliveries(id, query.data.limit));
+    const deliveries = unwrap(await tenantStub(c, tenantId).listDeliveries(id, limit));
     return c.json({ webhook_id: id, deliveries });
   })
   .post("/:id/redeliver", async (c) => {

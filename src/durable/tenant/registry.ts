@@ -7,6 +7,7 @@
 import { hostPolicy } from "../../config.ts";
 import { contextRequired, type ContextRequired } from "../../domain/context-needs.ts";
 import { limitConflict, type RegisteredLimits } from "../../domain/limit/definition.ts";
+import { show } from "../../domain/invalid-input.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import {
   verificationFor,
@@ -258,9 +259,20 @@ export async function sources(
     const record = await getTool(store, name);
     if (record.ok) sources[name] = { kind: "manifest", manifest: record.value.manifest };
     else if (CODE_TOOLS[name]) sources[name] = { kind: "code", name };
-    else return err({ code: "not_found", detail: `no tool named ${name}` });
+    else return err({ code: "not_found", detail: unknownTool(store, name) });
   }
   return ok(sources);
+}
+
+/** A run's tool outside the tenant's set: the name given, and the names there are (the first 20). */
+function unknownTool(store: SqlStore, name: string): string {
+  const registered = store.exists("tools")
+    ? store.all<{ name: string }>("SELECT name FROM tools ORDER BY name").map((row) => row.name)
+    : [];
+  const known = [...new Set([...registered, ...Object.keys(CODE_TOOLS)])].sort();
+  const listed = known.slice(0, 20).map(show).join(", ");
+  const more = known.length > 20 ? ` and ${known.length - 20} more (GET /v1/tools)` : "";
+  return `no tool named ${show(name)}; this tenant's tools: ${listed}${more}`;
 }
 
 /** Which of `names` this tenant knows at all (a registered manifest or a code tool). Read-only. */
