@@ -1,6 +1,6 @@
 // Worker entry: the HTTP app, the EVENTS queue consumer (and its dead letters') and the Durable
 // Object classes.
-import type { EventMessage } from "./domain/events.ts";
+import type { EventMessage } from "./domain/journal/events.ts";
 import type { Env } from "./durable/env.ts";
 import { handleEventBatch } from "./events/consumer.ts";
 import { handleDeadLetters } from "./events/dead-letters.ts";

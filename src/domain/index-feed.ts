@@ -3,7 +3,7 @@
 // rebuild, from the objects' own `indexEntry` answers of the same shape), never consulted by the
 // engine. A settled row (`rank` 2, operation.recorded) is only replaced by another settled one; an
 // unsettled one by anything at least as new, so an event the queue delivers late changes nothing.
-import type { ToolgateEvent } from "./events.ts";
+import type { RunSummary, ToolgateEvent } from "./journal/events.ts";
 
 /** What the index holds for one operation. `status` is the model-facing status (DESIGN table). */
 export type IndexOp = {
@@ -34,20 +34,12 @@ export type IndexRun = {
   updated_at_ms: number;
 };
 
-/** The run summary turn.settled and run.budget_exhausted carry in `data.run`. */
-export type RunSummary = {
-  user: string;
-  created_at_ms: number;
-  expires_at_ms: number;
-  cancelled_at_ms: number | null;
-  usage: { turns: number; tool_calls: number; cost: number };
-};
+export type { RunSummary };
 
 export type IndexPatch = { run: IndexRun | null; op: IndexOp | null };
 
 const num = (value: unknown): number | null =>
   typeof value === "number" && Number.isFinite(value) ? value : null;
-const str = (value: unknown): string | null => (typeof value === "string" ? value : null);
 
 /** The top-level scalar `*_id` fields of (redacted) arguments: the subjects one can search by. */
 export function subjectsOf(args: unknown): Array<[string, string]> {
@@ -62,42 +54,72 @@ export function subjectsOf(args: unknown): Array<[string, string]> {
   return out.slice(0, 16);
 }
 
-/** The operation status an event reports (null: the event says nothing about one). */
-function opStatus(
-  event: ToolgateEvent,
-): { status: string; code: string | null; rank: 1 | 2 } | null {
-  const data = event.data;
+type OpFacts = {
+  status: string;
+  code: string | null;
+  rank: 1 | 2;
+  attempts: number | null;
+  latency_ms: number | null;
+  args: unknown;
+};
+
+/** What an event reports of its operation (null: nothing; exhaustive: a new type must say). */
+function opFacts(event: ToolgateEvent): OpFacts | null {
+  const open = (status: string, code: string | null, args: unknown): OpFacts => {
+    return { status, code, rank: 1, attempts: null, latency_ms: null, args };
+  };
   switch (event.type) {
     case "approval.requested":
-      return { status: "awaiting_approval", code: null, rank: 1 };
+      return open("awaiting_approval", null, event.data.arguments);
     case "approval.decided":
-      return data.state === "rejected"
-        ? { status: "rejected", code: "approval_rejected", rank: 1 }
-        : { status: "pending", code: null, rank: 1 };
+      return event.data.state === "rejected"
+        ? open("rejected", "approval_rejected", event.data.arguments)
+        : open("pending", null, event.data.arguments);
     case "approval.expired":
-      return { status: "rejected", code: "approval_expired", rank: 1 };
+      return open("rejected", "approval_expired", event.data.arguments);
     case "operation.outcome_unknown":
-      return { status: "outcome_unknown", code: str(data.code), rank: 1 };
+      return open("outcome_unknown", event.data.code, event.data.arguments);
     case "lock.waiting_long":
-      return { status: "pending", code: null, rank: 1 };
-    case "operation.recorded":
-      return { status: str(data.status) ?? "failed", code: str(data.code), rank: 2 };
-    default:
+      return open("pending", null, undefined);
+    case "operation.recorded": {
+      const { status, code, attempts, latency_ms, arguments: args } = event.data;
+      return { status, code, rank: 2, attempts: num(attempts), latency_ms: num(latency_ms), args };
+    }
+    case "turn.settled":
+    case "run.budget_exhausted":
+    case "endpoint.failing":
+    case "webhook.test":
       return null;
   }
 }
 
-export function runSummaryOf(data: Record<string, unknown>): RunSummary | null {
-  const run = data.run as Partial<RunSummary> | undefined;
-  if (!run || typeof run !== "object" || typeof run.user !== "string") return null;
-  if (num(run.created_at_ms) === null || !run.usage) return null;
-  return run as RunSummary;
+/** The run summary an event carries (turn.settled, run.budget_exhausted), null for the others. */
+export function runSummaryOf(event: ToolgateEvent): RunSummary | null {
+  switch (event.type) {
+    case "turn.settled":
+    case "run.budget_exhausted":
+      return event.data.run;
+    case "approval.requested":
+    case "approval.decided":
+    case "approval.expired":
+    case "operation.outcome_unknown":
+    case "operation.recorded":
+    case "lock.waiting_long":
+    case "endpoint.failing":
+    case "webhook.test":
+      return null;
+  }
+}
+
+/** When the event's operation was created (its own time for an event of no operation). */
+function createdAtMs(event: ToolgateEvent): number {
+  return "created_at_ms" in event.data ? event.data.created_at_ms : event.at_ms;
 }
 
 /** What one event changes in the index. */
 export function indexPatch(event: ToolgateEvent): IndexPatch {
-  const summary = runSummaryOf(event.data);
-  const createdMs = num(event.data.created_at_ms) ?? event.at_ms;
+  const summary = runSummaryOf(event);
+  const createdMs = createdAtMs(event);
   const run: IndexRun | null = event.run_id
     ? summary
       ? {
@@ -112,7 +134,7 @@ export function indexPatch(event: ToolgateEvent): IndexPatch {
       : {
           // Known by name (and, from an approval request, its user) until its first turn settles.
           run_id: event.run_id,
-          user_id: event.type === "approval.requested" ? str(event.data.requested_by) : null,
+          user_id: event.type === "approval.requested" ? event.data.requested_by : null,
           created_at_ms: createdMs,
           expires_at_ms: null,
           cancelled_at_ms: null,
@@ -120,22 +142,22 @@ export function indexPatch(event: ToolgateEvent): IndexPatch {
           updated_at_ms: 0,
         }
     : null;
-  const status = opStatus(event);
+  const facts = opFacts(event);
   const op: IndexOp | null =
-    status && event.operation_id && event.run_id
+    facts && event.operation_id && event.run_id
       ? {
           operation_id: event.operation_id,
           run_id: event.run_id,
           tool: event.tool ?? "",
-          status: status.status,
-          code: status.code,
-          attempts: num(event.data.attempts),
-          latency_ms: num(event.data.latency_ms),
+          status: facts.status,
+          code: facts.code,
+          attempts: facts.attempts,
+          latency_ms: facts.latency_ms,
           created_at_ms: createdMs,
-          settled_at_ms: status.rank === 2 ? event.at_ms : null,
-          subjects: subjectsOf(event.data.arguments),
+          settled_at_ms: facts.rank === 2 ? event.at_ms : null,
+          subjects: subjectsOf(facts.args),
           updated_at_ms: event.at_ms,
-          rank: status.rank,
+          rank: facts.rank,
         }
       : null;
   return { run, op };

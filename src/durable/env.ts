@@ -1,7 +1,7 @@
 // The Worker's bindings: the Durable Object namespaces (named by their classes) and the plain
 // variables of config.ts. Type-only: the objects read their settings through config.ts's readers.
 import type { DeploymentVars } from "../config.ts";
-import type { EventMessage } from "../domain/events.ts";
+import type { EventMessage } from "../domain/journal/events.ts";
 import type { LimitObject } from "./limit/object.ts";
 import type { IndexObject } from "./index/object.ts";
 import type { OperationObject } from "./operation/object.ts";

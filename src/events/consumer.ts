@@ -20,7 +20,7 @@ import {
   type EventMessage,
   type IndexDropMessage,
   type IndexRetryMessage,
-} from "../domain/events.ts";
+} from "../domain/journal/events.ts";
 import { queueRetryDelaySeconds } from "../domain/webhook-retry.ts";
 import type { Env } from "../durable/env.ts";
 import { eventsQueue } from "../durable/placement.ts";

@@ -9,7 +9,11 @@
 // (`toolgate.event_lost`, with the event's id, type, tenant and run). A park that cannot be sent
 // leaves the message to the queue's own retries (max_retries in wrangler.toml).
 import { retentionMs } from "../config.ts";
-import { ToolgateEvent, type EventMessage, type IndexDropMessage } from "../domain/events.ts";
+import {
+  ToolgateEvent,
+  type EventMessage,
+  type IndexDropMessage,
+} from "../domain/journal/events.ts";
 import type { Env } from "../durable/env.ts";
 import { deadLetterQueue, EVENT_QUEUES } from "../durable/placement.ts";
 import { handleEventBatch } from "./consumer.ts";

@@ -8,7 +8,7 @@
 // take turns in the invocation's connection slots (send-slots.ts), each endpoint a bounded share.
 import { Webhook } from "standardwebhooks";
 import { hostPolicy, retentionMs } from "../config.ts";
-import { notifiedEndpoint, type ToolgateEvent } from "../domain/events.ts";
+import { notifiedEndpoint, type ToolgateEvent } from "../domain/journal/events.ts";
 import { ok, type Result } from "../domain/result.ts";
 import {
   planWebhookRetry,

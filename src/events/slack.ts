@@ -6,7 +6,7 @@
 // the notification fallback. Slack's limits are kept (section text ≤ 3000, field ≤ 2000, button
 // text ≤ 75 characters); user text is escaped (&, <, > are Slack's control characters).
 import { z } from "zod";
-import type { ToolgateEvent } from "../domain/events.ts";
+import type { ToolgateEvent } from "../domain/journal/events.ts";
 
 export type SlackText = { type: "mrkdwn" | "plain_text"; text: string };
 export type SlackBlock =

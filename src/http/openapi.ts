@@ -1,6 +1,7 @@
 // /openapi.json and /docs, generated from the same zod schemas the routes parse with.
 import { Hono } from "hono";
 import { z } from "zod";
+import { ToolgateEvent } from "../domain/journal/events.ts";
 import { NativeTurnBody } from "../providers/native.ts";
 import { Manifest } from "../tools/manifest/schema.ts";
 import { VerifyTool } from "../tools/verify.ts";
@@ -456,7 +457,11 @@ export function openApiDocument(): Record<string, unknown> {
     },
     components: {
       securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
-      schemas: { Envelope: jsonSchema(Envelope, "output") },
+      schemas: {
+        Envelope: jsonSchema(Envelope, "output"),
+        // What GET /v1/events lists and every webhook carries: one data schema per event type.
+        ToolgateEvent: jsonSchema(ToolgateEvent, "output"),
+      },
     },
     security: [{ bearer: [] }],
     paths,

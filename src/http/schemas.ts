@@ -2,7 +2,7 @@
 // is generated from them, so the documentation cannot drift from what the code accepts.
 import { z } from "zod";
 import { OP_STATUSES, RUN_STATUSES } from "../domain/index-feed.ts";
-import { SubscribableEventType } from "../domain/events.ts";
+import { SubscribableEventType } from "../domain/journal/events.ts";
 import { EnvelopeCodec } from "../durable/store/run-rows.ts";
 
 export const ApiScope = z.enum([

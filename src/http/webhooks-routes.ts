@@ -7,7 +7,8 @@
 // any delivery (deliverOne): the answer says whether it arrived.
 import type { Context } from "hono";
 import { Hono } from "hono";
-import type { ToolgateEvent } from "../domain/events.ts";
+import type { ToolgateEvent } from "../domain/journal/events.ts";
+import { describeInvalid } from "../domain/invalid-input.ts";
 import { deliverOne, shownOutcome } from "../events/deliver.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";

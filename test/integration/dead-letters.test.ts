@@ -6,7 +6,7 @@
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { ToolgateEvent } from "../../src/domain/events.ts";
+import type { ToolgateEvent } from "../../src/domain/journal/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import {
   DEAD_LETTER_QUEUE,

@@ -5,7 +5,7 @@
 import { env } from "cloudflare:workers";
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { EventMessage, ToolgateEvent } from "../../src/domain/events.ts";
+import type { EventMessage, ToolgateEvent } from "../../src/domain/journal/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
 import { api, manifest, setup, turn, upstream } from "../support/api.ts";

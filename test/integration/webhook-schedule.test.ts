@@ -6,7 +6,11 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { Webhook } from "standardwebhooks";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { DeliveryMessage, EventMessage, ToolgateEvent } from "../../src/domain/events.ts";
+import type {
+  DeliveryMessage,
+  EventMessage,
+  ToolgateEvent,
+} from "../../src/domain/journal/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
 import { deliverToEndpoints } from "../../src/events/deliver.ts";

@@ -6,7 +6,7 @@
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import type { DeliveryMessage } from "../../src/domain/events.ts";
+import type { DeliveryMessage } from "../../src/domain/journal/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { deliverToEndpoints } from "../../src/events/deliver.ts";
 import { api, newTenant, upstream, type UpstreamState } from "../support/api.ts";

@@ -4,34 +4,104 @@
 // `delivery` messages are fed back as the next batch: the retry schedule runs in one test, without
 // waiting for its delays.
 import { env } from "cloudflare:workers";
-import type { EventMessage, ToolgateEvent } from "../../src/domain/events.ts";
+import {
+  ToolgateEvent,
+  type EventMessage,
+  type EventType,
+} from "../../src/domain/journal/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { handleEventBatch } from "../../src/events/consumer.ts";
 import type { DeliveryOptions } from "../../src/events/deliver.ts";
 
 export const realEnv = env as unknown as Env;
 
-/** An approval.requested event of `tenantId` with a fresh id (the fields a webhook shows). */
-export function testEvent(tenantId: string, overrides: Partial<ToolgateEvent> = {}): ToolgateEvent {
+/** Valid data for each event type (the consumer drops an event whose data does not match its type). */
+function sampleData(type: EventType, nowMs: number): ToolgateEvent["data"] {
+  const args = { order_id: "ord_1", amount: 1200 };
+  const run = {
+    user: "u1",
+    created_at_ms: nowMs,
+    expires_at_ms: nowMs + 3_600_000,
+    cancelled_at_ms: null,
+    usage: { turns: 1, tool_calls: 1, cost: 0 },
+  };
+  switch (type) {
+    case "approval.requested":
+    case "approval.decided":
+    case "approval.expired":
+      return {
+        created_at_ms: nowMs,
+        state: "pending",
+        target: "order:ord_1",
+        arguments: args,
+        requested_by: "u1",
+        expires_at_ms: nowMs + 15 * 60_000,
+        decided_by: null,
+        reason: null,
+      };
+    case "operation.outcome_unknown":
+      return {
+        created_at_ms: nowMs,
+        status: "outcome_unknown",
+        code: "timeout_unknown",
+        reconcile: "human",
+        needs_person: true,
+        arguments: args,
+      };
+    case "operation.recorded":
+      return {
+        created_at_ms: nowMs,
+        status: "succeeded",
+        code: null,
+        took_effect: true,
+        attempts: 1,
+        latency_ms: 10,
+        via: "attempt",
+        arguments: args,
+      };
+    case "lock.waiting_long":
+      return { created_at_ms: nowMs, resource: "order:ord_1", blocked_by: null, waited_ms: 60_000 };
+    case "turn.settled":
+      return { turn_id: "turn_1", results: [], run };
+    case "run.budget_exhausted":
+      return { turn_id: "turn_1", call_id: "c1", code: "budget_exhausted", run };
+    case "endpoint.failing":
+      return {
+        webhook_id: "wh",
+        description: null,
+        reason: "schedule_ended",
+        given_up_event_id: `evt_${"0".repeat(32)}`,
+        given_up_event_type: "approval.requested",
+        attempts: 8,
+        consecutive_failures: 8,
+        last_status: 503,
+        last_error: null,
+      };
+    case "webhook.test":
+      return { webhook_id: "wh" };
+  }
+}
+
+/** An event of `tenantId` (approval.requested unless `type` says) with a fresh id and valid data. */
+export function testEvent(
+  tenantId: string,
+  overrides: Partial<Omit<ToolgateEvent, "type" | "data">> & { type?: EventType } = {},
+): ToolgateEvent {
   const hex = Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) =>
     b.toString(16).padStart(2, "0"),
   ).join("");
-  return {
+  const type = overrides.type ?? "approval.requested";
+  return ToolgateEvent.parse({
     id: `evt_${hex}`,
-    type: "approval.requested",
+    type,
     at_ms: Date.now(),
     tenant_id: tenantId,
     run_id: "run_01HZZZZZZZZZZZZZZZZZZZZZZZ",
     operation_id: `op_${hex}`,
     tool: "refund",
-    data: {
-      target: "order:ord_1",
-      arguments: { order_id: "ord_1", amount: 1200 },
-      requested_by: "u1",
-      expires_at_ms: Date.now() + 15 * 60_000,
-    },
+    data: sampleData(type, Date.now()),
     ...overrides,
-  };
+  });
 }
 
 export type Queued = { body: EventMessage; delaySeconds: number | undefined };

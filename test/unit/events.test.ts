@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { eventId, omitPaths } from "../../src/domain/events.ts";
+import { eventId, omitPaths } from "../../src/domain/journal/events.ts";
 
 describe("event ids", () => {
   it("are evt_ + 32 hex, stable over (object, seq, type), distinct when any part differs", () => {

@@ -9,22 +9,24 @@ import {
   replaces,
   subjectsOf,
 } from "../../src/domain/index-feed.ts";
-import type { ToolgateEvent } from "../../src/domain/events.ts";
+import type { ToolgateEvent } from "../../src/domain/journal/events.ts";
 
 const event = (
   type: ToolgateEvent["type"],
   at: number,
   data: Record<string, unknown>,
-): ToolgateEvent => ({
-  id: `evt_${"0".repeat(32)}`,
-  type,
-  at_ms: at,
-  tenant_id: "ten_1",
-  run_id: "run_1",
-  operation_id: "op_1",
-  tool: "refund",
-  data: { created_at_ms: 100, ...data },
-});
+): ToolgateEvent =>
+  ({
+    id: `evt_${"0".repeat(32)}`,
+    type,
+    at_ms: at,
+    tenant_id: "ten_1",
+    run_id: "run_1",
+    operation_id: "op_1",
+    tool: "refund",
+    // Only the fields each case reads (the reader trusts the event's schema, checked by the consumer).
+    data: { created_at_ms: 100, ...data },
+  }) as ToolgateEvent;
 
 describe("index feed", () => {
   it("a recorded outcome is never replaced by a late approval or unknown event", () => {

@@ -3,7 +3,7 @@
 // limits, a button with a url to the exact console page; user text escaped; every event type renders.
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { EVENT_TYPES, type ToolgateEvent } from "../../src/domain/events.ts";
+import { EVENT_TYPES, type ToolgateEvent } from "../../src/domain/journal/events.ts";
 import { consoleLink, slackMessage } from "../../src/events/slack.ts";
 
 const Text = (max: number) =>
@@ -27,22 +27,25 @@ const Message = z.strictObject({ text: z.string().min(1), blocks: z.array(Block)
 
 const OP = `op_${"a".repeat(32)}`;
 const RUN = "run_01HZZZZZZZZZZZZZZZZZZZZZZZ";
-const event = (overrides: Partial<ToolgateEvent> = {}): ToolgateEvent => ({
-  id: `evt_${"b".repeat(32)}`,
-  type: "approval.requested",
-  at_ms: 1_767_225_600_000,
-  tenant_id: "ten_1",
-  run_id: RUN,
-  operation_id: OP,
-  tool: "refund",
-  data: {
-    target: "order:ord_1",
-    arguments: { order_id: "ord_1", amount: 1200, note: "<!channel> & <https://evil|click>" },
-    requested_by: "agent-for-u1",
-    expires_at_ms: 1_767_226_500_000,
-  },
-  ...overrides,
-});
+type Loose = Partial<Omit<ToolgateEvent, "data">> & { data?: Record<string, unknown> };
+// Only the fields each case reads: slack.ts reads what it shows with its own schema.
+const event = (overrides: Loose = {}): ToolgateEvent =>
+  ({
+    id: `evt_${"b".repeat(32)}`,
+    type: "approval.requested",
+    at_ms: 1_767_225_600_000,
+    tenant_id: "ten_1",
+    run_id: RUN,
+    operation_id: OP,
+    tool: "refund",
+    data: {
+      target: "order:ord_1",
+      arguments: { order_id: "ord_1", amount: 1200, note: "<!channel> & <https://evil|click>" },
+      requested_by: "agent-for-u1",
+      expires_at_ms: 1_767_226_500_000,
+    },
+    ...overrides,
+  }) as ToolgateEvent;
 
 describe("slackMessage", () => {
   it("an approval request: what waits, who asked, when it expires, and a button to decide", () => {

@@ -1,7 +1,7 @@
 // Retention's message to the tenant index (issue 20): the rows of a pruned operation or run go.
 // Through the events queue of the tenant's jurisdiction, like the feed, so the index is only ever
 // written by the consumer.
-import type { IndexDropMessage } from "../../domain/events.ts";
+import type { IndexDropMessage } from "../../domain/journal/events.ts";
 import type { Env } from "../env.ts";
 import { eventsQueue } from "../placement.ts";
 

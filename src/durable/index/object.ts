@@ -4,7 +4,7 @@
 // read by the engine: losing it loses lists and charts, never an outcome. Rebuildable from the
 // objects (rebuild.ts). Its own SQLite: one tenant's volume cannot slow another tenant's queries.
 import { DurableObject } from "cloudflare:workers";
-import type { ToolgateEvent } from "../../domain/events.ts";
+import type { ToolgateEvent } from "../../domain/journal/events.ts";
 import { indexPatch } from "../../domain/index-feed.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";

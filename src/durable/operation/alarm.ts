@@ -9,7 +9,7 @@ import type { Env } from "../env.ts";
 import type { Secrets, Shell } from "./contracts.ts";
 import { gather, gatherAlarmSend } from "./gather.ts";
 import { toolName, type OperationLog } from "./log.ts";
-import { outboxDueAtMs, outboxPending } from "./outbox.ts";
+import { outboxDueAtMs, outboxPending, type OperationOutbox } from "./notices.ts";
 import { retire } from "./retention.ts";
 import type { Sender } from "./send.ts";
 
@@ -54,11 +54,8 @@ export class Alarms {
 /** What the alarm handler needs of its object: the background work it queues and waits for. */
 export type AlarmHost = Shell & {
   sender: Sender;
-  /** Queues an outbox delivery after the ones queued; resolves when it is done. */
-  deliver(): Promise<void>;
-  /** Queues a send of the unsent events to the EVENTS queue (events.ts); resolves when it is done. */
-  sendEvents(): Promise<void>;
-  inboxWrites(): Promise<void>;
+  /** The outbox (notices.ts): drain() queues both sends, settled() waits for the inbox's. */
+  outbox: OperationOutbox;
   lockWork(): Promise<void>;
 };
 
@@ -71,7 +68,7 @@ export async function runAlarm(host: AlarmHost): Promise<void> {
   // state's own time is still ahead (a retry due later) does nothing else: no early retry.
   if (outboxPending(log)) {
     alarms.armAt(Date.now() + alarms.fallbackDelayMs());
-    await Promise.all([host.deliver(), host.sendEvents()]);
+    await host.outbox.drain();
     const due = nextDueAtMs(log.head()!.state);
     if (due !== null && due > Date.now()) return;
   }
@@ -108,7 +105,7 @@ export async function runAlarm(host: AlarmHost): Promise<void> {
     secrets = prepared.secrets;
   }
   shell.apply({ type: "alarm", inFlight: sender.inFlight !== null }, secrets);
-  await Promise.all([host.inboxWrites(), host.lockWork()]);
+  await Promise.all([host.outbox.settled(), host.lockWork()]);
   // Keep this event open while the attempt it started runs, so the object stays alive for it.
   await sender.inFlight;
 }

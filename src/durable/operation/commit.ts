@@ -12,8 +12,8 @@ import type { Env } from "../env.ts";
 import type { FrozenRow, Head } from "./contracts.ts";
 import { recordLease } from "./lease-client.ts";
 import type { OperationLog } from "./log.ts";
-import { operationEvents } from "./events.ts";
-import { outboxRow, writeOutbox } from "./outbox.ts";
+import type { Announcement } from "../../domain/journal/announce.ts";
+import { announceStep, writeNotices } from "./notices.ts";
 import { logEvents, pushRecorded, traceOf } from "./trace.ts";
 
 /** Called inside the transaction, for a step that changed the state; `frozen` only for row 1. */
@@ -32,33 +32,20 @@ export function writeStep(
   const row = (head?.frozen ?? frozen)!;
   const appended = traceOf(log, head, row, step, nowMs);
   const seq = (head?.seq ?? 0) + 1;
-  // The tenant-plane events it reports (issue 18) ride in the row itself: same transaction, no
-  // outbox row (built once head() is this row: row 1's events need its frozen call).
-  let evented = false;
+  // What the world is told of it (domain/journal/announce.ts), in this same transaction: its events
+  // ride in the row itself (no outbox row; decided once head() is this row: row 1's events need its
+  // frozen call), its inbox updates and limit releases are op_outbox rows (a crash after the commit
+  // delays their delivery, never loses it; nothing is told of a transition that did not commit).
+  const facts = { seq, before: head?.state ?? null, step, event, nowMs };
+  let said: Announcement | null = null;
   log.append(seq, nowMs, step.state, appended, head ? null : frozen, () => {
-    const events = operationEvents(
-      log,
-      seq,
-      step.effects,
-      event,
-      head?.state ?? null,
-      step.state,
-      nowMs,
-    );
-    evented = events.length > 0;
-    return events;
+    said = announceStep(log, facts);
+    return said.events;
   });
+  const evented = said!.events.length > 0;
   // The lease's fencing token, durable with the transition that starts the first attempt under it.
   if (event.type === "lock_granted") recordLease(log.store, row.plan.resource, event.fencingToken);
-  // What the tenant plane must learn, in this same transaction: a crash after the commit
-  // delays its delivery, never loses it (and nothing is told about a transition that did not commit).
-  let outboxed = false;
-  for (const effect of step.effects) {
-    const outbox = outboxRow(log, effect, event, step.state, nowMs);
-    if (!outbox) continue;
-    writeOutbox(log.store, seq, outbox, nowMs);
-    outboxed = true;
-  }
+  const outboxed = writeNotices(log, facts, said!);
   return { appended, outboxed, evented };
 }
 

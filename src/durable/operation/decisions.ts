@@ -50,7 +50,7 @@ export class Decisions {
       ({ denial, secrets } = gathered.value);
     }
     const step = this.apply({ type: "decide", decision, denial }, secrets);
-    await this.shell.inboxWrites();
+    await this.shell.outbox.settled();
     if (!step.ok && step.error.code !== "not_awaiting_approval") return step;
     return ok(viewOf(log));
   }
@@ -72,7 +72,7 @@ export class Decisions {
       secrets = gathered.value;
     }
     const step = this.apply({ type: "resolve", ...verdict }, secrets);
-    await this.shell.inboxWrites();
+    await this.shell.outbox.settled();
     return step.ok ? ok(viewOf(log)) : step;
   }
 
@@ -85,7 +85,7 @@ export class Decisions {
     const head = log.headFor(tenantId);
     if (!head || head.frozen.run_id !== runId) return err({ code: "not_found" });
     const step = this.apply({ type: "cancel", by }, null);
-    await this.shell.inboxWrites();
+    await this.shell.outbox.settled();
     return step.ok ? ok(viewOf(log)) : step;
   }
 }

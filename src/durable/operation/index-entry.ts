@@ -2,7 +2,8 @@
 // same row the events fed (domain/index-feed.ts), so a reindex gives the answers the feed gave.
 import type { OperationState } from "../../domain/operation/index.ts";
 import { subjectsOf, type IndexOp } from "../../domain/index-feed.ts";
-import { eventArguments, latencyMs } from "./events.ts";
+import { latencyMs } from "../../domain/journal/announce.ts";
+import { eventArguments } from "./notices.ts";
 import { toolName, type OperationLog } from "./log.ts";
 
 export function indexEntryOf(log: OperationLog): IndexOp | null {

@@ -25,8 +25,7 @@ import { SqlStore } from "../store/sql-store.ts";
 import type * as C from "./contracts.ts";
 import { holderStatus, startUnderLease } from "./lease-client.ts";
 import { OperationLog } from "./log.ts";
-import { EventSends } from "./events.ts";
-import { deliverOutbox } from "./outbox.ts";
+import { OperationOutbox } from "./notices.ts";
 import { indexEntryOf } from "./index-entry.ts";
 import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.ts";
 import { cancelledEarly, missing, prunedFor } from "./retention.ts";
@@ -51,11 +50,13 @@ export class OperationObject extends DurableObject<Env> {
   private readonly alarms = new Alarms(this.ctx.storage, this.log, this.env);
   /** Lock requests and releases, in order; replies wait for them so the envelope shows the standing. */
   private lockWork: Promise<void> = Promise.resolve();
-  /** Outbox deliveries, in order; replies wait for them so a listing right after sees the change. */
-  private inboxWrites: Promise<void> = Promise.resolve();
   /** Sweeps answered "absent" (issue 21): a start in flight across one reserves again. */
   private limitSweeps = 0;
-  private readonly eventSends = new EventSends((promise) => this.ctx.waitUntil(promise));
+  /** Its notices to the tenant plane; replies wait for the inbox's, so a listing right after sees them. */
+  private readonly outbox = new OperationOutbox(
+    () => this.shell,
+    (promise) => this.ctx.waitUntil(promise),
+  );
   /** What the modules beside it may use: the log, apply, the alarm, the background work. */
   private readonly shell: EffectHost = {
     env: this.env,
@@ -63,9 +64,7 @@ export class OperationObject extends DurableObject<Env> {
     apply: (event, secrets) => this.apply(event, null, secrets ?? null),
     alarms: this.alarms,
     sender: this.sender,
-    deliver: () => (this.inboxWrites = this.inboxWrites.then(() => deliverOutbox(this.shell))),
-    inboxWrites: () => this.inboxWrites,
-    sendEvents: () => this.eventSends.queue(this.shell),
+    outbox: this.outbox,
     lockWork: () => this.lockWork,
     queueLock: (work) => void (this.lockWork = this.lockWork.then(work)),
     facts: null,
@@ -104,9 +103,9 @@ export class OperationObject extends DurableObject<Env> {
       const started = this.apply(start, frozen, secrets);
       if (!started.ok) return started;
     } else this.sender.recoverOrphan();
-    await Promise.all([this.sender.previewing, this.inboxWrites, this.lockWork]);
+    await Promise.all([this.sender.previewing, this.outbox.settled(), this.lockWork]);
     await this.waiters.waitFor({ ms: req.waitMs, holdForPeople: req.holdForPeople ?? true });
-    await this.inboxWrites;
+    await this.outbox.settled();
     return ok(replyOf(this.log.head()!, req, this.store.rowsWritten - rowsBefore));
   }
 
@@ -129,7 +128,7 @@ export class OperationObject extends DurableObject<Env> {
     if (!this.log.headFor(tenantId)) return err(missing(this.store, tenantId));
     this.sender.recoverOrphan();
     await this.waiters.waitFor({ ms: waitMs, holdForPeople: true });
-    await this.inboxWrites;
+    await this.outbox.settled();
     return ok(viewOf(this.log));
   }
 
@@ -252,8 +251,8 @@ export class OperationObject extends DurableObject<Env> {
     const armed = perform(this.shell, result.value.effects, state, secrets);
     // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
     if ((written.outboxed || written.evented) && !armed) this.alarms.rearm();
-    if (written.outboxed) void this.shell.deliver();
-    if (written.evented) void this.shell.sendEvents();
+    if (written.outboxed) void this.outbox.deliverInbox();
+    if (written.evented) void this.outbox.sendEvents();
     if (result.value.changed) this.waiters.notify();
     return ok(result.value.state);
   }

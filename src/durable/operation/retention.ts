@@ -8,7 +8,7 @@ import type { SqlStore } from "../store/sql-store.ts";
 import type { FrozenRow, OperationError, Shell } from "./contracts.ts";
 import { everLeased, releaseLock } from "./lease-client.ts";
 import { toolName } from "./log.ts";
-import { outboxPending } from "./outbox.ts";
+import { outboxPending } from "./notices.ts";
 import { dropFromIndex } from "../index/drop.ts";
 
 export function prunedFor(

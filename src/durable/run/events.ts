@@ -3,31 +3,31 @@
 // in the transaction that admits or settles the turn (or on its own, one statement, where the
 // settlement writes nothing); its stable id is the primary key, so a second write of the same
 // event does nothing, and a sent row stays (`sent = 1`) as that marker until the run is pruned.
-// After the commit the rows go to the EVENTS queue in the background, in batches within the queue's
-// limits; the run's alarm, armed with the write, resends what the queue did not take, then goes
-// back to retention (retention.ts).
-import { eventId, type EventMessage, type ToolgateEvent } from "../../domain/events.ts";
+// After the commit the rows go to the EVENTS queue in the background through the one outbox
+// (durable/outbox/: its sender, batches and schedule); the run's alarm, armed with the write, resends
+// what the queue did not take, then goes back to retention (retention.ts).
+import {
+  eventId,
+  makeEvent,
+  ToolgateEvent,
+  type BudgetExhaustedData,
+  type TurnSettledData,
+} from "../../domain/journal/events.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
 import { retentionMs } from "../../config.ts";
-import { sendInBatches } from "../../events/queue-batches.ts";
 import type { Env } from "../env.ts";
-import { eventsQueue } from "../placement.ts";
+import { sendEvents } from "../outbox/drain.ts";
+import { backoffMs, OUTBOX_RETRY_MS, readEvent } from "../outbox/outbox.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { runSummary } from "./index-entry.ts";
 import type { RunRows } from "./rows.ts";
 import { rollbackDueAtMs } from "./rollback.ts";
 
-const RETRY_MS = 5_000;
-const RETRY_MAX_MS = 600_000;
-
-export type RunEventInput = {
-  type: "turn.settled" | "run.budget_exhausted";
-  /** The log position the id derives from: the turn's seq (`run.budget_exhausted`: 0, once per run). */
-  seq: number;
-  operationId: string | null;
-  tool: string | null;
-  data: Record<string, unknown>;
-};
+/** One of the run's two events; `seq`: the log position its id derives from (the turn's; budget: 0, once per run). */
+export type RunEventInput = { seq: number; operationId: string | null; tool: string | null } & (
+  | { type: "turn.settled"; data: Omit<TurnSettledData, "run"> }
+  | { type: "run.budget_exhausted"; data: Omit<BudgetExhaustedData, "run"> }
+);
 
 type UnsentRow = { id: string; payload: string; attempts: number };
 
@@ -53,17 +53,20 @@ export class RunEvents {
 
   /** Inside the caller's transaction: true when the event is new (not written before). */
   write(run: RunState, input: RunEventInput, nowMs: number): boolean {
-    const event: ToolgateEvent = {
+    const envelope = {
       id: eventId(run.runId, input.seq, input.type),
-      type: input.type,
       at_ms: nowMs,
       tenant_id: run.tenantId,
       run_id: run.runId,
       operation_id: input.operationId,
       tool: input.tool,
-      // The run's summary rides along (the tenant index reads it, issue 20): no row of its own.
-      data: { ...input.data, run: runSummary(run, this.rows) },
     };
+    // The run's summary rides along (the tenant index reads it, issue 20): no row of its own.
+    const summary = runSummary(run, this.rows);
+    const event: ToolgateEvent =
+      input.type === "turn.settled"
+        ? makeEvent(input.type, { ...envelope, data: { ...input.data, run: summary } })
+        : makeEvent(input.type, { ...envelope, data: { ...input.data, run: summary } });
     this.store.ensureTable("run_events");
     this.writes += 1;
     const payload = JSON.stringify(event);
@@ -72,7 +75,7 @@ export class RunEvents {
         "INSERT INTO run_events (id, payload, sent, attempts, next_at_ms) VALUES (?, ?, 0, 0, ?) ON CONFLICT (id) DO NOTHING",
         event.id,
         payload,
-        nowMs + RETRY_MS,
+        nowMs + OUTBOX_RETRY_MS,
       ) > 0;
     if (fresh) this.unsent?.push({ id: event.id, payload, attempts: 0 });
     return fresh;
@@ -94,7 +97,7 @@ export class RunEvents {
    * send then delays it, never loses it), then the send runs in the background.
    */
   afterCommit(nowMs: number): void {
-    void this.ctx.storage.setAlarm(nowMs + RETRY_MS);
+    void this.ctx.storage.setAlarm(nowMs + OUTBOX_RETRY_MS);
     this.ctx.waitUntil(this.send());
   }
 
@@ -113,26 +116,21 @@ export class RunEvents {
     ];
     this.unsent = rows.slice();
     if (rows.length === 0) return;
-    // In batches within the queue's limits (100 messages, 256 KB), each marked sent once taken: a
-    // run that settled more than 100 turns while the queue was down still gets them all out.
+    // Each batch marked sent once the queue took it: a run that settled more than 100 turns while
+    // the queue was down still gets them all out.
     const sent = new Set<string>();
-    try {
-      // The queue of the run's jurisdiction (placement.ts): an EU run's events stay in the EU.
-      const tenantId = (JSON.parse(rows[0]!.payload) as ToolgateEvent).tenant_id;
-      await sendInBatches(
-        eventsQueue(this.env, tenantId),
-        rows,
-        (row) => ({
-          body: { kind: "event", event: JSON.parse(row.payload) } satisfies EventMessage,
-          contentType: "json" as const,
-        }),
-        (batch) => {
-          for (const row of batch) {
-            this.store.run("UPDATE run_events SET sent = 1 WHERE id = ?", row.id);
-            sent.add(row.id);
-          }
-        },
-      );
+    const taken = await sendEvents(
+      this.env,
+      rows,
+      (row) => readEvent(row.payload),
+      (batch) => {
+        for (const row of batch) {
+          this.store.run("UPDATE run_events SET sent = 1 WHERE id = ?", row.id);
+          sent.add(row.id);
+        }
+      },
+    );
+    if (taken) {
       // Left: whatever was written while the batch was on its way.
       this.unsent = this.unsent?.filter((row) => !sent.has(row.id)) ?? null;
       // Nothing left to resend: the alarm is retention's again (retention.ts re-checks when it fires).
@@ -146,30 +144,22 @@ export class RunEvents {
             rollbackDueAtMs(this.store) ?? Infinity,
           ),
         );
-    } catch (error) {
-      this.unsent = null; // their attempts and due times change: the table says
-      const left = rows.filter((row) => !sent.has(row.id));
-      const attempts = Math.max(...left.map((row) => row.attempts)) + 1;
-      const delayMs = Math.min(RETRY_MAX_MS, RETRY_MS * 2 ** Math.min(attempts - 1, 20));
-      for (const row of left)
-        this.store.run(
-          "UPDATE run_events SET attempts = ?, next_at_ms = ? WHERE id = ?",
-          attempts,
-          Date.now() + delayMs,
-          row.id,
-        );
-      const armed = await this.ctx.storage.getAlarm();
-      if (armed === null || armed > Date.now() + delayMs)
-        await this.ctx.storage.setAlarm(Date.now() + delayMs);
-      console.error(
-        JSON.stringify({
-          level: "warn",
-          event: "toolgate.event_send_failed",
-          events: left.length,
-          detail: String(error),
-        }),
-      );
+      return;
     }
+    this.unsent = null; // their attempts and due times change: the table says
+    const left = rows.filter((row) => !sent.has(row.id));
+    const attempts = Math.max(...left.map((row) => row.attempts)) + 1;
+    const delayMs = backoffMs(attempts);
+    for (const row of left)
+      this.store.run(
+        "UPDATE run_events SET attempts = ?, next_at_ms = ? WHERE id = ?",
+        attempts,
+        Date.now() + delayMs,
+        row.id,
+      );
+    const armed = await this.ctx.storage.getAlarm();
+    if (armed === null || armed > Date.now() + delayMs)
+      await this.ctx.storage.setAlarm(Date.now() + delayMs);
   }
 
   /** For the alarm: the earliest resend still due (null: none). */

@@ -34,6 +34,9 @@ CREATE TABLE IF NOT EXISTS run_endpoints (webhook_id TEXT PRIMARY KEY, run_id TE
 CREATE TABLE IF NOT EXISTS tenant_runs (run_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_outbox (id TEXT PRIMARY KEY, payload TEXT NOT NULL) WITHOUT ROWID;`;
 
+/** Added to `tenant_outbox` at its first failed send (the one outbox schedule counts its tries). */
+export const TENANT_OUTBOX_ATTEMPTS = "attempts INTEGER NOT NULL DEFAULT 0";
+
 /** Columns of `unknowns` added after its first version (older tenants get them on first use). */
 export const UNKNOWNS_ADDED_COLUMNS = [
   "seq INTEGER NOT NULL DEFAULT 0",

@@ -4,19 +4,19 @@
 // tenant's retention. The events are already redacted by the object that wrote them. The tenant
 // writes one kind itself (endpoint.failing, webhook-deliveries.ts): stored here and kept in
 // `tenant_outbox` until the EVENTS queue took it (sendTenantEvents: after the write, then the alarm),
-// so it is delivered to the tenant's other endpoints like any event.
+// so it is delivered to the tenant's other endpoints like any event, on the one outbox's schedule.
 import { retentionMs } from "../../config.ts";
 import {
   excludedEndpoint,
   notifiedEndpoint,
-  type EventMessage,
   type EventType,
   type ToolgateEvent,
-} from "../../domain/events.ts";
-import { sendInBatches } from "../../events/queue-batches.ts";
+} from "../../domain/journal/events.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { Env } from "../env.ts";
-import { eventsQueue } from "../placement.ts";
+import { sendEvents } from "../outbox/drain.ts";
+import { backoffMs, readEvent } from "../outbox/outbox.ts";
+import { TENANT_OUTBOX_ATTEMPTS } from "../store/tenant-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { TenantError } from "./object.ts";
 import { routeEvents, type EventRoutes } from "./webhooks.ts";
@@ -111,41 +111,27 @@ export function pruneEvents(store: SqlStore, env: Env, nowMs: number): number | 
   return oldest == null ? null : oldest + keepMs;
 }
 
-/** When the tenant's alarm tries again to hand its own events to the queue. */
-export const TENANT_OUTBOX_RETRY_MS = 30_000;
-
 /**
- * Hands the events the tenant wrote itself (`tenant_outbox`) to its events queue, each row deleted
- * once the queue took its batch. False: some are left (the alarm tries again). Never throws.
+ * Hands the events the tenant wrote itself (`tenant_outbox`) to its events queue through the one
+ * outbox sender (durable/outbox/), each row deleted once the queue took its batch. Answers when the
+ * alarm must try again (null: nothing left), on the one schedule (5 s doubling to 10 min). Never throws.
  */
-export async function sendTenantEvents(store: SqlStore, env: Env): Promise<boolean> {
-  if (!store.exists("tenant_outbox")) return true;
+export async function sendTenantEvents(store: SqlStore, env: Env): Promise<number | null> {
+  if (!store.exists("tenant_outbox")) return null;
   const rows = store.all<{ id: string; payload: string }>("SELECT id, payload FROM tenant_outbox");
-  if (rows.length === 0) return true;
-  try {
-    // The queue of the tenant's jurisdiction (placement.ts): an EU tenant's events stay in the EU.
-    const tenantId = (JSON.parse(rows[0]!.payload) as ToolgateEvent).tenant_id;
-    await sendInBatches(
-      eventsQueue(env, tenantId),
-      rows,
-      (row) => ({
-        body: { kind: "event", event: JSON.parse(row.payload) as ToolgateEvent } as EventMessage,
-        contentType: "json",
-      }),
-      (batch) => {
-        for (const row of batch) store.run("DELETE FROM tenant_outbox WHERE id = ?", row.id);
-      },
-    );
-    return true;
-  } catch (error) {
-    console.error(
-      JSON.stringify({
-        level: "warn",
-        event: "toolgate.event_send_failed",
-        events: rows.length,
-        detail: String(error),
-      }),
-    );
-    return false;
-  }
+  if (rows.length === 0) return null;
+  const sent = await sendEvents(
+    env,
+    rows,
+    (row) => readEvent(row.payload),
+    (batch) => {
+      for (const row of batch) store.run("DELETE FROM tenant_outbox WHERE id = ?", row.id);
+    },
+  );
+  if (sent) return null;
+  // Each failed send counts once for what is left (older rows: no count yet).
+  store.ensureColumn("tenant_outbox", TENANT_OUTBOX_ATTEMPTS);
+  store.run("UPDATE tenant_outbox SET attempts = attempts + 1");
+  const attempts = store.one<{ n: number }>("SELECT MAX(attempts) AS n FROM tenant_outbox")?.n ?? 1;
+  return Date.now() + backoffMs(attempts);
 }

@@ -9,37 +9,9 @@ import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord, UNKNOWNS_ADDED_COLUMNS } from "../store/tenant-rows.ts";
 import { operationStub } from "../stubs.ts";
 
-/** One approval request as the inbox shows it (derived from the operation's log, which is authoritative). */
-export type ApprovalItem = {
-  operation_id: string;
-  run_id: string;
-  call_id: string;
-  tool: string;
-  target: string;
-  arguments: Record<string, unknown>;
-  state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
-  requested_by: string;
-  requested_at_ms: number;
-  expires_at_ms: number;
-  input_hash: string;
-  policy_version: string;
-  /** `truncated`: the body is the first 16 KiB of its JSON text; the operation has all of it. */
-  preview: {
-    status: number | null;
-    body: unknown;
-    detail: string | null;
-    truncated: boolean;
-  } | null;
-  decided_by: string | null;
-  decided_at_ms: number | null;
-  reason: string | null;
-  /** A shadow run's call (issue 22): approving it sends it to the tool's sandbox only. */
-  shadow?: true;
-  /** Undo (issue 22): the compensation of this operation; approving it reverses that one. */
-  compensates?: string;
-};
-/** An operation waiting for a person's verdict on an unknown outcome, as the tenant lists it. */
-export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };
+import type { ApprovalItem, UnknownItem } from "../../domain/journal/announce.ts";
+/** The inbox's rows are what an operation's step announces (domain/journal/announce.ts). */
+export type { ApprovalItem, UnknownItem };
 export type ApprovalPage = {
   items: Array<
     Omit<ApprovalItem, "requested_at_ms" | "expires_at_ms" | "decided_at_ms"> & {

@@ -2,7 +2,7 @@
 // log: per operation id, the latest attempt at each endpoint that logged one (only of event `type`
 // when given: an unknown-outcome card asks about its operation.outcome_unknown, not an earlier
 // approval.requested of the same operation). One query per page.
-import type { EventType } from "../../domain/events.ts";
+import type { EventType } from "../../domain/journal/events.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
 /** delivered: endpoints whose latest attempt succeeded; failing: endpoints whose latest failed. */

@@ -13,7 +13,7 @@ import type {
 } from "../../domain/verification.ts";
 import type { ApiScope } from "../../http/schemas.ts";
 import type { ToolSource } from "../../tools/spec.ts";
-import type { EventType, ToolgateEvent } from "../../domain/events.ts";
+import type { EventType, ToolgateEvent } from "../../domain/journal/events.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
@@ -34,6 +34,7 @@ import type { DeliveryRecord } from "./webhook-deliveries.ts";
 import { notificationStates, type NotificationState } from "./notifications.ts";
 import { initTenant, tenantAlarm, type TenantCreated } from "./record.ts";
 import { retentionMs } from "../../config.ts";
+import { OUTBOX_RETRY_MS } from "../outbox/outbox.ts";
 
 export type { RunTools } from "./facts.ts";
 export type { TenantError } from "./contracts.ts";
@@ -314,16 +315,14 @@ export class TenantObject extends DurableObject<Env> {
     if (!recorded) return null;
     const armed = await this.ctx.storage.getAlarm();
     const now = Date.now();
-    const due = recorded.announced
-      ? now + stored.TENANT_OUTBOX_RETRY_MS
-      : now + retentionMs(this.env);
+    const due = recorded.announced ? now + OUTBOX_RETRY_MS : now + retentionMs(this.env);
     if (armed === null || due < armed) await this.ctx.storage.setAlarm(due);
     if (recorded.announced) this.ctx.waitUntil(this.sendOwnEvents());
     return recorded.logged;
   }
 
   /** The tenant's own events to the queue, one send at a time (events.ts). */
-  private sendOwnEvents(): Promise<boolean> {
+  private sendOwnEvents(): Promise<number | null> {
     const next = this.sending.then(() => stored.sendTenantEvents(this.store, this.env));
     this.sending = next.then(() => undefined);
     return next;

@@ -7,7 +7,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { TenantError } from "./contracts.ts";
-import { pruneEvents, sendTenantEvents, TENANT_OUTBOX_RETRY_MS } from "./events.ts";
+import { pruneEvents, sendTenantEvents } from "./events.ts";
 import type { Inbox } from "./inbox.ts";
 import * as runEndpoints from "./run-endpoints.ts";
 import { pruneDeliveries } from "./webhook-deliveries.ts";
@@ -39,17 +39,14 @@ export async function tenantAlarm(
   inbox: Inbox,
 ): Promise<void> {
   await inbox.prune();
-  const sent = await sendTenantEvents(store, env);
+  const retryAtMs = await sendTenantEvents(store, env);
   // The stored events, the delivery logs, the runs' notify endpoints and the tenant's unsent events
   // share the one alarm: the earliest due time.
   const now = Date.now();
   const { earliest } = runEndpoints;
   const next = earliest(
     earliest(pruneEvents(store, env, now), pruneDeliveries(store, env, now)),
-    earliest(
-      runEndpoints.pruneRunEndpoints(store, now),
-      sent ? null : now + TENANT_OUTBOX_RETRY_MS,
-    ),
+    earliest(runEndpoints.pruneRunEndpoints(store, now), retryAtMs),
   );
   const armed = await storage.getAlarm();
   if (next !== null && (armed === null || next < armed)) await storage.setAlarm(next);

@@ -6,7 +6,7 @@
 // delivered attempt), from which its state is derived (domain/webhook-retry.ts); becoming failing
 // writes one `endpoint.failing` event to the tenant's events and its outbox (tenant/events.ts).
 import { retentionMs } from "../../config.ts";
-import { eventId, type ToolgateEvent } from "../../domain/events.ts";
+import { eventId, type ToolgateEvent } from "../../domain/journal/events.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import {
   endpointState,

@@ -11,7 +11,7 @@ import {
   notifiedEndpoint,
   ToolgateEvent,
   type EventType,
-} from "../../domain/events.ts";
+} from "../../domain/journal/events.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { endpointState, type EndpointState } from "../../domain/webhook-retry.ts";
 import { checkWebhookUrl, type WebhookUrlError } from "../../events/webhook-url.ts";

@@ -1,0 +1,279 @@
+// Tenant-plane events (DESIGN "The tenant plane"): what toolgate tells people and other systems, one
+// per reportable transition, written as an outbox row in the same transaction as the transition and
+// delivered asynchronously (Cloudflare Queues), so a turn never waits for it, a crash never loses
+// it, and no event exists for a transition that did not commit. `data` is a redacted summary: never
+// a secret value, never a redacted field, never more than the console would show. Pure types.
+import { z } from "zod";
+import { sha256HexSync } from "../trace-chain.ts";
+
+export const EVENT_TYPES = [
+  "approval.requested",
+  "approval.decided",
+  "approval.expired",
+  "operation.outcome_unknown",
+  "operation.recorded",
+  "run.budget_exhausted",
+  "turn.settled",
+  "lock.waiting_long",
+  /**
+   * A webhook endpoint became failing: a delivery to it was given up after its whole schedule (or
+   * its age limit). Written by the tenant, once until the endpoint heals; never sent to that endpoint.
+   */
+  "endpoint.failing",
+  /** A ping sent by hand to one endpoint (POST /v1/webhooks/{id}/test); no transition writes it. */
+  "webhook.test",
+] as const;
+export const EventType = z.enum(EVENT_TYPES);
+export type EventType = z.infer<typeof EventType>;
+/**
+ * What an endpoint's filter or GET /v1/events?type= may name: every type a transition writes. A
+ * `webhook.test` ping goes to one endpoint by hand and is never stored, so a filter naming it could
+ * never match: refused rather than accepted and ignored.
+ */
+export const SubscribableEventType = EventType.exclude(["webhook.test"]);
+
+/** The envelope every event shares: `id` is stable (see `eventId`), `data` depends on `type`. */
+const envelope = {
+  id: z.string().regex(/^evt_[0-9a-f]{32}$/),
+  at_ms: z.number().int().nonnegative(),
+  tenant_id: z.string(),
+  run_id: z.string().nullable(),
+  operation_id: z.string().nullable(),
+  tool: z.string().nullable(),
+};
+
+/**
+ * What every operation event's data carries: when the operation was created (the tenant index reads
+ * it), and — absent otherwise — that it is a shadow run's write (a consumer must not take its
+ * "succeeded" for a real effect) or the compensation of operation `compensates` (undo, issue 22).
+ */
+const operationData = {
+  created_at_ms: z.number().int(),
+  shadow: z.literal(true).optional(),
+  compensates: z.string().optional(),
+  /** The call's arguments: redacted fields absent, hidden values scrubbed. */
+  arguments: z.unknown(),
+};
+
+/** An approval request as its events show it (the inbox row, redacted). */
+export const ApprovalEventData = z.object({
+  ...operationData,
+  state: z.enum(["pending", "approved", "rejected", "expired", "cancelled"]),
+  target: z.string(),
+  requested_by: z.string(),
+  expires_at_ms: z.number(),
+  decided_by: z.string().nullable(),
+  reason: z.string().nullable(),
+});
+export type ApprovalEventData = z.infer<typeof ApprovalEventData>;
+
+export const OutcomeUnknownData = z.object({
+  ...operationData,
+  status: z.literal("outcome_unknown"),
+  code: z.string(),
+  reconcile: z.enum(["resend", "lookup", "human"]),
+  needs_person: z.literal(true),
+});
+export type OutcomeUnknownData = z.infer<typeof OutcomeUnknownData>;
+
+export const RecordedData = z.object({
+  ...operationData,
+  status: z.string(),
+  code: z.string().nullable(),
+  /** failed/invalid_output took effect: a consumer must not read "failed" as "not done". */
+  took_effect: z.boolean(),
+  attempts: z.number().int(),
+  /** First attempt sent → recorded (retry waits included; approval and lock waits not). */
+  latency_ms: z.number().nullable(),
+  via: z.enum(["attempt", "reconcile", "resolve"]),
+});
+export type RecordedData = z.infer<typeof RecordedData>;
+
+export const LockWaitingLongData = z.object({
+  created_at_ms: z.number().int(),
+  shadow: z.literal(true).optional(),
+  compensates: z.string().optional(),
+  resource: z.string().nullable(),
+  blocked_by: z.string().nullable(),
+  waited_ms: z.number(),
+});
+export type LockWaitingLongData = z.infer<typeof LockWaitingLongData>;
+
+/** The run summary turn.settled and run.budget_exhausted carry in `data.run` (the tenant index reads it). */
+export const RunSummary = z.object({
+  user: z.string(),
+  created_at_ms: z.number(),
+  expires_at_ms: z.number(),
+  cancelled_at_ms: z.number().nullable(),
+  usage: z.object({ turns: z.number(), tool_calls: z.number(), cost: z.number() }),
+});
+export type RunSummary = z.infer<typeof RunSummary>;
+
+export const TurnSettledData = z.object({
+  turn_id: z.string(),
+  /** The endpoint the run named at creation: it gets this event whatever its filter. */
+  notify_webhook_id: z.string().optional(),
+  results: z.array(
+    z.object({
+      call_id: z.string(),
+      tool: z.string(),
+      operation_id: z.string().nullable(),
+      status: z.string(),
+      code: z.string().nullable(),
+    }),
+  ),
+  run: RunSummary,
+});
+export type TurnSettledData = z.infer<typeof TurnSettledData>;
+
+export const BudgetExhaustedData = z.object({
+  turn_id: z.string(),
+  call_id: z.string(),
+  code: z.string(),
+  run: RunSummary,
+});
+export type BudgetExhaustedData = z.infer<typeof BudgetExhaustedData>;
+
+/** Which endpoint, why, and the delivery that was given up (never its URL). */
+export const EndpointFailingData = z.object({
+  webhook_id: z.string(),
+  description: z.string().nullable(),
+  reason: z.enum(["schedule_ended", "too_old"]),
+  given_up_event_id: z.string(),
+  given_up_event_type: z.string(),
+  attempts: z.number().int(),
+  consecutive_failures: z.number().int(),
+  last_status: z.number().nullable(),
+  last_error: z.string().nullable(),
+});
+export type EndpointFailingData = z.infer<typeof EndpointFailingData>;
+
+export const WebhookTestData = z.object({ webhook_id: z.string() });
+
+/** The data schema of each event type: the public contract a webhook consumer reads (OpenAPI). */
+export const EVENT_DATA = {
+  "approval.requested": ApprovalEventData,
+  "approval.decided": ApprovalEventData,
+  "approval.expired": ApprovalEventData,
+  "operation.outcome_unknown": OutcomeUnknownData,
+  "operation.recorded": RecordedData,
+  "run.budget_exhausted": BudgetExhaustedData,
+  "turn.settled": TurnSettledData,
+  "lock.waiting_long": LockWaitingLongData,
+  "endpoint.failing": EndpointFailingData,
+  "webhook.test": WebhookTestData,
+} as const satisfies Record<EventType, z.ZodType>;
+
+const eventOf = <T extends EventType>(type: T) =>
+  z.object({ ...envelope, type: z.literal(type), data: EVENT_DATA[type] });
+
+/**
+ * One event, told apart by `type`: each type has its own data schema, so a reader that switches on
+ * `type` gets that type's fields (and a new type a reader does not handle fails `tsc`). `id` is
+ * stable (derived from the object that wrote it, its log position and the type), so a redelivery —
+ * by the outbox alarm, the queue, or a person — carries the same id everywhere (it is the Standard
+ * Webhooks `webhook-id`).
+ */
+export const ToolgateEvent = z.discriminatedUnion("type", [
+  eventOf("approval.requested"),
+  eventOf("approval.decided"),
+  eventOf("approval.expired"),
+  eventOf("operation.outcome_unknown"),
+  eventOf("operation.recorded"),
+  eventOf("run.budget_exhausted"),
+  eventOf("turn.settled"),
+  eventOf("lock.waiting_long"),
+  eventOf("endpoint.failing"),
+  eventOf("webhook.test"),
+]);
+export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
+/** The event of one type. */
+export type EventOf<T extends EventType> = Extract<ToolgateEvent, { type: T }>;
+/** An event as its writer builds it: the envelope and one type's data. */
+export function makeEvent<T extends EventType>(
+  type: T,
+  fields: Omit<EventOf<T>, "type">,
+): EventOf<T> {
+  return { ...fields, type } as EventOf<T>;
+}
+
+/** The endpoint a run named at creation (`notify`): it gets that run's turn.settled whatever its filter. */
+export function notifiedEndpoint(event: ToolgateEvent): string | null {
+  return event.type === "turn.settled" ? (event.data.notify_webhook_id ?? null) : null;
+}
+
+/** The endpoint an event is about and must never be sent to (endpoint.failing: the failing one). */
+export function excludedEndpoint(event: ToolgateEvent): string | null {
+  return event.type === "endpoint.failing" ? event.data.webhook_id : null;
+}
+
+/**
+ * What travels on the EVENTS queue: an event to store and fan out to the tenant's webhook endpoints,
+ * or one endpoint's delivery retry (sent with the delay the retry schedule gave).
+ */
+export type EventMessage =
+  { kind: "event"; event: ToolgateEvent } | DeliveryMessage | IndexDropMessage | IndexRetryMessage;
+
+/**
+ * One endpoint's next scheduled attempt of one event. The schedule travels with it: `attempt` is
+ * the number of the attempt this message makes, `first_attempt_at_ms` when the event's first
+ * attempt at this endpoint was made (both absent in messages queued before issue 38: then attempt 2,
+ * counted from the event's own time).
+ */
+export type DeliveryMessage = {
+  kind: "delivery";
+  endpoint_id: string;
+  event: ToolgateEvent;
+  attempt?: number;
+  first_attempt_at_ms?: number;
+};
+
+/**
+ * An event the tenant index could not take when it was first consumed (issue 20): tried again on
+ * its own, so a failing index never holds back the tenant's store or its webhooks.
+ */
+export type IndexRetryMessage = { kind: "index_retry"; event: ToolgateEvent };
+
+/**
+ * Retention pruned an operation or a run: the tenant index drops its row (issue 20). Index-only:
+ * never stored as an event, never delivered to a webhook.
+ */
+export type IndexDropMessage = {
+  kind: "index_drop";
+  tenant_id: string;
+  operations: string[];
+  runs: string[];
+};
+
+/**
+ * The stable id of the event of `type` written by object `objectId` at its log position `seq`:
+ * `evt_` + 32 hex of SHA-256, so every redelivery (outbox alarm, queue retry) carries the same id.
+ */
+export function eventId(objectId: string, seq: number, type: EventType): string {
+  return `evt_${sha256HexSync(`${objectId}\n${seq}\n${type}`).slice(0, 32)}`;
+}
+
+/**
+ * `doc` without the values at `paths` (a redacted field is absent from an event, not masked): an
+ * object loses the key, an array keeps its length with `null` in the slot. Missing paths change nothing.
+ */
+export function omitPaths(doc: unknown, paths: readonly (readonly string[])[]): unknown {
+  let out = doc;
+  for (const path of paths) out = omitAt(out, path);
+  return out;
+}
+
+function omitAt(node: unknown, path: readonly string[]): unknown {
+  const [head, ...rest] = path;
+  if (head === undefined) return node;
+  if (Array.isArray(node)) {
+    const index = /^(0|[1-9][0-9]*)$/.test(head) ? Number(head) : -1;
+    if (index < 0 || index >= node.length) return node;
+    return node.map((item, i) =>
+      i !== index ? item : rest.length === 0 ? null : omitAt(item, rest),
+    );
+  }
+  if (!node || typeof node !== "object" || !Object.hasOwn(node, head)) return node;
+  const { [head]: inner, ...others } = node as Record<string, unknown>;
+  return rest.length === 0 ? others : { ...others, [head]: omitAt(inner, rest) };
+}
