@@ -5,6 +5,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { fillUpstream } from "./verify-table.mjs";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const DEV_VARS = {
@@ -105,11 +106,9 @@ export async function call(url, method, path, token, body) {
 }
 
 export function demoTools(upstreamUrl) {
+  // The shop's sandbox for shadow runs ({{UPSTREAM_ORIGIN}}): its own namespace of the same fake upstream.
   return JSON.parse(
-    readFileSync(join(ROOT, "demo", "tools.json"), "utf8")
-      // The shop's sandbox for shadow runs: its own namespace of the same fake upstream.
-      .replaceAll("{{UPSTREAM_ORIGIN}}", new URL(upstreamUrl).origin)
-      .replaceAll("{{UPSTREAM}}", upstreamUrl),
+    fillUpstream(readFileSync(join(ROOT, "demo", "tools.json"), "utf8"), upstreamUrl),
   );
 }
 
