@@ -32,7 +32,7 @@ KEY='${v.KEY}'   # the demo tenant's API key (console sign-in too)
 RUN=${v.RUN}; RT='${v.RT}'   # the demo run, and its token: what you hand to the agent
 # Two helpers: post a turn as the agent; print an answer and keep one of its fields.
 turn() { curl -s $TG/v1/runs/$RUN/turns -H "Authorization: Bearer $RT" -H 'Content-Type: application/json' "$@"; }
-keep() { jq -c . | tee /dev/stderr | jq -r "$1"; }
+keep() { local answer; answer=$(jq -c .); echo "$answer" >&2; jq -r "$1" <<<"$answer"; }
 
 # 0. The shop's API key is the tenant's own write-only secret; tools reference it as {secret:SHOP_API_KEY}.
 curl -s $TG/v1/secrets -H "Authorization: Bearer $KEY" | jq -c '.secrets[] | {name, fingerprint}'   # never the value
@@ -50,7 +50,7 @@ turn ${charge("call_2", 500)} | jq -c '.results[0].result.id'   # → "eff_1"
 curl -s $UP/_control/state | jq '.effects | length'   # → 1
 
 # 4. The upstream commits the next charge and never answers:
-curl -s -X POST $UP/_control/script -d '[{"kind":"commit_then_hang"}]'
+curl -s -X POST $UP/_control/script -d '[{"kind":"commit_then_hang"}]' | jq -c .   # → {"queued":1}
 OP3=$(turn -H 'Prefer: wait=4' ${charge("call_3", 900)} | keep '.results[0].operation_id')
 #    → "status":"outcome_unknown","code":"timeout_unknown","message":"… Do not retry; …"
 #    toolgate resends with the same idempotency key on its own, and the shop replays its charge:
@@ -59,7 +59,7 @@ curl -s "$TG/v1/operations/$OP3?wait=15" -H "Authorization: Bearer $KEY" | jq -c
 curl -s $UP/_control/state | jq -c '[.effectsByKey[]]'   # → [1,1]: one charge per key
 
 # 5. A 503, then success: retried with backoff, one charge.
-curl -s -X POST $UP/_control/script -d '[{"kind":"status","status":503}]'
+curl -s -X POST $UP/_control/script -d '[{"kind":"status","status":503}]' | jq -c .   # → {"queued":1}
 turn -H 'Prefer: wait=15' ${charge("call_4", 1200)} | jq -c '.results[0] | {status, charge: .result.id}'
 #    → {"status":"succeeded","charge":"eff_3"}
 

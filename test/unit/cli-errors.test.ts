@@ -22,7 +22,7 @@ beforeAll(async () => {
 });
 
 async function cli(script: string, args: string[], env: Record<string, string> = {}) {
-  const clean = {
+  const clean: Record<string, string | undefined> = {
     ...process.env,
     TOOLGATE_URL: "",
     TOOLGATE_API_KEY: "",
