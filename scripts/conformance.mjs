@@ -48,8 +48,14 @@ function parse(argv) {
         "--admin-token is not accepted: set TOOLGATE_ADMIN_TOKEN in the environment instead (a token on the command line is visible in ps and kept in the shell's history; if you just typed it, consider rotating it)",
       );
     else if (arg === "--upstream-url") options.upstreamUrl = value().replace(/\/+$/, "");
-    else if (arg === "--upstream-port") options.upstreamPort = Number(value());
-    else if (arg === "--only") options.only = value().split(",");
+    else if (arg === "--upstream-port") {
+      const port = value();
+      if (!/^\d+$/.test(port) || Number(port) > 65535)
+        throw new Error(
+          `--upstream-port must be a port number (0-65535), not ${JSON.stringify(port)}`,
+        );
+      options.upstreamPort = Number(port);
+    } else if (arg === "--only") options.only = value().split(",");
     else if (arg === "--json") options.json = true;
     else if (arg === "--help" || arg === "-h") throw new Error("");
     else throw new Error(`unknown option ${arg}`);
@@ -72,10 +78,19 @@ try {
 }
 
 // Loopback unless a public URL is given: then listen on every interface for the tunnel.
-const upstream = await startUpstream(
-  options.upstreamPort,
-  options.upstreamUrl ? "0.0.0.0" : "127.0.0.1",
-);
+let upstream;
+try {
+  upstream = await startUpstream(
+    options.upstreamPort,
+    options.upstreamUrl ? "0.0.0.0" : "127.0.0.1",
+  );
+} catch (error) {
+  // e.g. --upstream-port already in use: one line, like every other refusal.
+  console.error(
+    `conformance could not run: the test upstream did not start (${error.code ?? error.message})`,
+  );
+  process.exit(2);
+}
 const controlUrl = `http://127.0.0.1:${upstream.port}`;
 let code = 1;
 try {

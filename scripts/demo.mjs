@@ -25,7 +25,11 @@ let code = 0;
 try {
   const demo = await registerDemo(toolgate.url, upstream.url, { budgets: { max_tool_calls: 5 } });
   const consoleUrl = `http://localhost:${port}/console`;
-  const live = process.env.ANTHROPIC_API_KEY || process.env.OPENAI_API_KEY;
+  // A real model only when asked: a model key in the environment alone does not spend on it.
+  const live =
+    process.env.DEMO_LIVE === "1" && (process.env.ANTHROPIC_API_KEY || process.env.OPENAI_API_KEY);
+  if (process.env.DEMO_LIVE === "1" && !live)
+    throw new Error("DEMO_LIVE=1 needs ANTHROPIC_API_KEY or OPENAI_API_KEY");
   if (live) {
     const { runLive } = await import("../demo/live.ts");
     await runLive({ toolgateUrl: toolgate.url, key: demo.key, run: demo.run });
@@ -38,13 +42,16 @@ try {
       consoleUrl,
     });
   }
-  console.log(
-    `\nThe run is in the console: ${consoleUrl}/runs/${demo.run.run_id} (key: ${demo.key}).`,
-  );
   if (process.env.DEMO_KEEP) {
+    console.log(
+      `\nThe run is in the console: ${consoleUrl}/runs/${demo.run.run_id} (key: ${demo.key}).`,
+    );
     console.log("DEMO_KEEP is set: Ctrl-C stops toolgate and the shop.");
     await new Promise((resolve) => process.once("SIGINT", resolve));
-  }
+  } else
+    console.log(
+      "\nDEMO_KEEP=1 npm run demo keeps toolgate running to open this run in the console.",
+    );
 } catch (error) {
   console.error(error);
   code = 1;

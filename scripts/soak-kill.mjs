@@ -23,12 +23,15 @@ import {
   TIMEOUT_MS,
   violations,
 } from "../test/support/soak.ts";
+import { envInteger, oneLineErrors } from "./lib/cli.mjs";
 import { DEV_VARS, startWrangler } from "./lib/dev-server.mjs";
 
-const SEED = Number(process.env.SOAK_SEED ?? Date.now() % 1_000_000) >>> 0;
-const OPS = Number(process.env.SOAK_KILL_OPS ?? 160);
-const DRIVE_MS = Number(process.env.SOAK_KILL_MS ?? 120_000);
-const PORT = Number(process.env.SOAK_KILL_PORT ?? 8986);
+// Exit 0 invariants held, 1 a violation (listed), 2 could not run (one line: bad settings, a busy port).
+oneLineErrors("soak-kill");
+const SEED = envInteger("SOAK_SEED", Date.now() % 1_000_000) >>> 0;
+const OPS = envInteger("SOAK_KILL_OPS", 160);
+const DRIVE_MS = envInteger("SOAK_KILL_MS", 120_000);
+const PORT = envInteger("SOAK_KILL_PORT", 8986);
 const CONCURRENCY = 6;
 /** Real alarms: retries within a second or two, so operations settle inside the soak. */
 const RETRY = {

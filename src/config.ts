@@ -44,6 +44,12 @@ export type DeploymentVars = {
    * "TenantObject=150" delays every RPC to a TenantObject by 150 ms (an object on another continent).
    */
   TOOLGATE_DEV_RPC_DELAY?: string;
+  /**
+   * Where people reach this deployment's console (origin, e.g. "https://toolgate.example.com"):
+   * every link toolgate makes (Slack buttons, a webhook's console_url, `GET /`). Unset: the
+   * origin the request came in on.
+   */
+  TOOLGATE_CONSOLE_URL?: string;
   /** OpenTelemetry collector base URL: recorded operations' spans are pushed to {it}/v1/traces. */
   OTEL_EXPORTER_OTLP_ENDPOINT?: string;
   /** Secret: headers for the collector, `name=value,name2=value2` (OTLP exporter convention). */
@@ -108,6 +114,29 @@ export function requireVerifiedIdempotency(env: DeploymentVars): boolean {
 
 export const DEFAULT_RETENTION_MS = 7 * 24 * 60 * 60_000;
 export const MIN_RETENTION_MS = 60 * 60_000;
+
+/**
+ * The origin every link toolgate makes starts with: TOOLGATE_CONSOLE_URL, or the origin of
+ * `requestUrl` when it is unset. A value that is not an http(s) URL is a deployment error that
+ * falls back to the request's origin (a link to nowhere helps no one).
+ */
+export function consoleOrigin(env: DeploymentVars, requestUrl: string): string {
+  const raw = (env.TOOLGATE_CONSOLE_URL ?? "").trim();
+  if (raw !== "") {
+    try {
+      const url = new URL(raw);
+      if (url.protocol === "https:" || url.protocol === "http:") return url.origin;
+    } catch {}
+    console.error(
+      JSON.stringify({
+        level: "error",
+        event: "toolgate.misconfigured",
+        detail: "TOOLGATE_CONSOLE_URL must be an http(s) origin; links use the request's origin",
+      }),
+    );
+  }
+  return new URL(requestUrl).origin;
+}
 
 /**
  * The retention period. A value that is not a whole number of ms of at least an hour is a

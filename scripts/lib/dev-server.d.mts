@@ -19,6 +19,8 @@ export function call(
   body?: unknown,
 ): Promise<{ status: number; body: any; headers: Headers }>;
 export function demoTools(upstreamUrl: string): Array<Record<string, unknown> & { name: string }>;
+export const DEMO_SCOPES: string[];
+export function createDemoTenant(url: string): Promise<{ tenantId: string; key: string }>;
 export function registerDemo(
   url: string,
   upstreamUrl: string,
@@ -26,6 +28,7 @@ export function registerDemo(
     runContext?: Record<string, unknown>;
     budgets?: Record<string, number>;
     mode?: "live" | "shadow";
+    tenant?: { tenantId: string; key: string };
   },
 ): Promise<{
   tenantId: string;
@@ -40,3 +43,8 @@ export function createRun(
   budgets?: Record<string, number>,
   mode?: "live" | "shadow",
 ): Promise<{ run_id: string; run_token: string }>;
+export function verifyDemo(
+  url: string,
+  key: string,
+  sandboxUrl: string,
+): Promise<Array<{ name: string; verification: { status: string } & Record<string, unknown> }>>;

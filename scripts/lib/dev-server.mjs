@@ -5,6 +5,7 @@ import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { fillUpstream } from "./verify-table.mjs";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..");
 export const DEV_VARS = {
@@ -105,37 +106,52 @@ export async function call(url, method, path, token, body) {
 }
 
 export function demoTools(upstreamUrl) {
+  // The shop's sandbox for shadow runs ({{UPSTREAM_ORIGIN}}): its own namespace of the same fake upstream.
   return JSON.parse(
-    readFileSync(join(ROOT, "demo", "tools.json"), "utf8")
-      // The shop's sandbox for shadow runs: its own namespace of the same fake upstream.
-      .replaceAll("{{UPSTREAM_ORIGIN}}", new URL(upstreamUrl).origin)
-      .replaceAll("{{UPSTREAM}}", upstreamUrl),
+    fillUpstream(readFileSync(join(ROOT, "demo", "tools.json"), "utf8"), upstreamUrl),
   );
 }
 
-/** Creates a tenant with an all-scopes key, registers the demo tools and opens one run (`mode`: "live" by default, or "shadow"). */
-export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets = {}, mode } = {}) {
+/** The demo key's scopes: everything the walkthrough and the README's recipes (Cedar, webhooks, undo) use. */
+export const DEMO_SCOPES = [
+  "runs:write",
+  "runs:read",
+  "tools:write",
+  "secrets:write",
+  "approvals:decide",
+  "operations:resolve",
+  "operations:compensate",
+  "traces:read",
+  "events:read",
+  "webhooks:write",
+  "webhooks:read",
+  "policies:write",
+];
+
+/** A new demo tenant and its key (DEMO_SCOPES), through the admin API. */
+export async function createDemoTenant(url) {
   const admin = DEV_VARS.TOOLGATE_ADMIN_TOKEN;
   const tenant = (await call(url, "POST", "/v1/admin/tenants", admin, { name: "demo" })).body;
-  const scopes = [
-    "runs:write",
-    "runs:read",
-    "tools:write",
-    "secrets:write",
-    "approvals:decide",
-    "operations:resolve",
-    "operations:compensate",
-    "traces:read",
-    "events:read",
-    "webhooks:write",
-    "webhooks:read",
-  ];
   const key = (
     await call(url, "POST", `/v1/admin/tenants/${tenant.tenant_id}/keys`, admin, {
       name: "demo",
-      scopes,
+      scopes: DEMO_SCOPES,
     })
   ).body.key;
+  return { tenantId: tenant.tenant_id, key };
+}
+
+/**
+ * Registers the demo tools for a tenant (`tenant`: one to reuse, else a new one from
+ * createDemoTenant) and opens one run (`mode`: "live" by default, or "shadow"). Re-registering
+ * identical tools keeps their verdicts, so a reused tenant is set up the same way.
+ */
+export async function registerDemo(
+  url,
+  upstreamUrl,
+  { runContext = {}, budgets = {}, mode, tenant } = {},
+) {
+  const { tenantId, key } = tenant ?? (await createDemoTenant(url));
   // The shop's API key is the tenant's own secret: tools reference it as {secret:SHOP_API_KEY}.
   await call(url, "PUT", "/v1/secrets/SHOP_API_KEY", key, { value: DEMO_SHOP_API_KEY });
   const tools = demoTools(upstreamUrl);
@@ -148,7 +164,28 @@ export async function registerDemo(url, upstreamUrl, { runContext = {}, budgets 
     budgets,
     mode,
   );
-  return { tenantId: tenant.tenant_id, key, run };
+  return { tenantId, key, run };
+}
+
+/** Verifies the demo's keyed tools against the shop's sandbox (`npm start`, the walkthrough's step 6); the answers. */
+export async function verifyDemo(url, key, sandboxUrl) {
+  const context = { customer_id: "cus_demo", charge_limit: 50_000, refund_limit: 1_000 };
+  const checks = [
+    ["charge_card", { amount: 100, currency: "usd" }],
+    ["refund_order", { order_id: "ord_test", amount: 1, reason: "other" }],
+  ];
+  const answers = [];
+  for (const [name, args] of checks)
+    answers.push(
+      (
+        await call(url, "POST", `/v1/tools/${name}/verify`, key, {
+          arguments: args,
+          context,
+          base_url: sandboxUrl,
+        })
+      ).body,
+    );
+  return answers;
 }
 
 export async function createRun(url, key, tools, context = {}, budgets = {}, mode = undefined) {

@@ -6,6 +6,8 @@ export function parseArgs(argv: string[]):
       arguments: Record<string, unknown>;
       context: Record<string, unknown>;
       baseUrl: string | null;
+      tool: string | null;
+      upstreamUrl: string | null;
       error?: undefined;
     };
 export function formatTable(
@@ -19,3 +21,9 @@ export function formatTable(
   },
   width?: number,
 ): string;
+export function fillUpstream(text: string, upstreamUrl: string): string;
+export function pickManifest(
+  text: string,
+  file: string,
+  options?: { tool?: string | null; upstreamUrl?: string },
+): { name: string } & Record<string, unknown>;

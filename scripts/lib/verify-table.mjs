@@ -2,12 +2,23 @@
 // as a plain-text table, one row per check. No I/O, so it is unit-tested in Node.
 
 const USAGE = `usage: npm run verify-upstream -- <manifest.json> --arguments '{…}' [--context '{…}'] [--base-url https://sandbox.example.com]
+    [--tool <name>] [--upstream-url <url>]
   env: TOOLGATE_URL (default http://127.0.0.1:8787), TOOLGATE_API_KEY (a key with tools:write)
-  Registers (or re-registers) the manifest with PUT /v1/tools/{name}, then verifies it.`;
+  Registers (or re-registers) the manifest with PUT /v1/tools/{name}, then verifies it.
+  A file holding an array of manifests (demo/tools.json) needs --tool; {{UPSTREAM}} placeholders
+  become --upstream-url (default http://127.0.0.1:8788, npm start's demo shop).
+  exit: 0 every check passed; 1 a check failed; 2 could not run (nothing verified)`;
 
 /** `argv` without node and the script. Returns the options or `{ error }` (with the usage). */
 export function parseArgs(argv) {
-  const options = { manifest: null, arguments: null, context: {}, baseUrl: null };
+  const options = {
+    manifest: null,
+    arguments: null,
+    context: {},
+    baseUrl: null,
+    tool: null,
+    upstreamUrl: null,
+  };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     const value = () => {
@@ -30,6 +41,8 @@ export function parseArgs(argv) {
       if (arg === "--arguments") options.arguments = json("--arguments");
       else if (arg === "--context") options.context = json("--context");
       else if (arg === "--base-url") options.baseUrl = value();
+      else if (arg === "--tool") options.tool = value();
+      else if (arg === "--upstream-url") options.upstreamUrl = value();
       else if (arg.startsWith("--")) throw new Error(`unknown option ${arg}`);
       else if (options.manifest === null) options.manifest = arg;
       else throw new Error(`unexpected argument ${arg}`);
@@ -40,6 +53,45 @@ export function parseArgs(argv) {
   if (options.manifest === null) return { error: `a manifest file is required\n${USAGE}` };
   if (options.arguments === null) return { error: `--arguments is required\n${USAGE}` };
   return options;
+}
+
+/** The demo's placeholders (demo/tools.json): the shop's URL and its origin (for the sandbox namespace). */
+export function fillUpstream(text, upstreamUrl) {
+  return text
+    .replaceAll("{{UPSTREAM_ORIGIN}}", new URL(upstreamUrl).origin)
+    .replaceAll("{{UPSTREAM}}", upstreamUrl);
+}
+
+/**
+ * The manifest to verify from a file's `text`: one manifest, or the one named `tool` of an array
+ * (demo/tools.json), placeholders filled with `upstreamUrl`. Throws a one-line Error otherwise.
+ */
+export function pickManifest(
+  text,
+  file,
+  { tool = null, upstreamUrl = "http://127.0.0.1:8788" } = {},
+) {
+  let parsed;
+  try {
+    parsed = JSON.parse(fillUpstream(text, upstreamUrl));
+  } catch (error) {
+    throw new Error(`${file} is not JSON (${error.message.split("\n")[0]})`);
+  }
+  const named = (m) => m !== null && typeof m === "object" && typeof m.name === "string";
+  if (Array.isArray(parsed)) {
+    const names = parsed.filter(named).map((m) => m.name);
+    if (tool === null)
+      throw new Error(
+        `${file} holds ${names.length} manifests: pick one with --tool (${names.join(", ")})`,
+      );
+    const found = parsed.find((m) => named(m) && m.name === tool);
+    if (!found) throw new Error(`${file} has no tool ${tool} (it has ${names.join(", ")})`);
+    return found;
+  }
+  if (!named(parsed)) throw new Error(`${file} is not a tool manifest (an object with a "name")`);
+  if (tool !== null && parsed.name !== tool)
+    throw new Error(`${file} is the manifest of ${parsed.name}, not ${tool}`);
+  return parsed;
 }
 
 const MARK = { passed: "pass", failed: "FAIL", skipped: "skip" };

@@ -3,6 +3,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { consoleApp } from "../console/app.tsx";
+import { consoleOrigin } from "../config.ts";
 import { adminRoutes } from "./admin-routes.ts";
 import { authenticate, type AppEnv } from "./auth.ts";
 import { eventRoutes } from "./events-routes.ts";
@@ -22,6 +23,22 @@ import { policyRoutes } from "./policies-routes.ts";
 export const app = new Hono<AppEnv>();
 
 app.get("/healthz", (c) => c.json({ ok: true }));
+// The front door: where people and programs go from here (a browser gets a page, anything else JSON).
+app.get("/", (c) => {
+  const origin = consoleOrigin(c.env, c.req.url);
+  const links = {
+    console: `${origin}/console`,
+    docs: `${origin}/docs`,
+    openapi: `${origin}/openapi.json`,
+  };
+  if (!(c.req.header("Accept") ?? "").includes("text/html"))
+    return c.json({ name: "toolgate", ...links });
+  return c.html(`<!doctype html><html><head><meta charset="utf-8"><title>toolgate</title></head>
+<body style="font:15px/1.5 system-ui,sans-serif;max-width:40rem;margin:2rem auto"><h1>toolgate</h1>
+<p>A durable tool runner for AI agents.</p><ul>
+<li><a href="${links.console}">Console</a>: approvals, unknown outcomes, runs (sign in with an API key)</li>
+<li><a href="${links.docs}">API reference</a> (<a href="${links.openapi}">OpenAPI 3.1</a>)</li></ul></body></html>`);
+});
 app.route("/", docsRoutes);
 const limitBodies = bodyLimit({
   maxSize: MAX_BODY_BYTES,

@@ -391,6 +391,13 @@ export const ROUTES: Route[] = [
       "MCP Streamable HTTP (protocol 2025-11-25 and 2026-07-28): JSON-RPC tools/list and tools/call for the token's run",
     auth: "run token",
   },
+  {
+    method: "get",
+    path: "/",
+    summary:
+      "The front door: links to the console, these docs and the OpenAPI document (an HTML page for a browser, JSON otherwise; links start with TOOLGATE_CONSOLE_URL, else the request's origin)",
+    auth: "none",
+  },
   { method: "get", path: "/healthz", summary: "Liveness", auth: "none" },
   { method: "get", path: "/openapi.json", summary: "This document (OpenAPI 3.1)", auth: "none" },
   { method: "get", path: "/docs", summary: "This document as a page", auth: "none" },

@@ -4,7 +4,7 @@
 // whsec_ secret returned once here, the same signing, retries and delivery log, deleted with the
 // run's retention). The run stores the endpoint's id either way (settle.ts puts it on the event).
 import type { Context } from "hono";
-import { retentionMs } from "../config.ts";
+import { consoleOrigin, retentionMs } from "../config.ts";
 import type { RunEndpoint } from "../durable/tenant/run-endpoints.ts";
 import type { AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
@@ -27,7 +27,7 @@ export async function runNotify(
       await tenant.putRunEndpoint(tenantId, {
         runId,
         url: notify.url,
-        consoleUrl: new URL(c.req.url).origin,
+        consoleUrl: consoleOrigin(c.env, c.req.url),
         pruneAtMs: expiresAtMs + retentionMs(c.env),
       }),
     );

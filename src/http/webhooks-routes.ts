@@ -8,6 +8,7 @@
 import type { Context } from "hono";
 import { Hono } from "hono";
 import type { ToolgateEvent } from "../domain/journal/events.ts";
+import { consoleOrigin } from "../config.ts";
 import { describeInvalid } from "../domain/invalid-input.ts";
 import { deliverOne, shownOutcome } from "../events/deliver.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
@@ -40,8 +41,8 @@ export const webhookRoutes = new Hono<AppEnv>()
         events: body.events,
         format: body.format,
         description: body.description ?? null,
-        // Slack messages link to the console of the deployment the endpoint was created on.
-        console_url: new URL(c.req.url).origin,
+        // Slack messages link to the deployment's console (TOOLGATE_CONSOLE_URL, else this origin).
+        console_url: consoleOrigin(c.env, c.req.url),
       }),
     );
     return c.json(record, created ? 201 : 200);

@@ -19,6 +19,8 @@ describe("parseArgs", () => {
       arguments: { amount: 500 },
       context: { customer_id: "cus_1" },
       baseUrl: "https://sandbox.example.com",
+      tool: null,
+      upstreamUrl: null,
     });
   });
 
