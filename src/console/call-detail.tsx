@@ -69,7 +69,10 @@ export const CallDetail: FC<{
   return (
     <div class="call" data-role="call" data-operation={view.operation_id}>
       <Facts>
-        <Fact label="Target" mono>
+        <Fact
+          label={view.shadow ? "Production target (a shadow run: never sent there)" : "Target"}
+          mono
+        >
           {redacted.target}
         </Fact>
         <Fact label="Arguments (frozen)">
