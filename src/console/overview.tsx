@@ -119,16 +119,17 @@ export const OverviewSections: FC<{ data: OverviewData }> = ({ data }) => {
           <h2 id="q-runs">Last {HOURS} hours</h2>
           <p class="count">{Object.values(overview.operations).reduce((a, b) => a + b, 0)}</p>
           <p>
-            calls in {overview.runs} {overview.runs === 1 ? "run" : "runs"} ·{" "}
+            live calls in {overview.runs} {overview.runs === 1 ? "run" : "runs"} ·{" "}
             <a href="/console/tools">tools</a>
           </p>
         </section>
+        <ShadowCard shadow={overview.shadow} />
       </div>
       <p class="hint">
         Counts come from the tenant index, a few seconds behind the operations; this page refreshes
         every minute.
       </p>
-      <h2 id="calls-heading">Calls</h2>
+      <h2 id="calls-heading">Live calls</h2>
       <CallsChart
         id="calls"
         slots={overview.series.map((s) => ({ atMs: Date.parse(s.at), by: s.by_status }))}
@@ -289,5 +290,23 @@ export const OverviewSections: FC<{ data: OverviewData }> = ({ data }) => {
         </div>
       )}
     </>
+  );
+};
+
+/** Shadow runs' calls (issue 33): counted apart, in no live chart or per-tool figure. */
+const ShadowCard = ({ shadow }: { shadow: Overview["shadow"] }) => {
+  const calls = Object.values(shadow.operations).reduce((a, b) => a + b, 0);
+  return (
+    <section class="card" aria-labelledby="q-shadow" data-role="shadow-calls">
+      <h2 id="q-shadow">Shadow calls</h2>
+      <p class="count">{String(calls)}</p>
+      <p>
+        reached no production system; not in the live figures
+        {shadow.tools.length > 0
+          ? `: ${shadow.tools.map((t) => `${t.tool} ${t.calls}`).join(", ")}`
+          : ""}
+        .
+      </p>
+    </section>
   );
 };

@@ -3,6 +3,7 @@
 import { approvalsPage } from "./approvals.tsx";
 import { homePage } from "./home.tsx";
 import type { ConsolePage } from "./page.ts";
+import { operationPage } from "./operation-page.tsx";
 import { runPage } from "./run-page.tsx";
 import { toolsPage } from "./tools-page.tsx";
 import { unknownOutcomesPage } from "./unknown-outcomes.tsx";
@@ -13,6 +14,7 @@ export const PAGES: ConsolePage[] = [
   approvalsPage,
   unknownOutcomesPage,
   runPage,
+  operationPage,
   toolsPage,
   webhooksPage,
 ];

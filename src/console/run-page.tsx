@@ -13,6 +13,8 @@ import { Badge, clock, EventRow, groupTrace, OperationCard, since } from "./time
 import { Waterfall } from "./waterfall.tsx";
 import { shadowWrites, WouldHaveSent } from "./shadow-list.tsx";
 import { RollbackSteps } from "./rollback-list.tsx";
+import { CallDetail, callViews, replaysOf } from "./call-detail.tsx";
+import { jurisdictionOf } from "../domain/jurisdiction.ts";
 
 const NEEDS: ApiScope[] = ["runs:read", "traces:read"];
 
@@ -40,6 +42,15 @@ async function showRun(c: Context<ConsoleEnv>) {
     return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
   const grouped = groupTrace(trace.value.events);
   const originMs = Date.parse(run.value.created_at);
+  const views = await callViews(
+    c.env,
+    session.tenantId,
+    grouped.operations.map((op) => op.operationId),
+  );
+  const replays = replaysOf(
+    grouped.turns,
+    new Map(grouped.operations.map((op) => [op.operationId, op.callId])),
+  );
   const shadow =
     run.value.mode === "shadow"
       ? await shadowWrites(c.env, session.tenantId, grouped.operations)
@@ -54,7 +65,11 @@ async function showRun(c: Context<ConsoleEnv>) {
       <h1>
         Run <span class="mono">{runId}</span> <Badge status={run.value.status} />
       </h1>
-      <Summary run={run.value} warnings={warnings.ok ? warnings.value : []} />
+      <Summary
+        run={run.value}
+        tenantId={session.tenantId}
+        warnings={warnings.ok ? warnings.value : []}
+      />
       {shadow ? <WouldHaveSent views={shadow} /> : null}
       {run.value.rollback ? <RollbackSteps rollback={run.value.rollback} /> : null}
       <h2 id="waterfall">Waterfall</h2>
@@ -79,13 +94,41 @@ async function showRun(c: Context<ConsoleEnv>) {
       {grouped.operations.length === 0 ? (
         <p>No operation has started in this run yet.</p>
       ) : (
-        grouped.operations.map((op) => <OperationCard op={op} originMs={originMs} />)
+        grouped.operations.map((op) => {
+          const view = views.get(op.operationId);
+          return (
+            <>
+              <OperationCard op={op} originMs={originMs} />
+              {view && (
+                <details class="call-detail" open>
+                  <summary>
+                    The call, whole ·{" "}
+                    <a href={`/console/operations/${op.operationId}`}>operation page</a>
+                  </summary>
+                  <CallDetail
+                    view={view}
+                    events={op.events}
+                    replays={replays.get(op.operationId) ?? []}
+                  />
+                </details>
+              )}
+            </>
+          );
+        })
       )}
     </>,
   );
 }
 
-const Summary = ({ run, warnings }: { run: RunView; warnings: IdempotencyWarning[] }) => {
+const Summary = ({
+  run,
+  tenantId,
+  warnings,
+}: {
+  run: RunView;
+  tenantId: string;
+  warnings: IdempotencyWarning[];
+}) => {
   const rows: Array<[string, number, number | undefined]> = [
     ["Turns", run.usage.turns, run.budgets.max_turns],
     ["Tool calls", run.usage.tool_calls, run.budgets.max_tool_calls],
@@ -127,6 +170,22 @@ const Summary = ({ run, warnings }: { run: RunView; warnings: IdempotencyWarning
                 </>
               );
             })}
+          </dd>
+          <dt>Jurisdiction</dt>
+          <dd data-role="jurisdiction">
+            run {run.jurisdiction ?? "none"} · tenant {jurisdictionOf(tenantId) ?? "none"}
+          </dd>
+          <dt>Notify endpoint</dt>
+          <dd data-role="notify">
+            {run.notify_webhook_id ? (
+              <>
+                <span class="mono">{run.notify_webhook_id}</span> (gets this run's turn.settled;
+                deliveries:{" "}
+                <span class="mono">GET /v1/webhooks/{run.notify_webhook_id}/deliveries</span>)
+              </>
+            ) : (
+              "none"
+            )}
           </dd>
           <dt>Created</dt>
           <dd>{stamp(run.created_at)}</dd>

@@ -1,12 +1,13 @@
 // One unknown outcome as a card: the tool and its error code, the facts (run, how long it has
-// waited, operation, idempotency key, whether sending it again is safe), its attempts and what the
+// waited, operation, target and redacted arguments, the idempotency key when the tool is sent one,
+// whether sending it again is safe), its attempts and what the
 // upstream said, and the verdict form. `form` is set only on the card whose form did not parse.
 import type { TraceEvent } from "../domain/operation/index.ts";
 import type { OperationView } from "../durable/operation/contracts.ts";
 import type { NotificationState } from "../durable/tenant/notifications.ts";
 import { Attempts } from "./attempts.tsx";
 import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
-import { ago, notificationText, utc } from "./format.ts";
+import { ago, notificationText, pretty, utc } from "./format.ts";
 import { Badge } from "./timeline.tsx";
 import { ResolveForm } from "./verdict-form.tsx";
 import type { FormState } from "./verdict.ts";
@@ -67,9 +68,20 @@ export const UnknownCard = ({
           <Fact label="Operation" mono>
             {id}
           </Fact>
-          <Fact label="Idempotency key" mono>
-            {view.idempotency_key}
+          <Fact label="Target" mono>
+            {view.redacted.target}
           </Fact>
+          <Fact label="Arguments">
+            <pre data-role="arguments">{pretty(view.redacted.arguments)}</pre>
+          </Fact>
+          {/* Only a keyed tool is sent a key: naming one for any other would contradict "Sending again". */}
+          {view.repeat_safety === "keyed" ? (
+            <Fact label="Idempotency key" mono>
+              {view.idempotency_key}
+            </Fact>
+          ) : (
+            <Fact label="Idempotency key">none sent (the tool takes none)</Fact>
+          )}
           <Fact label="Sending again">{SAFETY_TEXT[view.repeat_safety]}</Fact>
           {view.settling && <SettlingFact settling={view.settling} />}
         </Facts>

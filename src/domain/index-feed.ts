@@ -17,6 +17,8 @@ export type IndexOp = {
   latency_ms: number | null;
   created_at_ms: number;
   settled_at_ms: number | null;
+  /** A shadow run's call (issue 22): counted apart from live ones in the overview. */
+  shadow: boolean;
   /** Top-level `*_id` arguments (redacted ones are absent from events), e.g. ["customer_id", "cus_42"]. */
   subjects: Array<[string, string]>;
   updated_at_ms: number;
@@ -156,6 +158,7 @@ export function indexPatch(event: ToolgateEvent): IndexPatch {
           created_at_ms: createdMs,
           settled_at_ms: facts.rank === 2 ? event.at_ms : null,
           subjects: subjectsOf(facts.args),
+          shadow: "shadow" in event.data && event.data.shadow === true,
           updated_at_ms: event.at_ms,
           rank: facts.rank,
         }

@@ -113,7 +113,7 @@ function operationSpans(traceId: string, runId: string, op: OperationTrace): Otl
           ? String(recorded.code ?? recorded.status)
           : undefined,
     }),
-    events: events.map(spanEvent),
+    events: events.map((event) => spanEvent(event, key)),
     status: !recorded
       ? { code: STATUS_UNSET }
       : recorded.status === "succeeded"
@@ -178,18 +178,21 @@ const spanBase = (traceId: string, spanId: string, parentSpanId: string | undefi
 
 /**
  * Span events carry the event's own fields; nested objects travel as JSON text. The idempotency
- * key (`attempt_started`) is hashed, as on the spans: the key itself lets anyone holding a trace
- * replay the request against the upstream.
+ * key (`attempt_started`, and inside an attempt's `request`) is hashed, as on the spans: the key
+ * itself lets anyone holding a trace replay the request against the upstream.
  */
-function spanEvent(event: TraceEvent): OtlpEvent {
+function spanEvent(event: TraceEvent, key: string | null): OtlpEvent {
   const { type, at_ms, ...fields } = event;
   const flat: Record<string, unknown> = {};
+  const hashed = key === null ? null : `sha256:${sha256HexSync(key)}`;
   for (const [name, value] of Object.entries(fields))
     flat[`toolgate.${name}`] =
       name === "idempotency_key" && typeof value === "string"
         ? sha256HexSync(value)
         : value !== null && typeof value === "object"
-          ? JSON.stringify(value)
+          ? key === null
+            ? JSON.stringify(value)
+            : JSON.stringify(value).replaceAll(key, hashed!)
           : value;
   return {
     timeUnixNano: nanos(at_ms),

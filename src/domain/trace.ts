@@ -7,7 +7,7 @@
 // `logLine` is the structured log record of an attempt or decision (fixed fields only: never free
 // text, never secrets). An event with `state` is a transition into that state; one without is a
 // decision or observation.
-import type { OperationState, TraceEvent } from "./operation/index.ts";
+import type { OperationState, SentRequest, TraceEvent } from "./operation/index.ts";
 import { redactDocument, scrub, type Redaction } from "./redact.ts";
 import { seal, type ChainLink } from "./trace-chain.ts";
 
@@ -153,6 +153,15 @@ export function traceStep(args: {
         ...(details.shadow ? { shadow: true } : {}),
         ...(details.arguments === undefined ? {} : { arguments: details.arguments }),
       };
+    if (event.type === "attempt_finished" && event.request)
+      return {
+        ...event,
+        request: requestForTrace(
+          event.request as SentRequest,
+          details.arguments !== undefined,
+          details.redaction,
+        ),
+      };
     if (
       event.type === "recorded" &&
       details.includeResult &&
@@ -166,6 +175,25 @@ export function traceStep(args: {
     detailed.map((event) => redactEvent(event, details.redaction)),
     args.last,
   );
+}
+
+/**
+ * An attempt's request as the trace keeps it: its body is the arguments, so it is kept only when the
+ * tool opts in to carrying them (`trace.arguments`), with the redacted paths hidden when it is JSON;
+ * otherwise `body: null, body_kept: false`. Every string is then scrubbed like the rest (redactEvent).
+ */
+function requestForTrace(
+  request: SentRequest,
+  keepBody: boolean,
+  redaction: Redaction,
+): SentRequest & { body_kept?: false } {
+  if (request.body === null) return request;
+  if (!keepBody) return { ...request, body: null, body_kept: false };
+  let body = request.body;
+  try {
+    body = JSON.stringify(redactDocument(JSON.parse(request.body), redaction));
+  } catch {}
+  return { ...request, body };
 }
 
 /** The fields that hold documents (arguments, results, upstream bodies) lose the tool's paths; every string loses the hidden values. */

@@ -13,7 +13,14 @@ import type { BuiltRequest, RequestBuilder, RequestContext, SendRoute, ToolSpec 
 import { sandboxed } from "./shadow.ts";
 import { jsonTextProblem } from "../domain/strict-json.ts";
 import { cutClear, REDACTED, redactionFor } from "../domain/redact.ts";
-import { insecureForSecrets, scrubSecrets, scrubText, secretForms } from "./secrets.ts";
+import type { Exchange } from "../domain/operation/index.ts";
+import {
+  insecureForSecrets,
+  maskSecrets,
+  scrubSecrets,
+  scrubText,
+  secretForms,
+} from "./secrets.ts";
 
 export const MAX_RESPONSE_BYTES = 1024 * 1024;
 
@@ -34,8 +41,55 @@ export async function sendAttempt(
   input: FrozenInput,
   ctx: AttemptContext,
 ): Promise<Observation> {
-  return scrubSecrets(await attemptOnce(spec, input, ctx), Object.values(ctx.secrets));
+  return (await sendAttemptTraced(spec, input, ctx)).observation;
 }
+
+/**
+ * One attempt and its exchange for the trace: the request as sent with every secret by name (never
+ * valued), and the answer's status, the headers in KEPT_HEADERS and an error body's start. Secrets
+ * are scrubbed from all of it once more, as from the observation.
+ */
+export async function sendAttemptTraced(
+  spec: ToolSpec,
+  input: FrozenInput,
+  ctx: AttemptContext,
+): Promise<{ observation: Observation; exchange: Exchange }> {
+  const exchange: Exchange = { request: null, response: null };
+  const observation = await attemptOnce(spec, input, ctx, exchange);
+  const values = Object.values(ctx.secrets);
+  return {
+    observation: scrubSecrets(observation, values),
+    exchange: scrubSecrets(
+      {
+        request: exchange.request && maskSecrets(exchange.request, ctx.secrets),
+        response: exchange.response && {
+          ...exchange.response,
+          snippet: observation.kind === "http_error" ? observation.detail : null,
+        },
+      },
+      values,
+    ),
+  };
+}
+
+/** The answer headers an operator reads (the rest is noise, or may carry what should not be kept). */
+const KEPT_HEADERS = [
+  "content-type",
+  "retry-after",
+  "location",
+  "idempotent-replayed",
+  "request-id",
+  "x-request-id",
+  "cf-ray",
+];
+
+const keptHeaders = (headers: Headers): Record<string, string> =>
+  Object.fromEntries(
+    KEPT_HEADERS.flatMap((name) => {
+      const value = headers.get(name);
+      return value === null ? [] : [[name, value]];
+    }),
+  );
 
 export async function sendLookup(
   spec: ToolSpec,
@@ -60,6 +114,7 @@ async function attemptOnce(
   spec: ToolSpec,
   input: FrozenInput,
   ctx: AttemptContext,
+  exchange: Exchange,
 ): Promise<Observation> {
   const made = build(spec.buildRequest, input, ctx);
   if ("error" in made) return { kind: "config_error", detail: made.error };
@@ -72,6 +127,12 @@ async function attemptOnce(
   if (spec.idempotency.mode === "header" && spec.idempotency.header)
     built.headers[spec.idempotency.header] = ctx.idempotencyKey;
   if (ctx.fencingToken) built.headers["Toolgate-Fencing-Token"] = ctx.fencingToken;
+  exchange.request = {
+    method: built.method,
+    url: built.url,
+    headers: { ...built.headers },
+    body: built.body ?? null,
+  };
   let response: Response;
   try {
     response = await send(built, spec.timeoutMs, ctx.signal);
@@ -80,6 +141,11 @@ async function attemptOnce(
       ? { kind: "timeout", detail: `no response within ${spec.timeoutMs} ms` }
       : { kind: "connection_lost", detail: String(error) };
   }
+  exchange.response = {
+    status: response.status,
+    headers: keptHeaders(response.headers),
+    snippet: null,
+  };
   if (response.status < 200 || response.status >= 300) {
     const detail =
       response.status >= 300 && response.status < 400

@@ -43,3 +43,34 @@ export function secretForms(secrets: readonly string[]): string[] {
 /** Every form of every secret replaced in raw text (before it is cut or parsed). */
 export const scrubText = (text: string, secrets: readonly string[]): string =>
   secretForms(secrets).reduce((out, form) => out.replaceAll(form, REDACTED), text);
+
+/**
+ * A request as the trace keeps it: every form of every secret's value replaced by its name
+ * (`{secret:NAME}`, as a shadow run's would-be request shows it), longest value first so a secret
+ * that contains another is named whole.
+ */
+export function maskSecrets<T>(value: T, secrets: Record<string, string>): T {
+  const named = Object.entries(secrets)
+    .filter(([, secret]) => secret.length > 0)
+    .sort(([, a], [, b]) => b.length - a.length);
+  if (named.length === 0) return value;
+  const mask = (text: string) =>
+    named.reduce(
+      (out, [name, secret]) =>
+        secretForms([secret]).reduce(
+          (masked, form) => masked.replaceAll(form, `{secret:${name}}`),
+          out,
+        ),
+      text,
+    );
+  const walk = (item: unknown): unknown => {
+    if (typeof item === "string") return mask(item);
+    if (Array.isArray(item)) return item.map(walk);
+    if (typeof item === "object" && item !== null)
+      return Object.fromEntries(
+        Object.entries(item).map(([key, inner]) => [mask(key), walk(inner)]),
+      );
+    return item;
+  };
+  return walk(value) as T;
+}

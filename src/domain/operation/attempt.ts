@@ -19,6 +19,7 @@ import {
 import { settleLate } from "./settle-late.ts";
 import type {
   Ambiguity,
+  Exchange,
   OperationPlan,
   OperationState,
   Outcome,
@@ -31,13 +32,9 @@ export function afterAttempt(
   observed: Observation,
   plan: OperationPlan,
   nowMs: number,
+  exchange?: Exchange,
 ): Step {
-  const finished: TraceEvent = {
-    type: "attempt_finished",
-    at_ms: nowMs,
-    attempt: state.attempt,
-    observed: summarize(observed),
-  };
+  const finished = attemptFinishedEvent(state.attempt, observed, exchange, nowMs);
   const decision = classify(plan.safety, observed);
   const late = state.cancelRequested;
   switch (decision.kind) {
@@ -148,6 +145,27 @@ export function afterAttempt(
       };
     }
   }
+}
+
+/**
+ * The attempt's trace event: what was observed, and (when a request was made) `request`, the request
+ * as sent with its secrets by name, and `response`, the status, the headers worth keeping and an
+ * error body's start. domain/trace.ts then redacts them and keeps the body only by opt-in.
+ */
+export function attemptFinishedEvent(
+  attempt: number,
+  observed: Observation,
+  exchange: Exchange | undefined,
+  nowMs: number,
+): TraceEvent {
+  return {
+    type: "attempt_finished",
+    at_ms: nowMs,
+    attempt,
+    observed: summarize(observed),
+    ...(exchange?.request ? { request: exchange.request } : {}),
+    ...(exchange?.response ? { response: exchange.response } : {}),
+  };
 }
 
 function summarize(observed: Observation): Record<string, unknown> {

@@ -5,12 +5,15 @@ export { DEFAULT_APPROVAL_TTL_MS, needsApproval } from "./approval.ts";
 export type {
   Decision,
   Effect,
+  Exchange,
   OperationEvent,
   OperationPlan,
   OperationState,
+  SentRequest,
   Step,
   TraceEvent,
   TransitionError,
+  UpstreamAnswer,
 } from "./state.ts";
 export { tookEffect } from "./state.ts";
 export {

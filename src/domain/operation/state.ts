@@ -92,9 +92,27 @@ export type OperationPlan = {
    */
   compensates?: string;
 };
-export type WouldSend =
-  | { method: string; url: string; headers: Record<string, string>; body: string | null }
-  | { error: string };
+export type WouldSend = SentRequest | { error: string };
+/**
+ * A request as toolgate sent it (or would send it), masked: every secret by name (`{secret:NAME}`),
+ * never valued. An attempt's is kept in its `attempt_finished` trace event (`request`), beside the
+ * answer (`response`): no row of its own (test/integration/row-budget.test.ts).
+ */
+export type SentRequest = {
+  method: string;
+  url: string;
+  headers: Record<string, string>;
+  body: string | null;
+};
+/** What came back to one attempt: the status, the headers worth keeping, the start of an error body. */
+export type UpstreamAnswer = {
+  status: number;
+  headers: Record<string, string>;
+  /** The start of a non-2xx body (scrubbed, cut clear of secrets); a 2xx body is the result. */
+  snippet: string | null;
+};
+/** One attempt's exchange: null parts were not reached (nothing built, nothing answered). */
+export type Exchange = { request: SentRequest | null; response: UpstreamAnswer | null };
 
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
 export type Outcome =
@@ -209,7 +227,8 @@ export type OperationEvent =
       /** The tenant's Cedar policy set denied it (plan.cedar says which version and policies). */
       policyDenied?: { message: string } | null;
     }
-  | { type: "attempt_finished"; attempt: number; observation: Observation }
+  /** `exchange`: the masked request and the answer (absent when no request was made: a crash, a watchdog). */
+  | { type: "attempt_finished"; attempt: number; observation: Observation; exchange?: Exchange }
   /** `inFlight`: this instance still has a request outstanding (memory survives only while the object lives). */
   | { type: "alarm"; inFlight: boolean }
   | { type: "lookup_finished"; lookups: number; observation: LookupObservation }

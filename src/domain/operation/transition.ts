@@ -149,7 +149,7 @@ function decideStep(
     case "attempt_finished":
       if (state.phase !== "executing" || state.attempt !== event.attempt)
         return ok(unchanged(state));
-      return ok(afterAttempt(state, event.observation, plan, nowMs));
+      return ok(afterAttempt(state, event.observation, plan, nowMs, event.exchange));
     case "lookup_finished":
       if (state.phase !== "reconciling" || state.lookups !== event.lookups)
         return ok(unchanged(state));

@@ -12,7 +12,14 @@ import { overview, type Overview } from "./overview.ts";
 import * as Q from "./queries.ts";
 import { retentionMs } from "../../config.ts";
 import { rebuilding, rebuildStep, type RebuildReport } from "./rebuild.ts";
-import { dropRows, INDEX_SCHEMA, tombstoneKeepMs, upsertOp, upsertRun } from "./write.ts";
+import {
+  dropRows,
+  ensureIndexColumns,
+  INDEX_SCHEMA,
+  tombstoneKeepMs,
+  upsertOp,
+  upsertRun,
+} from "./write.ts";
 
 export class IndexObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, INDEX_SCHEMA);
@@ -22,6 +29,7 @@ export class IndexObject extends DurableObject<Env> {
   /** One queue batch of this tenant's events, in one transaction (idempotent: a redelivery changes nothing). */
   async ingest(tenantId: string, events: ToolgateEvent[]): Promise<{ ok: true }> {
     this.store.ensureSchema();
+    ensureIndexColumns(this.store);
     // Older than a tombstone is kept: it may name a pruned row whose tombstone is gone (write.ts).
     const oldestMs = Date.now() - tombstoneKeepMs(retentionMs(this.env));
     this.store.transaction(() => {
@@ -38,6 +46,7 @@ export class IndexObject extends DurableObject<Env> {
   /** Retention pruned these operations or runs: their rows go (and stay gone). */
   async drop(ids: { operations: string[]; runs: string[] }): Promise<{ ok: true }> {
     this.store.ensureSchema();
+    ensureIndexColumns(this.store);
     const keepMs = tombstoneKeepMs(retentionMs(this.env));
     this.store.transaction(() => dropRows(this.store, ids, Date.now(), keepMs));
     return { ok: true };
@@ -54,7 +63,10 @@ export class IndexObject extends DurableObject<Env> {
   }
 
   async overview(sinceMs: number): Promise<Overview> {
-    if (this.ready()) return overview(this.store, sinceMs);
+    if (this.ready()) {
+      ensureIndexColumns(this.store);
+      return overview(this.store, sinceMs);
+    }
     return {
       since: new Date(sinceMs).toISOString(),
       queues: { awaiting_approval: 0, outcome_unknown: 0 },
@@ -62,6 +74,7 @@ export class IndexObject extends DurableObject<Env> {
       operations: {},
       tools: [],
       series: [],
+      shadow: { operations: {}, tools: [] },
     };
   }
 
@@ -72,6 +85,7 @@ export class IndexObject extends DurableObject<Env> {
    */
   async rebuild(tenantId: string): Promise<RebuildReport> {
     this.store.ensureSchema();
+    ensureIndexColumns(this.store);
     this.step ??= rebuildStep(this.env, this.store, this.ctx.storage, tenantId, Date.now()).finally(
       () => (this.step = null),
     );

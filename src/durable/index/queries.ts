@@ -48,6 +48,14 @@ export type Page<T> = { items: T[]; next_cursor: string | null };
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 type Sql = { where: string[]; args: SqlStorageValue[] };
 
+/**
+ * `q` matches a prefix (`cus_de` finds `cus_demo`) as a range on the column's index: every value
+ * from the prefix up to the prefix followed by the highest code point SQLite's binary order knows.
+ */
+const PREFIX = (column: string) => `(${column} >= ? AND ${column} < ?)`;
+const prefixArgs = (q: string, times: number): string[] =>
+  Array.from({ length: times }, () => [q, `${q}\u{10ffff}`]).flat();
+
 /** The subject filter: `value` or `key:value`. */
 function subjectClause(sql: Sql, subject: string, column: string): void {
   const at = subject.indexOf(":");
@@ -80,14 +88,17 @@ export function listOperations(store: SqlStore, query: OpQuery): Page<OpItem> | 
   if (query.subject !== undefined) subjectClause(sql, query.subject, "o.operation_id");
   if (query.q !== undefined) {
     // The ids it names, each meaning through its own index (a union the planner drives the query
-    // from): a search reads what it matches, never the whole table.
+    // from), each matched as a prefix by a range on that index: a search reads what it matches,
+    // never the whole table.
     sql.where.push(
-      "o.operation_id IN (SELECT ? UNION SELECT operation_id FROM idx_ops WHERE run_id = ? UNION SELECT operation_id FROM idx_ops WHERE run_id IN (SELECT run_id FROM idx_runs WHERE user_id = ?) UNION SELECT operation_id FROM idx_subjects WHERE value = ?)",
+      `o.operation_id IN (SELECT operation_id FROM idx_ops WHERE ${PREFIX("operation_id")} UNION SELECT operation_id FROM idx_ops WHERE ${PREFIX("run_id")} UNION SELECT operation_id FROM idx_ops WHERE run_id IN (SELECT run_id FROM idx_runs WHERE ${PREFIX("user_id")}) UNION SELECT operation_id FROM idx_subjects WHERE ${PREFIX("value")})`,
     );
-    sql.args.push(query.q, query.q, query.q, query.q);
+    sql.args.push(...prefixArgs(query.q, 4));
   }
   if (!window(sql, query, "o.created_at_ms", "o.operation_id")) return null;
-  const rows = store.all<Omit<IndexOp, "subjects" | "updated_at_ms"> & { user_id: string | null }>(
+  const rows = store.all<
+    Omit<IndexOp, "subjects" | "updated_at_ms" | "shadow"> & { user_id: string | null }
+  >(
     `SELECT o.operation_id, o.run_id, o.tool, o.status, o.code, o.attempts, o.latency_ms, o.created_at_ms, o.settled_at_ms,
        (SELECT user_id FROM idx_runs r WHERE r.run_id = o.run_id) AS user_id
      FROM idx_ops o ${where(sql)} ORDER BY o.created_at_ms DESC, o.operation_id DESC LIMIT ?`,
@@ -145,9 +156,9 @@ export function listRuns(store: SqlStore, query: RunQuery, nowMs: number): Page<
   }
   if (query.q !== undefined) {
     sql.where.push(
-      "r.run_id IN (SELECT ? UNION SELECT run_id FROM idx_runs WHERE user_id = ? UNION SELECT run_id FROM idx_ops WHERE operation_id = ? UNION SELECT run_id FROM idx_ops WHERE operation_id IN (SELECT operation_id FROM idx_subjects WHERE value = ?))",
+      `r.run_id IN (SELECT run_id FROM idx_runs WHERE ${PREFIX("run_id")} UNION SELECT run_id FROM idx_runs WHERE ${PREFIX("user_id")} UNION SELECT run_id FROM idx_ops WHERE ${PREFIX("operation_id")} UNION SELECT run_id FROM idx_ops WHERE operation_id IN (SELECT operation_id FROM idx_subjects WHERE ${PREFIX("value")}))`,
     );
-    sql.args.push(query.q, query.q, query.q, query.q);
+    sql.args.push(...prefixArgs(query.q, 4));
   }
   if (query.status === "cancelled") sql.where.push("r.cancelled_at_ms IS NOT NULL");
   else if (query.status === "expired") {

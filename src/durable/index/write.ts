@@ -16,7 +16,7 @@ CREATE INDEX IF NOT EXISTS idx_runs_created ON idx_runs (created_at_ms, run_id);
 CREATE INDEX IF NOT EXISTS idx_runs_user ON idx_runs (user_id);
 CREATE TABLE IF NOT EXISTS idx_ops (operation_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, tool TEXT NOT NULL, status TEXT NOT NULL,
   code TEXT, attempts INTEGER, latency_ms INTEGER, created_at_ms INTEGER NOT NULL, settled_at_ms INTEGER,
-  updated_at_ms INTEGER NOT NULL, rank INTEGER NOT NULL) WITHOUT ROWID;
+  updated_at_ms INTEGER NOT NULL, rank INTEGER NOT NULL, shadow INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS idx_ops_created ON idx_ops (created_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS idx_ops_run ON idx_ops (run_id);
 CREATE INDEX IF NOT EXISTS idx_ops_status ON idx_ops (status);
@@ -40,6 +40,15 @@ CREATE TABLE IF NOT EXISTS rb_todo (run_id TEXT PRIMARY KEY, tries INTEGER NOT N
  * dead letters after its 10 tries. `ingest` ignores any event older than this (one that still came
  * could name a row whose tombstone is gone), so the table stays bounded by what retention keeps.
  */
+/** Columns added after the first index schema (an older index gets them on its next write or read). */
+export const INDEX_ADDED_COLUMNS: ReadonlyArray<[string, string]> = [
+  ["idx_ops", "shadow INTEGER NOT NULL DEFAULT 0"],
+];
+
+export function ensureIndexColumns(store: SqlStore): void {
+  for (const [table, column] of INDEX_ADDED_COLUMNS) store.ensureColumn(table, column);
+}
+
 export const tombstoneKeepMs = (retentionMs: number) => retentionMs + 2 * 24 * 60 * 60_000;
 
 const dropped = (store: SqlStore, id: string) =>
@@ -93,8 +102,8 @@ export function upsertOp(store: SqlStore, op: IndexOp): void {
   );
   if (!replaces(held, op)) return;
   store.run(
-    `INSERT OR REPLACE INTO idx_ops (operation_id, run_id, tool, status, code, attempts, latency_ms, created_at_ms, settled_at_ms, updated_at_ms, rank)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT OR REPLACE INTO idx_ops (operation_id, run_id, tool, status, code, attempts, latency_ms, created_at_ms, settled_at_ms, updated_at_ms, rank, shadow)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     op.operation_id,
     op.run_id,
     op.tool,
@@ -106,6 +115,7 @@ export function upsertOp(store: SqlStore, op: IndexOp): void {
     op.settled_at_ms,
     op.updated_at_ms,
     op.rank,
+    op.shadow ? 1 : 0,
   );
   if (held && op.subjects.length === 0) return;
   store.run("DELETE FROM idx_subjects WHERE operation_id = ?", op.operation_id);

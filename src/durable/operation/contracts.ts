@@ -19,6 +19,7 @@ import type { Preview } from "../../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import type { Alarms } from "./alarm.ts";
 import type { ShadowView } from "./shadow-view.ts";
+import type { RedactedCall } from "./redacted-view.ts";
 import type { UndoView } from "./compensation.ts";
 import type { OperationLog } from "./log.ts";
 
@@ -85,6 +86,8 @@ export type OperationView = {
    * in flight now) and the end of the key's window, after which a person decides. Null otherwise.
    */
   settling: { next_try_at: string | null; until: string } | null;
+  /** The call as the console shows it: arguments, target and result, redacted like the trace. */
+  redacted: RedactedCall;
 } & ShadowView &
   UndoView;
 export type ApprovalView = {

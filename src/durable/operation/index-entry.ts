@@ -31,6 +31,7 @@ export function indexEntryOf(log: OperationLog): IndexOp | null {
     created_at_ms: frozen.created_at,
     settled_at_ms: state.phase === "recorded" ? state.recordedAtMs : null,
     subjects: subjectsOf(eventArguments(log, frozen)),
+    shadow: frozen.plan.shadow !== undefined,
     updated_at_ms: log.lastAtMs() ?? frozen.created_at,
     rank: settled ? 2 : 1,
   };

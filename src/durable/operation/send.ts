@@ -3,11 +3,11 @@
 // one event for apply(); nothing here throws, and `inFlight` is always cleared afterwards, so a
 // request that died with a previous instance is found by the watchdog, never wedges the object.
 import type { LookupObservation, Observation } from "../../domain/observation.ts";
-import type { OperationEvent } from "../../domain/operation/index.ts";
+import type { Exchange, OperationEvent } from "../../domain/operation/index.ts";
 import { err } from "../../domain/result.ts";
 import { configFor } from "../../config.ts";
 import type { Env } from "../env.ts";
-import { sendAttempt, sendLookup, sendPreview, type Preview } from "../../tools/http-tool.ts";
+import { sendAttemptTraced, sendLookup, sendPreview, type Preview } from "../../tools/http-tool.ts";
 import { routeOf } from "../../tools/shadow.ts";
 import { budgetKeyFor, noteFirstAttempt } from "../retry-budget-client.ts";
 import type { Loaded, Secrets } from "./contracts.ts";
@@ -87,6 +87,7 @@ export class Sender {
     const abort = new AbortController();
     this.abort = abort;
     let observation: Observation;
+    let exchange: Exchange | undefined;
     try {
       const asked: Asked<Secrets> | null = !loaded.ok
         ? null
@@ -105,10 +106,13 @@ export class Sender {
             }
           : !secrets!.ok
             ? { kind: "config_error", detail: secrets!.error }
-            : await sendAttempt(loaded.value.spec, loaded.value.input, {
+            : await sendAttemptTraced(loaded.value.spec, loaded.value.input, {
                 ...this.carried(loaded.value, secrets!.value),
                 signal: abort.signal,
                 fencingToken: fencingToken(this.log),
+              }).then((sent) => {
+                exchange = sent.exchange;
+                return sent.observation;
               });
     } catch (error) {
       // sendAttempt never throws by contract; if it does, the request may already have gone out.
@@ -134,7 +138,7 @@ export class Sender {
           )
         : null;
     if (budget) noteFirstAttempt(this.env, budget, Date.now());
-    this.apply({ type: "attempt_finished", attempt, observation });
+    this.apply({ type: "attempt_finished", attempt, observation, exchange });
   }
 
   private async runLookup(lookups: number): Promise<void> {

@@ -5,7 +5,7 @@ import type { Envelope } from "../../domain/envelope.ts";
 import { envelopeFor } from "../../domain/envelope.ts";
 import { isSettled, settlingUntilMs } from "../../domain/operation/index.ts";
 import { idempotencyConflict } from "../../domain/operation/plan.ts";
-import { presentPointers, redactDocument, scrub } from "../../domain/redact.ts";
+import { presentPointers, scrub } from "../../domain/redact.ts";
 import type { Preview } from "../../tools/http-tool.ts";
 import type { ApprovalItem } from "../tenant/inbox.ts";
 import type {
@@ -20,6 +20,7 @@ import type {
 import { toolName, type OperationLog } from "./log.ts";
 import { shadowViewOf } from "./shadow-view.ts";
 import { undoViewOf } from "./compensation.ts";
+import { redactedCallOf } from "./redacted-view.ts";
 
 /** What the approvals inbox keeps of a preview's body (the operation keeps all of it). */
 export const INBOX_PREVIEW_BYTES = 16 * 1024;
@@ -88,6 +89,7 @@ export function viewOf(log: OperationLog): OperationView {
     late: state.phase === "recorded" && state.late,
     approval: approvalViewOf(log, head),
     settling: settlingOf(head),
+    redacted: redactedCallOf(log, head),
     ...shadowViewOf(log, head),
     ...undoViewOf(log, head),
   };
@@ -164,25 +166,16 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
   const head = log.head();
   const approval = head?.frozen.plan.approval;
   if (!head || !approval) return null;
-  const loaded = log.loadFixed();
   const view = viewOf(log);
   // The inbox (and the console page over it) shows the arguments as the trace does: redacted.
-  const redaction = log.redaction(head.frozen);
-  const shown = redactDocument(JSON.parse(head.frozen.input), redaction) as Record<string, unknown>;
-  let target = "(the tool no longer compiles)";
-  if (loaded.ok)
-    try {
-      target = scrub(loaded.value.spec.describeTarget(shown), redaction);
-    } catch {
-      target = "(the target could not be described)";
-    }
+  const { arguments: shown, target } = view.redacted;
   return {
     operation_id: head.frozen.id,
     run_id: head.frozen.run_id,
     call_id: head.frozen.call_id,
     tool: view.tool,
     target,
-    arguments: shown,
+    arguments: shown as Record<string, unknown>,
     state,
     requested_by: approval.requestedBy,
     requested_at_ms: head.frozen.created_at,

@@ -9,6 +9,7 @@ import type { TurnResult } from "../../domain/turn/settle.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
 import type { RollbackView } from "../../domain/rollback.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
+import type { Jurisdiction } from "../../domain/jurisdiction.ts";
 
 export type RunInit = Omit<RunState, "toolsHash" | "createdAtMs" | "cancelledAtMs">;
 export type RunView = {
@@ -22,6 +23,10 @@ export type RunView = {
   created_at: string;
   expires_at: string;
   mode: "live" | "shadow";
+  /** The data-residency jurisdiction the run's objects are placed in (null: none). */
+  jurisdiction: Jurisdiction | null;
+  /** The webhook endpoint that gets this run's turn.settled (`notify` at creation; null: none). */
+  notify_webhook_id: string | null;
   /** Present once the run was cancelled with rollback: true (issue 22): each step and how it stands. */
   rollback?: RollbackView;
 };

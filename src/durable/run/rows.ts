@@ -1,6 +1,7 @@
 // The run's rows read through their codecs (store/run-rows.ts): the run, its usage, turn groups and turns,
 // and why a tenant finds no run here (never created, or pruned: 410). Reads only; every write
 // stays in the caller's one transaction.
+import { jurisdictionOf } from "../../domain/jurisdiction.ts";
 import { redactContext } from "../../domain/redact.ts";
 import { err, type Result } from "../../domain/result.ts";
 import type { TurnGroup } from "../../domain/turn/admit.ts";
@@ -98,6 +99,9 @@ export class RunRows {
       created_at: new Date(run.createdAtMs).toISOString(),
       expires_at: new Date(run.expiresAtMs).toISOString(),
       mode: run.mode ?? "live",
+      // Where its objects live (from its id's tag; null: no jurisdiction) and its own notify endpoint.
+      jurisdiction: jurisdictionOf(run.runId),
+      notify_webhook_id: run.notifyWebhookId ?? null,
     };
   }
 }
