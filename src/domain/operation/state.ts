@@ -5,7 +5,7 @@
 import type { RepeatSafety, UnknownCode } from "../classify.ts";
 import type { LookupObservation, Observation } from "../observation.ts";
 import type { LimitClaim } from "../limit/window.ts";
-import type { PolicyRequest } from "../../policies/evaluate.ts";
+import type { PolicyRequest } from "../policy-request.ts";
 import type { RetryPolicy } from "../retry.ts";
 import type { LateSettle } from "../retry-late.ts";
 import type { IdempotencyTrust } from "../verification.ts";

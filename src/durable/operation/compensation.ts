@@ -7,8 +7,7 @@ import { compensable, type Compensation, type OriginalFacts } from "../../domain
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { ToolSpec, ToolSource } from "../../tools/spec.ts";
 import type { Head, OperationError, SubmitRequest } from "./contracts.ts";
-import { toolName, type OperationLog } from "./log.ts";
-import { missing } from "./retention.ts";
+import { missing, toolName, type OperationLog } from "./log.ts";
 
 /** Both links of an operation's view: it compensates `compensates`; `compensated_by` compensates it. */
 export type UndoView = { compensates: string | null; compensated_by: string | null };

@@ -9,7 +9,8 @@ import type { AlarmHost } from "./alarm.ts";
 import type * as C from "./contracts.ts";
 import { gatherApproval, gatherResend } from "./gather.ts";
 import { approverFacts } from "./limits.ts";
-import { cancelEarly, missing, prunedFor } from "./retention.ts";
+import { missing, prunedFor } from "./log.ts";
+import { cancelEarly } from "./retention.ts";
 import { approvalInputOf, viewOf } from "./views.ts";
 
 type Reply<T> = Promise<Result<T, C.OperationError>>;

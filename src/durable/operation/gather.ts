@@ -22,8 +22,8 @@ import {
   policyRefusal,
   policyRequestFor,
   type PolicyDecision,
-  type PolicyRequest,
 } from "../../policies/evaluate.ts";
+import type { PolicyRequest } from "../../domain/policy-request.ts";
 import { hostPolicy } from "../../config.ts";
 import { resolveTool } from "../../tools/catalog.ts";
 

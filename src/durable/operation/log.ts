@@ -1,6 +1,7 @@
 // OperationLog: reads the operation's log (op_log). The head is the newest row plus the frozen call
 // (row 1, immutable, so read once per instance); the stored tool is compiled once per instance, and
-// an error (never a throw) if it no longer compiles. `forget()` drops these caches when pruned.
+// an error (never a throw) if it no longer compiles. `forget()` drops these caches when pruned;
+// a pruned log leaves its tombstone (`prunedFor`, `missing`: what a caller is answered).
 import type { OperationPlan, OperationState, TraceEvent } from "../../domain/operation/index.ts";
 import { redactionFor, type Redaction } from "../../domain/redact.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
@@ -10,7 +11,7 @@ import type { Env } from "../env.ts";
 import { resolveTool } from "../../tools/catalog.ts";
 import { UNSENT_EVENTS_COLUMN } from "../store/operation-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
-import type { Fixed, FrozenRow, Head, Loaded } from "./contracts.ts";
+import type { Fixed, FrozenRow, Head, Loaded, OperationError } from "./contracts.ts";
 
 /** One log row's events not yet handed to the EVENTS queue: their JSON array, and the row's time. */
 export type UnsentEvents = { events: string; atMs: number };
@@ -221,4 +222,33 @@ export function toolName(frozen: FrozenRow): string {
   if (frozen.source.kind === "code") return frozen.source.name;
   const name = (frozen.source.manifest as { name?: unknown } | null)?.name;
   return typeof name === "string" ? name : "(unnamed tool)";
+}
+
+/** The tombstone a prune left (op_pruned), if it is this tenant's: what the operation was. */
+export function prunedFor(
+  store: SqlStore,
+  tenantId: string,
+): Extract<OperationError, { code: "pruned" }> | null {
+  if (!store.exists("op_pruned")) return null;
+  const row = store.one<{
+    id: string;
+    tenant_id: string;
+    input_hash: string;
+    status: string;
+    pruned_at_ms: number;
+  }>("SELECT id, tenant_id, input_hash, status, pruned_at_ms FROM op_pruned WHERE k = 1");
+  return row && row.tenant_id === tenantId
+    ? {
+        code: "pruned",
+        operation_id: row.id,
+        pruned_at_ms: row.pruned_at_ms,
+        status: row.status,
+        input_hash: row.input_hash,
+      }
+    : null;
+}
+
+/** Not found for this tenant, or pruned (then with what it was). */
+export function missing(store: SqlStore, tenantId: string): OperationError {
+  return prunedFor(store, tenantId) ?? { code: "not_found" };
 }

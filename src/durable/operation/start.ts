@@ -14,12 +14,8 @@ import { requireVerifiedIdempotency, settleScheduleMs } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { startFacts, verificationStatusOf } from "../tenant/verification-client.ts";
-import {
-  evaluatePolicies,
-  policyRefusal,
-  policyRequestFor,
-  type PolicyRequest,
-} from "../../policies/evaluate.ts";
+import { evaluatePolicies, policyRefusal, policyRequestFor } from "../../policies/evaluate.ts";
+import type { PolicyRequest } from "../../domain/policy-request.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";

@@ -11,7 +11,7 @@
 // the stored row. A rejected, expired or failed-without-effect compensation is asked anew.
 // A person's action, not the model's: it runs in a cancelled or expired run, spends none of the
 // run's budgets, and is authorized by its row, not by the model's offered tools or scopes.
-import { idempotencyKeySecret } from "../../crypto.ts";
+import { keySecretOf } from "../../crypto.ts";
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import {
   asksAnew,
@@ -26,7 +26,7 @@ import type { LimitClaim } from "../../domain/limit/window.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { admitCall } from "../../domain/turn/gate.ts";
 import type { RunState } from "../../domain/turn/turn.ts";
-import { hostPolicy, signingKeyOf } from "../../config.ts";
+import { hostPolicy } from "../../config.ts";
 import {
   compensationPolicyRefusal,
   evaluatePolicies,
@@ -102,12 +102,8 @@ export async function compensate(
   const allowed = compensable(original.facts);
   if (!allowed.ok) return allowed;
   const declared = original.compensate!;
-  const signingKey = signingKeyOf(parts.env);
-  if (!signingKey)
-    return err({
-      code: "misconfigured",
-      detail: "TOOLGATE_SIGNING_KEY is not set for this deployment",
-    });
+  const keySecret = await keySecretOf(parts.env);
+  if (!keySecret.ok) return keySecret;
   // The compensating tool as registered now (it may have changed since the original's PUT).
   const found = await tenantStub(parts.env, tenantId).sources([declared.tool]);
   if (!found.ok) return invalid(`the compensating tool ${declared.tool} is no longer registered`);
@@ -152,10 +148,7 @@ export async function compensate(
     source: canonicalJson(source),
     input: canonical,
     input_hash: await sha256Hex(canonical),
-    idempotency_key: await idempotencyKeyFor(
-      compensationId,
-      await idempotencyKeySecret(signingKey),
-    ),
+    idempotency_key: await idempotencyKeyFor(compensationId, keySecret.value),
     claims: claims.value.length > 0 ? JSON.stringify(claims.value) : null,
     approval: declared.approval,
     reason: asked.reason,

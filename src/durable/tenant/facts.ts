@@ -22,7 +22,7 @@ import type { ToolSource } from "../../tools/spec.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
-import type { PolicySet } from "../../policies/evaluate.ts";
+import type { PolicySet } from "../../domain/policy-request.ts";
 import type { TenantError } from "./contracts.ts";
 import { sources, storedStatuses, verificationRow } from "./registry.ts";
 import { NATURAL, verifiableSettings } from "./verification-client.ts";
