@@ -12,7 +12,7 @@ import type { IdempotencyTrust } from "../verification.ts";
 
 export type ApprovalRequest = {
   inputHash: string;
-  policyVersion: string;
+  toolVersion: string;
   requestedBy: string;
   fourEyes: boolean;
   expiresAtMs: number;
@@ -22,7 +22,7 @@ export type Decision = {
   approverId: string;
   reason: string | null;
   inputHash: string | null;
-  policyVersion: string | null;
+  toolVersion: string | null;
 };
 export type DecisionRefusal =
   { code: "self_approval"; detail: string } | { code: "approval_mismatch"; detail: string };

@@ -46,7 +46,7 @@ export class Decisions {
     let denial: Extract<OperationEvent, { type: "decide" }>["denial"] = null;
     let secrets: C.Secrets | null = null;
     if (head.state.phase === "awaiting_approval" && decision.verdict === "approve") {
-      const gathered = await gatherApproval(env, log, head, approval.policyVersion);
+      const gathered = await gatherApproval(env, log, head, approval.toolVersion);
       if (!gathered.ok) return gathered;
       ({ denial, secrets } = gathered.value);
     }

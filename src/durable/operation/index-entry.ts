@@ -4,6 +4,7 @@ import type { OperationState } from "../../domain/operation/index.ts";
 import { subjectsOf, type IndexOp } from "../../domain/index-feed.ts";
 import { eventArguments, latencyMs } from "./events.ts";
 import { toolName, type OperationLog } from "./log.ts";
+import { decodeState } from "../store/operation-rows.ts";
 
 export function indexEntryOf(log: OperationLog): IndexOp | null {
   const head = log.head();
@@ -40,7 +41,7 @@ function beforeRecorded(log: OperationLog): OperationState | null {
   for (const row of log.store.all<{ state: string }>(
     "SELECT state FROM op_log ORDER BY seq DESC",
   )) {
-    const state = JSON.parse(row.state) as OperationState;
+    const state = decodeState(row.state);
     if (state.phase !== "recorded") return state;
   }
   return null;

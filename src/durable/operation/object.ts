@@ -19,7 +19,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { verifyChain, type ChainCheck } from "../../domain/trace-chain.ts";
 import { hostPolicy } from "../../config.ts";
 import type { Env } from "../env.ts";
-import { resolveTool } from "../../tools/catalog.ts";
+import { compileTool } from "../../tools/catalog.ts";
 import { OPERATION_SCHEMA } from "../store/operation-rows.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import type * as C from "./contracts.ts";
@@ -85,7 +85,7 @@ export class OperationObject extends DurableObject<Env> {
     if (existing && existing.frozen.input_hash !== req.input.hash)
       return ok(conflictReplyOf(existing, req));
     if (!existing) {
-      const spec = resolveTool(req.source, hostPolicy(this.env));
+      const spec = compileTool(req.source, hostPolicy(this.env));
       if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
       const sweeps = this.limitSweeps;
       const used = Undo.compensationSpec(spec.value, req); // undo: a person approves by default

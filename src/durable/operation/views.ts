@@ -21,6 +21,7 @@ import type {
 } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { undoViewOf } from "./compensation.ts";
+import { decodeInput } from "../store/operation-rows.ts";
 
 /** What the approvals inbox keeps of a preview's body (the operation keeps all of it). */
 export const INBOX_PREVIEW_BYTES = 16 * 1024;
@@ -133,7 +134,7 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
     requested_at: new Date(frozen.created_at).toISOString(),
     expires_at: new Date(approval.expiresAtMs).toISOString(),
     input_hash: approval.inputHash,
-    policy_version: approval.policyVersion,
+    policy_version: approval.toolVersion,
     four_eyes: approval.fourEyes,
     shadow: frozen.plan.shadow !== undefined,
     compensates: frozen.plan.compensates ?? null,
@@ -154,14 +155,14 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
 export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | null {
   const approval = head.frozen.plan.approval;
   if (!approval) return null;
-  const input = JSON.parse(head.frozen.input) as Record<string, unknown>;
+  const input = decodeInput(head.frozen.input);
   const loaded = log.loadFixed();
   return {
     arguments: input,
     target: loaded.ok ? loaded.value.spec.describeTarget(input) : "(the tool no longer compiles)",
     hidden: presentPointers(head.frozen.redact ?? [], input),
     input_hash: approval.inputHash,
-    policy_version: approval.policyVersion,
+    policy_version: approval.toolVersion,
   };
 }
 
@@ -178,7 +179,10 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
   const view = viewOf(log);
   // The inbox (and the console page over it) shows the arguments as the trace does: redacted.
   const redaction = log.redaction(head.frozen);
-  const shown = redactDocument(JSON.parse(head.frozen.input), redaction) as Record<string, unknown>;
+  const shown = redactDocument(decodeInput(head.frozen.input), redaction) as Record<
+    string,
+    unknown
+  >;
   let target = "(the tool no longer compiles)";
   if (loaded.ok)
     try {
@@ -198,7 +202,7 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     requested_at_ms: head.frozen.created_at,
     expires_at_ms: approval.expiresAtMs,
     input_hash: approval.inputHash,
-    policy_version: approval.policyVersion,
+    policy_version: approval.toolVersion,
     preview: inboxPreview(view.approval?.preview ?? null),
     decided_by: view.approval?.decided_by ?? null,
     decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,

@@ -29,6 +29,8 @@ import { peekInto } from "./peek.ts";
 import { rememberTurn, usageRow } from "./rows.ts";
 import { dispatchedSources } from "./sources.ts";
 import { indexTurn, migrateStored, storedCounts } from "./stored.ts";
+import { compileTools } from "../../tools/catalog.ts";
+import { hostPolicy } from "../../config.ts";
 
 export async function postTurn(
   parts: RunParts,
@@ -62,7 +64,7 @@ export async function postTurn(
         });
       return ok(await settler.settle(existing, wait, 0, format));
     }
-    const offered = parts.offered.of(run);
+    const offered = compileTools(run.tools, hostPolicy(parts.env));
     const checks = offersCheckStatus(offered.values())
       ? calls.map((call) => call.name === CHECK_STATUS)
       : calls.map(() => false);
