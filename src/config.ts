@@ -85,6 +85,17 @@ export const isDevelopment = (env: DeploymentVars): boolean => env.TOOLGATE_ENV 
 export const signingKeyOf = (env: DeploymentVars): string | null =>
   env.TOOLGATE_SIGNING_KEY || null;
 
+/** The one sentence every refusal for want of a signing key says (API problem, console page). */
+export const SIGNING_KEY_MISSING = "TOOLGATE_SIGNING_KEY is not set for this deployment";
+
+/** TOOLGATE_SIGNING_KEY, or the `misconfigured` error every use of it answers without one. */
+export function signingKeyRequired(
+  env: DeploymentVars,
+): Result<string, { code: "misconfigured"; detail: string }> {
+  const key = signingKeyOf(env);
+  return key ? ok(key) : err({ code: "misconfigured", detail: SIGNING_KEY_MISSING });
+}
+
 /** TOOLGATE_ADMIN_TOKEN, or null when the deployment has none (the admin API answers `misconfigured`). */
 export const adminTokenOf = (env: DeploymentVars): string | null =>
   env.TOOLGATE_ADMIN_TOKEN || null;

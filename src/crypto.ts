@@ -1,4 +1,6 @@
 // Small Web Crypto helpers shared by the edge (tokens) and the tenant object (API keys).
+import { signingKeyRequired, type DeploymentVars } from "./config.ts";
+import { ok, type Result } from "./domain/result.ts";
 export const base64url = (bytes: Uint8Array) =>
   btoa(String.fromCharCode(...bytes))
     .replace(/\+/g, "-")
@@ -122,6 +124,14 @@ export async function secretFingerprint(
 // is HKDF-SHA-256 of TOOLGATE_SIGNING_KEY under its own purpose label, so it serves nothing else
 // and the signing key itself never reaches the core. One deployment has one signing key.
 let keyMaterial: { signingKey: string; bits: Promise<Uint8Array<ArrayBuffer>> } | null = null;
+
+/** The deployment's idempotency key secret, or `misconfigured` without a signing key. */
+export async function keySecretOf(
+  env: DeploymentVars,
+): Promise<Result<Uint8Array<ArrayBuffer>, { code: "misconfigured"; detail: string }>> {
+  const key = signingKeyRequired(env);
+  return key.ok ? ok(await idempotencyKeySecret(key.value)) : key;
+}
 
 export function idempotencyKeySecret(signingKey: string): Promise<Uint8Array<ArrayBuffer>> {
   if (keyMaterial?.signingKey !== signingKey) {

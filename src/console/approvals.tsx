@@ -154,7 +154,7 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
   const field = (name: string) => (typeof form[name] === "string" ? (form[name] as string) : "");
   const reason = field("reason").trim();
   const inputHash = field("input_hash");
-  const policyVersion = field("policy_version");
+  const toolVersion = field("policy_version");
   const refuse = async (text: string) => {
     await setFlash(c, { tone: "error", text });
     return c.redirect(HOME, 303);
@@ -162,7 +162,7 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
   if (!OPERATION_ID.test(operationId))
     return refuse("There is no such approval request in this tenant. Nothing was decided.");
   // The console always sends what it showed; a decision that does not say so is not taken.
-  if (!inputHash || !policyVersion)
+  if (!inputHash || !toolVersion)
     return refuse(
       "This form did not say which arguments and tool version it decides, so nothing was decided. Reload the page and decide again.",
     );
@@ -175,7 +175,7 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
     approverId: session.keyName,
     reason: reason || null,
     inputHash,
-    policyVersion,
+    toolVersion,
   });
   await setFlash(c, decisionFlash(decided, verdict, session.keyName));
   return c.redirect(HOME, 303);

@@ -16,7 +16,7 @@ import {
   sealSession,
   SESSION_TTL_MS,
 } from "./session.ts";
-import { signingKeyOf } from "../config.ts";
+import { SIGNING_KEY_MISSING, signingKeyOf } from "../config.ts";
 
 export const SESSION_COOKIE = "tg_console";
 const LOGIN_COOKIE = "tg_console_login";
@@ -37,12 +37,7 @@ export function signingKey(c: Context<ConsoleEnv>): string | null {
 
 /** The page for a deployment without a signing key: no session can be sealed or opened (500). */
 export const signingKeyMissing = (c: Context<ConsoleEnv>, consequence = "") =>
-  problemPage(
-    c,
-    500,
-    "Console unavailable",
-    `TOOLGATE_SIGNING_KEY is not set for this deployment${consequence}.`,
-  );
+  problemPage(c, 500, "Console unavailable", `${SIGNING_KEY_MISSING}${consequence}.`);
 
 const ENDED: Record<string, string> = {
   signed_out: "You are signed out.",

@@ -4,7 +4,7 @@
 // the background, and never trusted past FACTS_MAX_AGE_MS. Secrets stay sealed (AES-GCM, still
 // encrypted) in it: only the operation that sends opens them. A new kind of fact (e.g. a policy
 // set) is a new field here, read in the same one RPC, under the same bound. Pure.
-import type { PolicySet } from "../policies/evaluate.ts";
+import type { PolicySet } from "./policy-request.ts";
 import type { VerificationStatus } from "./verification.ts";
 
 /** A tenant secret as stored: encrypted under the tenant's key, bound to (tenant, name). */

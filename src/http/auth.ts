@@ -11,7 +11,7 @@ import { checkApiKey } from "./api-keys.ts";
 import { ApiProblem } from "./problem.ts";
 import { constantTimeEqual, hmac } from "../crypto.ts";
 import { LruCache } from "../lru.ts";
-import { adminTokenOf, signingKeyOf } from "../config.ts";
+import { adminTokenOf, signingKeyRequired } from "../config.ts";
 
 export { ApiScope } from "./schemas.ts";
 
@@ -138,13 +138,9 @@ async function verifyRunToken(env: Env, token: string): Promise<Principal | null
 }
 
 export function signingKey(env: Env): string {
-  const key = signingKeyOf(env);
-  if (!key)
-    throw new ApiProblem({
-      code: "misconfigured",
-      detail: "TOOLGATE_SIGNING_KEY is not set for this deployment",
-    });
-  return key;
+  const key = signingKeyRequired(env);
+  if (!key.ok) throw new ApiProblem(key.error);
+  return key.value;
 }
 
 /**

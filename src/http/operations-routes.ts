@@ -38,7 +38,7 @@ async function decide(
     approverId: approverId(c, body.approver),
     reason: body.reason ?? null,
     inputHash: body.input_hash ?? null,
-    policyVersion: body.policy_version ?? null,
+    toolVersion: body.policy_version ?? null,
   };
   return c.json(unwrap(await operationStub(c, operationId).decide(tenantId, decision)));
 }

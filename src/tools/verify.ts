@@ -23,7 +23,7 @@ import {
 } from "../domain/verification-judges.ts";
 import type { Check, Verification } from "../domain/verification.ts";
 import { sendProbe } from "./probe.ts";
-import { compileManifest } from "./manifest/compile.ts";
+import { compileManifestTool } from "./catalog.ts";
 import { Manifest, type HostPolicy, type ManifestError } from "./manifest/schema.ts";
 import type { ToolSpec } from "./spec.ts";
 
@@ -83,7 +83,7 @@ export async function prepareVerification(
   const rebased = body.base_url === undefined ? ok(m) : rebase(m, body.base_url);
   if (!rebased.ok) return rebased;
   // Compiled against the deployment's allow-list: a sandbox origin off the list is refused here.
-  const compiled = compileManifest(rebased.value, hosts);
+  const compiled = compileManifestTool(rebased.value, hosts);
   if (!compiled.ok) return compiled;
   const spec = compiled.value;
   const admitted = admitCall(

@@ -1,6 +1,7 @@
 // Approvals through the public API, counted at the upstream: nothing is sent until a person
 // approves; reject and expiry send nothing; a decision is taken once; four eyes; approval is not
 // authorization (scopes and the tool's version are checked again); the inbox; turns that wait.
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import {
   ADMIN,
@@ -8,6 +9,7 @@ import {
   manifest,
   newTenant,
   operation,
+  opStub,
   testTenant,
   turn,
   unique,
@@ -229,6 +231,37 @@ describe("approvals", () => {
     const mismatch = await approve(other.operation_id, { input_hash: decided.body.input_hash });
     expect(mismatch).toMatchObject({ status: 409, body: { code: "approval_mismatch" } });
     expect((await up.state()).requests).toHaveLength(0);
+  });
+
+  it("a plan stored before the rename (the tool's version as `policyVersion`) still binds its approval: the same version approves, another is refused", async () => {
+    const { up, runId, name } = await approvalRun();
+    const [a, b] = [
+      (await charge(runId, name, 100)).body.results[0].operation_id,
+      (await charge(runId, name, 200)).body.results[0].operation_id,
+    ];
+    const asWrittenBefore = async (id: string) => {
+      await runInDurableObject(opStub(id), (_i: unknown, state: DurableObjectState) => {
+        const sql = state.storage.sql;
+        const frozen = JSON.parse(
+          sql.exec<{ frozen: string }>("SELECT frozen FROM op_log WHERE seq = 1").one().frozen,
+        );
+        frozen.plan.approval.policyVersion = frozen.plan.approval.toolVersion;
+        delete frozen.plan.approval.toolVersion;
+        sql.exec("UPDATE op_log SET frozen = ? WHERE seq = 1", JSON.stringify(frozen));
+      });
+      await evictDurableObject(opStub(id));
+    };
+    const version = (await operation(a)).body.approval.policy_version as string;
+    expect(version).toMatch(/^[0-9a-f]{64}$/);
+    await asWrittenBefore(a);
+    await asWrittenBefore(b);
+    expect((await operation(a)).body.approval.policy_version).toBe(version);
+    const other = await approve(b, { policy_version: "0".repeat(64) });
+    expect(other).toMatchObject({ status: 409, body: { code: "approval_mismatch" } });
+    const decided = await approve(a, { policy_version: version });
+    expect(decided.status).toBe(200);
+    await up.waitForEffects(1);
+    expect((await up.state()).effects.map((e) => e.body.amount)).toEqual([100]);
   });
 
   it("cross-tenant: approve, reject and the inbox see nothing of another tenant", async () => {

@@ -13,7 +13,7 @@ const withApproval = (expiresAtMs: number): OperationPlan => ({
   ...plan("keyed"),
   approval: {
     inputHash: "h",
-    policyVersion: "v1",
+    toolVersion: "v1",
     requestedBy: "u1",
     fourEyes: false,
     expiresAtMs,

@@ -72,7 +72,7 @@ export function checkDecision(
       code: "approval_mismatch",
       detail: "the decision names other arguments than this operation holds",
     });
-  if (decision.policyVersion !== null && decision.policyVersion !== request.policyVersion)
+  if (decision.toolVersion !== null && decision.toolVersion !== request.toolVersion)
     return err({
       code: "approval_mismatch",
       detail: "the decision names another version of the tool than this operation holds",
@@ -98,7 +98,7 @@ export function requestApproval(
       {
         type: "awaiting_approval",
         at_ms: nowMs,
-        policy_version: approval.policyVersion,
+        policy_version: approval.toolVersion,
         requested_by: approval.requestedBy,
         expires_at_ms: approval.expiresAtMs,
       },

@@ -18,13 +18,13 @@ export type PlanCall = {
 };
 
 /**
- * `policyVersion`: null when the call needs no approval. `verified`: the tool's idempotency
+ * `toolVersion`: null when the call needs no approval. `verified`: the tool's idempotency
  * verification (null: none); `requireVerified`: a key not verified is then never resent.
  */
 export function planOperation(
   spec: ToolSpec,
   call: PlanCall,
-  policyVersion: string | null,
+  toolVersion: string | null,
   verified: VerificationStatus | null,
   requireVerified: boolean,
   nowMs: number,
@@ -53,11 +53,11 @@ export function planOperation(
       ? { lateSettle: { keyTtlMs: spec.keyTtlMs, scheduleMs: [...settleScheduleMs] } }
       : {}),
     approval:
-      policyVersion === null
+      toolVersion === null
         ? null
         : {
             inputHash: call.input.hash,
-            policyVersion,
+            toolVersion,
             requestedBy: call.userId,
             fourEyes: rule.fourEyes,
             expiresAtMs: nowMs + rule.expiresInMs,

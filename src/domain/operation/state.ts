@@ -5,14 +5,14 @@
 import type { RepeatSafety, UnknownCode } from "../classify.ts";
 import type { LookupObservation, Observation } from "../observation.ts";
 import type { LimitClaim } from "../limit/window.ts";
-import type { PolicyRequest } from "../../policies/evaluate.ts";
+import type { PolicyRequest } from "../policy-request.ts";
 import type { RetryPolicy } from "../retry.ts";
 import type { LateSettle } from "../retry-late.ts";
 import type { IdempotencyTrust } from "../verification.ts";
 
 export type ApprovalRequest = {
   inputHash: string;
-  policyVersion: string;
+  toolVersion: string;
   requestedBy: string;
   fourEyes: boolean;
   expiresAtMs: number;
@@ -22,7 +22,7 @@ export type Decision = {
   approverId: string;
   reason: string | null;
   inputHash: string | null;
-  policyVersion: string | null;
+  toolVersion: string | null;
 };
 export type DecisionRefusal =
   { code: "self_approval"; detail: string } | { code: "approval_mismatch"; detail: string };

@@ -7,8 +7,8 @@ import { compensable, type Compensation, type OriginalFacts } from "../../domain
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { ToolSpec, ToolSource } from "../../tools/spec.ts";
 import type { Head, OperationError, SubmitRequest } from "./contracts.ts";
-import { toolName, type OperationLog } from "./log.ts";
-import { missing } from "./retention.ts";
+import { missing, toolName, type OperationLog } from "./log.ts";
+import { decodeInput } from "../store/operation-rows.ts";
 
 /** Both links of an operation's view: it compensates `compensates`; `compensated_by` compensates it. */
 export type UndoView = { compensates: string | null; compensated_by: string | null };
@@ -58,7 +58,7 @@ export function compensationSourceOf(
     source: frozen.source,
     facts,
     compensate,
-    input: JSON.parse(frozen.input) as Record<string, unknown>,
+    input: decodeInput(frozen.input),
     result: recorded?.outcome.status === "succeeded" ? recorded.outcome.result : null,
     recorded_at_ms: recorded?.recordedAtMs ?? null,
     compensated_by: compensatedBy(log),

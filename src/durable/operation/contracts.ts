@@ -18,7 +18,7 @@ import type { Env } from "../env.ts";
 import type { Preview } from "../../tools/http-tool.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import type { Alarms } from "./alarm.ts";
-import type { ShadowView } from "./shadow-view.ts";
+import type { ShadowView } from "./views.ts";
 import type { RedactedCall } from "./redacted-view.ts";
 import type { UndoView } from "./compensation.ts";
 import type { OperationLog } from "./log.ts";

@@ -9,7 +9,8 @@ import type { AlarmHost } from "./alarm.ts";
 import type * as C from "./contracts.ts";
 import { gatherApproval, gatherResend } from "./gather.ts";
 import { approverFacts } from "./limits.ts";
-import { cancelEarly, missing, prunedFor } from "./retention.ts";
+import { missing, prunedFor } from "./log.ts";
+import { cancelEarly } from "./retention.ts";
 import { approvalInputOf, viewOf } from "./views.ts";
 
 type Reply<T> = Promise<Result<T, C.OperationError>>;
@@ -45,7 +46,7 @@ export class Decisions {
     let denial: Extract<OperationEvent, { type: "decide" }>["denial"] = null;
     let secrets: C.Secrets | null = null;
     if (head.state.phase === "awaiting_approval" && decision.verdict === "approve") {
-      const gathered = await gatherApproval(env, log, head, approval.policyVersion);
+      const gathered = await gatherApproval(env, log, head, approval.toolVersion);
       if (!gathered.ok) return gathered;
       ({ denial, secrets } = gathered.value);
     }

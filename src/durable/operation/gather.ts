@@ -22,10 +22,11 @@ import {
   policyRefusal,
   policyRequestFor,
   type PolicyDecision,
-  type PolicyRequest,
 } from "../../policies/evaluate.ts";
+import type { PolicyRequest } from "../../domain/policy-request.ts";
 import { hostPolicy } from "../../config.ts";
-import { resolveTool } from "../../tools/catalog.ts";
+import { compileTool } from "../../tools/catalog.ts";
+import { decodeInput } from "../store/operation-rows.ts";
 
 type DecideDenial = Extract<OperationEvent, { type: "decide" }>["denial"];
 
@@ -79,7 +80,7 @@ export async function secretsFor(env: Env, tenantId: string, spec: ToolSpec): Pr
 
 export type Wanted = {
   /** Ask the run whether `tool` may still run (bound to an approval's policy version); null: allowed unasked. */
-  authorize: { tool: string; policyVersion?: string } | null;
+  authorize: { tool: string; toolVersion?: string } | null;
   /** The tool whose secrets to fetch (null: none, e.g. the tool no longer compiles). */
   secretsOf: ToolSpec | null;
   /** The host retry budget to ask (an automatic send only; a person's resend never does). */
@@ -112,7 +113,7 @@ export async function gather(
             runStub(env, frozen.run_id).authorize(
               frozen.tenant_id,
               authorize.tool,
-              authorize.policyVersion ?? null,
+              authorize.toolVersion ?? null,
               frozen.plan.compensates ?? null,
             ),
             policyVerdict(env, frozen),
@@ -158,10 +159,10 @@ function frozenPolicyRequest(env: Env, frozen: FrozenRow): PolicyRequest | null 
   const { plan } = frozen;
   const kept = plan.policyRequest ?? plan.cedar?.request;
   if (kept) return kept;
-  const spec = resolveTool(frozen.source, hostPolicy(env));
+  const spec = compileTool(frozen.source, hostPolicy(env));
   if (!spec.ok) return null;
   const user = { id: plan.approval?.requestedBy ?? "", scopes: [] };
-  const input = JSON.parse(frozen.input) as Record<string, unknown>;
+  const input = decodeInput(frozen.input);
   return policyRequestFor(spec.value, input, user, frozen.run_id, {});
 }
 
@@ -179,7 +180,7 @@ export async function gatherApproval(
   env: Env,
   log: OperationLog,
   head: Head,
-  policyVersion: string,
+  toolVersion: string,
 ): Promise<Result<{ denial: DecideDenial; secrets: Secrets | null }, OperationError>> {
   const loaded = log.loadFixed();
   if (!loaded.ok)
@@ -192,7 +193,7 @@ export async function gatherApproval(
       secrets: null,
     });
   const spec = loaded.value.spec;
-  const authorize = { tool: spec.name, policyVersion };
+  const authorize = { tool: spec.name, toolVersion };
   const gathered = await gather(
     env,
     head.frozen,

@@ -5,6 +5,7 @@ import { subjectsOf, type IndexOp } from "../../domain/index-feed.ts";
 import { latencyMs } from "../../domain/journal/announce.ts";
 import { eventArguments } from "./notices.ts";
 import { toolName, type OperationLog } from "./log.ts";
+import { decodeState } from "../store/operation-rows.ts";
 
 export function indexEntryOf(log: OperationLog): IndexOp | null {
   const head = log.head();
@@ -42,7 +43,7 @@ function beforeRecorded(log: OperationLog): OperationState | null {
   for (const row of log.store.all<{ state: string }>(
     "SELECT state FROM op_log ORDER BY seq DESC",
   )) {
-    const state = JSON.parse(row.state) as OperationState;
+    const state = decodeState(row.state);
     if (state.phase !== "recorded") return state;
   }
   return null;

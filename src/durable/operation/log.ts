@@ -1,16 +1,25 @@
 // OperationLog: reads the operation's log (op_log). The head is the newest row plus the frozen call
-// (row 1, immutable, so read once per instance); the stored tool is compiled once per instance, and
-// an error (never a throw) if it no longer compiles. `forget()` drops these caches when pruned.
-import type { OperationPlan, OperationState, TraceEvent } from "../../domain/operation/index.ts";
+// (row 1, immutable, so read once per instance, deep-frozen); the stored tool is compiled by the
+// catalog, and an error (never a throw) if it no longer compiles. `forget()` drops these caches when pruned;
+// a pruned log leaves its tombstone (`prunedFor`, `missing`: what a caller is answered).
+import type { OperationState, TraceEvent } from "../../domain/operation/index.ts";
 import { redactionFor, type Redaction } from "../../domain/redact.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { ChainLink } from "../../domain/trace-chain.ts";
 import { hostPolicy } from "../../config.ts";
 import type { Env } from "../env.ts";
-import { resolveTool } from "../../tools/catalog.ts";
-import { UNSENT_EVENTS_COLUMN } from "../store/operation-rows.ts";
+import { compileTool } from "../../tools/catalog.ts";
+import {
+  decodeFrozenRow,
+  decodeInput,
+  decodeState,
+  decodeTrace,
+  UNSENT_EVENTS_COLUMN,
+} from "../store/operation-rows.ts";
+import { deepFreeze } from "../store/codec.ts";
 import type { SqlStore } from "../store/sql-store.ts";
-import type { Fixed, FrozenRow, Head, Loaded } from "./contracts.ts";
+import type { FrozenInput } from "../../domain/identity.ts";
+import type { FrozenRow, Head, Loaded, OperationError } from "./contracts.ts";
 
 /** One log row's events not yet handed to the EVENTS queue: their JSON array, and the row's time. */
 export type UnsentEvents = { events: string; atMs: number };
@@ -26,7 +35,8 @@ export class OperationLog {
   private link: ChainLink | null | undefined = undefined;
   /** Rows whose events the queue has not taken (seq → their JSON and time); undefined: not read yet. */
   private unsent: Map<number, UnsentEvents> | undefined = undefined;
-  private fixed: Fixed | null = null;
+  /** The frozen input decoded (row 1 never changes). */
+  private input: FrozenInput | null = null;
   private redactionCache: { id: string; redaction: Redaction } | null = null;
   /** See deliveries(). */
   private reportedKeys: Set<string> | null = null;
@@ -49,14 +59,12 @@ export class OperationLog {
             "SELECT seq, state FROM op_log ORDER BY seq DESC LIMIT 1",
           )
         : null;
-      this.newest = last
-        ? { seq: last.seq, state: JSON.parse(last.state) as OperationState }
-        : null;
+      this.newest = last ? { seq: last.seq, state: decodeState(last.state) } : null;
     }
     if (!this.newest) return null;
-    this.frozenRow ??= JSON.parse(
+    this.frozenRow ??= decodeFrozenRow(
       this.store.one<{ frozen: string }>("SELECT frozen FROM op_log WHERE seq = 1")!.frozen,
-    ) as FrozenRow;
+    );
     return { seq: this.newest.seq, state: this.newest.state, frozen: this.frozenRow };
   }
 
@@ -80,7 +88,7 @@ export class OperationLog {
   ): void {
     if (frozen) {
       // Row 1, written by this instance: nothing was delivered or left unsent yet.
-      this.frozenRow = frozen;
+      this.frozenRow = deepFreeze(frozen);
       this.reportedKeys = new Set();
       this.unsent = new Map();
     }
@@ -140,7 +148,7 @@ export class OperationLog {
     if (!this.store.exists("op_log")) return [];
     return this.store
       .all<{ events: string }>("SELECT events FROM op_log ORDER BY seq")
-      .flatMap((row) => JSON.parse(row.events) as TraceEvent[]);
+      .flatMap((row) => decodeTrace(row.events));
   }
 
   /** The newest sealed event: the next one chains onto it. */
@@ -149,7 +157,7 @@ export class OperationLog {
     const row = this.store.one<{ events: string }>(
       "SELECT events FROM op_log WHERE events != '[]' ORDER BY seq DESC LIMIT 1",
     );
-    const last = row ? (JSON.parse(row.events) as TraceEvent[]).at(-1) : undefined;
+    const last = row ? decodeTrace(row.events).at(-1) : undefined;
     this.link =
       last && typeof last.seq === "number" && typeof last.hash === "string"
         ? { seq: last.seq, hash: last.hash }
@@ -183,7 +191,7 @@ export class OperationLog {
     if (this.redactionCache?.id !== row.id)
       this.redactionCache = {
         id: row.id,
-        redaction: redactionFor(row.redact ?? [], JSON.parse(row.input)),
+        redaction: redactionFor(row.redact ?? [], decodeInput(row.input)),
       };
     return this.redactionCache.redaction;
   }
@@ -191,17 +199,16 @@ export class OperationLog {
   /** The stored tool, compiled under today's deployment; an error (never a throw) if it no longer compiles. */
   loadFixed(): Result<Loaded, string> {
     const frozen = this.head()!.frozen;
-    if (!this.fixed) {
-      const spec = resolveTool(frozen.source, hostPolicy(this.env));
-      if (!spec.ok)
-        return err(`the stored tool no longer compiles in this deployment: ${spec.error.detail}`);
-      const value = JSON.parse(frozen.input) as Record<string, unknown>;
-      this.fixed = {
-        spec: spec.value,
-        input: { value, canonical: frozen.input, hash: frozen.input_hash },
-      };
-    }
-    return ok({ ...this.fixed, plan: frozen.plan });
+    // The catalog keeps the compiled tool (by the frozen source's identity: no stringify per call).
+    const spec = compileTool(frozen.source, hostPolicy(this.env));
+    if (!spec.ok)
+      return err(`the stored tool no longer compiles in this deployment: ${spec.error.detail}`);
+    this.input ??= {
+      value: decodeInput(frozen.input),
+      canonical: frozen.input,
+      hash: frozen.input_hash,
+    };
+    return ok({ spec: spec.value, input: this.input, plan: frozen.plan });
   }
 
   /** The log is gone (pruned): nothing read from it may be kept. */
@@ -211,7 +218,7 @@ export class OperationLog {
     this.link = undefined;
     this.reportedKeys = null;
     this.frozenRow = null;
-    this.fixed = null;
+    this.input = null;
     this.redactionCache = null;
   }
 }
@@ -221,4 +228,33 @@ export function toolName(frozen: FrozenRow): string {
   if (frozen.source.kind === "code") return frozen.source.name;
   const name = (frozen.source.manifest as { name?: unknown } | null)?.name;
   return typeof name === "string" ? name : "(unnamed tool)";
+}
+
+/** The tombstone a prune left (op_pruned), if it is this tenant's: what the operation was. */
+export function prunedFor(
+  store: SqlStore,
+  tenantId: string,
+): Extract<OperationError, { code: "pruned" }> | null {
+  if (!store.exists("op_pruned")) return null;
+  const row = store.one<{
+    id: string;
+    tenant_id: string;
+    input_hash: string;
+    status: string;
+    pruned_at_ms: number;
+  }>("SELECT id, tenant_id, input_hash, status, pruned_at_ms FROM op_pruned WHERE k = 1");
+  return row && row.tenant_id === tenantId
+    ? {
+        code: "pruned",
+        operation_id: row.id,
+        pruned_at_ms: row.pruned_at_ms,
+        status: row.status,
+        input_hash: row.input_hash,
+      }
+    : null;
+}
+
+/** Not found for this tenant, or pruned (then with what it was). */
+export function missing(store: SqlStore, tenantId: string): OperationError {
+  return prunedFor(store, tenantId) ?? { code: "not_found" };
 }

@@ -19,16 +19,16 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { verifyChain, type ChainCheck } from "../../domain/trace-chain.ts";
 import { hostPolicy } from "../../config.ts";
 import type { Env } from "../env.ts";
-import { resolveTool } from "../../tools/catalog.ts";
+import { compileTool } from "../../tools/catalog.ts";
 import { OPERATION_SCHEMA } from "../store/operation-rows.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import type * as C from "./contracts.ts";
 import { holderStatus, startUnderLease } from "./lease-client.ts";
-import { OperationLog } from "./log.ts";
+import { missing, OperationLog, prunedFor } from "./log.ts";
 import { OperationOutbox } from "./notices.ts";
 import { indexEntryOf } from "./index-entry.ts";
 import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.ts";
-import { cancelledEarly, missing, prunedFor } from "./retention.ts";
+import { cancelledEarly } from "./retention.ts";
 import { Sender } from "./send.ts";
 import { prepareStart, startUnavailable } from "./start.ts";
 import { limitHoldOf, prunedHold, type LimitHold } from "./limits.ts";
@@ -84,7 +84,7 @@ export class OperationObject extends DurableObject<Env> {
     if (existing && existing.frozen.input_hash !== req.input.hash)
       return ok(conflictReplyOf(existing, req));
     if (!existing) {
-      const spec = resolveTool(req.source, hostPolicy(this.env));
+      const spec = compileTool(req.source, hostPolicy(this.env));
       if (!spec.ok) return err({ code: "invalid_tool", detail: spec.error.detail });
       const sweeps = this.limitSweeps;
       const used = Undo.compensationSpec(spec.value, req); // undo: a person approves by default

@@ -4,6 +4,7 @@
 import { presentPointers, redactDocument, scrub } from "../../domain/redact.ts";
 import type { Head } from "./contracts.ts";
 import type { OperationLog } from "./log.ts";
+import { decodeInput } from "../store/operation-rows.ts";
 
 export type RedactedCall = {
   /** The frozen (bound, normalized) arguments, hidden paths as "[redacted]". */
@@ -18,7 +19,7 @@ export type RedactedCall = {
 
 export function redactedCallOf(log: OperationLog, { frozen, state }: Head): RedactedCall {
   const redaction = log.redaction(frozen);
-  const input = JSON.parse(frozen.input) as unknown;
+  const input = decodeInput(frozen.input);
   const shown = redactDocument(input, redaction);
   const loaded = log.loadFixed();
   let target = "(the tool no longer compiles)";

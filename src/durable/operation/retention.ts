@@ -11,34 +11,6 @@ import { toolName } from "./log.ts";
 import { outboxPending } from "./notices.ts";
 import { dropFromIndex } from "../index/drop.ts";
 
-export function prunedFor(
-  store: SqlStore,
-  tenantId: string,
-): Extract<OperationError, { code: "pruned" }> | null {
-  if (!store.exists("op_pruned")) return null;
-  const row = store.one<{
-    id: string;
-    tenant_id: string;
-    input_hash: string;
-    status: string;
-    pruned_at_ms: number;
-  }>("SELECT id, tenant_id, input_hash, status, pruned_at_ms FROM op_pruned WHERE k = 1");
-  return row && row.tenant_id === tenantId
-    ? {
-        code: "pruned",
-        operation_id: row.id,
-        pruned_at_ms: row.pruned_at_ms,
-        status: row.status,
-        input_hash: row.input_hash,
-      }
-    : null;
-}
-
-/** Not found for this tenant, or pruned (then with what it was). */
-export function missing(store: SqlStore, tenantId: string): OperationError {
-  return prunedFor(store, tenantId) ?? { code: "not_found" };
-}
-
 /**
  * A cancel by `runId` that overtook its operation's dispatch (the run closes a call whose submit is
  * still in flight): the operation, when that run's submit arrives, is recorded cancelled without

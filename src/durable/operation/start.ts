@@ -5,21 +5,17 @@
 // frozen for every operation) and its frozen row. The caller re-checks that no other call started
 // it during these awaits, then applies the returned `start` event with the frozen row in one
 // transaction.
-import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { needsApproval, type OperationPlan } from "../../domain/operation/index.ts";
 import { planOperation } from "../../domain/operation/plan.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { requireVerifiedIdempotency, settleScheduleMs } from "../../config.ts";
 import type { Env } from "../env.ts";
+import * as catalog from "../../tools/catalog.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { startFacts, verificationStatusOf } from "../tenant/verification-client.ts";
-import {
-  evaluatePolicies,
-  policyRefusal,
-  policyRequestFor,
-  type PolicyRequest,
-} from "../../policies/evaluate.ts";
+import { evaluatePolicies, policyRefusal, policyRequestFor } from "../../policies/evaluate.ts";
+import type { PolicyRequest } from "../../domain/policy-request.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
@@ -38,7 +34,7 @@ async function gatherStart(
   req: SubmitRequest,
   spec: ToolSpec,
 ): Promise<{
-  policyVersion: string | null;
+  toolVersion: string | null;
   secrets: Secrets | null;
   verified: VerificationStatus | null;
   limits: Reserved;
@@ -65,7 +61,7 @@ async function gatherStart(
   const request = policyRequestOf(spec, req);
   const cedar = facts.policies ? decide(evaluatePolicies(facts.policies, request)) : null;
   const verified = facts.verified;
-  const none = { policyVersion: null, secrets: null, verified, cedar, request };
+  const none = { toolVersion: null, secrets: null, verified, cedar, request };
   if (cedar?.decision === "deny") return { ...none, limits: NOTHING_RESERVED };
   const claims = req.limitClaims ?? [];
   const limits =
@@ -74,8 +70,8 @@ async function gatherStart(
       : NOTHING_RESERVED;
   if (limits.denied) return { ...none, limits };
   const asks = approvalRule || limits.needsApproval;
-  const policyVersion = asks ? await sha256Hex(canonicalJson(req.source)) : null;
-  return { policyVersion, secrets: asks ? null : fetched, verified, limits, cedar, request };
+  const toolVersion = asks ? await catalog.toolVersion(req.source) : null;
+  return { toolVersion, secrets: asks ? null : fetched, verified, limits, cedar, request };
 }
 
 /** What this call looks like to the tenant's Cedar policies (policies/evaluate.ts). */
@@ -109,11 +105,11 @@ export async function prepareStart(
   >
 > {
   const started = await gatherStart(env, req, spec);
-  const { policyVersion, secrets, verified, limits, cedar, request } = started;
+  const { toolVersion, secrets, verified, limits, cedar, request } = started;
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
   const late = settleScheduleMs(env);
-  const planned = planOperation(spec, req, policyVersion, verified, strict, nowMs, late);
+  const planned = planOperation(spec, req, toolVersion, verified, strict, nowMs, late);
   // The operation records what it reserved: released by its outcome if nothing was applied.
   const plan = {
     ...planned,

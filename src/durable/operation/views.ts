@@ -1,10 +1,12 @@
 // What callers see of an operation, read from its log as it stands (never changed by reading): the
 // reply to a submit, the peek, the full view with its approval story, what an approver sees (hidden
-// fields included, never copied elsewhere), and the approvals inbox's redacted item.
+// fields included, never copied elsewhere), and the approvals inbox's redacted item. A shadow
+// run's view names the production request it would have sent (secrets named, never valued).
 import type { Envelope } from "../../domain/envelope.ts";
 import { envelopeFor } from "../../domain/envelope.ts";
 import { isSettled, settlingUntilMs } from "../../domain/operation/index.ts";
 import { idempotencyConflict } from "../../domain/operation/plan.ts";
+import type { WouldSend } from "../../domain/operation/state.ts";
 import { presentPointers, scrub } from "../../domain/redact.ts";
 import type { Preview } from "../../tools/http-tool.ts";
 import type { ApprovalItem } from "../tenant/inbox.ts";
@@ -18,12 +20,21 @@ import type {
   SubmitRequest,
 } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
-import { shadowViewOf } from "./shadow-view.ts";
 import { undoViewOf } from "./compensation.ts";
 import { redactedCallOf } from "./redacted-view.ts";
+import { decodeInput } from "../store/operation-rows.ts";
 
 /** What the approvals inbox keeps of a preview's body (the operation keeps all of it). */
 export const INBOX_PREVIEW_BYTES = 16 * 1024;
+
+/** What an operation's view says about a shadow run (issue 22): the request frozen at its start, scrubbed. */
+export type ShadowView = { shadow: boolean; would_have_sent: WouldSend | null };
+
+function shadowViewOf(log: OperationLog, { frozen }: Head): ShadowView {
+  const shadow = frozen.plan.shadow;
+  if (!shadow) return { shadow: false, would_have_sent: null };
+  return { shadow: true, would_have_sent: scrub(shadow.would_send, log.redaction(frozen)) };
+}
 
 export function envelopeOf(head: Head): Envelope {
   return envelopeFor(head.frozen.id, head.state, head.frozen.plan.safety);
@@ -125,7 +136,7 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
     requested_at: new Date(frozen.created_at).toISOString(),
     expires_at: new Date(approval.expiresAtMs).toISOString(),
     input_hash: approval.inputHash,
-    policy_version: approval.policyVersion,
+    policy_version: approval.toolVersion,
     four_eyes: approval.fourEyes,
     shadow: frozen.plan.shadow !== undefined,
     compensates: frozen.plan.compensates ?? null,
@@ -146,14 +157,14 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
 export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | null {
   const approval = head.frozen.plan.approval;
   if (!approval) return null;
-  const input = JSON.parse(head.frozen.input) as Record<string, unknown>;
+  const input = decodeInput(head.frozen.input);
   const loaded = log.loadFixed();
   return {
     arguments: input,
     target: loaded.ok ? loaded.value.spec.describeTarget(input) : "(the tool no longer compiles)",
     hidden: presentPointers(head.frozen.redact ?? [], input),
     input_hash: approval.inputHash,
-    policy_version: approval.policyVersion,
+    policy_version: approval.toolVersion,
   };
 }
 
@@ -181,7 +192,7 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     requested_at_ms: head.frozen.created_at,
     expires_at_ms: approval.expiresAtMs,
     input_hash: approval.inputHash,
-    policy_version: approval.policyVersion,
+    policy_version: approval.toolVersion,
     preview: inboxPreview(view.approval?.preview ?? null),
     decided_by: view.approval?.decided_by ?? null,
     decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,

@@ -2,7 +2,7 @@
 // names, toolgate_check_status snapshots, peeks of operations a refusal would name), plan, and
 // commit the turn row, its usage and its sources in one transactionSync; only then dispatch (settle).
 // The commit happens before any operation is sent: the output gate holds the RPCs until it lands.
-import { idempotencyKeySecret } from "../../crypto.ts";
+import { keySecretOf } from "../../crypto.ts";
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { CHECK_STATUS, offersCheckStatus } from "../../domain/check-status.ts";
 import type { ModelUsage } from "../../domain/pricing.ts";
@@ -17,7 +17,6 @@ import {
 } from "../../domain/turn/admit.ts";
 import type { ProposedCall } from "../../domain/turn/gate.ts";
 import { sameGateInputs, turnIdentity, type TurnRecord } from "../../domain/turn/turn.ts";
-import { signingKeyOf } from "../../config.ts";
 import type { Env } from "../env.ts";
 import { MAX_CALLS_PER_TURN } from "../../providers/types.ts";
 import { encodeTurnCalls, TURN_COLUMNS, TURN_GROUP_CALLS_COLUMN } from "../store/run-rows.ts";
@@ -30,6 +29,8 @@ import { peekInto } from "./peek.ts";
 import { rememberTurn, usageRow } from "./rows.ts";
 import { dispatchedSources } from "./sources.ts";
 import { indexTurn, migrateStored, storedCounts } from "./stored.ts";
+import { compileTools } from "../../tools/catalog.ts";
+import { hostPolicy } from "../../config.ts";
 
 export async function postTurn(
   parts: RunParts,
@@ -42,14 +43,10 @@ export async function postTurn(
 ): Promise<Result<TurnReply, RunError>> {
   const { env, store, rows, sources, settler, events } = parts;
   const identity = await turnIdentity(calls);
-  const signingKey = signingKeyOf(env);
-  if (!signingKey)
-    return err({
-      code: "misconfigured",
-      detail:
-        "TOOLGATE_SIGNING_KEY is not set for this deployment (upstream idempotency keys derive from it)",
-    });
-  const keySecret = await idempotencyKeySecret(signingKey);
+  // Upstream idempotency keys derive from the signing key: without one, no call is admitted.
+  const secret = await keySecretOf(env);
+  if (!secret.ok) return secret;
+  const keySecret = secret.value;
   const usageHash = group?.usage ? await sha256Hex(canonicalJson(group.usage)) : null;
   // What the operations of calls a budget or a cancel refuses said (peek, read-only): planTurn's `peeked`.
   const peeked = new Map<string, string | null>();
@@ -67,7 +64,7 @@ export async function postTurn(
         });
       return ok(await settler.settle(existing, wait, 0, format));
     }
-    const offered = parts.offered.of(run);
+    const offered = compileTools(run.tools, hostPolicy(parts.env));
     const checks = offersCheckStatus(offered.values())
       ? calls.map((call) => call.name === CHECK_STATUS)
       : calls.map(() => false);

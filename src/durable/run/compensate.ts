@@ -10,30 +10,31 @@
 // however often and however concurrently it is asked, it is one operation, always submitted from
 // the stored row. A rejected, expired or failed-without-effect compensation is asked anew.
 // A person's action, not the model's: it runs in a cancelled or expired run, spends none of the
-// run's budgets, and is authorized by its row, not by the model's offered tools or scopes.
-import { idempotencyKeySecret } from "../../crypto.ts";
+// run's budgets, and is authorized by its row, not by the model's offered tools or scopes
+// (`authorizeCompensation`, before each send; after an approval, against the tool the approver saw).
+import { keySecretOf } from "../../crypto.ts";
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import {
   asksAnew,
   compensable,
   compensationIdOf,
+  toolChangedSinceAsked,
   renderArguments,
   withoutResult,
 } from "../../domain/compensation.ts";
 import { idempotencyKeyFor } from "../../domain/identity.ts";
 import { claimsFor } from "../../domain/limit/claims.ts";
-import type { LimitClaim } from "../../domain/limit/window.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { admitCall } from "../../domain/turn/gate.ts";
-import type { RunState } from "../../domain/turn/turn.ts";
-import { hostPolicy, signingKeyOf } from "../../config.ts";
+import type { Denial, RunState } from "../../domain/turn/turn.ts";
+import { hostPolicy } from "../../config.ts";
 import {
   compensationPolicyRefusal,
   evaluatePolicies,
   policyRequestFor,
 } from "../../policies/evaluate.ts";
-import { resolveTool } from "../../tools/catalog.ts";
-import type { ToolSource } from "../../tools/spec.ts";
+import * as catalog from "../../tools/catalog.ts";
+import { decodeLimitClaims, decodeToolSource } from "../store/run-rows.ts";
 import type { CompensationSource } from "../operation/compensation.ts";
 import type { OperationReply } from "../operation/contracts.ts";
 import { operationStub, tenantStub } from "../stubs.ts";
@@ -102,17 +103,13 @@ export async function compensate(
   const allowed = compensable(original.facts);
   if (!allowed.ok) return allowed;
   const declared = original.compensate!;
-  const signingKey = signingKeyOf(parts.env);
-  if (!signingKey)
-    return err({
-      code: "misconfigured",
-      detail: "TOOLGATE_SIGNING_KEY is not set for this deployment",
-    });
+  const keySecret = await keySecretOf(parts.env);
+  if (!keySecret.ok) return keySecret;
   // The compensating tool as registered now (it may have changed since the original's PUT).
   const found = await tenantStub(parts.env, tenantId).sources([declared.tool]);
   if (!found.ok) return invalid(`the compensating tool ${declared.tool} is no longer registered`);
   const source = found.value[declared.tool]!;
-  const spec = resolveTool(source, hostPolicy(parts.env));
+  const spec = catalog.compileTool(source, hostPolicy(parts.env));
   if (!spec.ok) return invalid(`the compensating tool ${declared.tool} no longer compiles`);
   if (spec.value.risk === "read") return invalid(`${declared.tool} is now a read`);
   const rendered = renderArguments(declared.arguments, original.input, original.result);
@@ -152,10 +149,7 @@ export async function compensate(
     source: canonicalJson(source),
     input: canonical,
     input_hash: await sha256Hex(canonical),
-    idempotency_key: await idempotencyKeyFor(
-      compensationId,
-      await idempotencyKeySecret(signingKey),
-    ),
+    idempotency_key: await idempotencyKeyFor(compensationId, keySecret.value),
     claims: claims.value.length > 0 ? JSON.stringify(claims.value) : null,
     approval: declared.approval,
     reason: asked.reason,
@@ -235,13 +229,13 @@ export async function submitRow(
       tenantId: run.tenantId,
       runId: run.runId,
       callId: `undo_${row.original_id}${row.generation > 1 ? `_${row.generation}` : ""}`,
-      source: JSON.parse(row.source) as ToolSource,
+      source: decodeToolSource(row.source),
       input: { value: JSON.parse(row.input), canonical: row.input, hash: row.input_hash },
       operationId: id,
       idempotencyKey: row.idempotency_key,
       userId: run.user.id,
       waitMs,
-      ...(row.claims ? { limitClaims: JSON.parse(row.claims) as LimitClaim[] } : {}),
+      ...(row.claims ? { limitClaims: decodeLimitClaims(row.claims) } : {}),
       principal: { user: run.user, context: run.context },
       facts: null,
       compensation: { of: row.original_id, approval: row.approval },
@@ -275,4 +269,42 @@ export async function submitRow(
       console.error("compensation link not written", row.original_id, String(error)),
     );
   return ok({ created, compensation_id: id, reply });
+}
+
+/**
+ * Asked by a compensation before each send (OperationObject → gather → RunObject.authorize): its
+ * row decides, not the model's offered tools, scopes, budgets, deadline or a cancel — a person
+ * asked for it. `toolVersion` (after an approval): the compensating tool's source the approver
+ * saw; another source cannot ride that approval.
+ */
+export async function authorizeCompensation(
+  parts: RunParts,
+  tenantId: string,
+  originalId: string,
+  tool: string,
+  toolVersion: string | null,
+): Promise<Result<true, Denial>> {
+  const deny = (message: string) =>
+    err<Denial>({ status: "rejected", code: "tool_not_allowed", message });
+  if (!parts.rows.loadFor(tenantId)) return deny("The run this compensation belongs to is gone.");
+  const row = compensationRow(parts, originalId);
+  if (!row || row.tool !== tool)
+    return deny(`No compensation of ${originalId} by ${tool} was asked for.`);
+  if (
+    toolVersion !== null &&
+    (await catalog.toolVersion(decodeToolSource(row.source))) !== toolVersion
+  )
+    return err({
+      status: "rejected",
+      code: "approval_expired",
+      message: `The tool ${tool} changed while the compensation waited; it was not sent.`,
+    });
+  if (toolVersion !== null) {
+    // The approver saw the tool as it was asked with; the tenant may have re-PUT or deleted it since.
+    const found = await tenantStub(parts.env, tenantId).sources([tool]);
+    const current = found.ok ? canonicalJson(found.value[tool]) : null;
+    const changed = toolChangedSinceAsked(tool, row.source, current);
+    if (changed) return err({ status: "rejected", code: "approval_expired", message: changed });
+  }
+  return ok(true);
 }

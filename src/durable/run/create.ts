@@ -5,7 +5,7 @@
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { TenantFacts } from "../../domain/tenant-facts.ts";
 import { hashTools, type RunState } from "../../domain/turn/turn.ts";
-import { retentionMs } from "../../config.ts";
+import { retentionMs, hostPolicy } from "../../config.ts";
 import { encodeRun } from "../store/run-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { RunError, RunInit, RunView } from "./contracts.ts";
@@ -13,6 +13,7 @@ import type { RunFacts } from "./facts.ts";
 import type { RunParts } from "./parts.ts";
 import type { RunRows } from "./rows.ts";
 import type { ToolSources } from "./sources.ts";
+import { compileTools } from "../../tools/catalog.ts";
 
 /** False when this object already holds a run, or held one that retention pruned. */
 export function insertRun(
@@ -48,7 +49,7 @@ export function requestHashOf(store: SqlStore): string | null {
 
 /** The run as the API shows it, with the tools it offers now. */
 export function viewOf(parts: RunParts, run: RunState): RunView {
-  return parts.rows.view(run, parts.offered.of(run));
+  return parts.rows.view(run, compileTools(run.tools, hostPolicy(parts.env)));
 }
 
 /**

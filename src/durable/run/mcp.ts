@@ -17,6 +17,8 @@ import type { ToolSpec } from "../../tools/spec.ts";
 import { close } from "./close.ts";
 import type { McpCall, McpCallReply, RunError, TurnReply } from "./contracts.ts";
 import type { RunParts } from "./parts.ts";
+import { compileTools } from "../../tools/catalog.ts";
+import { hostPolicy } from "../../config.ts";
 
 /** `checkStatus`: the run offers toolgate_check_status (the result text may point at it). */
 export async function mcpTurn(
@@ -71,7 +73,7 @@ export class McpCalls {
   ): Promise<Result<McpCallReply, RunError>> {
     const run = this.parts.rows.loadFor(tenantId);
     if (!run) return this.parts.rows.missing(tenantId);
-    const turn = await mcpTurn(run, this.parts.offered.of(run), call);
+    const turn = await mcpTurn(run, compileTools(run.tools, hostPolicy(this.parts.env)), call);
     if (!turn.ok) return turn;
     const { proposed, turnId, checkStatus } = turn.value;
     this.inFlight.set(call.nonce, {

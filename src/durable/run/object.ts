@@ -6,7 +6,6 @@
 // RPC's body beyond load-and-answer lives beside it: create.ts, update.ts, admit.ts, mcp.ts,
 // settle.ts, close.ts, trace.ts.
 import { DurableObject } from "cloudflare:workers";
-import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { RUN_TEXT } from "../../domain/envelope.ts";
 import type { TraceEvent } from "../../domain/operation/index.ts";
 import type { OtlpTrace } from "../../domain/otlp.ts";
@@ -17,7 +16,9 @@ import { mayExecute, type ProposedCall } from "../../domain/turn/gate.ts";
 import type { Denial, RunState } from "../../domain/turn/turn.ts";
 import type { Wait } from "../../domain/wait.ts";
 import type { Env } from "../env.ts";
+import * as catalog from "../../tools/catalog.ts";
 import type { ToolDefinition } from "../../tools/spec.ts";
+import { hostPolicy } from "../../config.ts";
 import { encodeRun, RUN_LAZY_TABLES, RUN_SCHEMA } from "../store/run-rows.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { postTurn } from "./admit.ts";
@@ -36,7 +37,6 @@ import {
   type TurnReply,
 } from "./contracts.ts";
 import { idempotencyWarnings, runWarnings, toolDefinitions } from "./export.ts";
-import { OfferedTools } from "./offered.ts";
 import type { RunParts } from "./parts.ts";
 import { runAlarm } from "./retention.ts";
 import { RunRows } from "./rows.ts";
@@ -49,7 +49,6 @@ import { McpCalls } from "./mcp.ts";
 import { runOtlp, runTrace } from "./trace.ts";
 import { runIndexEntry } from "./index-entry.ts";
 import * as Undo from "./compensate.ts";
-import { authorizeCompensation } from "./authorize-compensation.ts";
 import { rollbackAlarm, rollbackOf, startRollback } from "./rollback.ts";
 import type { CompensationSource } from "../operation/compensation.ts";
 
@@ -57,7 +56,6 @@ export class RunObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, RUN_SCHEMA, RUN_LAZY_TABLES);
   private readonly sources = new ToolSources(this.store);
   private readonly rows = new RunRows(this.store, this.sources.sourceOf);
-  private readonly offered = new OfferedTools(this.env);
   private readonly events = new RunEvents(this.env, this.store, this.rows, this.ctx);
   private readonly facts = new RunFacts(this.env, this.store, (p) => this.ctx.waitUntil(p));
   private readonly settler = new TurnSettler(
@@ -73,10 +71,12 @@ export class RunObject extends DurableObject<Env> {
     rows: this.rows,
     sources: this.sources,
     settler: this.settler,
-    offered: this.offered,
     events: this.events,
   };
   private readonly mcp = new McpCalls(this.parts);
+  /** The run's offered tools, compiled (the catalog keeps them: tools/catalog.ts). */
+  private readonly offered = (run: RunState) =>
+    catalog.compileTools(run.tools, hostPolicy(this.env));
 
   /**
    * `requestHash`: the creating request's hash, when the client named it with a request_id (see
@@ -173,16 +173,14 @@ export class RunObject extends DurableObject<Env> {
   /** The offered tools as plain data, for exporting definitions to the model (plus toolgate_check_status with any write). */
   async toolDefinitions(tenantId: string): Promise<Result<ToolDefinition[], RunError>> {
     const run = this.rows.loadFor(tenantId);
-    return run
-      ? ok(toolDefinitions([...this.offered.of(run).values()]))
-      : this.rows.missing(tenantId);
+    return run ? ok(toolDefinitions([...this.offered(run).values()])) : this.rows.missing(tenantId);
   }
 
   /** The run's warnings (export.ts): unverified idempotency and missing context, [] when none. */
   async warnings(tenantId: string): Promise<Result<RunWarning[], RunError>> {
     const run = this.rows.loadFor(tenantId);
     if (!run) return this.rows.missing(tenantId);
-    const offered = [...this.offered.of(run).values()];
+    const offered = [...this.offered(run).values()];
     return ok(
       await runWarnings(this.env, tenantId, run, offered, this.facts.usable(run, Date.now())),
     );
@@ -198,21 +196,22 @@ export class RunObject extends DurableObject<Env> {
 
   /**
    * Asked by an operation before each retry, after an approval and after waiting for a resource
-   * lock: may it still execute? `policyVersion` (approvals): the hash of the tool source the
+   * lock: may it still execute? `toolVersion` (approvals): the hash of the tool source the
    * person saw; a tool changed since then cannot ride that approval.
    */
   async authorize(
     tenantId: string,
     tool: string,
-    policyVersion: string | null = null,
+    toolVersion: string | null = null,
     compensates: string | null = null,
   ): Promise<Result<true, Denial>> {
     if (compensates)
-      return authorizeCompensation(this.parts, tenantId, compensates, tool, policyVersion);
+      return Undo.authorizeCompensation(this.parts, tenantId, compensates, tool, toolVersion);
     const run = this.rows.loadFor(tenantId);
-    const verdict = mayExecute(run, run ? this.offered.of(run) : new Map(), tool, Date.now());
-    if (!verdict.ok || policyVersion === null || !run) return verdict;
-    return (await sha256Hex(canonicalJson(run.tools[tool]))) === policyVersion
+    const verdict = mayExecute(run, run ? this.offered(run) : new Map(), tool, Date.now());
+    const source = run?.tools[tool];
+    if (!verdict.ok || toolVersion === null || !source) return verdict;
+    return (await catalog.toolVersion(source)) === toolVersion
       ? verdict
       : err({
           status: "rejected",
@@ -230,7 +229,6 @@ export class RunObject extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     if (!(await runAlarm(this.parts, this.ctx.storage)))
       return rollbackAlarm(this.parts, this.ctx.storage);
-    this.offered.clear();
     this.sources.clear();
     this.settler.clear();
     this.facts.clear();

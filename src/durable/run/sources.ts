@@ -1,21 +1,15 @@
 // The run's tool sources, stored once each by content hash (`tool_sources`), so a call row names
 // its source by hash. Content-addressed, so a decoded source is never stale: the decoded cache and
 // the source → hash map need no invalidation.
-import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import type { TurnCall } from "../../domain/turn/turn.ts";
 import { LruCache } from "../../lru.ts";
+import { knownToolVersion, storedUnderVersion, toolVersion } from "../../tools/catalog.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import { decodeToolSource } from "../store/run-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
 /** Decoded tool sources by hash (content-addressed, so never stale). */
 const SOURCE_CACHE = { maxEntries: 64, maxBytes: 4 * 1024 * 1024 };
-/**
- * Each tool source object's stored hash (`tool_sources`), so a call row names its source by hash.
- * Per isolate, not per object: decoded turns are shared by every object here (store.ts), and the
- * hash depends only on the source's content.
- */
-const sourceHashes = new WeakMap<ToolSource, string>();
 
 export class ToolSources {
   private readonly sources = new LruCache<string, ToolSource>(
@@ -25,14 +19,12 @@ export class ToolSources {
 
   constructor(private readonly sql: SqlStore) {}
 
-  /** Computes (once per source object) the hash each source is stored under. */
+  /** Computes (once per source object, kept by the catalog) the version each source is stored under. */
   async hash(sources: readonly ToolSource[]): Promise<void> {
-    for (const source of sources)
-      if (!sourceHashes.has(source))
-        sourceHashes.set(source, await sha256Hex(canonicalJson(source)));
+    for (const source of sources) await toolVersion(source);
   }
 
-  readonly hashOf = (source: ToolSource): string | undefined => sourceHashes.get(source);
+  readonly hashOf = (source: ToolSource): string | undefined => knownToolVersion(source);
 
   /**
    * Stores each source hashed by `hash` once per run, in the caller's transaction (a source
@@ -69,7 +61,7 @@ export class ToolSources {
     if (!row) return null;
     const source = decodeToolSource(row.source);
     this.sources.set(hash, source);
-    sourceHashes.set(source, hash);
+    storedUnderVersion(source, hash);
     return source;
   };
 

@@ -9,6 +9,12 @@
 // A cancel that arrives before the operation exists leaves an `op_early_cancel` row per cancelling
 // run (only that run's submit obeys it); `op_tombstone` is its older, unbound form, still read.
 // `op_compensated_by` (undo, issue 22): the id of this operation's compensation, once there is one.
+import { z } from "zod";
+import type { OperationPlan, OperationState, TraceEvent } from "../../domain/operation/index.ts";
+import type { FrozenRow } from "../operation/contracts.ts";
+import { decodeWith, deepFreeze, parseJson } from "./codec.ts";
+import { ToolSourceCodec } from "./run-rows.ts";
+
 /** Added to older operations' op_log on their next row with events (SqlStore.ensureColumn). */
 export const UNSENT_EVENTS_COLUMN = "unsent_events TEXT";
 export const OPERATION_SCHEMA = `
@@ -19,3 +25,64 @@ CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resour
 CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_compensated_by (k INTEGER PRIMARY KEY CHECK (k = 1), compensation_id TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS op_outbox (seq INTEGER NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY (seq, kind)) WITHOUT ROWID;`;
+
+// The log's codecs. The frame of each row is checked (a row that does not decode is corrupt storage:
+// a thrown error, never a guess); the plan, state and trace are the core's own types, written only
+// by this object, and checked by their tag.
+const Tagged = (tag: string) => z.object({ [tag]: z.string() }).loose();
+const PlanCodec = z.custom<OperationPlan>((value) => z.object({}).loose().safeParse(value).success);
+const FrozenRowCodec: z.ZodType<FrozenRow> = z.object({
+  id: z.string(),
+  tenant_id: z.string(),
+  run_id: z.string(),
+  call_id: z.string(),
+  source: ToolSourceCodec,
+  input: z.string(),
+  input_hash: z.string(),
+  plan: PlanCodec,
+  created_at: z.number(),
+  risk: z.string().optional(),
+  redact: z.array(z.string()).optional(),
+  trace_content: z.object({ arguments: z.boolean(), result: z.boolean() }).optional(),
+});
+const StateCodec = z.custom<OperationState>((value) => Tagged("phase").safeParse(value).success);
+const TraceCodec = z.custom<TraceEvent[]>(
+  (value) => z.array(Tagged("type").extend({ at_ms: z.number() })).safeParse(value).success,
+);
+const InputCodec = z.record(z.string(), z.unknown());
+
+/**
+ * Row 1's frozen call, deep-frozen (it never changes; the catalog then finds its compiled tool by
+ * identity). A plan frozen before the rename names the tool's version `policyVersion`: read as
+ * `toolVersion` (the stored field of older rows is left as written).
+ */
+export function decodeFrozenRow(text: string): FrozenRow {
+  const raw = parseJson(text, "op_log frozen");
+  const approval = z
+    .object({
+      plan: z.object({ approval: z.object({ policyVersion: z.string() }).loose() }).loose(),
+    })
+    .loose()
+    .safeParse(raw);
+  const value =
+    approval.success && !("toolVersion" in approval.data.plan.approval)
+      ? {
+          ...approval.data,
+          plan: {
+            ...approval.data.plan,
+            approval: {
+              ...approval.data.plan.approval,
+              toolVersion: approval.data.plan.approval.policyVersion,
+            },
+          },
+        }
+      : raw;
+  return deepFreeze(decodeWith(FrozenRowCodec, value, "op_log frozen"));
+}
+export const decodeState = (text: string): OperationState =>
+  decodeWith(StateCodec, parseJson(text, "op_log state"), "op_log state");
+export const decodeTrace = (text: string): TraceEvent[] =>
+  decodeWith(TraceCodec, parseJson(text, "op_log events"), "op_log events");
+/** The frozen input (canonical JSON of an object, as the gate admitted it). */
+export const decodeInput = (text: string): Record<string, unknown> =>
+  decodeWith(InputCodec, parseJson(text, "frozen input"), "frozen input");

@@ -9,6 +9,7 @@ import type { Envelope } from "../../domain/envelope.ts";
 import type { StoredCounts } from "../../domain/run-limits.ts";
 import type { RunState, TurnCall, TurnRecord } from "../../domain/turn/turn.ts";
 import type { TurnGroup } from "../../domain/turn/admit.ts";
+import type { LimitClaim } from "../../domain/limit/window.ts";
 import { LruCache } from "../../lru.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import { decodeWith, deepFreeze, parseJson } from "./codec.ts";
@@ -50,7 +51,7 @@ CREATE TABLE IF NOT EXISTS rollback (k INTEGER PRIMARY KEY CHECK (k = 1), state 
 CREATE TABLE IF NOT EXISTS rollback_steps (seq INTEGER PRIMARY KEY, operation_id TEXT NOT NULL, tool TEXT NOT NULL, compensation_id TEXT, state TEXT NOT NULL, detail TEXT);
 CREATE INDEX IF NOT EXISTS run_events_unsent ON run_events (next_at_ms) WHERE sent = 0;`;
 
-const ToolSourceCodec: z.ZodType<ToolSource> = z.discriminatedUnion("kind", [
+export const ToolSourceCodec: z.ZodType<ToolSource> = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("manifest"), manifest: z.unknown() }),
   z.object({ kind: z.literal("code"), name: z.string() }),
 ]);
@@ -98,6 +99,16 @@ const RunCodec: z.ZodType<RunState> = z.object({
   mode: z.literal("shadow").optional(),
 });
 const CallRefCodec = z.object({ id: z.string(), name: z.string() });
+const LimitClaimsCodec = z.array(
+  z.object({
+    name: z.string(),
+    subject: z.string(),
+    amount: z.number(),
+    max: z.number(),
+    windowMs: z.number(),
+    over: z.enum(["refuse", "approve"]),
+  }),
+);
 const StoredSubmitFields = {
   operationId: z.string(),
   idempotencyKey: z.string(),
@@ -105,18 +116,7 @@ const StoredSubmitFields = {
   hash: z.string(),
   cost: z.number(),
   /** Limits across runs it claims (issue 21); absent: none, or a row written before them. */
-  claims: z
-    .array(
-      z.object({
-        name: z.string(),
-        subject: z.string(),
-        amount: z.number(),
-        max: z.number(),
-        windowMs: z.number(),
-        over: z.enum(["refuse", "approve"]),
-      }),
-    )
-    .optional(),
+  claims: LimitClaimsCodec.optional(),
 };
 /**
  * Stored without the input's value: it is the canonical text, parsed back (the arguments are kept
@@ -239,6 +239,10 @@ export function encodeTurnCalls(
 /** A `tool_sources` row's text: decoded once per run object (deep-frozen, shared by its calls). */
 export const decodeToolSource = (text: string): ToolSource =>
   deepFreeze(decodeWith(ToolSourceCodec, parseJson(text, "tool source"), "tool source"));
+
+/** A compensation row's claims (limits across runs, JSON); null: none. */
+export const decodeLimitClaims = (text: string): LimitClaim[] =>
+  decodeWith(LimitClaimsCodec, parseJson(text, "compensation claims"), "compensation claims");
 
 /** The stored source a call row names; unknown hashes are corrupt storage. */
 export type SourceLookup = (hash: string) => ToolSource | null;

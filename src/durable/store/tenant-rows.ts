@@ -8,6 +8,7 @@
 // runs' ids (`tenant_runs`: what an index rebuild walks, tenant/runs.ts).
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
+import { parseJson } from "./codec.ts";
 import type { SqlStore } from "./sql-store.ts";
 export const TENANT_SCHEMA = `
 CREATE TABLE IF NOT EXISTS tenant (id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
@@ -102,6 +103,9 @@ export type SecretRow = {
   created_at: number;
   updated_at: number;
 };
+
+/** A `tools` row's manifest: JSON (the compile in tools/catalog.ts is its schema, and says why not). */
+export const decodeManifest = (text: string): unknown => parseJson(text, "tool manifest");
 
 /** The tenant record, if this object holds one (read paths never create the table). */
 export function tenantRecord(store: SqlStore): { id: string } | null {

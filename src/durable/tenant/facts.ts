@@ -17,12 +17,12 @@ import {
   type ToolFacts,
 } from "../../domain/tenant-facts.ts";
 import { hostPolicy } from "../../config.ts";
-import { resolveTool } from "../../tools/catalog.ts";
+import { compileTool } from "../../tools/catalog.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
-import type { PolicySet } from "../../policies/evaluate.ts";
+import type { PolicySet } from "../../domain/policy-request.ts";
 import type { TenantError } from "./contracts.ts";
 import { sources, storedStatuses, verificationRow } from "./registry.ts";
 import { NATURAL, verifiableSettings } from "./verification-client.ts";
@@ -43,7 +43,7 @@ export async function readFacts(
   const secrets: Record<string, SealedSecret | null> = {};
   const byTool: Record<string, ToolFacts> = {};
   for (const [name, source] of Object.entries(tools)) {
-    const spec = resolveTool(source, hostPolicy(env));
+    const spec = compileTool(source, hostPolicy(env));
     const names = spec.ok ? spec.value.secretNames : [];
     for (const secret of names) {
       const row = own ? secretRow(store, secret) : null;

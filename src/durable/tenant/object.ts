@@ -17,7 +17,7 @@ import type { EventType, ToolgateEvent } from "../../domain/journal/events.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
-import type { PolicySet } from "../../policies/evaluate.ts";
+import type { PolicySet } from "../../domain/policy-request.ts";
 import type { TenantError } from "./contracts.ts";
 import * as policies from "./policies.ts";
 import * as stored from "./events.ts";

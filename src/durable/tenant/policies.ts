@@ -8,12 +8,14 @@ import { sha256Hex } from "../../domain/canonical-json.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { hostPolicy } from "../../config.ts";
 import { cedarSchemaFor } from "../../policies/schema.ts";
-import { validationProblem, type PolicySet } from "../../policies/evaluate.ts";
-import { resolveTool } from "../../tools/catalog.ts";
+import type { PolicySet } from "../../domain/policy-request.ts";
+import { validationProblem } from "../../policies/evaluate.ts";
+import { compileManifestTool } from "../../tools/catalog.ts";
 import { CODE_TOOLS } from "../../tools/code-tools.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
+import { decodeManifest } from "../store/tenant-rows.ts";
 import type { TenantError } from "./contracts.ts";
 
 /** `invalid`: why and since when every call is refused (null: the set validated against the tools). */
@@ -43,10 +45,7 @@ function tenantSchema(store: SqlStore, env: Env, change: ToolChange | null = nul
     ? store.all<{ manifest: string }>("SELECT manifest FROM tools ORDER BY name")
     : [];
   for (const row of rows) {
-    const spec = resolveTool(
-      { kind: "manifest", manifest: JSON.parse(row.manifest) as unknown },
-      hostPolicy(env),
-    );
+    const spec = compileManifestTool(decodeManifest(row.manifest), hostPolicy(env));
     if (spec.ok) byName.set(spec.value.name, spec.value);
   }
   if (change?.spec) byName.set(change.name, change.spec);

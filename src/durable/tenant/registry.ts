@@ -18,14 +18,14 @@ import {
   type VerificationView,
 } from "../../domain/verification.ts";
 import { CODE_TOOLS } from "../../tools/code-tools.ts";
-import { compileManifest } from "../../tools/manifest/compile.ts";
+import { compileManifestTool } from "../../tools/catalog.ts";
 import { checkCompensationTarget } from "../../tools/manifest/compensate.ts";
 import { compileAcrossRuns, type AcrossRunsInput } from "../../tools/manifest/limits.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import { verificationSettingsHash } from "../../tools/verify.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
-import type { ToolRow } from "../store/tenant-rows.ts";
+import { decodeManifest, type ToolRow } from "../store/tenant-rows.ts";
 import type { TenantError } from "./object.ts";
 import { policiesAfter } from "./policies.ts";
 import { secretRow } from "./secrets.ts";
@@ -48,7 +48,7 @@ export async function putTool(
   manifest: unknown,
   force = false,
 ): Promise<Result<ToolRecord & { created: boolean; warnings: ContextRequired[] }, TenantError>> {
-  const compiled = compileManifest(manifest, hostPolicy(env));
+  const compiled = compileManifestTool(manifest, hostPolicy(env));
   if (!compiled.ok) return compiled;
   if (compiled.value.name !== name)
     return err({
@@ -77,7 +77,7 @@ export async function putTool(
   const version = (previous?.version ?? 0) + 1;
   // What runs must carry, and what this version reads that the one it replaces did not.
   const replaced = previous
-    ? compileManifest(JSON.parse(previous.manifest), hostPolicy(env))
+    ? compileManifestTool(decodeManifest(previous.manifest), hostPolicy(env))
     : null;
   const required = contextRequired(
     compiled.value,
@@ -124,7 +124,7 @@ function compensationTarget(
   if (!compensation) return ok(true);
   const row = toolRow(store, compensation.tool);
   const target = row
-    ? compileManifest(JSON.parse(row.manifest), hostPolicy(env))
+    ? compileManifestTool(decodeManifest(row.manifest), hostPolicy(env))
     : CODE_TOOLS[compensation.tool]
       ? ok(CODE_TOOLS[compensation.tool]!)
       : null;

@@ -4,7 +4,7 @@
 // verdict (code tools are the deployment's own, reviewed with it); a manifest write with mode
 // "natural" promises safe repeats that verify cannot check, so it is always "unverified". A tenant
 // that cannot be asked counts as "unverified": under the policy that fails closed.
-import type { PolicySet } from "../../policies/evaluate.ts";
+import type { PolicySet } from "../../domain/policy-request.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
 import type { CallFacts } from "../../domain/tenant-facts.ts";
 import { LruCache } from "../../lru.ts";

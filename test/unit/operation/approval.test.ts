@@ -67,7 +67,7 @@ describe("awaiting_approval", () => {
     },
     approval: {
       inputHash: "h1",
-      policyVersion: "v1",
+      toolVersion: "v1",
       requestedBy: "alice",
       fourEyes: true,
       expiresAtMs: T + 60_000,
@@ -80,7 +80,7 @@ describe("awaiting_approval", () => {
     approverId: "bob",
     reason: null,
     inputHash: null,
-    policyVersion: null,
+    toolVersion: null,
     ...over,
   });
   const at = (
@@ -179,7 +179,7 @@ describe("awaiting_approval", () => {
     ["a decision naming other arguments", decision({ inputHash: "h2" }), "approval_mismatch"],
     [
       "a decision naming another tool version",
-      decision({ policyVersion: "v0" }),
+      decision({ toolVersion: "v0" }),
       "approval_mismatch",
     ],
   ] as const)("%s → refused, nothing changes", (_what, d, code) => {

@@ -103,7 +103,7 @@ describe("stateAlarmAtMs: the alarm each state armed, so the shell can put it ba
     ...plan("keyed"),
     approval: {
       inputHash: "h",
-      policyVersion: "v",
+      toolVersion: "v",
       requestedBy: "u1",
       fourEyes: true,
       expiresAtMs: 99_000,
