@@ -193,7 +193,9 @@ export const OverviewSections: FC<{ data: OverviewData }> = ({ data }) => {
         <div class="scroll">
           <table class="operations">
             <caption>
-              {data.operations.length} most recent operations
+              {data.operations.length === 1
+                ? "The most recent operation"
+                : `${data.operations.length} most recent operations`}
               {filters.q ? ` matching “${filters.q}”` : ""}
             </caption>
             <thead>

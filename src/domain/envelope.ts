@@ -61,7 +61,8 @@ export function envelopeFor(
         "resource_locked",
         state.blockedBy
           ? `Another change to the same resource (operation ${state.blockedBy}) is still being settled; nothing has been done for this call yet and it runs as soon as that one is settled. Wait; do not call it again.`
-          : "Waiting for its turn on the resource this call changes; nothing has been done yet and it runs as soon as the resource is free. Wait; do not call it again.",
+          : // Asked for, not yet answered: no other change is known to hold it (newcomer #24).
+            "Taking the lock on the resource this call changes before it runs; nothing has been done yet and it runs once the lock is granted. Wait; do not call it again.",
       );
     case "awaiting_approval":
       return refusal(

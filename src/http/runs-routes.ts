@@ -70,6 +70,9 @@ async function created(
       run_id: run.run_id,
       run_token: await signRunToken(c.env, tenantId, run.run_id, Date.parse(run.expires_at)),
       expires_at: run.expires_at,
+      // What the run is, as created (a shadow run must be visibly one: newcomer report).
+      mode: run.mode,
+      jurisdiction: run.jurisdiction,
       tools: exportTools(unwrap(definitions), toolsFormat(c)),
       warnings: unwrap(warnings),
       ...(notify ? { notify } : {}),

@@ -55,6 +55,8 @@ async function newRun(tools: string[], mode?: string) {
     ...(mode ? { mode } : {}),
   });
   expect(run.status, JSON.stringify(run.body)).toBe(201);
+  // The creating answer says what was created.
+  expect(run.body.mode).toBe(mode ?? "live");
   return run.body.run_id as string;
 }
 
