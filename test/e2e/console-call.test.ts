@@ -4,7 +4,8 @@
 // card token it redacts. An agent charges through the API and proposes the same charge again; the
 // run page and the operation page show the frozen arguments (the token as [redacted]), the request
 // as sent (the secret by name, its value nowhere in the page), the upstream's answer, what the model
-// got and the replay; the console search finds the charge by a prefix of its customer. Headless
+// got and the replay; the console search finds the charge by a prefix of its customer; the webhooks
+// page shows a failed delivery to the tenant's endpoint and its next attempt. Headless
 // Chromium with JavaScript off; every wait is on a selector, a URL or the index through the API.
 // TOOLGATE_SCREENSHOTS=<dir> saves the run page, the operation page and the overview there.
 import { mkdirSync } from "node:fs";
@@ -18,6 +19,9 @@ import { e2eServer, indexUntil, shopNamespace } from "../support/e2e.ts";
 const { toolgateUrl, base } = e2eServer();
 const shop = shopNamespace("e2e-console-call");
 const hook = shopNamespace("e2e-console-call-hook");
+// The tenant's own endpoint, answered 500 every time it is tried here (its next attempts fail too).
+const failing = shopNamespace("e2e-console-call-failing");
+const FAILING_HOOK = "ops-failing";
 const CARD = "tok_visa_e2e_console_4242";
 const TOOL = "charge_card_token";
 
@@ -61,6 +65,11 @@ function tokenCharge() {
 beforeAll(async () => {
   demo = await registerDemo(toolgateUrl, shop.url);
   await call(toolgateUrl, "PUT", `/v1/tools/${TOOL}`, demo.key, tokenCharge());
+  await failing.script(...Array.from({ length: 8 }, () => ({ kind: "status", status: 500 })));
+  await call(toolgateUrl, "PUT", `/v1/webhooks/${FAILING_HOOK}`, demo.key, {
+    url: `${failing.url}/webhooks/ops`,
+    events: ["turn.settled"],
+  });
   const run = await call(toolgateUrl, "POST", "/v1/runs", demo.key, {
     user: { id: "u_console_call", scopes: ["payments:charge"] },
     tools: [TOOL, "lookup_order"],
@@ -212,5 +221,29 @@ describe("the call, whole, in a real browser", () => {
     );
     expect(await page.locator(`tr[data-operation="${lookupOp}"]`).count()).toBe(0);
     await screen("overview-search");
+  });
+
+  it("the webhooks page shows a failed delivery to the tenant's endpoint and its next attempt", async () => {
+    await indexUntil(
+      () => call(toolgateUrl, "GET", `/v1/webhooks/${FAILING_HOOK}/deliveries`, demo.key),
+      (r) => r.body.deliveries.some((d: { delivered: boolean }) => !d.delivered),
+      "a failed delivery",
+    );
+    await page.goto(`${base}/console`);
+    await Promise.all([
+      page.waitForURL(`${base}/console/webhooks`),
+      page
+        .getByRole("navigation", { name: "Console" })
+        .getByRole("link", { name: "Webhooks" })
+        .click(),
+    ]);
+    const endpoint = page.locator(`section[data-webhook="${FAILING_HOOK}"]`);
+    const failed = endpoint.locator("tbody tr", { hasText: "failed 500" });
+    expect(await failed.count()).toBeGreaterThanOrEqual(1);
+    // Every attempt here fails, so the latest one of each event has a next attempt on the schedule.
+    expect(await endpoint.locator("td[data-next]").allInnerTexts()).toContainEqual(
+      expect.stringMatching(/^next attempt \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/),
+    );
+    await screen("webhooks");
   });
 });
