@@ -69,6 +69,7 @@ beforeAll(async () => {
   await call(toolgateUrl, "PUT", `/v1/webhooks/${FAILING_HOOK}`, demo.key, {
     url: `${failing.url}/webhooks/ops`,
     events: ["turn.settled"],
+    format: "standard",
   });
   const run = await call(toolgateUrl, "POST", "/v1/runs", demo.key, {
     user: { id: "u_console_call", scopes: ["payments:charge"] },
