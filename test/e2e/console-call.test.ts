@@ -157,6 +157,7 @@ async function expectWholeCharge(scope: Locator) {
   const got = JSON.parse(await block.locator('pre[data-role="result"]').innerText());
   expect(got).toMatchObject({ id: effectId, card_token: "[redacted]" });
   // The replay: c3 was answered from c1's stored outcome.
+  expect(await block.locator('[data-role="replay"]').count()).toBe(1);
   expect(await block.locator('[data-role="replay"]').innerText()).toBe(
     `Answered from the stored outcome, nothing sent again: call c3 (turn ${replayTurn})`,
   );
@@ -217,6 +218,7 @@ describe("the call, whole, in a real browser", () => {
       page.waitForURL(/\/console\?q=cus_de(&|$)/),
       page.getByRole("button", { name: "Filter" }).click(),
     ]);
+    expect(await page.locator("table.operations tbody tr").count()).toBe(1);
     expect(await page.locator(`tr[data-operation="${chargeOp}"]`).innerText()).toContain(
       "customer_id=cus_demo",
     );
