@@ -33,3 +33,21 @@ export function shopNamespace(name: string) {
     },
   };
 }
+
+/**
+ * `read()` again until `done` holds, for what the tenant index shows (fed by the event queue within
+ * seconds): bounded, 150 reads 200 ms apart, then a failure naming `what` and the last value read.
+ */
+export async function indexUntil<T>(
+  read: () => Promise<T>,
+  done: (value: T) => boolean,
+  what: string,
+): Promise<T> {
+  let value = await read();
+  for (let i = 0; i < 150 && !done(value); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    value = await read();
+  }
+  if (!done(value)) throw new Error(`the index never showed ${what}: ${JSON.stringify(value)}`);
+  return value;
+}
