@@ -146,12 +146,15 @@ async function timelines(toolgate: Toolgate, run: ToolgateRun, log: Log) {
       byOp.set(event.operation_id, [...(byOp.get(event.operation_id) ?? []), event]);
   log(`\nTimelines (GET /v1/runs/${run.runId}/trace):`);
   for (const [op, list] of byOp) {
-    const tool = String(list.find((e) => e.tool)?.tool ?? "");
+    const proposed = list.find((e) => e.type === "proposed");
+    const tool = proposed?.type === "proposed" ? proposed.tool : "";
     log(`  ${op.slice(0, 14)}… ${tool}`);
     for (const e of list) {
+      // The few fields a line shows, whichever event carries them.
+      const f: Readonly<Record<string, unknown>> = e;
       const detail = [
-        e.attempt ? `attempt ${e.attempt}` : "",
-        e.code ?? e.outcome ?? e.status ?? "",
+        f.attempt ? `attempt ${String(f.attempt)}` : "",
+        f.code ?? f.outcome ?? f.status ?? "",
       ]
         .filter(Boolean)
         .map(String)

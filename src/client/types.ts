@@ -108,7 +108,5 @@ export type CancelledRun = {
   rollback?: RollbackView;
 } & Record<string, unknown>;
 
-export type TraceEvent = { type: string; at_ms: number; operation_id?: string } & Record<
-  string,
-  unknown
->;
+/** GET /v1/runs/{id}/trace: the server's closed union of trace events (import-free, shipped with the package). */
+export type { TraceEvent } from "../domain/journal/trace-event.ts";

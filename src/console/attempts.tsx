@@ -1,14 +1,14 @@
 // An unknown outcome's attempts and what the upstream said, from the operation's own log: one table
 // row per attempt (sent, answered, the observation in words plus its raw kind, status and detail),
 // then the status lookups. An attempt with no answer recorded says so (a crash or a hang).
-import type { TraceEvent } from "../domain/operation/index.ts";
+import { eventsOf, type ObservedSummary, type TraceEvent } from "../domain/journal/trace-event.ts";
 import { utc } from "./format.ts";
 
 type AttemptRow = {
   attempt: number;
   sentAtMs: number | null;
   answeredAtMs: number | null;
-  observed: Record<string, unknown> | null;
+  observed: ObservedSummary | null;
 };
 
 /** One row per attempt from the log; an attempt with no answer recorded says so (a crash or a hang). */
@@ -16,7 +16,7 @@ export function attemptRows(events: TraceEvent[]): AttemptRow[] {
   const rows = new Map<number, AttemptRow>();
   for (const event of events) {
     if (event.type !== "attempt_started" && event.type !== "attempt_finished") continue;
-    const attempt = Number(event.attempt);
+    const { attempt } = event;
     const row = rows.get(attempt) ?? {
       attempt,
       sentAtMs: null,
@@ -26,10 +26,7 @@ export function attemptRows(events: TraceEvent[]): AttemptRow[] {
     if (event.type === "attempt_started") row.sentAtMs = event.at_ms;
     else {
       row.answeredAtMs = event.at_ms;
-      row.observed =
-        event.observed && typeof event.observed === "object"
-          ? (event.observed as Record<string, unknown>)
-          : null;
+      row.observed = event.observed;
     }
     rows.set(attempt, row);
   }
@@ -37,13 +34,13 @@ export function attemptRows(events: TraceEvent[]): AttemptRow[] {
 }
 
 /** What the upstream said, in words; the raw kind, status and detail are shown next to it. */
-export function upstreamSaid(observed: Record<string, unknown> | null): string {
+export function upstreamSaid(observed: ObservedSummary | null): string {
   if (!observed) return "No answer was recorded (toolgate stopped while the request was out).";
   switch (observed.kind) {
     case "ok":
       return "Answered 2xx with a valid result.";
     case "http_error":
-      return `Answered HTTP ${String(observed.status)}.`;
+      return `Answered HTTP ${observed.status}.`;
     case "timeout":
       return "No answer before the timeout; the request had been sent.";
     case "connection_lost":
@@ -52,14 +49,16 @@ export function upstreamSaid(observed: Record<string, unknown> | null): string {
       return "toolgate stopped mid-attempt; the request may have been sent.";
     case "body_lost":
       return "Answered 2xx, but the body was lost.";
-    default:
-      return `Observed ${String(observed.kind)}.`;
+    case "invalid_output":
+    case "config_error":
+    case "not_sent":
+      return `Observed ${observed.kind}.`;
   }
 }
 
 export const Attempts = ({ events }: { events: TraceEvent[] }) => {
   const rows = attemptRows(events);
-  const lookups = events.filter((event) => event.type === "reconcile_finished");
+  const lookups = eventsOf(events, "reconcile_finished");
   if (rows.length === 0) return <p class="empty">No attempt is recorded.</p>;
   return (
     <>
@@ -102,12 +101,12 @@ export const Attempts = ({ events }: { events: TraceEvent[] }) => {
                     <span class="kv">
                       <b>kind</b> <code>{String(row.observed.kind)}</code>
                     </span>
-                    {row.observed.status !== undefined && row.observed.status !== null && (
+                    {"status" in row.observed && row.observed.status !== undefined && (
                       <span class="kv">
                         <b>status</b> <code>{String(row.observed.status)}</code>
                       </span>
                     )}
-                    {typeof row.observed.detail === "string" && (
+                    {"detail" in row.observed && (
                       <span class="kv">
                         <b>detail</b> {row.observed.detail}
                       </span>

@@ -5,7 +5,7 @@
 // compensation links, and the calls answered from its stored outcome without a new request (replays).
 // Shown on the run page under each operation and on the operation page. All text is escaped.
 import type { FC } from "hono/jsx";
-import type { SentRequest, TraceEvent, UpstreamAnswer } from "../domain/operation/index.ts";
+import { eventsOf, firstOf, type TraceEvent, type TraceOf } from "../domain/journal/trace-event.ts";
 import type { Env } from "../durable/env.ts";
 import type { OperationView } from "../durable/operation/contracts.ts";
 import { operationStub } from "../durable/stubs.ts";
@@ -63,9 +63,9 @@ export const CallDetail: FC<{
   replays: readonly Replay[];
 }> = ({ view, events, replays }) => {
   const { redacted } = view;
-  const decided = events.find((e) => e.type === "approval_decided");
-  const resolved = events.find((e) => e.type === "resolved");
-  const exchanges = events.filter((e) => e.type === "attempt_finished");
+  const decided = firstOf(events, "approval_decided");
+  const resolved = firstOf(events, "resolved");
+  const exchanges = eventsOf(events, "attempt_finished");
   return (
     <div class="call" data-role="call" data-operation={view.operation_id}>
       <Facts>
@@ -171,9 +171,8 @@ const ModelGot: FC<{ view: OperationView }> = ({ view }) => {
   );
 };
 
-const Exchange: FC<{ event: TraceEvent }> = ({ event }) => {
-  const request = event.request as (SentRequest & { body_kept?: false }) | undefined;
-  const response = event.response as UpstreamAnswer | undefined;
+const Exchange: FC<{ event: TraceOf<"attempt_finished"> }> = ({ event }) => {
+  const { request, response } = event;
   return (
     <>
       <b>Attempt {String(event.attempt)}</b>
@@ -206,9 +205,7 @@ const Exchange: FC<{ event: TraceEvent }> = ({ event }) => {
           ].join("\n")}
         </pre>
       ) : (
-        <p class="hint">
-          No answer arrived ({String((event.observed as { kind?: unknown })?.kind ?? "unknown")}).
-        </p>
+        <p class="hint">No answer arrived ({event.observed.kind}).</p>
       )}
     </>
   );

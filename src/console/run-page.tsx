@@ -9,6 +9,7 @@ import { RUN_ID } from "../http/request.ts";
 import type { ApiScope } from "../http/schemas.ts";
 import { problemPage, render } from "./layout.tsx";
 import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
+import type { TraceOf } from "../domain/journal/trace-event.ts";
 import { Badge, clock, EventRow, groupTrace, OperationCard, since } from "./timeline.tsx";
 import { Waterfall } from "./waterfall.tsx";
 import { shadowWrites, WouldHaveSent } from "./shadow-list.tsx";
@@ -83,7 +84,7 @@ async function showRun(c: Context<ConsoleEnv>) {
             .sort((a, b) => a.at_ms - b.at_ms)
             .map((event) =>
               event.type === "turn_received" ? (
-                <TurnRow event={event as (typeof grouped.turns)[number]} originMs={originMs} />
+                <TurnRow event={event} originMs={originMs} />
               ) : (
                 <EventRow event={event} originMs={originMs} />
               ),
@@ -244,23 +245,7 @@ const Summary = ({
   );
 };
 
-const TurnRow = ({
-  event,
-  originMs,
-}: {
-  event: {
-    at_ms: number;
-    turn_id?: unknown;
-    calls: Array<{
-      call_id: string;
-      name: string;
-      operation_id: string;
-      fixed?: string;
-      code?: string | null;
-    }>;
-  };
-  originMs: number;
-}) => (
+const TurnRow = ({ event, originMs }: { event: TraceOf<"turn_received">; originMs: number }) => (
   <li data-event="turn_received">
     <span>
       <time datetime={new Date(event.at_ms).toISOString()}>{clock(event.at_ms)}</time>{" "}
@@ -269,7 +254,7 @@ const TurnRow = ({
     <span class="what">Turn received</span>
     <span class="details">
       <span class="kv">
-        <b>turn</b> <span class="mono">{String(event.turn_id)}</span>
+        <b>turn</b> <span class="mono">{event.turn_id}</span>
       </span>
       <ul>
         {event.calls.map((call) => (

@@ -5,6 +5,7 @@ import type { FC } from "hono/jsx";
 import type { Env } from "../durable/env.ts";
 import type { OperationView } from "../durable/operation/contracts.ts";
 import { operationStub } from "../durable/stubs.ts";
+import { firstOf } from "../domain/journal/trace-event.ts";
 import type { OperationTimeline } from "./timeline.tsx";
 
 /** The views of the run's shadow writes (marked by their `validated` trace event), in trace order. */
@@ -13,9 +14,7 @@ export async function shadowWrites(
   tenantId: string,
   operations: readonly OperationTimeline[],
 ): Promise<OperationView[]> {
-  const shadowed = operations.filter((op) =>
-    op.events.some((e) => e.type === "validated" && e.shadow === true),
-  );
+  const shadowed = operations.filter((op) => firstOf(op.events, "validated")?.shadow === true);
   const views = await Promise.all(
     shadowed.map((op) =>
       operationStub(env, op.operationId)

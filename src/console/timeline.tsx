@@ -3,7 +3,12 @@
 // transition and attempt. Known event types get a readable label; any other type still renders,
 // with all its fields, so a new trace event never disappears from the console. All text is escaped.
 import type { FC } from "hono/jsx";
-import type { TraceEvent } from "../domain/operation/index.ts";
+import {
+  firstOf,
+  isPhaseEntered,
+  type TraceEvent,
+  type TraceOf,
+} from "../domain/journal/trace-event.ts";
 
 export type OperationTimeline = {
   operationId: string;
@@ -13,16 +18,9 @@ export type OperationTimeline = {
   code: string | null;
   events: TraceEvent[];
 };
-export type TurnCall = {
-  call_id: string;
-  name: string;
-  operation_id: string;
-  fixed?: string;
-  code?: string | null;
-};
 export type GroupedTrace = {
   run: TraceEvent[];
-  turns: Array<TraceEvent & { calls: TurnCall[] }>;
+  turns: Array<TraceOf<"turn_received">>;
   operations: OperationTimeline[];
 };
 
@@ -31,18 +29,18 @@ export function groupTrace(events: TraceEvent[]): GroupedTrace {
   const turns: GroupedTrace["turns"] = [];
   const byOperation = new Map<string, TraceEvent[]>();
   for (const event of events) {
-    const operationId = typeof event.operation_id === "string" ? event.operation_id : null;
-    if (event.type === "turn_received") turns.push(event as TraceEvent & { calls: TurnCall[] });
+    const operationId = event.operation_id ?? null;
+    if (event.type === "turn_received") turns.push(event);
     else if (operationId)
       byOperation.set(operationId, [...(byOperation.get(operationId) ?? []), event]);
     else run.push(event);
   }
   const operations = [...byOperation].map(([operationId, opEvents]): OperationTimeline => {
-    const proposed = opEvents.find((e) => e.type === "proposed");
+    const proposed = firstOf(opEvents, "proposed");
     return {
       operationId,
-      tool: String(proposed?.tool ?? "unknown tool"),
-      callId: String(proposed?.call_id ?? ""),
+      tool: proposed?.tool ?? "unknown tool",
+      callId: proposed?.call_id ?? "",
       ...statusOf(opEvents),
       events: opEvents,
     };
@@ -54,21 +52,131 @@ export function groupTrace(events: TraceEvent[]): GroupedTrace {
 function statusOf(events: TraceEvent[]): { status: string; code: string | null } {
   for (let i = events.length - 1; i >= 0; i--) {
     const event = events[i]!;
-    if (event.type === "recorded")
-      return {
-        status: String(event.status),
-        code: typeof event.code === "string" ? event.code : null,
-      };
-    if (event.type === "outcome_unknown")
-      return {
-        status: "outcome_unknown",
-        code: typeof event.code === "string" ? event.code : null,
-      };
+    if (isPhaseEntered(event)) continue;
+    if (event.type === "recorded") return { status: event.status, code: event.code ?? null };
+    if (event.type === "outcome_unknown") return { status: "outcome_unknown", code: event.code };
     // The state machine logs `awaiting_approval`; `approval_requested` is the older name.
     if (event.type === "awaiting_approval" || event.type === "approval_requested")
       return { status: "awaiting_approval", code: null };
   }
   return { status: "pending", code: null };
+}
+
+/** How one event reads: its label, the fields the label already says, and fields shown before or after the rest. */
+type Reading = {
+  label: string;
+  hide?: string[];
+  first?: Array<[string, unknown]>;
+  last?: Array<[string, unknown]>;
+};
+
+/** One case per type, no default: a new trace event fails tsc here until it has a label. */
+function readingOf(event: TraceEvent): Reading {
+  switch (event.type) {
+    case "run_created":
+      return { label: "Run created", hide: ["run_id"] };
+    case "run_cancelled":
+      return { label: "Run cancelled" };
+    case "turn_received":
+      return { label: "Turn received" };
+    case "pruned":
+      return { label: "Pruned after the retention period" };
+    case "proposed":
+      return { label: "Proposed" };
+    case "validated":
+      return { label: "Validated and frozen" };
+    case "idempotency_unverified":
+      return { label: "Idempotency unverified" };
+    case "limits_reserved":
+      return { label: "Limits reserved" };
+    case "policy_decided":
+      return { label: "Policy decided" };
+    case "limit_denied":
+      return { label: "Limit denied" };
+    case "attempt_started":
+      return { label: `Attempt ${event.attempt} sent`, hide: ["attempt"] };
+    case "attempt_finished":
+      return {
+        label: `Attempt ${event.attempt} answered`,
+        hide: ["attempt", "observed"],
+        first: flatten("observed", event.observed),
+      };
+    case "retry_scheduled":
+      return isPhaseEntered(event)
+        ? { label: "Retry scheduled" }
+        : {
+            label: "Retry scheduled",
+            hide: ["delay_ms", "due_at_ms", "attempt"],
+            first: [["in", `${Math.round(event.delay_ms / 100) / 10} s`]],
+          };
+    case "retry_deferred":
+      return {
+        label:
+          event.reason === "unavailable"
+            ? "Retry deferred: toolgate could not prepare it (nothing sent)"
+            : "Retry deferred by the host's retry budget",
+        hide: ["attempt"],
+      };
+    case "outcome_unknown":
+      return { label: "Outcome unknown" };
+    case "reconcile_started":
+      return { label: `Status lookup ${event.lookups} sent`, hide: ["lookups"] };
+    case "reconcile_finished":
+      return { label: `Status lookup ${event.lookups} answered`, hide: ["lookups"] };
+    case "reconcile_deferred":
+      return { label: "Reconcile deferred" };
+    case "settle_scheduled":
+      return { label: "Settle scheduled" };
+    case "settle_window_ended":
+      return { label: "Settle window ended" };
+    case "recorded":
+      return isPhaseEntered(event)
+        ? { label: "Recorded" }
+        : { label: `Recorded: ${event.status}`, hide: ["status"] };
+    case "resolved":
+      return { label: "Resolved by a person" };
+    case "denied":
+      return { label: "Refused before the next attempt" };
+    case "cancel_requested":
+      return { label: "Cancel requested" };
+    case "awaiting_approval":
+      return isPhaseEntered(event)
+        ? { label: "Waiting for approval" }
+        : {
+            label: "Waiting for approval",
+            hide: ["expires_at_ms"],
+            last: [
+              [
+                "expires",
+                `${new Date(event.expires_at_ms).toISOString().replace("T", " ").slice(0, 19)} UTC`,
+              ],
+            ],
+          };
+    case "approval_requested":
+      return { label: "Approval requested" };
+    case "preview":
+      return { label: "Preview for the approver" };
+    case "approval_decided":
+      return {
+        label: event.verdict === "approve" ? "Approved by a person" : "Rejected by a person",
+      };
+    case "approval_expired":
+      return { label: "Approval expired", hide: ["requested_at_ms"] };
+    case "awaiting_lock":
+      return { label: "Awaiting lock" };
+    case "lock_granted":
+      return { label: "Lock granted" };
+    case "lock_queued":
+      return { label: "Lock queued" };
+    case "lock_waiting_long":
+      return { label: "Lock waiting long" };
+    case "reported":
+      return { label: "Result delivered to the caller" };
+    case "executing":
+      return { label: "Executing" };
+    case "reconciling":
+      return { label: "Reconciling" };
+  }
 }
 
 /** A label for the event and the fields worth showing (everything not already in the label). */
@@ -87,90 +195,14 @@ export function describeEvent(event: TraceEvent): {
     state: _state,
     ...rest
   } = event;
-  const omit = (...names: string[]) =>
-    Object.entries(rest).filter(([name]) => !names.includes(name));
-  switch (type) {
-    case "run_created":
-      return { label: "Run created", fields: omit("run_id") };
-    case "run_cancelled":
-      return { label: "Run cancelled", fields: omit() };
-    case "proposed":
-      return { label: "Proposed", fields: omit() };
-    case "validated":
-      return { label: "Validated and frozen", fields: omit() };
-    case "attempt_started":
-      return { label: `Attempt ${String(rest.attempt)} sent`, fields: omit("attempt") };
-    case "attempt_finished":
-      return {
-        label: `Attempt ${String(rest.attempt)} answered`,
-        fields: [...flatten("observed", rest.observed), ...omit("attempt", "observed")],
-      };
-    case "retry_scheduled":
-      return {
-        label: "Retry scheduled",
-        fields: [
-          ["in", `${Math.round(Number(rest.delay_ms) / 100) / 10} s`],
-          ...omit("delay_ms", "due_at_ms", "attempt"),
-        ],
-      };
-    case "retry_deferred":
-      return {
-        label:
-          rest.reason === "unavailable"
-            ? "Retry deferred: toolgate could not prepare it (nothing sent)"
-            : "Retry deferred by the host's retry budget",
-        fields: omit("attempt"),
-      };
-    case "outcome_unknown":
-      return { label: "Outcome unknown", fields: omit() };
-    case "reconcile_started":
-      return { label: `Status lookup ${String(rest.lookups)} sent`, fields: omit("lookups") };
-    case "reconcile_finished":
-      return { label: `Status lookup ${String(rest.lookups)} answered`, fields: omit("lookups") };
-    case "recorded":
-      return { label: `Recorded: ${String(rest.status)}`, fields: omit("status") };
-    case "resolved":
-      return { label: "Resolved by a person", fields: omit() };
-    case "denied":
-      return { label: "Refused before the next attempt", fields: omit() };
-    case "cancel_requested":
-      return { label: "Cancel requested", fields: omit() };
-    case "awaiting_approval":
-      return {
-        label: "Waiting for approval",
-        fields: [
-          ...omit("expires_at_ms"),
-          ...(typeof rest.expires_at_ms === "number"
-            ? ([
-                [
-                  "expires",
-                  `${new Date(rest.expires_at_ms).toISOString().replace("T", " ").slice(0, 19)} UTC`,
-                ],
-              ] as Array<[string, unknown]>)
-            : []),
-        ],
-      };
-    case "preview":
-      return { label: "Preview for the approver", fields: omit() };
-    case "approval_decided":
-      return {
-        label:
-          rest.verdict === "approve"
-            ? "Approved by a person"
-            : rest.verdict === "reject"
-              ? "Rejected by a person"
-              : "Approval decided",
-        fields: omit(),
-      };
-    case "approval_expired":
-      return { label: "Approval expired", fields: omit("requested_at_ms") };
-    case "reported":
-      return { label: "Result delivered to the caller", fields: omit() };
-    case "pruned":
-      return { label: "Pruned after the retention period", fields: omit() };
-    default:
-      return { label: humanize(type), fields: omit() };
-  }
+  // A stored trace may hold a type this version no longer writes: it still renders, with all its fields.
+  const reading: Reading = readingOf(event) ?? { label: humanize(type) };
+  const hidden = new Set(reading.hide);
+  const shown = Object.entries(rest).filter(([name]) => !hidden.has(name));
+  return {
+    label: reading.label,
+    fields: [...(reading.first ?? []), ...shown, ...(reading.last ?? [])],
+  };
 }
 
 function flatten(prefix: string, value: unknown): Array<[string, unknown]> {

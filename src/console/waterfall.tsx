@@ -3,7 +3,7 @@
 // same run trace as the text timeline below it. Server-rendered SVG with a title and description,
 // each bar with its own <title>, and the same spans as a table (readable without CSS or JS).
 import type { FC } from "hono/jsx";
-import type { TraceEvent } from "../domain/operation/index.ts";
+import type { TraceEvent } from "../domain/journal/trace-event.ts";
 import type { OperationTimeline } from "./timeline.tsx";
 
 type SpanKind = "attempt" | "retry wait" | "approval" | "lock wait" | "unknown" | "reconcile";
@@ -18,19 +18,58 @@ const KIND_FILL: Record<SpanKind, string> = {
   reconcile: "#2b59c3",
 };
 
-/** The state each trace event enters, as a waterfall bar (null: a point, not a span). */
-const ENTERS: Record<string, SpanKind | null> = {
-  awaiting_approval: "approval",
-  awaiting_lock: "lock wait",
-  attempt_started: "attempt",
-  retry_scheduled: "retry wait",
-  outcome_unknown: "unknown",
-  reconcile_started: "reconcile",
-  recorded: null,
-  reported: null,
-  proposed: null,
-  validated: null,
-};
+/**
+ * What each trace event does to the bars: opens one (its kind), ends the open one as a point
+ * ("point"), or nothing ("none"). One case per type, no default: a new event fails tsc here.
+ */
+function barOf(event: TraceEvent): SpanKind | "point" | "none" {
+  switch (event.type) {
+    case "awaiting_approval":
+      return "approval";
+    case "awaiting_lock":
+      return "lock wait";
+    case "attempt_started":
+      return "attempt";
+    case "retry_scheduled":
+      return "retry wait";
+    case "outcome_unknown":
+      return "unknown";
+    case "reconcile_started":
+      return "reconcile";
+    case "recorded":
+    case "reported":
+    case "proposed":
+    case "validated":
+      return "point";
+    case "run_created":
+    case "run_cancelled":
+    case "turn_received":
+    case "pruned":
+    case "idempotency_unverified":
+    case "limits_reserved":
+    case "policy_decided":
+    case "limit_denied":
+    case "denied":
+    case "cancel_requested":
+    case "approval_requested":
+    case "preview":
+    case "approval_decided":
+    case "approval_expired":
+    case "lock_granted":
+    case "lock_queued":
+    case "lock_waiting_long":
+    case "attempt_finished":
+    case "retry_deferred":
+    case "reconcile_finished":
+    case "reconcile_deferred":
+    case "settle_scheduled":
+    case "settle_window_ended":
+    case "resolved":
+    case "executing":
+    case "reconciling":
+      return "none";
+  }
+}
 
 /** One operation's spans: each state-entering event opens a bar that the next one closes. */
 export function spansOf(events: readonly TraceEvent[], nowMs: number): Span[] {
@@ -48,12 +87,12 @@ export function spansOf(events: readonly TraceEvent[], nowMs: number): Span[] {
       close(at);
       continue;
     }
-    if (!(event.type in ENTERS)) continue;
+    // A type this version no longer writes (an older stored trace) reads as "none".
+    const kind = barOf(event) ?? "none";
+    if (kind === "none") continue;
     close(at);
-    const kind = ENTERS[event.type];
-    if (!kind) continue;
-    if (kind === "attempt")
-      attempt = typeof event.attempt === "number" ? event.attempt : attempt + 1;
+    if (kind === "point") continue;
+    if (event.type === "attempt_started") attempt = event.attempt;
     open = { kind, label: kind === "attempt" ? `attempt ${attempt}` : kind, fromMs: at, toMs: at };
   }
   close(nowMs);

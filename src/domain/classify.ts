@@ -4,6 +4,9 @@
 // whether the attempt may have applied, so the state machine never later claims it did not.
 import type { Observation } from "./observation.ts";
 import type { Risk } from "./identity.ts";
+import type { UnknownCode } from "./journal/trace-event.ts";
+
+export type { UnknownCode };
 
 export type IdempotencyMode = "header" | "natural" | "none";
 
@@ -20,8 +23,6 @@ export function repeatSafety(
   return hasReconcile ? "lookup" : "neither";
 }
 
-export type UnknownCode =
-  "timeout_unknown" | "crash_unknown" | "connection_lost" | "redirect_unknown";
 export type FailCode =
   "invalid_arguments" | "upstream_forbidden" | "permanent_failure" | "invalid_output";
 

@@ -6,7 +6,7 @@
 // (gen_ai.operation.name, gen_ai.tool.*, error.type). Built from the stored, already redacted events
 // only, so the export can never show more than the trace; ids are derived, so repeated exports and
 // background pushes of the same operation produce the same spans.
-import type { TraceEvent } from "./operation/index.ts";
+import { eventsOf, firstOf, type TraceEvent } from "./journal/trace-event.ts";
 import { sha256HexSync } from "./trace-chain.ts";
 
 export type OtlpValue =
@@ -76,14 +76,14 @@ export function otlpTrace(runId: string, operations: readonly OperationTrace[]):
 function operationSpans(traceId: string, runId: string, op: OperationTrace): OtlpSpan[] {
   const { events } = op;
   if (events.length === 0) return [];
-  const proposed = events.find((e) => e.type === "proposed");
-  const validated = events.find((e) => e.type === "validated");
-  const recorded = events.find((e) => e.type === "recorded");
-  const started = events.find((e) => e.type === "attempt_started");
-  const tool = String(proposed?.tool ?? "unknown");
-  const callId = String(proposed?.call_id ?? "");
+  const proposed = firstOf(events, "proposed");
+  const validated = firstOf(events, "validated");
+  const recorded = firstOf(events, "recorded");
+  const starts = eventsOf(events, "attempt_started");
+  const tool = proposed?.tool ?? "unknown";
+  const callId = proposed?.call_id ?? "";
   const last = events[events.length - 1]!;
-  const key = typeof started?.idempotency_key === "string" ? started.idempotency_key : null;
+  const key = starts[0]?.idempotency_key ?? null;
   const common = {
     "gen_ai.tool.name": tool,
     "gen_ai.tool.call.id": callId,
@@ -93,7 +93,7 @@ function operationSpans(traceId: string, runId: string, op: OperationTrace): Otl
     // Hashed: the key itself lets anyone holding a trace replay the request against the upstream.
     "toolgate.idempotency_key": key === null ? undefined : sha256HexSync(key),
   };
-  const outcome = recorded ? String(recorded.status) : String(last.state ?? last.type);
+  const outcome = recorded ? recorded.status : (last.state ?? last.type);
   const operationSpan: OtlpSpan = {
     ...spanBase(traceId, operationSpanId(op.operation_id), undefined),
     name: `toolgate.operation ${tool}`,
@@ -101,16 +101,16 @@ function operationSpans(traceId: string, runId: string, op: OperationTrace): Otl
     endTimeUnixNano: nanos((recorded ?? last).at_ms),
     attributes: attributes({
       ...common,
-      "toolgate.risk": typeof validated?.risk === "string" ? validated.risk : undefined,
+      "toolgate.risk": validated?.risk ?? undefined,
       "toolgate.outcome": outcome,
-      "toolgate.attempts": events.filter((e) => e.type === "attempt_started").length,
+      "toolgate.attempts": starts.length,
       "gen_ai.tool.call.arguments":
         validated?.arguments === undefined ? undefined : JSON.stringify(validated.arguments),
       "gen_ai.tool.call.result":
         recorded?.result === undefined ? undefined : JSON.stringify(recorded.result),
       "error.type":
         recorded && recorded.status !== "succeeded"
-          ? String(recorded.code ?? recorded.status)
+          ? (recorded.code ?? recorded.status)
           : undefined,
     }),
     events: events.map((event) => spanEvent(event, key)),
@@ -118,50 +118,46 @@ function operationSpans(traceId: string, runId: string, op: OperationTrace): Otl
       ? { code: STATUS_UNSET }
       : recorded.status === "succeeded"
         ? { code: STATUS_OK }
-        : { code: STATUS_ERROR, message: String(recorded.code ?? recorded.status) },
+        : { code: STATUS_ERROR, message: recorded.code ?? recorded.status },
   };
-  const attempts = events
-    .filter((e) => e.type === "attempt_started")
-    .map((start): OtlpSpan => {
-      const attempt = Number(start.attempt);
-      const finished = events.find((e) => e.type === "attempt_finished" && e.attempt === attempt);
-      const observed = (finished?.observed ?? {}) as { kind?: unknown };
-      const status =
-        typeof finished?.upstream_status === "number" ? finished.upstream_status : null;
-      const attemptOutcome = finished ? String(finished.outcome ?? "unknown") : "in_flight";
-      const failed = finished !== undefined && attemptOutcome !== "succeeded";
-      return {
-        ...spanBase(
-          traceId,
-          attemptSpanId(op.operation_id, attempt),
-          operationSpanId(op.operation_id),
-        ),
-        name: `execute_tool ${tool}`,
-        startTimeUnixNano: nanos(start.at_ms),
-        endTimeUnixNano: nanos((finished ?? start).at_ms),
-        attributes: attributes({
-          "gen_ai.operation.name": "execute_tool",
-          ...common,
-          "toolgate.attempt": attempt,
-          "toolgate.outcome": attemptOutcome,
-          "toolgate.latency_ms":
-            typeof finished?.latency_ms === "number" ? finished.latency_ms : undefined,
-          "http.response.status_code": status ?? undefined,
-          // Semconv: the HTTP status code as a string, else a low-cardinality class of the failure.
-          "error.type": failed
-            ? status !== null
-              ? String(status)
-              : String(observed.kind ?? "unknown")
-            : undefined,
-        }),
-        events: [],
-        status: !finished
-          ? { code: STATUS_UNSET }
-          : failed
-            ? { code: STATUS_ERROR, message: attemptOutcome }
-            : { code: STATUS_OK },
-      };
-    });
+  const finishes = eventsOf(events, "attempt_finished");
+  const attempts = starts.map((start): OtlpSpan => {
+    const { attempt } = start;
+    const finished = finishes.find((e) => e.attempt === attempt);
+    const status = finished?.upstream_status ?? null;
+    const attemptOutcome = finished ? (finished.outcome ?? "unknown") : "in_flight";
+    const failed = finished !== undefined && attemptOutcome !== "succeeded";
+    return {
+      ...spanBase(
+        traceId,
+        attemptSpanId(op.operation_id, attempt),
+        operationSpanId(op.operation_id),
+      ),
+      name: `execute_tool ${tool}`,
+      startTimeUnixNano: nanos(start.at_ms),
+      endTimeUnixNano: nanos((finished ?? start).at_ms),
+      attributes: attributes({
+        "gen_ai.operation.name": "execute_tool",
+        ...common,
+        "toolgate.attempt": attempt,
+        "toolgate.outcome": attemptOutcome,
+        "toolgate.latency_ms": finished?.latency_ms ?? undefined,
+        "http.response.status_code": status ?? undefined,
+        // Semconv: the HTTP status code as a string, else a low-cardinality class of the failure.
+        "error.type": failed
+          ? status !== null
+            ? String(status)
+            : (finished?.observed.kind ?? "unknown")
+          : undefined,
+      }),
+      events: [],
+      status: !finished
+        ? { code: STATUS_UNSET }
+        : failed
+          ? { code: STATUS_ERROR, message: attemptOutcome }
+          : { code: STATUS_OK },
+    };
+  });
   return [operationSpan, ...attempts];
 }
 

@@ -1,6 +1,6 @@
 // The answer shapes the client package speaks as well as the server: the envelope the model reads
-// and a rollback's view. No imports, on purpose: packages/client compiles src/client/ with this one
-// file and nothing else of the server, so its `.d.ts` need nothing but TypeScript.
+// and a rollback's view. No imports, on purpose: packages/client compiles src/client/ with this file
+// and journal/trace-event.ts and nothing else of the server, so its `.d.ts` need nothing but TypeScript.
 // The logic lives beside its concept (envelope.ts, rollback.ts), which re-export these types.
 
 export type ModelStatus =

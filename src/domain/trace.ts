@@ -7,23 +7,16 @@
 // `logLine` is the structured log record of an attempt or decision (fixed fields only: never free
 // text, never secrets). An event with `state` is a transition into that state; one without is a
 // decision or observation.
-import type { OperationState, SentRequest, TraceEvent } from "./operation/index.ts";
+import {
+  phaseEntered,
+  type AttemptOutcome,
+  type Lifecycle,
+  type SentRequest,
+  type TraceEvent,
+} from "./journal/trace-event.ts";
+import type { OperationState } from "./operation/index.ts";
 import { redactDocument, scrub, type Redaction } from "./redact.ts";
 import { seal, type ChainLink } from "./trace-chain.ts";
-
-export const LIFECYCLE = [
-  "proposed",
-  "validated",
-  "awaiting_approval",
-  "awaiting_lock",
-  "executing",
-  "retry_scheduled",
-  "outcome_unknown",
-  "reconciling",
-  "recorded",
-  "reported",
-] as const;
-export type Lifecycle = (typeof LIFECYCLE)[number];
 
 /** The event types that enter a state, and the state each enters. */
 const ENTERS: Readonly<Record<string, Lifecycle>> = {
@@ -38,10 +31,6 @@ const ENTERS: Readonly<Record<string, Lifecycle>> = {
   recorded: "recorded",
   reported: "reported",
 };
-
-/** How one attempt ended, as a class (the attempt span's `toolgate.outcome`). */
-export type AttemptOutcome =
-  "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled" | "retryable" | "unknown";
 
 const lifecycleOf = (state: OperationState | null): Lifecycle | null =>
   state === null ? null : state.phase;
@@ -61,7 +50,8 @@ export function annotate(
   const retryAfter = events.some(
     (event) =>
       event.type === "attempt_finished" &&
-      (event.observed as { retry_after_ms?: unknown } | undefined)?.retry_after_ms != null,
+      event.observed.kind === "http_error" &&
+      event.observed.retry_after_ms !== null,
   );
   const out = events.map((event): TraceEvent => {
     // A resend after an unknown outcome is planned like a retry, but the state stays outcome_unknown.
@@ -77,11 +67,11 @@ export function annotate(
           : ENTERS[event.type];
     if (entered) current = entered;
     if (event.type === "attempt_finished") {
-      const observed = (event.observed ?? {}) as { status?: unknown };
+      const { observed } = event;
       return {
         ...event,
         outcome: attemptOutcome(next),
-        upstream_status: typeof observed.status === "number" ? observed.status : null,
+        upstream_status: "status" in observed ? (observed.status ?? null) : null,
         latency_ms: prev?.phase === "executing" ? nowMs - prev.startedAtMs : null,
       };
     }
@@ -94,15 +84,19 @@ export function annotate(
     return entered ? { ...event, state: entered } : event;
   });
   if (current !== next.phase) {
-    const synthetic: TraceEvent = { type: next.phase, at_ms: nowMs, state: next.phase };
-    if (next.phase === "outcome_unknown")
-      Object.assign(synthetic, {
-        code: next.code,
-        reconcile: next.reconcile,
-        due_at_ms: next.dueAtMs,
-        reason: next.reason,
-      });
-    out.push(synthetic);
+    out.push(
+      next.phase === "outcome_unknown"
+        ? {
+            type: "outcome_unknown",
+            at_ms: nowMs,
+            state: "outcome_unknown",
+            code: next.code,
+            reconcile: next.reconcile,
+            due_at_ms: next.dueAtMs,
+            reason: next.reason,
+          }
+        : phaseEntered(next.phase, nowMs),
+    );
   }
   return out;
 }
@@ -145,22 +139,18 @@ export function traceStep(args: {
   details: TraceDetails;
 }): TraceEvent[] {
   const { details, next } = args;
-  const detailed = annotate(args.prev, next, args.events, args.nowMs).map((event) => {
+  const detailed = annotate(args.prev, next, args.events, args.nowMs).map((event): TraceEvent => {
     if (event.type === "validated")
       return {
         ...event,
         risk: details.risk,
-        ...(details.shadow ? { shadow: true } : {}),
+        ...(details.shadow ? { shadow: true as const } : {}),
         ...(details.arguments === undefined ? {} : { arguments: details.arguments }),
       };
     if (event.type === "attempt_finished" && event.request)
       return {
         ...event,
-        request: requestForTrace(
-          event.request as SentRequest,
-          details.arguments !== undefined,
-          details.redaction,
-        ),
+        request: requestForTrace(event.request, details.arguments !== undefined, details.redaction),
       };
     if (
       event.type === "recorded" &&
@@ -186,7 +176,7 @@ function requestForTrace(
   request: SentRequest,
   keepBody: boolean,
   redaction: Redaction,
-): SentRequest & { body_kept?: false } {
+): SentRequest {
   if (request.body === null) return request;
   if (!keepBody) return { ...request, body: null, body_kept: false };
   let body = request.body;
@@ -198,20 +188,16 @@ function requestForTrace(
 
 /** The fields that hold documents (arguments, results, upstream bodies) lose the tool's paths; every string loses the hidden values. */
 export function redactEvent(event: TraceEvent, redaction: Redaction): TraceEvent {
-  const out = scrub(event, redaction);
-  for (const field of ["arguments", "result", "body"])
-    if (out[field] !== undefined) out[field] = redactDocument(out[field], redaction);
+  // By field, not by type: any arm that holds a document under these names is covered.
+  let out = scrub(event, redaction);
+  if ("arguments" in out && out.arguments !== undefined)
+    out = { ...out, arguments: redactDocument(out.arguments, redaction) };
+  if ("result" in out && out.result !== undefined)
+    out = { ...out, result: redactDocument(out.result, redaction) };
+  if ("body" in out && out.body !== undefined)
+    out = { ...out, body: redactDocument(out.body, redaction) };
   return out;
 }
-
-/** The caller received the recorded result in a turn response (`format`: the provider format it was written in). */
-export const reportedEvent = (turnId: string, format: string, nowMs: number): TraceEvent => ({
-  type: "reported",
-  at_ms: nowMs,
-  state: "reported",
-  turn_id: turnId,
-  format,
-});
 
 // ── structured logs ────────────────────────────────────────────────────────────────────────────
 
@@ -220,19 +206,44 @@ export const reportedEvent = (turnId: string, format: string, nowMs: number): Tr
  * kept in the trace — …) are not logged (issue 19: a line per delivery was one per new write and
  * one per replay).
  */
-const LOGGED = new Set([
-  "attempt_finished",
-  "retry_scheduled",
-  "retry_deferred",
-  "outcome_unknown",
-  "reconcile_finished",
-  "approval_decided",
-  "approval_expired",
-  "resolved",
-  "denied",
-  "cancel_requested",
-  "recorded",
-]);
+const LOGGED: Readonly<Record<TraceEvent["type"], boolean>> = {
+  attempt_finished: true,
+  retry_scheduled: true,
+  retry_deferred: true,
+  outcome_unknown: true,
+  reconcile_finished: true,
+  approval_decided: true,
+  approval_expired: true,
+  resolved: true,
+  denied: true,
+  cancel_requested: true,
+  recorded: true,
+  run_created: false,
+  run_cancelled: false,
+  turn_received: false,
+  pruned: false,
+  proposed: false,
+  validated: false,
+  idempotency_unverified: false,
+  limits_reserved: false,
+  policy_decided: false,
+  limit_denied: false,
+  awaiting_approval: false,
+  approval_requested: false,
+  preview: false,
+  awaiting_lock: false,
+  lock_granted: false,
+  lock_queued: false,
+  lock_waiting_long: false,
+  attempt_started: false,
+  reconcile_started: false,
+  reconcile_deferred: false,
+  settle_scheduled: false,
+  settle_window_ended: false,
+  reported: false,
+  executing: false,
+  reconciling: false,
+};
 /** Fixed, typed fields only: free text (details, bodies, messages, reasons given by people) never reaches a log. */
 const LOG_FIELDS = [
   "state",
@@ -257,17 +268,15 @@ const LOG_FIELDS = [
 export type LogContext = { run_id: string; call_id: string; operation_id: string; tool: string };
 
 export function logLine(event: TraceEvent, context: LogContext): Record<string, unknown> | null {
-  if (!LOGGED.has(event.type)) return null;
+  if (!LOGGED[event.type]) return null;
   const line: Record<string, unknown> = {
     level: event.type === "attempt_finished" && event.outcome !== "succeeded" ? "warn" : "info",
     event: `toolgate.${event.type}`,
     at: event.at_ms,
     ...context,
   };
-  for (const field of LOG_FIELDS) if (event[field] !== undefined) line[field] = event[field];
-  if (event.type === "attempt_finished") {
-    const observed = event.observed as { kind?: unknown } | undefined;
-    line.observed = observed?.kind ?? null;
-  }
+  const fields: Readonly<Record<string, unknown>> = event;
+  for (const field of LOG_FIELDS) if (fields[field] !== undefined) line[field] = fields[field];
+  if (event.type === "attempt_finished") line.observed = event.observed.kind;
   return line;
 }

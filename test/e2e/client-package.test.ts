@@ -68,7 +68,12 @@ describe("@toolgate/client from its tarball", () => {
     expect(listed).toContain("package/dist/client/index.d.ts");
     expect(
       listed.filter((f) => f.startsWith("package/dist/") && !f.startsWith("package/dist/client/")),
-    ).toEqual(["package/dist/domain/public-shapes.d.ts", "package/dist/domain/public-shapes.js"]);
+    ).toEqual([
+      "package/dist/domain/journal/trace-event.d.ts",
+      "package/dist/domain/journal/trace-event.js",
+      "package/dist/domain/public-shapes.d.ts",
+      "package/dist/domain/public-shapes.js",
+    ]);
   });
 
   // The main entry only: the bridges' .d.ts name their SDK's types, whose own checking takes ~40 s

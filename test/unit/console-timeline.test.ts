@@ -2,14 +2,12 @@
 // operation), which status each operation shows, and how each event type reads. Unknown event types
 // must still render with all their fields, and rendered HTML escapes every value.
 import { describe, expect, it } from "vitest";
-import type { TraceEvent } from "../../src/domain/operation/index.ts";
+import type { TraceEvent } from "../../src/domain/journal/trace-event.ts";
 import { describeEvent, groupTrace, OperationCard } from "../../src/console/timeline.tsx";
 
-const ev = (type: string, at_ms: number, fields: Record<string, unknown> = {}): TraceEvent => ({
-  type,
-  at_ms,
-  ...fields,
-});
+// Stored rows, as read back: any type (older ones too), any fields.
+const ev = (type: string, at_ms: number, fields: Record<string, unknown> = {}): TraceEvent =>
+  ({ type, at_ms, ...fields }) as TraceEvent;
 const trace: TraceEvent[] = [
   ev("run_created", 0, { run_id: "run_1" }),
   ev("turn_received", 1, {

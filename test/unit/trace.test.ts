@@ -14,7 +14,8 @@ import {
 } from "../../src/domain/operation/index.ts";
 import { attemptSpanId, operationSpanId, otlpTrace, traceIdFor } from "../../src/domain/otlp.ts";
 import { NO_REDACTION, redactionFor } from "../../src/domain/redact.ts";
-import { logLine, reportedEvent, traceStep, type TraceDetails } from "../../src/domain/trace.ts";
+import { reportedEvent } from "../../src/domain/journal/trace-event.ts";
+import { logLine, traceStep, type TraceDetails } from "../../src/domain/trace.ts";
 import { GENESIS_HASH, seal, verifyChain } from "../../src/domain/trace-chain.ts";
 
 const plan = (over: Partial<OperationPlan> = {}): OperationPlan => ({

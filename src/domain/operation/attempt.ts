@@ -4,6 +4,7 @@
 // "did not take effect". The caller (transition) has checked it is the attempt in flight.
 import { classify } from "../classify.ts";
 import type { Observation } from "../observation.ts";
+import { unknownEvent, type ObservedSummary, type TraceOf } from "../journal/trace-event.ts";
 import {
   CANCELLED,
   exhaustedOutcome,
@@ -13,7 +14,6 @@ import {
   scheduleRetry,
   startLookup,
   stayUnknown,
-  unknownEvent,
   unknownFields,
 } from "./steps.ts";
 import { settleLate } from "./settle-late.ts";
@@ -157,7 +157,7 @@ export function attemptFinishedEvent(
   observed: Observation,
   exchange: Exchange | undefined,
   nowMs: number,
-): TraceEvent {
+): TraceOf<"attempt_finished"> {
   return {
     type: "attempt_finished",
     at_ms: nowMs,
@@ -168,7 +168,7 @@ export function attemptFinishedEvent(
   };
 }
 
-function summarize(observed: Observation): Record<string, unknown> {
+function summarize(observed: Observation): ObservedSummary {
   switch (observed.kind) {
     case "ok":
       return { kind: "ok", ...(observed.status === undefined ? {} : { status: observed.status }) };
@@ -178,7 +178,11 @@ function summarize(observed: Observation): Record<string, unknown> {
       return { kind: "crash" };
     case "body_lost":
       return { kind: "body_lost", timed_out: observed.timedOut, detail: observed.detail };
-    default:
+    case "invalid_output":
+    case "timeout":
+    case "connection_lost":
+    case "config_error":
+    case "not_sent":
       return { kind: observed.kind, detail: observed.detail };
   }
 }

@@ -7,7 +7,7 @@ import { nextDelayMs } from "../retry.ts";
 import { err, ok, type Result } from "../result.ts";
 import { planLateTry } from "../retry-late.ts";
 import { exhaustedOutcome, nextRetry, record, scheduleRetry, startAttempt } from "./steps.ts";
-import { settleEndedEvent, settleScheduledEvent } from "./settle-late.ts";
+import { settleEndedEvent, settleScheduledEvent } from "../journal/trace-event.ts";
 import type {
   OperationEvent,
   OperationPlan,

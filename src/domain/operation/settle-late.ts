@@ -2,6 +2,7 @@
 // whose outcome stayed unknown keeps resending with the same key on the late schedule until the
 // key's window ends, then waits for a person. Built on steps.ts (stayUnknown and its fields); arms
 // import it as they import steps.ts. Pure: the clock reading is an argument.
+import { settleEndedEvent, settleScheduledEvent, unknownEvent } from "../journal/trace-event.ts";
 import { planLateTry } from "../retry-late.ts";
 import type {
   Ambiguity,
@@ -11,7 +12,7 @@ import type {
   Step,
   TraceEvent,
 } from "./state.ts";
-import { stayUnknown, unknownEvent, unknownFields } from "./steps.ts";
+import { stayUnknown, unknownFields } from "./steps.ts";
 
 /**
  * The attempts (or the retry budget's deferrals) ran out while the outcome is unknown. A keyed
@@ -61,19 +62,6 @@ export function settleLate(
 }
 
 /** A late try is scheduled (retry-late.ts): the next at `atMs`, none after `untilMs`. */
-export const settleScheduledEvent = (atMs: number, untilMs: number, nowMs: number): TraceEvent => ({
-  type: "settle_scheduled",
-  at_ms: nowMs,
-  due_at_ms: atMs,
-  until_ms: untilMs,
-});
-
-/** No late try fits in the key's window any more: nothing more is sent; a person decides. */
-export const settleEndedEvent = (untilMs: number, nowMs: number): TraceEvent => ({
-  type: "settle_window_ended",
-  at_ms: nowMs,
-  until_ms: untilMs,
-});
 
 /** The late settlement's window ended (or an alarm came after it): wait for a person, send nothing. */
 export function settleWindowEnded(

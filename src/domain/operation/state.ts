@@ -2,7 +2,13 @@
 // in it), the events that move it, the effects the shell performs and the step a transition returns.
 // Types only, imported by every other file of the machine and by nothing it imports (the bottom floor).
 // An approval binds to operation id + input hash + policy version: the request travels in the plan.
-import type { RepeatSafety, UnknownCode } from "../classify.ts";
+import type { RepeatSafety } from "../classify.ts";
+import type {
+  SentRequest,
+  TraceEvent,
+  UnknownCode,
+  UpstreamAnswer,
+} from "../journal/trace-event.ts";
 import type { LookupObservation, Observation } from "../observation.ts";
 import type { LimitClaim } from "../limit/window.ts";
 import type { PolicyRequest } from "../policy-request.ts";
@@ -93,24 +99,6 @@ export type OperationPlan = {
   compensates?: string;
 };
 export type WouldSend = SentRequest | { error: string };
-/**
- * A request as toolgate sent it (or would send it), masked: every secret by name (`{secret:NAME}`),
- * never valued. An attempt's is kept in its `attempt_finished` trace event (`request`), beside the
- * answer (`response`): no row of its own (test/integration/row-budget.test.ts).
- */
-export type SentRequest = {
-  method: string;
-  url: string;
-  headers: Record<string, string>;
-  body: string | null;
-};
-/** What came back to one attempt: the status, the headers worth keeping, the start of an error body. */
-export type UpstreamAnswer = {
-  status: number;
-  headers: Record<string, string>;
-  /** The start of a non-2xx body (scrubbed, cut clear of secrets); a 2xx body is the result. */
-  snippet: string | null;
-};
 /** One attempt's exchange: null parts were not reached (nothing built, nothing answered). */
 export type Exchange = { request: SentRequest | null; response: UpstreamAnswer | null };
 
@@ -300,7 +288,7 @@ export type Effect =
    */
   | { kind: "needs_person"; open: boolean; person: boolean };
 
-export type TraceEvent = { type: string; at_ms: number; [field: string]: unknown };
+export type { SentRequest, TraceEvent, UpstreamAnswer };
 
 export type Step = {
   state: OperationState;

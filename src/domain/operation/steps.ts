@@ -3,6 +3,7 @@
 // import each other, only this file and settle-late.ts (attempt → reconcile and back would be a
 // circle), so every shared shape of a step is written once. Pure: the clock reading is an argument.
 import type { UnknownCode } from "../classify.ts";
+import { unknownEvent } from "../journal/trace-event.ts";
 import { planRetry, type RetryPlan } from "../retry.ts";
 import type {
   Ambiguity,
@@ -188,13 +189,6 @@ export const unknownFields = (
   lookups: 0,
   reason,
 });
-
-export const unknownEvent = (
-  attempt: number,
-  code: UnknownCode,
-  reconcile: "resend" | "lookup" | "human",
-  nowMs: number,
-): TraceEvent => ({ type: "outcome_unknown", at_ms: nowMs, attempt, code, reconcile });
 
 /**
  * No further automatic send is allowed (exhausted, denied, cancelled) but an attempt may have

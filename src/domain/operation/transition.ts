@@ -3,6 +3,7 @@
 // append. Invariants: the idempotency key never changes; a result is applied only to the attempt that
 // is in flight (compare-and-set on attempt number); `recorded` is terminal and absorbs every later
 // event; once any attempt may have applied, no outcome saying it did not is recorded without proof.
+import { traceEvent } from "../journal/trace-event.ts";
 import { err, ok, type Result } from "../result.ts";
 import { fitsWindow } from "../retry-late.ts";
 import { unverifiedTraceDetail } from "../verification.ts";
@@ -109,7 +110,7 @@ function decideStep(
       ...(plan.limits?.length
         ? [
             {
-              type: "limits_reserved",
+              type: "limits_reserved" as const,
               at_ms: nowMs,
               limits: plan.limits.map(({ name, subject, amount }) => ({ name, subject, amount })),
             },
@@ -118,7 +119,7 @@ function decideStep(
       ...(plan.cedar
         ? [
             {
-              type: "policy_decided",
+              type: "policy_decided" as const,
               at_ms: nowMs,
               policy_version: plan.cedar.version,
               decision: plan.cedar.decision,
@@ -137,7 +138,7 @@ function decideStep(
     }
     if (event.limitDenied) {
       const { limit, subject, message } = event.limitDenied;
-      const denied = { type: "limit_denied", at_ms: nowMs, limit, subject };
+      const denied = traceEvent("limit_denied", nowMs, { limit, subject });
       const outcome = { status: "rejected", code: "policy_denied", message } as const;
       return ok(record(0, outcome, "attempt", nowMs, [...opened, denied]));
     }

@@ -180,7 +180,7 @@ export class OperationLog {
   deliveries(): Set<string> {
     this.reportedKeys ??= new Set(
       this.events().flatMap((event) =>
-        event.type === "reported" ? [`${String(event.turn_id)} ${String(event.format)}`] : [],
+        event.type === "reported" ? [`${event.turn_id} ${event.format}`] : [],
       ),
     );
     return this.reportedKeys;

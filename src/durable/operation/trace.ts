@@ -4,7 +4,8 @@
 // in the background; deliveries of a recorded result are traced at most MAX_REPORTED_EVENTS times.
 import type { Step, TraceEvent } from "../../domain/operation/index.ts";
 import { otlpTrace } from "../../domain/otlp.ts";
-import { logLine, reportedEvent, traceStep } from "../../domain/trace.ts";
+import { reportedEvent } from "../../domain/journal/trace-event.ts";
+import { logLine, traceStep } from "../../domain/trace.ts";
 import { seal } from "../../domain/trace-chain.ts";
 import type { Env } from "../env.ts";
 import { collectorFor, pushSpans } from "../otlp-push.ts";

@@ -4,6 +4,7 @@
 // run's view names the production request it would have sent (secrets named, never valued).
 import type { Envelope } from "../../domain/envelope.ts";
 import { envelopeFor } from "../../domain/envelope.ts";
+import { firstOf } from "../../domain/journal/trace-event.ts";
 import { isSettled, settlingUntilMs } from "../../domain/operation/index.ts";
 import { idempotencyConflict } from "../../domain/operation/plan.ts";
 import type { WouldSend } from "../../domain/operation/state.ts";
@@ -122,10 +123,10 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
   const approval = frozen.plan.approval;
   if (!approval) return null;
   const events = log.events();
-  const decided = events.find((event) => event.type === "approval_decided");
-  const preview = events.find((event) => event.type === "preview");
+  const decided = firstOf(events, "approval_decided");
+  const preview = firstOf(events, "preview");
   const verdictState = decided ? (decided.verdict === "approve" ? "approved" : "rejected") : null;
-  const closed = events.some((event) => event.type === "approval_expired")
+  const closed = firstOf(events, "approval_expired")
     ? "expired"
     : state.phase === "awaiting_approval"
       ? "pending"
@@ -142,14 +143,14 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
     compensates: frozen.plan.compensates ?? null,
     preview: preview
       ? {
-          status: (preview.status as number | null) ?? null,
+          status: preview.status ?? null,
           body: preview.body ?? null,
-          detail: (preview.detail as string | null) ?? null,
+          detail: preview.detail ?? null,
         }
       : null,
-    decided_by: typeof decided?.by === "string" ? decided.by : null,
+    decided_by: decided?.by ?? null,
     decided_at: decided ? new Date(decided.at_ms).toISOString() : null,
-    reason: typeof decided?.reason === "string" ? decided.reason : null,
+    reason: decided?.reason ?? null,
   };
 }
 
