@@ -12,7 +12,7 @@ import { z } from "zod";
 import { EventType, ToolgateEvent } from "../../domain/journal/events.ts";
 import { VerdictStatus, type Verification } from "../../domain/verification.ts";
 import { ApiScope } from "../../http/schemas.ts";
-import { decodeWith, parseJson } from "./codec.ts";
+import { decodeOrNull, decodeWith, parseJson } from "./codec.ts";
 import type { SqlStore } from "./sql-store.ts";
 export const TENANT_SCHEMA = `
 CREATE TABLE IF NOT EXISTS tenant (id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
@@ -128,14 +128,7 @@ export const decodeManifestLimits = (text: string) =>
  * corrupt or downgraded row never grants more than it says, and never a scope read as another.
  */
 const Scopes = z.array(ApiScope).min(1);
-export function decodeScopes(text: string): ApiScope[] | null {
-  try {
-    const parsed = Scopes.safeParse(JSON.parse(text));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
-}
+export const decodeScopes = (text: string): ApiScope[] | null => decodeOrNull(Scopes, text);
 
 /** A `verifications` row's verdict, as `recordVerification` stored it. */
 const Exchange = z.object({
@@ -184,14 +177,8 @@ const VerificationCodec = z.object({
  * Fails closed: a verdict that does not decode vouches for nothing (`null`: the tool reads as
  * unverified, and can be verified again), rather than a guess at what it said.
  */
-export function decodeVerification(text: string): Verification | null {
-  try {
-    const parsed = VerificationCodec.safeParse(JSON.parse(text));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
-}
+export const decodeVerification = (text: string): Verification | null =>
+  decodeOrNull(VerificationCodec, text);
 
 /**
  * An `approvals` row: the inbox item as the operation's outbox delivered it, and the `seq` of that
