@@ -9,7 +9,12 @@
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 import { idPrefix, jurisdictionOf } from "./jurisdiction.ts";
 import type { OperationId } from "./identity.ts";
+import { claimsFor } from "./limit/claims.ts";
+import type { LimitClaim } from "./limit/window.ts";
 import { tookEffect } from "./operation/index.ts";
+import { admitCall } from "./turn/gate.ts";
+import type { RunState } from "./turn/turn.ts";
+import type { ToolSpec } from "../tools/spec.ts";
 import { err, ok, type Result } from "./result.ts";
 
 /** `approval`: "required" (default) — a person approves each compensation; "none": the tool's own rule. */
@@ -115,6 +120,46 @@ export function withoutResult(error: RenderError): RenderError {
     ...error,
     detail: `${error.detail}. The operation took effect, but the tool's answer could not be read (failed/invalid_output), so there is no result to take {result.*} from; undo it by hand`,
   };
+}
+
+/** What a compensation was admitted with: its gated input and what it claims of limits across runs. */
+export type CompensationAdmission = { input: Record<string, unknown>; claims: LimitClaim[] };
+
+/**
+ * A compensation's admission, before Cedar and before anything is recorded: the compensating tool
+ * as it stands now (`spec`) must still write; the declared arguments are rendered over the
+ * original's frozen input and recorded result; then the turn's gate (`admitCall`) and its claims of
+ * limits across runs, as for a model's call, except that the scopes are the person's
+ * (operations:compensate, so the tool's own `requiresScopes`), not the run user's.
+ */
+export function admitCompensation(
+  spec: ToolSpec,
+  declared: Compensation,
+  original: {
+    operationId: string;
+    facts: Pick<OriginalFacts, "status">;
+    input: Record<string, unknown>;
+    result: unknown;
+  },
+  run: Pick<RunState, "context" | "user">,
+): Result<CompensationAdmission, RenderError> {
+  const refused = (detail: string) =>
+    err({ code: "compensation_arguments_invalid" as const, detail: `${detail}; nothing was sent` });
+  if (spec.risk === "read") return refused(`${declared.tool} is now a read`);
+  const rendered = renderArguments(declared.arguments, original.input, original.result);
+  if (!rendered.ok)
+    return err(
+      original.facts.status === "succeeded" ? rendered.error : withoutResult(rendered.error),
+    );
+  const call = { id: `undo_${original.operationId}`, name: spec.name, arguments: rendered.value };
+  const offered = new Map([[spec.name, spec]]);
+  const admitted = admitCall(call, offered, run.context, spec.requiresScopes);
+  if (!admitted.ok)
+    return refused(`${declared.tool} refuses the rendered arguments: ${admitted.error.message}`);
+  const input = admitted.value.input;
+  const claims = claimsFor(spec.limitsAcrossRuns, input, run.context, run.user.id);
+  if (!claims.ok) return refused(claims.error.message);
+  return ok({ input, claims: claims.value });
 }
 
 /**

@@ -4,6 +4,7 @@
 // nothing authoritative: an evicted object resumes from its row. Grant notices are at least once
 // (a crash between commit and notice is repaired when the lease runs out and is extended).
 import { DurableObject } from "cloudflare:workers";
+import { z } from "zod";
 import {
   EMPTY_LOCK,
   standing,
@@ -17,6 +18,7 @@ import {
 } from "../domain/lock.ts";
 import { err, ok, type Result } from "../domain/result.ts";
 import type { Env } from "./env.ts";
+import { decodeWith, parseJson } from "./store/codec.ts";
 import { SqlStore } from "./store/sql-store.ts";
 import { operationStub } from "./stubs.ts";
 
@@ -48,6 +50,23 @@ export type LockView = {
 export type LockObjectError = { code: "not_found"; detail: string } | LockError;
 
 type Row = { tenant_id: string; resource: string; state: LockState };
+
+/** The `state` column: domain/lock.ts's `LockState`, decoded (a row that does not decode is corrupt). */
+const LockStateCodec = z.object({
+  holder: z
+    .object({
+      operationId: z.string(),
+      fencingToken: z.number(),
+      leaseMs: z.number(),
+      leaseExpiresAtMs: z.number(),
+      grantedAtMs: z.number(),
+    })
+    .nullable(),
+  queue: z.array(
+    z.object({ operationId: z.string(), leaseMs: z.number(), enqueuedAtMs: z.number() }),
+  ),
+  lastToken: z.number(),
+}) satisfies z.ZodType<LockState>;
 
 export class ResourceLockObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, LOCK_SCHEMA);
@@ -210,7 +229,7 @@ export class ResourceLockObject extends DurableObject<Env> {
       ? {
           tenant_id: row.tenant_id,
           resource: row.resource,
-          state: JSON.parse(row.state) as LockState,
+          state: decodeWith(LockStateCodec, parseJson(row.state, "lock"), "lock"),
         }
       : null;
   }

@@ -158,3 +158,24 @@ describe("API keys are checked at the edge", () => {
     expect((await api("GET", "/v1/tools", undefined, as(legacy))).status).toBe(401);
   });
 });
+
+describe("a key's stored scopes are decoded, failing closed", () => {
+  it("a stored scope that is not an ApiScope makes the key no key at all (API and console), never a wider one", async () => {
+    const t = await newTenant(["tools:write"]);
+    const other = await newTenant(["tools:write"]);
+    // A corrupt or downgraded row: a scope this version does not know beside one it does.
+    const storeScopes = (scopes: string) =>
+      runInDurableObject(tenantObject(t.tenantId), (_i: unknown, state: DurableObjectState) => {
+        state.storage.sql.exec("UPDATE api_keys SET scopes = ? WHERE id = ?", scopes, t.keyId);
+      });
+    await storeScopes(JSON.stringify(["tools:write", "admin:*"]));
+    expect(await api("GET", "/v1/tools", undefined, as(t.key))).toMatchObject({ status: 401 });
+    expect(await api("GET", "/v1/webhooks", undefined, as(t.key))).toMatchObject({ status: 401 });
+    expect((await consoleSignIn(t.key)).status).not.toBe(303);
+    // Not JSON at all: the same.
+    await storeScopes("{");
+    expect(await api("GET", "/v1/tools", undefined, as(t.key))).toMatchObject({ status: 401 });
+    // Another tenant's sound key is untouched.
+    expect((await api("GET", "/v1/tools", undefined, as(other.key))).status).toBe(200);
+  });
+});

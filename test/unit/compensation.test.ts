@@ -1,7 +1,9 @@
 // Undo (issue 22): the pure rules — templates, the compensation's identity, and which originals
 // may be compensated — as tables.
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import {
+  admitCompensation,
   asksAnew,
   compensable,
   compensationIdOf,
@@ -19,6 +21,7 @@ import {
   type RunWrite,
   type StepState,
 } from "../../src/domain/rollback.ts";
+import { defineTool } from "../../src/tools/define.ts";
 
 const applied: OriginalFacts = {
   phase: "recorded",
@@ -286,5 +289,73 @@ describe("rollback: the plan and each step", () => {
       state: "pending",
     });
     expect(resumable([step("not_compensable", null), step("unsettled", null)])).toBeNull();
+  });
+});
+
+describe("admitCompensation: the turn's gate, with the person's scopes, before anything is recorded", () => {
+  const refund = (risk: "write" | "read", requiresScopes: string[] = []) =>
+    defineTool({
+      name: "refund",
+      description: "refund a charge",
+      input: z.object({ charge: z.string().regex(/^ch_/) }),
+      risk,
+      requiresScopes,
+      limitsAcrossRuns: [{ name: "refunds", subject: "user", window: "1h", max: 5, count: true }],
+      request: (input) => ({
+        method: "POST",
+        url: "https://api.example/refunds",
+        headers: {},
+        body: JSON.stringify(input),
+      }),
+    });
+  const declared = {
+    tool: "refund",
+    arguments: { charge: "{result.id}" },
+    approval: "required" as const,
+  };
+  const original = (status: string, result: unknown) => ({
+    operationId: "op_1",
+    facts: { status },
+    input: {},
+    result,
+  });
+  const run = { context: {}, user: { id: "u_1", scopes: [] } };
+  const rows: Array<[string, Parameters<typeof admitCompensation>, RegExp | null]> = [
+    [
+      "admitted: the tool's own scopes, not the run user's",
+      [refund("write", ["refunds:write"]), declared, original("succeeded", { id: "ch_9" }), run],
+      null,
+    ],
+    [
+      "the tool became a read",
+      [refund("read"), declared, original("succeeded", { id: "ch_9" }), run],
+      /refund is now a read; nothing was sent/,
+    ],
+    [
+      "a template the result lacks",
+      [refund("write"), declared, original("succeeded", {}), run],
+      /has no id/,
+    ],
+    [
+      "no result to take it from (failed, took effect)",
+      [refund("write"), declared, original("failed", null), run],
+      /no result to take \{result\.\*\} from/,
+    ],
+    [
+      "the schema refuses the rendered value",
+      [refund("write"), declared, original("succeeded", { id: "x_9" }), run],
+      /refund refuses the rendered arguments/,
+    ],
+  ];
+  it.each(rows)("%s", (_name, args, refused) => {
+    const admitted = admitCompensation(...args);
+    if (refused === null) {
+      expect(admitted).toMatchObject({ ok: true, value: { input: { charge: "ch_9" } } });
+      expect(admitted.ok && admitted.value.claims).toHaveLength(1);
+    } else
+      expect(admitted).toMatchObject({
+        ok: false,
+        error: { code: "compensation_arguments_invalid", detail: expect.stringMatching(refused) },
+      });
   });
 });

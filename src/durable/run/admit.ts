@@ -19,16 +19,13 @@ import type { ProposedCall } from "../../domain/turn/gate.ts";
 import { sameGateInputs, turnIdentity, type TurnRecord } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import { MAX_CALLS_PER_TURN } from "../../providers/types.ts";
-import { encodeTurnCalls, TURN_COLUMNS, TURN_GROUP_CALLS_COLUMN } from "../store/run-rows.ts";
-import { tenantStub } from "../stubs.ts";
+import { encodeTurnCalls, TURN_GROUP_CALLS_COLUMN } from "../store/run-rows.ts";
+import { operationStub, tenantStub } from "../stubs.ts";
 import { checkStatus } from "./check-status.ts";
 import type { Wait } from "../../domain/wait.ts";
-import type { RunError, TurnReply } from "./contracts.ts";
-import type { RunParts } from "./parts.ts";
-import { peekInto } from "./peek.ts";
-import { rememberTurn, usageRow } from "./rows.ts";
+import type { RunError, TurnReply, RunParts } from "./contracts.ts";
 import { dispatchedSources } from "./sources.ts";
-import { indexTurn, migrateStored, storedCounts } from "./stored.ts";
+import { migrateStored, storedCounts } from "./stored.ts";
 import { compileTools } from "../../tools/catalog.ts";
 import { hostPolicy } from "../../config.ts";
 
@@ -120,68 +117,14 @@ export async function postTurn(
       );
       // Refused calls whose operations were not asked yet: nothing is written; ask, then admit again.
       if (plan.unpeeked.length > 0) return { peek: plan.unpeeked };
-      const { record, usage } = plan;
+      const { record } = plan;
       const storedCalls = encodeTurnCalls(record.calls, sources.hashOf);
       const bytes = new TextEncoder().encode(storedCalls).byteLength;
       const stopped = stoppedTurn(record, plan.runStopped);
       const full = admitStored(counts, bytes, stopped);
       if (full) return err(full);
-      const stored = countStored(counts, bytes, stopped, looked);
-      if (plan.group)
-        store.run(
-          "INSERT OR REPLACE INTO turn_groups (key, turn_stop, usage_hash, calls) VALUES (?, ?, ?, ?)",
-          plan.group.key,
-          plan.group.turnStop,
-          plan.group.usageHash,
-          plan.group.calls,
-        );
       sources.store(dispatchedSources(record.calls));
-      store.run(
-        `INSERT INTO turns (${TURN_COLUMNS}, admitted) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
-        record.id,
-        record.seq,
-        record.contentHash,
-        storedCalls,
-        record.reservedCost,
-        record.modelCost,
-        record.createdAtMs,
-        plan.dispatch.length,
-      );
-      // Its settlement reads it next: the row as written, not read back (RunRows.turn).
-      rememberTurn(store, {
-        id: record.id,
-        seq: record.seq,
-        content_hash: record.contentHash,
-        calls: storedCalls,
-        reserved_cost: record.reservedCost,
-        settled_cost: null,
-        model_cost: record.modelCost,
-        created_at: record.createdAtMs,
-      });
-      if (store.exists("turn_ops")) indexTurn(store, record);
-      const before = usageRow(store);
-      store.run(
-        "UPDATE usage SET turns = ?, calls = ?, cost = ?, stored_turns = ?, stored_bytes = ?, stopped_turns = ?, checks = ?",
-        usage.turns,
-        usage.toolCalls,
-        usage.cost,
-        stored.turns,
-        stored.bytes,
-        stored.stopped,
-        stored.checks,
-      );
-      // Read again at settlement: the row as written (every other column unchanged), not read back.
-      if (before)
-        store.remember("usage", "usage", {
-          ...before,
-          turns: usage.turns,
-          calls: usage.toolCalls,
-          cost: usage.cost,
-          stored_turns: stored.turns,
-          stored_bytes: stored.bytes,
-          stopped_turns: stored.stopped,
-          checks: stored.checks,
-        });
+      rows.writeTurn(plan, storedCalls, countStored(counts, bytes, stopped, looked));
       // run.budget_exhausted, the first time a budget refuses a call in this run (issue 18).
       const refused = record.calls.find(
         (call) => "fixed" in call && call.fixed.status === "budget_exhausted",
@@ -213,6 +156,34 @@ export async function postTurn(
       );
     }
   }
+}
+
+/**
+ * Peek before refusal: a call a budget or a cancel would refuse may be a replay of an operation
+ * that already exists with this very input (planTurn's `peeked`). Asks each operation how it
+ * stands, read-only (a peek never creates one): its input hash, or null (none, or unreachable:
+ * the call is refused).
+ */
+async function peekInto(
+  env: Env,
+  tenantId: string,
+  ids: readonly string[],
+  into: Map<string, string | null>,
+): Promise<void> {
+  const seen = await Promise.all(
+    ids.map(async (id) => {
+      const peek = await operationStub(env, id)
+        .peek(tenantId)
+        .catch(() => null);
+      const hash = peek?.ok
+        ? peek.value.input_hash
+        : peek?.error.code === "pruned"
+          ? peek.error.input_hash
+          : null;
+      return [id, hash] as const;
+    }),
+  );
+  for (const [id, hash] of seen) into.set(id, hash);
 }
 
 /** Which of `names` the tenant knows; asked only for names the run does not offer (an unreachable tenant keeps tool_not_allowed). */

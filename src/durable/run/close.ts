@@ -5,7 +5,7 @@ import { closeCalls, planClose, type Standing } from "../../domain/turn/close.ts
 import { openOperations } from "../../domain/turn/turn.ts";
 import { encodeTurnCalls } from "../store/run-rows.ts";
 import { operationStub } from "../stubs.ts";
-import type { RunParts } from "./parts.ts";
+import type { RunParts } from "./contracts.ts";
 
 /**
  * Asks every open operation (or only `only`) for its state, then closes the calls planClose

@@ -1,7 +1,8 @@
 // Undo (issue 22), the run's side: the original's run coordinates its compensation. It decides
-// (domain/compensation.ts: applied originals only), renders the declared arguments over the
-// original's frozen input and recorded result, puts them through the gate against the compensating
-// tool AS IT STANDS NOW (schema, bound fields from the run's context, limits, URL rules), records
+// (domain/compensation.ts: applied originals only; `admitCompensation`: the declared arguments
+// rendered over the original's frozen input and recorded result, through the turn's gate against
+// the compensating tool AS IT STANDS NOW — schema, bound fields from the run's context, limits, URL
+// rules), asks the tenant's Cedar set, records
 // one row per original (original → compensation id, generation, reason, who asked) and submits
 // the compensation through the ordinary operation path, so it gets Cedar, limits across runs,
 // approval, locks, retries, outcome_unknown and its trace like any write. Its id and key derive
@@ -15,17 +16,14 @@
 import { keySecretOf } from "../../crypto.ts";
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import {
+  admitCompensation,
   asksAnew,
   compensable,
   compensationIdOf,
   toolChangedSinceAsked,
-  renderArguments,
-  withoutResult,
 } from "../../domain/compensation.ts";
 import { idempotencyKeyFor } from "../../domain/identity.ts";
-import { claimsFor } from "../../domain/limit/claims.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
-import { admitCall } from "../../domain/turn/gate.ts";
 import type { Denial, RunState } from "../../domain/turn/turn.ts";
 import { hostPolicy } from "../../config.ts";
 import {
@@ -38,8 +36,7 @@ import { decodeLimitClaims, decodeToolSource } from "../store/run-rows.ts";
 import type { CompensationSource } from "../operation/compensation.ts";
 import type { OperationReply } from "../operation/contracts.ts";
 import { operationStub, tenantStub } from "../stubs.ts";
-import type { RunError } from "./contracts.ts";
-import type { RunParts } from "./parts.ts";
+import type { RunError, RunParts } from "./contracts.ts";
 
 /** One row per compensated original (lazy table `compensations`). */
 export type CompensationRow = {
@@ -67,6 +64,7 @@ export type Compensated = {
   reply: OperationReply | null;
 };
 
+/** Refused before anything is recorded (the tool's registration; the gate's are admitCompensation's). */
 const invalid = (detail: string) =>
   err<RunError>({ code: "compensation_arguments_invalid", detail: `${detail}; nothing was sent` });
 
@@ -111,25 +109,19 @@ export async function compensate(
   const source = found.value[declared.tool]!;
   const spec = catalog.compileTool(source, hostPolicy(parts.env));
   if (!spec.ok) return invalid(`the compensating tool ${declared.tool} no longer compiles`);
-  if (spec.value.risk === "read") return invalid(`${declared.tool} is now a read`);
-  const rendered = renderArguments(declared.arguments, original.input, original.result);
-  if (!rendered.ok)
-    return err(
-      original.facts.status === "succeeded" ? rendered.error : withoutResult(rendered.error),
-    );
-  // The gate, as for a model's call; scopes are the person's (operations:compensate), not the user's.
-  const call = {
-    id: `undo_${original.operation_id}`,
-    name: spec.value.name,
-    arguments: rendered.value,
-  };
-  const offered = new Map([[spec.value.name, spec.value]]);
-  const admitted = admitCall(call, offered, run.context, spec.value.requiresScopes);
-  if (!admitted.ok)
-    return invalid(`${declared.tool} refuses the rendered arguments: ${admitted.error.message}`);
-  const input = admitted.value.input;
-  const claims = claimsFor(spec.value.limitsAcrossRuns, input, run.context, run.user.id);
-  if (!claims.ok) return invalid(claims.error.message);
+  const admitted = admitCompensation(
+    spec.value,
+    declared,
+    {
+      operationId: original.operation_id,
+      facts: original.facts,
+      input: original.input,
+      result: original.result,
+    },
+    run,
+  );
+  if (!admitted.ok) return admitted;
+  const { input, claims } = admitted.value;
   // The tenant's Cedar set as it stands now, before anything is recorded: a refusal here leaves
   // the original compensable, so it can be asked again once the policy allows it.
   const policies = await tenantStub(parts.env, tenantId).policySet();
@@ -150,7 +142,7 @@ export async function compensate(
     input: canonical,
     input_hash: await sha256Hex(canonical),
     idempotency_key: await idempotencyKeyFor(compensationId, keySecret.value),
-    claims: claims.value.length > 0 ? JSON.stringify(claims.value) : null,
+    claims: claims.length > 0 ? JSON.stringify(claims) : null,
     approval: declared.approval,
     reason: asked.reason,
     asked_by: asked.by,

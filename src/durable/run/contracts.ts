@@ -1,6 +1,7 @@
 // What the RunObject answers over RPC (routes, the console and other objects call it through
-// stubs): the run as the API shows it, a turn's reply, and the closed set of run errors. Types only,
-// plus `notFound`; the one error → HTTP map is src/http/problem.ts.
+// stubs): the run as the API shows it, a turn's reply, and the closed set of run errors; and
+// `RunParts`, what it hands the modules beside it. Types only, plus `notFound`; the one error →
+// HTTP map is src/http/problem.ts.
 import type { ContextMissing } from "../../domain/context-needs.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import { err, type Result } from "../../domain/result.ts";
@@ -10,6 +11,12 @@ import type { RunState } from "../../domain/turn/turn.ts";
 import type { RollbackView } from "../../domain/rollback.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
 import type { Jurisdiction } from "../../domain/jurisdiction.ts";
+import type { Env } from "../env.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+import type { RunEvents } from "./events.ts";
+import type { RunRows } from "./rows.ts";
+import type { TurnSettler } from "./settle.ts";
+import type { ToolSources } from "./sources.ts";
 
 export type RunInit = Omit<RunState, "toolsHash" | "createdAtMs" | "cancelledAtMs">;
 export type RunView = {
@@ -84,3 +91,17 @@ export type McpCallReply = { envelope: Envelope; checkStatus: boolean };
 
 export const notFound = (what: string): Result<never, RunError> =>
   err({ code: "not_found", detail: `no such ${what}` });
+
+/**
+ * What a RunObject owns and hands to the modules beside it: its environment, its SQL store, its
+ * rows and tool sources, the settler (recorded replies and reports) and its events. Plain
+ * references, no behaviour: each module takes the parts it uses.
+ */
+export type RunParts = {
+  env: Env;
+  store: SqlStore;
+  rows: RunRows;
+  sources: ToolSources;
+  settler: TurnSettler;
+  events: RunEvents;
+};

@@ -15,8 +15,7 @@ import { openOperations, turnIdentity, type RunState } from "../../domain/turn/t
 import type { Wait } from "../../domain/wait.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
 import { close } from "./close.ts";
-import type { McpCall, McpCallReply, RunError, TurnReply } from "./contracts.ts";
-import type { RunParts } from "./parts.ts";
+import type { McpCall, McpCallReply, RunError, TurnReply, RunParts } from "./contracts.ts";
 import { compileTools } from "../../tools/catalog.ts";
 import { hostPolicy } from "../../config.ts";
 

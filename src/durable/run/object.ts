@@ -35,9 +35,9 @@ import {
   type RunView,
   type RunWarning,
   type TurnReply,
+  type RunParts,
 } from "./contracts.ts";
 import { idempotencyWarnings, runWarnings, toolDefinitions } from "./export.ts";
-import type { RunParts } from "./parts.ts";
 import { runAlarm } from "./retention.ts";
 import { RunRows } from "./rows.ts";
 import { TurnSettler } from "./settle.ts";

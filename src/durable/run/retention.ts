@@ -6,8 +6,8 @@ import { operationIds } from "../../domain/turn/turn.ts";
 import { retentionMs } from "../../config.ts";
 import { dropFromIndex } from "../index/drop.ts";
 import { operationStub, tenantStub } from "../stubs.ts";
-import type { RunParts } from "./parts.ts";
 import { compensationIds } from "./compensate.ts";
+import type { RunParts } from "./contracts.ts";
 
 /** A run still holding an operation asks again a day later. */
 const RUN_PRUNE_RECHECK_MS = 24 * 60 * 60_000;

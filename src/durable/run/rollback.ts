@@ -21,8 +21,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { operationIds, type RunState } from "../../domain/turn/turn.ts";
 import { operationStub } from "../stubs.ts";
 import { compensate } from "./compensate.ts";
-import type { RunError } from "./contracts.ts";
-import type { RunParts } from "./parts.ts";
+import type { RunError, RunParts } from "./contracts.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
 /** How often a waiting compensation is looked at (one RPC per look; a person may take hours). */

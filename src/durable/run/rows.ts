@@ -1,11 +1,12 @@
 // The run's rows read through their codecs (store/run-rows.ts): the run, its usage, turn groups and turns,
-// and why a tenant finds no run here (never created, or pruned: 410). Reads only; every write
-// stays in the caller's one transaction.
+// and why a tenant finds no run here (never created, or pruned: 410); and `writeTurn`, an admitted
+// turn's rows with their memo mirror. Every write runs inside the caller's one transaction.
 import { jurisdictionOf } from "../../domain/jurisdiction.ts";
 import { redactContext } from "../../domain/redact.ts";
 import { err, type Result } from "../../domain/result.ts";
-import type { TurnGroup } from "../../domain/turn/admit.ts";
-import type { RunState, TurnRecord } from "../../domain/turn/turn.ts";
+import type { StoredCounts } from "../../domain/run-limits.ts";
+import type { TurnGroup, TurnPlan } from "../../domain/turn/admit.ts";
+import { operationIds, type RunState, type TurnRecord } from "../../domain/turn/turn.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import {
   decodeRun,
@@ -22,9 +23,10 @@ export function usageRow(store: SqlStore): Record<string, SqlStorageValue> | nul
   return store.memo("usage", "usage", () => store.one("SELECT * FROM usage"));
 }
 
-/** The turn row just written (admission), so its settlement does not read it back. */
-export function rememberTurn(store: SqlStore, row: Record<string, SqlStorageValue>): void {
-  store.remember("turns", `turn:${String(row["id"])}`, row);
+/** `turn_ops` rows for the turn's operations (the first turn naming an operation keeps it). */
+export function indexTurn(store: SqlStore, turn: TurnRecord): void {
+  for (const id of new Set(operationIds(turn)))
+    store.run("INSERT OR IGNORE INTO turn_ops (operation_id, turn_id) VALUES (?, ?)", id, turn.id);
 }
 
 export class RunRows {
@@ -77,6 +79,64 @@ export class RunRows {
       this.store.one(`SELECT ${TURN_COLUMNS} FROM turns WHERE id = ?`, turnId),
     );
     return row ? decodeTurn(row, this.sourceOf) : null;
+  }
+
+  /**
+   * An admitted turn's rows, in the caller's transaction: its group row (with a turn key), the
+   * turn (`calls`: its calls encoded, `encodeTurnCalls`), its `turn_ops` index (once built), and the
+   * usage row with the turn counted (`stored`: the storage counts after it). The turn and usage
+   * rows are remembered as written: its settlement reads both next, and never reads them back.
+   */
+  writeTurn(plan: TurnPlan, calls: string, stored: StoredCounts): void {
+    const { record, usage, group } = plan;
+    if (group)
+      this.store.run(
+        "INSERT OR REPLACE INTO turn_groups (key, turn_stop, usage_hash, calls) VALUES (?, ?, ?, ?)",
+        group.key,
+        group.turnStop,
+        group.usageHash,
+        group.calls,
+      );
+    this.store.run(
+      `INSERT INTO turns (${TURN_COLUMNS}, admitted) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
+      record.id,
+      record.seq,
+      record.contentHash,
+      calls,
+      record.reservedCost,
+      record.modelCost,
+      record.createdAtMs,
+      plan.dispatch.length,
+    );
+    this.store.remember("turns", `turn:${record.id}`, {
+      id: record.id,
+      seq: record.seq,
+      content_hash: record.contentHash,
+      calls,
+      reserved_cost: record.reservedCost,
+      settled_cost: null,
+      model_cost: record.modelCost,
+      created_at: record.createdAtMs,
+    });
+    if (this.store.exists("turn_ops")) indexTurn(this.store, record);
+    const before = usageRow(this.store);
+    const counted = {
+      turns: usage.turns,
+      calls: usage.toolCalls,
+      cost: usage.cost,
+      stored_turns: stored.turns,
+      stored_bytes: stored.bytes,
+      stopped_turns: stored.stopped,
+      checks: stored.checks,
+    };
+    this.store.run(
+      `UPDATE usage SET ${Object.keys(counted)
+        .map((column) => `${column} = ?`)
+        .join(", ")}`,
+      ...Object.values(counted),
+    );
+    // Every other column unchanged: the row as written, not read back.
+    if (before) this.store.remember("usage", "usage", { ...before, ...counted });
   }
 
   turns(): TurnRecord[] {

@@ -2,10 +2,10 @@
 // (operation → the first turn naming it). Both are derived from the turns and built lazily for a
 // run created before them, inside the caller's transaction.
 import { NO_STORED, type StoredCounts } from "../../domain/run-limits.ts";
-import { operationIds, type TurnRecord } from "../../domain/turn/turn.ts";
+import type { TurnRecord } from "../../domain/turn/turn.ts";
 import { decodeStoredCounts, USAGE_STORAGE_COLUMNS } from "../store/run-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
-import { usageRow } from "./rows.ts";
+import { indexTurn, usageRow } from "./rows.ts";
 
 /** The usage row's storage counts (zero for a run created before them, until its next turn). */
 export function storedCounts(store: SqlStore): StoredCounts {
@@ -42,10 +42,4 @@ export function holdsOperation(
       for (const turn of turns()) indexTurn(store, turn);
     });
   return store.one("SELECT 1 AS x FROM turn_ops WHERE operation_id = ?", operationId) !== null;
-}
-
-/** `turn_ops` rows for the turn's operations (the first turn naming an operation keeps it). */
-export function indexTurn(store: SqlStore, turn: TurnRecord): void {
-  for (const id of new Set(operationIds(turn)))
-    store.run("INSERT OR IGNORE INTO turn_ops (operation_id, turn_id) VALUES (?, ?)", id, turn.id);
 }

@@ -6,8 +6,8 @@ import { otlpTrace, type OperationTrace, type OtlpTrace } from "../../domain/otl
 import { operationIds, turnReceived, type RunState } from "../../domain/turn/turn.ts";
 import type { TurnRecord } from "../../domain/turn/turn.ts";
 import { operationStub } from "../stubs.ts";
-import type { RunParts } from "./parts.ts";
 import { compensationIds } from "./compensate.ts";
+import type { RunParts } from "./contracts.ts";
 
 type Pruned = { operation_id: string; pruned_at_ms: number };
 

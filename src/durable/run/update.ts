@@ -6,10 +6,9 @@ import type { TenantFacts } from "../../domain/tenant-facts.ts";
 import { hashTools, type RunState } from "../../domain/turn/turn.ts";
 import type { ToolSource } from "../../tools/spec.ts";
 import { encodeRun } from "../store/run-rows.ts";
-import type { RunError, RunView } from "./contracts.ts";
+import type { RunError, RunView, RunParts } from "./contracts.ts";
 import { viewOf } from "./create.ts";
 import type { RunFacts } from "./facts.ts";
-import type { RunParts } from "./parts.ts";
 
 export type RunPatch = {
   scopes?: string[];

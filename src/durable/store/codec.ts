@@ -15,6 +15,16 @@ export function parseJson(text: string, what: string): unknown {
   }
 }
 
+/** For rows whose undecodable form must fail closed (a key's scopes, a verdict): null, never a guess. */
+export function decodeOrNull<T>(codec: z.ZodType<T>, text: string): T | null {
+  try {
+    const parsed = codec.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
 export function deepFreeze<T>(value: T): T {
   if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
     Object.freeze(value);

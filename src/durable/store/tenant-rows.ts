@@ -8,7 +8,11 @@
 // runs' ids (`tenant_runs`: what an index rebuild walks, tenant/runs.ts).
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
-import { parseJson } from "./codec.ts";
+import { z } from "zod";
+import { EventType, ToolgateEvent } from "../../domain/journal/events.ts";
+import { VerdictStatus, type Verification } from "../../domain/verification.ts";
+import { ApiScope } from "../../http/schemas.ts";
+import { decodeOrNull, decodeWith, parseJson } from "./codec.ts";
 import type { SqlStore } from "./sql-store.ts";
 export const TENANT_SCHEMA = `
 CREATE TABLE IF NOT EXISTS tenant (id TEXT PRIMARY KEY, name TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
@@ -106,6 +110,125 @@ export type SecretRow = {
 
 /** A `tools` row's manifest: JSON (the compile in tools/catalog.ts is its schema, and says why not). */
 export const decodeManifest = (text: string): unknown => parseJson(text, "tool manifest");
+
+/**
+ * What `registeredLimits` reads of a stored manifest: its input schema and its limits across runs,
+ * which `compileAcrossRuns` checks in full (every stored manifest passed the PUT's Manifest schema).
+ */
+const ManifestLimits = z.object({
+  input_schema: z.record(z.string(), z.unknown()).default({}),
+  limits_across_runs: z.unknown(),
+});
+export const decodeManifestLimits = (text: string) =>
+  decodeWith(ManifestLimits, decodeManifest(text), "tool manifest");
+
+/**
+ * An `api_keys` row's scopes. Fails closed: a stored scope that is not one of today's `ApiScope`
+ * makes the row undecodable (`null`), and `keys.ts` then treats the key as no key at all — a
+ * corrupt or downgraded row never grants more than it says, and never a scope read as another.
+ */
+const Scopes = z.array(ApiScope).min(1);
+export const decodeScopes = (text: string): ApiScope[] | null => decodeOrNull(Scopes, text);
+
+/** A `verifications` row's verdict, as `recordVerification` stored it. */
+const Exchange = z.object({
+  idempotency_key: z.string(),
+  sent: z.object({
+    method: z.string(),
+    url: z.string(),
+    headers: z.record(z.string(), z.string()),
+    body: z.unknown(),
+  }),
+  received: z.discriminatedUnion("kind", [
+    z.object({
+      kind: z.literal("response"),
+      status: z.number(),
+      body: z.unknown(),
+      digest: z.string(),
+      truncated: z.boolean(),
+      valid_output: z.boolean(),
+    }),
+    z.object({ kind: z.literal("no_response"), detail: z.string() }),
+  ]),
+});
+const VerificationCodec = z.object({
+  status: z.enum(VerdictStatus),
+  checked_at: z.string().nullable(),
+  settings_hash: z.string().nullable(),
+  base_url: z.string().nullable(),
+  checks: z.array(
+    z.object({
+      name: z.enum([
+        "first_send",
+        "same_key_replay",
+        "changed_body_refused",
+        "concurrent_duplicate",
+        "lookup_finds_effect",
+        "lookup_unknown_key",
+      ]),
+      status: z.enum(["passed", "failed", "skipped"]),
+      expected: z.string(),
+      observed: z.string(),
+      exchanges: z.array(Exchange),
+    }),
+  ),
+}) satisfies z.ZodType<Verification>;
+/**
+ * Fails closed: a verdict that does not decode vouches for nothing (`null`: the tool reads as
+ * unverified, and can be verified again), rather than a guess at what it said.
+ */
+export const decodeVerification = (text: string): Verification | null =>
+  decodeOrNull(VerificationCodec, text);
+
+/**
+ * An `approvals` row: the inbox item as the operation's outbox delivered it, and the `seq` of that
+ * delivery. Rows written before previews were capped have no `truncated` (they were never cut).
+ */
+const StoredApproval = z.object({
+  operation_id: z.string(),
+  run_id: z.string(),
+  call_id: z.string(),
+  tool: z.string(),
+  target: z.string(),
+  arguments: z.record(z.string(), z.unknown()),
+  state: z.enum(["pending", "approved", "rejected", "expired", "cancelled"]),
+  requested_by: z.string(),
+  requested_at_ms: z.number(),
+  expires_at_ms: z.number(),
+  input_hash: z.string(),
+  policy_version: z.string(),
+  preview: z
+    .object({
+      status: z.number().nullable(),
+      body: z.unknown(),
+      detail: z.string().nullable(),
+      truncated: z.boolean().optional(),
+    })
+    .nullable(),
+  decided_by: z.string().nullable(),
+  decided_at_ms: z.number().nullable(),
+  reason: z.string().nullable(),
+  shadow: z.literal(true).optional(),
+  compensates: z.string().optional(),
+  seq: z.number().optional(),
+});
+export type StoredApproval = z.infer<typeof StoredApproval>;
+export const decodeApproval = (text: string): StoredApproval =>
+  decodeWith(StoredApproval, parseJson(text, "approval"), "approval");
+
+/** A `webhooks` row's `events`: the types it subscribed to, or `["*"]`. */
+const WebhookEvents = z.array(z.union([z.literal("*"), EventType]));
+export const decodeWebhookEvents = (text: string): Array<EventType | "*"> =>
+  decodeWith(WebhookEvents, parseJson(text, "webhook"), "webhook");
+
+/** An `events` row's body (the tenant-plane feed), or a delivery log's full copy of one. */
+export const decodeEvent = (text: string): ToolgateEvent =>
+  decodeWith(ToolgateEvent, parseJson(text, "event"), "event");
+
+/** A `webhook_deliveries` row's event: the event, or only its id, type and operation_id. */
+const LoggedEventType = z.object({ type: z.string() });
+export const decodeLoggedEventType = (text: string): string =>
+  decodeWith(LoggedEventType, parseJson(text, "webhook delivery"), "webhook delivery").type;
 
 /** The tenant record, if this object holds one (read paths never create the table). */
 export function tenantRecord(store: SqlStore): { id: string } | null {

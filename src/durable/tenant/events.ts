@@ -16,7 +16,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import type { Env } from "../env.ts";
 import { sendEvents } from "../outbox/drain.ts";
 import { backoffMs, readEvent } from "../outbox/outbox.ts";
-import { TENANT_OUTBOX_ATTEMPTS } from "../store/tenant-rows.ts";
+import { decodeEvent, TENANT_OUTBOX_ATTEMPTS } from "../store/tenant-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { TenantError } from "./object.ts";
 import { routeEvents, type EventRoutes } from "./webhooks.ts";
@@ -90,7 +90,7 @@ export function listEvents(
     `SELECT body FROM events WHERE pos > ? AND at_ms >= ?${query.type ? " AND type = ?" : ""} ORDER BY pos LIMIT ?`,
     ...[fromPos, fromMs, ...(query.type ? [query.type] : []), query.limit + 1],
   );
-  const events = rows.slice(0, query.limit).map((row) => JSON.parse(row.body) as ToolgateEvent);
+  const events = rows.slice(0, query.limit).map((row) => decodeEvent(row.body));
   const given = query.since && "afterId" in query.since ? query.since.afterId : null;
   return ok({
     events,

@@ -6,7 +6,7 @@ import { retentionMs } from "../../config.ts";
 import type { Env } from "../env.ts";
 import type { OperationView } from "../operation/contracts.ts";
 import type { SqlStore } from "../store/sql-store.ts";
-import { tenantRecord, UNKNOWNS_ADDED_COLUMNS } from "../store/tenant-rows.ts";
+import { decodeApproval, tenantRecord, UNKNOWNS_ADDED_COLUMNS } from "../store/tenant-rows.ts";
 import { operationStub } from "../stubs.ts";
 
 import type { ApprovalItem, UnknownItem } from "../../domain/journal/announce.ts";
@@ -24,7 +24,8 @@ export type ApprovalPage = {
 };
 
 /** When a request left the inbox: decided, else (expired or cancelled) no later than its expiry. */
-const closedAtMs = (item: ApprovalItem): number => item.decided_at_ms ?? item.expires_at_ms;
+const closedAtMs = (item: Pick<ApprovalItem, "decided_at_ms" | "expires_at_ms">): number =>
+  item.decided_at_ms ?? item.expires_at_ms;
 
 /** An RPC's answer, or that there was none (the callee threw or could not be reached). */
 async function ask<T>(
@@ -56,7 +57,7 @@ export class Inbox {
       "SELECT data FROM approvals WHERE operation_id = ?",
       item.operation_id,
     );
-    if (held && seq < ((JSON.parse(held.data) as { seq?: number }).seq ?? -1)) return;
+    if (held && seq < (decodeApproval(held.data).seq ?? -1)) return;
     this.store.run(
       "INSERT OR REPLACE INTO approvals (operation_id, state, requested_at, data) VALUES (?, ?, ?, ?)",
       item.operation_id,
@@ -81,7 +82,10 @@ export class Inbox {
       .all<{ operation_id: string; data: string }>(
         "SELECT operation_id, data FROM approvals WHERE state != 'pending'",
       )
-      .map((row) => ({ id: row.operation_id, dueAtMs: closedAtMs(JSON.parse(row.data)) + keepMs }));
+      .map((row) => ({
+        id: row.operation_id,
+        dueAtMs: closedAtMs(decodeApproval(row.data)) + keepMs,
+      }));
     for (const row of closed)
       if (row.dueAtMs <= nowMs)
         this.store.run("DELETE FROM approvals WHERE operation_id = ?", row.id);
@@ -116,9 +120,7 @@ export class Inbox {
       limit + 1,
     );
     const items = rows.slice(0, limit).map((row) => {
-      const { requested_at_ms, expires_at_ms, decided_at_ms, ...stored } = JSON.parse(
-        row.data,
-      ) as ApprovalItem & { seq?: number };
+      const { requested_at_ms, expires_at_ms, decided_at_ms, ...stored } = decodeApproval(row.data);
       const { seq: _seq, ...rest } = stored;
       const iso = (ms: number) => new Date(ms).toISOString();
       return {

@@ -7,7 +7,7 @@ import { sha256Hex } from "../../domain/canonical-json.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { ApiScope } from "../../http/schemas.ts";
 import type { SqlStore } from "../store/sql-store.ts";
-import { tenantRecord } from "../store/tenant-rows.ts";
+import { decodeScopes, tenantRecord } from "../store/tenant-rows.ts";
 import type { TenantError } from "./object.ts";
 
 /** A key as issued: `key` (the secret) is shown this once. */
@@ -56,8 +56,9 @@ export async function verifyKey(
     await sha256Hex(secret),
     row?.secret_hash ?? "0".repeat(64),
   );
-  return row && matches
-    ? ok({ scopes: JSON.parse(row.scopes) as ApiScope[], name: row.name })
+  const scopes = row && decodeScopes(row.scopes);
+  return row && matches && scopes
+    ? ok({ scopes, name: row.name })
     : err({ code: "not_found", detail: "no such key" });
 }
 
@@ -67,8 +68,9 @@ export async function keyInfo(
   keyId: string,
 ): Promise<Result<KeyInfo, TenantError>> {
   const row = liveKey(store, keyId);
-  return row
-    ? ok({ name: row.name, scopes: JSON.parse(row.scopes) as ApiScope[] })
+  const scopes = row && decodeScopes(row.scopes);
+  return row && scopes
+    ? ok({ name: row.name, scopes })
     : err({ code: "not_found", detail: "no such key" });
 }
 

@@ -20,12 +20,17 @@ import {
 import { CODE_TOOLS } from "../../tools/code-tools.ts";
 import { compileManifestTool } from "../../tools/catalog.ts";
 import { checkCompensationTarget } from "../../tools/manifest/compensate.ts";
-import { compileAcrossRuns, type AcrossRunsInput } from "../../tools/manifest/limits.ts";
+import { compileAcrossRuns } from "../../tools/manifest/limits.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import { verificationSettingsHash } from "../../tools/verify.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
-import { decodeManifest, type ToolRow } from "../store/tenant-rows.ts";
+import {
+  decodeManifest,
+  decodeManifestLimits,
+  decodeVerification,
+  type ToolRow,
+} from "../store/tenant-rows.ts";
 import type { TenantError } from "./object.ts";
 import { policiesAfter } from "./policies.ts";
 import { secretRow } from "./secrets.ts";
@@ -152,10 +157,9 @@ function registeredLimits(store: SqlStore): RegisteredLimits[] {
     : [];
   const out: RegisteredLimits[] = [];
   for (const row of rows) {
-    const manifest = JSON.parse(row.manifest) as Record<string, unknown>;
+    const manifest = decodeManifestLimits(row.manifest);
     if (manifest.limits_across_runs === undefined) continue;
-    const schema = (manifest.input_schema ?? {}) as Record<string, unknown>;
-    const limits = compileAcrossRuns(manifest.limits_across_runs as AcrossRunsInput, schema);
+    const limits = compileAcrossRuns(manifest.limits_across_runs, manifest.input_schema);
     if (limits.ok) out.push({ tool: row.name, limits: limits.value });
   }
   for (const [name, spec] of Object.entries(CODE_TOOLS))
@@ -217,7 +221,7 @@ export async function recordVerification(
 ): Promise<Result<VerificationView, TenantError>> {
   for (;;) {
     const row = toolRow(store, name);
-    const current = row ? await verificationSettingsHash(JSON.parse(row.manifest)) : null;
+    const current = row ? await verificationSettingsHash(decodeManifest(row.manifest)) : null;
     const now = toolRow(store, name);
     // The hash was awaited: if the tool changed meanwhile, judge the newer version.
     if (now?.version !== row?.version) continue;
@@ -293,11 +297,11 @@ export function verificationRow(store: SqlStore, name: string): Verification | n
   const row = store.exists("verifications")
     ? store.one<{ data: string }>("SELECT data FROM verifications WHERE name = ?", name)
     : null;
-  return row ? (JSON.parse(row.data) as Verification) : null;
+  return row ? decodeVerification(row.data) : null;
 }
 
 async function toRecord(store: SqlStore, row: ToolRow): Promise<ToolRecord> {
-  const manifest = JSON.parse(row.manifest) as unknown;
+  const manifest = decodeManifest(row.manifest);
   return {
     name: row.name,
     manifest,

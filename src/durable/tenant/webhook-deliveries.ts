@@ -17,6 +17,7 @@ import {
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import {
+  decodeLoggedEventType,
   DELIVERIES_ADDED_COLUMNS,
   tenantRecord,
   WEBHOOKS_ADDED_COLUMNS,
@@ -250,7 +251,7 @@ export function listDeliveries(
   return ok(
     rows.map((row) => ({
       event_id: row.event_id,
-      event_type: (JSON.parse(row.event) as { type: string }).type,
+      event_type: decodeLoggedEventType(row.event),
       attempt: row.attempt,
       at: new Date(row.at_ms).toISOString(),
       delivered: row.delivered === 1,

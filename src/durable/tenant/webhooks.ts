@@ -17,7 +17,12 @@ import { endpointState, type EndpointState } from "../../domain/webhook-retry.ts
 import { checkWebhookUrl, type WebhookUrlError } from "../../events/webhook-url.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
-import { tenantRecord, type WebhookRow } from "../store/tenant-rows.ts";
+import {
+  decodeEvent,
+  decodeWebhookEvents,
+  tenantRecord,
+  type WebhookRow,
+} from "../store/tenant-rows.ts";
 import type { TenantError } from "./object.ts";
 
 export type WebhookFormat = "standard" | "slack";
@@ -180,7 +185,7 @@ export type RoutedEvent = { id: string; type: EventType; also: string | null; no
 /** Whether endpoint `row` gets `event`: subscribed to its type or named by it, never the one it is about. */
 const routesTo = (row: WebhookRow, event: RoutedEvent) => {
   if (row.id === event.not) return false;
-  const types = JSON.parse(row.events) as string[];
+  const types: string[] = decodeWebhookEvents(row.events);
   return types.includes("*") || types.includes(event.type) || row.id === event.also;
 };
 
@@ -303,11 +308,7 @@ export async function redeliveryOf(
       )
     : null;
   const fromLog = logged ? ToolgateEvent.safeParse(JSON.parse(logged.event)) : null;
-  const event = stored
-    ? (JSON.parse(stored.body) as ToolgateEvent)
-    : fromLog?.success
-      ? fromLog.data
-      : null;
+  const event = stored ? decodeEvent(stored.body) : fromLog?.success ? fromLog.data : null;
   const sendable =
     event &&
     (logged !== null ||
@@ -367,7 +368,7 @@ export const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toI
 const toRecord = (row: WebhookRow): WebhookRecord => ({
   id: row.id,
   url: row.url,
-  events: JSON.parse(row.events) as WebhookRecord["events"],
+  events: decodeWebhookEvents(row.events),
   format: row.format as WebhookFormat,
   description: row.description,
   state: endpointState(row.consecutive_failures, row.failing_since ?? null),

@@ -12,8 +12,9 @@ import { Manifest } from "./schema.ts";
 export type AcrossRunsInput = z.input<typeof Manifest>["limits_across_runs"];
 const AcrossRuns = Manifest.shape.limits_across_runs;
 
+/** `raw` as given (a defineTool's, or a stored manifest's): checked here in full, never trusted. */
 export function compileAcrossRuns(
-  raw: AcrossRunsInput,
+  raw: unknown,
   inputJsonSchema: Record<string, unknown>,
 ): Result<AcrossRunsLimit[], { code: "invalid_manifest"; detail: string }> {
   const parsed = AcrossRuns.safeParse(raw, { reportInput: true });
