@@ -15,6 +15,7 @@
 import {
   excludedEndpoint,
   notifiedEndpoint,
+  readEvent,
   ToolgateEvent,
   type DeliveryMessage,
   type EventMessage,
@@ -40,7 +41,13 @@ import { SendSlots } from "./send-slots.ts";
 const MAX_DELAY_S = 12 * 60 * 60;
 
 type EventBody = Exclude<EventMessage, IndexDropMessage | IndexRetryMessage>;
-type Item = { message: Message<EventMessage>; body: EventBody; event: ToolgateEvent };
+/** `typed`: the event's data matches its type (journal/events.ts readEvent); else only the index skips it. */
+type Item = {
+  message: Message<EventMessage>;
+  body: EventBody;
+  event: ToolgateEvent;
+  typed: boolean;
+};
 
 export async function handleEventBatch(
   batch: MessageBatch<EventMessage>,
@@ -61,22 +68,23 @@ export async function handleEventBatch(
       drops.push(retryIndex(env, message as Message<IndexRetryMessage>));
       continue;
     }
-    const parsed = ToolgateEvent.safeParse(body?.event);
+    const read = readEvent(body?.event);
     const valid =
-      parsed.success &&
+      read !== null &&
       (body?.kind === "event" ||
         (body?.kind === "delivery" && typeof body.endpoint_id === "string"));
     if (!valid) {
-      // Nothing will ever make it valid: dropped, said once.
+      // Not an event at all (no envelope, or an unknown message kind): nothing will ever make it one.
       console.error(
         JSON.stringify({ level: "warn", event: "toolgate.event_malformed", id: message.id }),
       );
       message.ack();
       continue;
     }
-    const group = byTenant.get(parsed.data.tenant_id) ?? [];
-    group.push({ message, body: body as EventBody, event: parsed.data });
-    byTenant.set(parsed.data.tenant_id, group);
+    if (!read.typed) warn("toolgate.event_untyped", read.event.tenant_id, read.event.id);
+    const group = byTenant.get(read.event.tenant_id) ?? [];
+    group.push({ message, body: body as EventBody, event: read.event, typed: read.typed });
+    byTenant.set(read.event.tenant_id, group);
   }
   await Promise.all([
     ...drops,
@@ -141,6 +149,7 @@ async function handleTenant(
   const fresh = group.filter((item) => item.body.kind === "event");
   // One copy of each event (the outbox alarm and the queue may both have sent it).
   const events = [...new Map(fresh.map((item) => [item.event.id, item.event])).values()];
+  const untyped = new Set(fresh.filter((item) => !item.typed).map((item) => item.event.id));
   // One copy of each scheduled retry, too (the queue delivers at least once): the first.
   const retryOf = new Map<string, Item>();
   for (const item of group)
@@ -148,7 +157,7 @@ async function handleTenant(
       retryOf.set(retryKey(item.body), item);
   const retries = [...retryOf.values()];
   const [routed, targets] = await Promise.all([
-    storeAndRoute(env, delivery, tenantId, events),
+    storeAndRoute(env, delivery, tenantId, events, untyped),
     retries.length === 0
       ? []
       : delivery.tenant
@@ -246,19 +255,25 @@ async function storeAndRoute(
   delivery: ReturnType<typeof deliveryFor>,
   tenantId: string,
   events: ToolgateEvent[],
+  untyped: ReadonlySet<string>,
 ): Promise<EventRoutes | null> {
   if (events.length === 0) return null;
+  // The index reads typed data: an event written by another version reaches the tenant and its
+  // webhooks as written, and the index hears of its operation from the next typed event.
+  const indexed = events.filter((event) => !untyped.has(event.id));
   const [received, index] = await Promise.all([
     delivery.tenant
       .receiveEvents(tenantId, events)
       .then((result) => (result.ok ? result.value : null))
       .catch((error) => (warn("toolgate.event_store_failed", tenantId, error), null)),
-    indexStub(env, tenantId)
-      .ingest(tenantId, events)
-      .then(() => true)
-      .catch((error) => (warn("toolgate.index_ingest_failed", tenantId, error), false)),
+    indexed.length === 0
+      ? true
+      : indexStub(env, tenantId)
+          .ingest(tenantId, indexed)
+          .then(() => true)
+          .catch((error) => (warn("toolgate.index_ingest_failed", tenantId, error), false)),
   ]);
-  return received && (index || (await requeueForIndex(env, tenantId, events))) ? received : null;
+  return received && (index || (await requeueForIndex(env, tenantId, indexed))) ? received : null;
 }
 
 const retryKey = (body: DeliveryMessage) =>

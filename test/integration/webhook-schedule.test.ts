@@ -184,6 +184,37 @@ describe("the retry schedule ends (E1, E3, E6)", () => {
     expect(await idsAt(up, "/webhooks/other")).toEqual([]);
   });
 
+  it("an event another version wrote (data this version's schema does not know) is stored, listed and delivered as written, never dropped; the index skips it", async () => {
+    const t = await webhookTenant();
+    const up = upstream();
+    await endpoint(t, `${up.url}/webhooks/any`);
+    // A rolling deploy: the previous version's operation.recorded lacks a field this one requires
+    // and carries one it does not know.
+    const typed = testEvent(t.tenantId, { type: "operation.recorded" });
+    const { created_at_ms: _dropped, ...data } = typed.data as Record<string, unknown>;
+    const written = { ...typed, data: { ...data, written_by: "v-previous" } };
+    const did = await consume(recordingEnv().env, [
+      { kind: "event", event: written } as unknown as EventMessage,
+    ]);
+    expect(did).toEqual([{ message: 0, action: "ack" }]);
+    const received = (await up.state()).requests.filter((r) => r.path === "/webhooks/any");
+    expect(received.map((r) => (r.headers as Record<string, string>)["webhook-id"])).toEqual([
+      typed.id,
+    ]);
+    expect(received[0]!.body).toMatchObject({
+      type: "operation.recorded",
+      data: { written_by: "v-previous" },
+    });
+    const feed = await t.call("GET", `/v1/events?type=operation.recorded`);
+    expect(feed.status).toBe(200);
+    expect(feed.body.events.map((e: { id: string }) => e.id)).toContain(typed.id);
+    // Not an event at all (no envelope): acked and said, as before.
+    const junk = await consume(recordingEnv().env, [
+      { kind: "event", event: { type: "operation.recorded" } } as unknown as EventMessage,
+    ]);
+    expect(junk).toEqual([{ message: 0, action: "ack" }]);
+  });
+
   it("the delivery log is kept by age, not by count: the tenant's alarm drops attempts older than the retention period", async () => {
     const t = await webhookTenant();
     const up = upstream();

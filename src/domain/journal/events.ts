@@ -189,6 +189,24 @@ export const ToolgateEvent = z.discriminatedUnion("type", [
 export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
 /** The event of one type. */
 export type EventOf<T extends EventType> = Extract<ToolgateEvent, { type: T }>;
+
+/** Any event's envelope with its data as written: what another version of toolgate may have sent. */
+const WrittenEvent = z.object({ ...envelope, type: EventType, data: z.looseObject({}) });
+
+/**
+ * An event read from the queue or from storage. `typed`: its data matches its type's schema. An event
+ * whose envelope is sound but whose data this version does not know (written by another version:
+ * during a rolling deploy both run, and a queued message may outlive its writer) is still an event —
+ * stored, listed and delivered as written, never dropped; only readers of typed data (the tenant
+ * index) skip it. Null: not an event at all.
+ */
+export function readEvent(raw: unknown): { event: ToolgateEvent; typed: boolean } | null {
+  const strict = ToolgateEvent.safeParse(raw);
+  if (strict.success) return { event: strict.data, typed: true };
+  const written = WrittenEvent.safeParse(raw);
+  // Its data kept as written, untyped: a typed reader must check `typed` first.
+  return written.success ? { event: written.data as unknown as ToolgateEvent, typed: false } : null;
+}
 /** An event as its writer builds it: the envelope and one type's data. */
 export function makeEvent<T extends EventType>(
   type: T,

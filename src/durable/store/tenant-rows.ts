@@ -9,7 +9,7 @@
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 import { z } from "zod";
-import { EventType, ToolgateEvent } from "../../domain/journal/events.ts";
+import { EventType, readEvent, type ToolgateEvent } from "../../domain/journal/events.ts";
 import { VerdictStatus, type Verification } from "../../domain/verification.ts";
 import { ApiScope } from "../../http/schemas.ts";
 import { decodeOrNull, decodeWith, parseJson } from "./codec.ts";
@@ -221,9 +221,15 @@ const WebhookEvents = z.array(z.union([z.literal("*"), EventType]));
 export const decodeWebhookEvents = (text: string): Array<EventType | "*"> =>
   decodeWith(WebhookEvents, parseJson(text, "webhook"), "webhook");
 
-/** An `events` row's body (the tenant-plane feed), or a delivery log's full copy of one. */
-export const decodeEvent = (text: string): ToolgateEvent =>
-  decodeWith(ToolgateEvent, parseJson(text, "event"), "event");
+/**
+ * An `events` row's body (the tenant-plane feed), or a delivery log's full copy of one: typed, or
+ * as another version wrote it (journal/events.ts readEvent: stored and listed, never lost).
+ */
+export function decodeEvent(text: string): ToolgateEvent {
+  const read = readEvent(parseJson(text, "event"));
+  if (!read) throw new Error("corrupt event row: no event envelope");
+  return read.event;
+}
 
 /** A `webhook_deliveries` row's event: the event, or only its id, type and operation_id. */
 const LoggedEventType = z.object({ type: z.string() });

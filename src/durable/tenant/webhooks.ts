@@ -9,8 +9,9 @@ import { hostPolicy, secretsKey } from "../../config.ts";
 import {
   excludedEndpoint,
   notifiedEndpoint,
-  ToolgateEvent,
+  readEvent,
   type EventType,
+  type ToolgateEvent,
 } from "../../domain/journal/events.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import { endpointState, type EndpointState } from "../../domain/webhook-retry.ts";
@@ -307,8 +308,12 @@ export async function redeliveryOf(
         eventId,
       )
     : null;
-  const fromLog = logged ? ToolgateEvent.safeParse(JSON.parse(logged.event)) : null;
-  const event = stored ? decodeEvent(stored.body) : fromLog?.success ? fromLog.data : null;
+  // A log row keeps the whole event only when the events table does not (else its id and type).
+  const event = stored
+    ? decodeEvent(stored.body)
+    : logged
+      ? (readEvent(JSON.parse(logged.event))?.event ?? null)
+      : null;
   const sendable =
     event &&
     (logged !== null ||
