@@ -98,7 +98,8 @@ function readingOf(event: TraceEvent): Reading {
     case "attempt_finished":
       return {
         label: `Attempt ${event.attempt} answered`,
-        hide: ["attempt", "observed"],
+        // The request as sent and the answer have their own block under the call (call-detail.tsx).
+        hide: ["attempt", "observed", "request", "response"],
         first: flatten("observed", event.observed),
       };
     case "retry_scheduled":
