@@ -53,6 +53,13 @@ function clockAt(ms: number) {
 afterEach(() => vi.useRealTimers());
 
 describe("a limit name has one definition per tenant (audit N4)", () => {
+  it("a tenant whose other tools declare no limit across runs registers one that does (the check reads every stored manifest)", async () => {
+    // A plain tool first: its stored manifest has no limits_across_runs (the bench found the
+    // check refusing every later limited tool with a 500 here).
+    expect((await put(manifest({ url: "http://127.0.0.1:1" }))).status).toBe(201);
+    expect((await put(limitedTool("http://127.0.0.1:1", spend(unique("spend"))))).status).toBe(201);
+  });
+
   it("the 24 h / 1 h shared name: the second tool's PUT is refused 422 naming the first, nothing stored; the only user may change it", async () => {
     const limit = unique("spend");
     const card = limitedTool("http://127.0.0.1:1", spend(limit));

@@ -52,7 +52,7 @@ const operationData = {
   shadow: z.literal(true).optional(),
   compensates: z.string().optional(),
   /** The call's arguments: redacted fields absent, hidden values scrubbed. */
-  arguments: z.unknown(),
+  arguments: z.unknown().optional(),
 };
 
 /** An approval request as its events show it (the inbox row, redacted). */

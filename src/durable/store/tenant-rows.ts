@@ -111,13 +111,19 @@ export type SecretRow = {
 /** A `tools` row's manifest: JSON (the compile in tools/catalog.ts is its schema, and says why not). */
 export const decodeManifest = (text: string): unknown => parseJson(text, "tool manifest");
 
+/** A JSON value whose key JSON drops when it is undefined (a body never sent): read as null. */
+const AbsentIsNull = z
+  .unknown()
+  .optional()
+  .transform((value) => value ?? null);
+
 /**
  * What `registeredLimits` reads of a stored manifest: its input schema and its limits across runs,
  * which `compileAcrossRuns` checks in full (every stored manifest passed the PUT's Manifest schema).
  */
 const ManifestLimits = z.object({
   input_schema: z.record(z.string(), z.unknown()).default({}),
-  limits_across_runs: z.unknown(),
+  limits_across_runs: z.unknown().optional(),
 });
 export const decodeManifestLimits = (text: string) =>
   decodeWith(ManifestLimits, decodeManifest(text), "tool manifest");
@@ -137,13 +143,13 @@ const Exchange = z.object({
     method: z.string(),
     url: z.string(),
     headers: z.record(z.string(), z.string()),
-    body: z.unknown(),
+    body: AbsentIsNull,
   }),
   received: z.discriminatedUnion("kind", [
     z.object({
       kind: z.literal("response"),
       status: z.number(),
-      body: z.unknown(),
+      body: AbsentIsNull,
       digest: z.string(),
       truncated: z.boolean(),
       valid_output: z.boolean(),
@@ -200,7 +206,7 @@ const StoredApproval = z.object({
   preview: z
     .object({
       status: z.number().nullable(),
-      body: z.unknown(),
+      body: AbsentIsNull,
       detail: z.string().nullable(),
       truncated: z.boolean().optional(),
     })
