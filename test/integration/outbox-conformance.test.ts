@@ -3,6 +3,8 @@
 // the one schedule (outbox.ts: 5 s, then doubling) and the alarm resends it with the same event id;
 // an object that dies between the commit and the send resends after restart, and the webhook
 // receiver gets each id once; rows written before the one outbox (commit 228353e) are still sent.
+// The tenant is the third subject: its own `endpoint.failing` (`tenant_outbox`, written when a
+// webhook delivery is given up) rides the same schedule, its next try being the tenant's alarm.
 // The EVENTS producer is swapped in the live instance (as events.test.ts and event-batches.test.ts
 // do); a restarted instance starts with the real binding again.
 import { env } from "cloudflare:workers";
@@ -11,6 +13,8 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { EventMessage, EventType, ToolgateEvent } from "../../src/domain/journal/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
+import type { DeliveryAttempt } from "../../src/durable/tenant/webhook-deliveries.ts";
+import { testEvent } from "../support/event-queue.ts";
 import {
   api,
   manifest,
@@ -35,13 +39,18 @@ type Subject = {
   name: string;
   /** The event the suite follows. */
   type: EventType;
+  /** The charges its `commit()` makes at the upstream (each exactly once). */
+  charges: number;
   /** An object (a fresh stub each call: a crashed one stays broken) whose `commit()` writes `type`. */
   start(up: Up): Promise<{ object: () => DurableObjectStub; commit: () => Promise<void> }>;
   /** Replaces the EVENTS binding in the live instance (its outbox's view of it). */
   setQueue(stub: DurableObjectStub, queue: Producer): Promise<void>;
   pending(stub: DurableObjectStub): Promise<Pending[]>;
-  /** Writes an unsent `type` row as the code before the one outbox stored it; arms the alarm. */
-  writeOld(stub: DurableObjectStub, id: string): Promise<void>;
+  /**
+   * Writes an unsent `type` row as the code before the one outbox stored it; arms the alarm. null:
+   * the object's outbox has no older shape.
+   */
+  writeOld: ((stub: DurableObjectStub, id: string) => Promise<void>) | null;
 };
 
 const sql =
@@ -68,6 +77,7 @@ const runSummary = () => ({
 const operationSubject: Subject = {
   name: "the operation",
   type: "operation.recorded",
+  charges: 1,
   async start(up) {
     // Approval first: the object exists (and its queue can be swapped) before the transition.
     const tool = manifest({ url: up.url, risk: "irreversible_write", approval: "always" });
@@ -146,6 +156,7 @@ const operationSubject: Subject = {
 const runSubject: Subject = {
   name: "the run",
   type: "turn.settled",
+  charges: 1,
   async start(up) {
     const { runId, name } = await setup(manifest({ url: up.url }));
     return {
@@ -206,6 +217,65 @@ function runStub(runId: string): DurableObjectStub {
   return placedStub(realEnv, "RUNS", runId) as unknown as DurableObjectStub;
 }
 
+const tenantSubject: Subject = {
+  name: "the tenant",
+  type: "endpoint.failing",
+  charges: 0,
+  async start(up) {
+    const { tenantId } = await testTenant();
+    // The endpoint whose delivery is given up (its own endpoint.failing never goes to it); it asks
+    // for a type nothing else in this file sends.
+    const deadId = `wh_dead_${crypto.randomUUID().slice(0, 8)}`;
+    const put = await api("PUT", `/v1/webhooks/${deadId}`, {
+      url: `${up.url}/webhooks/${deadId}`,
+      events: ["lock.waiting_long"],
+      format: "standard",
+    });
+    expect(put.status).toBe(201);
+    const object = () => placedStub(realEnv, "TENANTS", tenantId) as unknown as DurableObjectStub;
+    return {
+      object,
+      // The queue consumer's record of the 8th and last scheduled attempt (the schedule's end),
+      // through the tenant's RPC: the endpoint becomes failing, endpoint.failing is written to
+      // `tenant_outbox` in that transaction and sent after it.
+      commit: async () => {
+        const given: DeliveryAttempt = {
+          event: testEvent(tenantId, { type: "lock.waiting_long" }),
+          result: { delivered: false, status: 503, latency_ms: 5, snippet: "", error: null },
+          atMs: Date.now(),
+          attempt: 8,
+          plan: { kind: "failed", reason: "schedule_ended" },
+        };
+        const tenant = object() as unknown as {
+          recordDeliveries(id: string, attempts: DeliveryAttempt[]): Promise<unknown>;
+        };
+        expect(await tenant.recordDeliveries(deadId, [given])).toMatchObject([
+          { attempt: 8, state: "failing" },
+        ]);
+      },
+    };
+  },
+  setQueue: (stub, queue) =>
+    runInDurableObject(stub, (instance: unknown) => {
+      const object = instance as { env: Env };
+      object.env = { ...object.env, EVENTS: queue } as unknown as Env;
+    }),
+  // Not written in a row: the tenant's next try is its alarm (shared with retention, but sooner).
+  pending: (stub) =>
+    sql(stub)(async (sql, storage) => {
+      if (!has(sql, "tenant_outbox")) return [];
+      const rows = sql.exec<{ payload: string }>("SELECT * FROM tenant_outbox").toArray();
+      const nextAtMs = (await storage.getAlarm()) ?? NaN;
+      return rows.map((row) => {
+        const e = JSON.parse(row.payload) as ToolgateEvent;
+        const attempts = (row as { attempts?: number }).attempts ?? 0;
+        return { id: e.id, type: e.type, attempts, nextAtMs };
+      });
+    }),
+  // `tenant_outbox` was added after 228353e (this session, issue 32): no row of an older shape exists.
+  writeOld: null,
+};
+
 /** A producer that records the ids it was asked to send, then refuses, hangs or forwards them. */
 function producer(mode: "refuse" | "hang" | "forward") {
   const asked: Array<{ id: string; type: string }> = [];
@@ -246,7 +316,7 @@ const ids = (asked: Array<{ id: string; type: string }>, type: string) =>
 
 afterEach(() => vi.restoreAllMocks());
 
-describe.each([operationSubject, runSubject])("the one outbox: $name", (subject) => {
+describe.each([operationSubject, runSubject, tenantSubject])("the one outbox: $name", (subject) => {
   it("a send the queue refuses backs off on the one schedule; the alarm resends it with the same event id", async () => {
     vi.spyOn(console, "error").mockImplementation(() => {}); // the refused sends, each said once
     const up = upstream();
@@ -281,7 +351,7 @@ describe.each([operationSubject, runSubject])("the one outbox: $name", (subject)
     expect(await ofType()).toEqual([]);
     expect(ids(back.asked, subject.type)).toEqual([first!.id]);
     expect((await hook.gotFor(first!.id)).filter((id) => id === first!.id)).toHaveLength(1);
-    expect(await charges(up)).toBe(1);
+    expect(await charges(up)).toBe(subject.charges);
   });
 
   it(
@@ -321,32 +391,34 @@ describe.each([operationSubject, runSubject])("the one outbox: $name", (subject)
       expect(ids(restarted.asked, subject.type)).toEqual([id]);
       const got = await hook.gotFor(id);
       expect(got.filter((x) => x === id)).toHaveLength(1);
-      expect(await charges(up)).toBe(1);
+      expect(await charges(up)).toBe(subject.charges);
     },
   );
 
-  it(
-    "an unsent row written by the code before the one outbox (228353e) is still sent, with its id",
-    { timeout: 20_000 },
-    async () => {
-      const up = upstream();
-      const hook = await receiver(up, subject.type);
-      const { object, commit } = await subject.start(up);
-      await commit();
-      await until(
-        async () => (await subject.pending(object())).length,
-        (n) => n === 0,
-      );
-      const oldId = `evt_${crypto.randomUUID().replaceAll("-", "")}`;
-      await subject.writeOld(object(), oldId);
-      // A deploy restarts the object: the new code meets the row in storage, not in memory.
-      await evictDurableObject(object());
-      const queue = producer("forward");
-      await subject.setQueue(object(), queue.queue);
-      expect(await fire(object())).toBe(true);
-      expect(ids(queue.asked, subject.type)).toEqual([oldId]);
-      expect(await subject.pending(object())).toEqual([]);
-      expect((await hook.gotFor(oldId)).filter((x) => x === oldId)).toHaveLength(1);
-    },
-  );
+  const writeOld = subject.writeOld;
+  if (writeOld)
+    it(
+      "an unsent row written by the code before the one outbox (228353e) is still sent, with its id",
+      { timeout: 20_000 },
+      async () => {
+        const up = upstream();
+        const hook = await receiver(up, subject.type);
+        const { object, commit } = await subject.start(up);
+        await commit();
+        await until(
+          async () => (await subject.pending(object())).length,
+          (n) => n === 0,
+        );
+        const oldId = `evt_${crypto.randomUUID().replaceAll("-", "")}`;
+        await writeOld(object(), oldId);
+        // A deploy restarts the object: the new code meets the row in storage, not in memory.
+        await evictDurableObject(object());
+        const queue = producer("forward");
+        await subject.setQueue(object(), queue.queue);
+        expect(await fire(object())).toBe(true);
+        expect(ids(queue.asked, subject.type)).toEqual([oldId]);
+        expect(await subject.pending(object())).toEqual([]);
+        expect((await hook.gotFor(oldId)).filter((x) => x === oldId)).toHaveLength(1);
+      },
+    );
 });
