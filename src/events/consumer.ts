@@ -13,14 +13,12 @@
 // by the queue, with a growing delay. Delivery is at-least-once: a redelivered message may deliver
 // again, with the same webhook-id (Standard Webhooks receivers deduplicate by it).
 import {
+  EventMessage,
   excludedEndpoint,
   notifiedEndpoint,
-  readEvent,
-  ToolgateEvent,
   type DeliveryMessage,
-  type EventMessage,
-  type IndexDropMessage,
-  type IndexRetryMessage,
+  type ReadMessage,
+  type ToolgateEvent,
 } from "../domain/journal/events.ts";
 import { queueRetryDelaySeconds } from "../domain/webhook-retry.ts";
 import type { Env } from "../durable/env.ts";
@@ -40,14 +38,15 @@ import { SendSlots } from "./send-slots.ts";
 /** Cloudflare Queues accepts a delivery delay of at most 12 hours. */
 const MAX_DELAY_S = 12 * 60 * 60;
 
-type EventBody = Exclude<EventMessage, IndexDropMessage | IndexRetryMessage>;
-/** `typed`: the event's data matches its type (journal/events.ts readEvent); else only the index skips it. */
-type Item = {
-  message: Message<EventMessage>;
-  body: EventBody;
-  event: ToolgateEvent;
-  typed: boolean;
-};
+type Read<K extends ReadMessage["kind"]> = Extract<ReadMessage, { kind: K }>;
+/**
+ * A message to store and deliver, as read: `body.typed`, its event's data matches its type
+ * (journal/events.ts readEvent); else only the index skips it.
+ */
+type Item = { message: Message<unknown>; body: Read<"event" | "delivery">; event: ToolgateEvent };
+/** One endpoint's scheduled retry of an event. */
+type Retry = Item & { body: Read<"delivery"> };
+const isRetry = (item: Item): item is Retry => item.body.kind === "delivery";
 
 export async function handleEventBatch(
   batch: MessageBatch<EventMessage>,
@@ -59,21 +58,9 @@ export async function handleEventBatch(
   const byTenant = new Map<string, Item[]>();
   const drops: Promise<void>[] = [];
   for (const message of batch.messages) {
-    const body = message.body as { kind?: unknown; event?: unknown; endpoint_id?: unknown } | null;
-    if (body?.kind === "index_drop") {
-      drops.push(dropFromIndex(env, message as Message<IndexDropMessage>));
-      continue;
-    }
-    if (body?.kind === "index_retry") {
-      drops.push(retryIndex(env, message as Message<IndexRetryMessage>));
-      continue;
-    }
-    const read = readEvent(body?.event);
-    const valid =
-      read !== null &&
-      (body?.kind === "event" ||
-        (body?.kind === "delivery" && typeof body.endpoint_id === "string"));
-    if (!valid) {
+    // Parsed once: what it is decides where it goes (an event of another version still is one).
+    const parsed = EventMessage.safeParse(message.body);
+    if (!parsed.success) {
       // Not an event at all (no envelope, or an unknown message kind): nothing will ever make it one.
       console.error(
         JSON.stringify({ level: "warn", event: "toolgate.event_malformed", id: message.id }),
@@ -81,10 +68,19 @@ export async function handleEventBatch(
       message.ack();
       continue;
     }
-    if (!read.typed) warn("toolgate.event_untyped", read.event.tenant_id, read.event.id);
-    const group = byTenant.get(read.event.tenant_id) ?? [];
-    group.push({ message, body: body as EventBody, event: read.event, typed: read.typed });
-    byTenant.set(read.event.tenant_id, group);
+    const body = parsed.data;
+    if (body.kind === "index_drop") {
+      drops.push(dropFromIndex(env, message, body));
+      continue;
+    }
+    if (body.kind === "index_retry") {
+      drops.push(retryIndex(env, message, body));
+      continue;
+    }
+    if (!body.typed) warn("toolgate.event_untyped", body.event.tenant_id, body.event.id);
+    const group = byTenant.get(body.event.tenant_id) ?? [];
+    group.push({ message, body, event: body.event });
+    byTenant.set(body.event.tenant_id, group);
   }
   await Promise.all([
     ...drops,
@@ -96,7 +92,7 @@ export async function handleEventBatch(
 async function requeueForIndex(env: Env, tenantId: string, events: ToolgateEvent[]) {
   try {
     await sendInBatches(eventsQueue(env, tenantId), events, (event) => ({
-      body: { kind: "index_retry", event } satisfies IndexRetryMessage,
+      body: { kind: "index_retry", event } satisfies EventMessage,
       contentType: "json" as const,
       delaySeconds: 5,
     }));
@@ -108,32 +104,32 @@ async function requeueForIndex(env: Env, tenantId: string, events: ToolgateEvent
 }
 
 /** One event for the tenant index alone; retried by the queue until it takes it. */
-async function retryIndex(env: Env, message: Message<IndexRetryMessage>): Promise<void> {
-  const parsed = ToolgateEvent.safeParse(message.body.event);
-  if (!parsed.success) return message.ack();
+async function retryIndex(
+  env: Env,
+  message: Message<unknown>,
+  { event, typed }: Read<"index_retry">,
+): Promise<void> {
+  if (!typed) return message.ack(); // the index reads typed data only (storeAndRoute)
   try {
-    await indexStub(env, parsed.data.tenant_id).ingest(parsed.data.tenant_id, [parsed.data]);
+    await indexStub(env, event.tenant_id).ingest(event.tenant_id, [event]);
     message.ack();
   } catch (error) {
-    warn("toolgate.index_ingest_failed", parsed.data.tenant_id, error);
+    warn("toolgate.index_ingest_failed", event.tenant_id, error);
     message.retry({ delaySeconds: backoff(message) });
   }
 }
 
 /** Retention's word that rows are gone (issue 20): the tenant index drops them. */
-async function dropFromIndex(env: Env, message: Message<IndexDropMessage>): Promise<void> {
-  const body = message.body;
-  const ids = (list: unknown) =>
-    Array.isArray(list) ? list.filter((id): id is string => typeof id === "string") : [];
-  if (typeof body.tenant_id !== "string") return message.ack();
+async function dropFromIndex(
+  env: Env,
+  message: Message<unknown>,
+  { tenant_id: tenantId, operations, runs }: Read<"index_drop">,
+): Promise<void> {
   try {
-    await indexStub(env, body.tenant_id).drop({
-      operations: ids(body.operations),
-      runs: ids(body.runs),
-    });
+    await indexStub(env, tenantId).drop({ operations, runs });
     message.ack();
   } catch (error) {
-    warn("toolgate.index_drop_failed", body.tenant_id, error);
+    warn("toolgate.index_drop_failed", tenantId, error);
     message.retry({ delaySeconds: backoff(message) });
   }
 }
@@ -149,12 +145,11 @@ async function handleTenant(
   const fresh = group.filter((item) => item.body.kind === "event");
   // One copy of each event (the outbox alarm and the queue may both have sent it).
   const events = [...new Map(fresh.map((item) => [item.event.id, item.event])).values()];
-  const untyped = new Set(fresh.filter((item) => !item.typed).map((item) => item.event.id));
+  const untyped = new Set(fresh.filter((item) => !item.body.typed).map((item) => item.event.id));
   // One copy of each scheduled retry, too (the queue delivers at least once): the first.
-  const retryOf = new Map<string, Item>();
+  const retryOf = new Map<string, Retry>();
   for (const item of group)
-    if (item.body.kind === "delivery" && !retryOf.has(retryKey(item.body)))
-      retryOf.set(retryKey(item.body), item);
+    if (isRetry(item) && !retryOf.has(retryKey(item.body))) retryOf.set(retryKey(item.body), item);
   const retries = [...retryOf.values()];
   const [routed, targets] = await Promise.all([
     storeAndRoute(env, delivery, tenantId, events, untyped),
@@ -164,7 +159,7 @@ async function handleTenant(
           .deliveryTargets(
             tenantId,
             retries.map(({ body, event }) => ({
-              endpoint_id: (body as DeliveryMessage).endpoint_id,
+              endpoint_id: body.endpoint_id,
               id: event.id,
               type: event.type,
               also: notifiedEndpoint(event),
@@ -188,12 +183,11 @@ async function handleTenant(
   retries.forEach((item, index) => {
     const answer = targets?.[index];
     if (!answer || !("target" in answer)) return;
-    const body = item.body as DeliveryMessage;
     jobs.push({
       target: answer.target,
       event: item.event,
-      attempt: body.attempt ?? 2,
-      firstAttemptAtMs: body.first_attempt_at_ms ?? item.event.at_ms,
+      attempt: item.body.attempt ?? 2,
+      firstAttemptAtMs: item.body.first_attempt_at_ms ?? item.event.at_ms,
       item,
     });
   });
@@ -215,7 +209,7 @@ async function handleTenant(
     group.map(async (item) => {
       const { message, event } = item;
       try {
-        if (item.body.kind === "event") {
+        if (!isRetry(item)) {
           if (!routed || !outcomes) return message.retry({ delaySeconds: backoff(message) });
           if (followedUp.has(event.id)) return message.ack();
           followedUp.add(event.id);

@@ -5,7 +5,6 @@
 // line with the ids, and an `actions` block whose button opens the exact console page. `text` is
 // the notification fallback. Slack's limits are kept (section text ≤ 3000, field ≤ 2000, button
 // text ≤ 75 characters); user text is escaped (&, <, > are Slack's control characters).
-import { z } from "zod";
 import type { ToolgateEvent } from "../domain/journal/events.ts";
 
 export type SlackText = { type: "mrkdwn" | "plain_text"; text: string };
@@ -18,18 +17,52 @@ export type SlackBlock =
     };
 export type SlackMessage = { text: string; blocks: SlackBlock[] };
 
-/** The fields this format reads from an event's data, when present (the writer's summary). */
-const Summary = z.looseObject({
-  target: z.string().optional(),
-  arguments: z.record(z.string(), z.unknown()).optional(),
-  requested_by: z.string().optional(),
-  expires_at_ms: z.number().optional(),
-  state: z.string().optional(),
-  decided_by: z.string().nullable().optional(),
-  reason: z.string().nullable().optional(),
-  webhook_id: z.string().optional(),
-  last_error: z.string().nullable().optional(),
-});
+/** What this format shows of an event's data beyond its headline and ids. */
+type Shown = {
+  target?: string;
+  arguments?: object;
+  requested_by?: string;
+  expires_at_ms?: number;
+  state?: string;
+  decided_by?: string;
+  endpoint?: string;
+  last_error?: string;
+};
+
+// An event another version wrote is delivered as written (journal/events.ts readEvent, typed false):
+// its data may not be what its type says, so a field is shown only when it has its type's shape.
+const text = (value: unknown) => (typeof value === "string" && value ? value : undefined);
+const json = (value: unknown) =>
+  value && typeof value === "object" && !Array.isArray(value) ? value : undefined;
+
+/** Each type says what Slack shows of it (null: its headline and ids): a new type fails `tsc` here. */
+function shown(event: ToolgateEvent): Shown | null {
+  switch (event.type) {
+    case "approval.requested":
+    case "approval.decided":
+    case "approval.expired": {
+      const { data } = event;
+      return {
+        target: text(data.target),
+        arguments: json(data.arguments),
+        requested_by: text(data.requested_by),
+        expires_at_ms: typeof data.expires_at_ms === "number" ? data.expires_at_ms : undefined,
+        state: text(data.state),
+        decided_by: text(data.decided_by),
+      };
+    }
+    case "operation.outcome_unknown":
+    case "operation.recorded":
+      return { arguments: json(event.data.arguments) };
+    case "endpoint.failing":
+      return { endpoint: text(event.data.webhook_id), last_error: text(event.data.last_error) };
+    case "run.budget_exhausted":
+    case "turn.settled":
+    case "lock.waiting_long":
+    case "webhook.test":
+      return null;
+  }
+}
 
 const HEADLINES: Record<ToolgateEvent["type"], string> = {
   "approval.requested": "Approval needed",
@@ -63,8 +96,7 @@ export function consoleLink(event: ToolgateEvent, consoleUrl: string): string | 
 }
 
 export function slackMessage(event: ToolgateEvent, consoleUrl: string): SlackMessage {
-  const parsed = Summary.safeParse(event.data);
-  const data = parsed.success ? parsed.data : {};
+  const data = shown(event) ?? {};
   const headline = HEADLINES[event.type];
   const what = [
     event.tool ? `\`${escapeMrkdwn(event.tool)}\`` : null,
@@ -87,10 +119,10 @@ export function slackMessage(event: ToolgateEvent, consoleUrl: string): SlackMes
     });
   }
   if (data.state) fields.push({ type: "mrkdwn", text: `*State*\n${escapeMrkdwn(data.state)}` });
-  if (event.type === "endpoint.failing" && data.webhook_id) {
+  if (data.endpoint) {
     fields.push({
       type: "mrkdwn",
-      text: cap(`*Endpoint*\n\`${escapeMrkdwn(data.webhook_id)}\``, 2000),
+      text: cap(`*Endpoint*\n\`${escapeMrkdwn(data.endpoint)}\``, 2000),
     });
     if (data.last_error)
       fields.push({

@@ -28,7 +28,7 @@ const Message = z.strictObject({ text: z.string().min(1), blocks: z.array(Block)
 const OP = `op_${"a".repeat(32)}`;
 const RUN = "run_01HZZZZZZZZZZZZZZZZZZZZZZZ";
 type Loose = Partial<Omit<ToolgateEvent, "data">> & { data?: Record<string, unknown> };
-// Only the fields each case reads: slack.ts reads what it shows with its own schema.
+// Only the fields each case reads: slack.ts shows a field only when it has its type's shape.
 const event = (overrides: Loose = {}): ToolgateEvent =>
   ({
     id: `evt_${"b".repeat(32)}`,
@@ -103,6 +103,17 @@ describe("slackMessage", () => {
       "https://toolgate.example.com",
     );
     expect(() => Message.parse(message)).not.toThrow();
+  });
+
+  it("an event another version wrote (data not of its type's shape) renders, without the odd fields", () => {
+    const message = slackMessage(
+      event({ data: { target: 42, requested_by: "agent-for-u1", arguments: "not an object" } }),
+      "https://t.example",
+    );
+    expect(() => Message.parse(message)).not.toThrow();
+    expect(message.text).toBe("Approval needed: refund");
+    expect(message.blocks.map((b) => b.type)).toEqual(["section", "context", "actions"]);
+    expect(JSON.stringify(message.blocks[0])).toContain("*Asked by*\\nagent-for-u1");
   });
 
   it("an event without a run or operation has no button", () => {

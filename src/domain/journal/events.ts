@@ -225,43 +225,59 @@ export function excludedEndpoint(event: ToolgateEvent): string | null {
   return event.type === "endpoint.failing" ? event.data.webhook_id : null;
 }
 
+/** An event off the queue, as `readEvent` reads it; not an event at all: the message does not parse. */
+const QueuedEvent = z.unknown().transform((raw, ctx) => {
+  const read = readEvent(raw);
+  if (read) return read;
+  ctx.addIssue({ code: "custom", message: "not an event" });
+  return z.NEVER;
+});
 /**
- * What travels on the EVENTS queue: an event to store and fan out to the tenant's webhook endpoints,
- * or one endpoint's delivery retry (sent with the delay the retry schedule gave).
+ * What travels on the EVENTS queue, parsed once by its consumer (events/consumer.ts): anything else
+ * is malformed. An event to store and fan out to the tenant's webhook endpoints; one endpoint's
+ * delivery retry (sent with the delay the retry schedule gave) — its `attempt` is the number of the
+ * attempt it makes, `first_attempt_at_ms` when the event's first attempt at that endpoint was made
+ * (both absent in messages queued before issue 38: then attempt 2, counted from the event's own
+ * time); an event the tenant index could not take when first consumed (issue 20), tried again on its
+ * own so a failing index never holds back the tenant's store or its webhooks; retention's word that
+ * an operation's or a run's rows are gone (issue 20: index-only, never stored, never delivered).
+ * `typed` (read side only): the event's data matches its type (`readEvent`).
  */
-export type EventMessage =
-  { kind: "event"; event: ToolgateEvent } | DeliveryMessage | IndexDropMessage | IndexRetryMessage;
-
-/**
- * One endpoint's next scheduled attempt of one event. The schedule travels with it: `attempt` is
- * the number of the attempt this message makes, `first_attempt_at_ms` when the event's first
- * attempt at this endpoint was made (both absent in messages queued before issue 38: then attempt 2,
- * counted from the event's own time).
- */
-export type DeliveryMessage = {
-  kind: "delivery";
-  endpoint_id: string;
-  event: ToolgateEvent;
-  attempt?: number;
-  first_attempt_at_ms?: number;
-};
-
-/**
- * An event the tenant index could not take when it was first consumed (issue 20): tried again on
- * its own, so a failing index never holds back the tenant's store or its webhooks.
- */
-export type IndexRetryMessage = { kind: "index_retry"; event: ToolgateEvent };
-
-/**
- * Retention pruned an operation or a run: the tenant index drops its row (issue 20). Index-only:
- * never stored as an event, never delivered to a webhook.
- */
-export type IndexDropMessage = {
-  kind: "index_drop";
-  tenant_id: string;
-  operations: string[];
-  runs: string[];
-};
+export const EventMessage = z
+  .discriminatedUnion("kind", [
+    z.object({ kind: z.literal("event"), event: QueuedEvent }),
+    z.object({
+      kind: z.literal("delivery"),
+      endpoint_id: z.string(),
+      event: QueuedEvent,
+      attempt: z.number().int().positive().optional(),
+      first_attempt_at_ms: z.number().optional(),
+    }),
+    z.object({ kind: z.literal("index_retry"), event: QueuedEvent }),
+    z.object({
+      kind: z.literal("index_drop"),
+      tenant_id: z.string(),
+      operations: z.array(z.string()),
+      runs: z.array(z.string()),
+    }),
+  ])
+  // The event and whether it is typed, side by side.
+  .transform((message) =>
+    message.kind === "index_drop"
+      ? message
+      : { ...message, event: message.event.event, typed: message.event.typed },
+  );
+/** A message as the consumer reads it. */
+export type ReadMessage = z.output<typeof EventMessage>;
+/** A message as its writer sends it: what the consumer reads, without what reading adds. */
+export type EventMessage = ReadMessage extends infer M
+  ? M extends { typed: boolean }
+    ? Omit<M, "typed">
+    : M
+  : never;
+export type DeliveryMessage = Extract<EventMessage, { kind: "delivery" }>;
+export type IndexRetryMessage = Extract<EventMessage, { kind: "index_retry" }>;
+export type IndexDropMessage = Extract<EventMessage, { kind: "index_drop" }>;
 
 /**
  * The stable id of the event of `type` written by object `objectId` at its log position `seq`:
