@@ -9,11 +9,7 @@
 // (`toolgate.event_lost`, with the event's id, type, tenant and run). A park that cannot be sent
 // leaves the message to the queue's own retries (max_retries in wrangler.toml).
 import { retentionMs } from "../config.ts";
-import {
-  ToolgateEvent,
-  type EventMessage,
-  type IndexDropMessage,
-} from "../domain/journal/events.ts";
+import { EventMessage } from "../domain/journal/events.ts";
 import type { Env } from "../durable/env.ts";
 import { deadLetterQueue, EVENT_QUEUES } from "../durable/placement.ts";
 import { handleEventBatch } from "./consumer.ts";
@@ -52,9 +48,15 @@ export async function handleDeadLetters(
 
 async function park(message: Message<DeadLetter>, env: Env, nowMs: number): Promise<void> {
   const { parked = 0, ...body } = message.body;
-  // The main consumer acked anything malformed. An index drop (issue 20) carries no event and has no
-  // age: it is parked until the index takes it (a pruned row must not outlive its operation).
-  const event = body.kind === "index_drop" ? null : ToolgateEvent.parse(body.event);
+  // Read as the main consumer reads it (an event another version wrote stays an event, untyped);
+  // the main consumer acked anything malformed, so this parses. An index drop (issue 20) carries no
+  // event and has no age: it is parked until the index takes it (a pruned row must not outlive its
+  // operation).
+  const read = EventMessage.safeParse(body);
+  if (!read.success) return message.ack();
+  const event = read.data.kind === "index_drop" ? null : read.data.event;
+  const tenantId =
+    read.data.kind === "index_drop" ? read.data.tenant_id : read.data.event.tenant_id;
   if (event && nowMs > event.at_ms + retentionMs(env)) {
     console.error(
       JSON.stringify({
@@ -74,7 +76,6 @@ async function park(message: Message<DeadLetter>, env: Env, nowMs: number): Prom
   const delaySeconds = parkDelaySeconds(parked + 1);
   try {
     // The dead-letter queue of the tenant's jurisdiction (placement.ts), as the message came from.
-    const tenantId = event ? event.tenant_id : (body as IndexDropMessage).tenant_id;
     await deadLetterQueue(env, tenantId).send({ ...body, parked: parked + 1 } as DeadLetter, {
       contentType: "json",
       delaySeconds,
@@ -87,9 +88,8 @@ async function park(message: Message<DeadLetter>, env: Env, nowMs: number): Prom
       level: "warn",
       event: "toolgate.event_parked",
       kind: body.kind,
-      ...(event
-        ? { event_id: event.id, type: event.type, tenant_id: event.tenant_id }
-        : { tenant_id: body.kind === "index_drop" ? body.tenant_id : null }),
+      ...(event ? { event_id: event.id, type: event.type } : {}),
+      tenant_id: tenantId,
       parked: parked + 1,
       next_try_in_s: delaySeconds,
     }),

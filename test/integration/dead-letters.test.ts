@@ -115,6 +115,19 @@ describe("EVENTS dead letters", () => {
     },
   );
 
+  it("an event another version wrote (its data unknown to this one) is parked like any other, not thrown back to the queue", async () => {
+    const t = await newTenant(ALL_SCOPES);
+    const down = unreachableTenant();
+    const typed = event(t.tenantId);
+    const written = { ...typed, data: { written_by: "v-previous" } } as unknown as ToolgateEvent;
+    const { batch, did } = batchOf({ kind: "event", event: written });
+    await handleDeadLetters(batch, down.env);
+    expect(did).toEqual(["ack"]);
+    expect(down.parked).toEqual([
+      { body: { kind: "event", event: written, parked: 1 }, delaySeconds: 300 },
+    ]);
+  });
+
   it("a failed endpoint retry (a delivery message) is parked too, and the delay stops growing at 12 h", async () => {
     const t = await newTenant(ALL_SCOPES);
     const down = unreachableTenant();
