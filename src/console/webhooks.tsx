@@ -109,7 +109,8 @@ const Endpoint = ({
               <td>{d.by_hand ? `${d.attempt} (by hand)` : String(d.attempt)}</td>
               <td>
                 {d.delivered ? "delivered" : "failed"} {d.status === null ? "" : String(d.status)}
-                {d.error ? ` (${d.error})` : ""}
+                {/* An HTTP failure's error is its status again ("HTTP 500"): said once. */}
+                {d.error && d.error !== `HTTP ${d.status}` ? ` (${d.error})` : ""}
               </td>
               <td>{`${d.latency_ms} ms`}</td>
               <td data-next>{nextOf(d)}</td>

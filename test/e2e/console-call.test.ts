@@ -243,6 +243,8 @@ describe("the call, whole, in a real browser", () => {
     const endpoint = page.locator(`section[data-webhook="${FAILING_HOOK}"]`);
     const failed = endpoint.locator("tbody tr", { hasText: "failed 500" });
     expect(await failed.count()).toBeGreaterThanOrEqual(1);
+    // The status is said once, not again as its error ("failed 500 (HTTP 500)").
+    expect(await failed.first().innerText()).not.toContain("HTTP 500");
     // Every attempt here fails, so the latest one of each event has a next attempt on the schedule.
     expect(await endpoint.locator("td[data-next]").allInnerTexts()).toContainEqual(
       expect.stringMatching(/^next attempt \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/),
