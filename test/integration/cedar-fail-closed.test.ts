@@ -71,6 +71,11 @@ describe("Cedar fails closed: evaluation errors and tool changes", () => {
 
     const forced = await api("PUT", `/v1/tools/${t.name}?force=1`, stringly, t.as);
     expect([forced.status, forced.body.version]).toEqual([200, 2]);
+    // The caller who forced it is told, in the answer, what it did to the set.
+    expect(forced.body.warnings).toContainEqual({
+      code: "policy_set_invalid",
+      detail: expect.stringContaining("marked invalid"),
+    });
     const shown = await api("GET", "/v1/policies", undefined, t.as);
     expect(shown.body.invalid.reason).toContain(`PUT /v1/tools/${t.name} with ?force=1`);
     expect(shown.body.invalid.reason).toContain("big-refunds-need-senior");

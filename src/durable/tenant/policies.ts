@@ -33,6 +33,9 @@ type Row = {
   invalid_at?: number | null;
 };
 
+/** What a forced tool change answers when it marked the set invalid (the caller must hear it). */
+export type PolicySetInvalid = { code: "policy_set_invalid"; detail: string };
+
 /** A tool about to change: its new spec, or null when it is deleted. */
 export type ToolChange = { name: string; spec: ToolSpec | null };
 
@@ -131,11 +134,11 @@ export function policiesAfter(
   change: ToolChange,
   how: string,
   force: boolean,
-): Result<{ mark: (() => void) | null }, TenantError> {
+): Result<{ mark: (() => void) | null; warning: PolicySetInvalid | null }, TenantError> {
   const row = storedRow(store);
-  if (!row || row.invalid) return ok({ mark: null });
+  if (!row || row.invalid) return ok({ mark: null, warning: null });
   const problem = validationProblem(row.text, tenantSchema(store, env, change));
-  if (!problem) return ok({ mark: null });
+  if (!problem) return ok({ mark: null, warning: null });
   if (!force)
     return err({
       code: "tool_breaks_policy_set",
@@ -151,5 +154,9 @@ export function policiesAfter(
       reason,
       Date.now(),
     );
-  return ok({ mark });
+  const warning: PolicySetInvalid = {
+    code: "policy_set_invalid",
+    detail: `stored, and the tenant's Cedar policy set ${row.version} is now marked invalid (${reason}): every call is refused until the set is PUT again (PUT /v1/policies)`,
+  };
+  return ok({ mark, warning });
 }

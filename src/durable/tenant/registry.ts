@@ -32,7 +32,7 @@ import {
   type ToolRow,
 } from "../store/tenant-rows.ts";
 import type { TenantError } from "./object.ts";
-import { policiesAfter } from "./policies.ts";
+import { policiesAfter, type PolicySetInvalid } from "./policies.ts";
 import { secretRow } from "./secrets.ts";
 
 /** `verification`: the stored verdict when it holds for the tool's current settings, else unverified. */
@@ -52,7 +52,12 @@ export async function putTool(
   name: string,
   manifest: unknown,
   force = false,
-): Promise<Result<ToolRecord & { created: boolean; warnings: ContextRequired[] }, TenantError>> {
+): Promise<
+  Result<
+    ToolRecord & { created: boolean; warnings: Array<ContextRequired | PolicySetInvalid> },
+    TenantError
+  >
+> {
   const compiled = compileManifestTool(manifest, hostPolicy(env));
   if (!compiled.ok) return compiled;
   if (compiled.value.name !== name)
@@ -112,7 +117,10 @@ export async function putTool(
     updated_at: new Date(now).toISOString(),
     verification: verificationView(verificationFor(verificationRow(store, name), settingsHash)),
     created: previous === null,
-    warnings: required ? [required] : [],
+    warnings: [
+      ...(required ? [required] : []),
+      ...(policies.value.warning ? [policies.value.warning] : []),
+    ],
   });
 }
 
