@@ -64,7 +64,7 @@ export const ROUTES: Route[] = [
     method: "put",
     path: "/v1/tools/{name}",
     summary:
-      "Register or replace an HTTP tool manifest → the record and warnings ([] or one context_required: the run context fields its runs must carry); a change that would make the tenant's Cedar policy set fail validation → 422 tool_breaks_policy_set with Cedar's message, nothing stored, unless ?force=1 (stored, and the set marked invalid: every call refused until the set is PUT again)",
+      "Register or replace an HTTP tool manifest → the record and warnings ([], a context_required: the run context fields its runs must carry, and with ?force=1 a policy_set_invalid); a change that would make the tenant's Cedar policy set fail validation → 422 tool_breaks_policy_set with Cedar's message, nothing stored, unless ?force=1 (stored, and the set marked invalid: every call refused until the set is PUT again)",
     auth: "tools:write",
     body: Manifest,
     query: ["force"],
