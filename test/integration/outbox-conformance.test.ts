@@ -149,7 +149,9 @@ const operationSubject: Subject = {
         Date.now() + 5_000,
         Date.now(),
       );
-      await storage.setAlarm(Date.now() + 5_000);
+      // Armed far ahead: on a loaded machine the 5 s the old row asks could pass before the test
+      // fires the alarm itself, and the alarm would then run on its own, through the real queue.
+      await storage.setAlarm(Date.now() + 600_000);
     }),
 };
 
@@ -209,7 +211,9 @@ const runSubject: Subject = {
         JSON.stringify(event),
         Date.now() + 5_000,
       );
-      await storage.setAlarm(Date.now() + 5_000);
+      // Armed far ahead: on a loaded machine the 5 s the old row asks could pass before the test
+      // fires the alarm itself, and the alarm would then run on its own, through the real queue.
+      await storage.setAlarm(Date.now() + 600_000);
     }),
 };
 
