@@ -85,7 +85,7 @@ export const ROUTES: Route[] = [
     method: "delete",
     path: "/v1/tools/{name}",
     summary:
-      "Delete a tool manifest; one the tenant's Cedar policy set needs → 422 tool_breaks_policy_set, unless ?force=1 (deleted, and the set marked invalid)",
+      "Delete a tool manifest; one the tenant's Cedar policy set needs → 422 tool_breaks_policy_set, unless ?force=1 (deleted, and the set marked invalid: 200 { deleted, warnings: [policy_set_invalid] }; otherwise 204)",
     auth: "tools:write",
     query: ["force"],
   },

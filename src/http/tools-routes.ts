@@ -35,8 +35,9 @@ export const toolRoutes = new Hono<AppEnv>()
   )
   .delete("/:name", async (c) => {
     const stub = tenantStub(c, requireScope(c, "tools:write"));
-    unwrap(await stub.deleteTool(c.req.param("name"), forced(c)));
-    return c.body(null, 204);
+    const { warnings } = unwrap(await stub.deleteTool(c.req.param("name"), forced(c)));
+    // A forced delete that marked the Cedar set invalid says so in its answer, as the forced PUT does.
+    return warnings.length > 0 ? c.json({ deleted: true, warnings }, 200) : c.body(null, 204);
   })
   .post("/:name/verify", async (c) => {
     const tenantId = requireScope(c, "tools:write");

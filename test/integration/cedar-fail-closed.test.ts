@@ -127,7 +127,12 @@ forbid (principal, action == Action::"${t.name}", resource) when { context.argum
     );
     expect((await api("GET", `/v1/tools/${t.name}`, undefined, t.as)).status).toBe(200);
 
-    expect((await api("DELETE", `/v1/tools/${t.name}?force=1`, undefined, t.as)).status).toBe(204);
+    const deleted = await api("DELETE", `/v1/tools/${t.name}?force=1`, undefined, t.as);
+    // The caller who forced it is told, in the answer, what it did to the set.
+    expect(deleted.status).toBe(200);
+    expect(deleted.body.warnings).toEqual([
+      expect.objectContaining({ code: "policy_set_invalid" }),
+    ]);
     expect((await api("GET", `/v1/tools/${t.name}`, undefined, t.as)).status).toBe(404);
     const shown = await api("GET", "/v1/policies", undefined, t.as);
     expect(shown.body.invalid.reason).toContain(`DELETE /v1/tools/${t.name} with ?force=1`);

@@ -20,6 +20,7 @@ import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
 import type { PolicySet } from "../../domain/policy-request.ts";
 import type { TenantError } from "./contracts.ts";
 import * as policies from "./policies.ts";
+import type { PolicySetInvalid } from "./policies.ts";
 import * as stored from "./events.ts";
 import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
 import { readFacts, runTools, startFacts, type RunTools, type StartFacts } from "./facts.ts";
@@ -95,7 +96,10 @@ export class TenantObject extends DurableObject<Env> {
     return registry.listTools(this.store);
   }
 
-  async deleteTool(name: string, force = false): Promise<Result<true, TenantError>> {
+  async deleteTool(
+    name: string,
+    force = false,
+  ): Promise<Result<{ warnings: PolicySetInvalid[] }, TenantError>> {
     return registry.deleteTool(this.store, this.env, name, force);
   }
 

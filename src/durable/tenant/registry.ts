@@ -205,7 +205,7 @@ export function deleteTool(
   env: Env,
   name: string,
   force = false,
-): Result<true, TenantError> {
+): Result<{ warnings: PolicySetInvalid[] }, TenantError> {
   if (!toolRow(store, name)) return err({ code: "not_found", detail: `no tool named ${name}` });
   const change = { name, spec: null };
   const policies = policiesAfter(store, env, change, `DELETE /v1/tools/${name}`, force);
@@ -215,7 +215,7 @@ export function deleteTool(
     store.run("DELETE FROM verifications WHERE name = ?", name);
     policies.value.mark?.();
   });
-  return ok(true);
+  return ok({ warnings: policies.value.warning ? [policies.value.warning] : [] });
 }
 
 /**
