@@ -11,7 +11,7 @@ import type { OpItem, RunItem } from "../durable/index/queries.ts";
 import { indexStub } from "../durable/stubs.ts";
 import { CallsChart } from "./charts.tsx";
 import type { ConsoleEnv } from "./page.ts";
-import { Badge } from "./timeline.tsx";
+import { actionFor, Badge } from "./timeline.tsx";
 
 const HOURS = 6;
 const LIMIT = 25;
@@ -64,13 +64,7 @@ export async function loadOverview(c: Context<ConsoleEnv>): Promise<OverviewData
 
 const time = (iso: string) => <time datetime={iso}>{iso.replace("T", " ").slice(5, 19)}</time>;
 
-/** Where a person acts on an operation in this status (null: nowhere but its run). */
-const actionOf = (op: OpItem) =>
-  op.status === "awaiting_approval"
-    ? { href: `/console/approvals#${op.operation_id}`, label: "Decide" }
-    : op.status === "outcome_unknown"
-      ? { href: `/console/unknown-outcomes#${op.operation_id}`, label: "Resolve" }
-      : null;
+const actionOf = (op: OpItem) => actionFor(op.status, op.operation_id);
 
 /** One of the two queues a person works from: its live count, linked to its page. */
 const QueueCard: FC<{

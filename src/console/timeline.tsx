@@ -259,29 +259,41 @@ export const EventRow: FC<{ event: TraceEvent; originMs: number }> = ({ event, o
   );
 };
 
+/** Where a person acts on an operation in this status (null: nowhere but its run). */
+export const actionFor = (status: string, operationId: string) =>
+  status === "awaiting_approval"
+    ? { href: `/console/approvals#${operationId}`, label: "Decide" }
+    : status === "outcome_unknown"
+      ? { href: `/console/unknown-outcomes#${operationId}`, label: "Resolve" }
+      : null;
+
 export const OperationCard: FC<{ op: OperationTimeline; originMs: number }> = ({
   op,
   originMs,
-}) => (
-  <section
-    class="op"
-    id={op.operationId}
-    aria-labelledby={`${op.operationId}-title`}
-    data-status={op.status}
-  >
-    <header>
-      <h3 id={`${op.operationId}-title`}>{op.tool}</h3>
-      <Badge status={op.status} />
-      {op.code && <code>{op.code}</code>}
-      <span class="ids">
-        operation <span class="mono">{op.operationId}</span> · call{" "}
-        <span class="mono">{op.callId}</span>
-      </span>
-    </header>
-    <ol class="timeline" aria-label={`Transitions of ${op.tool}`}>
-      {op.events.map((event) => (
-        <EventRow event={event} originMs={originMs} />
-      ))}
-    </ol>
-  </section>
-);
+}) => {
+  const action = actionFor(op.status, op.operationId);
+  return (
+    <section
+      class="op"
+      id={op.operationId}
+      aria-labelledby={`${op.operationId}-title`}
+      data-status={op.status}
+    >
+      <header>
+        <h3 id={`${op.operationId}-title`}>{op.tool}</h3>
+        <Badge status={op.status} />
+        {op.code && <code>{op.code}</code>}
+        {action && <a href={action.href}>{action.label}</a>}
+        <span class="ids">
+          operation <span class="mono">{op.operationId}</span> · call{" "}
+          <span class="mono">{op.callId}</span>
+        </span>
+      </header>
+      <ol class="timeline" aria-label={`Transitions of ${op.tool}`}>
+        {op.events.map((event) => (
+          <EventRow event={event} originMs={originMs} />
+        ))}
+      </ol>
+    </section>
+  );
+};

@@ -355,6 +355,12 @@ describe("console approvals", () => {
     expect(card).not.toContain("<b>usd</b>");
     expect(card).toContain("end_user");
     expect(card).toContain(`/console/runs/${runId}`);
+    // The run page's card for the waiting call links to where it is decided.
+    const runPage = await get(`/console/runs/${runId}`, session);
+    const opCard = runPage.text.slice(runPage.text.indexOf(`id="${waiting.operation_id}"`));
+    expect(opCard.slice(0, opCard.indexOf("</header>"))).toContain(
+      `href="/console/approvals#${waiting.operation_id}"`,
+    );
     const inputHash = hidden(card, "input_hash");
     const policyVersion = hidden(card, "policy_version");
     expect(inputHash).toMatch(/^[0-9a-f]{64}$/);
