@@ -43,6 +43,10 @@ function workerd(
             // clock would see each file's retries as one storm (the soak's especially): off here,
             // on (the production default) in the integration-retry-budget project.
             TOOLGATE_RETRY_BUDGET_RATIO: "off",
+            // Cloudflare Access (issue 35): a made-up team whose keys the identity tests serve with
+            // a fetch spy (test/integration/approver-identity.test.ts); no other test sends a token.
+            TOOLGATE_ACCESS_TEAM_DOMAIN: "toolgate-test.cloudflareaccess.com",
+            TOOLGATE_ACCESS_AUD: "toolgate-test-aud",
             ...bindings,
           },
         },
@@ -73,6 +77,7 @@ const BUNDLED_DEPS = [
   "ulid",
   "standardwebhooks",
   "@modelcontextprotocol/server",
+  "jose",
 ];
 
 export default defineConfig({

@@ -50,6 +50,13 @@ export type DeploymentVars = {
    * origin the request came in on.
    */
   TOOLGATE_CONSOLE_URL?: string;
+  /**
+   * Cloudflare Access (issue 35): the team domain ("myteam.cloudflareaccess.com" or its https URL)
+   * and the Access application's Audience (AUD) tag. Both set: a `Cf-Access-Jwt-Assertion` on a
+   * decision is verified against the team's JWKS and names the person who decided.
+   */
+  TOOLGATE_ACCESS_TEAM_DOMAIN?: string;
+  TOOLGATE_ACCESS_AUD?: string;
   /** OpenTelemetry collector base URL: recorded operations' spans are pushed to {it}/v1/traces. */
   OTEL_EXPORTER_OTLP_ENDPOINT?: string;
   /** Secret: headers for the collector, `name=value,name2=value2` (OTLP exporter convention). */
@@ -305,4 +312,34 @@ export function devRpcDelays(env: DeploymentVars): Partial<Record<ObjectClass, n
   const result = problem ? {} : delays;
   parsedDelays.set(key, result);
   return result;
+}
+
+/** Where Access tokens come from and whom they are for: the issuer (team origin), its JWKS and the AUD tag. */
+export type AccessConfig = { issuer: string; jwksUrl: string; audience: string };
+
+/**
+ * TOOLGATE_ACCESS_TEAM_DOMAIN + TOOLGATE_ACCESS_AUD, or null when neither is set (no Access: a
+ * decider is the API key or console session). Only one set, or a team domain that is not an https
+ * origin (loopback http in development only), is `misconfigured`: a decision then fails closed.
+ */
+export function accessConfig(env: DeploymentVars): Result<AccessConfig | null, ConfigError> {
+  const domain = (env.TOOLGATE_ACCESS_TEAM_DOMAIN ?? "").trim();
+  const audience = (env.TOOLGATE_ACCESS_AUD ?? "").trim();
+  if (!domain && !audience) return ok(null);
+  const problem = (detail: string) => err({ code: "misconfigured" as const, detail });
+  if (!domain || !audience)
+    return problem(
+      "Cloudflare Access needs both TOOLGATE_ACCESS_TEAM_DOMAIN and TOOLGATE_ACCESS_AUD",
+    );
+  let url: URL;
+  try {
+    url = new URL(/^[a-z]+:\/\//i.test(domain) ? domain : `https://${domain}`);
+  } catch {
+    return problem("TOOLGATE_ACCESS_TEAM_DOMAIN is not a host name or URL");
+  }
+  const loopback = ["127.0.0.1", "localhost", "[::1]"].includes(url.hostname);
+  if (url.protocol !== "https:" && !(isDevelopment(env) && loopback && url.protocol === "http:"))
+    return problem("TOOLGATE_ACCESS_TEAM_DOMAIN must be an https origin");
+  const issuer = `${url.origin}${url.pathname.replace(/\/+$/, "")}`;
+  return ok({ issuer, jwksUrl: `${issuer}/cdn-cgi/access/certs`, audience });
 }

@@ -6,6 +6,7 @@ import { describeSubject } from "../domain/limit/claims.ts";
 import type { NotificationState } from "../durable/tenant/notifications.ts";
 import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import type { Item } from "./approval-decision.ts";
+import { BatchSelect } from "./approval-batch.tsx";
 import { DecideForms } from "./approval-forms.tsx";
 import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
 import { expiresIn, notificationText, pretty, splitTarget } from "./format.ts";
@@ -78,7 +79,11 @@ export const PendingCard = ({
             agent.
           </p>
         ) : (
-          <DecideForms item={item} csrf={csrf} />
+          <>
+            {/* Only what the approver sees exactly may be decided in a batch. */}
+            {exact && <BatchSelect item={item} />}
+            <DecideForms item={item} csrf={csrf} />
+          </>
         )}
         <p class="hint fingerprint">
           Bound to input hash <span class="mono">{item.input_hash}</span> and tool version{" "}

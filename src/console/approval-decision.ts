@@ -2,7 +2,7 @@
 // inbox address and the reason limit the forms and the handler share, and decisionFlash, which puts
 // the operation's answer into words for the inbox flash. The operation's answer is authoritative:
 // the request may already have been decided, have expired or been cancelled. Pure.
-import type { OperationError, OperationView } from "../durable/operation/contracts.ts";
+import type { Decided, OperationError } from "../durable/operation/contracts.ts";
 import type { ApprovalPage } from "../durable/tenant/inbox.ts";
 import { toApiError } from "../http/problem.ts";
 import type { Result } from "../domain/result.ts";
@@ -16,11 +16,7 @@ export const MAX_REASON = 2000;
 export type Item = ApprovalPage["items"][number];
 
 /** What happened, in words: the operation's answer is authoritative (it may already have been decided). */
-export function decisionFlash(
-  decided: Result<OperationView, OperationError>,
-  verdict: "approve" | "reject",
-  me: string,
-): Flash {
+export function decisionFlash(decided: Result<Decided, OperationError>): Flash {
   if (!decided.ok) {
     const { code, detail } = toApiError(decided.error);
     switch (code) {
@@ -40,13 +36,11 @@ export function decisionFlash(
         return { tone: "error", text: `Nothing was decided: ${detail}.` };
     }
   }
-  const view = decided.value;
+  const { view, decided: mine } = decided.value;
   const approval = view.approval;
   const tool = view.tool;
   if (!approval)
     return { tone: "error", text: `${tool} does not wait for approval. Nothing was decided.` };
-  const mine =
-    approval.decided_by === me && (approval.state === "approved") === (verdict === "approve");
   switch (approval.state) {
     case "pending":
       return {

@@ -3,17 +3,21 @@
 // run — tool, frozen arguments and target read from the operation itself (the inbox copy is
 // redacted like the trace; fields the tool hides are named), preview — and its forms carry
 // the input_hash and policy_version of what was shown, so a decision can never apply to other
-// arguments or another tool version (the operation refuses a mismatch). The approver is the
-// signed-in key's name; four eyes is the operation's check. Needs approvals:decide, for GET and POST.
+// arguments or another tool version (the operation refuses a mismatch). The approver is the person
+// Cloudflare Access verified, else the signed-in key's name; four eyes is the operation's check.
+// Cards can be ticked and decided together (approval-batch.tsx). Needs approvals:decide.
 import type { Context } from "hono";
 import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";
 import type { ApprovalPage } from "../durable/tenant/inbox.ts";
-import { toApiError } from "../http/problem.ts";
+import { ACCESS_HEADER, accessIdentity } from "../http/access.ts";
+import type { Decider } from "../http/auth.ts";
+import { ApiProblem, statusOf } from "../http/problem.ts";
 import { OPERATION_ID } from "../http/request.ts";
 import { ApprovalsQuery } from "../http/schemas.ts";
 import { PendingCard } from "./approval-card.tsx";
 import { decisionFlash, HOME, MAX_REASON, type Item } from "./approval-decision.ts";
+import { BatchForm, decideBatchFromForm } from "./approval-batch.tsx";
 import { DecidedTable } from "./decided-table.tsx";
 import { setFlash, takeFlash } from "./flash.ts";
 import { FlashBox, problemPage, render } from "./layout.tsx";
@@ -83,17 +87,20 @@ async function showInbox(c: Context<ConsoleEnv>) {
             {cursor ? "No older requests are waiting." : "Nothing is waiting for approval."}
           </p>
         ) : (
-          page.items.map((item) => (
-            <PendingCard
-              item={item}
-              exact={exact.get(item.operation_id) ?? null}
-              notified={
-                notified ? (notified[item.operation_id] ?? { delivered: 0, failing: 0 }) : null
-              }
-              csrf={session.csrf}
-              nowMs={nowMs}
-            />
-          ))
+          [
+            <BatchForm csrf={session.csrf} />,
+            ...page.items.map((item) => (
+              <PendingCard
+                item={item}
+                exact={exact.get(item.operation_id) ?? null}
+                notified={
+                  notified ? (notified[item.operation_id] ?? { delivered: 0, failing: 0 }) : null
+                }
+                csrf={session.csrf}
+                nowMs={nowMs}
+              />
+            )),
+          ]
         )
       ) : (
         <DecidedTable items={page.items} cursor={cursor ?? null} />
@@ -170,21 +177,48 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
     return refuse("A rejection needs a reason (the agent is told it). Nothing was decided.");
   if (reason.length > MAX_REASON)
     return refuse(`A reason is at most ${MAX_REASON} characters. Nothing was decided.`);
+  const by = await consoleDecider(c);
+  if (by instanceof Response) return by;
   const decided = await operationStub(c.env, operationId).decide(session.tenantId, {
     verdict,
-    approverId: session.keyName,
+    approverId: by.id,
+    via: by.via,
     reason: reason || null,
     inputHash,
     toolVersion,
   });
-  await setFlash(c, decisionFlash(decided, verdict, session.keyName));
+  await setFlash(c, decisionFlash(decided));
   return c.redirect(HOME, 303);
+}
+
+/**
+ * Who decides from the console (issue 35): the person Cloudflare Access signed in, verified
+ * (http/access.ts), else the session's key name. A token that does not verify decides nothing.
+ */
+export async function consoleDecider(c: Context<ConsoleEnv>): Promise<Decider | Response> {
+  try {
+    const person = await accessIdentity(c.env, c.req.header(ACCESS_HEADER));
+    return person
+      ? { id: person.id, via: "access" }
+      : { id: c.get("session").keyName, via: "console" };
+  } catch (error) {
+    if (!(error instanceof ApiProblem)) throw error;
+    return problemPage(
+      c,
+      statusOf(error.error) === 401 ? 401 : 500,
+      "Not decided",
+      `Your Cloudflare Access sign-in could not be verified (${error.error.detail}). Sign in through Access again.`,
+    );
+  }
 }
 
 export const approvalsPage = definePage({
   nav: { label: "Pending approvals", href: HOME },
   routes: consoleRoutes()
     .get("/approvals", showInbox)
+    .post("/approvals/batch", (c) =>
+      allowed(c) ? decideBatchFromForm(c, () => consoleDecider(c)) : notAllowed(c),
+    )
     .post("/approvals/:operation_id/approve", (c) => decideFromForm(c, "approve"))
     .post("/approvals/:operation_id/reject", (c) => decideFromForm(c, "reject")),
 });

@@ -10,7 +10,7 @@ import type { Env } from "../durable/env.ts";
 import type { OperationView } from "../durable/operation/contracts.ts";
 import { operationStub } from "../durable/stubs.ts";
 import { Fact, Facts } from "./facts.tsx";
-import { pretty, utc } from "./format.ts";
+import { pretty, utc, viaText } from "./format.ts";
 
 /** A call of a turn answered from an operation's stored outcome (another call created it). */
 export type Replay = { turn_id: string; call_id: string };
@@ -91,7 +91,11 @@ export const CallDetail: FC<{
         </Fact>
         {view.approval?.decided_by && (
           <Fact label={view.approval.state === "approved" ? "Approved by" : "Decided by"}>
-            <span class="mono">{view.approval.decided_by}</span> ({view.approval.state}
+            <span class="mono">{view.approval.decided_by}</span>{" "}
+            <span class="hint" data-role="decided-via">
+              [{viaText(view.approval.decided_via)}]
+            </span>{" "}
+            ({view.approval.state}
             {view.approval.decided_at ? `, ${utc(view.approval.decided_at)}` : ""})
             {view.approval.reason ? `: “${view.approval.reason}”` : ": no reason given"}
           </Fact>

@@ -1,8 +1,8 @@
 // The "decided" tab of the approvals inbox: one table row per decided request, newest first — the
 // tool with its arguments as the trace shows them (redacted), how it ended, who decided, their
-// reason, when, and the run.
+// reason, when, and the run. Who decided says how toolgate knows it (Access, key, session).
 import type { Item } from "./approval-decision.ts";
-import { pretty, utc } from "./format.ts";
+import { pretty, utc, viaText } from "./format.ts";
 import { Badge } from "./timeline.tsx";
 
 export const DecidedTable = ({ items, cursor }: { items: Item[]; cursor: string | null }) =>
@@ -38,7 +38,15 @@ export const DecidedTable = ({ items, cursor }: { items: Item[]; cursor: string 
             <td>
               <Badge status={item.state} />
             </td>
-            <td class="mono">{item.decided_by ?? "—"}</td>
+            <td>
+              <span class="mono">{item.decided_by ?? "—"}</span>
+              {item.decided_by && (
+                <span class="hint" data-role="decided-via">
+                  {" "}
+                  [{viaText(item.decided_via)}]
+                </span>
+              )}
+            </td>
             <td>{item.reason ?? "—"}</td>
             <td>
               {item.decided_at ? (

@@ -52,3 +52,19 @@ export function splitTarget(target: string): { method: string; url: string } {
     ? { method: target.slice(0, space), url: target.slice(space + 1) }
     : { method: "", url: target };
 }
+
+/** How a decider was verified, in words (trace-event.ts DeciderVia; null: a trace from before issue 35). */
+export function viaText(via: string | null | undefined): string {
+  switch (via) {
+    case "access":
+      return "verified by Cloudflare Access";
+    case "api_key":
+      return "API key";
+    case "console":
+      return "console session";
+    case "delegated":
+      return "named by a delegating key";
+    default:
+      return "how it was verified is not recorded";
+  }
+}

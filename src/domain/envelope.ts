@@ -36,6 +36,10 @@ export function refusal(
   return { status, operation_id: operationId, code, message, allowed_next_actions: actions };
 }
 
+/** A person's words travel as written: the model reads them in `reason`, not only inside `message`. */
+const withReason = (envelope: Envelope, reason: string | undefined): Envelope =>
+  reason === undefined || envelope.status === "succeeded" ? envelope : { ...envelope, reason };
+
 /** `safety` picks the truthful words for an unknown outcome: what toolgate can and cannot do about it. */
 export function envelopeFor(
   operationId: string,
@@ -74,7 +78,10 @@ export function envelopeFor(
     case "recorded":
       return state.outcome.status === "succeeded"
         ? { status: "succeeded", operation_id: operationId, result: state.outcome.result }
-        : refusal(state.outcome.status, operationId, state.outcome.code, state.outcome.message);
+        : withReason(
+            refusal(state.outcome.status, operationId, state.outcome.code, state.outcome.message),
+            state.outcome.reason,
+          );
     case "executing":
       return refusal(
         "pending",

@@ -21,6 +21,8 @@ export type Envelope =
       code: string;
       message: string;
       allowed_next_actions: string[];
+      /** `approval_rejected`: the approver's reason, verbatim (also quoted in `message`). */
+      reason?: string;
     };
 
 /**

@@ -12,6 +12,8 @@ import { ApiProblem } from "./problem.ts";
 import { constantTimeEqual, hmac } from "../crypto.ts";
 import { LruCache } from "../lru.ts";
 import { adminTokenOf, signingKeyRequired } from "../config.ts";
+import type { DeciderVia } from "../domain/journal/trace-event.ts";
+import { ACCESS_HEADER, accessIdentity } from "./access.ts";
 
 export { ApiScope } from "./schemas.ts";
 
@@ -143,22 +145,37 @@ export function signingKey(env: Env): string {
   return key.value;
 }
 
+/** Who decides, and how toolgate knows it (Decision's `approverId` and `via`). */
+export type Decider = { id: string; via: DeciderVia };
+
 /**
- * Who decides an approval: the deciding key's name. Four eyes compares it with the run's user, so
- * naming someone else (`{ approver: { id } }`, a service deciding on a person's behalf, which it
- * has authenticated itself) needs the separate scope approvals:delegate: any other
- * approvals:decide key could otherwise pass four eyes by naming anyone.
+ * Who decides an approval (issue 35). A person behind Cloudflare Access: the verified token's email
+ * (or sub), whatever key carried the request; otherwise the deciding key's name (a machine). Four
+ * eyes compares it with the run's user, so naming someone else (`{ approver: { id } }`, a service
+ * deciding on a person's behalf, which it has authenticated itself) needs the separate scope
+ * approvals:delegate: any other approvals:decide key could otherwise pass four eyes by naming anyone.
+ * A token that does not verify throws (401 access_denied): nothing is decided.
  */
-export function approverId(c: Context<AppEnv>, named: { id: string } | undefined): string {
+export async function decider(
+  c: Context<AppEnv>,
+  named: { id: string } | undefined,
+): Promise<Decider> {
   const principal = c.get("principal");
-  if (principal.kind !== "key") return principalName(c);
-  if (!named) return principal.keyName;
+  if (principal.kind !== "key") return { id: principalName(c), via: "api_key" };
+  const person = await accessIdentity(c.env, c.req.header(ACCESS_HEADER));
+  if (!named)
+    return person ? { id: person.id, via: "access" } : { id: principal.keyName, via: "api_key" };
   if (!principal.scopes.includes("approvals:delegate"))
     throw new ApiProblem({
       code: "forbidden",
       detail: `naming the approver (approver.id) needs an API key with the scope approvals:delegate; without it the approver is this key's name (${principal.keyName}). Nothing was decided`,
     });
-  return named.id;
+  if (person)
+    throw new ApiProblem({
+      code: "invalid_request",
+      detail: `approver.id names someone else than the person Access signed in (${person.id}); send one or the other. Nothing was decided`,
+    });
+  return { id: named.id, via: "delegated" };
 }
 
 /** Who did it, for the trace: the key id or the run. */

@@ -6,6 +6,7 @@ import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import {
   Approve,
+  ApprovalBatch,
   ApprovalsQuery,
   Compensate,
   Reject,
@@ -13,7 +14,8 @@ import {
   UnknownsQuery,
   VerifyQuery,
 } from "./schemas.ts";
-import { approverId, principalName, requireScope, type AppEnv } from "./auth.ts";
+import { decider, principalName, requireScope, type AppEnv } from "./auth.ts";
+import { decideBatch } from "./approvals-batch.ts";
 import {
   checkId,
   OPERATION_ID,
@@ -33,14 +35,16 @@ async function decide(
 ) {
   const operationId = checkId(c.req.param("operation_id") ?? "", OPERATION_ID, "operation");
   const tenantId = requireScope(c, "approvals:decide");
+  const by = await decider(c, body.approver);
   const decision = {
     verdict,
-    approverId: approverId(c, body.approver),
+    approverId: by.id,
+    via: by.via,
     reason: body.reason ?? null,
     inputHash: body.input_hash ?? null,
     toolVersion: body.policy_version ?? null,
   };
-  return c.json(unwrap(await operationStub(c, operationId).decide(tenantId, decision)));
+  return c.json(unwrap(await operationStub(c, operationId).decide(tenantId, decision)).view);
 }
 
 /** Unknown outcomes for people, oldest first: only a person can settle them, or (`settling`) they settle late by themselves. */
@@ -57,6 +61,18 @@ export const approvalRoutes = new Hono<AppEnv>()
     return c.json(
       await tenantStub(c, tenantId).listApprovals(query.state, query.cursor ?? null, query.limit),
     );
+  })
+  // Each item decided as if alone (approvals-batch.ts); one answer per item, in order. The body is
+  // read and the decider verified before any item is decided: a bad token decides nothing.
+  .post("/batch", async (c) => {
+    const tenantId = requireScope(c, "approvals:decide");
+    const items = await readJson(c, ApprovalBatch);
+    const by = await decider(c, undefined);
+    return c.json({
+      decided_by: by.id,
+      decided_via: by.via,
+      items: await decideBatch(c.env, tenantId, by, items),
+    });
   })
   // The inbox mirrors the trace (redacted); whoever decides reads the real arguments here, from
   // the operation itself, with the fields the tool hides everywhere else named in `hidden`.

@@ -13,8 +13,21 @@ import type { VerifyError } from "../tools/verify.ts";
 export type ObjectError =
   RunError | TenantError | OperationError | ManifestError | ConfigError | VerifyError | LimitError;
 
+/** Which check refused a Cloudflare Access token (http/access.ts). */
+export type AccessRefusal =
+  | "malformed"
+  | "algorithm"
+  | "signature"
+  | "unknown_key"
+  | "expired"
+  | "not_yet_valid"
+  | "audience"
+  | "issuer";
+
 export type ApiError =
   | { code: "unauthorized"; detail: string }
+  /** A `Cf-Access-Jwt-Assertion` that does not verify (issue 35); nothing was decided. */
+  | { code: "access_denied"; detail: string; reason: AccessRefusal }
   /** A tenant API key of the old, untagged format, refused at the edge: the admin should reissue it. */
   | { code: "api_key_outdated"; detail: string }
   | { code: "forbidden"; detail: string }
@@ -173,6 +186,7 @@ export function statusOf(error: ApiError): number {
   switch (error.code) {
     case "unauthorized":
     case "api_key_outdated":
+    case "access_denied":
       return 401;
     case "forbidden":
     case "upstream_not_allowed":
@@ -246,6 +260,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
       return -32602;
     case "unauthorized":
     case "api_key_outdated":
+    case "access_denied":
     case "forbidden":
     case "invalid_manifest":
     case "invalid_policy":

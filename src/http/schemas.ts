@@ -138,6 +138,43 @@ export const Approve = z.strictObject({
   policy_version: z.string().optional(),
 });
 export const Reject = Approve.extend({ reason: z.string().min(1).max(2000) });
+
+/** POST /v1/approvals/batch: at most this many decisions per request. */
+export const MAX_BATCH_DECISIONS = 100;
+const batchItem = {
+  operation_id: z.string().min(1).max(128),
+  input_hash: z
+    .string()
+    .min(1)
+    .max(128)
+    .describe("The arguments the approver saw (the inbox's input_hash): required"),
+  policy_version: z.string().min(1).max(128).optional(),
+};
+/**
+ * Each item is one single decision (approve's reason optional, reject's required), bound to the
+ * input hash the approver saw; an operation named twice is refused (which would win is not a choice).
+ */
+export const ApprovalBatch = z
+  .array(
+    z.discriminatedUnion("decision", [
+      z.strictObject({
+        ...batchItem,
+        decision: z.literal("approve"),
+        reason: z.string().min(1).max(2000).optional(),
+      }),
+      z.strictObject({
+        ...batchItem,
+        decision: z.literal("reject"),
+        reason: z.string().min(1).max(2000),
+      }),
+    ]),
+  )
+  .min(1)
+  .max(MAX_BATCH_DECISIONS)
+  .refine((items) => new Set(items.map((item) => item.operation_id)).size === items.length, {
+    message: "an operation_id appears twice; decide each operation once",
+  });
+export type ApprovalBatch = z.infer<typeof ApprovalBatch>;
 export const ApprovalsQuery = z.object({
   state: z.enum(["pending", "decided"]).default("pending"),
   cursor: z

@@ -10,6 +10,7 @@ import {
   type OperationEvent,
   type OperationState,
 } from "../operation/state.ts";
+import type { DeciderVia } from "./trace-event.ts";
 import { eventId, makeEvent, type EventOf, type EventType, type ToolgateEvent } from "./events.ts";
 
 /** One approval request as the inbox shows it (derived from the operation's log, which is authoritative). */
@@ -34,6 +35,8 @@ export type ApprovalItem = {
     truncated: boolean;
   } | null;
   decided_by: string | null;
+  /** How `decided_by` was verified (issue 35); absent in items stored before it. */
+  decided_via?: DeciderVia | null;
   decided_at_ms: number | null;
   reason: string | null;
   /** A shadow run's call (issue 22): approving it sends it to the tool's sandbox only. */
@@ -153,6 +156,7 @@ export function announce(
           requested_by: item.requested_by,
           expires_at_ms: item.expires_at_ms,
           decided_by: item.decided_by,
+          decided_via: item.decided_via ?? null,
           reason: call.approvalReason,
         });
         break;

@@ -5,6 +5,7 @@
 // a secret value, never a redacted field, never more than the console would show. Pure types.
 import { z } from "zod";
 import { sha256HexSync } from "../trace-chain.ts";
+import { DECIDER_VIA } from "./trace-event.ts";
 
 export const EVENT_TYPES = [
   "approval.requested",
@@ -63,6 +64,8 @@ export const ApprovalEventData = z.object({
   requested_by: z.string(),
   expires_at_ms: z.number(),
   decided_by: z.string().nullable(),
+  /** How `decided_by` was verified: access (a person, Cloudflare Access), api_key, console, delegated. */
+  decided_via: z.enum(DECIDER_VIA).nullable().optional(),
   reason: z.string().nullable(),
 });
 export type ApprovalEventData = z.infer<typeof ApprovalEventData>;

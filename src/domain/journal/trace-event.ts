@@ -78,6 +78,14 @@ type Common = {
 };
 
 /** The arms, by type: the fields each event carries besides the common ones. */
+/**
+ * How a decider's identity was established (issue 35): a Cloudflare Access JWT verified against the
+ * team's keys (a person), an API key's name (a machine), a console session signed in with a key, or
+ * a name a key holding approvals:delegate vouched for. Never a header nobody verified.
+ */
+export const DECIDER_VIA = ["access", "api_key", "console", "delegated"] as const;
+export type DeciderVia = (typeof DECIDER_VIA)[number];
+
 export type TraceFields = {
   // the run's own (durable/run/trace.ts, turn.ts)
   run_created: { run_id: string };
@@ -103,7 +111,13 @@ export type TraceFields = {
   /** The older name of awaiting_approval, still in stored traces. */
   approval_requested: Record<never, never>;
   preview: { status: number | null; body: unknown; detail: string | null };
-  approval_decided: { verdict: "approve" | "reject"; by: string; reason: string | null };
+  /** `via`: how `by` was verified (DeciderVia; absent in traces written before issue 35). */
+  approval_decided: {
+    verdict: "approve" | "reject";
+    by: string;
+    via?: DeciderVia;
+    reason: string | null;
+  };
   approval_expired: { requested_at_ms: number };
   // the resource lock
   awaiting_lock: { resource: string | null };

@@ -70,11 +70,13 @@ export function checkDecision(
   if (decision.inputHash !== null && decision.inputHash !== request.inputHash)
     return err({
       code: "approval_mismatch",
+      field: "input_hash",
       detail: "the decision names other arguments than this operation holds",
     });
   if (decision.toolVersion !== null && decision.toolVersion !== request.toolVersion)
     return err({
       code: "approval_mismatch",
+      field: "policy_version",
       detail: "the decision names another version of the tool than this operation holds",
     });
   return ok(true);
@@ -134,12 +136,13 @@ export function onDecide(
   if (nowMs >= plan.approval.expiresAtMs) return ok(expireApproval(state, nowMs));
   const checked = checkDecision(plan.approval, event.decision);
   if (!checked.ok) return checked;
-  const { verdict, approverId, reason } = event.decision;
+  const { verdict, approverId, via, reason } = event.decision;
   const decided: TraceEvent = {
     type: "approval_decided",
     at_ms: nowMs,
     verdict,
     by: approverId,
+    via,
     reason,
   };
   if (verdict === "reject") {
@@ -152,6 +155,8 @@ export function onDecide(
             status: "rejected",
             code: "approval_rejected",
             message: `A person rejected this call${why}. It was not executed. Do not retry; tell the user.`,
+            // The words themselves too, untouched by the sentence around them (issue 35).
+            ...(reason ? { reason } : {}),
           },
           "attempt",
           nowMs,

@@ -4,6 +4,7 @@
 // An approval binds to operation id + input hash + policy version: the request travels in the plan.
 import type { RepeatSafety } from "../classify.ts";
 import type {
+  DeciderVia,
   SentRequest,
   TraceEvent,
   UnknownCode,
@@ -26,12 +27,15 @@ export type ApprovalRequest = {
 export type Decision = {
   verdict: "approve" | "reject";
   approverId: string;
+  via: DeciderVia;
   reason: string | null;
   inputHash: string | null;
   toolVersion: string | null;
 };
 export type DecisionRefusal =
-  { code: "self_approval"; detail: string } | { code: "approval_mismatch"; detail: string };
+  | { code: "self_approval"; detail: string }
+  /** `field`: what changed since the approver looked — the arguments or the tool's version. */
+  | { code: "approval_mismatch"; detail: string; field: "input_hash" | "policy_version" };
 
 /** Frozen at validation and stored with the operation: everything a transition needs about the tool. */
 export type OperationPlan = {
@@ -105,7 +109,13 @@ export type Exchange = { request: SentRequest | null; response: UpstreamAnswer |
 export type TerminalStatus = "succeeded" | "rejected" | "failed" | "budget_exhausted" | "cancelled";
 export type Outcome =
   | { status: "succeeded"; result: unknown }
-  | { status: Exclude<TerminalStatus, "succeeded">; code: string; message: string };
+  | {
+      status: Exclude<TerminalStatus, "succeeded">;
+      code: string;
+      message: string;
+      /** approval_rejected: the approver's reason, exactly as written (issue 35); the model reads it. */
+      reason?: string;
+    };
 
 /**
  * Whether a recorded outcome took effect: succeeded, or failed with `invalid_output` — the tool

@@ -2,6 +2,7 @@
 // see, and the shapes its modules pass each other (the frozen row, the head, the loaded tool). The
 // frozen row is row 1 of the log and never changes; the head is the newest row with it.
 import type { RepeatSafety } from "../../domain/classify.ts";
+import type { DeciderVia } from "../../domain/journal/trace-event.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
 import type { LimitUsage } from "../limit/contracts.ts";
 import type { Envelope } from "../../domain/envelope.ts";
@@ -90,6 +91,8 @@ export type OperationView = {
   redacted: RedactedCall;
 } & ShadowView &
   UndoView;
+/** A decision's answer: the operation now, and whether this decision is the one it recorded. */
+export type Decided = { view: OperationView; decided: boolean };
 export type ApprovalView = {
   state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
   requested_by: string;
@@ -105,6 +108,8 @@ export type ApprovalView = {
   /** The tool's preview answer, when it has one (null while it runs or when it has none). */
   preview: Preview | null;
   decided_by: string | null;
+  /** How `decided_by` was verified (trace-event.ts DeciderVia); null before a decision or in older traces. */
+  decided_via: DeciderVia | null;
   decided_at: string | null;
   reason: string | null;
 };

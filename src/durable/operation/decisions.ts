@@ -36,8 +36,11 @@ export class Decisions {
     return ok(await approverFacts(env, head, input));
   }
 
-  /** Decided once: a later decision (or one that lost a race) gets the recorded one back. */
-  async decide(tenantId: string, decision: Decision): Reply<C.OperationView> {
+  /**
+   * Decided once: a later decision (or one that lost a race, or came after the expiry) gets the
+   * recorded one back with `decided: false` — what a batch reports as skipped (issue 35).
+   */
+  async decide(tenantId: string, decision: Decision): Reply<C.Decided> {
     const { env, log } = this.shell;
     const head = log.headFor(tenantId);
     if (!head) return err(missing(log.store, tenantId));
@@ -53,7 +56,10 @@ export class Decisions {
     const step = this.apply({ type: "decide", decision, denial }, secrets);
     await this.shell.outbox.settled();
     if (!step.ok && step.error.code !== "not_awaiting_approval") return step;
-    return ok(viewOf(log));
+    const view = viewOf(log);
+    // A step that went through from awaiting_approval either took this decision or expired it.
+    const state = view.approval?.state;
+    return ok({ view, decided: step.ok && (state === "approved" || state === "rejected") });
   }
 
   /** A person settles an unknown outcome; a keyed `resend` sends again with secrets gathered first. */

@@ -145,7 +145,7 @@ export class OperationObject extends DurableObject<Env> {
    * lost a race) gets the recorded one back. Approval is not authorization: before the first
    * attempt the run checks scopes, deadline, cancellation and that the tool is still this version.
    */
-  async decide(tenantId: string, decision: Decision): Reply<C.OperationView> {
+  async decide(tenantId: string, decision: Decision): Reply<C.Decided> {
     return this.decisions.decide(tenantId, decision);
   }
 

@@ -149,6 +149,7 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
         }
       : null,
     decided_by: decided?.by ?? null,
+    decided_via: decided?.via ?? null,
     decided_at: decided ? new Date(decided.at_ms).toISOString() : null,
     reason: decided?.reason ?? null,
   };
@@ -196,6 +197,7 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     policy_version: approval.toolVersion,
     preview: inboxPreview(view.approval?.preview ?? null),
     decided_by: view.approval?.decided_by ?? null,
+    decided_via: view.approval?.decided_via ?? null,
     decided_at_ms: view.approval?.decided_at ? Date.parse(view.approval.decided_at) : null,
     reason: view.approval?.reason ?? null,
     ...(view.shadow ? { shadow: true as const } : {}),

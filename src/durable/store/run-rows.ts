@@ -71,6 +71,7 @@ export const EnvelopeCodec: z.ZodType<Envelope> = z.union([
     code: z.string(),
     message: z.string(),
     allowed_next_actions: z.array(z.string()),
+    reason: z.string().optional(),
   }),
 ]);
 const RunCodec: z.ZodType<RunState> = z.object({

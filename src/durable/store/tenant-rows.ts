@@ -10,6 +10,7 @@
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 import { z } from "zod";
 import { EventType, readEvent, type ToolgateEvent } from "../../domain/journal/events.ts";
+import { DECIDER_VIA } from "../../domain/journal/trace-event.ts";
 import { VerdictStatus, type Verification } from "../../domain/verification.ts";
 import { ApiScope } from "../../http/schemas.ts";
 import { decodeOrNull, decodeWith, parseJson } from "./codec.ts";
@@ -212,6 +213,7 @@ const StoredApproval = z.object({
     })
     .nullable(),
   decided_by: z.string().nullable(),
+  decided_via: z.enum(DECIDER_VIA).nullable().optional(),
   decided_at_ms: z.number().nullable(),
   reason: z.string().nullable(),
   shadow: z.literal(true).optional(),

@@ -78,6 +78,7 @@ describe("awaiting_approval", () => {
   const decision = (over: Partial<Decision> = {}): Decision => ({
     verdict: "approve",
     approverId: "bob",
+    via: "api_key",
     reason: null,
     inputHash: null,
     toolVersion: null,
