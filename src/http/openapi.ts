@@ -18,6 +18,7 @@ import {
   PutSecret,
   Reject,
   Resolve,
+  ApprovalBatch,
   Compensate,
   CancelRun,
   SecretRecord,
@@ -249,7 +250,8 @@ export const ROUTES: Route[] = [
   {
     method: "post",
     path: "/v1/operations/{operation_id}/approve",
-    summary: "Approve a call awaiting approval (decided once; four eyes by default)",
+    summary:
+      "Approve a call awaiting approval (decided once; four eyes by default). The decider: the person a Cf-Access-Jwt-Assertion names when Cloudflare Access is configured (verified; a bad token is 401 access_denied), else the key's name",
     auth: "approvals:decide",
     body: Approve,
   },
@@ -266,6 +268,14 @@ export const ROUTES: Route[] = [
     summary: "The approvals inbox, newest first (state=pending|decided, cursor, limit)",
     auth: "approvals:decide",
     query: ["state", "cursor", "limit"],
+  },
+  {
+    method: "post",
+    path: "/v1/approvals/batch",
+    summary:
+      "Decide up to 100 calls at once, each [{ operation_id, input_hash, decision: approve|reject, reason }] exactly as if alone → { decided_by, decided_via, items: [{ operation_id, result: decided, state, phase } | { operation_id, result: skipped, reason: input_hash_changed|policy_version_changed|expired|already_decided|cancelled|self_approval|not_awaiting_approval|not_found|unavailable, detail }] } in order",
+    auth: "approvals:decide",
+    body: ApprovalBatch,
   },
   {
     method: "get",
