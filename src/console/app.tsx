@@ -20,10 +20,11 @@ import {
   signInRoutes,
 } from "./sign-in.tsx";
 import { CONSOLE_CSS } from "./styles.ts";
+import { PASSKEY_JS } from "./passkey-script.ts";
 
 const MAX_FORM_BYTES = 16 * 1024;
 const CSP =
-  "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+  "default-src 'none'; style-src 'self'; script-src 'self'; connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 const securityHeaders: MiddlewareHandler<ConsoleEnv> = async (c, next) => {
   await next();
@@ -104,6 +105,13 @@ consoleApp.use(
 consoleApp.get("/assets/console.css", (c) =>
   c.body(CONSOLE_CSS, 200, {
     "Content-Type": "text/css; charset=utf-8",
+    "Cache-Control": "public, max-age=300",
+  }),
+);
+// The passkey step-up's browser side (issue 35): the console's only script, public like the stylesheet.
+consoleApp.get("/assets/passkey.js", (c) =>
+  c.body(PASSKEY_JS, 200, {
+    "Content-Type": "text/javascript; charset=utf-8",
     "Cache-Control": "public, max-age=300",
   }),
 );

@@ -82,7 +82,7 @@ export const PendingCard = ({
           <>
             {/* Only what the approver sees exactly may be decided in a batch. */}
             {exact && <BatchSelect item={item} />}
-            <DecideForms item={item} csrf={csrf} />
+            <DecideForms item={item} csrf={csrf} challenge={exact?.step_up?.challenge ?? null} />
           </>
         )}
         <p class="hint fingerprint">

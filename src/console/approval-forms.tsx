@@ -26,15 +26,34 @@ const WORDS: Record<
   },
 };
 
-export const DecideForms = ({ item, csrf }: { item: Item; csrf: string }) => (
+/** `challenge`: the tool steps up with a passkey (issue 35) — approving asks the browser for one first. */
+export const DecideForms = ({
+  item,
+  csrf,
+  challenge,
+}: {
+  item: Item;
+  csrf: string;
+  challenge: string | null;
+}) => (
   <div class="decide">
-    <DecideForm item={item} csrf={csrf} verdict="approve" />
-    <DecideForm item={item} csrf={csrf} verdict="reject" />
+    <DecideForm item={item} csrf={csrf} verdict="approve" challenge={challenge} />
+    <DecideForm item={item} csrf={csrf} verdict="reject" challenge={null} />
   </div>
 );
 
 /** One verdict's form; it posts to `${HOME}/<operation>/<verdict>`. */
-const DecideForm = ({ item, csrf, verdict }: { item: Item; csrf: string; verdict: Verdict }) => {
+const DecideForm = ({
+  item,
+  csrf,
+  verdict,
+  challenge,
+}: {
+  item: Item;
+  csrf: string;
+  verdict: Verdict;
+  challenge: string | null;
+}) => {
   const id = item.operation_id;
   const words = WORDS[verdict];
   return (
@@ -62,9 +81,18 @@ const DecideForm = ({ item, csrf, verdict }: { item: Item; csrf: string; verdict
         ></textarea>
       </div>
       <div>
-        <button type="submit" class={verdict}>
-          {words.button}
-        </button>
+        {challenge ? (
+          <>
+            <input type="hidden" name="passkey" value="" />
+            <button type="button" class={verdict} data-passkey="approve" data-challenge={challenge}>
+              {words.button} (passkey)
+            </button>
+          </>
+        ) : (
+          <button type="submit" class={verdict}>
+            {words.button}
+          </button>
+        )}
       </div>
     </form>
   );

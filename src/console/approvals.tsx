@@ -14,7 +14,8 @@ import { ACCESS_HEADER, accessIdentity } from "../http/access.ts";
 import type { Decider } from "../http/auth.ts";
 import { ApiProblem, statusOf } from "../http/problem.ts";
 import { OPERATION_ID } from "../http/request.ts";
-import { ApprovalsQuery } from "../http/schemas.ts";
+import { verifyStepUp } from "../http/passkey.ts";
+import { ApprovalsQuery, PasskeyAssertion } from "../http/schemas.ts";
 import { PendingCard } from "./approval-card.tsx";
 import { decisionFlash, HOME, MAX_REASON, type Item } from "./approval-decision.ts";
 import { BatchForm, decideBatchFromForm } from "./approval-batch.tsx";
@@ -106,6 +107,10 @@ async function showInbox(c: Context<ConsoleEnv>) {
         <DecidedTable items={page.items} cursor={cursor ?? null} />
       )}
       <Pager state={state} cursor={cursor ?? null} next={page.next_cursor} />
+      {/* A step-up card's approve button asks the browser for a passkey (approval-forms.tsx). */}
+      {[...exact.values()].some((input) => input.step_up) && (
+        <script src="/console/assets/passkey.js" defer></script>
+      )}
     </>,
   );
 }
@@ -179,16 +184,51 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
     return refuse(`A reason is at most ${MAX_REASON} characters. Nothing was decided.`);
   const by = await consoleDecider(c);
   if (by instanceof Response) return by;
+  const stepUp = await consoleStepUp(c, by.id, { operationId, inputHash }, field("passkey"));
+  if (stepUp instanceof Response) return stepUp;
   const decided = await operationStub(c.env, operationId).decide(session.tenantId, {
     verdict,
     approverId: by.id,
     via: by.via,
+    ...stepUp,
     reason: reason || null,
     inputHash,
     toolVersion,
   });
   await setFlash(c, decisionFlash(decided));
   return c.redirect(HOME, 303);
+}
+
+/**
+ * The card's passkey assertion (filled by /console/assets/passkey.js for a step-up tool), verified
+ * for this person and this input hash; `{}` when the form carries none (the operation then refuses
+ * an approval its tool steps up). One that does not verify decides nothing (401).
+ */
+async function consoleStepUp(
+  c: Context<ConsoleEnv>,
+  person: string,
+  approval: { operationId: string; inputHash: string },
+  text: string,
+): Promise<{ stepUp?: "passkey" } | Response> {
+  if (!text) return {};
+  let parsed: unknown = null;
+  try {
+    parsed = JSON.parse(text);
+  } catch {}
+  const assertion = PasskeyAssertion.safeParse(parsed);
+  try {
+    if (!assertion.success)
+      throw new ApiProblem({
+        code: "step_up_failed",
+        detail: "the passkey answer was not an assertion",
+      });
+    const tenantId = c.get("session").tenantId;
+    await verifyStepUp(c.env, c.req.url, tenantId, person, approval, assertion.data);
+    return { stepUp: "passkey" };
+  } catch (error) {
+    if (!(error instanceof ApiProblem)) throw error;
+    return problemPage(c, 401, "Not decided", `The passkey step-up failed: ${error.error.detail}.`);
+  }
 }
 
 /**

@@ -4,6 +4,7 @@ import { approvalsPage } from "./approvals.tsx";
 import { homePage } from "./home.tsx";
 import type { ConsolePage } from "./page.ts";
 import { operationPage } from "./operation-page.tsx";
+import { passkeysPage } from "./passkeys.tsx";
 import { runPage } from "./run-page.tsx";
 import { toolsPage } from "./tools-page.tsx";
 import { unknownOutcomesPage } from "./unknown-outcomes.tsx";
@@ -17,4 +18,5 @@ export const PAGES: ConsolePage[] = [
   operationPage,
   toolsPage,
   webhooksPage,
+  passkeysPage,
 ];

@@ -25,6 +25,7 @@ export type SessionClaims = z.infer<typeof Claims>;
 const SESSION = "toolgate/console-session/v1:";
 const CSRF = "toolgate/console-csrf/v1:";
 const LOGIN = "toolgate/console-login/v1:";
+const PASSKEY = "toolgate/console-passkey-registration/v1:";
 
 export async function sealSession(signingKey: string, claims: SessionClaims): Promise<string> {
   const payload = base64url(new TextEncoder().encode(JSON.stringify(claims)));
@@ -60,6 +61,10 @@ export async function csrfValid(signingKey: string, sid: string, given: unknown)
     constantTimeEqual(given, await csrfToken(signingKey, sid))
   );
 }
+
+/** The challenge a passkey registration signs (issue 35): bound to this session, stored nowhere. */
+export const passkeyRegistrationChallenge = (signingKey: string, sid: string) =>
+  hmac(signingKey, PASSKEY + sid);
 
 /** The sign-in form's token: bound to a nonce cookie set when the form was served. */
 export const loginToken = (signingKey: string, nonce: string) => hmac(signingKey, LOGIN + nonce);

@@ -25,6 +25,7 @@ export type SkipReason =
   | "already_decided"
   | "cancelled"
   | "self_approval"
+  | "step_up_required"
   | "not_awaiting_approval"
   | "not_found"
   | "unavailable";
@@ -96,7 +97,9 @@ export function itemResult(
           `${error.detail}; nothing was decided: look at it again`,
         );
       case "self_approval":
-        return skipped(operationId, "self_approval", error.detail);
+      case "step_up_required":
+        // A batch carries no passkey: a step-up call is approved alone, with its own assertion.
+        return skipped(operationId, error.code, error.detail);
       case "not_awaiting_approval":
         return skipped(operationId, "not_awaiting_approval", "this call never waited for approval");
       case "not_found":

@@ -16,6 +16,8 @@ import {
 } from "./schemas.ts";
 import { decider, principalName, requireScope, type AppEnv } from "./auth.ts";
 import { decideBatch } from "./approvals-batch.ts";
+import { verifyStepUp } from "./passkey.ts";
+import { ApiProblem } from "./problem.ts";
 import {
   checkId,
   OPERATION_ID,
@@ -36,10 +38,21 @@ async function decide(
   const operationId = checkId(c.req.param("operation_id") ?? "", OPERATION_ID, "operation");
   const tenantId = requireScope(c, "approvals:decide");
   const by = await decider(c, body.approver);
+  // The passkey step-up (issue 35): verified here, for this decider and this operation's input hash.
+  if (body.passkey) {
+    if (!body.input_hash)
+      throw new ApiProblem({
+        code: "invalid_request",
+        detail: "a passkey step-up names the input_hash it was made for; nothing was decided",
+      });
+    const approval = { operationId, inputHash: body.input_hash };
+    await verifyStepUp(c.env, c.req.url, tenantId, by.id, approval, body.passkey);
+  }
   const decision = {
     verdict,
     approverId: by.id,
     via: by.via,
+    ...(body.passkey ? { stepUp: "passkey" as const } : {}),
     reason: body.reason ?? null,
     inputHash: body.input_hash ?? null,
     toolVersion: body.policy_version ?? null,

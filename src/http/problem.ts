@@ -80,6 +80,10 @@ export type ApiError =
   | { code: "not_awaiting_approval"; detail: string }
   | { code: "approval_mismatch"; detail: string }
   | { code: "self_approval"; detail: string }
+  /** The tool asks for a passkey step-up (issue 35) and the approval came without one. */
+  | { code: "step_up_required"; detail: string }
+  /** A passkey assertion that does not verify for this operation and this person; nothing decided. */
+  | { code: "step_up_failed"; detail: string }
   | { code: "resend_not_allowed"; detail: string }
   | { code: "turn_conflict"; detail: string }
   | { code: "run_turn_limit"; detail: string }
@@ -126,6 +130,9 @@ export function toApiError(error: ObjectError): ApiError {
     case "policy_denied":
     case "tool_changed":
     case "unavailable":
+      return { code: error.code, detail: error.detail };
+    // Its own arm: TypeScript checks a shared `{ code, detail }` against at most 25 codes at once.
+    case "step_up_required":
       return { code: error.code, detail: error.detail };
     case "not_awaiting_approval":
       return {
@@ -187,10 +194,12 @@ export function statusOf(error: ApiError): number {
     case "unauthorized":
     case "api_key_outdated":
     case "access_denied":
+    case "step_up_failed":
       return 401;
     case "forbidden":
     case "upstream_not_allowed":
     case "self_approval":
+    case "step_up_required":
     case "host_not_allowed":
     case "origin_not_allowed":
       return 403;
@@ -278,6 +287,8 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "self_approval":
+    case "step_up_required":
+    case "step_up_failed":
     case "resend_not_allowed":
     case "run_turn_limit":
     case "host_not_allowed":

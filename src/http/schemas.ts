@@ -130,12 +130,54 @@ const Approver = z
   .describe(
     "Who decides, when a service key holding approvals:delegate decides on a person's behalf; default: the API key's name",
   );
+const B64URL = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]+$/)
+  .max(16_384);
+const CLIENT_EXTENSIONS = z.record(z.string(), z.unknown());
+const ATTACHMENT = z.enum(["platform", "cross-platform"]).optional();
+/** A WebAuthn assertion as a browser's `PublicKeyCredential.toJSON()` gives it (AuthenticationResponseJSON). */
+export const PasskeyAssertion = z
+  .strictObject({
+    id: B64URL,
+    rawId: B64URL,
+    type: z.literal("public-key"),
+    response: z.strictObject({
+      clientDataJSON: B64URL,
+      authenticatorData: B64URL,
+      signature: B64URL,
+      userHandle: B64URL.optional(),
+    }),
+    clientExtensionResults: CLIENT_EXTENSIONS,
+    authenticatorAttachment: ATTACHMENT,
+  })
+  .describe(
+    "A passkey assertion over the operation's approval.step_up.challenge (needs input_hash): the step-up a tool with approval.step_up asks for",
+  );
+/** A WebAuthn registration as `PublicKeyCredential.toJSON()` gives it (RegistrationResponseJSON). */
+export const PasskeyRegistration = z.strictObject({
+  id: B64URL,
+  rawId: B64URL,
+  type: z.literal("public-key"),
+  response: z.strictObject({
+    clientDataJSON: B64URL,
+    attestationObject: B64URL,
+    authenticatorData: B64URL.optional(),
+    transports: z.array(z.string().max(32)).max(8).optional(),
+    publicKeyAlgorithm: z.number().int().optional(),
+    publicKey: B64URL.optional(),
+  }),
+  clientExtensionResults: CLIENT_EXTENSIONS,
+  authenticatorAttachment: ATTACHMENT,
+});
+
 /** `input_hash` / `policy_version`: optional, what the approver saw; a mismatch is refused (409). */
 export const Approve = z.strictObject({
   reason: z.string().min(1).max(2000).optional(),
   approver: Approver.optional(),
   input_hash: z.string().optional(),
   policy_version: z.string().optional(),
+  passkey: PasskeyAssertion.optional(),
 });
 export const Reject = Approve.extend({ reason: z.string().min(1).max(2000) });
 

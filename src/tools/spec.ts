@@ -14,6 +14,8 @@ export type ApprovalRule = {
   when: Record<string, Comparison> | null;
   expiresInMs: number;
   fourEyes: boolean;
+  /** "passkey": approving needs the approver's passkey, bound to the input hash (issue 35). */
+  stepUp?: "passkey";
 };
 export type Comparison = {
   gt?: number;

@@ -116,6 +116,8 @@ export type TraceFields = {
     verdict: "approve" | "reject";
     by: string;
     via?: DeciderVia;
+    /** "passkey": the decider's passkey, made for this input hash, was verified (issue 35). */
+    step_up?: "passkey";
     reason: string | null;
   };
   approval_expired: { requested_at_ms: number };

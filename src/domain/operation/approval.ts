@@ -67,6 +67,17 @@ export function checkDecision(
       detail: `${decision.approverId} asked for this call and cannot decide it (four eyes); another person must`,
     });
   }
+  // Rejecting sends nothing, so only an approval needs the step-up (and it binds to the input hash).
+  if (
+    request.stepUp === "passkey" &&
+    decision.verdict === "approve" &&
+    decision.stepUp !== "passkey"
+  )
+    return err({
+      code: "step_up_required",
+      detail:
+        "approving this call needs a passkey assertion made for it (approval.step_up.challenge) with its input_hash",
+    });
   if (decision.inputHash !== null && decision.inputHash !== request.inputHash)
     return err({
       code: "approval_mismatch",
@@ -136,13 +147,14 @@ export function onDecide(
   if (nowMs >= plan.approval.expiresAtMs) return ok(expireApproval(state, nowMs));
   const checked = checkDecision(plan.approval, event.decision);
   if (!checked.ok) return checked;
-  const { verdict, approverId, via, reason } = event.decision;
+  const { verdict, approverId, via, stepUp, reason } = event.decision;
   const decided: TraceEvent = {
     type: "approval_decided",
     at_ms: nowMs,
     verdict,
     by: approverId,
     via,
+    ...(stepUp ? { step_up: stepUp } : {}),
     reason,
   };
   if (verdict === "reject") {

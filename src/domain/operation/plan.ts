@@ -60,6 +60,7 @@ export function planOperation(
             toolVersion,
             requestedBy: call.userId,
             fourEyes: rule.fourEyes,
+            ...(rule.stepUp ? { stepUp: rule.stepUp } : {}),
             expiresAtMs: nowMs + rule.expiresInMs,
             preview: spec.buildPreview !== null,
           },

@@ -22,18 +22,25 @@ export type ApprovalRequest = {
   toolVersion: string;
   requestedBy: string;
   fourEyes: boolean;
+  /** "passkey": approving needs a WebAuthn assertion bound to this input hash (issue 35); absent: none. */
+  stepUp?: "passkey";
   expiresAtMs: number;
 };
 export type Decision = {
   verdict: "approve" | "reject";
   approverId: string;
+  /** How `approverId` was verified (trace-event.ts DECIDER_VIA). */
   via: DeciderVia;
+  /** "passkey": the edge verified the decider's passkey assertion for this operation's input hash. */
+  stepUp?: "passkey";
   reason: string | null;
   inputHash: string | null;
   toolVersion: string | null;
 };
 export type DecisionRefusal =
   | { code: "self_approval"; detail: string }
+  /** The tool asks for a passkey step-up to approve and the decision came without one verified. */
+  | { code: "step_up_required"; detail: string }
   /** `field`: what changed since the approver looked — the arguments or the tool's version. */
   | { code: "approval_mismatch"; detail: string; field: "input_hash" | "policy_version" };
 

@@ -101,6 +101,8 @@ export type ApprovalView = {
   input_hash: string;
   policy_version: string;
   four_eyes: boolean;
+  /** Approving needs a passkey assertion over `challenge` (bound to this operation's input hash). */
+  step_up: { kind: "passkey"; challenge: string } | null;
   /** A shadow run's call (issue 22): approving it sends it to the tool's sandbox only. */
   shadow: boolean;
   /** Undo (issue 22): the approval is for the compensation of this operation (null: an ordinary call). */
@@ -124,6 +126,8 @@ export type ApprovalInput = {
   hidden: string[];
   input_hash: string;
   policy_version: string;
+  /** The passkey step-up approving it needs (the same as the view's `approval.step_up`). */
+  step_up?: { kind: "passkey"; challenge: string };
   /** Its limits across runs as they stand (this call's reservation included; null: could not be read). */
   limits?: Array<{ name: string; subject: string; amount: number; usage: LimitUsage | null }>;
   /** The tenant's Cedar decision at the start: the version that decided and the determining policies. */

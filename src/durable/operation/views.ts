@@ -2,6 +2,7 @@
 // reply to a submit, the peek, the full view with its approval story, what an approver sees (hidden
 // fields included, never copied elsewhere), and the approvals inbox's redacted item. A shadow
 // run's view names the production request it would have sent (secrets named, never valued).
+import { stepUpChallenge } from "../../domain/step-up.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import { envelopeFor } from "../../domain/envelope.ts";
 import { firstOf } from "../../domain/journal/trace-event.ts";
@@ -139,6 +140,9 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
     input_hash: approval.inputHash,
     policy_version: approval.toolVersion,
     four_eyes: approval.fourEyes,
+    step_up: approval.stepUp
+      ? { kind: approval.stepUp, challenge: stepUpChallenge(frozen.id, approval.inputHash) }
+      : null,
     shadow: frozen.plan.shadow !== undefined,
     compensates: frozen.plan.compensates ?? null,
     preview: preview
@@ -167,6 +171,14 @@ export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | 
     hidden: presentPointers(head.frozen.redact ?? [], input),
     input_hash: approval.inputHash,
     policy_version: approval.toolVersion,
+    ...(approval.stepUp
+      ? {
+          step_up: {
+            kind: approval.stepUp,
+            challenge: stepUpChallenge(head.frozen.id, approval.inputHash),
+          },
+        }
+      : {}),
   };
 }
 

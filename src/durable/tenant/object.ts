@@ -1,7 +1,7 @@
 // TenantObject: one per tenant, the RPC surface over its record and alarm (record.ts) and the modules
 // beside it: API keys (keys.ts), upstream secrets (secrets.ts), the tool registry and its verdicts
 // (registry.ts), tenant facts (facts.ts), the approvals inbox and unknown-outcomes list (inbox.ts),
-// events (events.ts), webhooks and their delivery logs, and the list of its runs an index rebuild
+// events (events.ts), passkeys for step-up approvals (passkeys.ts), webhooks and their delivery logs, and the list of its runs an index rebuild
 // walks (runs.ts). Every method only delegates; names and signatures are the contract other
 // objects and routes call through stubs.
 import { DurableObject } from "cloudflare:workers";
@@ -25,6 +25,7 @@ import * as stored from "./events.ts";
 import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
 import { readFacts, runTools, startFacts, type RunTools, type StartFacts } from "./facts.ts";
 import * as keys from "./keys.ts";
+import * as passkeys from "./passkeys.ts";
 import * as registry from "./registry.ts";
 import * as secrets from "./secrets.ts";
 import * as webhooks from "./webhooks.ts";
@@ -74,6 +75,25 @@ export class TenantObject extends DurableObject<Env> {
   /** A key that is still valid (not revoked): its name and scopes. The console re-checks it on every request. */
   async keyInfo(keyId: string): Promise<Result<keys.KeyInfo, TenantError>> {
     return keys.keyInfo(this.store, keyId);
+  }
+
+  // ── Passkeys for step-up approvals (passkeys.ts) ───────────────────────────────────────────
+
+  async addPasskey(passkey: passkeys.StoredPasskey): Promise<Result<true, TenantError>> {
+    return passkeys.addPasskey(this.store, passkey);
+  }
+
+  async passkey(credentialId: string): Promise<passkeys.StoredPasskey | null> {
+    return passkeys.passkeyOf(this.store, credentialId);
+  }
+
+  async passkeysOf(person: string): Promise<passkeys.StoredPasskey[]> {
+    return passkeys.passkeysOf(this.store, person);
+  }
+
+  /** false: the counter had already moved past `seen` (a replayed assertion). */
+  async advancePasskey(credentialId: string, seen: number, counter: number): Promise<boolean> {
+    return passkeys.advancePasskey(this.store, credentialId, seen, counter);
   }
 
   // ── Tool registry and verdicts (registry.ts) ─────────────────────────────────────────────────

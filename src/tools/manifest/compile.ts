@@ -186,5 +186,6 @@ export function normalizeApproval(m: Pick<Manifest, "risk" | "approval">): Appro
     when: a.when ?? null,
     expiresInMs: a.expires_in_ms ?? expiresInMs,
     fourEyes: a.four_eyes ?? true,
+    ...(a.step_up ? { stepUp: a.step_up } : {}),
   };
 }

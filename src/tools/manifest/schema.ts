@@ -29,6 +29,7 @@ const Approval = z.union([
         .max(7 * 24 * 60 * 60_000)
         .optional(),
       four_eyes: z.boolean().optional(),
+      step_up: z.literal("passkey").optional(),
     })
     .refine(
       (a) => a.mode !== undefined || a.when !== undefined,
