@@ -78,6 +78,8 @@ const BUNDLED_DEPS = [
   "standardwebhooks",
   "@modelcontextprotocol/server",
   "jose",
+  "@simplewebauthn/server",
+  "@simplewebauthn/server/helpers",
 ];
 
 export default defineConfig({
