@@ -1,17 +1,20 @@
 // Batch decisions through the public API (issue 35 item 4), counted at the upstream: each item is
 // decided as if alone — a stale hash, another tenant's operation, a race with a single decision —
 // and reported; the approver's reason reaches the model verbatim across a re-post (item 6).
+import { evictDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import {
   api,
   manifest,
   newTenant,
   operation,
+  opStub,
   trace,
   turn,
   unique,
   upstream,
 } from "../support/api.ts";
+import { runObject } from "../support/undo.ts";
 
 async function approvalRun(as: Record<string, string> = {}) {
   const up = upstream();
@@ -193,6 +196,11 @@ describe("the approver's reason reaches the model verbatim", () => {
     ]);
     expect(answer.body.items[0].result).toBe("decided");
     for (let post = 0; post < 2; post++) {
+      // The second time from storage alone: the run's stored turn keeps the words too.
+      if (post === 1) {
+        await evictDurableObject(runObject(runId));
+        await evictDurableObject(opStub(op.operation_id));
+      }
       const reposted = await api("POST", `/v1/runs/${runId}/turns?format=native`, body);
       expect(reposted.body.turn_id).toBe(first.body.turn_id);
       expect(reposted.body.results[0]).toMatchObject({
