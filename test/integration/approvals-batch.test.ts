@@ -8,7 +8,6 @@ import {
   manifest,
   newTenant,
   operation,
-  opStub,
   trace,
   turn,
   unique,
@@ -197,10 +196,7 @@ describe("the approver's reason reaches the model verbatim", () => {
     expect(answer.body.items[0].result).toBe("decided");
     for (let post = 0; post < 2; post++) {
       // The second time from storage alone: the run's stored turn keeps the words too.
-      if (post === 1) {
-        await evictDurableObject(runObject(runId));
-        await evictDurableObject(opStub(op.operation_id));
-      }
+      if (post === 1) await evictDurableObject(runObject(runId));
       const reposted = await api("POST", `/v1/runs/${runId}/turns?format=native`, body);
       expect(reposted.body.turn_id).toBe(first.body.turn_id);
       expect(reposted.body.results[0]).toMatchObject({
