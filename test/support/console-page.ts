@@ -6,36 +6,7 @@ import { testTenant } from "./api.ts";
 
 /** The console page at `path`, signed in with `key` (default: the shared test tenant's). */
 export async function consolePage(path: string, key?: string): Promise<string> {
-  const fetcher = (exports as unknown as { default: Fetcher }).default;
-  const cookie = (r: Response, name: string) =>
-    r.headers
-      .getSetCookie()
-      .find((c) => c.startsWith(`${name}=`))!
-      .split(";")[0]!;
-  const form = await fetcher.fetch(new Request("http://toolgate.test/console/sign-in"));
-  const csrf = /name="csrf" value="([^"]*)"/.exec(await form.text())?.[1] ?? "";
-  const signedIn = await fetcher.fetch(
-    new Request("http://toolgate.test/console/sign-in", {
-      method: "POST",
-      headers: {
-        "Content-Type": "application/x-www-form-urlencoded",
-        Cookie: cookie(form, "tg_console_login"),
-      },
-      body: new URLSearchParams({
-        csrf,
-        next: "/console",
-        api_key: key ?? (await testTenant()).key,
-      }),
-      redirect: "manual",
-    }),
-  );
-  const page = await fetcher.fetch(
-    new Request(`http://toolgate.test${path}`, {
-      headers: { Cookie: cookie(signedIn, "tg_console") },
-    }),
-  );
-  expect(page.status).toBe(200);
-  return page.text();
+  return (await consoleSession(key)).get(path);
 }
 
 /**
