@@ -44,6 +44,11 @@ export type RollbackStep = {
   operation_id: string;
   tool: string;
   compensation_id: string | null;
+  /**
+   * The compensation's frozen input hash (issue 35): with `compensation_id`, what a person names to
+   * approve it — alone or in a batch (POST /v1/approvals/batch). Null until it is submitted.
+   */
+  compensation_input_hash?: string | null;
   state: StepState;
   detail: string | null;
 };

@@ -1,7 +1,7 @@
 // Batch decisions through the public API (issue 35 item 4), counted at the upstream: each item is
 // decided as if alone — a stale hash, another tenant's operation, a race with a single decision —
 // and reported; the approver's reason reaches the model verbatim across a re-post (item 6).
-import { evictDurableObject } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import {
   api,
@@ -13,7 +13,7 @@ import {
   unique,
   upstream,
 } from "../support/api.ts";
-import { runObject } from "../support/undo.ts";
+import { cancelRollback, charged, refundsOf, runObject, shop } from "../support/undo.ts";
 
 async function approvalRun(as: Record<string, string> = {}) {
   const up = upstream();
@@ -172,6 +172,54 @@ describe("POST /v1/approvals/batch", () => {
     const answer = await batch([{ operation_id: op.id, input_hash: op.hash, decision: "approve" }]);
     expect(answer.body.items[0]).toMatchObject({ result: "skipped", reason: "expired" });
     expect((await up.state()).requests).toHaveLength(0);
+  });
+});
+
+describe("a rollback's compensations through the batch", () => {
+  it("the report names each submitted compensation with its input hash; the batch decides it as if alone, one refund per charge", async () => {
+    const { up, charge, runId } = await shop();
+    const charges = [
+      await charged(runId, charge.name as string, 100),
+      await charged(runId, charge.name as string, 200),
+    ];
+    let report = (await cancelRollback(runId)).body.rollback;
+    for (let step = 0; step < charges.length; step++) {
+      const current = report.steps[step];
+      expect(current).toMatchObject({
+        state: "submitted",
+        compensation_input_hash: expect.any(String),
+      });
+      const view = await operation(current.compensation_id);
+      expect(view.body.approval).toMatchObject({
+        state: "pending",
+        input_hash: current.compensation_input_hash,
+      });
+      const later = report.steps.slice(step + 1);
+      expect(
+        later.every((s: any) => s.compensation_id === null && s.compensation_input_hash === null),
+      ).toBe(true);
+      const answer = await batch([
+        // The plan as the report lists it, plus the next step named with a stale hash: skipped.
+        {
+          operation_id: current.compensation_id,
+          input_hash: current.compensation_input_hash,
+          decision: "approve",
+        },
+        ...(step === 0
+          ? [{ operation_id: `op_${"cd".repeat(16)}`, input_hash: STALE, decision: "approve" }]
+          : []),
+      ]);
+      expect(answer.body.items[0]).toMatchObject({ result: "decided", state: "approved" });
+      if (step === 0)
+        expect(answer.body.items[1]).toMatchObject({ result: "skipped", reason: "not_found" });
+      // Recorded, then the run's alarm takes the next step (a person's plan never skips the order).
+      expect((await operation(current.compensation_id, 5)).body.result.status).toBe("succeeded");
+      await runDurableObjectAlarm(runObject(runId));
+      report = (await api("GET", `/v1/runs/${runId}`)).body.rollback;
+    }
+    expect(report.state).toBe("completed");
+    const refunds = await refundsOf(up);
+    expect(refunds.map((r) => r.body.amount)).toEqual([200, 100]);
   });
 });
 

@@ -20,7 +20,7 @@ import {
 import { err, ok, type Result } from "../../domain/result.ts";
 import { operationIds, type RunState } from "../../domain/turn/turn.ts";
 import { operationStub } from "../stubs.ts";
-import { compensate } from "./compensate.ts";
+import { compensate, compensationRow } from "./compensate.ts";
 import type { RunError, RunParts } from "./contracts.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
@@ -40,7 +40,20 @@ export function rollbackOf(parts: RunParts): RollbackView | null {
     "SELECT state FROM rollback WHERE k = 1",
   );
   if (!head) return null;
-  return { state: head.state, steps: stepRows(parts).map(({ seq: _seq, ...step }) => step) };
+  return {
+    state: head.state,
+    steps: stepRows(parts).map(({ seq: _seq, ...step }) => ({
+      ...step,
+      compensation_input_hash: submittedHash(parts, step),
+    })),
+  };
+}
+
+/** The input hash of the step's compensation as its row records it (the generation it names). */
+function submittedHash(parts: RunParts, step: RollbackStep): string | null {
+  if (!step.compensation_id) return null;
+  const row = compensationRow(parts, step.operation_id);
+  return row?.compensation_id === step.compensation_id ? row.input_hash : null;
 }
 
 function stepRows(parts: RunParts): StepRow[] {
