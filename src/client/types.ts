@@ -87,6 +87,10 @@ export type OperationView = {
     policy_version: string;
     expires_at: string;
     decided_by: string | null;
+    /** How `decided_by` was verified: Cloudflare Access (a person), an API key, a console session, delegated. */
+    decided_via: "access" | "api_key" | "console" | "delegated" | null;
+    /** Approving needs a passkey assertion over `challenge` (the tool's `approval.step_up`). */
+    step_up: { kind: "passkey"; challenge: string } | null;
     reason: string | null;
     /** The approval is for the compensation of this operation (undo); null: an ordinary call. */
     compensates: string | null;

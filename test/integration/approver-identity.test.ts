@@ -4,7 +4,7 @@
 // with nothing decided; a header the caller sets is never the decider.
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from "jose";
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { api, manifest, operation, trace, unique, upstream } from "../support/api.ts";
+import { api, manifest, operation, trace, unique, until, upstream } from "../support/api.ts";
 import { consoleSession } from "../support/console-page.ts";
 
 const TEAM = "https://toolgate-test.cloudflareaccess.com";
@@ -101,13 +101,22 @@ describe("Cloudflare Access names the person who decided", () => {
       decided_by: "alice@example.com",
       decided_via: "access",
     });
-    const event = (await trace(call.runId)).find((e) => e.type === "approval_decided");
-    expect(event).toMatchObject({ by: "alice@example.com", via: "access" });
+    const traced = (await trace(call.runId)).find((e) => e.type === "approval_decided");
+    expect(traced).toMatchObject({ by: "alice@example.com", via: "access" });
     const inbox = await api("GET", "/v1/approvals?state=decided");
     expect(inbox.body.items.find((i: any) => i.operation_id === call.id)).toMatchObject({
       decided_by: "alice@example.com",
       decided_via: "access",
     });
+    // The approval.decided event (webhooks, Slack, the feed) names the verified person too.
+    const event = await until(
+      async () =>
+        (await api("GET", "/v1/events?type=approval.decided&limit=500")).body.events.find(
+          (e: any) => e.operation_id === call.id,
+        ),
+      (found) => found !== undefined,
+    );
+    expect(event.data).toMatchObject({ decided_by: "alice@example.com", decided_via: "access" });
     const page = await (await consoleSession()).get("/console/approvals?state=decided");
     const row = page.slice(page.indexOf(`data-operation="${call.id}"`));
     expect(row.slice(0, row.indexOf("</tr>"))).toMatch(

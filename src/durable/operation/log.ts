@@ -40,6 +40,8 @@ export class OperationLog {
   private redactionCache: { id: string; redaction: Redaction } | null = null;
   /** See deliveries(). */
   private reportedKeys: Set<string> | null = null;
+  /** The events of the row append() is writing, while it asks what to announce (see events()). */
+  private appending: TraceEvent[] | null = null;
 
   constructor(
     readonly store: SqlStore,
@@ -97,7 +99,15 @@ export class OperationLog {
     if (last && typeof last.seq === "number" && typeof last.hash === "string")
       this.link = { seq: last.seq, hash: last.hash };
     else if (events.length > 0) this.link = undefined;
-    const out = outgoing();
+    // What the world is told reads the log as it will stand: this step's own events included (the
+    // approval.decided event names who decided and why from them), though its row is not written yet.
+    this.appending = events;
+    let out: readonly unknown[];
+    try {
+      out = outgoing();
+    } finally {
+      this.appending = null;
+    }
     const values = [seq, nowMs, JSON.stringify(state), JSON.stringify(events)];
     const frozenText = frozen ? JSON.stringify(frozen) : null;
     if (out.length === 0) {
@@ -145,10 +155,14 @@ export class OperationLog {
   }
 
   events(): TraceEvent[] {
-    if (!this.store.exists("op_log")) return [];
-    return this.store
-      .all<{ events: string }>("SELECT events FROM op_log ORDER BY seq")
-      .flatMap((row) => decodeTrace(row.events));
+    const appending = this.appending ?? [];
+    if (!this.store.exists("op_log")) return [...appending];
+    return [
+      ...this.store
+        .all<{ events: string }>("SELECT events FROM op_log ORDER BY seq")
+        .flatMap((row) => decodeTrace(row.events)),
+      ...appending,
+    ];
   }
 
   /** The newest sealed event: the next one chains onto it. */
