@@ -188,6 +188,58 @@ describe("awaiting_approval", () => {
     expect(!step.ok && step.error.code).toBe(code);
   });
 
+  describe("passkey step-up (issue 35)", () => {
+    const stepped = { ...plan, approval: { ...plan.approval!, stepUp: "passkey" as const } };
+    const decide = (d: Decision) =>
+      transition(waiting, { type: "decide", decision: d, denial: null }, stepped, T + 1_000);
+
+    it.each([
+      [
+        "approve without a verified passkey → step_up_required",
+        decision(),
+        false,
+        "step_up_required",
+      ],
+      ["approve with one → attempt 1", decision({ stepUp: "passkey" }), true, "executing"],
+      [
+        "reject needs none → approval_rejected",
+        decision({ verdict: "reject", reason: "no" }),
+        true,
+        "recorded",
+      ],
+      [
+        "a passkey does not excuse other arguments → approval_mismatch (input_hash)",
+        decision({ stepUp: "passkey", inputHash: "h2" }),
+        false,
+        "approval_mismatch",
+      ],
+    ] as const)("%s", (_what, d, ok, outcome) => {
+      const step = decide(d);
+      expect(step.ok).toBe(ok);
+      if (step.ok) expect(step.value.state.phase).toBe(outcome);
+      else expect(step.error.code).toBe(outcome);
+      if (!step.ok && step.error.code === "approval_mismatch")
+        expect(step.error.field).toBe("input_hash");
+    });
+
+    it("the trace records the decider's verification and the step-up; the model reads the reason verbatim", () => {
+      const approved = decide(
+        decision({ via: "access", approverId: "bob@example.com", stepUp: "passkey" }),
+      );
+      expect(approved.ok && approved.value.trace[0]).toMatchObject({
+        type: "approval_decided",
+        by: "bob@example.com",
+        via: "access",
+        step_up: "passkey",
+      });
+      const words = ' "no" — not twice\n';
+      const rejected = decide(decision({ verdict: "reject", reason: words }));
+      expect(
+        rejected.ok && rejected.value.state.phase === "recorded" && rejected.value.state.outcome,
+      ).toMatchObject({ code: "approval_rejected", reason: words });
+    });
+  });
+
   it("a decision after the call left awaiting_approval is refused (the shell answers with the recorded one)", () => {
     const executing: OperationState = {
       phase: "executing",
