@@ -25,6 +25,8 @@ type Shown = {
   expires_at_ms?: number;
   state?: string;
   decided_by?: string;
+  /** How the decider was verified (issue 35): "access" says Cloudflare Access named the person. */
+  decided_via?: string;
   endpoint?: string;
   last_error?: string;
 };
@@ -49,6 +51,7 @@ function shown(event: ToolgateEvent): Shown | null {
         expires_at_ms: typeof data.expires_at_ms === "number" ? data.expires_at_ms : undefined,
         state: text(data.state),
         decided_by: text(data.decided_by),
+        decided_via: text(data.decided_via),
       };
     }
     case "operation.outcome_unknown":
@@ -133,7 +136,10 @@ export function slackMessage(event: ToolgateEvent, consoleUrl: string): SlackMes
   if (data.decided_by)
     fields.push({
       type: "mrkdwn",
-      text: cap(`*Decided by*\n${escapeMrkdwn(data.decided_by)}`, 2000),
+      text: cap(
+        `*Decided by*\n${escapeMrkdwn(data.decided_by)}${data.decided_via ? ` (${escapeMrkdwn(data.decided_via === "access" ? "verified by Cloudflare Access" : data.decided_via)})` : ""}`,
+        2000,
+      ),
     });
   const blocks: SlackBlock[] = [
     {

@@ -94,6 +94,29 @@ describe("slackMessage", () => {
     expect(() => Message.parse(message)).not.toThrow();
   });
 
+  it("a decision names who decided and how toolgate knows it (issue 35)", () => {
+    const decided = (via: string | undefined) =>
+      slackMessage(
+        event({
+          type: "approval.decided",
+          data: {
+            target: "order:ord_1",
+            state: "approved",
+            decided_by: "alice@example.com",
+            decided_via: via,
+          },
+        }),
+        "https://toolgate.example.com/",
+      );
+    const fieldsOf = (message: ReturnType<typeof slackMessage>) =>
+      message.blocks.flatMap((b) => ("fields" in b && b.fields ? b.fields.map((f) => f.text) : []));
+    expect(fieldsOf(decided("access"))).toContain(
+      "*Decided by*\nalice@example.com (verified by Cloudflare Access)",
+    );
+    expect(fieldsOf(decided("api_key"))).toContain("*Decided by*\nalice@example.com (api_key)");
+    expect(fieldsOf(decided(undefined))).toContain("*Decided by*\nalice@example.com");
+  });
+
   it("keeps Slack's limits with huge arguments and long names", () => {
     const message = slackMessage(
       event({
