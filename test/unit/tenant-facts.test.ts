@@ -53,6 +53,7 @@ describe("callFacts: a call sees its own tool's facts only", () => {
       secrets: { PAY: { iv: "i", ciphertext: "c" }, GONE: null },
       verification: null,
       policies: null,
+      freezes: [],
     });
     expect(callFacts(facts, "mail")?.secrets).toEqual({ MAIL: { iv: "j", ciphertext: "d" } });
   });
