@@ -106,7 +106,10 @@ function readingOf(event: TraceEvent): Reading {
     case "resumed":
       return { label: `Resumed by ${event.by}`, hide: ["by"] };
     case "retry_now":
-      return { label: `Retry now (attempt ${event.attempt}) by ${event.by}`, hide: ["by", "attempt"] };
+      return {
+        label: `Retry now (attempt ${event.attempt}) by ${event.by}`,
+        hide: ["by", "attempt"],
+      };
     case "freeze_created":
       return { label: `Freeze ${event.freeze_id} created` };
     case "freeze_lifted":
