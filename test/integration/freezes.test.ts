@@ -399,7 +399,10 @@ describe("every send point under a freeze", () => {
     // Every write is slow: a whole batch is in flight at once, the next batch only after it.
     await up.script(...Array.from({ length: n }, () => ({ kind: "slow", delayMs: 200 })));
     await api("DELETE", `/v1/freezes/${id}`);
-    const state = await liftUntil(up, n);
+    // The tenant's own alarms, one at a time as the platform runs them (a test that fired them too
+    // could run two at once, which the platform never does): a batch, then the next 1 s later.
+    await up.waitForEffects(n);
+    const state = await up.state();
     expect(state.effects).toHaveLength(n);
     expect(state.requests).toHaveLength(n);
     expect(once(state)).toBe(true);
@@ -481,5 +484,33 @@ describe("every send point under a freeze", () => {
       status: "succeeded",
     });
     expect((await up.state()).requests).toHaveLength(1);
+  });
+});
+
+describe("telling the runs", () => {
+  it("a freeze tells the tenant's live runs to drop their facts, never an expired one", async () => {
+    const own = await newTenant(["tools:write", "runs:write", "freezes:write"]);
+    const as = { Authorization: `Bearer ${own.key}` };
+    const up = upstream();
+    const tool = manifest({ url: up.url });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool, as)).status).toBe(201);
+    const newRunAs = async () =>
+      (await api("POST", "/v1/runs", { user: { id: "u1" }, tools: [tool.name] }, as)).status;
+    expect(await newRunAs()).toBe(201);
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      // A day and more later: the first run has expired, a second one is made.
+      vi.setSystemTime(Date.now() + 25 * 60 * 60_000);
+      expect(await newRunAs()).toBe(201);
+      const put = await freeze(
+        unique("fz"),
+        { scope: { tool: tool.name }, mode: "hold", reason: "r" },
+        own.key,
+      );
+      expect(put.status).toBe(201);
+      expect(put.body).toMatchObject({ runs_told: 1, runs_pending: 0 });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

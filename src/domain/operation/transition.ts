@@ -276,9 +276,16 @@ function onAlarm(
 /**
  * A denial or cancel of a held operation: decided as where it waits (a retry, a resend: the
  * honesty rule there), or, unsent, as a call not yet sent (recorded, nothing sent; its lease was
- * already given back, so the release that follows is a no-op at the lock).
+ * already given back, so the release that follows is a no-op at the lock). Its trace names the
+ * phase it was in, `held`, not the one it was decided as.
  */
 function onHeld(state: OperationState, stop: (as: OperationState) => Step, nowMs: number): Step {
   if (state.phase !== "held") return stop(state);
-  return stop(heldAs(state) ?? { phase: "awaiting_lock", requestedAtMs: nowMs, blockedBy: null });
+  const step = stop(
+    heldAs(state) ?? { phase: "awaiting_lock", requestedAtMs: nowMs, blockedBy: null },
+  );
+  const trace = step.trace.map((event) =>
+    event.type === "cancel_requested" ? { ...event, phase: "held" } : event,
+  );
+  return { ...step, trace };
 }

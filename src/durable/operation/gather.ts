@@ -24,7 +24,7 @@ import {
   policyRequestFor,
   type PolicyDecision,
 } from "../../policies/evaluate.ts";
-import type { PolicyRequest } from "../../domain/policy-request.ts";
+import type { PolicyRequest, PolicySet } from "../../domain/policy-request.ts";
 import { hostPolicy } from "../../config.ts";
 import { compileTool } from "../../tools/catalog.ts";
 import { decodeInput } from "../store/operation-rows.ts";
@@ -90,10 +90,13 @@ export type Wanted = {
   facts?: CallFacts | null;
 };
 export type Gathered = {
-  /** A `refuse` freeze comes as a denial (code `frozen`); a `hold` freeze as `held`. */
+  /** A `refuse` freeze comes as a denial (code `frozen`) and as `freeze`. */
   verdict: Asked<Result<true, Denial>>;
-  /** A freeze in `hold` mode applies now (issue 34): nothing may be sent (null: none, or unasked). */
-  held: Freeze | null;
+  /**
+   * The freeze that applies now (issue 34), as data: `hold` — nothing may be sent; `refuse` — the
+   * verdict is its denial. Null: none, the run said no first, or unasked.
+   */
+  freeze: Freeze | null;
   /** null: not fetched. */
   secrets: Asked<Secrets> | null;
   budget: RetryVerdict;
@@ -109,7 +112,7 @@ export async function gather(
   nowMs: number,
 ): Promise<Gathered> {
   const { authorize, secretsOf, budget } = want;
-  let held: Freeze | null = null;
+  let freeze: Freeze | null = null;
   const [verdict, secrets, allowed] = await Promise.all([
     authorize
       ? ask(async () => {
@@ -123,8 +126,9 @@ export async function gather(
             ),
             policyVerdict(env, frozen, nowMs),
           ]);
-          if (run.ok && policy.ok) held = policy.value;
-          return run.ok ? (policy.ok ? ok(true as const) : policy) : run;
+          if (!run.ok) return run;
+          freeze = policy.freeze;
+          return policy.verdict;
         })
       : Promise.resolve(ALLOWED),
     secretsOf
@@ -132,14 +136,14 @@ export async function gather(
       : Promise.resolve(null),
     budget ? askRetryBudget(env, budget, nowMs) : Promise.resolve({ ok: true as const }),
   ]);
-  return { verdict, held, secrets, budget: allowed };
+  return { verdict, freeze, secrets, budget: allowed };
 }
 
 /**
  * Before every attempt after the start (a retry, a resend, after an approval or a lock wait): the
  * tenant's policy set of the moment, if any, on the request the start froze (issue 31: for every
  * operation, so a set PUT after the start applies too), and its freezes of the moment (issue 34,
- * domain/freeze.ts `frozenBy`): a `refuse` one denies, a `hold` one is answered (ok: the freeze).
+ * domain/freeze.ts `frozenBy`): a `refuse` one denies, a `hold` one does not; either is answered.
  * No set and no freeze: allowed. The cost is this one read of the tenant, asked beside the run's
  * verdict; a new write's first attempt never comes here.
  */
@@ -147,16 +151,21 @@ async function policyVerdict(
   env: Env,
   frozen: FrozenRow,
   nowMs: number,
-): Promise<Result<Freeze | null, Denial>> {
+): Promise<{ freeze: Freeze | null; verdict: Result<true, Denial> }> {
   const { policies: set, freezes } = await tenantStub(env, frozen.tenant_id).sendChecks();
   const freeze = freezes.length > 0 ? frozenBy(freezes, freezeCallFor(env, frozen), nowMs) : null;
-  if (freeze?.mode === "refuse") return err(frozenDenial(freeze));
-  if (!set) return ok(freeze);
+  if (freeze?.mode === "refuse") return { freeze, verdict: err(frozenDenial(freeze)) };
+  return { freeze, verdict: cedarVerdict(env, frozen, set) };
+}
+
+/** The tenant's Cedar set of the moment on the request the start froze (no set: allowed). */
+function cedarVerdict(env: Env, frozen: FrozenRow, set: PolicySet | null): Result<true, Denial> {
+  if (!set) return ok(true);
   const request = frozenPolicyRequest(env, frozen);
   const decided: PolicyDecision = request
     ? evaluatePolicies(set, request)
     : { version: set.version, decision: "deny", policies: [], errors: [NO_REQUEST] };
-  if (decided.decision === "allow") return ok(freeze);
+  if (decided.decision === "allow") return ok(true);
   return err({ status: "rejected", code: "policy_denied", message: policyRefusal(decided) });
 }
 
@@ -248,7 +257,7 @@ export async function gatherApproval(
   }
   const denial = gathered.verdict.value.ok ? null : gathered.verdict.value.error;
   // Unanswered secrets: the attempt asks again itself (and ends `not_sent` if it cannot).
-  return ok({ denial, secrets: prefetched(gathered), hold: holdOf(gathered.held) });
+  return ok({ denial, secrets: prefetched(gathered), hold: holdOf(gathered.freeze) });
 }
 
 /**
@@ -270,10 +279,7 @@ export async function gatherResend(
     return err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
   }
   // A person's resend obeys a freeze like any send (issue 34): refused, nothing sent or changed.
-  const freeze =
-    gathered.held ??
-    (!allowed.value.ok && allowed.value.error.code === "frozen" ? allowed.value.error : null);
-  if (freeze) return err(frozenError(gathered.held, allowed.value));
+  if (gathered.freeze) return err(frozenError(gathered.freeze));
   if (!allowed.value.ok)
     return err({
       code: "resend_not_allowed",
@@ -328,7 +334,7 @@ export async function gatherAlarmSend(
   // After an ambiguous attempt a denial may start a status lookup: keep the event open for it.
   if (!verdict.value.ok)
     return { instead: { type: "denied", ...verdict.value.error }, secrets: null };
-  const hold = holdOf(gathered.held);
+  const hold = holdOf(gathered.freeze);
   if (hold) return { instead: { type: "hold", hold }, secrets: null };
   if (!allowed.ok) {
     const { reason, detail } = allowed;
@@ -344,19 +350,16 @@ export async function gatherAlarmSend(
 }
 
 type HoldOf = Extract<OperationEvent, { type: "hold" }>["hold"];
-/** A `hold` freeze as the operation's state keeps it. */
+/** A `hold` freeze as the operation's state keeps it (a `refuse` one, or none: null). */
 export const holdOf = (freeze: Freeze | null): HoldOf | null =>
-  freeze && { kind: "freeze", freezeId: freeze.id, reason: freeze.reason };
+  freeze?.mode === "hold" ? { kind: "freeze", freezeId: freeze.id, reason: freeze.reason } : null;
 
-/** A person's send refused by a freeze (held, or refused by one): typed, nothing sent. */
-export function frozenError(
-  held: Freeze | null,
-  verdict: Result<true, Denial>,
-): Extract<OperationError, { code: "frozen" }> {
-  const message = held ? frozenDenial(held).message : verdict.ok ? "" : verdict.error.message;
-  const id = held?.id ?? /freeze ([^:]+):/.exec(message)?.[1] ?? "";
-  return { code: "frozen", freeze_id: id, detail: `nothing was sent: ${message}` };
-}
+/** A person's send stopped by a freeze (either mode): typed, the freeze named, nothing sent. */
+export const frozenError = (freeze: Freeze): Extract<OperationError, { code: "frozen" }> => ({
+  code: "frozen",
+  freeze_id: freeze.id,
+  detail: `nothing was sent: ${frozenDenial(freeze).message}`,
+});
 
 /**
  * Before a person's retry-now (issue 34): everything an alarm's send asks (the run, the freezes,

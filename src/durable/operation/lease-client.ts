@@ -90,8 +90,9 @@ export async function startUnderLease(shell: Shell, fencingToken: number): Promi
     shell.alarms.armAt(Date.now() + LOCK_RECHECK_MS);
     return;
   }
+  const hold = holdOf(gathered.freeze);
   if (!verdict.value.ok) shell.apply({ type: "denied", ...verdict.value.error });
-  else if (gathered.held) shell.apply({ type: "hold", hold: holdOf(gathered.held)! });
+  else if (hold) shell.apply({ type: "hold", hold });
   // Unanswered secrets: the attempt asks again itself (and ends `not_sent` if it cannot).
   else shell.apply({ type: "lock_granted", fencingToken }, prefetched(gathered));
 }

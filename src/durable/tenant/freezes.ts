@@ -18,6 +18,7 @@ import type { HeldItem } from "../../domain/journal/announce.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { operationStub, runStub } from "../stubs.ts";
+import { liveSinceMs } from "./runs.ts";
 
 /** Held operations woken per tenant alarm after a lift, and the gap before the next batch. */
 export const WAKE_BATCH = 10;
@@ -53,7 +54,7 @@ export function createFreeze(store: SqlStore, tenantId: string, freeze: Freeze):
     JSON.stringify(freeze),
   );
   record(store, tenantId, "freeze.created", freeze, freeze.created_by, false, freeze.created_at_ms);
-  queueTells(store);
+  queueTells(store, freeze.created_at_ms);
 }
 
 /** PUT /v1/freezes/{id}: stored, then a first batch of runs told (the alarm tells the rest). */
@@ -95,7 +96,7 @@ export function liftFreeze(
     const freeze = decode(row);
     store.run("UPDATE freezes SET lifted_at = ? WHERE id = ?", nowMs, id);
     record(store, tenantId, "freeze.lifted", freeze, by, expired, nowMs);
-    queueTells(store);
+    queueTells(store, nowMs);
     return freeze;
   });
 }
@@ -204,11 +205,17 @@ function record(
   );
 }
 
-/** Every run the tenant knows is to be told (a run told twice only re-reads its facts once more). */
-function queueTells(store: SqlStore): void {
+/**
+ * Every run the tenant knows that has not expired is to be told (a run told twice only re-reads its
+ * facts once more; an expired run makes no more calls, so it is never told).
+ */
+function queueTells(store: SqlStore, nowMs: number): void {
   if (!store.exists("tenant_runs")) return;
   store.ensureTable("freeze_tells");
-  store.run("INSERT OR IGNORE INTO freeze_tells (run_id) SELECT run_id FROM tenant_runs");
+  store.run(
+    "INSERT OR IGNORE INTO freeze_tells (run_id) SELECT run_id FROM tenant_runs WHERE at_ms > ?",
+    liveSinceMs(nowMs),
+  );
 }
 
 /**
@@ -222,6 +229,12 @@ export async function tellRuns(
   tenantId: string,
 ): Promise<{ told: number; pending: number }> {
   if (!store.exists("freeze_tells")) return { told: 0, pending: 0 };
+  // Runs that expired (or were pruned) while queued are not told: they leave the queue.
+  store.ensureTable("tenant_runs");
+  store.run(
+    "DELETE FROM freeze_tells WHERE run_id NOT IN (SELECT run_id FROM tenant_runs WHERE at_ms > ?)",
+    liveSinceMs(Date.now()),
+  );
   const batch = store
     .all<{ run_id: string }>("SELECT run_id FROM freeze_tells LIMIT ?", TELL_BATCH)
     .map((row) => row.run_id);

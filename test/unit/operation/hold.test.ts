@@ -224,3 +224,23 @@ describe("the held arm, in detail", () => {
     expect(paused.ok && paused.value.changed).toBe(false);
   });
 });
+
+describe("a stop of a held call is decided as where it waits; its trace says held", () => {
+  it.each([
+    ["held by a freeze, unsent", held(F, { phase: "unsent" })],
+    ["held by a freeze, retrying", held(F, retry)],
+    ["paused, retrying", held(P, retry)],
+  ])("cancel, %s → cancelled, nothing sent, cancel_requested names phase held", (_name, state) => {
+    const cancelled = transition(state, { type: "cancel", by: "ops" }, keyed, T);
+    expect(cancelled.ok && cancelled.value.state).toMatchObject({
+      phase: "recorded",
+      outcome: { status: "cancelled" },
+    });
+    expect(cancelled.ok && cancelled.value.trace).toContainEqual(
+      expect.objectContaining({ type: "cancel_requested", phase: "held", by: "ops" }),
+    );
+    expect(cancelled.ok && cancelled.value.effects.some((e) => e.kind === "send_attempt")).toBe(
+      false,
+    );
+  });
+});
