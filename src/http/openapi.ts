@@ -332,7 +332,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/freezes",
     summary:
-      "The freezes in force, and the tenant's hash chain of every freeze and lift, checked (chain)",
+      "The freezes in force (freezes), the latest 20 lifted (lifted, with lifted_at), and the tenant's hash chain of every freeze and lift, checked (chain)",
     auth: "freezes:write or runs:read",
   },
   {

@@ -172,3 +172,14 @@ const notWaiting = (state: OperationState, detail: string): NotWaiting => ({
   phase: state.phase,
   detail,
 });
+
+/** The person's controls that apply now (the console's buttons): each asks its own arm's rule. */
+export type Controls = { pause: boolean; resume: boolean; retry_now: boolean };
+export function controlsOf(state: OperationState, plan: OperationPlan, nowMs: number): Controls {
+  const paused = onPause(state, "", nowMs);
+  return {
+    pause: !("code" in paused) && paused.changed,
+    resume: state.phase === "held" && state.hold.kind === "pause",
+    retry_now: !("code" in onRetryNow(state, "", plan, nowMs)),
+  };
+}

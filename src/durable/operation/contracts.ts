@@ -6,6 +6,7 @@ import type { LimitClaim } from "../../domain/limit/window.ts";
 import type { LimitUsage } from "../limit/contracts.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import type {
+  Controls,
   OperationEvent,
   OperationPlan,
   OperationState,
@@ -86,6 +87,13 @@ export type OperationView = {
    * in flight now) and the end of the key's window, after which a person decides. Null otherwise.
    */
   settling: { next_try_at: string | null; until: string } | null;
+  /** Held (issue 34): by an operator's freeze (named) or a person's pause, since when. Null otherwise. */
+  held:
+    | { kind: "freeze"; freeze_id: string; reason: string; since: string }
+    | { kind: "pause"; by: string; since: string }
+    | null;
+  /** Which of pause / resume / retry-now apply now (the console's buttons; the routes decide again). */
+  controls: Controls;
   /** The call as the console shows it: arguments, target and result, redacted like the trace. */
   redacted: RedactedCall;
 } & ShadowView &

@@ -11,7 +11,14 @@ import {
   type EventOf,
   type FreezeEventData,
 } from "../../domain/journal/events.ts";
-import { freezeView, isLive, nextExpiryMs, type Freeze } from "../../domain/freeze.ts";
+import {
+  freezeView,
+  isLive,
+  nextExpiryMs,
+  type Freeze,
+  type FreezeView,
+} from "../../domain/freeze.ts";
+import { isoUtc } from "../../domain/envelope.ts";
 import type { TraceEvent } from "../../domain/operation/index.ts";
 import { seal, verifyChain, type ChainCheck } from "../../domain/trace-chain.ts";
 import type { HeldItem } from "../../domain/journal/announce.ts";
@@ -117,15 +124,34 @@ export async function deleteFreeze(
   return { freeze: freezeView(lifted), runs_told: told.told, runs_pending: told.pending };
 }
 
-/** GET /v1/freezes: those that apply now, and the chain of every freeze and lift, checked. */
+/** Lifted freezes listed, newest lift first (the chain keeps every one). */
+export const LIFTED_SHOWN = 20;
+
+/**
+ * GET /v1/freezes: those that apply now, the latest lifted ones (with when), and the chain of
+ * every freeze and lift, checked.
+ */
 export function listFreezes(
   store: SqlStore,
   nowMs: number,
 ): {
-  freezes: ReturnType<typeof freezeView>[];
+  freezes: FreezeView[];
+  lifted: Array<FreezeView & { lifted_at: string }>;
   chain: ChainCheck;
 } {
-  return { freezes: liveFreezes(store, nowMs).map(freezeView), chain: verifyChain(chain(store)) };
+  const lifted = store.exists("freezes")
+    ? store
+        .all<FreezeRow>(
+          "SELECT id, data, lifted_at FROM freezes WHERE lifted_at IS NOT NULL ORDER BY lifted_at DESC LIMIT ?",
+          LIFTED_SHOWN,
+        )
+        .map((row) => ({ ...freezeView(decode(row)), lifted_at: isoUtc(row.lifted_at!) }))
+    : [];
+  return {
+    freezes: liveFreezes(store, nowMs).map(freezeView),
+    lifted,
+    chain: verifyChain(chain(store)),
+  };
 }
 
 const chain = (store: SqlStore): TraceEvent[] =>
