@@ -114,7 +114,9 @@ const FreezeTable = ({
             <td>
               <form method="post" action={`${FREEZES_HREF}/${encodeURIComponent(f.id)}/lift`}>
                 <input type="hidden" name="csrf" value={csrf} />
-                <button type="submit">Lift {f.id}</button>
+                <button type="submit" aria-label={`Lift ${f.id}`}>
+                  Lift
+                </button>
               </form>
             </td>
           )}

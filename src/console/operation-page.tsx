@@ -99,7 +99,8 @@ const Hold = ({ op, csrf }: { op: OperationView; csrf: string | null }) => {
             {held.freeze_id}
           </a>{" "}
           ({held.reason}) since {utc(held.since)}: nothing is sent until it is lifted, then it
-          continues by itself.
+          continues by itself. To send it sooner, lift the freeze; a person's pause or retry-now
+          applies once it is lifted.
         </p>
       )}
       {held?.kind === "pause" && (

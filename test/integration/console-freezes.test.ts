@@ -104,7 +104,7 @@ describe("console: freezes", () => {
     const page = await people.get("/console/freezes");
     expect(page.text).toContain(`Freeze ${id} is in force`);
     expect(page.text).toContain(`data-freeze="${id}"`);
-    expect(page.text).toContain(`Lift ${id}`);
+    expect(page.text).toContain(`aria-label="Lift ${id}"`);
     expect(await freezeIds()).toContain(id);
 
     const held = (
@@ -123,7 +123,7 @@ describe("console: freezes", () => {
     expect(lift.status).toBe(303);
     const after = await people.get("/console/freezes");
     expect(after.text).toContain(`Freeze ${id} lifted`);
-    expect(after.text).not.toContain(`Lift ${id}`);
+    expect(after.text).not.toContain(`aria-label="Lift ${id}"`);
     expect(after.text).toContain(`data-freeze="${id}"`); // now under Lifted
     await up.waitForEffects(1);
     expect((await operation(held.operation_id, 5)).body.result).toMatchObject({
