@@ -132,7 +132,14 @@ const FreezeForm = ({ csrf }: { csrf: string }) => (
     <input type="hidden" name="csrf" value={csrf} />
     <div>
       <label for="freeze-id">Name</label>
-      <input id="freeze-id" name="id" required pattern={FREEZE_ID.source} maxlength={100} />
+      <input
+        type="text"
+        id="freeze-id"
+        name="id"
+        required
+        pattern={FREEZE_ID.source}
+        maxlength={100}
+      />
     </div>
     <div>
       <label for="freeze-scope">Scope</label>
@@ -142,7 +149,7 @@ const FreezeForm = ({ csrf }: { csrf: string }) => (
         ))}
       </select>
       <label for="freeze-value">Tool, origin, user or run</label>
-      <input id="freeze-value" name="value" aria-describedby="freeze-value-hint" />
+      <input type="text" id="freeze-value" name="value" aria-describedby="freeze-value-hint" />
       <p class="hint" id="freeze-value-hint">
         Empty for the whole tenant; an origin is scheme, host and port, e.g.
         https://api.example.com.
@@ -165,7 +172,7 @@ const FreezeForm = ({ csrf }: { csrf: string }) => (
     </div>
     <div>
       <label for="freeze-reason">Reason</label>
-      <input id="freeze-reason" name="reason" required maxlength={500} />
+      <input type="text" id="freeze-reason" name="reason" required maxlength={500} />
     </div>
     <div>
       <label for="freeze-expires">Lifts by itself at (UTC, optional)</label>
