@@ -2,7 +2,6 @@
 // upstream: the Freezes page creates a hold (same schema as the API: a bad origin or a missing CSRF
 // token freezes nothing), the held call's page names the freeze with a link, Lift sends it once; on
 // a retrying call's page Pause / Resume / Retry now appear only when they apply and give one effect.
-import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
   api,
@@ -15,71 +14,7 @@ import {
   unique,
   upstream,
 } from "../support/api.ts";
-
-const ORIGIN = "http://toolgate.test";
-const fetcher = () => (exports as unknown as { default: Fetcher }).default;
-
-async function send(request: Request) {
-  const response = await fetcher().fetch(request);
-  return { status: response.status, text: await response.text(), headers: response.headers };
-}
-const cookiePair = (setCookie: string) => setCookie.split(";")[0]!;
-const hidden = (html: string, name: string) =>
-  new RegExp(`name="${name}" value="([^"]*)"`).exec(html)?.[1] ?? "";
-
-/** A signed-in console session: GET a page (with the flash of the last POST), POST a form. */
-async function consoleAs(key: string) {
-  const form = await fetcher().fetch(
-    new Request(`${ORIGIN}/console/sign-in`, { redirect: "manual" }),
-  );
-  const login = cookiePair(
-    form.headers.getSetCookie().find((c) => c.startsWith("tg_console_login="))!,
-  );
-  const signedIn = await fetcher().fetch(
-    new Request(`${ORIGIN}/console/sign-in`, {
-      method: "POST",
-      headers: { "Content-Type": "application/x-www-form-urlencoded", Cookie: login },
-      body: new URLSearchParams({
-        csrf: hidden(await form.text(), "csrf"),
-        next: "/console",
-        api_key: key,
-      }).toString(),
-      redirect: "manual",
-    }),
-  );
-  expect(signedIn.status).toBe(303);
-  const session = cookiePair(
-    signedIn.headers.getSetCookie().find((c) => c.startsWith("tg_console="))!,
-  );
-  let flash = "";
-  const get = async (path: string) => {
-    const cookie = flash ? `${session}; ${flash}` : session;
-    flash = "";
-    return send(
-      new Request(`${ORIGIN}${path}`, { headers: { Cookie: cookie }, redirect: "manual" }),
-    );
-  };
-  const csrf = async () => hidden((await get("/console")).text, "csrf");
-  const post = async (path: string, fields: Record<string, string>, withCsrf = true) => {
-    const body = new URLSearchParams({ ...(withCsrf ? { csrf: await csrf() } : {}), ...fields });
-    const res = await send(
-      new Request(`${ORIGIN}${path}`, {
-        method: "POST",
-        headers: {
-          "Content-Type": "application/x-www-form-urlencoded",
-          Origin: ORIGIN,
-          Cookie: session,
-        },
-        body: body.toString(),
-        redirect: "manual",
-      }),
-    );
-    const set = res.headers.getSetCookie().find((c) => c.startsWith("tg_console_flash="));
-    if (set) flash = cookiePair(set);
-    return res;
-  };
-  return { get, post };
-}
+import { consoleAs } from "../support/console-page.ts";
 
 const freezeIds = async () =>
   (await api("GET", "/v1/freezes")).body.freezes.map((f: { id: string }) => f.id) as string[];

@@ -131,28 +131,16 @@ function decideStep(
           ]
         : []),
     ];
-    if (event.policyDenied) {
-      const outcome = {
-        status: "rejected",
-        code: "policy_denied",
-        message: event.policyDenied.message,
-      } as const;
-      return ok(record(0, outcome, "attempt", nowMs, opened));
-    }
+    // Refused at the start (Cedar, a limit, a `refuse` freeze): recorded, nothing sent.
+    const refused = (code: "policy_denied" | "frozen", message: string, trace = opened) =>
+      ok(record(0, { status: "rejected", code, message } as const, "attempt", nowMs, trace));
+    if (event.policyDenied) return refused("policy_denied", event.policyDenied.message);
     if (event.limitDenied) {
       const { limit, subject, message } = event.limitDenied;
       const denied = traceEvent("limit_denied", nowMs, { limit, subject });
-      const outcome = { status: "rejected", code: "policy_denied", message } as const;
-      return ok(record(0, outcome, "attempt", nowMs, [...opened, denied]));
+      return refused("policy_denied", message, [...opened, denied]);
     }
-    if (event.frozen?.mode === "refuse") {
-      const outcome = {
-        status: "rejected",
-        code: "frozen",
-        message: event.frozen.message,
-      } as const;
-      return ok(record(0, outcome, "attempt", nowMs, opened));
-    }
+    if (event.frozen?.mode === "refuse") return refused("frozen", event.frozen.message);
     // An approval is asked for under a hold too (asking sends nothing); the send waits at the decision.
     if (plan.approval) return ok(requestApproval(plan.approval, nowMs, opened));
     if (event.frozen?.mode === "hold")

@@ -9,7 +9,7 @@ import {
   type OperationState,
 } from "../../../src/domain/operation/index.ts";
 import { HELD_RECHECK_MS } from "../../../src/domain/operation/steps.ts";
-import { executing, plan, T } from "./fixtures.ts";
+import { executing, plan, reconciling, T } from "./fixtures.ts";
 
 const keyed = plan("keyed");
 const locked: OperationPlan = { ...keyed, resource: "order:1" };
@@ -49,16 +49,7 @@ const PHASES: Record<string, OperationState> = {
   "outcome_unknown/resend": unknown("resend"),
   "outcome_unknown/lookup": unknown("lookup"),
   "outcome_unknown/human": unknown("human"),
-  reconciling: {
-    phase: "reconciling",
-    attempt: 1,
-    firstAttemptAtMs: 0,
-    code: "timeout_unknown",
-    ambiguousAtMs: 0,
-    lookups: 1,
-    startedAtMs: 0,
-    ifNotApplied: null,
-  },
+  reconciling,
   "held/freeze/unsent": held(F, { phase: "unsent" }),
   "held/freeze/retry": held(F, retry),
   "held/pause/unsent": held(P, { phase: "unsent" }),
