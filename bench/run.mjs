@@ -18,7 +18,8 @@
 // (GET /v1/admin/stats, development only) over the whole scenario, background work included.
 // Bounds: BENCH_N1/BENCH_N16/BENCH_N64 (requests per scenario), BENCH_MAX_MS (per scenario),
 // BENCH_ONLY=a,b,c (scenarios), BENCH_CONC=1,16 (concurrencies), BENCH_WEBHOOK=1 (one webhook
-// endpoint subscribed to every event). Ports 8980–8986 by default (BENCH_UPSTREAM_PORT, BENCH_PORT,
+// endpoint subscribed to every event), BENCH_FREEZE=1 (after (c), the same new write again with one
+// hold freeze in force on another tool, lifted after: issue 34's pair, "(c) + 1 freeze elsewhere"). Ports 8980–8986 by default (BENCH_UPSTREAM_PORT, BENCH_PORT,
 // BENCH_BASELINE_PORT, BENCH_DELAYED_PORT; each toolgate also uses its port + 1).
 import { execFile, execFileSync } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -402,6 +403,19 @@ try {
         "(c) toolgate new write",
         toolgateLanes(() => turn("b{{n}}", "charge_card", charge("{{n}}"))),
       ],
+      ...(env.BENCH_FREEZE === "1"
+        ? [
+            [
+              "(c) + 1 freeze elsewhere",
+              {
+                ...toolgateLanes(() => turn("z{{n}}", "charge_card", charge("{{n}}"))),
+                // Amounts of its own: (c)'s again would be replays in the same runs.
+                offset: offset + 20_000,
+                freezeOther: LOCKED.name,
+              },
+            ],
+          ]
+        : []),
       [
         "(t) (c) paired: tenant +0 / +delay",
         {
@@ -463,6 +477,14 @@ try {
       const spec = { ...common, ...scenario };
       try {
         log(`${name} at concurrency ${concurrency}`);
+        // One hold freeze on another tool, in force for this scenario only (its runs are told).
+        const freezeId = spec.freezeOther ? `bench-${concurrency}` : null;
+        if (freezeId)
+          await call(toolgate.url, "PUT", `/v1/freezes/${freezeId}`, demo.key, {
+            scope: { tool: spec.freezeOther },
+            mode: "hold",
+            reason: "bench: a freeze on another tool",
+          });
         const before = spec.sqlRows ? await sqlRows() : null;
         if (spec.paired) await warmPaired(spec, "w", 4000);
         const tenantBefore = spec.paired ? await tenantRpcs() : null;
@@ -478,6 +500,7 @@ try {
           result.rowsRead = restarted ? null : (after.read - before.read) / result.sent;
           result.rowsWritten = restarted ? null : (after.written - before.written) / result.sent;
         }
+        if (freezeId) await call(toolgate.url, "DELETE", `/v1/freezes/${freezeId}`, demo.key);
         if (result.groups) await pairedRows(spec, result, tenantBefore, concurrency);
         else rows.push({ name, concurrency, ...result });
       } catch (error) {

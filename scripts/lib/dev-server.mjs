@@ -126,6 +126,7 @@ export const DEMO_SCOPES = [
   "webhooks:write",
   "webhooks:read",
   "policies:write",
+  "freezes:write",
 ];
 
 /** A new demo tenant and its key (DEMO_SCOPES), through the admin API. */

@@ -72,6 +72,10 @@ async function home(c: Context<ConsoleEnv>, error?: string, runId = "") {
           </div>
         </>
       )}
+      <p class="hint" data-incident>
+        In an incident: <a href="/console/freezes">Freezes</a> stop calls of the tenant, a tool, an
+        upstream, a user or a run now; a waiting call's page has Pause, Resume and Retry now.
+      </p>
       <h2>This session</h2>
       <dl class="facts">
         <dt>Tenant</dt>

@@ -2,14 +2,21 @@
 // frozen arguments, each request as sent and its answer, what the model got, who decided, the
 // compensation links, replays) and its timeline, read from its run's trace like the run page (so a
 // replay by another call of the run is seen). Needs runs:read and traces:read; another tenant's
-// operation is indistinguishable from a missing one.
+// operation is indistinguishable from a missing one. A held call names what holds it (a freeze,
+// linked to the Freezes page, or a person's pause); Pause / Resume / Retry now are shown when they
+// apply (the view's `controls`) to an operations:resolve session, CSRF-checked POSTs to the same
+// OperationObject RPCs as the API, whose answer comes back as a flash.
 import type { Context } from "hono";
 import { jurisdictionOf, OPERATION_ID } from "../domain/jurisdiction.ts";
 import { operationStub, runStub } from "../durable/stubs.ts";
 import type { ApiScope } from "../http/schemas.ts";
 import { CallDetail, replaysOf } from "./call-detail.tsx";
 import { Fact, Facts, RunFact } from "./facts.tsx";
-import { problemPage, render } from "./layout.tsx";
+import { FlashBox, problemPage, render } from "./layout.tsx";
+import { setFlash, takeFlash } from "./flash.ts";
+import { FREEZES_HREF } from "./freezes.tsx";
+import { utc } from "./format.ts";
+import type { OperationView } from "../durable/operation/contracts.ts";
 import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
 import { Badge, EventRow, groupTrace } from "./timeline.tsx";
 
@@ -41,6 +48,8 @@ async function showOperation(c: Context<ConsoleEnv>) {
   const creators = new Map(grouped?.operations.map((o) => [o.operationId, o.callId]) ?? []);
   const replays = grouped ? (replaysOf(grouped.turns, creators).get(id) ?? []) : [];
   const originMs = Date.parse(op.created_at);
+  const flash = await takeFlash(c);
+  const csrf = session.scopes.includes("operations:resolve") ? session.csrf : null;
   return render(
     c,
     `Operation ${id}`,
@@ -62,6 +71,8 @@ async function showOperation(c: Context<ConsoleEnv>) {
         </Fact>
         <Fact label="Jurisdiction">{jurisdictionOf(id) ?? "none (placed anywhere)"}</Fact>
       </Facts>
+      <FlashBox flash={flash} />
+      <Hold op={op} csrf={csrf} />
       <h2>The call</h2>
       <CallDetail view={op} events={events} replays={replays} />
       <h2>Timeline</h2>
@@ -74,7 +85,82 @@ async function showOperation(c: Context<ConsoleEnv>) {
   );
 }
 
+/** What holds the call (if anything) and the controls that apply now. */
+const Hold = ({ op, csrf }: { op: OperationView; csrf: string | null }) => {
+  const { held, controls } = op;
+  const buttons = CONTROLS.filter((control) => controls[control.applies]);
+  if (!held && buttons.length === 0) return null;
+  return (
+    <section class="card" aria-label="Hold and controls" data-held={held?.kind ?? "no"}>
+      {held?.kind === "freeze" && (
+        <p>
+          Held by freeze{" "}
+          <a href={`${FREEZES_HREF}#freeze-${held.freeze_id}`} class="mono">
+            {held.freeze_id}
+          </a>{" "}
+          ({held.reason}) since {utc(held.since)}: nothing is sent until it is lifted, then it
+          continues by itself. To send it sooner, lift the freeze; a person's pause or retry-now
+          applies once it is lifted.
+        </p>
+      )}
+      {held?.kind === "pause" && (
+        <p>
+          Paused by {held.by} since {utc(held.since)}: nothing is sent until someone resumes it.
+        </p>
+      )}
+      {csrf && buttons.length > 0 && (
+        <div class="actions">
+          {buttons.map((control) => (
+            <form method="post" action={`/console/operations/${op.operation_id}/${control.path}`}>
+              <input type="hidden" name="csrf" value={csrf} />
+              <button type="submit">{control.label}</button>
+            </form>
+          ))}
+        </div>
+      )}
+      {!csrf && buttons.length > 0 && (
+        <p class="hint">Pausing, resuming or retrying needs the scope operations:resolve.</p>
+      )}
+    </section>
+  );
+};
+
+const CONTROLS = [
+  { applies: "pause", path: "pause", label: "Pause", method: "pause", did: "Paused" },
+  { applies: "resume", path: "resume", label: "Resume", method: "resume", did: "Resumed" },
+  {
+    applies: "retry_now",
+    path: "retry-now",
+    label: "Retry now",
+    method: "retryNow",
+    did: "Sent the next attempt",
+  },
+] as const;
+
+/** A control's POST: the operation decides (the same RPC as the API); its answer is the flash. */
+async function control(c: Context<ConsoleEnv>, which: (typeof CONTROLS)[number]) {
+  const session = c.get("session");
+  const id = c.req.param("operation_id") ?? "";
+  if (!session.scopes.includes("operations:resolve") || !OPERATION_ID.test(id))
+    return problemPage(c, 403, "Not allowed", "This needs the scope operations:resolve.");
+  const done = await operationStub(c.env, id)[which.method](session.tenantId, session.keyName);
+  await setFlash(
+    c,
+    done.ok
+      ? { tone: "ok", text: `${which.did}: the call is now ${done.value.phase}.` }
+      : {
+          tone: "error",
+          text: `Nothing changed (${done.error.code}): ${"detail" in done.error ? done.error.detail : done.error.code}`,
+        },
+  );
+  return c.redirect(`/console/operations/${id}`, 303);
+}
+
 export const operationPage = definePage({
   nav: null,
-  routes: consoleRoutes().get("/operations/:operation_id", showOperation),
+  routes: CONTROLS.reduce(
+    (routes, which) =>
+      routes.post(`/operations/:operation_id/${which.path}`, (c) => control(c, which)),
+    consoleRoutes().get("/operations/:operation_id", showOperation),
+  ),
 });

@@ -1,6 +1,7 @@
 // Every console page, in navigation order. Adding a page = one file exporting definePage(...) plus
 // its line here; the header nav is built from this list.
 import { approvalsPage } from "./approvals.tsx";
+import { freezesPage } from "./freezes.tsx";
 import { homePage } from "./home.tsx";
 import type { ConsolePage } from "./page.ts";
 import { operationPage } from "./operation-page.tsx";
@@ -14,6 +15,7 @@ export const PAGES: ConsolePage[] = [
   homePage,
   approvalsPage,
   unknownOutcomesPage,
+  freezesPage,
   runPage,
   operationPage,
   toolsPage,

@@ -62,6 +62,7 @@ td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 
 form.stack { display: grid; gap: 0.75rem; max-width: 32rem; }
 form.inline { display: flex; flex-wrap: wrap; gap: 0.5rem; align-items: end; }
+.actions { display: flex; flex-wrap: wrap; gap: 0.5rem; }
 label { font-weight: 600; display: block; }
 .hint { color: var(--muted); font-size: 0.9rem; margin: 0.15rem 0 0; font-weight: 400; }
 input[type="text"], input[type="password"] {

@@ -6,7 +6,8 @@ import type { FC } from "hono/jsx";
 import type { TraceEvent } from "../domain/journal/trace-event.ts";
 import type { OperationTimeline } from "./timeline.tsx";
 
-type SpanKind = "attempt" | "retry wait" | "approval" | "lock wait" | "unknown" | "reconcile";
+type SpanKind =
+  "attempt" | "retry wait" | "approval" | "lock wait" | "unknown" | "reconcile" | "held";
 export type Span = { kind: SpanKind; label: string; fromMs: number; toMs: number };
 
 const KIND_FILL: Record<SpanKind, string> = {
@@ -15,6 +16,7 @@ const KIND_FILL: Record<SpanKind, string> = {
   approval: "#b25e00",
   "lock wait": "#5b6573",
   unknown: "#8a3ffc",
+  held: "#0b4f8a",
   reconcile: "#2b59c3",
 };
 
@@ -36,6 +38,9 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
       return "unknown";
     case "reconcile_started":
       return "reconcile";
+    case "held":
+    case "paused":
+      return "held";
     case "recorded":
     case "reported":
     case "proposed":
@@ -67,6 +72,11 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "resolved":
     case "executing":
     case "reconciling":
+    case "hold_released":
+    case "resumed":
+    case "retry_now":
+    case "freeze_created":
+    case "freeze_lifted":
       return "none";
   }
 }

@@ -23,6 +23,8 @@ export type Envelope =
       allowed_next_actions: string[];
       /** `approval_rejected`: the approver's reason, verbatim (also quoted in `message`). */
       reason?: string;
+      /** The operator's freeze holding this call (issue 34): nothing is sent until it is lifted. */
+      freeze?: { id: string; reason: string };
     };
 
 /**

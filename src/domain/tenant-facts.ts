@@ -4,6 +4,7 @@
 // the background, and never trusted past FACTS_MAX_AGE_MS. Secrets stay sealed (AES-GCM, still
 // encrypted) in it: only the operation that sends opens them. A new kind of fact (e.g. a policy
 // set) is a new field here, read in the same one RPC, under the same bound. Pure.
+import type { Freeze } from "./freeze.ts";
 import type { PolicySet } from "./policy-request.ts";
 import type { VerificationStatus } from "./verification.ts";
 
@@ -30,10 +31,12 @@ export type TenantFacts = {
   tools: Record<string, ToolFacts>;
   /** The tenant's Cedar policy set (issue 21); null: none (today's behaviour). */
   policies: PolicySet | null;
+  /** The tenant's freezes not lifted when it answered (issue 34); [] when none (no cost then). */
+  freezes: Freeze[];
 };
 
-/** 2: the policy set joined the facts (a snapshot of shape 1 has none, so it is never used). */
-export const FACTS_SCHEMA = 2;
+/** 3: the freezes joined the facts (a snapshot of an older shape is never used). */
+export const FACTS_SCHEMA = 3;
 
 /** What one call's operation gets: its tool's facts only (least privilege), still sealed. */
 export type CallFacts = {
@@ -42,6 +45,7 @@ export type CallFacts = {
   secrets: Record<string, SealedSecret | null>;
   verification: ToolFacts["verification"];
   policies: PolicySet | null;
+  freezes: Freeze[];
 };
 
 /**
@@ -74,5 +78,6 @@ export function callFacts(facts: TenantFacts, tool: string): CallFacts | null {
     secrets,
     verification: own.verification,
     policies: facts.policies,
+    freezes: facts.freezes,
   };
 }

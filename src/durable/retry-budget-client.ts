@@ -5,6 +5,7 @@
 // object that throws, is unreachable or is slow (SPEND_TIMEOUT_MS) grants the retry: the budget
 // only damps an outage, it must never wedge an operation.
 import { budgetKey, type RetryVerdict } from "../domain/retry-budget.ts";
+import type { FreezeCall } from "../domain/freeze.ts";
 import type { FrozenInput } from "../domain/turn/turn.ts";
 import { configFor, retryBudgetConfig } from "../config.ts";
 import type { Env } from "./env.ts";
@@ -32,6 +33,21 @@ export function budgetKeyFor(
   route: SendRoute,
 ): string | null {
   if (!retryBudgetConfig(env)) return null;
+  const url = requestUrl(env, spec, input, route);
+  return url === null ? null : budgetKey(tenantId, url);
+}
+
+/**
+ * The URL `spec` sends `input` to on `route`, built with placeholder secrets (a secret never names
+ * a host); null when none can be built or a shadow run's fixed sandbox result sends nothing. What
+ * the retry budget is keyed by and what a freeze on an origin compares (issue 34).
+ */
+export function requestUrl(
+  env: Env,
+  spec: ToolSpec,
+  input: FrozenInput,
+  route: SendRoute,
+): string | null {
   try {
     const built = spec.buildRequest(input, {
       idempotencyKey: "budget",
@@ -40,7 +56,7 @@ export function budgetKeyFor(
     });
     if ("error" in built) return null;
     const routed = sandboxed(built, route);
-    return "send" in routed ? budgetKey(tenantId, routed.send.url) : null;
+    return "send" in routed ? routed.send.url : null;
   } catch {
     return null;
   }
@@ -105,4 +121,27 @@ export async function askRetryBudget(env: Env, key: string, nowMs: number): Prom
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * A call as a freeze is asked about it (domain/freeze.ts): its tool, the origin its request goes
+ * to on its route (a shadow write's sandbox, never production's), its user and run, and whether it
+ * writes.
+ */
+export function freezeCallOf(
+  env: Env,
+  spec: ToolSpec,
+  input: FrozenInput,
+  route: SendRoute,
+  user: string,
+  run: string,
+): FreezeCall {
+  const url = requestUrl(env, spec, input, route);
+  return {
+    tool: spec.name,
+    origin: url === null ? null : new URL(url).origin,
+    user,
+    run,
+    write: spec.risk !== "read",
+  };
 }

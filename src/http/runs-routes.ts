@@ -21,6 +21,7 @@ import { CancelRun, CreateRun, PatchRun } from "./schemas.ts";
 import { idPrefix, jurisdictionOf } from "../domain/jurisdiction.ts";
 import { dropNotify, runNotify } from "./run-notify.ts";
 import type { RunEndpoint } from "../durable/tenant/run-endpoints.ts";
+import { RUN_TTL_MS } from "../durable/tenant/runs.ts";
 import {
   checkId,
   DEFAULT_TURN_WAIT_MS,
@@ -33,8 +34,6 @@ import {
   TURN_ID,
   unwrap,
 } from "./request.ts";
-
-const RUN_TTL_MS = 24 * 60 * 60_000;
 
 /**
  * The run a client's request_id names, per tenant: `run_` (`run_eu_` for a tenant in a jurisdiction)

@@ -1,12 +1,80 @@
 // The console as a signed-in person sees it, through the Worker's public HTTP API: the sign-in form
-// (its CSRF token and login cookie), the POST with a tenant key, then the page with the session cookie.
+// (its CSRF token and login cookie), the POST with a tenant key, then pages with the session cookie
+// (`consoleAs`: GET a page with the flash of the last POST, POST a form with the session's token).
 import { exports } from "cloudflare:workers";
 import { expect } from "vitest";
 import { testTenant } from "./api.ts";
 
+const ORIGIN = "http://toolgate.test";
+const fetcher = () => (exports as unknown as { default: Fetcher }).default;
+
+async function send(request: Request) {
+  const response = await fetcher().fetch(request);
+  return { status: response.status, text: await response.text(), headers: response.headers };
+}
+const cookiePair = (setCookie: string) => setCookie.split(";")[0]!;
+const hidden = (html: string, name: string) =>
+  new RegExp(`name="${name}" value="([^"]*)"`).exec(html)?.[1] ?? "";
+
+/** A signed-in console session: GET a page (with the flash of the last POST), POST a form. */
+export async function consoleAs(key: string) {
+  const form = await fetcher().fetch(
+    new Request(`${ORIGIN}/console/sign-in`, { redirect: "manual" }),
+  );
+  const login = cookiePair(
+    form.headers.getSetCookie().find((c) => c.startsWith("tg_console_login="))!,
+  );
+  const signedIn = await fetcher().fetch(
+    new Request(`${ORIGIN}/console/sign-in`, {
+      method: "POST",
+      headers: { "Content-Type": "application/x-www-form-urlencoded", Cookie: login },
+      body: new URLSearchParams({
+        csrf: hidden(await form.text(), "csrf"),
+        next: "/console",
+        api_key: key,
+      }).toString(),
+      redirect: "manual",
+    }),
+  );
+  expect(signedIn.status).toBe(303);
+  const session = cookiePair(
+    signedIn.headers.getSetCookie().find((c) => c.startsWith("tg_console="))!,
+  );
+  let flash = "";
+  const get = async (path: string) => {
+    const cookie = flash ? `${session}; ${flash}` : session;
+    flash = "";
+    return send(
+      new Request(`${ORIGIN}${path}`, { headers: { Cookie: cookie }, redirect: "manual" }),
+    );
+  };
+  const csrf = async () => hidden((await get("/console")).text, "csrf");
+  const post = async (path: string, fields: Record<string, string>, withCsrf = true) => {
+    const body = new URLSearchParams({ ...(withCsrf ? { csrf: await csrf() } : {}), ...fields });
+    const res = await send(
+      new Request(`${ORIGIN}${path}`, {
+        method: "POST",
+        headers: {
+          "Content-Type": "application/x-www-form-urlencoded",
+          Origin: ORIGIN,
+          Cookie: session,
+        },
+        body: body.toString(),
+        redirect: "manual",
+      }),
+    );
+    const set = res.headers.getSetCookie().find((c) => c.startsWith("tg_console_flash="));
+    if (set) flash = cookiePair(set);
+    return res;
+  };
+  return { get, post };
+}
+
 /** The console page at `path`, signed in with `key` (default: the shared test tenant's). */
 export async function consolePage(path: string, key?: string): Promise<string> {
-  return (await consoleSession(key)).get(path);
+  const page = await (await consoleAs(key ?? (await testTenant()).key)).get(path);
+  expect(page.status).toBe(200);
+  return page.text;
 }
 
 /**

@@ -79,6 +79,17 @@ function sampleData(type: EventType, nowMs: number): ToolgateEvent["data"] {
       };
     case "webhook.test":
       return { webhook_id: "wh" };
+    case "freeze.created":
+    case "freeze.lifted":
+      return {
+        freeze_id: "fz",
+        scope: { tool: "refund" },
+        mode: "hold",
+        writes_only: false,
+        reason: "incident",
+        expires_at: null,
+        by: "ops",
+      };
   }
 }
 

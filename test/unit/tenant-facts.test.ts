@@ -24,8 +24,8 @@ describe("freshness: how old a snapshot may be", () => {
     expect(freshness({ schema: FACTS_SCHEMA, readAtMs: READ_AT }, READ_AT + ageMs)).toBe(expected);
   });
 
-  it("another shape version is never used (1: before the policy set joined the facts)", () => {
-    expect(freshness({ schema: 1 as 2, readAtMs: READ_AT }, READ_AT)).toBe("stale");
+  it("another shape version is never used (2: before the freezes joined the facts)", () => {
+    expect(freshness({ schema: 2 as 3, readAtMs: READ_AT }, READ_AT)).toBe("stale");
   });
 });
 
@@ -43,6 +43,7 @@ describe("callFacts: a call sees its own tool's facts only", () => {
       },
     },
     policies: null,
+    freezes: [],
   };
 
   it("the tool's secrets, deleted ones as null, and its verdict", () => {
@@ -52,6 +53,7 @@ describe("callFacts: a call sees its own tool's facts only", () => {
       secrets: { PAY: { iv: "i", ciphertext: "c" }, GONE: null },
       verification: null,
       policies: null,
+      freezes: [],
     });
     expect(callFacts(facts, "mail")?.secrets).toEqual({ MAIL: { iv: "j", ciphertext: "d" } });
   });

@@ -23,6 +23,9 @@ export const EVENT_TYPES = [
   "endpoint.failing",
   /** A ping sent by hand to one endpoint (POST /v1/webhooks/{id}/test); no transition writes it. */
   "webhook.test",
+  /** An operator froze calls (issue 34), or a freeze was lifted (DELETE, or its expires_at passed). */
+  "freeze.created",
+  "freeze.lifted",
 ] as const;
 export const EventType = z.enum(EVENT_TYPES);
 export type EventType = z.infer<typeof EventType>;
@@ -153,6 +156,19 @@ export type EndpointFailingData = z.infer<typeof EndpointFailingData>;
 
 export const WebhookTestData = z.object({ webhook_id: z.string() });
 
+/** A freeze as its events show it (issue 34): what it covers, how, why, who; `expired`: lifted by its expires_at. */
+export const FreezeEventData = z.object({
+  freeze_id: z.string(),
+  scope: z.record(z.string(), z.union([z.string(), z.literal(true)])),
+  mode: z.enum(["hold", "refuse"]),
+  writes_only: z.boolean(),
+  reason: z.string(),
+  expires_at: z.string().nullable(),
+  by: z.string(),
+  expired: z.boolean().optional(),
+});
+export type FreezeEventData = z.infer<typeof FreezeEventData>;
+
 /** The data schema of each event type: the public contract a webhook consumer reads (OpenAPI). */
 export const EVENT_DATA = {
   "approval.requested": ApprovalEventData,
@@ -165,6 +181,8 @@ export const EVENT_DATA = {
   "lock.waiting_long": LockWaitingLongData,
   "endpoint.failing": EndpointFailingData,
   "webhook.test": WebhookTestData,
+  "freeze.created": FreezeEventData,
+  "freeze.lifted": FreezeEventData,
 } as const satisfies Record<EventType, z.ZodType>;
 
 const eventOf = <T extends EventType>(type: T) =>
@@ -188,6 +206,8 @@ export const ToolgateEvent = z.discriminatedUnion("type", [
   eventOf("lock.waiting_long"),
   eventOf("endpoint.failing"),
   eventOf("webhook.test"),
+  eventOf("freeze.created"),
+  eventOf("freeze.lifted"),
 ]);
 export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
 /** The event of one type. */

@@ -23,5 +23,6 @@ export {
   nextLockRecheckAtMs,
   WATCHDOG_GRACE_MS,
 } from "./steps.ts";
+export { controlsOf, type Controls } from "./hold.ts";
 export { transition } from "./transition.ts";
 export { isSettled, nextDueAtMs, settlingUntilMs, stateAlarmAtMs } from "./view.ts";

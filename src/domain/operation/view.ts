@@ -25,6 +25,7 @@ export const settlingUntilMs = (state: OperationState): number | null =>
 export function nextDueAtMs(state: OperationState): number | null {
   if (state.phase === "retry_scheduled") return state.dueAtMs;
   if (state.phase === "outcome_unknown") return state.dueAtMs;
+  if (state.phase === "held") return state.recheckAtMs;
   return null;
 }
 
@@ -49,6 +50,8 @@ export function stateAlarmAtMs(
     case "retry_scheduled":
     case "outcome_unknown":
       return state.dueAtMs;
+    case "held":
+      return state.recheckAtMs;
     case "recorded":
       return null;
   }

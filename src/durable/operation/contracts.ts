@@ -7,6 +7,7 @@ import type { LimitClaim } from "../../domain/limit/window.ts";
 import type { LimitUsage } from "../limit/contracts.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import type {
+  Controls,
   OperationEvent,
   OperationPlan,
   OperationState,
@@ -87,6 +88,13 @@ export type OperationView = {
    * in flight now) and the end of the key's window, after which a person decides. Null otherwise.
    */
   settling: { next_try_at: string | null; until: string } | null;
+  /** Held (issue 34): by an operator's freeze (named) or a person's pause, since when. Null otherwise. */
+  held:
+    | { kind: "freeze"; freeze_id: string; reason: string; since: string }
+    | { kind: "pause"; by: string; since: string }
+    | null;
+  /** Which of pause / resume / retry-now apply now (the console's buttons; the routes decide again). */
+  controls: Controls;
   /** The call as the console shows it: arguments, target and result, redacted like the trace. */
   redacted: RedactedCall;
 } & ShadowView &
@@ -149,7 +157,11 @@ export type OperationError =
       input_hash: string;
     }
   /** The run could not be asked before a send; nothing was decided or sent (HTTP 503, try again). */
-  | { code: "unavailable"; detail: string };
+  | { code: "unavailable"; detail: string }
+  /** A person's send (a resend, retry-now) while a freeze applies to it (issue 34): nothing sent. */
+  | { code: "frozen"; detail: string; freeze_id: string }
+  /** Retry-now: the host's retry budget refused it; nothing was sent (issue 34). */
+  | { code: "retry_budget_exhausted"; detail: string; retry_after_ms: number };
 /** What `peek` saw: the operation as it stands, never created or changed by asking. */
 export type OperationPeek = {
   phase: OperationState["phase"];

@@ -200,6 +200,7 @@ async function deliverNotices(shell: Shell): Promise<void> {
         const stub = tenantStub(shell.env, tenant);
         const { upsert } = notice;
         if (upsert.target === "approval") await stub.upsertApproval(upsert.item, seq);
+        else if (upsert.target === "held") await stub.markHeld(upsert.item, upsert.open, seq);
         else await stub.markUnknown(upsert.item, upsert.open, seq);
       });
       if (!delivered.answered) detail = delivered.detail;

@@ -19,7 +19,10 @@ import type { PolicyRequest } from "../../domain/policy-request.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
-import { wouldSend } from "../../tools/shadow.ts";
+import { routeOf, wouldSend } from "../../tools/shadow.ts";
+import { frozenBy, frozenDenial, type Freeze } from "../../domain/freeze.ts";
+import type { OperationEvent } from "../../domain/operation/index.ts";
+import { freezeCallOf } from "../retry-budget-client.ts";
 
 /**
  * Before a new operation starts: the tenant's facts (its tool's idempotency verification and its
@@ -40,6 +43,7 @@ async function gatherStart(
   limits: Reserved;
   cedar: Cedar | null;
   request: PolicyRequest;
+  frozen: Frozen;
 }> {
   const approvalRule = needsApproval(spec.approval, req.input.value);
   // From the run's tenant facts when it passed them (no RPC); else asked of the tenant, as before.
@@ -49,6 +53,7 @@ async function gatherStart(
       ? verificationStatusOf(env, req.tenantId, spec.name, req.source, held).then((verified) => ({
           verified,
           policies: held.policies,
+          freezes: held.freezes ?? [],
         }))
       : startFacts(env, req.tenantId, spec.name, req.source),
     approvalRule
@@ -61,8 +66,10 @@ async function gatherStart(
   const request = policyRequestOf(spec, req);
   const cedar = facts.policies ? decide(evaluatePolicies(facts.policies, request)) : null;
   const verified = facts.verified;
-  const none = { toolVersion: null, secrets: null, verified, cedar, request };
-  if (cedar?.decision === "deny") return { ...none, limits: NOTHING_RESERVED };
+  const frozen = frozenAtStart(env, req, spec, facts.freezes);
+  const none = { toolVersion: null, secrets: null, verified, cedar, request, frozen };
+  if (cedar?.decision === "deny" || frozen?.mode === "refuse")
+    return { ...none, limits: NOTHING_RESERVED };
   const claims = req.limitClaims ?? [];
   const limits =
     claims.length > 0
@@ -71,7 +78,24 @@ async function gatherStart(
   if (limits.denied) return { ...none, limits };
   const asks = approvalRule || limits.needsApproval;
   const toolVersion = asks ? await catalog.toolVersion(req.source) : null;
-  return { toolVersion, secrets: asks ? null : fetched, verified, limits, cedar, request };
+  return { toolVersion, secrets: asks ? null : fetched, verified, limits, cedar, request, frozen };
+}
+
+type Frozen = Extract<OperationEvent, { type: "start" }>["frozen"];
+
+/**
+ * The freeze that applies to this call now (issue 34), from the same facts the Cedar set came in:
+ * nothing is computed when the tenant has none (the new-write path costs nothing more).
+ */
+function frozenAtStart(env: Env, req: SubmitRequest, spec: ToolSpec, freezes: Freeze[]): Frozen {
+  if (freezes.length === 0) return null;
+  const shadow = req.shadow && spec.risk !== "read" ? { shadow: true } : {};
+  const call = freezeCallOf(env, spec, req.input, routeOf(shadow, spec), req.userId, req.runId);
+  const freeze = frozenBy(freezes, call, Date.now());
+  if (!freeze) return null;
+  return freeze.mode === "refuse"
+    ? { mode: "refuse", message: frozenDenial(freeze).message }
+    : { mode: "hold", hold: { kind: "freeze", freezeId: freeze.id, reason: freeze.reason } };
 }
 
 /** What this call looks like to the tenant's Cedar policies (policies/evaluate.ts). */
@@ -100,12 +124,15 @@ export async function prepareStart(
       secrets: Secrets | null;
       limitDenied: Reserved["denied"];
       policyDenied: { message: string } | null;
+      /** A freeze that applies at the start (issue 34): the start event's `frozen`. */
+      freeze: Frozen;
     },
     { code: "unavailable"; detail: string }
   >
 > {
   const started = await gatherStart(env, req, spec);
   const { toolVersion, secrets, verified, limits, cedar, request } = started;
+  const frozenBy = started.frozen;
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
   const late = settleScheduleMs(env);
@@ -124,7 +151,15 @@ export async function prepareStart(
   };
   const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
   const frozen = frozenRowOf(req, spec, plan, nowMs);
-  return ok({ frozen, secrets, limitDenied: limits.denied, policyDenied });
+  // A call held at its start sends nothing now: its secrets are asked again at the release.
+  const held = frozenBy?.mode === "hold";
+  return ok({
+    frozen,
+    secrets: held ? null : secrets,
+    limitDenied: limits.denied,
+    policyDenied,
+    freeze: frozenBy,
+  });
 }
 
 /** Row 1 of the log: the call as submitted, with its plan and the tool's trace settings. */

@@ -6,7 +6,12 @@ import { stepUpChallenge } from "../../domain/step-up.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import { envelopeFor } from "../../domain/envelope.ts";
 import { firstOf } from "../../domain/journal/trace-event.ts";
-import { isSettled, settlingUntilMs } from "../../domain/operation/index.ts";
+import {
+  controlsOf,
+  isSettled,
+  settlingUntilMs,
+  type OperationState,
+} from "../../domain/operation/index.ts";
 import { idempotencyConflict } from "../../domain/operation/plan.ts";
 import type { WouldSend } from "../../domain/operation/state.ts";
 import { presentPointers, scrub } from "../../domain/redact.ts";
@@ -102,10 +107,22 @@ export function viewOf(log: OperationLog): OperationView {
     late: state.phase === "recorded" && state.late,
     approval: approvalViewOf(log, head),
     settling: settlingOf(head),
+    held: heldOf(state),
+    controls: controlsOf(state, frozen.plan, Date.now()),
     redacted: redactedCallOf(log, head),
     ...shadowViewOf(log, head),
     ...undoViewOf(log, head),
   };
+}
+
+/** Who holds it and since when (issue 34), or null. */
+function heldOf(state: OperationState): OperationView["held"] {
+  if (state.phase !== "held") return null;
+  const since = new Date(state.heldAtMs).toISOString();
+  const { hold } = state;
+  return hold.kind === "freeze"
+    ? { kind: "freeze", freeze_id: hold.freezeId, reason: hold.reason, since }
+    : { kind: "pause", by: hold.by, since };
 }
 
 /** "Settling by itself — next try at …, until …" (retry-late.ts), or null. */

@@ -64,7 +64,7 @@ export function decodeNotice(kind: string, payload: string): Notice | null {
       sink: "limits",
       release: { kind: "limits.released", claims: (body as LimitRelease).claims },
     };
-  if (target === "approval" || target === "unknown")
+  if (target === "approval" || target === "unknown" || target === "held")
     return { sink: "inbox", upsert: { kind, ...(body as object) } as InboxUpsert };
   return null;
 }

@@ -28,6 +28,8 @@ import { sources, storedStatuses, verificationRow } from "./registry.ts";
 import { NATURAL, verifiableSettings } from "./verification-client.ts";
 import { policySetOf } from "./policies.ts";
 import { secretRow } from "./secrets.ts";
+import { liveFreezes } from "./freezes.ts";
+import type { Freeze } from "../../domain/freeze.ts";
 
 /** `unchanged`: the facts still have version `known` (only `readAtMs` moved on). */
 export type FactsAnswer = { unchanged: true; readAtMs: number } | TenantFacts;
@@ -63,9 +65,10 @@ export async function readFacts(
   }
   const policies = own ? policySetOf(store) : null;
   const readAtMs = Date.now();
-  const version = await sha256Hex(canonicalJson({ secrets, tools: byTool, policies }));
+  const freezes = own ? liveFreezes(store, readAtMs) : [];
+  const version = await sha256Hex(canonicalJson({ secrets, tools: byTool, policies, freezes }));
   if (version === known) return { unchanged: true, readAtMs };
-  return { schema: FACTS_SCHEMA, version, readAtMs, secrets, tools: byTool, policies };
+  return { schema: FACTS_SCHEMA, version, readAtMs, secrets, tools: byTool, policies, freezes };
 }
 
 /** A run's tools and the tenant facts its operations use (TenantObject.runTools). */
@@ -88,6 +91,8 @@ export async function runTools(
 export type StartFacts = {
   statuses: Record<string, VerificationStatus>;
   policies: PolicySet | null;
+  /** The freezes of the moment (issue 34). */
+  freezes: Freeze[];
 };
 
 export async function startFacts(
@@ -95,5 +100,5 @@ export async function startFacts(
   items: Array<{ name: string; settingsHash: string }>,
 ): Promise<StartFacts> {
   const statuses = items.length > 0 ? await storedStatuses(store, items) : {};
-  return { statuses, policies: policySetOf(store) };
+  return { statuses, policies: policySetOf(store), freezes: liveFreezes(store, Date.now()) };
 }

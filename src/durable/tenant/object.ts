@@ -16,7 +16,7 @@ import type { ToolSource } from "../../tools/spec.ts";
 import type { EventType, ToolgateEvent } from "../../domain/journal/events.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
-import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
+import { TENANT_SCHEMA, tenantRecord } from "../store/tenant-rows.ts";
 import type { PolicySet } from "../../domain/policy-request.ts";
 import type { TenantError } from "./contracts.ts";
 import * as policies from "./policies.ts";
@@ -37,6 +37,9 @@ import { notificationStates, type NotificationState } from "./notifications.ts";
 import { initTenant, tenantAlarm, type TenantCreated } from "./record.ts";
 import { retentionMs } from "../../config.ts";
 import { OUTBOX_RETRY_MS } from "../outbox/outbox.ts";
+import * as freezes from "./freezes.ts";
+import type { Freeze } from "../../domain/freeze.ts";
+import type { HeldItem } from "../../domain/journal/announce.ts";
 
 export type { RunTools } from "./facts.ts";
 export type { TenantError } from "./contracts.ts";
@@ -51,7 +54,9 @@ export class TenantObject extends DurableObject<Env> {
 
   /** Retention: the inbox's and unknown-outcomes list's closed rows, events, runs' notify endpoints. */
   override async alarm(): Promise<void> {
-    return tenantAlarm(this.store, this.ctx.storage, this.env, this.inbox);
+    return tenantAlarm(this.store, this.ctx.storage, this.env, this.inbox, () =>
+      freezes.freezeAlarm(this.store, this.env, tenantRecordId(this.store)),
+    );
   }
 
   // ── API keys (keys.ts) ───────────────────────────────────────────────────────────────────────
@@ -157,6 +162,32 @@ export class TenantObject extends DurableObject<Env> {
   }
   async policySet(): Promise<PolicySet | null> {
     return policies.policySetOf(this.store);
+  }
+
+  // ── Freezes (freezes.ts, issue 34) ───────────────────────────────────────────────────────────
+
+  /**
+   * Before every send after an operation's start: the Cedar set and the freezes of the moment, in
+   * the one read that asked for the set alone before (gather.ts policyVerdict).
+   */
+  async sendChecks(): Promise<{ policies: PolicySet | null; freezes: Freeze[] }> {
+    return {
+      policies: policies.policySetOf(this.store),
+      freezes: freezes.liveFreezes(this.store, Date.now()),
+    };
+  }
+  async putFreeze(tenantId: string, freeze: Freeze) {
+    return freezes.putFreeze(this.store, this.ctx.storage, this.env, tenantId, freeze);
+  }
+  async deleteFreeze(tenantId: string, id: string, by: string) {
+    return freezes.deleteFreeze(this.store, this.ctx.storage, this.env, tenantId, id, by);
+  }
+  async listFreezes() {
+    return freezes.listFreezes(this.store, Date.now());
+  }
+  /** Delivered by operations from their outbox: held by a freeze, or no longer. */
+  async markHeld(item: HeldItem, open: boolean, seq: number): Promise<void> {
+    return freezes.markHeld(this.store, this.ctx.storage, item, open, seq);
   }
 
   /** Snapshots the named tools for a run; every name must resolve. */
@@ -364,3 +395,5 @@ export class TenantObject extends DurableObject<Env> {
     return notificationStates(this.store, operationIds, type);
   }
 }
+
+const tenantRecordId = (store: SqlStore): string => tenantRecord(store)?.id ?? "";

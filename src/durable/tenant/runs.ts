@@ -7,6 +7,16 @@
 // which forgets it once it is older than ORPHAN_AFTER_MS.
 import type { SqlStore } from "../store/sql-store.ts";
 
+/** How long a run lives: its `expiresAtMs` is its creation plus this (http/runs-routes.ts). */
+export const RUN_TTL_MS = 24 * 60 * 60_000;
+/**
+ * A run recorded at `at_ms` has expired by `at_ms + RUN_TTL_MS + RECORDED_BEFORE_MS`: it is
+ * recorded in the read that precedes its creation, within one request's time (issue 34: such a
+ * run makes no more calls, so a freeze's tell skips it).
+ */
+const RECORDED_BEFORE_MS = 10 * 60_000;
+export const liveSinceMs = (nowMs: number) => nowMs - RUN_TTL_MS - RECORDED_BEFORE_MS;
+
 /** A run id recorded this long ago whose run does not exist was never made: the rebuild forgets it. */
 export const ORPHAN_AFTER_MS = 60 * 60_000;
 

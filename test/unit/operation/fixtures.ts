@@ -43,6 +43,17 @@ export const executing = (attempt = 1, cancelRequested = false): OperationState 
   cancelRequested,
   mayHaveApplied: null,
 });
+/** A status lookup in flight after a timed-out first attempt. */
+export const reconciling: OperationState = {
+  phase: "reconciling",
+  attempt: 1,
+  firstAttemptAtMs: 0,
+  code: "timeout_unknown",
+  ambiguousAtMs: 0,
+  lookups: 1,
+  startedAtMs: 0,
+  ifNotApplied: null,
+};
 export const T = 10_000;
 export const step = (
   state: OperationState | null,

@@ -6,20 +6,21 @@ import {
   WATCHDOG_GRACE_MS,
   type OperationState,
 } from "../../../src/domain/operation/index.ts";
-import { executing, lost, plan, play, status, step, T, timeout, type Item } from "./fixtures.ts";
+import {
+  executing,
+  lost,
+  plan,
+  play,
+  reconciling,
+  status,
+  step,
+  T,
+  timeout,
+  type Item,
+} from "./fixtures.ts";
 
 describe("transition", () => {
   it("lookup found → succeeded via reconcile; not found → retry; inconclusive → later, then a person", () => {
-    const reconciling: OperationState = {
-      phase: "reconciling",
-      attempt: 1,
-      firstAttemptAtMs: 0,
-      code: "timeout_unknown",
-      ambiguousAtMs: 0,
-      lookups: 1,
-      startedAtMs: 0,
-      ifNotApplied: null,
-    };
     expect(
       step(
         reconciling,

@@ -7,7 +7,7 @@ import {
   nextDueAtMs,
   type OperationState,
 } from "../../../src/domain/operation/index.ts";
-import { executing } from "./fixtures.ts";
+import { executing, reconciling } from "./fixtures.ts";
 
 describe("settled, due time and envelopes", () => {
   it("isSettled and nextDueAtMs", () => {
@@ -53,21 +53,7 @@ describe("settled, due time and envelopes", () => {
       "retry_scheduled",
       ["wait"],
     ],
-    [
-      {
-        phase: "reconciling",
-        attempt: 1,
-        firstAttemptAtMs: 0,
-        code: "timeout_unknown",
-        ambiguousAtMs: 0,
-        lookups: 1,
-        startedAtMs: 0,
-        ifNotApplied: null,
-      },
-      "outcome_unknown",
-      "timeout_unknown",
-      ["wait", "check_status", "tell_user"],
-    ],
+    [reconciling, "outcome_unknown", "timeout_unknown", ["wait", "check_status", "tell_user"]],
     [
       {
         phase: "recorded",
