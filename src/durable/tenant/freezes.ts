@@ -205,7 +205,7 @@ function record(
 }
 
 /** Every run the tenant knows is to be told (a run told twice only re-reads its facts once more). */
-function queueTells(store: SqlStore): void {
+export function queueTells(store: SqlStore): void {
   if (!store.exists("tenant_runs")) return;
   store.ensureTable("freeze_tells");
   store.run("INSERT OR IGNORE INTO freeze_tells (run_id) SELECT run_id FROM tenant_runs");
