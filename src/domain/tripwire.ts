@@ -11,11 +11,9 @@ import { FreezeMode, type Freeze } from "./freeze.ts";
 import { err, ok, type Result } from "./result.ts";
 
 /** `count`, `failure_rate`, or `sum(<field>)`: the sum of one numeric argument. */
-const Measure = z
-  .string()
-  .regex(/^(count|failure_rate|sum\([a-zA-Z_][a-zA-Z0-9_]{0,63}\))$/, {
-    message: 'measure is "count", "failure_rate" or "sum(<argument>)", e.g. "sum(amount)"',
-  });
+const Measure = z.string().regex(/^(count|failure_rate|sum\([a-zA-Z_][a-zA-Z0-9_]{0,63}\))$/, {
+  message: 'measure is "count", "failure_rate" or "sum(<argument>)", e.g. "sum(amount)"',
+});
 
 /** The freeze a trip makes: how it stops calls and why (its scope is the tripwire's subject). */
 export const FreezeTemplate = z
@@ -63,7 +61,8 @@ export const TripwireBody = z
   });
 export type TripwireBody = z.infer<typeof TripwireBody>;
 
-export type TripMeasure = { kind: "count" } | { kind: "sum"; field: string } | { kind: "failure_rate" };
+export type TripMeasure =
+  { kind: "count" } | { kind: "sum"; field: string } | { kind: "failure_rate" };
 
 /** A tripwire as stored and as it travels in the tenant facts. */
 export type Tripwire = {

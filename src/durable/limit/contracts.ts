@@ -7,7 +7,11 @@ import type { Freeze } from "../../domain/freeze.ts";
 import type { TripSpec } from "../../domain/tripwire.ts";
 
 /** `trip`: the counter is a tripwire's (issue 34): it trips instead of refusing. */
-export type ReserveRequest = LimitClaim & { tenantId: string; operationId: string; trip?: TripSpec };
+export type ReserveRequest = LimitClaim & {
+  tenantId: string;
+  operationId: string;
+  trip?: TripSpec;
+};
 export type ReserveReply =
   | { kind: "reserved"; already: boolean; over: boolean; usage: Usage }
   | { kind: "refused"; usage: Usage; frees: Frees }

@@ -91,67 +91,67 @@ export class LimitObject extends DurableObject<Env> {
     const subjectHash = req.trip ? await subjectHashOf(req.subject) : "";
     const nowMs = Date.now();
     const reply = this.store.transaction((): ReserveReply => {
-        this.migrate(nowMs);
-        // Read again only after the adoption's await (another first reserve may have written it).
-        const meta = known ?? this.meta();
-        const longest = Math.max(meta?.longest_window_ms ?? 0, meta?.window_ms ?? 0, req.windowMs);
-        if (
-          !meta ||
-          meta.max !== req.max ||
-          meta.window_ms !== req.windowMs ||
-          meta.longest_window_ms !== longest
-        )
-          this.store.run(
-            "INSERT OR REPLACE INTO limit_meta (k, tenant_id, name, subject, max, window_ms, longest_window_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
-            req.tenantId,
-            req.name,
-            req.subject,
-            req.max,
-            req.windowMs,
-            longest,
-          );
-        const rows = this.rows(req.operationId);
-        const decision = decideReserve(
-          req.trip ? this.trip.sinceArmed(rows, req.operationId) : rows,
-          req,
-          nowMs,
+      this.migrate(nowMs);
+      // Read again only after the adoption's await (another first reserve may have written it).
+      const meta = known ?? this.meta();
+      const longest = Math.max(meta?.longest_window_ms ?? 0, meta?.window_ms ?? 0, req.windowMs);
+      if (
+        !meta ||
+        meta.max !== req.max ||
+        meta.window_ms !== req.windowMs ||
+        meta.longest_window_ms !== longest
+      )
+        this.store.run(
+          "INSERT OR REPLACE INTO limit_meta (k, tenant_id, name, subject, max, window_ms, longest_window_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
+          req.tenantId,
+          req.name,
+          req.subject,
+          req.max,
+          req.windowMs,
+          longest,
         );
-        if (decision.kind === "refused") return decision;
-        if (decision.already)
-          this.store.run(
-            "UPDATE reservation SET touched = touched + 1 WHERE operation_id = ? AND confirmed = 0",
+      const rows = this.rows(req.operationId);
+      const decision = decideReserve(
+        req.trip ? this.trip.sinceArmed(rows, req.operationId) : rows,
+        req,
+        nowMs,
+      );
+      if (decision.kind === "refused") return decision;
+      if (decision.already)
+        this.store.run(
+          "UPDATE reservation SET touched = touched + 1 WHERE operation_id = ? AND confirmed = 0",
+          req.operationId,
+        );
+      else {
+        const askAtMs = firstAskAtMs(nowMs, req.windowMs);
+        this.store.run(
+          "INSERT OR REPLACE INTO reservation (operation_id, amount, at_ms, state, confirmed, touched, recorded_at_ms, ask_at_ms) VALUES (?, ?, ?, 'held', 0, 0, NULL, ?)",
+          decision.row.operationId,
+          decision.row.amount,
+          decision.row.atMs,
+          askAtMs,
+        );
+        this.all().set(decision.row.operationId, decision.row);
+        this.forget(longest, nowMs);
+        this.armSweep(askAtMs);
+      }
+      const { kind, already, over, usage } = decision;
+      // A tripwire's counter: the trip (if this reservation crossed it) commits with it.
+      const tripped = req.trip
+        ? this.trip.onReserve(
+            req.tenantId,
+            req.subject,
+            req.trip,
+            subjectHash,
             req.operationId,
-          );
-        else {
-          const askAtMs = firstAskAtMs(nowMs, req.windowMs);
-          this.store.run(
-            "INSERT OR REPLACE INTO reservation (operation_id, amount, at_ms, state, confirmed, touched, recorded_at_ms, ask_at_ms) VALUES (?, ?, ?, 'held', 0, 0, NULL, ?)",
-            decision.row.operationId,
-            decision.row.amount,
-            decision.row.atMs,
-            askAtMs,
-          );
-          this.all().set(decision.row.operationId, decision.row);
-          this.forget(longest, nowMs);
-          this.armSweep(askAtMs);
-        }
-        const { kind, already, over, usage } = decision;
-        // A tripwire's counter: the trip (if this reservation crossed it) commits with it.
-        const tripped = req.trip
-          ? this.trip.onReserve(
-              req.tenantId,
-              req.subject,
-              req.trip,
-              subjectHash,
-              req.operationId,
-              already,
-              over,
-              nowMs,
-            )
-          : null;
-        if (tripped) return { kind: "tripped", freeze: tripped.freeze, made: tripped.made };
-        return { kind, already, over, usage };
-      });
+            already,
+            over,
+            nowMs,
+          )
+        : null;
+      if (tripped) return { kind: "tripped", freeze: tripped.freeze, made: tripped.made };
+      return { kind, already, over, usage };
+    });
     // "tripped" is answered only once its freeze exists at the tenant (made here, or by the alarm).
     if (reply.kind === "tripped" && !reply.made) {
       const made = await this.trip.makeFreeze();

@@ -210,7 +210,10 @@ export class Trip {
       console.error("tripwire: its freeze could not be made yet", freeze.id, String(error));
       return false;
     }
-    this.store.run("UPDATE trip_state SET freeze_made = 1 WHERE k = 1 AND freeze = ?", state.freeze);
+    this.store.run(
+      "UPDATE trip_state SET freeze_made = 1 WHERE k = 1 AND freeze = ?",
+      state.freeze,
+    );
     return true;
   }
 

@@ -128,6 +128,26 @@ export async function releaseClaims(
   );
 }
 
+/** The outbox delivery of a `tripwire.outcome` row: each failure_rate counter told (idempotent). */
+export async function reportOutcome(
+  env: Env,
+  tenantId: string,
+  operationId: string,
+  claims: readonly LimitClaim[],
+  failed: boolean,
+): Promise<void> {
+  await Promise.all(
+    claims.map(async (claim) => {
+      const done = await limitStub(env, tenantId, claim.name, claim.subject).outcome(
+        tenantId,
+        operationId,
+        failed,
+      );
+      if (!done.ok) throw new Error(`tripwire ${claim.name}: ${done.error.code}`);
+    }),
+  );
+}
+
 /** What the approver sees besides the call: each limit's usage now, and the Cedar decision. */
 export async function approverFacts(
   env: Env,

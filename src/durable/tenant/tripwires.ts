@@ -42,7 +42,12 @@ export async function putTripwire(store: SqlStore, env: Env, tenantId: string, w
     return !existed;
   });
   const told = await tellRuns(store, env, tenantId);
-  return { tripwire: tripwireView(wire), created, runs_told: told.told, runs_pending: told.pending };
+  return {
+    tripwire: tripwireView(wire),
+    created,
+    runs_told: told.told,
+    runs_pending: told.pending,
+  };
 }
 
 /** DELETE /v1/tripwires/{id}: it counts nothing more (a freeze it made stays until lifted). */
