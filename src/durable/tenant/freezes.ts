@@ -10,6 +10,7 @@ import {
   makeEvent,
   type EventOf,
   type FreezeEventData,
+  type ToolgateEvent,
 } from "../../domain/journal/events.ts";
 import { freezeView, isLive, nextExpiryMs, type Freeze } from "../../domain/freeze.ts";
 import type { TraceEvent } from "../../domain/operation/index.ts";
@@ -190,6 +191,12 @@ function record(
     tool: "tool" in freeze.scope ? freeze.scope.tool : null,
     data,
   } as Omit<EventOf<typeof type>, "type">);
+  storeTenantEvent(store, event);
+}
+
+/** A tenant's own event, stored and queued for the EVENTS queue (inside the caller's transaction). */
+export function storeTenantEvent(store: SqlStore, event: ToolgateEvent): void {
+  for (const table of ["events", "tenant_outbox"]) store.ensureTable(table);
   store.run(
     "INSERT INTO events (id, type, at_ms, body) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
     event.id,

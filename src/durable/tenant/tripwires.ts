@@ -18,7 +18,7 @@ import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
 import { limitStub } from "../stubs.ts";
 import type { TenantError } from "./contracts.ts";
-import { createFreeze, queueTells, tellRuns } from "./freezes.ts";
+import { createFreeze, queueTells, storeTenantEvent, tellRuns } from "./freezes.ts";
 
 /** Every tripwire of the tenant: what the facts carry ([] when none: no cost on a call's path). */
 export function liveTripwires(store: SqlStore): Tripwire[] {
@@ -114,19 +114,7 @@ export function tripFreeze(
           tripped_by: trip.trippedBy,
         },
       } as Omit<EventOf<"tripwire.tripped">, "type">);
-      for (const table of ["events", "tenant_outbox"]) store.ensureTable(table);
-      store.run(
-        "INSERT INTO events (id, type, at_ms, body) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
-        event.id,
-        event.type,
-        event.at_ms,
-        JSON.stringify(event),
-      );
-      store.run(
-        "INSERT OR IGNORE INTO tenant_outbox (id, payload) VALUES (?, ?)",
-        event.id,
-        JSON.stringify(event),
-      );
+      storeTenantEvent(store, event);
       return true;
     }),
   );
