@@ -24,6 +24,12 @@ export const FreezeScope = z.union([
   z.object({ run: z.string().min(1).max(200) }).strict(),
 ]);
 export type FreezeScope = z.infer<typeof FreezeScope>;
+/**
+ * The scope of a freeze a tripwire made (domain/tripwire.ts): its tripwire, the subject it tripped
+ * on and its tool. Never accepted in a PUT; it covers no call here — the tripwire's counter answers
+ * "tripped" to every call it counts for that subject until the freeze is lifted.
+ */
+export type TripwireScope = { tripwire: string; subject: string; tool?: string };
 
 export const FreezeMode = z.enum(["hold", "refuse"]);
 export type FreezeMode = z.infer<typeof FreezeMode>;
@@ -45,7 +51,7 @@ export type FreezeBody = z.infer<typeof FreezeBody>;
 /** A freeze as stored and as it travels in the tenant facts. */
 export type Freeze = {
   id: string;
-  scope: FreezeScope;
+  scope: FreezeScope | TripwireScope;
   writes_only: boolean;
   mode: FreezeMode;
   reason: string;
@@ -94,7 +100,8 @@ export function freezeOf(
 export const isLive = (freeze: Freeze, nowMs: number): boolean =>
   freeze.expires_at_ms === null || freeze.expires_at_ms > nowMs;
 
-function covers(scope: FreezeScope, call: FreezeCall): boolean {
+function covers(scope: Freeze["scope"], call: FreezeCall): boolean {
+  if ("tripwire" in scope) return false;
   if ("tenant" in scope) return true;
   if ("tool" in scope) return scope.tool === call.tool;
   if ("origin" in scope) return scope.origin === call.origin;

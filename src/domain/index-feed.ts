@@ -93,6 +93,7 @@ function opFacts(event: ToolgateEvent): OpFacts | null {
     case "webhook.test":
     case "freeze.created":
     case "freeze.lifted":
+    case "tripwire.tripped":
       return null;
   }
 }
@@ -113,6 +114,7 @@ export function runSummaryOf(event: ToolgateEvent): RunSummary | null {
     case "webhook.test":
     case "freeze.created":
     case "freeze.lifted":
+    case "tripwire.tripped":
       return null;
   }
 }

@@ -5,6 +5,7 @@
 // encrypted) in it: only the operation that sends opens them. A new kind of fact (e.g. a policy
 // set) is a new field here, read in the same one RPC, under the same bound. Pure.
 import type { Freeze } from "./freeze.ts";
+import type { Tripwire } from "./tripwire.ts";
 import type { PolicySet } from "./policy-request.ts";
 import type { VerificationStatus } from "./verification.ts";
 
@@ -33,10 +34,12 @@ export type TenantFacts = {
   policies: PolicySet | null;
   /** The tenant's freezes not lifted when it answered (issue 34); [] when none (no cost then). */
   freezes: Freeze[];
+  /** The tenant's tripwires (issue 34); [] when none: a call claims nothing more then. */
+  tripwires: Tripwire[];
 };
 
-/** 3: the freezes joined the facts (a snapshot of an older shape is never used). */
-export const FACTS_SCHEMA = 3;
+/** 4: the tripwires joined the facts (a snapshot of an older shape is never used). */
+export const FACTS_SCHEMA = 4;
 
 /** What one call's operation gets: its tool's facts only (least privilege), still sealed. */
 export type CallFacts = {
@@ -46,6 +49,7 @@ export type CallFacts = {
   verification: ToolFacts["verification"];
   policies: PolicySet | null;
   freezes: Freeze[];
+  tripwires: Tripwire[];
 };
 
 /**
@@ -79,5 +83,6 @@ export function callFacts(facts: TenantFacts, tool: string): CallFacts | null {
     verification: own.verification,
     policies: facts.policies,
     freezes: facts.freezes,
+    tripwires: facts.tripwires,
   };
 }

@@ -67,6 +67,13 @@ function shown(event: ToolgateEvent): Shown | null {
         state: text(`${event.data.mode}: ${event.data.reason}`),
         decided_by: text(event.data.by),
       };
+    // A trip says which tripwire, on whom, and the freeze it made.
+    case "tripwire.tripped":
+      return {
+        target: text(`${event.data.tripwire_id} · ${event.data.subject}`),
+        state: text(`${event.data.mode} (freeze ${event.data.freeze_id}): ${event.data.reason}`),
+        decided_by: text(`tripwire ${event.data.tripwire_id}`),
+      };
     case "run.budget_exhausted":
     case "turn.settled":
     case "lock.waiting_long":
@@ -88,6 +95,7 @@ const HEADLINES: Record<ToolgateEvent["type"], string> = {
   "webhook.test": "Test message from toolgate: this channel is wired",
   "freeze.created": "Calls frozen by an operator",
   "freeze.lifted": "Freeze lifted: held calls continue",
+  "tripwire.tripped": "Tripwire tripped: calls frozen",
 };
 
 export const escapeMrkdwn = (text: string) =>
@@ -104,7 +112,11 @@ export function consoleLink(event: ToolgateEvent, consoleUrl: string): string | 
     return `${base}/console/unknown-outcomes#${op}`;
   if (event.type === "webhook.test") return `${base}/console/approvals`;
   if (event.type === "endpoint.failing") return `${base}/console/webhooks`;
-  if (event.type === "freeze.created" || event.type === "freeze.lifted")
+  if (
+    event.type === "freeze.created" ||
+    event.type === "freeze.lifted" ||
+    event.type === "tripwire.tripped"
+  )
     return `${base}/console/freezes`;
   if (event.run_id) return `${base}/console/runs/${event.run_id}${op ? `#${op}` : ""}`;
   return null;

@@ -8,6 +8,7 @@ import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
 import { PutPolicies } from "./policies-routes.ts";
 import { FreezeBody } from "../domain/freeze.ts";
+import { TripwireBody } from "../domain/tripwire.ts";
 import {
   Approve,
   CreateRun,
@@ -343,6 +344,27 @@ export const ROUTES: Route[] = [
     path: "/v1/freezes",
     summary:
       "The freezes in force (freezes), the latest 20 lifted (lifted, with lifted_at), and the tenant's hash chain of every freeze and lift, checked (chain)",
+    auth: "freezes:write or runs:read",
+  },
+  {
+    method: "put",
+    path: "/v1/tripwires/{id}",
+    summary:
+      'A tripwire (issue 34): { measure: "count" | "sum(<argument>)" | "failure_rate", tool?, subject?: "tenant" | "user" | "context.<field>", window, threshold, min_calls? (failure_rate), then: { mode, reason } } — counted on toolgate\'s own counters (once per operation); the call that goes above the threshold trips it: a freeze `tw.<id>.<n>.<subject hash>` stops every later call it counts for that subject until lifted (DELETE /v1/freezes/{id}), and `tripwire.tripped` is announced → { tripwire, runs_told, runs_pending }',
+    auth: "freezes:write",
+    body: TripwireBody,
+  },
+  {
+    method: "delete",
+    path: "/v1/tripwires/{id}",
+    summary:
+      "Remove a tripwire: it counts nothing more (a freeze it made stays until lifted) → { tripwire, runs_told, runs_pending } (404: none)",
+    auth: "freezes:write",
+  },
+  {
+    method: "get",
+    path: "/v1/tripwires",
+    summary: "The tenant's tripwires",
     auth: "freezes:write or runs:read",
   },
   {

@@ -90,6 +90,17 @@ function sampleData(type: EventType, nowMs: number): ToolgateEvent["data"] {
         expires_at: null,
         by: "ops",
       };
+    case "tripwire.tripped":
+      return {
+        tripwire_id: "tw",
+        subject: "context.customer_id:cus_1",
+        measure: "count",
+        threshold: 3,
+        freeze_id: "tw.tw.1.abc",
+        mode: "hold",
+        reason: "refund spike",
+        tripped_by: null,
+      };
   }
 }
 

@@ -24,8 +24,8 @@ describe("freshness: how old a snapshot may be", () => {
     expect(freshness({ schema: FACTS_SCHEMA, readAtMs: READ_AT }, READ_AT + ageMs)).toBe(expected);
   });
 
-  it("another shape version is never used (2: before the freezes joined the facts)", () => {
-    expect(freshness({ schema: 2 as 3, readAtMs: READ_AT }, READ_AT)).toBe("stale");
+  it("another shape version is never used (3: before the tripwires joined the facts)", () => {
+    expect(freshness({ schema: 3 as 4, readAtMs: READ_AT }, READ_AT)).toBe("stale");
   });
 });
 
@@ -44,6 +44,7 @@ describe("callFacts: a call sees its own tool's facts only", () => {
     },
     policies: null,
     freezes: [],
+    tripwires: [],
   };
 
   it("the tool's secrets, deleted ones as null, and its verdict", () => {
@@ -54,6 +55,7 @@ describe("callFacts: a call sees its own tool's facts only", () => {
       verification: null,
       policies: null,
       freezes: [],
+      tripwires: [],
     });
     expect(callFacts(facts, "mail")?.secrets).toEqual({ MAIL: { iv: "j", ciphertext: "d" } });
   });

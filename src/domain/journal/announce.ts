@@ -4,6 +4,7 @@
 // gathers `call` (plain data about the operation), writes what this returns inside the step's
 // transaction and hands it on through its outbox (durable/outbox/). Pure.
 import type { LimitClaim } from "../limit/window.ts";
+import { isTripClaim } from "../tripwire.ts";
 import {
   tookEffect,
   type Effect,
@@ -70,8 +71,13 @@ export type InboxUpsert =
   | { kind: InboxKind; target: "approval"; item: ApprovalItem }
   | { kind: InboxKind; target: "unknown"; open: boolean; item: UnknownItem }
   | { kind: InboxKind; target: "held"; open: boolean; item: HeldItem };
-/** Its reservations of limits across runs given back: recorded with nothing applied (issue 21). */
-export type LimitRelease = { kind: "limits.released"; claims: LimitClaim[] };
+/**
+ * Its reservations of limits across runs given back: recorded with nothing applied (issue 21); or
+ * its recorded outcome told to the failure_rate tripwires that counted it (issue 34).
+ */
+export type LimitRelease =
+  | { kind: "limits.released"; claims: LimitClaim[]; failed?: undefined }
+  | { kind: "tripwire.outcome"; claims: LimitClaim[]; failed: boolean };
 
 export type Announcement = {
   events: ToolgateEvent[];
@@ -244,6 +250,16 @@ export function announce(
         item: { operation_id, freeze_id: now },
       });
   }
+  // failure_rate tripwires (issue 34) learn each recorded outcome: failed = definitely failed.
+  const rated = call.limits.filter(
+    (claim) => isTripClaim(claim) && claim.trip.measure === "failure_rate",
+  );
+  if (state.phase === "recorded" && before?.phase !== "recorded" && rated.length > 0)
+    out.limits.push({
+      kind: "tripwire.outcome",
+      claims: rated,
+      failed: state.outcome.status === "failed",
+    });
   if (state.phase === "recorded" && before?.phase !== "recorded") {
     const code = state.outcome.status === "succeeded" ? null : state.outcome.code;
     emit("operation.recorded", {

@@ -26,6 +26,8 @@ export const EVENT_TYPES = [
   /** An operator froze calls (issue 34), or a freeze was lifted (DELETE, or its expires_at passed). */
   "freeze.created",
   "freeze.lifted",
+  /** A tripwire crossed its threshold and made its freeze (issue 34), once per trip. */
+  "tripwire.tripped",
 ] as const;
 export const EventType = z.enum(EVENT_TYPES);
 export type EventType = z.infer<typeof EventType>;
@@ -169,6 +171,20 @@ export const FreezeEventData = z.object({
 });
 export type FreezeEventData = z.infer<typeof FreezeEventData>;
 
+/** A trip (issue 34): which tripwire, on which subject, what it measured, the freeze it made. */
+export const TripwireTrippedData = z.object({
+  tripwire_id: z.string(),
+  subject: z.string(),
+  measure: z.enum(["count", "sum", "failure_rate"]),
+  threshold: z.number(),
+  freeze_id: z.string(),
+  mode: z.enum(["hold", "refuse"]),
+  reason: z.string(),
+  /** The operation whose reservation (or recorded outcome) crossed the threshold. */
+  tripped_by: z.string().nullable(),
+});
+export type TripwireTrippedData = z.infer<typeof TripwireTrippedData>;
+
 /** The data schema of each event type: the public contract a webhook consumer reads (OpenAPI). */
 export const EVENT_DATA = {
   "approval.requested": ApprovalEventData,
@@ -183,6 +199,7 @@ export const EVENT_DATA = {
   "webhook.test": WebhookTestData,
   "freeze.created": FreezeEventData,
   "freeze.lifted": FreezeEventData,
+  "tripwire.tripped": TripwireTrippedData,
 } as const satisfies Record<EventType, z.ZodType>;
 
 const eventOf = <T extends EventType>(type: T) =>
@@ -208,6 +225,7 @@ export const ToolgateEvent = z.discriminatedUnion("type", [
   eventOf("webhook.test"),
   eventOf("freeze.created"),
   eventOf("freeze.lifted"),
+  eventOf("tripwire.tripped"),
 ]);
 export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
 /** The event of one type. */

@@ -23,6 +23,7 @@ import { routeOf, wouldSend } from "../../tools/shadow.ts";
 import { frozenBy, frozenDenial, type Freeze } from "../../domain/freeze.ts";
 import type { OperationEvent } from "../../domain/operation/index.ts";
 import { freezeCallOf } from "../retry-budget-client.ts";
+import { tripClaimsFor, type Tripwire } from "../../domain/tripwire.ts";
 
 /**
  * Before a new operation starts: the tenant's facts (its tool's idempotency verification and its
@@ -54,6 +55,7 @@ async function gatherStart(
           verified,
           policies: held.policies,
           freezes: held.freezes ?? [],
+          tripwires: held.tripwires ?? [],
         }))
       : startFacts(env, req.tenantId, spec.name, req.source),
     approvalRule
@@ -66,22 +68,55 @@ async function gatherStart(
   const request = policyRequestOf(spec, req);
   const cedar = facts.policies ? decide(evaluatePolicies(facts.policies, request)) : null;
   const verified = facts.verified;
-  const frozen = frozenAtStart(env, req, spec, facts.freezes);
-  const none = { toolVersion: null, secrets: null, verified, cedar, request, frozen };
-  if (cedar?.decision === "deny" || frozen?.mode === "refuse")
+  const atStart = frozenAtStart(env, req, spec, facts.freezes);
+  const none = { toolVersion: null, secrets: null, verified, cedar, request, frozen: atStart };
+  if (cedar?.decision === "deny" || atStart?.mode === "refuse")
     return { ...none, limits: NOTHING_RESERVED };
-  const claims = req.limitClaims ?? [];
+  // The tenant's tripwires covering this call claim on their counters like limits (issue 34).
+  const trips = tripClaimsOf(req, spec, facts.tripwires);
+  if (!trips.ok)
+    return {
+      ...none,
+      limits: {
+        ...NOTHING_RESERVED,
+        denied: { limit: "tripwire", subject: "", message: trips.error.message },
+      },
+    };
+  const claims = [...(req.limitClaims ?? []), ...trips.value];
   const limits =
     claims.length > 0
       ? await reserveClaims(env, req.tenantId, req.operationId, claims)
       : NOTHING_RESERVED;
-  if (limits.denied) return { ...none, limits };
+  const frozen = trippedOver(atStart, limits.tripped);
+  if (limits.denied) return { ...none, frozen, limits };
   const asks = approvalRule || limits.needsApproval;
   const toolVersion = asks ? await catalog.toolVersion(req.source) : null;
   return { toolVersion, secrets: asks ? null : fetched, verified, limits, cedar, request, frozen };
 }
 
 type Frozen = Extract<OperationEvent, { type: "start" }>["frozen"];
+
+/** A tripwire's call claims (none when the tenant has no tripwire: nothing computed, no RPC). */
+function tripClaimsOf(req: SubmitRequest, spec: ToolSpec, tripwires: Tripwire[]) {
+  if (tripwires.length === 0) return ok([]);
+  return tripClaimsFor(tripwires, {
+    tool: spec.name,
+    // A shadow run's write reaches no production system: it counts toward no tripwire.
+    write: spec.risk !== "read" && !req.shadow,
+    input: req.input.value as Record<string, unknown>,
+    context: req.principal?.context ?? {},
+    userId: req.userId,
+  });
+}
+
+/** A tripped counter's freeze stops the call like a freeze of the facts (a refuse over a hold). */
+function trippedOver(frozen: Frozen, tripped: Freeze | null): Frozen {
+  if (!tripped || frozen?.mode === "refuse") return frozen;
+  if (frozen?.mode === "hold" && tripped.mode === "hold") return frozen;
+  return tripped.mode === "refuse"
+    ? { mode: "refuse", message: frozenDenial(tripped).message }
+    : { mode: "hold", hold: { kind: "freeze", freezeId: tripped.id, reason: tripped.reason } };
+}
 
 /**
  * The freeze that applies to this call now (issue 34), from the same facts the Cedar set came in:

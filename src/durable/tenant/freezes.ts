@@ -10,6 +10,7 @@ import {
   makeEvent,
   type EventOf,
   type FreezeEventData,
+  type ToolgateEvent,
 } from "../../domain/journal/events.ts";
 import {
   freezeView,
@@ -217,6 +218,12 @@ function record(
     tool: "tool" in freeze.scope ? freeze.scope.tool : null,
     data,
   } as Omit<EventOf<typeof type>, "type">);
+  storeTenantEvent(store, event);
+}
+
+/** A tenant's own event, stored and queued for the EVENTS queue (inside the caller's transaction). */
+export function storeTenantEvent(store: SqlStore, event: ToolgateEvent): void {
+  for (const table of ["events", "tenant_outbox"]) store.ensureTable(table);
   store.run(
     "INSERT INTO events (id, type, at_ms, body) VALUES (?, ?, ?, ?) ON CONFLICT (id) DO NOTHING",
     event.id,
@@ -235,7 +242,7 @@ function record(
  * Every run the tenant knows that has not expired is to be told (a run told twice only re-reads its
  * facts once more; an expired run makes no more calls, so it is never told).
  */
-function queueTells(store: SqlStore, nowMs: number): void {
+export function queueTells(store: SqlStore, nowMs: number): void {
   if (!store.exists("tenant_runs")) return;
   store.ensureTable("freeze_tells");
   store.run(

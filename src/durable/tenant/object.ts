@@ -38,6 +38,8 @@ import { initTenant, tenantAlarm, type TenantCreated } from "./record.ts";
 import { retentionMs } from "../../config.ts";
 import { OUTBOX_RETRY_MS } from "../outbox/outbox.ts";
 import * as freezes from "./freezes.ts";
+import * as tripwires from "./tripwires.ts";
+import type { Tripwire } from "../../domain/tripwire.ts";
 import type { Freeze } from "../../domain/freeze.ts";
 import type { HeldItem } from "../../domain/journal/announce.ts";
 
@@ -180,11 +182,47 @@ export class TenantObject extends DurableObject<Env> {
     return freezes.putFreeze(this.store, this.ctx.storage, this.env, tenantId, freeze);
   }
   async deleteFreeze(tenantId: string, id: string, by: string) {
-    return freezes.deleteFreeze(this.store, this.ctx.storage, this.env, tenantId, id, by);
+    const lifted = await freezes.deleteFreeze(
+      this.store,
+      this.ctx.storage,
+      this.env,
+      tenantId,
+      id,
+      by,
+    );
+    // A tripwire's freeze: its counter re-arms (tripwires.ts).
+    if (lifted) await tripwires.untripCounter(this.env, tenantId, lifted.freeze);
+    return lifted;
   }
   async listFreezes() {
     return freezes.listFreezes(this.store, Date.now());
   }
+  // ── Tripwires (tripwires.ts, issue 34) ───────────────────────────────────────────────────────
+
+  async putTripwire(tenantId: string, wire: Tripwire) {
+    return tripwires.putTripwire(this.store, this.env, tenantId, wire);
+  }
+  async deleteTripwire(tenantId: string, id: string) {
+    return tripwires.deleteTripwire(this.store, this.env, tenantId, id);
+  }
+  async listTripwires() {
+    return tripwires.listTripwires(this.store);
+  }
+  /** A tripwire's counter tripped: its freeze and event, once per freeze id; the event sent now. */
+  async tripFreeze(
+    tenantId: string,
+    trip: tripwires.TripNotice,
+  ): Promise<Result<boolean, TenantError>> {
+    const made = tripwires.tripFreeze(this.store, tenantId, trip);
+    if (made.ok && made.value) {
+      this.ctx.waitUntil(this.sendOwnEvents());
+      const armed = await this.ctx.storage.getAlarm();
+      const due = Date.now() + OUTBOX_RETRY_MS;
+      if (armed === null || due < armed) await this.ctx.storage.setAlarm(due);
+    }
+    return made;
+  }
+
   /** Delivered by operations from their outbox: held by a freeze, or no longer. */
   async markHeld(item: HeldItem, open: boolean, seq: number): Promise<void> {
     return freezes.markHeld(this.store, this.ctx.storage, item, open, seq);
