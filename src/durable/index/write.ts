@@ -62,20 +62,40 @@ export function upsertRun(store: SqlStore, tenantId: string, run: IndexRun): voi
     run.run_id,
     tenantId,
   );
-  const held = store.one<{ updated_at_ms: number; created_at_ms: number }>(
-    "SELECT updated_at_ms, created_at_ms FROM idx_runs WHERE run_id = ?",
+  const held = store.one<{ updated_at_ms: number; created_at_ms: number; user_id: string | null }>(
+    "SELECT updated_at_ms, created_at_ms, user_id FROM idx_runs WHERE run_id = ?",
     run.run_id,
   );
   if (held && (run.usage === null || held.updated_at_ms > run.updated_at_ms)) {
     // Named again without a summary: an earlier sighting moves its provisional creation time, and
     // a user is filled in where none was known.
-    if (held.updated_at_ms === 0)
+    // Only when it changes something: an UPDATE naming the indexed columns rewrites their entries
+    // (3 rows), and every event of a run with no summary yet names it again.
+    const earlier = run.created_at_ms < held.created_at_ms;
+    const user = held.user_id === null && run.user_id !== null;
+    if (held.updated_at_ms === 0 && (earlier || user))
       store.run(
         "UPDATE idx_runs SET created_at_ms = MIN(created_at_ms, ?), user_id = COALESCE(user_id, ?) WHERE run_id = ?",
         run.created_at_ms,
         run.user_id,
         run.run_id,
       );
+    return;
+  }
+  // The usual case, a newer summary of a known run: only its counters change. An UPDATE that does
+  // not name the indexed columns leaves their index entries alone (a REPLACE rewrote both: 3 rows).
+  if (held && held.created_at_ms === run.created_at_ms && held.user_id === run.user_id) {
+    store.run(
+      `UPDATE idx_runs SET expires_at_ms = ?, cancelled_at_ms = ?, turns = ?, tool_calls = ?, cost = ?, updated_at_ms = ?
+       WHERE run_id = ?`,
+      run.expires_at_ms,
+      run.cancelled_at_ms,
+      run.usage?.turns ?? null,
+      run.usage?.tool_calls ?? null,
+      run.usage?.cost ?? null,
+      run.updated_at_ms,
+      run.run_id,
+    );
     return;
   }
   store.run(
@@ -96,27 +116,51 @@ export function upsertRun(store: SqlStore, tenantId: string, run: IndexRun): voi
 /** An operation's row (and its subjects), unless the stored one is settled or newer. */
 export function upsertOp(store: SqlStore, op: IndexOp): void {
   if (dropped(store, op.operation_id)) return;
-  const held = store.one<{ rank: number; updated_at_ms: number; attempts: number | null }>(
-    "SELECT rank, updated_at_ms, attempts FROM idx_ops WHERE operation_id = ?",
+  const held = store.one<{
+    rank: number;
+    updated_at_ms: number;
+    attempts: number | null;
+    run_id: string;
+    created_at_ms: number;
+  }>(
+    "SELECT rank, updated_at_ms, attempts, run_id, created_at_ms FROM idx_ops WHERE operation_id = ?",
     op.operation_id,
   );
   if (!replaces(held, op)) return;
-  store.run(
-    `INSERT OR REPLACE INTO idx_ops (operation_id, run_id, tool, status, code, attempts, latency_ms, created_at_ms, settled_at_ms, updated_at_ms, rank, shadow)
+  if (held && held.run_id === op.run_id && held.created_at_ms === op.created_at_ms)
+    // A later step of a known operation: an UPDATE leaves the index entries of the columns it does
+    // not name (created, run) alone; a REPLACE rewrote the row and all three.
+    store.run(
+      `UPDATE idx_ops SET tool = ?, status = ?, code = ?, attempts = ?, latency_ms = ?, settled_at_ms = ?, updated_at_ms = ?, rank = ?, shadow = ?
+       WHERE operation_id = ?`,
+      op.tool,
+      op.status,
+      op.code,
+      op.attempts ?? held.attempts,
+      op.latency_ms,
+      op.settled_at_ms,
+      op.updated_at_ms,
+      op.rank,
+      op.shadow ? 1 : 0,
+      op.operation_id,
+    );
+  else
+    store.run(
+      `INSERT OR REPLACE INTO idx_ops (operation_id, run_id, tool, status, code, attempts, latency_ms, created_at_ms, settled_at_ms, updated_at_ms, rank, shadow)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    op.operation_id,
-    op.run_id,
-    op.tool,
-    op.status,
-    op.code,
-    op.attempts ?? held?.attempts ?? null,
-    op.latency_ms,
-    op.created_at_ms,
-    op.settled_at_ms,
-    op.updated_at_ms,
-    op.rank,
-    op.shadow ? 1 : 0,
-  );
+      op.operation_id,
+      op.run_id,
+      op.tool,
+      op.status,
+      op.code,
+      op.attempts ?? held?.attempts ?? null,
+      op.latency_ms,
+      op.created_at_ms,
+      op.settled_at_ms,
+      op.updated_at_ms,
+      op.rank,
+      op.shadow ? 1 : 0,
+    );
   if (held && op.subjects.length === 0) return;
   store.run("DELETE FROM idx_subjects WHERE operation_id = ?", op.operation_id);
   for (const [key, value] of op.subjects)

@@ -3,6 +3,9 @@
 // Beside them: turn groups, each tool source once by hash (a call row names its source by hash),
 // and `turn_ops` (operation → the first turn holding it), built only when a run first needs it
 // (toolgate_check_status), so runs that never check pay no row per call.
+// `run_events` has no index on its unsent rows: a run holds at most one per turn and reads them
+// once per instance, while a partial index cost a row written per event and another when it was sent
+// (runs created before keep theirs; it reads the same).
 import { z } from "zod";
 import type { Usage } from "../../domain/turn/budget.ts";
 import type { Envelope } from "../../domain/envelope.ts";
@@ -48,8 +51,7 @@ CREATE TABLE IF NOT EXISTS run_events (id TEXT PRIMARY KEY, payload TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS tenant_facts (k INTEGER PRIMARY KEY CHECK (k = 1), tools_hash TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS compensations (original_id TEXT PRIMARY KEY, compensation_id TEXT NOT NULL, tool TEXT NOT NULL, source TEXT NOT NULL, input TEXT NOT NULL, input_hash TEXT NOT NULL, idempotency_key TEXT NOT NULL, claims TEXT, approval TEXT NOT NULL, reason TEXT NOT NULL, asked_by TEXT NOT NULL, asked_at_ms INTEGER NOT NULL, state TEXT NOT NULL, generation INTEGER NOT NULL DEFAULT 1) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rollback (k INTEGER PRIMARY KEY CHECK (k = 1), state TEXT NOT NULL, by TEXT NOT NULL, started_at_ms INTEGER NOT NULL, next_at_ms INTEGER);
-CREATE TABLE IF NOT EXISTS rollback_steps (seq INTEGER PRIMARY KEY, operation_id TEXT NOT NULL, tool TEXT NOT NULL, compensation_id TEXT, state TEXT NOT NULL, detail TEXT);
-CREATE INDEX IF NOT EXISTS run_events_unsent ON run_events (next_at_ms) WHERE sent = 0;`;
+CREATE TABLE IF NOT EXISTS rollback_steps (seq INTEGER PRIMARY KEY, operation_id TEXT NOT NULL, tool TEXT NOT NULL, compensation_id TEXT, state TEXT NOT NULL, detail TEXT);`;
 
 export const ToolSourceCodec: z.ZodType<ToolSource> = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("manifest"), manifest: z.unknown() }),
