@@ -9,6 +9,22 @@ import type { IndexOp, IndexRun } from "../../domain/index-feed.ts";
 import { replaces } from "../../domain/index-feed.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
+/**
+ * The statuses a person looks for (the queues, what is still under way): the only ones the status
+ * index holds, so a settled operation (most rows) writes no entry there. A query for one of them
+ * names this term (openStatusTerm), the condition SQLite needs to use a partial index; any other
+ * status is found through the creation-order index. Indexes made before keep every status.
+ */
+const OPEN_STATUSES = ["awaiting_approval", "outcome_unknown", "pending"] as const;
+const OPEN_STATUS_TERM = `status IN (${OPEN_STATUSES.map((status) => `'${status}'`).join(", ")})`;
+
+/** The partial index's own condition for a query on `status` (column prefixed `alias.`), or null. */
+export function openStatusTerm(status: string, alias = ""): string | null {
+  return (OPEN_STATUSES as readonly string[]).includes(status)
+    ? `${alias}${OPEN_STATUS_TERM}`
+    : null;
+}
+
 export const INDEX_SCHEMA = `
 CREATE TABLE IF NOT EXISTS idx_runs (run_id TEXT PRIMARY KEY, user_id TEXT, created_at_ms INTEGER NOT NULL, expires_at_ms INTEGER,
   cancelled_at_ms INTEGER, turns INTEGER, tool_calls INTEGER, cost REAL, updated_at_ms INTEGER NOT NULL) WITHOUT ROWID;
@@ -19,7 +35,7 @@ CREATE TABLE IF NOT EXISTS idx_ops (operation_id TEXT PRIMARY KEY, run_id TEXT N
   updated_at_ms INTEGER NOT NULL, rank INTEGER NOT NULL, shadow INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS idx_ops_created ON idx_ops (created_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS idx_ops_run ON idx_ops (run_id);
-CREATE INDEX IF NOT EXISTS idx_ops_status ON idx_ops (status);
+CREATE INDEX IF NOT EXISTS idx_ops_status ON idx_ops (status) WHERE ${OPEN_STATUS_TERM};
 CREATE INDEX IF NOT EXISTS idx_ops_code ON idx_ops (code) WHERE code IS NOT NULL;
 CREATE TABLE IF NOT EXISTS idx_subjects (value TEXT NOT NULL, key TEXT NOT NULL, operation_id TEXT NOT NULL,
   PRIMARY KEY (value, key, operation_id)) WITHOUT ROWID;
