@@ -13,14 +13,42 @@ import {
   decodeTurn,
   decodeTurnGroup,
   decodeUsage,
+  decodeUsageSnapshot,
   TURN_COLUMNS,
+  TURN_USAGE_COLUMN,
+  USAGE_VERSION_COLUMN,
 } from "../store/run-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { notFound, type RunError, type RunView } from "./contracts.ts";
 
-/** The usage row as stored (every column), read once per write to it (SqlStore.memo). */
+/**
+ * The usage as it stands (every column of the usage row): the row, or the newest turn's snapshot
+ * when its version is higher (store/run-rows.ts TURN_USAGE_COLUMN). Read once, then kept: each
+ * writer remembers what it wrote (a cold read scans the run's turns for the newest snapshot).
+ */
 export function usageRow(store: SqlStore): Record<string, SqlStorageValue> | null {
-  return store.memo("usage", "usage", () => store.one("SELECT * FROM usage"));
+  return store.memo("usage", "usage", () => {
+    const row = store.one("SELECT * FROM usage");
+    if (!row || !store.exists("turns") || !store.hasColumn("turns", "usage")) return row;
+    const newer = store.one<{ usage: string }>(
+      `SELECT usage FROM turns WHERE json_extract(usage, '$.version') > ?
+       ORDER BY json_extract(usage, '$.version') DESC LIMIT 1`,
+      Number(row.version ?? 0),
+    );
+    return newer ? { ...row, ...decodeUsageSnapshot(newer.usage) } : row;
+  });
+}
+
+/** Writes the whole usage row as `next` (every column it read, `version` one higher), in the caller's transaction. */
+function writeUsage(store: SqlStore, next: Record<string, SqlStorageValue>): void {
+  const { k: _, ...columns } = next;
+  store.run(
+    `UPDATE usage SET ${Object.keys(columns)
+      .map((column) => `${column} = ?`)
+      .join(", ")}`,
+    ...Object.values(columns),
+  );
+  store.remember("usage", "usage", next);
 }
 
 /** `turn_ops` rows for the turn's operations (the first turn naming an operation keeps it). */
@@ -89,6 +117,20 @@ export class RunRows {
    */
   writeTurn(plan: TurnPlan, calls: string, stored: StoredCounts): void {
     const { record, usage, group } = plan;
+    // Before reading the usage: adding a column forgets what the store kept.
+    this.store.ensureColumn("usage", USAGE_VERSION_COLUMN);
+    this.store.ensureColumn("turns", TURN_USAGE_COLUMN);
+    const before = usageRow(this.store)!;
+    const counted = {
+      turns: usage.turns,
+      calls: usage.toolCalls,
+      cost: usage.cost,
+      stored_turns: stored.turns,
+      stored_bytes: stored.bytes,
+      stopped_turns: stored.stopped,
+      checks: stored.checks,
+      version: Number(before.version ?? 0) + 1,
+    };
     if (group)
       this.store.run(
         "INSERT OR REPLACE INTO turn_groups (key, turn_stop, usage_hash, calls) VALUES (?, ?, ?, ?)",
@@ -98,7 +140,7 @@ export class RunRows {
         group.calls,
       );
     this.store.run(
-      `INSERT INTO turns (${TURN_COLUMNS}, admitted) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
+      `INSERT INTO turns (${TURN_COLUMNS}, admitted, usage) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)`,
       record.id,
       record.seq,
       record.contentHash,
@@ -107,6 +149,7 @@ export class RunRows {
       record.modelCost,
       record.createdAtMs,
       plan.dispatch.length,
+      JSON.stringify(counted),
     );
     this.store.remember("turns", `turn:${record.id}`, {
       id: record.id,
@@ -119,24 +162,20 @@ export class RunRows {
       created_at: record.createdAtMs,
     });
     if (this.store.exists("turn_ops")) indexTurn(this.store, record);
-    const before = usageRow(this.store);
-    const counted = {
-      turns: usage.turns,
-      calls: usage.toolCalls,
-      cost: usage.cost,
-      stored_turns: stored.turns,
-      stored_bytes: stored.bytes,
-      stopped_turns: stored.stopped,
-      checks: stored.checks,
-    };
-    this.store.run(
-      `UPDATE usage SET ${Object.keys(counted)
-        .map((column) => `${column} = ?`)
-        .join(", ")}`,
-      ...Object.values(counted),
-    );
-    // Every other column unchanged: the row as written, not read back.
-    if (before) this.store.remember("usage", "usage", { ...before, ...counted });
+    // The usage rides in the turn's row (its snapshot outranks the usage row by version): kept as
+    // it now stands, every other column unchanged, not read back.
+    this.store.remember("usage", "usage", { ...before, ...counted });
+  }
+
+  /** A settled turn's refund, in the caller's transaction (the one write of the usage row on a turn's path). */
+  refund(amount: number): void {
+    this.store.ensureColumn("usage", USAGE_VERSION_COLUMN);
+    const current = usageRow(this.store)!;
+    writeUsage(this.store, {
+      ...current,
+      cost: Number(current.cost) - amount,
+      version: Number(current.version ?? 0) + 1,
+    });
   }
 
   turns(): TurnRecord[] {
