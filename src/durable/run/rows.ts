@@ -1,21 +1,24 @@
 // The run's rows read through their codecs (store/run-rows.ts): the run, its usage, turn groups and turns,
 // and why a tenant finds no run here (never created, or pruned: 410); and `writeTurn`, an admitted
-// turn's rows with their memo mirror. Every write runs inside the caller's one transaction.
+// turn's rows with their memo mirror; the storage counts and the `turn_ops` index (below). Every
+// write runs inside the caller's one transaction.
 import { jurisdictionOf } from "../../domain/jurisdiction.ts";
 import { redactContext } from "../../domain/redact.ts";
 import { err, type Result } from "../../domain/result.ts";
-import type { StoredCounts } from "../../domain/run-limits.ts";
+import { NO_STORED, type StoredCounts } from "../../domain/run-limits.ts";
 import type { TurnGroup, TurnPlan } from "../../domain/turn/admit.ts";
 import { operationIds, type RunState, type TurnRecord } from "../../domain/turn/turn.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import {
   decodeRun,
+  decodeStoredCounts,
   decodeTurn,
   decodeTurnGroup,
   decodeUsage,
   decodeUsageSnapshot,
   TURN_COLUMNS,
   TURN_USAGE_COLUMN,
+  USAGE_STORAGE_COLUMNS,
   USAGE_VERSION_COLUMN,
 } from "../store/run-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
@@ -203,4 +206,45 @@ export class RunRows {
       notify_webhook_id: run.notifyWebhookId ?? null,
     };
   }
+}
+
+// What the run stores, counted (domain/run-limits.ts) on the usage row, and the `turn_ops` index
+// (operation → the first turn naming it): both derived from the turns and built lazily for a run
+// created before them, inside the caller's transaction.
+
+/** The usage row's storage counts (zero for a run created before them, until its next turn). */
+export function storedCounts(store: SqlStore): StoredCounts {
+  if (!store.exists("usage") || !store.hasColumn("usage", "checks")) return NO_STORED;
+  return decodeStoredCounts(usageRow(store));
+}
+
+/**
+ * The storage counts, in a turn's transaction: a run created before them gets their columns,
+ * its turns counted once. Their bytes are not (those rows held every call's tool source, and
+ * counting them would refuse runs the older layout made large); its checks start from zero.
+ */
+export function migrateStored(store: SqlStore): StoredCounts {
+  const [turns, ...others] = USAGE_STORAGE_COLUMNS;
+  if (store.ensureColumn("usage", turns!))
+    store.run("UPDATE usage SET stored_turns = (SELECT COUNT(*) FROM turns)");
+  for (const column of others) store.ensureColumn("usage", column);
+  store.ensureTable("tool_sources");
+  return storedCounts(store);
+}
+
+/**
+ * Whether a call of this run's turns names the operation: one read of `turn_ops`, which the
+ * first check builds from the stored turns (once; every later turn adds its own operations).
+ */
+export function holdsOperation(
+  store: SqlStore,
+  turns: () => TurnRecord[],
+  operationId: string,
+): boolean {
+  if (!store.exists("turn_ops"))
+    store.transaction(() => {
+      store.ensureTable("turn_ops");
+      for (const turn of turns()) indexTurn(store, turn);
+    });
+  return store.one("SELECT 1 AS x FROM turn_ops WHERE operation_id = ?", operationId) !== null;
 }
