@@ -84,9 +84,8 @@ export function upsertRun(store: SqlStore, tenantId: string, run: IndexRun): voi
   );
   if (held && (run.usage === null || held.updated_at_ms > run.updated_at_ms)) {
     // Named again without a summary: an earlier sighting moves its provisional creation time, and
-    // a user is filled in where none was known.
-    // Only when it changes something: an UPDATE naming the indexed columns rewrites their entries
-    // (3 rows), and every event of a run with no summary yet names it again.
+    // a user is filled in where none was known — only when that changes something (an UPDATE
+    // naming the indexed columns rewrites their entries, 3 rows, and every event names the run).
     const earlier = run.created_at_ms < held.created_at_ms;
     const user = held.user_id === null && run.user_id !== null;
     if (held.updated_at_ms === 0 && (earlier || user))
@@ -98,35 +97,33 @@ export function upsertRun(store: SqlStore, tenantId: string, run: IndexRun): voi
       );
     return;
   }
-  // The usual case, a newer summary of a known run: only its counters change. An UPDATE that does
-  // not name the indexed columns leaves their index entries alone (a REPLACE rewrote both: 3 rows).
-  if (held && held.created_at_ms === run.created_at_ms && held.user_id === run.user_id) {
-    store.run(
-      `UPDATE idx_runs SET expires_at_ms = ?, cancelled_at_ms = ?, turns = ?, tool_calls = ?, cost = ?, updated_at_ms = ?
-       WHERE run_id = ?`,
-      run.expires_at_ms,
-      run.cancelled_at_ms,
-      run.usage?.turns ?? null,
-      run.usage?.tool_calls ?? null,
-      run.usage?.cost ?? null,
-      run.updated_at_ms,
-      run.run_id,
-    );
-    return;
-  }
-  store.run(
-    `INSERT OR REPLACE INTO idx_runs (run_id, user_id, created_at_ms, expires_at_ms, cancelled_at_ms, turns, tool_calls, cost, updated_at_ms)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    run.run_id,
-    run.user_id,
-    run.created_at_ms,
+  // expires_at_ms, cancelled_at_ms, turns, tool_calls, cost, updated_at_ms: what a summary updates.
+  const counters = [
     run.expires_at_ms,
     run.cancelled_at_ms,
     run.usage?.turns ?? null,
     run.usage?.tool_calls ?? null,
     run.usage?.cost ?? null,
     run.updated_at_ms,
-  );
+  ];
+  // The usual case, a newer summary of a known run: an UPDATE that does not name the indexed
+  // columns leaves their index entries alone (a REPLACE rewrote the row and both: 3 rows).
+  if (held && held.created_at_ms === run.created_at_ms && held.user_id === run.user_id)
+    store.run(
+      `UPDATE idx_runs SET expires_at_ms = ?, cancelled_at_ms = ?, turns = ?, tool_calls = ?, cost = ?, updated_at_ms = ?
+       WHERE run_id = ?`,
+      ...counters,
+      run.run_id,
+    );
+  else
+    store.run(
+      `INSERT OR REPLACE INTO idx_runs (run_id, user_id, created_at_ms, expires_at_ms, cancelled_at_ms, turns, tool_calls, cost, updated_at_ms)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      run.run_id,
+      run.user_id,
+      run.created_at_ms,
+      ...counters,
+    );
 }
 
 /** An operation's row (and its subjects), unless the stored one is settled or newer. */
