@@ -242,9 +242,7 @@ try {
     console.log(`top ${TOP} by inclusive time (JS functions):\n${summary.inclusive.join("\n")}`);
     console.log(`by module:\n${summary.modules.join("\n")}`);
     console.log(
-      `by part, inclusive (run includes the new object; ms/op):\n${Object.entries(
-        summary.parts,
-      )
+      `by part, inclusive (run includes the new object; ms/op):\n${Object.entries(summary.parts)
         .map(([part, us]) => `  ${part.padEnd(11)} ${(us / 1000 / ops).toFixed(2)}`)
         .join("\n")}`,
     );
