@@ -141,6 +141,22 @@ function summarize(profile) {
       inclusive.set(label, (inclusive.get(label) ?? 0) + us);
     }
   }
+  // By part of the new write (issue 32): a sample counts for each part with one of its functions on
+  // the stack; "new object" is the RPC frame's own time (the platform making a new Durable Object,
+  // which the floor pays too).
+  const partUs = Object.fromEntries(Object.keys(PARTS).map((part) => [part, 0]));
+  for (const [id, us] of selfUs) {
+    const names = new Set();
+    for (let at = id; at !== undefined; at = parent.get(at))
+      names.add(byId.get(at).callFrame.functionName);
+    for (const [part, fns] of Object.entries(PARTS))
+      if (
+        part === "new object"
+          ? byId.get(id).callFrame.functionName === "observe"
+          : fns.some((f) => names.has(f))
+      )
+        partUs[part] += us;
+  }
   const top = (map, k) =>
     [...map.entries()]
       .sort((a, b) => b[1] - a[1])
@@ -151,8 +167,21 @@ function summarize(profile) {
     frames: top(frames, TOP),
     inclusive: top(inclusive, TOP),
     modules: top(modules, 12),
+    parts: partUs,
   };
 }
+
+/** The parts `summarize` reports, by the functions that mark them (bundle names of src/). */
+const PARTS = {
+  edge: ["dispatch"],
+  run: ["postTurn"],
+  "new object": [],
+  submit: ["submit"],
+  attempt: ["runAttempt", "attemptOnce"],
+  events: ["sendNow", "sendOperationEvents", "sendEvents", "handleEventBatch", "receiveEvents"],
+  index: ["ingest"],
+  report: ["reported"],
+};
 
 const json = { "Content-Type": "application/json" };
 let exitCode = 0;
@@ -212,6 +241,11 @@ try {
     console.log(`top ${TOP} self-time frames:\n${summary.frames.join("\n")}`);
     console.log(`top ${TOP} by inclusive time (JS functions):\n${summary.inclusive.join("\n")}`);
     console.log(`by module:\n${summary.modules.join("\n")}`);
+    console.log(
+      `by part, inclusive (run includes the new object; ms/op):\n${Object.entries(summary.parts)
+        .map(([part, us]) => `  ${part.padEnd(11)} ${(us / 1000 / ops).toFixed(2)}`)
+        .join("\n")}`,
+    );
     console.log(`raw profile: ${file}`);
   }
   for (const inspector of inspectors.values()) inspector.close();

@@ -13,13 +13,28 @@ const encoder = new TextEncoder();
 export const messageBytes = (body: unknown): number =>
   encoder.encode(JSON.stringify(body)).byteLength + ENVELOPE_BYTES;
 
-/** `items` in order, cut into runs of at most 100 whose bodies add up to at most 250,000 bytes. */
-export function queueBatches<T>(items: readonly T[], bodyOf: (item: T) => unknown): T[][] {
+/**
+ * An upper bound of the bytes of a message whose body is `text` wrapped in at most `wrapChars`
+ * characters of JSON: a UTF-16 code unit is at most 3 UTF-8 bytes. For a sender that holds the
+ * stored JSON of what it sends, so sizing costs no stringify and no encoding per message.
+ */
+export const boundedBytes = (text: string, wrapChars = 64): number =>
+  3 * (text.length + wrapChars) + ENVELOPE_BYTES;
+
+/**
+ * `items` in order, cut into runs of at most 100 whose bodies add up to at most 250,000 bytes;
+ * `bytesOf`: each item's size or an upper bound of it (default: its body's JSON, encoded).
+ */
+export function queueBatches<T>(
+  items: readonly T[],
+  bodyOf: (item: T) => unknown,
+  bytesOf: (item: T) => number = (item) => messageBytes(bodyOf(item)),
+): T[][] {
   const batches: T[][] = [];
   let current: T[] = [];
   let bytes = 0;
   for (const item of items) {
-    const size = messageBytes(bodyOf(item));
+    const size = bytesOf(item);
     if (
       current.length > 0 &&
       (current.length >= QUEUE_BATCH_MAX_MESSAGES || bytes + size > QUEUE_BATCH_MAX_BYTES)
@@ -45,8 +60,9 @@ export async function sendInBatches<T, Body>(
   items: readonly T[],
   requestOf: (item: T) => MessageSendRequest<Body>,
   sent: (batch: T[]) => void = () => {},
+  bytesOf?: (item: T) => number,
 ): Promise<void> {
-  for (const batch of queueBatches(items, (item) => requestOf(item).body)) {
+  for (const batch of queueBatches(items, (item) => requestOf(item).body, bytesOf)) {
     await queue.sendBatch(batch.map(requestOf));
     sent(batch);
   }

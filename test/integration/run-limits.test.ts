@@ -7,6 +7,7 @@ import { describe, expect, it } from "vitest";
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { api, manifest, trace, turn, upstream } from "../support/api.ts";
+import { usageAsStored } from "../support/run-usage.ts";
 
 const CHECK = "toolgate_check_status";
 const charge = (amount: number) => ({ amount, currency: "usd" });
@@ -29,6 +30,11 @@ const sql = <T>(runId: string, query: string, ...bindings: SqlStorageValue[]): P
   runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) =>
     state.storage.sql.exec(query, ...bindings).toArray(),
   ) as Promise<T[]>;
+/** The run's usage as stored (the usage row, or a newer snapshot in a turn row). */
+const storedUsage = (runId: string) =>
+  runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) =>
+    usageAsStored(state.storage.sql),
+  );
 const storedTurns = async (runId: string) =>
   (await sql<{ n: number }>(runId, "SELECT COUNT(*) AS n FROM turns"))[0]!.n;
 
@@ -101,11 +107,11 @@ describe("toolgate_check_status", () => {
     expect(refused.status).toBe(409);
     expect(refused.body.code).toBe("run_turn_limit");
     expect(await storedTurns(runId)).toBe(1 + 50 + 16);
-    const [counts] = await sql<{ checks: number; stopped_turns: number }>(
-      runId,
-      "SELECT checks, stopped_turns FROM usage",
-    );
-    expect(counts).toEqual({ checks: 50, stopped_turns: 16 });
+    const counts = await storedUsage(runId);
+    expect({ checks: counts.checks, stopped_turns: counts.stopped_turns }).toEqual({
+      checks: 50,
+      stopped_turns: 16,
+    });
     // The write itself is still answered, and was sent once.
     expect((await turn(runId, [{ id: "w1", name, arguments: charge(5) }])).body.results).toEqual(
       write.body.results,
@@ -167,11 +173,13 @@ describe("tool sources are stored once per run", () => {
 });
 
 describe("a run stored in the earlier layout", () => {
-  it("(each call row holding its source, no storage counts, no source or operation tables) still answers polls, checks, new turns and a cancel", async () => {
+  it("(each call row holding its source, no storage counts, the usage only in its own row, no source or operation tables) still answers polls, checks, new turns and a cancel", async () => {
     const up = upstream();
     const { runId, name } = await runWith(manifest({ url: up.url }), { max_turns: 5 });
     const first = await turn(runId, [{ id: "c1", name, arguments: charge(1) }]);
     const op = first.body.results[0].operation_id as string;
+    const was = await usage(runId);
+    expect(was).toMatchObject({ turns: 1, tool_calls: 1 });
     // Rewrite the run's storage as e1168c0 left it, then drop the object's memory.
     await runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) => {
       const db = state.storage.sql;
@@ -184,6 +192,11 @@ describe("a run stored in the earlier layout", () => {
           call.submit.source = JSON.parse(source);
         }
       db.exec("UPDATE turns SET calls = ?", JSON.stringify(calls));
+      // The usage in its row, as every turn wrote it before the turn row carried it (issue 32).
+      const now = usageAsStored(db);
+      db.exec("UPDATE usage SET turns = ?, calls = ?, cost = ?", now.turns!, now.calls!, now.cost!);
+      db.exec("ALTER TABLE turns DROP COLUMN usage");
+      db.exec("ALTER TABLE usage DROP COLUMN version");
       for (const column of ["stored_turns", "stored_bytes", "stopped_turns", "checks"])
         db.exec(`ALTER TABLE usage DROP COLUMN ${column}`);
       db.exec("DROP TABLE tool_sources");
@@ -192,10 +205,17 @@ describe("a run stored in the earlier layout", () => {
           .exec("SELECT name FROM sqlite_schema WHERE name IN ('turn_ops', 'tool_sources')")
           .toArray(),
       ).toEqual([]);
-      state.abort("reload");
-    }).catch(() => {});
+    });
+    // In a call of its own: an abort in the call that rewrote the rows would drop the rewrite.
+    await runInDurableObject(runObject(runId), (_instance: unknown, state: DurableObjectState) =>
+      state.abort("reload"),
+    ).catch(() => {});
+    expect(
+      await sql(runId, "SELECT name FROM pragma_table_info('turns') WHERE name = 'usage'"),
+    ).toEqual([]);
     const poll = await api("GET", `/v1/runs/${runId}/turns/${first.body.turn_id}`);
     expect(poll.body.results).toEqual(first.body.results);
+    expect(await usage(runId)).toEqual(was);
     const checked = await turn(runId, [{ id: "s1", name: CHECK, arguments: { operation_id: op } }]);
     expect(checked.body.results[0]).toMatchObject({
       status: "succeeded",
@@ -203,11 +223,13 @@ describe("a run stored in the earlier layout", () => {
     });
     const next = await turn(runId, [{ id: "c2", name, arguments: charge(2) }]);
     expect(next.body.results[0].status).toBe("succeeded");
-    const [counts] = await sql<Record<string, number>>(
-      runId,
-      "SELECT stored_turns, checks FROM usage",
-    );
-    expect(counts).toEqual({ stored_turns: 3, checks: 1 });
+    // Counted on from the old usage row: each turn and call once (a status check is no tool call).
+    expect(await usage(runId)).toEqual({ turns: 3, tool_calls: 2, cost: 2 });
+    const counts = await storedUsage(runId);
+    expect({ stored_turns: counts.stored_turns, checks: counts.checks }).toEqual({
+      stored_turns: 3,
+      checks: 1,
+    });
     const cancelled = await api("POST", `/v1/runs/${runId}/cancel`);
     expect(cancelled.body.status).toBe("cancelled");
     expect((await trace(runId)).filter((e) => e.type === "turn_received")).toHaveLength(3);

@@ -2,6 +2,7 @@
 // of bodies (256 KB less a margin) per batch, in order, nothing lost or repeated.
 import { describe, expect, it } from "vitest";
 import {
+  boundedBytes,
   messageBytes,
   QUEUE_BATCH_MAX_BYTES,
   QUEUE_BATCH_MAX_MESSAGES,
@@ -35,6 +36,25 @@ describe("queueBatches", () => {
     for (const batch of batches) {
       expect(batch.length).toBeLessThanOrEqual(QUEUE_BATCH_MAX_MESSAGES);
       const bytes = batch.reduce((sum, chars) => sum + messageBytes(body(chars)), 0);
+      expect(bytes).toBeLessThanOrEqual(QUEUE_BATCH_MAX_BYTES);
+    }
+  });
+
+  it("a bound from the stored JSON (no stringify) keeps every batch within the limits, multibyte text included", () => {
+    // What an outbox sends: an event whose stored JSON it holds, wrapped in { kind, event }.
+    const events = Array.from({ length: 300 }, (_, i) => ({
+      id: `e${i}`,
+      pad: "é€😀".repeat(i * 37),
+    }));
+    const batches = queueBatches(
+      events,
+      (event) => ({ kind: "event", event }),
+      (event) => boundedBytes(JSON.stringify(event)),
+    );
+    expect(batches.flat()).toEqual(events);
+    for (const batch of batches) {
+      expect(batch.length).toBeLessThanOrEqual(QUEUE_BATCH_MAX_MESSAGES);
+      const bytes = batch.reduce((sum, event) => sum + messageBytes({ kind: "event", event }), 0);
       expect(bytes).toBeLessThanOrEqual(QUEUE_BATCH_MAX_BYTES);
     }
   });

@@ -4,6 +4,7 @@
 // (≤ 7 days).
 import { quantile } from "../../domain/index-feed.ts";
 import type { SqlStore } from "../store/sql-store.ts";
+import { openStatusTerm } from "./write.ts";
 
 export type ToolStats = {
   tool: string;
@@ -62,9 +63,11 @@ export function overview(store: SqlStore, sinceMs: number): Overview {
     since: new Date(sinceMs).toISOString(),
     queues: {
       awaiting_approval: count(
-        "SELECT COUNT(*) AS n FROM idx_ops WHERE status = 'awaiting_approval'",
+        `SELECT COUNT(*) AS n FROM idx_ops WHERE status = 'awaiting_approval' AND ${openStatusTerm("awaiting_approval")}`,
       ),
-      outcome_unknown: count("SELECT COUNT(*) AS n FROM idx_ops WHERE status = 'outcome_unknown'"),
+      outcome_unknown: count(
+        `SELECT COUNT(*) AS n FROM idx_ops WHERE status = 'outcome_unknown' AND ${openStatusTerm("outcome_unknown")}`,
+      ),
     },
     runs: count("SELECT COUNT(*) AS n FROM idx_runs WHERE created_at_ms >= ?", sinceMs),
     operations,

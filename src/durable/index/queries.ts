@@ -5,6 +5,7 @@
 // `q`: each of its meanings), so a filter reads the rows it matches, never the whole table.
 import { decodeCursor, encodeCursor, type IndexOp } from "../../domain/index-feed.ts";
 import type { SqlStore } from "../store/sql-store.ts";
+import { openStatusTerm } from "./write.ts";
 
 export type OpQuery = {
   status?: string;
@@ -78,6 +79,8 @@ export function listOperations(store: SqlStore, query: OpQuery): Page<OpItem> | 
     sql.args.push(value);
   };
   eq("status", query.status);
+  const open = query.status === undefined ? null : openStatusTerm(query.status, "o.");
+  if (open) sql.where.push(open);
   eq("tool", query.tool);
   eq("code", query.code);
   eq("run_id", query.run_id);

@@ -9,6 +9,22 @@ import type { IndexOp, IndexRun } from "../../domain/index-feed.ts";
 import { replaces } from "../../domain/index-feed.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
+/**
+ * The statuses a person looks for (the queues, what is still under way): the only ones the status
+ * index holds, so a settled operation (most rows) writes no entry there. A query for one of them
+ * names this term (openStatusTerm), the condition SQLite needs to use a partial index; any other
+ * status is found through the creation-order index. Indexes made before keep every status.
+ */
+const OPEN_STATUSES = ["awaiting_approval", "outcome_unknown", "pending"] as const;
+const OPEN_STATUS_TERM = `status IN (${OPEN_STATUSES.map((status) => `'${status}'`).join(", ")})`;
+
+/** The partial index's own condition for a query on `status` (column prefixed `alias.`), or null. */
+export function openStatusTerm(status: string, alias = ""): string | null {
+  return (OPEN_STATUSES as readonly string[]).includes(status)
+    ? `${alias}${OPEN_STATUS_TERM}`
+    : null;
+}
+
 export const INDEX_SCHEMA = `
 CREATE TABLE IF NOT EXISTS idx_runs (run_id TEXT PRIMARY KEY, user_id TEXT, created_at_ms INTEGER NOT NULL, expires_at_ms INTEGER,
   cancelled_at_ms INTEGER, turns INTEGER, tool_calls INTEGER, cost REAL, updated_at_ms INTEGER NOT NULL) WITHOUT ROWID;
@@ -19,7 +35,7 @@ CREATE TABLE IF NOT EXISTS idx_ops (operation_id TEXT PRIMARY KEY, run_id TEXT N
   updated_at_ms INTEGER NOT NULL, rank INTEGER NOT NULL, shadow INTEGER NOT NULL DEFAULT 0) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS idx_ops_created ON idx_ops (created_at_ms, operation_id);
 CREATE INDEX IF NOT EXISTS idx_ops_run ON idx_ops (run_id);
-CREATE INDEX IF NOT EXISTS idx_ops_status ON idx_ops (status);
+CREATE INDEX IF NOT EXISTS idx_ops_status ON idx_ops (status) WHERE ${OPEN_STATUS_TERM};
 CREATE INDEX IF NOT EXISTS idx_ops_code ON idx_ops (code) WHERE code IS NOT NULL;
 CREATE TABLE IF NOT EXISTS idx_subjects (value TEXT NOT NULL, key TEXT NOT NULL, operation_id TEXT NOT NULL,
   PRIMARY KEY (value, key, operation_id)) WITHOUT ROWID;
@@ -62,14 +78,17 @@ export function upsertRun(store: SqlStore, tenantId: string, run: IndexRun): voi
     run.run_id,
     tenantId,
   );
-  const held = store.one<{ updated_at_ms: number; created_at_ms: number }>(
-    "SELECT updated_at_ms, created_at_ms FROM idx_runs WHERE run_id = ?",
+  const held = store.one<{ updated_at_ms: number; created_at_ms: number; user_id: string | null }>(
+    "SELECT updated_at_ms, created_at_ms, user_id FROM idx_runs WHERE run_id = ?",
     run.run_id,
   );
   if (held && (run.usage === null || held.updated_at_ms > run.updated_at_ms)) {
     // Named again without a summary: an earlier sighting moves its provisional creation time, and
-    // a user is filled in where none was known.
-    if (held.updated_at_ms === 0)
+    // a user is filled in where none was known — only when that changes something (an UPDATE
+    // naming the indexed columns rewrites their entries, 3 rows, and every event names the run).
+    const earlier = run.created_at_ms < held.created_at_ms;
+    const user = held.user_id === null && run.user_id !== null;
+    if (held.updated_at_ms === 0 && (earlier || user))
       store.run(
         "UPDATE idx_runs SET created_at_ms = MIN(created_at_ms, ?), user_id = COALESCE(user_id, ?) WHERE run_id = ?",
         run.created_at_ms,
@@ -78,45 +97,83 @@ export function upsertRun(store: SqlStore, tenantId: string, run: IndexRun): voi
       );
     return;
   }
-  store.run(
-    `INSERT OR REPLACE INTO idx_runs (run_id, user_id, created_at_ms, expires_at_ms, cancelled_at_ms, turns, tool_calls, cost, updated_at_ms)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    run.run_id,
-    run.user_id,
-    run.created_at_ms,
+  // expires_at_ms, cancelled_at_ms, turns, tool_calls, cost, updated_at_ms: what a summary updates.
+  const counters = [
     run.expires_at_ms,
     run.cancelled_at_ms,
     run.usage?.turns ?? null,
     run.usage?.tool_calls ?? null,
     run.usage?.cost ?? null,
     run.updated_at_ms,
-  );
+  ];
+  // The usual case, a newer summary of a known run: an UPDATE that does not name the indexed
+  // columns leaves their index entries alone (a REPLACE rewrote the row and both: 3 rows).
+  if (held && held.created_at_ms === run.created_at_ms && held.user_id === run.user_id)
+    store.run(
+      `UPDATE idx_runs SET expires_at_ms = ?, cancelled_at_ms = ?, turns = ?, tool_calls = ?, cost = ?, updated_at_ms = ?
+       WHERE run_id = ?`,
+      ...counters,
+      run.run_id,
+    );
+  else
+    store.run(
+      `INSERT OR REPLACE INTO idx_runs (run_id, user_id, created_at_ms, expires_at_ms, cancelled_at_ms, turns, tool_calls, cost, updated_at_ms)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      run.run_id,
+      run.user_id,
+      run.created_at_ms,
+      ...counters,
+    );
 }
 
 /** An operation's row (and its subjects), unless the stored one is settled or newer. */
 export function upsertOp(store: SqlStore, op: IndexOp): void {
   if (dropped(store, op.operation_id)) return;
-  const held = store.one<{ rank: number; updated_at_ms: number; attempts: number | null }>(
-    "SELECT rank, updated_at_ms, attempts FROM idx_ops WHERE operation_id = ?",
+  const held = store.one<{
+    rank: number;
+    updated_at_ms: number;
+    attempts: number | null;
+    run_id: string;
+    created_at_ms: number;
+  }>(
+    "SELECT rank, updated_at_ms, attempts, run_id, created_at_ms FROM idx_ops WHERE operation_id = ?",
     op.operation_id,
   );
   if (!replaces(held, op)) return;
-  store.run(
-    `INSERT OR REPLACE INTO idx_ops (operation_id, run_id, tool, status, code, attempts, latency_ms, created_at_ms, settled_at_ms, updated_at_ms, rank, shadow)
+  if (held && held.run_id === op.run_id && held.created_at_ms === op.created_at_ms)
+    // A later step of a known operation: an UPDATE leaves the index entries of the columns it does
+    // not name (created, run) alone; a REPLACE rewrote the row and all three.
+    store.run(
+      `UPDATE idx_ops SET tool = ?, status = ?, code = ?, attempts = ?, latency_ms = ?, settled_at_ms = ?, updated_at_ms = ?, rank = ?, shadow = ?
+       WHERE operation_id = ?`,
+      op.tool,
+      op.status,
+      op.code,
+      op.attempts ?? held.attempts,
+      op.latency_ms,
+      op.settled_at_ms,
+      op.updated_at_ms,
+      op.rank,
+      op.shadow ? 1 : 0,
+      op.operation_id,
+    );
+  else
+    store.run(
+      `INSERT OR REPLACE INTO idx_ops (operation_id, run_id, tool, status, code, attempts, latency_ms, created_at_ms, settled_at_ms, updated_at_ms, rank, shadow)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-    op.operation_id,
-    op.run_id,
-    op.tool,
-    op.status,
-    op.code,
-    op.attempts ?? held?.attempts ?? null,
-    op.latency_ms,
-    op.created_at_ms,
-    op.settled_at_ms,
-    op.updated_at_ms,
-    op.rank,
-    op.shadow ? 1 : 0,
-  );
+      op.operation_id,
+      op.run_id,
+      op.tool,
+      op.status,
+      op.code,
+      op.attempts ?? held?.attempts ?? null,
+      op.latency_ms,
+      op.created_at_ms,
+      op.settled_at_ms,
+      op.updated_at_ms,
+      op.rank,
+      op.shadow ? 1 : 0,
+    );
   if (held && op.subjects.length === 0) return;
   store.run("DELETE FROM idx_subjects WHERE operation_id = ?", op.operation_id);
   for (const [key, value] of op.subjects)

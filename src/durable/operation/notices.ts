@@ -244,15 +244,22 @@ async function sendOperationEvents(shell: Shell): Promise<void> {
   const inLog = [...shell.log.unsentEvents()];
   const rows = outboxRows(store).filter((row) => row.notice?.sink === "events");
   if (rows.length === 0 && inLog.length === 0) return;
-  type Item = { seq: number; event: ToolgateEvent; row: Row | null };
+  // `text`: the stored JSON the event came from (its outbox row's, or its log row's array).
+  type Item = { seq: number; event: ToolgateEvent; row: Row | null; text: string };
   const items: Item[] = [
     ...rows.map((row) => ({
       seq: row.seq,
       event: (row.notice as { event: ToolgateEvent }).event,
       row: row as Row | null,
+      text: row.payload,
     })),
     ...inLog.flatMap(([seq, unsent]) =>
-      (JSON.parse(unsent.events) as ToolgateEvent[]).map((event) => ({ seq, event, row: null })),
+      (JSON.parse(unsent.events) as ToolgateEvent[]).map((event) => ({
+        seq,
+        event,
+        row: null,
+        text: unsent.events,
+      })),
     ),
   ].sort((a, b) => a.seq - b.seq);
   // A refusal sends them all again (the same ids): the consumer keeps each id once.
@@ -264,6 +271,7 @@ async function sendOperationEvents(shell: Shell): Promise<void> {
     {
       operation_id: shell.log.head()?.frozen.id ?? null,
     },
+    (item) => item.text,
   );
   if (sent) {
     for (const row of rows) remove(store, row);

@@ -5,13 +5,15 @@
 // that fails. What was not taken backs off on the one schedule (outbox.ts) and the alarm resends it,
 // with the same event ids.
 import type { EventMessage, ToolgateEvent } from "../../domain/journal/events.ts";
-import { sendInBatches } from "../../events/queue-batches.ts";
+import { boundedBytes, sendInBatches } from "../../events/queue-batches.ts";
 import type { Env } from "../env.ts";
 import { eventsQueue } from "../placement.ts";
 
 /**
  * Sends `items` (each carrying one event, all of one tenant) to the events queue; `taken` is told of
  * each batch the queue took. False: the queue refused one (the rest were not sent); logged here.
+ * `textOf`: the stored JSON holding the item's event (its row's), which bounds its size without
+ * encoding it again (queue-batches.ts boundedBytes).
  */
 export async function sendEvents<T>(
   env: Env,
@@ -19,6 +21,7 @@ export async function sendEvents<T>(
   eventOf: (item: T) => ToolgateEvent,
   taken: (batch: T[]) => void,
   context: Record<string, unknown> = {},
+  textOf?: (item: T) => string,
 ): Promise<boolean> {
   if (items.length === 0) return true;
   try {
@@ -30,6 +33,7 @@ export async function sendEvents<T>(
         contentType: "json" as const,
       }),
       taken,
+      textOf && ((item) => boundedBytes(textOf(item))),
     );
     return true;
   } catch (error) {

@@ -25,7 +25,7 @@ import { checkStatus } from "./check-status.ts";
 import type { Wait } from "../../domain/wait.ts";
 import type { RunError, TurnReply, RunParts } from "./contracts.ts";
 import { dispatchedSources } from "./sources.ts";
-import { migrateStored, storedCounts } from "./stored.ts";
+import { migrateStored, storedCounts } from "./rows.ts";
 import { compileTools } from "../../tools/catalog.ts";
 import { hostPolicy } from "../../config.ts";
 

@@ -16,8 +16,7 @@ import { submittedHashes, type RunState } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { operationStub } from "../stubs.ts";
-import type { RunRows } from "./rows.ts";
-import { holdsOperation } from "./stored.ts";
+import { holdsOperation, type RunRows } from "./rows.ts";
 
 /**
  * The current envelope of an operation this run created or joined with the identical input

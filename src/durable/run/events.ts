@@ -29,7 +29,8 @@ export type RunEventInput = { seq: number; operationId: string | null; tool: str
   | { type: "run.budget_exhausted"; data: Omit<BudgetExhaustedData, "run"> }
 );
 
-type UnsentRow = { id: string; payload: string; attempts: number };
+/** `event`: the event itself, when this instance wrote the row (not parsed back from `payload`). */
+type UnsentRow = { id: string; payload: string; attempts: number; event?: ToolgateEvent };
 
 export class RunEvents {
   private sending: Promise<void> = Promise.resolve();
@@ -77,7 +78,7 @@ export class RunEvents {
         payload,
         nowMs + OUTBOX_RETRY_MS,
       ) > 0;
-    if (fresh) this.unsent?.push({ id: event.id, payload, attempts: 0 });
+    if (fresh) this.unsent?.push({ id: event.id, payload, attempts: 0, event });
     return fresh;
   }
 
@@ -110,9 +111,11 @@ export class RunEvents {
   private async sendNow(): Promise<void> {
     if (!this.store.exists("run_events")) return;
     const writesBefore = this.writes;
-    const rows = [
+    const rows: UnsentRow[] = [
       ...(this.unsent ??
-        this.store.all<UnsentRow>("SELECT id, payload, attempts FROM run_events WHERE sent = 0")),
+        this.store.all<{ id: string; payload: string; attempts: number }>(
+          "SELECT id, payload, attempts FROM run_events WHERE sent = 0",
+        )),
     ];
     this.unsent = rows.slice();
     if (rows.length === 0) return;
@@ -122,13 +125,15 @@ export class RunEvents {
     const taken = await sendEvents(
       this.env,
       rows,
-      (row) => readEvent(row.payload),
+      (row) => row.event ?? readEvent(row.payload),
       (batch) => {
         for (const row of batch) {
           this.store.run("UPDATE run_events SET sent = 1 WHERE id = ?", row.id);
           sent.add(row.id);
         }
       },
+      {},
+      (row) => row.payload,
     );
     if (taken) {
       // Left: whatever was written while the batch was on its way.

@@ -1,26 +1,57 @@
 // The run's rows read through their codecs (store/run-rows.ts): the run, its usage, turn groups and turns,
 // and why a tenant finds no run here (never created, or pruned: 410); and `writeTurn`, an admitted
-// turn's rows with their memo mirror. Every write runs inside the caller's one transaction.
+// turn's rows with their memo mirror; the storage counts and the `turn_ops` index (below). Every
+// write runs inside the caller's one transaction.
 import { jurisdictionOf } from "../../domain/jurisdiction.ts";
 import { redactContext } from "../../domain/redact.ts";
 import { err, type Result } from "../../domain/result.ts";
-import type { StoredCounts } from "../../domain/run-limits.ts";
+import { NO_STORED, type StoredCounts } from "../../domain/run-limits.ts";
 import type { TurnGroup, TurnPlan } from "../../domain/turn/admit.ts";
 import { operationIds, type RunState, type TurnRecord } from "../../domain/turn/turn.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import {
   decodeRun,
+  decodeStoredCounts,
   decodeTurn,
   decodeTurnGroup,
   decodeUsage,
+  decodeUsageSnapshot,
   TURN_COLUMNS,
+  TURN_USAGE_COLUMN,
+  USAGE_STORAGE_COLUMNS,
+  USAGE_VERSION_COLUMN,
 } from "../store/run-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { notFound, type RunError, type RunView } from "./contracts.ts";
 
-/** The usage row as stored (every column), read once per write to it (SqlStore.memo). */
+/**
+ * The usage as it stands (every column of the usage row): the row, or the newest turn's snapshot
+ * when its version is higher (store/run-rows.ts TURN_USAGE_COLUMN). Read once, then kept: each
+ * writer remembers what it wrote (a cold read scans the run's turns for the newest snapshot).
+ */
 export function usageRow(store: SqlStore): Record<string, SqlStorageValue> | null {
-  return store.memo("usage", "usage", () => store.one("SELECT * FROM usage"));
+  return store.memo("usage", "usage", () => {
+    const row = store.one("SELECT * FROM usage");
+    if (!row || !store.exists("turns") || !store.hasColumn("turns", "usage")) return row;
+    const newer = store.one<{ usage: string }>(
+      `SELECT usage FROM turns WHERE json_extract(usage, '$.version') > ?
+       ORDER BY json_extract(usage, '$.version') DESC LIMIT 1`,
+      Number(row.version ?? 0),
+    );
+    return newer ? { ...row, ...decodeUsageSnapshot(newer.usage) } : row;
+  });
+}
+
+/** Writes the whole usage row as `next` (every column it read, `version` one higher), in the caller's transaction. */
+function writeUsage(store: SqlStore, next: Record<string, SqlStorageValue>): void {
+  const { k: _, ...columns } = next;
+  store.run(
+    `UPDATE usage SET ${Object.keys(columns)
+      .map((column) => `${column} = ?`)
+      .join(", ")}`,
+    ...Object.values(columns),
+  );
+  store.remember("usage", "usage", next);
 }
 
 /** `turn_ops` rows for the turn's operations (the first turn naming an operation keeps it). */
@@ -89,6 +120,20 @@ export class RunRows {
    */
   writeTurn(plan: TurnPlan, calls: string, stored: StoredCounts): void {
     const { record, usage, group } = plan;
+    // Before reading the usage: adding a column forgets what the store kept.
+    this.store.ensureColumn("usage", USAGE_VERSION_COLUMN);
+    this.store.ensureColumn("turns", TURN_USAGE_COLUMN);
+    const before = usageRow(this.store)!;
+    const counted = {
+      turns: usage.turns,
+      calls: usage.toolCalls,
+      cost: usage.cost,
+      stored_turns: stored.turns,
+      stored_bytes: stored.bytes,
+      stopped_turns: stored.stopped,
+      checks: stored.checks,
+      version: Number(before.version ?? 0) + 1,
+    };
     if (group)
       this.store.run(
         "INSERT OR REPLACE INTO turn_groups (key, turn_stop, usage_hash, calls) VALUES (?, ?, ?, ?)",
@@ -98,7 +143,7 @@ export class RunRows {
         group.calls,
       );
     this.store.run(
-      `INSERT INTO turns (${TURN_COLUMNS}, admitted) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)`,
+      `INSERT INTO turns (${TURN_COLUMNS}, admitted, usage) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?)`,
       record.id,
       record.seq,
       record.contentHash,
@@ -107,6 +152,7 @@ export class RunRows {
       record.modelCost,
       record.createdAtMs,
       plan.dispatch.length,
+      JSON.stringify(counted),
     );
     this.store.remember("turns", `turn:${record.id}`, {
       id: record.id,
@@ -119,24 +165,20 @@ export class RunRows {
       created_at: record.createdAtMs,
     });
     if (this.store.exists("turn_ops")) indexTurn(this.store, record);
-    const before = usageRow(this.store);
-    const counted = {
-      turns: usage.turns,
-      calls: usage.toolCalls,
-      cost: usage.cost,
-      stored_turns: stored.turns,
-      stored_bytes: stored.bytes,
-      stopped_turns: stored.stopped,
-      checks: stored.checks,
-    };
-    this.store.run(
-      `UPDATE usage SET ${Object.keys(counted)
-        .map((column) => `${column} = ?`)
-        .join(", ")}`,
-      ...Object.values(counted),
-    );
-    // Every other column unchanged: the row as written, not read back.
-    if (before) this.store.remember("usage", "usage", { ...before, ...counted });
+    // The usage rides in the turn's row (its snapshot outranks the usage row by version): kept as
+    // it now stands, every other column unchanged, not read back.
+    this.store.remember("usage", "usage", { ...before, ...counted });
+  }
+
+  /** A settled turn's refund, in the caller's transaction (the one write of the usage row on a turn's path). */
+  refund(amount: number): void {
+    this.store.ensureColumn("usage", USAGE_VERSION_COLUMN);
+    const current = usageRow(this.store)!;
+    writeUsage(this.store, {
+      ...current,
+      cost: Number(current.cost) - amount,
+      version: Number(current.version ?? 0) + 1,
+    });
   }
 
   turns(): TurnRecord[] {
@@ -164,4 +206,45 @@ export class RunRows {
       notify_webhook_id: run.notifyWebhookId ?? null,
     };
   }
+}
+
+// What the run stores, counted (domain/run-limits.ts) on the usage row, and the `turn_ops` index
+// (operation → the first turn naming it): both derived from the turns and built lazily for a run
+// created before them, inside the caller's transaction.
+
+/** The usage row's storage counts (zero for a run created before them, until its next turn). */
+export function storedCounts(store: SqlStore): StoredCounts {
+  if (!store.exists("usage") || !store.hasColumn("usage", "checks")) return NO_STORED;
+  return decodeStoredCounts(usageRow(store));
+}
+
+/**
+ * The storage counts, in a turn's transaction: a run created before them gets their columns,
+ * its turns counted once. Their bytes are not (those rows held every call's tool source, and
+ * counting them would refuse runs the older layout made large); its checks start from zero.
+ */
+export function migrateStored(store: SqlStore): StoredCounts {
+  const [turns, ...others] = USAGE_STORAGE_COLUMNS;
+  if (store.ensureColumn("usage", turns!))
+    store.run("UPDATE usage SET stored_turns = (SELECT COUNT(*) FROM turns)");
+  for (const column of others) store.ensureColumn("usage", column);
+  store.ensureTable("tool_sources");
+  return storedCounts(store);
+}
+
+/**
+ * Whether a call of this run's turns names the operation: one read of `turn_ops`, which the
+ * first check builds from the stored turns (once; every later turn adds its own operations).
+ */
+export function holdsOperation(
+  store: SqlStore,
+  turns: () => TurnRecord[],
+  operationId: string,
+): boolean {
+  if (!store.exists("turn_ops"))
+    store.transaction(() => {
+      store.ensureTable("turn_ops");
+      for (const turn of turns()) indexTurn(store, turn);
+    });
+  return store.one("SELECT 1 AS x FROM turn_ops WHERE operation_id = ?", operationId) !== null;
 }

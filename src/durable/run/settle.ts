@@ -103,7 +103,7 @@ export class TurnSettler {
           ) === 1 &&
           settlement.refund !== 0
         ) {
-          this.store.run("UPDATE usage SET cost = cost - ?", settlement.refund);
+          this.rows.refund(settlement.refund);
         }
         // After the refund: the event's run summary shows the usage as settled.
         if (announce) announced = this.events.write(run, settledEvent, nowMs);

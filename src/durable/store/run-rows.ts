@@ -3,6 +3,9 @@
 // Beside them: turn groups, each tool source once by hash (a call row names its source by hash),
 // and `turn_ops` (operation → the first turn holding it), built only when a run first needs it
 // (toolgate_check_status), so runs that never check pay no row per call.
+// `run_events` has no index on its unsent rows: a run holds at most one per turn and reads them
+// once per instance, while a partial index cost a row written per event and another when it was sent
+// (runs created before keep theirs; it reads the same).
 import { z } from "zod";
 import type { Usage } from "../../domain/turn/budget.ts";
 import type { Envelope } from "../../domain/envelope.ts";
@@ -21,6 +24,15 @@ export const USAGE_STORAGE_COLUMNS = [
   "stopped_turns INTEGER NOT NULL DEFAULT 0",
   "checks INTEGER NOT NULL DEFAULT 0",
 ];
+/**
+ * The usage as it stands after a turn, in that turn's row (JSON: the usage row's counted columns and
+ * `version`), so admitting a turn writes one row, not two. The usage row is written only by the
+ * other changes (a refund), each with the next `version`: the usage is the usage row, or the turn
+ * snapshot with a higher version (rows.ts usageRow). Both columns are added to older runs on their
+ * next turn; their usage row (version 0) stands until then.
+ */
+export const TURN_USAGE_COLUMN = "usage TEXT";
+export const USAGE_VERSION_COLUMN = "version INTEGER NOT NULL DEFAULT 0";
 /** Calls posted under a turn key so far (an older group starts from 0). */
 export const TURN_GROUP_CALLS_COLUMN = "calls INTEGER NOT NULL DEFAULT 0";
 /** Run tables ensureSchema leaves out: created where first needed. */
@@ -35,10 +47,10 @@ export const RUN_LAZY_TABLES = [
 
 export const RUN_SCHEMA = `
 CREATE TABLE IF NOT EXISTS run (id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, data TEXT NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS usage (k INTEGER PRIMARY KEY CHECK (k = 1), turns INTEGER NOT NULL, calls INTEGER NOT NULL, cost REAL NOT NULL, ${USAGE_STORAGE_COLUMNS.join(", ")});
+CREATE TABLE IF NOT EXISTS usage (k INTEGER PRIMARY KEY CHECK (k = 1), turns INTEGER NOT NULL, calls INTEGER NOT NULL, cost REAL NOT NULL, ${USAGE_STORAGE_COLUMNS.join(", ")}, ${USAGE_VERSION_COLUMN});
 CREATE TABLE IF NOT EXISTS turns (
   id TEXT PRIMARY KEY, seq INTEGER NOT NULL, content_hash TEXT NOT NULL, calls TEXT NOT NULL, admitted INTEGER NOT NULL,
-  reserved_cost REAL NOT NULL, settled_cost REAL, model_cost REAL NOT NULL, created_at INTEGER NOT NULL) WITHOUT ROWID;
+  reserved_cost REAL NOT NULL, settled_cost REAL, model_cost REAL NOT NULL, created_at INTEGER NOT NULL, ${TURN_USAGE_COLUMN}) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS turn_groups (key TEXT PRIMARY KEY, turn_stop TEXT, usage_hash TEXT, ${TURN_GROUP_CALLS_COLUMN}) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tool_sources (hash TEXT PRIMARY KEY, source TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS turn_ops (operation_id TEXT PRIMARY KEY, turn_id TEXT NOT NULL) WITHOUT ROWID;
@@ -48,8 +60,7 @@ CREATE TABLE IF NOT EXISTS run_events (id TEXT PRIMARY KEY, payload TEXT NOT NUL
 CREATE TABLE IF NOT EXISTS tenant_facts (k INTEGER PRIMARY KEY CHECK (k = 1), tools_hash TEXT NOT NULL, data TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS compensations (original_id TEXT PRIMARY KEY, compensation_id TEXT NOT NULL, tool TEXT NOT NULL, source TEXT NOT NULL, input TEXT NOT NULL, input_hash TEXT NOT NULL, idempotency_key TEXT NOT NULL, claims TEXT, approval TEXT NOT NULL, reason TEXT NOT NULL, asked_by TEXT NOT NULL, asked_at_ms INTEGER NOT NULL, state TEXT NOT NULL, generation INTEGER NOT NULL DEFAULT 1) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rollback (k INTEGER PRIMARY KEY CHECK (k = 1), state TEXT NOT NULL, by TEXT NOT NULL, started_at_ms INTEGER NOT NULL, next_at_ms INTEGER);
-CREATE TABLE IF NOT EXISTS rollback_steps (seq INTEGER PRIMARY KEY, operation_id TEXT NOT NULL, tool TEXT NOT NULL, compensation_id TEXT, state TEXT NOT NULL, detail TEXT);
-CREATE INDEX IF NOT EXISTS run_events_unsent ON run_events (next_at_ms) WHERE sent = 0;`;
+CREATE TABLE IF NOT EXISTS rollback_steps (seq INTEGER PRIMARY KEY, operation_id TEXT NOT NULL, tool TEXT NOT NULL, compensation_id TEXT, state TEXT NOT NULL, detail TEXT);`;
 
 export const ToolSourceCodec: z.ZodType<ToolSource> = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("manifest"), manifest: z.unknown() }),
@@ -145,6 +156,19 @@ const StoredCountsRowCodec = z.object({
   stopped_turns: z.number(),
   checks: z.number(),
 });
+const UsageSnapshotCodec = z.object({
+  turns: z.number(),
+  calls: z.number(),
+  cost: z.number(),
+  stored_turns: z.number(),
+  stored_bytes: z.number(),
+  stopped_turns: z.number(),
+  checks: z.number(),
+  version: z.number(),
+});
+/** A turn row's `usage` (TURN_USAGE_COLUMN): the usage row's columns as they stood after it. */
+export const decodeUsageSnapshot = (text: string): z.infer<typeof UsageSnapshotCodec> =>
+  decodeWith(UsageSnapshotCodec, parseJson(text, "turn usage"), "turn usage");
 const TurnGroupRowCodec = z.object({
   key: z.string(),
   turn_stop: z.enum(["max_turns", "max_tool_calls", "deadline", "max_cost"]).nullable(),

@@ -88,9 +88,13 @@ export class SqlStore {
     if ((this.ready && !this.lazy.has(name)) || this.seen.has(name)) return;
     const statements = this.tables.get(name);
     if (!statements) throw new Error(`no table ${name} in this schema`);
+    // Known absent (the table list was read and lacks it): created now, with the schema's columns,
+    // so hasColumn need not ask SQLite (a new object's first row skipped one statement per table).
+    const absent = this.listed && !this.seen.has(name);
     this.memos.clear();
     for (const statement of statements) this.count(this.sql.exec(statement));
     this.seen.add(name);
+    if (absent) this.columns.set(name, columnsOf(statements[0]!));
   }
 
   /** `hook` runs when a transaction rolls back (a cache of rows it wrote must forget them). */
@@ -200,4 +204,26 @@ export class SqlStore {
     SQL_ROWS.written += cursor.rowsWritten;
     return cursor.rowsWritten;
   }
+}
+
+/** The column names a CREATE TABLE statement declares (its table constraints left out). */
+function columnsOf(create: string): Set<string> {
+  const body = create.slice(create.indexOf("(") + 1, create.lastIndexOf(")"));
+  const names = new Set<string>();
+  let depth = 0;
+  let start = 0;
+  const take = (part: string) => {
+    const word = part.trim().split(/\s+/)[0] ?? "";
+    if (word && !/^(PRIMARY|UNIQUE|CHECK|FOREIGN|CONSTRAINT)$/i.test(word)) names.add(word);
+  };
+  for (let i = 0; i < body.length; i++) {
+    if (body[i] === "(") depth++;
+    else if (body[i] === ")") depth--;
+    else if (body[i] === "," && depth === 0) {
+      take(body.slice(start, i));
+      start = i + 1;
+    }
+  }
+  take(body.slice(start));
+  return names;
 }
