@@ -6,7 +6,8 @@ import type { FC } from "hono/jsx";
 import type { TraceEvent } from "../domain/journal/trace-event.ts";
 import type { OperationTimeline } from "./timeline.tsx";
 
-type SpanKind = "attempt" | "retry wait" | "approval" | "lock wait" | "unknown" | "reconcile";
+type SpanKind =
+  "attempt" | "retry wait" | "approval" | "lock wait" | "quota wait" | "unknown" | "reconcile";
 export type Span = { kind: SpanKind; label: string; fromMs: number; toMs: number };
 
 const KIND_FILL: Record<SpanKind, string> = {
@@ -14,6 +15,7 @@ const KIND_FILL: Record<SpanKind, string> = {
   "retry wait": "#9aa5b1",
   approval: "#b25e00",
   "lock wait": "#5b6573",
+  "quota wait": "#7a5ba6",
   unknown: "#8a3ffc",
   reconcile: "#2b59c3",
 };
@@ -28,6 +30,9 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
       return "approval";
     case "awaiting_lock":
       return "lock wait";
+    case "awaiting_quota":
+    case "quota_waiting":
+      return "quota wait";
     case "attempt_started":
       return "attempt";
     case "retry_scheduled":
@@ -58,6 +63,8 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "lock_granted":
     case "lock_queued":
     case "lock_waiting_long":
+    case "quota_granted":
+    case "quota_deadline":
     case "attempt_finished":
     case "retry_deferred":
     case "reconcile_finished":

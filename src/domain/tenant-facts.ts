@@ -5,6 +5,7 @@
 // encrypted) in it: only the operation that sends opens them. A new kind of fact (e.g. a policy
 // set) is a new field here, read in the same one RPC, under the same bound. Pure.
 import type { PolicySet } from "./policy-request.ts";
+import type { StoredQuota } from "./quota/definition.ts";
 import type { VerificationStatus } from "./verification.ts";
 
 /** A tenant secret as stored: encrypted under the tenant's key, bound to (tenant, name). */
@@ -30,10 +31,13 @@ export type TenantFacts = {
   tools: Record<string, ToolFacts>;
   /** The tenant's Cedar policy set (issue 21); null: none (today's behaviour). */
   policies: PolicySet | null;
+  /** Quota shaping (issue 34 item 4): the tenant's quotas, and the origins its upstreams paused (until ms). */
+  quotas: StoredQuota[];
+  pausedOrigins: Record<string, number>;
 };
 
-/** 2: the policy set joined the facts (a snapshot of shape 1 has none, so it is never used). */
-export const FACTS_SCHEMA = 2;
+/** 2: the policy set joined the facts; 3: quotas and paused origins (an older shape is never used). */
+export const FACTS_SCHEMA = 3;
 
 /** What one call's operation gets: its tool's facts only (least privilege), still sealed. */
 export type CallFacts = {
@@ -42,6 +46,8 @@ export type CallFacts = {
   secrets: Record<string, SealedSecret | null>;
   verification: ToolFacts["verification"];
   policies: PolicySet | null;
+  quotas: StoredQuota[];
+  pausedOrigins: Record<string, number>;
 };
 
 /**
@@ -74,5 +80,7 @@ export function callFacts(facts: TenantFacts, tool: string): CallFacts | null {
     secrets,
     verification: own.verification,
     policies: facts.policies,
+    quotas: facts.quotas,
+    pausedOrigins: facts.pausedOrigins,
   };
 }

@@ -4,7 +4,8 @@
 // with the next report or the next retry's request). An automatic retry asks `spend`; a budget
 // object that throws, is unreachable or is slow (SPEND_TIMEOUT_MS) grants the retry: the budget
 // only damps an outage, it must never wedge an operation.
-import { budgetKey, type RetryVerdict } from "../domain/retry-budget.ts";
+import type { RetryVerdict } from "../domain/retry-budget.ts";
+import type { SpendVerdict } from "./retry-budget-object.ts";
 import type { FrozenInput } from "../domain/turn/turn.ts";
 import { configFor, retryBudgetConfig } from "../config.ts";
 import type { Env } from "./env.ts";
@@ -32,6 +33,17 @@ export function budgetKeyFor(
   route: SendRoute,
 ): string | null {
   if (!retryBudgetConfig(env)) return null;
+  const origin = originOf(env, spec, input, route);
+  return origin === null ? null : `${tenantId}:${origin}`;
+}
+
+/** The upstream origin `spec` sends `input` to (placeholder secrets; nothing sent), or null. */
+export function originOf(
+  env: Env,
+  spec: ToolSpec,
+  input: FrozenInput,
+  route: SendRoute,
+): string | null {
   try {
     const built = spec.buildRequest(input, {
       idempotencyKey: "budget",
@@ -40,7 +52,7 @@ export function budgetKeyFor(
     });
     if ("error" in built) return null;
     const routed = sandboxed(built, route);
-    return "send" in routed ? budgetKey(tenantId, routed.send.url) : null;
+    return "send" in routed ? new URL(routed.send.url).origin : null;
   } catch {
     return null;
   }
@@ -77,10 +89,10 @@ export function noteFirstAttempt(env: Env, key: string, nowMs: number): void {
 }
 
 /** Asks `key`'s budget for one automatic retry; granted whenever the budget cannot answer in time. */
-export async function askRetryBudget(env: Env, key: string, nowMs: number): Promise<RetryVerdict> {
+export async function askRetryBudget(env: Env, key: string, nowMs: number): Promise<SpendVerdict> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    const timeout = new Promise<RetryVerdict>((resolve) => {
+    const timeout = new Promise<SpendVerdict>((resolve) => {
       timer = setTimeout(() => {
         console.error(
           JSON.stringify({

@@ -18,6 +18,7 @@ import { toolRoutes } from "./tools-routes.ts";
 import { webhookRoutes } from "./webhooks-routes.ts";
 import { mcpRoutes } from "./mcp-routes.ts";
 import { limitRoutes } from "./limits-routes.ts";
+import { quotaRoutes } from "./quotas-routes.ts";
 import { policyRoutes } from "./policies-routes.ts";
 
 export const app = new Hono<AppEnv>();
@@ -65,6 +66,7 @@ app.route("/v1/unknown-outcomes", unknownOutcomeRoutes);
 app.route("/v1/events", eventRoutes);
 app.route("/v1/limits", limitRoutes);
 app.route("/v1/policies", policyRoutes);
+app.route("/v1/quotas", quotaRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
 app.route("/console", consoleApp);
 // Agents over MCP: Host/Origin checks and the run token in front (src/http/mcp-routes.ts).

@@ -7,6 +7,7 @@ import { Manifest } from "../tools/manifest/schema.ts";
 import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
 import { PutPolicies } from "./policies-routes.ts";
+import { PutQuota } from "./quotas-routes.ts";
 import {
   Approve,
   CreateRun,
@@ -311,6 +312,27 @@ export const ROUTES: Route[] = [
     summary:
       "Remove the tenant's Cedar policy set: calls are no longer Cedar-gated → 204 (404: none)",
     auth: "policies:write",
+  },
+  {
+    method: "put",
+    path: "/v1/quotas/{id}",
+    summary:
+      "Define a quota: { scope: { origin } (every call of the tenant to that upstream origin) | { tool } (each user's calls of that tool), rate?: { limit, window_ms } (at most limit first attempts begun in any window), burst?, concurrency? }. A first attempt over it waits inside its operation (pending, code rate_limited, \"next slot in ~N s\"; quota_exhausted while the upstream's own quota is used up) and spends no attempt → 201/200 (422 quota_conflict: another id defines the same scope otherwise)",
+    auth: "tools:write",
+    body: PutQuota,
+  },
+  {
+    method: "get",
+    path: "/v1/quotas",
+    summary: "The tenant's quotas → { quotas: [{ id, definition, updated_at }] }",
+    auth: "tools:write",
+  },
+  {
+    method: "delete",
+    path: "/v1/quotas/{id}",
+    summary:
+      "Remove a quota: calls started after it reaches their run (within 30 s) no longer wait for it → 204 (404: none)",
+    auth: "tools:write",
   },
   {
     method: "get",

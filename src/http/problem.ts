@@ -46,6 +46,8 @@ export type ApiError =
       tool: string;
       fields: string[];
     }
+  /** PUT /v1/quotas/{id}: another quota (`quota`) defines the same key otherwise; nothing stored. */
+  | { code: "quota_conflict"; detail: string; quota: string }
   /** POST …/compensate: the rendered arguments fail the compensating tool's current schema or gate; nothing sent. */
   | { code: "compensation_arguments_invalid"; detail: string }
   /** POST …/compensate: only an operation recorded as applied may be undone; `state`: how it stands. */
@@ -140,6 +142,8 @@ export function toApiError(error: ObjectError): ApiError {
         tool: error.tool,
         fields: error.fields,
       };
+    case "quota_conflict":
+      return { code: error.code, detail: error.detail, quota: error.quota };
     case "pruned":
       return prunedProblem(error.operation_id, error.pruned_at_ms, error.status);
     case "run_pruned": {
@@ -204,6 +208,7 @@ export function statusOf(error: ApiError): number {
     case "invalid_compensation":
     case "compensation_arguments_invalid":
     case "limit_conflict":
+    case "quota_conflict":
       return 422;
     case "operation_pruned":
     case "run_pruned":
@@ -258,6 +263,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "invalid_compensation":
     case "compensation_arguments_invalid":
     case "limit_conflict":
+    case "quota_conflict":
     case "operation_not_compensable":
     case "not_outcome_unknown":
     case "not_awaiting_approval":

@@ -25,7 +25,7 @@ describe("freshness: how old a snapshot may be", () => {
   });
 
   it("another shape version is never used (1: before the policy set joined the facts)", () => {
-    expect(freshness({ schema: 1 as 2, readAtMs: READ_AT }, READ_AT)).toBe("stale");
+    expect(freshness({ schema: 1 as 3, readAtMs: READ_AT }, READ_AT)).toBe("stale");
   });
 });
 
@@ -34,6 +34,8 @@ describe("callFacts: a call sees its own tool's facts only", () => {
     schema: FACTS_SCHEMA,
     version: "v1",
     readAtMs: READ_AT,
+    quotas: [],
+    pausedOrigins: {},
     secrets: { PAY: { iv: "i", ciphertext: "c" }, MAIL: { iv: "j", ciphertext: "d" }, GONE: null },
     tools: {
       pay: { secrets: ["PAY", "GONE"], verification: null },

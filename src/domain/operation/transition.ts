@@ -11,6 +11,7 @@ import { onApprovalAlarm, onDecide, onPreview, requestApproval } from "./approva
 import { afterAttempt } from "./attempt.ts";
 import { onLockAlarm, onLockGranted, onLockQueued } from "./lease.ts";
 import { afterLookup, onResolve } from "./reconcile.ts";
+import { onQuotaAlarm, onQuotaAnswered } from "./quota.ts";
 import {
   ambiguityOf,
   beginExecution,
@@ -173,6 +174,8 @@ function decideStep(
       return ok(onLockGranted(state, event, plan, nowMs));
     case "lock_queued":
       return ok(onLockQueued(state, event, plan, nowMs));
+    case "quota_answered":
+      return ok(onQuotaAnswered(state, event, plan, nowMs));
   }
 }
 
@@ -202,6 +205,8 @@ function onAlarm(
       return onApprovalAlarm(state, plan, nowMs);
     case "awaiting_lock":
       return onLockAlarm(state, plan, nowMs);
+    case "awaiting_quota":
+      return onQuotaAlarm(state, nowMs);
     case "executing":
       if (inFlight)
         return {

@@ -46,6 +46,8 @@ export type SubmitRequest = {
    * null: the operation asks the tenant itself (the snapshot was stale, absent or invalidated).
    */
   facts?: CallFacts | null;
+  /** When the run's max_duration_ms ends (absent or null: no deadline): no quota wait reaches past it. */
+  deadlineAtMs?: number | null;
   /** The call belongs to a shadow run (issue 22): a write is planned to reach its sandbox only. */
   shadow?: true;
   /** Undo (issue 22): the compensation of `of`; "required": a person approves it whatever the tool says. */

@@ -8,6 +8,7 @@ import { retentionMs } from "../../config.ts";
 import type { AlarmHost } from "./alarm.ts";
 import type { Secrets } from "./contracts.ts";
 import { acquireLock, releaseLock } from "./lease-client.ts";
+import { acquireQuota } from "./quota-client.ts";
 
 /** The object's lock queue besides what the alarm uses: lock requests and releases run in order. */
 export type EffectHost = AlarmHost & { queueLock(work: () => Promise<void>): void };
@@ -49,6 +50,9 @@ export function perform(
         break;
       case "send_preview":
         host.sender.preview();
+        break;
+      case "acquire_quota":
+        void acquireQuota(host);
         break;
       case "acquire_lock":
         host.queueLock(() => acquireLock(host));

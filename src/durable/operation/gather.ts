@@ -5,7 +5,7 @@
 // tenant for them.
 import type { OperationEvent } from "../../domain/operation/index.ts";
 import { ok, err, type Result } from "../../domain/result.ts";
-import type { RetryVerdict } from "../../domain/retry-budget.ts";
+import type { SpendVerdict } from "../retry-budget-object.ts";
 import { backoffSinceMs } from "../../domain/retry-deferral.ts";
 import type { Denial } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
@@ -92,7 +92,7 @@ export type Gathered = {
   verdict: Asked<Result<true, Denial>>;
   /** null: not fetched. */
   secrets: Asked<Secrets> | null;
-  budget: RetryVerdict;
+  budget: SpendVerdict;
 };
 
 const ALLOWED = { answered: true as const, value: ok(true as const) };
@@ -288,6 +288,7 @@ export async function gatherAlarmSend(
       untilMs: nowMs + allowed.waitMs,
       reason,
       detail,
+      ...("long" in allowed ? { long: allowed.long } : {}),
     };
     return { instead, secrets: null };
   }

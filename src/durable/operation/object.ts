@@ -34,6 +34,7 @@ import { prepareStart, startUnavailable } from "./start.ts";
 import { limitHoldOf, prunedHold, type LimitHold } from "./limits.ts";
 import { Alarms, alarmOrRearm } from "./alarm.ts";
 import { perform, type EffectHost } from "./effects.ts";
+import { acquireQuota } from "./quota-client.ts";
 import { Decisions } from "./decisions.ts";
 import { Waiters } from "./wait.ts";
 import * as Undo from "./compensation.ts";
@@ -217,6 +218,11 @@ export class OperationObject extends DurableObject<Env> {
    */
   override async alarm(): Promise<void> {
     await alarmOrRearm(this.shell);
+  }
+
+  /** Told by a quota object that a place under its cap is free for this operation: ask again. */
+  async quotaReady(): Promise<void> {
+    if (this.log.head()?.state.phase === "awaiting_quota") await acquireQuota(this.shell);
   }
 
   // ── shell ────────────────────────────────────────────────────────────────────────────────────

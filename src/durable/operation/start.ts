@@ -20,6 +20,8 @@ import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
 import { wouldSend } from "../../tools/shadow.ts";
+import { quotasFor, type QuotaClaim } from "../../domain/quota/definition.ts";
+import { originOf } from "../retry-budget-client.ts";
 
 /**
  * Before a new operation starts: the tenant's facts (its tool's idempotency verification and its
@@ -40,6 +42,7 @@ async function gatherStart(
   limits: Reserved;
   cedar: Cedar | null;
   request: PolicyRequest;
+  quotas: QuotaClaim[];
 }> {
   const approvalRule = needsApproval(spec.approval, req.input.value);
   // From the run's tenant facts when it passed them (no RPC); else asked of the tenant, as before.
@@ -49,6 +52,9 @@ async function gatherStart(
       ? verificationStatusOf(env, req.tenantId, spec.name, req.source, held).then((verified) => ({
           verified,
           policies: held.policies,
+          // Facts from before quotas joined them (or a snapshot without them): none, no pause.
+          quotas: held.quotas ?? [],
+          pausedOrigins: held.pausedOrigins ?? {},
         }))
       : startFacts(env, req.tenantId, spec.name, req.source),
     approvalRule
@@ -61,7 +67,17 @@ async function gatherStart(
   const request = policyRequestOf(spec, req);
   const cedar = facts.policies ? decide(evaluatePolicies(facts.policies, request)) : null;
   const verified = facts.verified;
-  const none = { toolVersion: null, secrets: null, verified, cedar, request };
+  // Quota shaping (issue 34): what the first attempt waits for, from the same facts (no RPC).
+  const quotas = quotasFor({
+    tenantId: req.tenantId,
+    quotas: facts.quotas,
+    pausedOrigins: facts.pausedOrigins,
+    origin: req.shadow ? null : originOf(env, spec, req.input, { to: "production" }),
+    tool: spec.name,
+    userId: req.userId,
+    nowMs: Date.now(),
+  });
+  const none = { toolVersion: null, secrets: null, verified, cedar, request, quotas };
   if (cedar?.decision === "deny") return { ...none, limits: NOTHING_RESERVED };
   const claims = req.limitClaims ?? [];
   const limits =
@@ -71,7 +87,7 @@ async function gatherStart(
   if (limits.denied) return { ...none, limits };
   const asks = approvalRule || limits.needsApproval;
   const toolVersion = asks ? await catalog.toolVersion(req.source) : null;
-  return { toolVersion, secrets: asks ? null : fetched, verified, limits, cedar, request };
+  return { toolVersion, secrets: asks ? null : fetched, verified, limits, cedar, request, quotas };
 }
 
 /** What this call looks like to the tenant's Cedar policies (policies/evaluate.ts). */
@@ -105,7 +121,7 @@ export async function prepareStart(
   >
 > {
   const started = await gatherStart(env, req, spec);
-  const { toolVersion, secrets, verified, limits, cedar, request } = started;
+  const { toolVersion, secrets, verified, limits, cedar, request, quotas } = started;
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
   const late = settleScheduleMs(env);
@@ -121,6 +137,7 @@ export async function prepareStart(
       ? { shadow: { would_send: wouldSend(spec, req.input, planned.idempotencyKey) } }
       : {}),
     ...(req.compensation ? { compensates: req.compensation.of } : {}),
+    ...(quotas.length > 0 ? { quotas, deadlineAtMs: req.deadlineAtMs ?? null } : {}),
   };
   const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
   const frozen = frozenRowOf(req, spec, plan, nowMs);

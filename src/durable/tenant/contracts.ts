@@ -17,4 +17,6 @@ export type TenantError =
   /** A tool PUT or DELETE would make the stored Cedar policy set fail validation (without ?force=1). */
   | { code: "tool_breaks_policy_set"; detail: string }
   /** PUT /v1/tools/{name}: a limit across runs another tool defines otherwise (audit N4); nothing stored. */
-  | ({ code: "limit_conflict" } & LimitConflict);
+  | ({ code: "limit_conflict" } & LimitConflict)
+  /** PUT /v1/quotas/{id}: another quota defines the same key otherwise (one definition per key); nothing stored. */
+  | { code: "quota_conflict"; detail: string; quota: string };

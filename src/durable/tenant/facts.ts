@@ -27,6 +27,8 @@ import type { TenantError } from "./contracts.ts";
 import { sources, storedStatuses, verificationRow } from "./registry.ts";
 import { NATURAL, verifiableSettings } from "./verification-client.ts";
 import { policySetOf } from "./policies.ts";
+import { quotaFacts } from "./quotas.ts";
+import type { StoredQuota } from "../../domain/quota/definition.ts";
 import { secretRow } from "./secrets.ts";
 
 /** `unchanged`: the facts still have version `known` (only `readAtMs` moved on). */
@@ -63,9 +65,10 @@ export async function readFacts(
   }
   const policies = own ? policySetOf(store) : null;
   const readAtMs = Date.now();
-  const version = await sha256Hex(canonicalJson({ secrets, tools: byTool, policies }));
+  const shaping = own ? quotaFacts(store, readAtMs) : { quotas: [], pausedOrigins: {} };
+  const version = await sha256Hex(canonicalJson({ secrets, tools: byTool, policies, ...shaping }));
   if (version === known) return { unchanged: true, readAtMs };
-  return { schema: FACTS_SCHEMA, version, readAtMs, secrets, tools: byTool, policies };
+  return { schema: FACTS_SCHEMA, version, readAtMs, secrets, tools: byTool, policies, ...shaping };
 }
 
 /** A run's tools and the tenant facts its operations use (TenantObject.runTools). */
@@ -88,6 +91,8 @@ export async function runTools(
 export type StartFacts = {
   statuses: Record<string, VerificationStatus>;
   policies: PolicySet | null;
+  quotas: StoredQuota[];
+  pausedOrigins: Record<string, number>;
 };
 
 export async function startFacts(
@@ -95,5 +100,5 @@ export async function startFacts(
   items: Array<{ name: string; settingsHash: string }>,
 ): Promise<StartFacts> {
   const statuses = items.length > 0 ? await storedStatuses(store, items) : {};
-  return { statuses, policies: policySetOf(store) };
+  return { statuses, policies: policySetOf(store), ...quotaFacts(store, Date.now()) };
 }

@@ -4,6 +4,7 @@
 // verdict (code tools are the deployment's own, reviewed with it); a manifest write with mode
 // "natural" promises safe repeats that verify cannot check, so it is always "unverified". A tenant
 // that cannot be asked counts as "unverified": under the policy that fails closed.
+import type { StartFacts } from "./facts.ts";
 import type { PolicySet } from "../../domain/policy-request.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
 import type { CallFacts } from "../../domain/tenant-facts.ts";
@@ -51,12 +52,13 @@ export async function startFacts(
   tenantId: string,
   name: string,
   source: ToolSource,
-): Promise<{ verified: VerificationStatus | null; policies: PolicySet | null }> {
+): Promise<{ verified: VerificationStatus | null } & Omit<StartFacts, "statuses">> {
   const settings = source.kind === "manifest" ? await verifiableSettings(source.manifest) : null;
   const items = settings && settings !== NATURAL ? [{ name, settingsHash: settings }] : [];
   const facts = await tenantStub(env, tenantId).startFacts(items);
   const verified = settings === NATURAL ? "unverified" : (facts.statuses[name] ?? null);
-  return { verified, policies: facts.policies };
+  const { policies, quotas, pausedOrigins } = facts;
+  return { verified, policies, quotas, pausedOrigins };
 }
 
 /** A write with mode "natural": nothing to verify, nothing verified. */
