@@ -88,7 +88,11 @@ export function noteFirstAttempt(env: Env, key: string, nowMs: number): void {
   }
 }
 
-/** Asks `key`'s budget for one automatic retry; granted whenever the budget cannot answer in time. */
+/**
+ * Asks `key`'s object for one automatic retry: the upstream's pause of the origin (issue 34), and
+ * the budget when the deployment has it on; granted whenever the object cannot answer in time (a
+ * pause missed then costs one more refused request, which pauses again).
+ */
 export async function askRetryBudget(env: Env, key: string, nowMs: number): Promise<SpendVerdict> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
@@ -104,7 +108,11 @@ export async function askRetryBudget(env: Env, key: string, nowMs: number): Prom
         resolve(GRANTED);
       }, SPEND_TIMEOUT_MS);
     });
-    return await Promise.race([budgetStub(env, key).spend(nowMs, takePending(key)), timeout]);
+    const budgetOn = retryBudgetConfig(env) !== null;
+    return await Promise.race([
+      budgetStub(env, key).spend(nowMs, takePending(key), budgetOn),
+      timeout,
+    ]);
   } catch (error) {
     console.error(
       JSON.stringify({

@@ -60,8 +60,11 @@ export class RetryBudgetObject extends DurableObject<Env> {
     this.window = noteFirstAttempts(this.window, count, nowMs, this.config);
   }
 
-  /** Asks for one automatic retry at `nowMs`; `firsts`: first attempts not yet reported, counted first. */
-  async spend(nowMs: number, firsts = 0): Promise<SpendVerdict> {
+  /**
+   * Asks for one automatic retry at `nowMs`; `firsts`: first attempts not yet reported, counted
+   * first; `budgetOn`: false when the deployment has the budget off (then only a pause defers it).
+   */
+  async spend(nowMs: number, firsts = 0, budgetOn = true): Promise<SpendVerdict> {
     this.window = noteFirstAttempts(this.window, firsts, nowMs, this.config);
     // The upstream paused this origin: the retry waits for the end of the pause, spending nothing.
     const pause = this.load()?.state.pause;
@@ -73,6 +76,7 @@ export class RetryBudgetObject extends DurableObject<Env> {
         detail: pause.detail,
         long: pause.long,
       };
+    if (!budgetOn) return { ok: true };
     const step = spendRetry(this.window, nowMs, this.config);
     this.window = step.state;
     return step.verdict;

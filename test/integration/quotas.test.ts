@@ -1,29 +1,69 @@
 // Quota shaping (issue 34 item 4) through the public API and the counting upstream: a 5/s origin
 // quota holds 100 calls to ≤ 5 arrivals in any second (arrivals stamped on the test's scripted
-// clock, which is toolgate's clock too: no timing), a cap of 2 keeps ≤ 2 in flight, an upstream's
-// long Retry-After parks the origin with calls pending (quota_exhausted), a short one is retried once
-// after it, quotas are per tenant and per origin, bad bodies are refused typed, and a restart of
-// the quota object doubles nothing. Waits are driven by firing alarms, never slept.
+// clock, which is toolgate's clock too: nothing is timed), a cap of 2 keeps ≤ 2 in flight, an
+// upstream's long Retry-After parks the origin with calls pending (quota_exhausted), a short one is
+// retried once after it, quotas are per tenant and per origin, bad bodies are refused typed, and a
+// restart of the quota object doubles nothing. Every test has its own tenant: a quota and a pause
+// belong to (tenant, origin), and the upstream is one origin. Waits are driven by firing alarms.
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { placedStub } from "../../src/durable/placement.ts";
 import type { Env } from "../../src/durable/env.ts";
 import {
+  ALL_SCOPES,
   api,
   fireAlarm,
   manifest,
-  testTenant,
   newTenant,
   opStub,
-  setup,
-  turn,
   until,
   upstream,
 } from "../support/api.ts";
 
 afterEach(() => void vi.useRealTimers());
 vi.setConfig({ testTimeout: 25_000 });
+
+/** A tenant of its own, with the helpers of test/support/api.ts bound to its key. */
+async function ownTenant() {
+  const { tenantId, key } = await newTenant(ALL_SCOPES);
+  const auth = { Authorization: `Bearer ${key}` };
+  const as = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+    api(method, path, body, { ...headers, ...auth });
+  let seq = 0;
+  return {
+    tenantId,
+    api: as,
+    /** Registers `tool` (once) and opens a new run offering it. */
+    async run(tool: Record<string, unknown>) {
+      const put = await as("PUT", `/v1/tools/${tool.name as string}`, tool);
+      expect([200, 201]).toContain(put.status);
+      const run = await as("POST", "/v1/runs", {
+        user: { id: "u1", scopes: [] },
+        tools: [tool.name],
+      });
+      expect(run.status).toBe(201);
+      return run.body.run_id as string;
+    },
+    /** `n` distinct charges in one native turn; the operation ids and envelopes in call order. */
+    async turn(runId: string, name: string, n: number, waitSeconds = 0) {
+      const calls = Array.from({ length: n }, () => {
+        seq++;
+        return { id: `c${seq}`, name, arguments: { amount: seq, currency: "usd" } };
+      });
+      const res = await as(
+        "POST",
+        `/v1/runs/${runId}/turns?format=native`,
+        { calls },
+        {
+          Prefer: `wait=${waitSeconds}`,
+        },
+      );
+      const results = res.body.results as Array<Record<string, any>>;
+      return { ids: results.map((r) => r.operation_id as string), results };
+    },
+  };
+}
 
 type Stored = { phase: string; dueAtMs?: number | null; reason?: string; long?: boolean };
 const stateOf = (operationId: string): Promise<Stored> =>
@@ -33,19 +73,14 @@ const stateOf = (operationId: string): Promise<Stored> =>
       .toArray()[0];
     return JSON.parse(row!.state) as Stored;
   });
-
-const originOf = (url: string) => new URL(url).origin;
-let seq = 0;
-const calls = (name: string, n: number) =>
-  Array.from({ length: n }, () => ({
-    id: `c${++seq}`,
-    name,
-    arguments: { amount: ++seq, currency: "usd" },
-  }));
-
-/** Every operation id of a turn's results. */
-const idsOf = (res: { body: any }) =>
-  (res.body.results as Array<{ operation_id: string }>).map((r) => r.operation_id);
+/** Once its quota answered: sent (or done), or waiting with a known slot. */
+const answered = (operationId: string) =>
+  until(
+    () => stateOf(operationId),
+    (s) => s.phase !== "awaiting_quota" || s.dueAtMs != null,
+  );
+const quotaObject = (tenantId: string, origin: string) =>
+  placedStub(env as unknown as Env, "BUDGETS", `${tenantId}:${origin}`) as any;
 
 /** The most arrivals in any window [t, t + windowMs). */
 function mostInWindow(times: number[], windowMs: number): number {
@@ -60,92 +95,100 @@ function mostInWindow(times: number[], windowMs: number): number {
 
 describe("quota definitions: PUT / GET / DELETE /v1/quotas", () => {
   it("stores, lists and deletes; refuses unknown fields, bad numbers and contradictions typed, storing nothing", async () => {
-    const origin = `http://quota-${seq++}.example`;
-    const put = await api("PUT", "/v1/quotas/q1", {
-      scope: { origin },
-      rate: { limit: 5, window_ms: 1000 },
-    });
-    expect(put.status).toBe(201);
-    const bad = [
-      { scope: { origin }, rate: { limit: 5, window_ms: 1000 }, priority: 1 },
+    const t = await ownTenant();
+    const origin = "https://api.example.com";
+    const q1 = { scope: { origin }, rate: { limit: 5, window_ms: 1000 } };
+    expect((await t.api("PUT", "/v1/quotas/q1", q1)).status).toBe(201);
+    expect((await t.api("PUT", "/v1/quotas/q1", q1)).status).toBe(200);
+    const bad: unknown[] = [
+      { ...q1, priority: 1 },
+      { scope: { origin, tool: "x" }, concurrency: 1 },
       { scope: { origin }, rate: { limit: 0, window_ms: 1000 } },
+      { scope: { origin }, rate: { limit: 5, window_ms: 1000, unit: "s" } },
       { scope: { origin } },
       { scope: { origin: `${origin}/path` }, concurrency: 1 },
+      { scope: { origin: "ftp://api.example.com" }, concurrency: 1 },
       { scope: { origin }, concurrency: 2, burst: 3 },
+      { scope: { origin }, rate: { limit: 5, window_ms: 1000 }, burst: 6 },
     ];
     for (const body of bad) {
-      const res = await api("PUT", "/v1/quotas/q2", body);
-      expect([400, 422], JSON.stringify(body)).toContain(res.status);
-      expect(res.body.code).toMatch(/^(invalid_request|unsupported_field)$/);
+      const res = await t.api("PUT", "/v1/quotas/q2", body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect(res.body.code, JSON.stringify(body)).toBe("invalid_request");
     }
-    const conflict = await api("PUT", "/v1/quotas/q3", {
+    expect((await t.api("PUT", "/v1/quotas/bad%20id", q1)).status).toBe(400);
+    const conflict = await t.api("PUT", "/v1/quotas/q3", {
       scope: { origin },
       rate: { limit: 9, window_ms: 1000 },
     });
     expect(conflict.status).toBe(422);
     expect(conflict.body).toMatchObject({ code: "quota_conflict", quota: "q1" });
-    const listed = await api("GET", "/v1/quotas");
-    const mine = listed.body.quotas.filter((q: any) => q.definition.scope.origin === origin);
-    expect(mine.map((q: any) => q.id)).toEqual(["q1"]);
+    // The same numbers under another id contradict nothing.
+    expect((await t.api("PUT", "/v1/quotas/q4", q1)).status).toBe(201);
+    const listed = await t.api("GET", "/v1/quotas");
+    expect(listed.body.quotas.map((q: any) => q.id)).toEqual(["q1", "q4"]);
+    expect(listed.body.quotas[0].definition).toEqual(q1);
 
-    // Another tenant neither sees nor changes it.
-    const other = await newTenant(["tools:write"]);
-    const auth = { Authorization: `Bearer ${other.key}` };
-    expect((await api("GET", "/v1/quotas", undefined, auth)).body.quotas).toEqual([]);
-    expect((await api("DELETE", "/v1/quotas/q1", undefined, auth)).status).toBe(404);
-    expect((await api("GET", "/v1/quotas")).body.quotas.some((q: any) => q.id === "q1")).toBe(true);
+    // Another tenant neither sees nor changes it; a key without tools:write cannot either.
+    const other = await ownTenant();
+    expect((await other.api("GET", "/v1/quotas")).body.quotas).toEqual([]);
+    expect((await other.api("DELETE", "/v1/quotas/q1")).status).toBe(404);
+    expect(
+      (await other.api("PUT", "/v1/quotas/q1", { scope: { origin }, concurrency: 1 })).status,
+    ).toBe(201);
+    const reader = await newTenant(["runs:read"]);
+    const asReader = { Authorization: `Bearer ${reader.key}` };
+    expect((await api("GET", "/v1/quotas", undefined, asReader)).status).toBe(403);
+    expect((await t.api("GET", "/v1/quotas")).body.quotas.map((q: any) => q.id)).toEqual([
+      "q1",
+      "q4",
+    ]);
 
-    expect((await api("DELETE", "/v1/quotas/q1")).status).toBe(204);
-    expect((await api("DELETE", "/v1/quotas/q1")).status).toBe(404);
+    expect((await t.api("DELETE", "/v1/quotas/q1")).status).toBe(204);
+    expect((await t.api("DELETE", "/v1/quotas/q1")).status).toBe(404);
+    expect((await t.api("GET", "/v1/quotas")).body.quotas.map((q: any) => q.id)).toEqual(["q4"]);
   });
 });
 
 describe("enforcement at the point of send", () => {
   it("100 calls against a 5/s origin quota: never more than 5 arrivals in any second, none failed, none sent twice", async () => {
+    const t = await ownTenant();
     const up = upstream();
-    const origin = originOf(up.url);
-    const id = `rate-${seq++}`;
-    expect(
-      (
-        await api("PUT", `/v1/quotas/${id}`, {
-          scope: { origin },
-          rate: { limit: 5, window_ms: 1000 },
-        })
-      ).status,
-    ).toBe(201);
-    const { runId, name } = await setup(manifest({ url: up.url }));
+    const origin = new URL(up.url).origin;
+    const quota = { scope: { origin }, rate: { limit: 5, window_ms: 1000 } };
+    expect((await t.api("PUT", "/v1/quotas/five", quota)).status).toBe(201);
+    const tool = manifest({ url: up.url });
+    const runId = await t.run(tool);
     vi.useFakeTimers({ toFake: ["Date"] });
     let nowMs = Date.now();
     await up.clock(nowMs);
 
     const ids: string[] = [];
-    for (let t = 0; t < 10; t++) ids.push(...idsOf(await turn(runId, calls(name, 10), 0)));
+    for (let i = 0; i < 10; i++) ids.push(...(await t.turn(runId, tool.name, 10)).ids);
     expect(new Set(ids).size).toBe(100);
-    // Every call has its slot (or was sent in the first one); each says when its slot is.
     const states = new Map<string, Stored>();
-    for (const op of ids)
-      states.set(
-        op,
-        await until(
-          () => stateOf(op),
-          (s) => s.phase !== "awaiting_quota" || s.dueAtMs != null,
-        ),
-      );
+    await Promise.all(ids.map(async (op) => states.set(op, await answered(op))));
     const waiting = ids.filter((op) => states.get(op)!.phase === "awaiting_quota");
-    expect(waiting.length).toBeGreaterThanOrEqual(90);
-    const sample = await api("GET", `/v1/operations/${waiting.at(-1)}`);
-    expect(sample.body.envelope ?? sample.body).toBeDefined();
+    expect(waiting).toHaveLength(95);
+    // The model reads that it waits, when, and that nothing was sent.
+    const last = await t.api("GET", `/v1/operations/${waiting.at(-1)}`);
+    expect(last.body.result).toMatchObject({ status: "pending", code: "rate_limited" });
+    expect(last.body.result.message).toMatch(/nothing has been sent yet\. Next slot in ~19 s/);
 
-    // Step the clock 250 ms at a time; fire the alarms of the calls whose slot has come.
-    for (let step = 0; step < 100 && waiting.length > 0; step++) {
-      nowMs += 250;
+    // Move the clock from slot to slot; fire the alarms of the calls whose slot has come, and let
+    // their requests arrive before the clock moves on (so each is stamped with the time it went).
+    let sent = 5;
+    await up.waitForRequests(sent);
+    const slots = [...new Set(waiting.map((op) => states.get(op)!.dueAtMs!))].sort((a, b) => a - b);
+    for (const slotMs of slots) {
+      nowMs = slotMs;
       vi.setSystemTime(nowMs);
       await up.clock(nowMs);
-      for (const op of [...waiting]) {
-        if ((states.get(op)!.dueAtMs ?? Infinity) > nowMs) continue;
-        await fireAlarm(op);
-        waiting.splice(waiting.indexOf(op), 1);
-      }
+      const due = waiting.filter((op) => states.get(op)!.dueAtMs! <= nowMs);
+      await Promise.all(due.map((op) => fireAlarm(op)));
+      for (const op of due) waiting.splice(waiting.indexOf(op), 1);
+      sent += due.length;
+      await up.waitForRequests(sent);
     }
     expect(waiting).toEqual([]);
     await up.waitForEffects(100);
@@ -162,92 +205,147 @@ describe("enforcement at the point of send", () => {
     for (const op of ids) expect((await stateOf(op)).phase).toBe("recorded");
   });
 
-  it("a concurrency cap of 2: never more than 2 in flight at the upstream; the waiters are woken in turn", async () => {
+  it("an alarm before the slot sends nothing (early or duplicate alarms are harmless)", async () => {
+    const t = await ownTenant();
     const up = upstream();
-    const id = `cap-${seq++}`;
-    await api("PUT", `/v1/quotas/${id}`, { scope: { origin: originOf(up.url) }, concurrency: 2 });
-    const { runId, name } = await setup(manifest({ url: up.url }));
-    await up.script(...Array.from({ length: 8 }, () => ({ kind: "slow", delayMs: 50 })));
-    const ids = idsOf(await turn(runId, calls(name, 8), 0));
-    // Released places wake the next waiters; an alarm asks again in case a notice was lost.
-    await until(
-      async () => {
-        for (const op of ids)
-          if ((await stateOf(op)).phase === "awaiting_quota") await fireAlarm(op);
-        return (await up.state()).effects.length;
-      },
-      (n) => n === 8,
-    );
-    const state = await up.state();
-    expect(state.effects).toHaveLength(8);
-    expect(state.requests).toHaveLength(8);
-    expect(state.maxInFlight["*"]).toBeLessThanOrEqual(2);
+    const quota = {
+      scope: { origin: new URL(up.url).origin },
+      rate: { limit: 1, window_ms: 60_000 },
+    };
+    await t.api("PUT", "/v1/quotas/one", quota);
+    const tool = manifest({ url: up.url });
+    const { ids } = await t.turn(await t.run(tool), tool.name, 2);
+    await Promise.all(ids.map(answered));
+    for (let i = 0; i < 3; i++) await fireAlarm(ids[1]!);
+    expect((await stateOf(ids[1]!)).phase).toBe("awaiting_quota");
+    expect((await up.state()).requests).toHaveLength(1);
   });
 
-  it("a quota on another origin changes nothing: every call goes at once", async () => {
+  it("a concurrency cap of 2: never more than 2 in flight at the upstream; the waiters are woken in turn", async () => {
+    const t = await ownTenant();
     const up = upstream();
-    await api("PUT", `/v1/quotas/other-${seq++}`, {
-      scope: { origin: `http://elsewhere-${seq}.example` },
+    const quota = { scope: { origin: new URL(up.url).origin }, concurrency: 2 };
+    expect((await t.api("PUT", "/v1/quotas/cap", quota)).status).toBe(201);
+    const tool = manifest({ url: up.url });
+    await up.script(...Array.from({ length: 8 }, () => ({ kind: "slow", delayMs: 100 })));
+    const { ids, results } = await t.turn(await t.run(tool), tool.name, 8);
+    expect(results.filter((r) => r.code === "rate_limited")).not.toHaveLength(0);
+    // A freed place wakes the next waiter (quotaReady): no alarm is fired here.
+    await up.waitForEffects(8);
+    const state = await up.state();
+    expect(state.requests).toHaveLength(8);
+    expect(state.maxInFlight["*"]).toBeLessThanOrEqual(2);
+    for (const op of ids)
+      expect(
+        (
+          await until(
+            () => stateOf(op),
+            (s) => s.phase === "recorded",
+          )
+        ).phase,
+      ).toBe("recorded");
+  });
+
+  it("a quota on another origin, or another tenant's on this one, changes nothing", async () => {
+    const t = await ownTenant();
+    const up = upstream();
+    await t.api("PUT", "/v1/quotas/elsewhere", {
+      scope: { origin: "https://elsewhere.example" },
       rate: { limit: 1, window_ms: 60_000 },
     });
-    const { runId, name } = await setup(manifest({ url: up.url }));
-    const res = await turn(runId, calls(name, 5));
-    expect(res.body.results.map((r: any) => r.status)).toEqual(Array(5).fill("succeeded"));
+    const other = await ownTenant();
+    await other.api("PUT", "/v1/quotas/mine", {
+      scope: { origin: new URL(up.url).origin },
+      rate: { limit: 1, window_ms: 60_000 },
+    });
+    const tool = manifest({ url: up.url });
+    const { results } = await t.turn(await t.run(tool), tool.name, 5, 5);
+    expect(results.map((r) => r.status)).toEqual(Array(5).fill("succeeded"));
     expect((await up.state()).effects).toHaveLength(5);
+  });
+
+  it("a (user, tool) quota: each user's calls of that tool wait for it", async () => {
+    const t = await ownTenant();
+    const up = upstream();
+    const tool = manifest({ url: up.url });
+    await t.api("PUT", "/v1/quotas/per-user", {
+      scope: { tool: tool.name },
+      rate: { limit: 1, window_ms: 60_000 },
+    });
+    const { ids, results } = await t.turn(await t.run(tool), tool.name, 3, 1);
+    await Promise.all(ids.map(answered));
+    expect(results.filter((r) => r.status === "succeeded")).toHaveLength(1);
+    expect((await up.state()).requests).toHaveLength(1);
   });
 });
 
 describe("upstream signals pause the origin for everyone", () => {
   it("429 Retry-After: 3600 parks the origin: later calls stay pending (quota_exhausted), none reaches the upstream", async () => {
+    const t = await ownTenant();
     const up = upstream();
     await up.script({ kind: "status", status: 429, retryAfter: "3600" });
     const tool = manifest({ url: up.url });
-    const { name } = await setup(tool);
-    const first = await setup(tool);
-    const hit = await turn(first.runId, calls(name, 1));
-    const hitId = idsOf(hit)[0]!;
-    expect(hit.body.results[0].status).toBe("pending");
+    const hit = await t.turn(await t.run(tool), tool.name, 1, 5);
+    const hitId = hit.ids[0]!;
     await up.waitForRequests(1);
-    // The pause is recorded where later calls see it (the tenant's facts: a new run reads them).
+    // The pause reaches the tenant's facts: a run opened now carries it to its calls.
     const later = await until(
-      async () => {
-        const { runId } = await setup(tool);
-        return (await turn(runId, calls(name, 3), 1)).body.results as any[];
-      },
+      async () => (await t.turn(await t.run(tool), tool.name, 3, 1)).results,
       (results) => results.every((r) => r.code === "quota_exhausted"),
     );
     for (const r of later) {
       expect(r.status).toBe("pending");
-      expect(r.message).toMatch(/quota is used up/);
+      expect(r.message).toMatch(/quota is used up until/);
       await fireAlarm(r.operation_id);
       expect((await stateOf(r.operation_id)).phase).toBe("awaiting_quota");
     }
-    // The 429'd call's own retry waits for the pause too, pending, without failing.
+    // The 429'd call's own retry waits for the pause too: pending, told it is a long pause.
     await fireAlarm(hitId);
-    const parked = await stateOf(hitId);
-    expect(parked.phase).toBe("retry_scheduled");
-    const view = await api("GET", `/v1/operations/${hitId}`);
-    expect(JSON.stringify(view.body)).toMatch(/quota_exhausted/);
+    expect((await stateOf(hitId)).phase).toBe("retry_scheduled");
+    const view = await t.api("GET", `/v1/operations/${hitId}`);
+    expect(view.body.result).toMatchObject({ status: "pending", code: "quota_exhausted" });
     expect((await up.state()).requests).toHaveLength(1);
+
+    // An hour later the pause is over: each call is sent once, the 429'd one under its own key.
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 3_601_000);
+    for (const op of [hitId, ...later.map((r) => r.operation_id as string)]) await fireAlarm(op);
+    await up.waitForEffects(4);
+    const state = await up.state();
+    expect(state.requests).toHaveLength(5);
+    expect(state.effects).toHaveLength(4);
+    expect(
+      state.requests[4]!.key === state.requests[0]!.key ||
+        state.requests.slice(1).some((r) => r.key === state.requests[0]!.key),
+    ).toBe(true);
   });
 
   it("a transient 429 (Retry-After: 1) is retried once after it, one effect", async () => {
+    const t = await ownTenant();
     const up = upstream();
     await up.script({ kind: "status", status: 429, retryAfter: "1" });
-    const { runId, name } = await setup(manifest({ url: up.url }));
-    const op = idsOf(await turn(runId, calls(name, 1)))[0]!;
+    const tool = manifest({ url: up.url });
+    const { ids, results } = await t.turn(await t.run(tool), tool.name, 1, 5);
+    expect(results[0]).toMatchObject({ status: "pending" });
     await up.waitForRequests(1);
+    // Before the second is over the retry is deferred by the pause, nothing sent.
+    await fireAlarm(ids[0]!);
+    expect((await stateOf(ids[0]!)).phase).toBe("retry_scheduled");
+    const view = await t.api("GET", `/v1/operations/${ids[0]}`);
+    expect(view.body.result).toMatchObject({ status: "pending", code: "rate_limited" });
+    expect((await up.state()).requests).toHaveLength(1);
     vi.useFakeTimers({ toFake: ["Date"] });
     vi.setSystemTime(Date.now() + 2_000);
-    await fireAlarm(op);
+    await fireAlarm(ids[0]!);
     await up.waitForEffects(1);
     const state = await up.state();
     expect(state.requests).toHaveLength(2);
     expect(state.effects).toHaveLength(1);
-    expect(new Set(state.requests.map((r) => r.key)).size).toBe(1);
+    expect(state.requests[1]!.key).toBe(state.requests[0]!.key);
   });
 
-  it("RateLimit: r=0 with t=120 pauses the origin like a Retry-After (structured field)", async () => {
+  it('RateLimit: "day";r=0;t=7200 pauses the origin like a Retry-After (parsed as a structured field)', async () => {
+    const t = await ownTenant();
     const up = upstream();
     await up.script({
       kind: "status",
@@ -255,12 +353,11 @@ describe("upstream signals pause the origin for everyone", () => {
       headers: { RateLimit: '"day";r=0;t=7200', "RateLimit-Policy": '"day";q=1000;w=86400' },
     });
     const tool = manifest({ url: up.url });
-    const { runId, name } = await setup(tool);
-    await turn(runId, calls(name, 1));
+    await t.turn(await t.run(tool), tool.name, 1, 5);
     await up.waitForRequests(1);
     const later = await until(
-      async () => (await turn((await setup(tool)).runId, calls(name, 1), 1)).body.results[0],
-      (r: any) => r.code === "quota_exhausted",
+      async () => (await t.turn(await t.run(tool), tool.name, 1, 1)).results[0]!,
+      (r) => r.code === "quota_exhausted",
     );
     expect(later.status).toBe("pending");
     expect((await up.state()).requests).toHaveLength(1);
@@ -268,38 +365,65 @@ describe("upstream signals pause the origin for everyone", () => {
 });
 
 describe("a restart of the quota object", () => {
-  it("loses no grant and grants none twice: calls still go out once each", async () => {
+  it("a grant asked twice is granted once (keyed by operation id + attempt)", async () => {
+    const t = await ownTenant();
+    const stub = () => quotaObject(t.tenantId, "https://twice.example");
+    const claim = { id: "q", object: "x", rate: { limit: 1, windowMs: 60_000, burst: 1 } };
+    const ask = (grant: string, nowMs: number) =>
+      stub().acquireQuota({
+        grant,
+        operationId: "op_x",
+        claim,
+        nowMs,
+        deadlineAtMs: null,
+        holdMs: 1000,
+      });
+    const first = await ask("op_a:1", 1_000_000);
+    await runInDurableObject(stub(), (_: unknown, state: DurableObjectState) =>
+      state.abort("crash"),
+    ).catch(() => {});
+    expect(await ask("op_a:1", 1_000_500)).toEqual(first);
+    expect(await ask("op_b:1", 1_000_600)).toEqual({ kind: "granted", atMs: 1_060_000 });
+  });
+
+  it("a kill of the quota object mid-run leaves nothing doubled and nothing stuck", async () => {
+    const t = await ownTenant();
     const up = upstream();
-    const origin = originOf(up.url);
-    await api("PUT", `/v1/quotas/kill-${seq++}`, {
+    const origin = new URL(up.url).origin;
+    await t.api("PUT", "/v1/quotas/two", {
       scope: { origin },
       rate: { limit: 2, window_ms: 1000 },
+      concurrency: 2,
     });
-    const { runId, name } = await setup(manifest({ url: up.url }));
+    const tool = manifest({ url: up.url });
     vi.useFakeTimers({ toFake: ["Date"] });
     let nowMs = Date.now();
-    const ids = idsOf(await turn(runId, calls(name, 6), 0));
-    for (const op of ids)
-      await until(
-        () => stateOf(op),
-        (s) => s.phase !== "awaiting_quota" || s.dueAtMs != null,
-      );
-    // The object restarts (its memory is gone; its SQLite state stays).
-    const { tenantId } = await testTenant();
-    const stub = placedStub(env as unknown as Env, "BUDGETS", `${tenantId}:${origin}`) as any;
-    await runInDurableObject(stub, (_i: unknown, state: DurableObjectState) =>
-      state.abort("restart"),
-    );
-    for (let step = 0; step < 20; step++) {
+    const { ids } = await t.turn(await t.run(tool), tool.name, 6);
+    await up.waitForRequests(2);
+    const stub = () => quotaObject(t.tenantId, origin);
+    await runInDurableObject(stub(), (_: unknown, state: DurableObjectState) =>
+      state.abort("crash"),
+    ).catch(() => {});
+    for (let step = 0; step < 40; step++) {
+      if ((await up.state()).effects.length === 6) break;
       nowMs += 500;
       vi.setSystemTime(nowMs);
+      await runDurableObjectAlarm(stub()).catch(() => false);
       for (const op of ids) if ((await stateOf(op)).phase === "awaiting_quota") await fireAlarm(op);
-      await runDurableObjectAlarm(stub).catch(() => false);
     }
     await up.waitForEffects(6);
     const state = await up.state();
     expect(state.requests).toHaveLength(6);
     expect(state.effects).toHaveLength(6);
-    for (const op of ids) expect((await stateOf(op)).phase).toBe("recorded");
+    expect(new Set(state.requests.map((r) => r.key)).size).toBe(6);
+    for (const op of ids)
+      expect(
+        (
+          await until(
+            () => stateOf(op),
+            (s) => s.phase === "recorded",
+          )
+        ).phase,
+      ).toBe("recorded");
   });
 });

@@ -10,12 +10,12 @@ import { backoffSinceMs } from "../../domain/retry-deferral.ts";
 import type { Denial } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
-import { askRetryBudget, budgetKeyFor } from "../retry-budget-client.ts";
+import { askRetryBudget, originOf } from "../retry-budget-client.ts";
 import { routeOf } from "../../tools/shadow.ts";
 import { FACTS_SCHEMA, freshness, type CallFacts } from "../../domain/tenant-facts.ts";
 import { runStub, tenantStub } from "../stubs.ts";
 import { openSecrets } from "../tenant/secrets.ts";
-import type { FrozenRow, Head, OperationError, Secrets } from "./contracts.ts";
+import type { FrozenRow, Head, Loaded, OperationError, Secrets } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import {
   evaluatePolicies,
@@ -235,6 +235,11 @@ export async function gatherResend(
   return ok(prefetched(gathered));
 }
 
+function originKey(env: Env, tenantId: string, loaded: Loaded): string | null {
+  const origin = originOf(env, loaded.spec, loaded.input, routeOf(loaded.plan, loaded.spec));
+  return origin === null ? null : `${tenantId}:${origin}`;
+}
+
 /**
  * Before an alarm's retry or resend: the run may have revoked scopes, withdrawn the tool or passed
  * its deadline while the alarm waited, and an automatic send also asks the host's retry budget.
@@ -251,15 +256,9 @@ export async function gatherAlarmSend(
   const want = {
     authorize: { tool: toolName(frozen) },
     secretsOf: loaded.ok ? loaded.value.spec : null,
-    budget: loaded.ok
-      ? budgetKeyFor(
-          env,
-          frozen.tenant_id,
-          loaded.value.spec,
-          loaded.value.input,
-          routeOf(loaded.value.plan, loaded.value.spec),
-        )
-      : null,
+    // The origin's object, asked on every automatic send: the retry budget when the deployment has
+    // it on, and the upstream's pause of the origin (issue 34) whether or not.
+    budget: loaded.ok ? originKey(env, frozen.tenant_id, loaded.value) : null,
   };
   const gathered = await gather(env, frozen, want, nowMs);
   const { verdict, secrets: resolved, budget: allowed } = gathered;
