@@ -54,6 +54,8 @@ describe("callFacts: a call sees its own tool's facts only", () => {
       secrets: { PAY: { iv: "i", ciphertext: "c" }, GONE: null },
       verification: null,
       policies: null,
+      quotas: [],
+      pausedOrigins: {},
     });
     expect(callFacts(facts, "mail")?.secrets).toEqual({ MAIL: { iv: "j", ciphertext: "d" } });
   });
