@@ -279,6 +279,36 @@ describe("enforcement at the point of send", () => {
   });
 });
 
+describe("a quota in the tool manifest", () => {
+  it("quota: per user of that tool, enforced like a PUT one; the two may not contradict", async () => {
+    const t = await ownTenant();
+    const up = upstream();
+    const tool = manifest({ url: up.url, quota: { rate: { limit: 1, window_ms: 60_000 } } });
+    const { ids, results } = await t.turn(await t.run(tool), tool.name, 2, 1);
+    await Promise.all(ids.map(answered));
+    expect(results.map((r) => r.status).sort()).toEqual(["pending", "succeeded"]);
+    expect(results.find((r) => r.status === "pending")).toMatchObject({ code: "rate_limited" });
+    expect((await up.state()).requests).toHaveLength(1);
+
+    const other = { scope: { tool: tool.name }, rate: { limit: 2, window_ms: 60_000 } };
+    const refused = await t.api("PUT", "/v1/quotas/per-tool", other);
+    expect(refused.status).toBe(422);
+    expect(refused.body).toMatchObject({ code: "quota_conflict", quota: `manifest:${tool.name}` });
+    const same = { scope: { tool: tool.name }, rate: { limit: 1, window_ms: 60_000 } };
+    expect((await t.api("PUT", "/v1/quotas/per-tool", same)).status).toBe(201);
+    const changed = { ...tool, quota: { concurrency: 3 } };
+    const put = await t.api("PUT", `/v1/tools/${tool.name}`, changed);
+    expect(put.status).toBe(422);
+    expect(put.body).toMatchObject({ code: "quota_conflict", quota: "per-tool" });
+    const bad = await t.api("PUT", `/v1/tools/${tool.name}`, {
+      ...tool,
+      quota: { rate: { limit: 1, window_ms: 60_000 }, per: "user" },
+    });
+    expect(bad.status).toBe(422);
+    expect(bad.body.code).toBe("invalid_manifest");
+  });
+});
+
 describe("upstream signals pause the origin for everyone", () => {
   it("429 Retry-After: 3600 parks the origin: later calls stay pending (quota_exhausted), none reaches the upstream", async () => {
     const t = await ownTenant();

@@ -7,8 +7,41 @@ import { z } from "zod";
 
 const ORIGIN = /^https?:\/\/[^/?#\s]+$/;
 
-export const QuotaDefinition = z
-  .strictObject({
+/** The numbers of a quota, as a PUT and a manifest's `quota` name them. */
+const NUMBERS = {
+  /** At most `limit` first attempts begun in any `window_ms` (a sliding window). */
+  rate: z
+    .strictObject({
+      limit: z.number().int().min(1).max(1000),
+      window_ms: z.number().int().min(100).max(86_400_000),
+    })
+    .optional(),
+  /** At most this many at once (default: `rate.limit`); spaced evenly over the window. */
+  burst: z.number().int().min(1).max(1000).optional(),
+  /** At most this many first attempts in flight at the upstream at once. */
+  concurrency: z.number().int().min(1).max(1000).optional(),
+};
+type Numbers = {
+  rate?: { limit: number; window_ms: number } | undefined;
+  burst?: number | undefined;
+  concurrency?: number | undefined;
+};
+const checked = <T extends z.ZodType<Numbers>>(schema: T) =>
+  schema
+    .refine((q) => q.rate !== undefined || q.concurrency !== undefined, {
+      message: "a quota needs rate and/or concurrency",
+    })
+    .refine((q) => q.burst === undefined || (q.rate !== undefined && q.burst <= q.rate.limit), {
+      message: "burst needs rate, and may not exceed rate.limit",
+      path: ["burst"],
+    });
+
+/** A tool manifest's `quota`: per (user, this tool), as `{ scope: { tool } }` would be. */
+export const QuotaNumbers = checked(z.strictObject(NUMBERS));
+export type QuotaNumbers = z.output<typeof QuotaNumbers>;
+
+export const QuotaDefinition = checked(
+  z.strictObject({
     /** `origin`: every call of the tenant to that upstream origin; `tool`: each user's calls of that tool. */
     scope: z.union([
       z.strictObject({
@@ -20,25 +53,9 @@ export const QuotaDefinition = z
       }),
       z.strictObject({ tool: z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/) }),
     ]),
-    /** At most `limit` first attempts begun in any `window_ms` (a sliding window). */
-    rate: z
-      .strictObject({
-        limit: z.number().int().min(1).max(1000),
-        window_ms: z.number().int().min(100).max(86_400_000),
-      })
-      .optional(),
-    /** At most this many at once (default: `rate.limit`); spaced evenly over the window. */
-    burst: z.number().int().min(1).max(1000).optional(),
-    /** At most this many first attempts in flight at the upstream at once. */
-    concurrency: z.number().int().min(1).max(1000).optional(),
-  })
-  .refine((q) => q.rate !== undefined || q.concurrency !== undefined, {
-    message: "a quota needs rate and/or concurrency",
-  })
-  .refine((q) => q.burst === undefined || (q.rate !== undefined && q.burst <= q.rate.limit), {
-    message: "burst needs rate, and may not exceed rate.limit",
-    path: ["burst"],
-  });
+    ...NUMBERS,
+  }),
+);
 export type QuotaDefinition = z.output<typeof QuotaDefinition>;
 export type StoredQuota = { id: string; definition: QuotaDefinition };
 
@@ -50,6 +67,12 @@ export const quotaKeyOf = (q: QuotaDefinition): string =>
 
 const numbers = (q: QuotaDefinition) =>
   JSON.stringify([q.rate?.limit, q.rate?.window_ms, q.burst, q.concurrency]);
+
+/** A manifest's quota as the definition it stands for (its id: `manifest:<tool>`). */
+export const manifestQuota = (tool: string, numbers: QuotaNumbers): StoredQuota => ({
+  id: `manifest:${tool}`,
+  definition: { scope: { tool }, ...numbers },
+});
 
 /** Another id defining the same key otherwise (null: none). */
 export function quotaConflict(
@@ -88,10 +111,18 @@ export function quotasFor(args: {
   pausedOrigins: Readonly<Record<string, number>>;
   origin: string | null;
   tool: string;
+  /** The tool's manifest `quota` (per user), or null. */
+  toolQuota: QuotaNumbers | null;
   userId: string;
   nowMs: number;
 }): QuotaClaim[] {
-  const { tenantId, quotas, origin, tool, userId } = args;
+  const { tenantId, origin, tool, userId } = args;
+  // A manifest quota and a PUT one for the same tool agree (both refused otherwise): ask it once.
+  const own = args.toolQuota ? manifestQuota(tool, args.toolQuota) : null;
+  const quotas =
+    own && !args.quotas.some((q) => quotaKeyOf(q.definition) === quotaKeyOf(own.definition))
+      ? [...args.quotas, own]
+      : args.quotas;
   const claims: QuotaClaim[] = [];
   const originObject = origin ? `${tenantId}:${origin}` : null;
   for (const { id, definition: q } of quotas) {

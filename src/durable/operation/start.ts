@@ -74,6 +74,7 @@ async function gatherStart(
     pausedOrigins: facts.pausedOrigins,
     origin: req.shadow ? null : originOf(env, spec, req.input, { to: "production" }),
     tool: spec.name,
+    toolQuota: spec.quota,
     userId: req.userId,
     nowMs: Date.now(),
   });

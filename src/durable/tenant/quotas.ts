@@ -3,14 +3,24 @@
 // and the origins its upstreams paused (a 429/503 Retry-After or RateLimit answer, noted by the
 // operation that met it). Both travel to operations in the run's tenant facts (facts.ts), so a new
 // write asks no quota object unless a quota or a pause concerns its call.
-import { quotaConflict, QuotaDefinition, type StoredQuota } from "../../domain/quota/definition.ts";
+import {
+  manifestQuota,
+  quotaConflict,
+  QuotaDefinition,
+  QuotaNumbers,
+  type StoredQuota,
+} from "../../domain/quota/definition.ts";
+import { z } from "zod";
+import { decodeManifest } from "../store/tenant-rows.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { decodeWith, parseJson } from "../store/codec.ts";
 import type { TenantError } from "./contracts.ts";
 
 export type QuotaRecord = StoredQuota & { updated_at: string };
-/** Pauses are kept this long past their end at most (older rows are dropped on the next note). */
+/** The part of a stored manifest read here: its `quota`, decoded (a row that does not decode is corrupt). */
+const ManifestQuota = z.object({ quota: QuotaNumbers.optional() });
+/** At most this many paused origins travel in the facts (the latest-ending first). */
 const MAX_PAUSES = 200;
 
 export function storedQuotas(store: SqlStore): QuotaRecord[] {
@@ -32,7 +42,7 @@ export function putQuota(
   definition: QuotaDefinition,
 ): Result<QuotaRecord & { created: boolean }, TenantError> {
   const stored = storedQuotas(store);
-  const conflict = quotaConflict(id, definition, stored);
+  const conflict = quotaConflict(id, definition, [...stored, ...manifestQuotas(store)]);
   if (conflict) return err({ code: "quota_conflict", detail: conflict.detail, quota: conflict.id });
   const nowMs = Date.now();
   store.ensureTable("quotas");
@@ -44,6 +54,28 @@ export function putQuota(
   );
   const created = !stored.some((q) => q.id === id);
   return ok({ id, definition, updated_at: new Date(nowMs).toISOString(), created });
+}
+
+/** The quotas the tenant's tool manifests declare (their `quota`, per user and tool). */
+function manifestQuotas(store: SqlStore): StoredQuota[] {
+  if (!store.exists("tools")) return [];
+  return store
+    .all<{ name: string; manifest: string }>("SELECT name, manifest FROM tools")
+    .flatMap((row) => {
+      const { quota } = decodeWith(ManifestQuota, decodeManifest(row.manifest), "tool manifest");
+      return quota ? [manifestQuota(row.name, quota)] : [];
+    });
+}
+
+/** A tool PUT whose manifest `quota` contradicts a stored quota of the same tool (null: none). */
+export function quotaConflictOfManifest(
+  store: SqlStore,
+  tool: string,
+  quota: QuotaNumbers,
+): Extract<TenantError, { code: "quota_conflict" }> | null {
+  const own = manifestQuota(tool, quota);
+  const conflict = quotaConflict(own.id, own.definition, storedQuotas(store));
+  return conflict && { code: "quota_conflict", detail: conflict.detail, quota: conflict.id };
 }
 
 export function deleteQuota(store: SqlStore, id: string): Result<true, TenantError> {

@@ -2,6 +2,7 @@
 // is subject to — its origin's, its tool's (per user), and an origin the upstream paused.
 import { describe, expect, it } from "vitest";
 import {
+  manifestQuota,
   quotaConflict,
   QuotaDefinition,
   quotasFor,
@@ -52,6 +53,7 @@ describe("what a call is subject to", () => {
     quotas: [byOrigin, byTool],
     pausedOrigins: {},
     tool: "send",
+    toolQuota: null,
     userId: "u 1",
     nowMs: 1000,
   };
@@ -68,5 +70,24 @@ describe("what a call is subject to", () => {
     const paused = { ...args, quotas: [], origin, pausedOrigins: { [origin]: 5000 } };
     expect(quotasFor(paused)).toEqual([{ id: null, object: `tn_1:${origin}` }]);
     expect(quotasFor({ ...paused, nowMs: 5000 })).toEqual([]);
+  });
+  it("the tool's manifest quota: per user, asked once when a PUT quota of the same tool agrees", () => {
+    const own = { ...args, quotas: [], origin: null, toolQuota: { concurrency: 1 } };
+    expect(quotasFor(own)).toEqual([
+      { id: "manifest:send", object: "tn_1:quota:user:u%201:tool:send", concurrency: 1 },
+    ]);
+    expect(quotasFor({ ...own, quotas: [byTool] })).toEqual([
+      { id: "t", object: "tn_1:quota:user:u%201:tool:send", concurrency: 1 },
+    ]);
+  });
+});
+
+describe("a manifest quota and a PUT one for the same tool", () => {
+  it("agree, or the later is refused", () => {
+    const manifest = manifestQuota("send", { concurrency: 2 });
+    expect(quotaConflict(manifest.id, manifest.definition, [byTool])?.id).toBe("t");
+    expect(
+      quotaConflict("t", byTool.definition, [manifestQuota("send", { concurrency: 1 })]),
+    ).toBeNull();
   });
 });
