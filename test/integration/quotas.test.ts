@@ -79,6 +79,18 @@ const answered = (operationId: string) =>
     () => stateOf(operationId),
     (s) => s.phase !== "awaiting_quota" || s.dueAtMs != null,
   );
+/** Every operation reaches `recorded` (read until it does, bounded). */
+async function allRecorded(ids: string[]) {
+  for (const op of ids)
+    expect(
+      (
+        await until(
+          () => stateOf(op),
+          (s) => s.phase === "recorded",
+        )
+      ).phase,
+    ).toBe("recorded");
+}
 const quotaObject = (tenantId: string, origin: string) =>
   placedStub(env as unknown as Env, "BUDGETS", `${tenantId}:${origin}`) as any;
 
@@ -157,17 +169,20 @@ describe("enforcement at the point of send", () => {
     const origin = new URL(up.url).origin;
     const quota = { scope: { origin }, rate: { limit: 5, window_ms: 1000 } };
     expect((await t.api("PUT", "/v1/quotas/five", quota)).status).toBe(201);
+    // A scripted clock a day ahead: the operations' own alarms (armed on it) never fire by themselves
+    // during the test, only when the test fires them.
+    vi.useFakeTimers({ toFake: ["Date"] });
+    let nowMs = Date.now() + 86_400_000;
+    vi.setSystemTime(nowMs);
+    await up.clock(nowMs);
     const tool = manifest({ url: up.url });
     const runId = await t.run(tool);
-    vi.useFakeTimers({ toFake: ["Date"] });
-    let nowMs = Date.now();
-    await up.clock(nowMs);
 
     const ids: string[] = [];
     for (let i = 0; i < 10; i++) ids.push(...(await t.turn(runId, tool.name, 10)).ids);
     expect(new Set(ids).size).toBe(100);
     const states = new Map<string, Stored>();
-    await Promise.all(ids.map(async (op) => states.set(op, await answered(op))));
+    for (const op of ids) states.set(op, await answered(op));
     const waiting = ids.filter((op) => states.get(op)!.phase === "awaiting_quota");
     expect(waiting).toHaveLength(95);
     // The model reads that it waits, when, and that nothing was sent.
@@ -235,15 +250,7 @@ describe("enforcement at the point of send", () => {
     const state = await up.state();
     expect(state.requests).toHaveLength(8);
     expect(state.maxInFlight["*"]).toBeLessThanOrEqual(2);
-    for (const op of ids)
-      expect(
-        (
-          await until(
-            () => stateOf(op),
-            (s) => s.phase === "recorded",
-          )
-        ).phase,
-      ).toBe("recorded");
+    await allRecorded(ids);
   });
 
   it("a quota on another origin, or another tenant's on this one, changes nothing", async () => {
@@ -427,7 +434,8 @@ describe("a restart of the quota object", () => {
     });
     const tool = manifest({ url: up.url });
     vi.useFakeTimers({ toFake: ["Date"] });
-    let nowMs = Date.now();
+    let nowMs = Date.now() + 86_400_000;
+    vi.setSystemTime(nowMs);
     const { ids } = await t.turn(await t.run(tool), tool.name, 6);
     await up.waitForRequests(2);
     const stub = () => quotaObject(t.tenantId, origin);
@@ -446,14 +454,6 @@ describe("a restart of the quota object", () => {
     expect(state.requests).toHaveLength(6);
     expect(state.effects).toHaveLength(6);
     expect(new Set(state.requests.map((r) => r.key)).size).toBe(6);
-    for (const op of ids)
-      expect(
-        (
-          await until(
-            () => stateOf(op),
-            (s) => s.phase === "recorded",
-          )
-        ).phase,
-      ).toBe("recorded");
+    await allRecorded(ids);
   });
 });

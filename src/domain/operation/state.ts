@@ -311,6 +311,8 @@ export type Effect =
   | { kind: "release_lock" }
   /** Ask plan.quotas for the first attempt's slot (idempotent: keyed by operation id + attempt). */
   | { kind: "acquire_quota" }
+  /** Stopped waiting for its quotas with nothing sent: give back its place in their queues. */
+  | { kind: "release_quota" }
   /** Give back plan.limits' reservations: recorded with nothing applied (durable, via the outbox). */
   | { kind: "release_limits" }
   /**

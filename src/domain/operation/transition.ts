@@ -54,6 +54,10 @@ export function transition(
     state.phase !== "recorded"
   )
     effects.push({ kind: "release_lock" });
+  // A wait for quotas that ends with nothing sent (cancelled, denied, past the deadline) leaves
+  // their queues at once, so no one waits behind it (an attempt gives its place back itself).
+  if (state?.phase === "awaiting_quota" && step.value.state.phase === "recorded")
+    effects.push({ kind: "release_quota" });
   // Reservations of limits across runs are kept unless the outcome recorded says nothing applied
   // (every recorded non-success but failed/invalid_output: it took effect, its answer unreadable).
   const recorded = step.value.state.phase === "recorded" ? step.value.state.outcome : null;

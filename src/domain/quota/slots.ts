@@ -130,7 +130,10 @@ export function acquire(
   };
 }
 
-/** The attempt ended: its place under the cap is free; the waiters now at the head are named. */
+/**
+ * The attempt ended, or its operation stopped waiting (cancelled, denied, past its deadline): its
+ * place under the cap is free and it leaves the queue; the waiters now at the head are named.
+ */
 export function release(
   before: QuotaState,
   grant: string,
@@ -140,6 +143,7 @@ export function release(
   let state = tidy(before, nowMs);
   const g = state.grants[grant];
   if (g) state = { ...state, grants: { ...state.grants, [grant]: { ...g, holdsUntilMs: null } } };
+  state = { ...state, queue: state.queue.filter((w) => w.grant !== grant) };
   return { state, wake: headOf(state, concurrency, nowMs) };
 }
 

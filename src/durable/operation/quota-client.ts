@@ -69,6 +69,15 @@ function combine(answers: QuotaAnswer[]): QuotaAnswer {
   };
 }
 
+const quiet = (work: Promise<unknown>) => void work.catch(() => {});
+
+/** Gives back its places under caps, and its places in their queues (fire-and-forget; expiry covers a loss). */
+export function withdrawQuota(env: Env, frozen: FrozenRow): void {
+  for (const claim of frozen.plan.quotas ?? [])
+    if (claim.concurrency !== undefined)
+      quiet(budgetStub(env, claim.object).releaseQuota(grantOf(frozen), Date.now()));
+}
+
 /**
  * After an attempt: attempt 1 gives back its places under concurrency caps; any answer asking for
  * a pause pauses its origin. Fire-and-forget: a lost release is freed by expiry, a lost pause
@@ -82,11 +91,7 @@ export function afterAttempt(
   exchange: Exchange | undefined,
 ): void {
   const nowMs = Date.now();
-  const quiet = (work: Promise<unknown>) => void work.catch(() => {});
-  if (attempt === 1)
-    for (const claim of frozen.plan.quotas ?? [])
-      if (claim.concurrency !== undefined)
-        quiet(budgetStub(env, claim.object).releaseQuota(grantOf(frozen), nowMs));
+  if (attempt === 1) withdrawQuota(env, frozen);
   const answer = exchange?.response;
   if (!answer || origin === null) return;
   const header = (name: string) => answer.headers[name] ?? null;

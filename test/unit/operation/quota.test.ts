@@ -10,7 +10,7 @@ import {
   type OperationState,
 } from "../../../src/domain/operation/index.ts";
 import { envelopeFor } from "../../../src/domain/envelope.ts";
-import { plan, step, T } from "./fixtures.ts";
+import { executing, plan, step, T } from "./fixtures.ts";
 
 const shaped: OperationPlan = {
   ...plan("keyed"),
@@ -108,18 +108,7 @@ describe("the quota's answer", () => {
   });
 
   it("an answer after it stopped waiting changes nothing (a late or repeated RPC)", () => {
-    const s = answer(
-      { kind: "granted", atMs: T },
-      {
-        phase: "executing",
-        attempt: 1,
-        keyIssuedAtMs: T,
-        startedAtMs: T,
-        firstAttemptAtMs: T,
-        cancelRequested: false,
-        mayHaveApplied: null,
-      },
-    );
+    const s = answer({ kind: "granted", atMs: T }, executing(1));
     expect(s.changed).toBe(false);
     expect(s.effects).toEqual([]);
   });
@@ -147,10 +136,14 @@ describe("while it waits", () => {
       { type: "denied", status: "rejected", code: "forbidden", message: "no" },
       "rejected",
     ],
-  ] as const)("%s ends it with nothing sent (attempts 0)", (_name, event, status) => {
-    const s = step(waiting(), event as any, shaped);
-    expect(s.state).toMatchObject({ phase: "recorded", attempts: 0, outcome: { status } });
-  });
+  ] as const)(
+    "%s ends it with nothing sent (attempts 0), leaving the quota's queue",
+    (_name, event, status) => {
+      const s = step(waiting(), event as any, shaped);
+      expect(s.state).toMatchObject({ phase: "recorded", attempts: 0, outcome: { status } });
+      expect(s.effects).toContainEqual({ kind: "release_quota" });
+    },
+  );
 
   it("the shell puts its alarm back at its slot, or at the recheck", () => {
     expect(stateAlarmAtMs(waiting({ dueAtMs: T + 5 }), shaped, T)).toBe(T + 5);

@@ -208,3 +208,12 @@ describe("what an upstream's answer says (Retry-After, RateLimit)", () => {
     expect(rateLimitResetMs(header)).toBe(ms);
   });
 });
+
+describe("a waiter that stops waiting", () => {
+  it("leaves the queue at once: the next one is at the head", () => {
+    const { state } = askAll(cap(1), 3);
+    const gone = release(state, "g2", 1, T + 1);
+    expect(gone.state.queue.map((w) => w.grant)).toEqual(["g3"]);
+    expect(release(gone.state, "g1", 1, T + 2).wake).toEqual(["op3"]);
+  });
+});
