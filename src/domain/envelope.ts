@@ -138,7 +138,7 @@ function quotaWait(
 ): Envelope {
   const when =
     dueAtMs === null
-      ? "as soon as a place frees up"
+      ? "as soon as there is one"
       : nowMs === null
         ? `at ${isoUtc(dueAtMs)}`
         : `in ~${Math.max(1, Math.ceil((dueAtMs - nowMs) / 1000))} s (${isoUtc(dueAtMs)})`;
@@ -154,7 +154,9 @@ function quotaWait(
       ? "The upstream asked for a pause (rate limited)"
       : reason === "concurrency"
         ? "Its quota's calls at a time are all in use"
-        : "Its quota allows no more calls right now";
+        : dueAtMs === null
+          ? "toolgate is asking this call's quota for a slot"
+          : "Its quota allows no more calls right now";
   return refusal(
     "pending",
     operationId,

@@ -186,7 +186,12 @@ describe("enforcement at the point of send", () => {
     const waiting = ids.filter((op) => states.get(op)!.phase === "awaiting_quota");
     expect(waiting).toHaveLength(95);
     // The model reads that it waits, when, and that nothing was sent.
-    const last = await t.api("GET", `/v1/operations/${waiting.at(-1)}`);
+    // The last slot is 19 s away (95 waiting, 5 a second).
+    const lastId = waiting.reduce((a, b) =>
+      states.get(a)!.dueAtMs! >= states.get(b)!.dueAtMs! ? a : b,
+    );
+    expect(states.get(lastId)!.dueAtMs! - nowMs).toBe(19_000);
+    const last = await t.api("GET", `/v1/operations/${lastId}`);
     expect(last.body.result).toMatchObject({ status: "pending", code: "rate_limited" });
     expect(last.body.result.message).toMatch(/nothing has been sent yet\. Next slot in ~19 s/);
 
@@ -230,9 +235,10 @@ describe("enforcement at the point of send", () => {
     await t.api("PUT", "/v1/quotas/one", quota);
     const tool = manifest({ url: up.url });
     const { ids } = await t.turn(await t.run(tool), tool.name, 2);
-    await Promise.all(ids.map(answered));
-    for (let i = 0; i < 3; i++) await fireAlarm(ids[1]!);
-    expect((await stateOf(ids[1]!)).phase).toBe("awaiting_quota");
+    const states = await Promise.all(ids.map(answered));
+    const second = ids[states.findIndex((s) => s.phase === "awaiting_quota")]!;
+    for (let i = 0; i < 3; i++) await fireAlarm(second);
+    expect((await stateOf(second)).phase).toBe("awaiting_quota");
     expect((await up.state()).requests).toHaveLength(1);
   });
 

@@ -152,7 +152,18 @@ describe("while it waits", () => {
 
   it.each([
     ["a slot", waiting({ dueAtMs: T + 12_000 }), "rate_limited", /Next slot in ~12 s/],
-    ["a cap", waiting({ reason: "concurrency" }), "rate_limited", /as soon as a place frees up/],
+    [
+      "a cap",
+      waiting({ reason: "concurrency" }),
+      "rate_limited",
+      /calls at a time are all in use.*as soon as there is one/,
+    ],
+    [
+      "its first ask, not yet answered",
+      waiting(),
+      "rate_limited",
+      /asking this call's quota for a slot/,
+    ],
     [
       "a long pause (a used-up quota)",
       waiting({ dueAtMs: T + 3_600_000, reason: "paused", long: true }),
