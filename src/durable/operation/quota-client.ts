@@ -69,6 +69,15 @@ function combine(answers: QuotaAnswer[]): QuotaAnswer {
   };
 }
 
+/** The origin the request went to (a secret never names a host, so its masked URL has the real one). */
+function originOfUrl(url: string | undefined): string | null {
+  try {
+    return url ? new URL(url).origin : null;
+  } catch {
+    return null;
+  }
+}
+
 const quiet = (work: Promise<unknown>) => void work.catch(() => {});
 
 /** Gives back its places under caps, and its places in their queues (fire-and-forget; expiry covers a loss). */
@@ -87,12 +96,12 @@ export function afterAttempt(
   env: Env,
   frozen: FrozenRow,
   attempt: number,
-  origin: string | null,
   exchange: Exchange | undefined,
 ): void {
   const nowMs = Date.now();
   if (attempt === 1) withdrawQuota(env, frozen);
   const answer = exchange?.response;
+  const origin = originOfUrl(exchange?.request?.url);
   if (!answer || origin === null) return;
   const header = (name: string) => answer.headers[name] ?? null;
   const pause = upstreamPause(

@@ -9,7 +9,7 @@ import { configFor } from "../../config.ts";
 import type { Env } from "../env.ts";
 import { sendAttemptTraced, sendLookup, sendPreview, type Preview } from "../../tools/http-tool.ts";
 import { routeOf } from "../../tools/shadow.ts";
-import { budgetKeyFor, noteFirstAttempt, originOf } from "../retry-budget-client.ts";
+import { budgetKeyFor, noteFirstAttempt } from "../retry-budget-client.ts";
 import { afterAttempt as quotaAfterAttempt } from "./quota-client.ts";
 import type { Loaded, Secrets } from "./contracts.ts";
 import { ask, secretsFor, type Asked } from "./gather.ts";
@@ -140,19 +140,7 @@ export class Sender {
         : null;
     if (budget) noteFirstAttempt(this.env, budget, Date.now());
     // Quota shaping: attempt 1 frees its places under caps; an answer asking for a pause pauses the origin.
-    if (loaded.ok)
-      quotaAfterAttempt(
-        this.env,
-        this.log.head()!.frozen,
-        attempt,
-        originOf(
-          this.env,
-          loaded.value.spec,
-          loaded.value.input,
-          routeOf(loaded.value.plan, loaded.value.spec),
-        ),
-        exchange,
-      );
+    quotaAfterAttempt(this.env, this.log.head()!.frozen, attempt, exchange);
     this.apply({ type: "attempt_finished", attempt, observation, exchange });
   }
 

@@ -20,7 +20,7 @@ import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
 import { wouldSend } from "../../tools/shadow.ts";
-import { quotasFor, type QuotaClaim } from "../../domain/quota/definition.ts";
+import { quotasFor, type QuotaClaim, type StoredQuota } from "../../domain/quota/definition.ts";
 import { originOf } from "../retry-budget-client.ts";
 
 /**
@@ -72,7 +72,10 @@ async function gatherStart(
     tenantId: req.tenantId,
     quotas: facts.quotas,
     pausedOrigins: facts.pausedOrigins,
-    origin: req.shadow ? null : originOf(env, spec, req.input, { to: "production" }),
+    // Built only when an origin could matter (a quota or a pause by origin): a new write with
+    // neither builds nothing more.
+    origin:
+      req.shadow || !byOrigin(facts) ? null : originOf(env, spec, req.input, { to: "production" }),
     tool: spec.name,
     toolQuota: spec.quota,
     userId: req.userId,
@@ -90,6 +93,11 @@ async function gatherStart(
   const toolVersion = asks ? await catalog.toolVersion(req.source) : null;
   return { toolVersion, secrets: asks ? null : fetched, verified, limits, cedar, request, quotas };
 }
+
+/** Whether any quota or pause of the tenant is by origin. */
+const byOrigin = (facts: { quotas: StoredQuota[]; pausedOrigins: Record<string, number> }) =>
+  Object.keys(facts.pausedOrigins).length > 0 ||
+  facts.quotas.some((q) => "origin" in q.definition.scope);
 
 /** What this call looks like to the tenant's Cedar policies (policies/evaluate.ts). */
 function policyRequestOf(spec: ToolSpec, req: SubmitRequest): PolicyRequest {
