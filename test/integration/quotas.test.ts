@@ -35,12 +35,13 @@ async function ownTenant() {
     tenantId,
     api: as,
     /** Registers `tool` (once) and opens a new run offering it. */
-    async run(tool: Record<string, unknown>) {
+    async run(tool: Record<string, unknown>, budgets: Record<string, number> = {}) {
       const put = await as("PUT", `/v1/tools/${tool.name as string}`, tool);
       expect([200, 201]).toContain(put.status);
       const run = await as("POST", "/v1/runs", {
         user: { id: "u1", scopes: [] },
         tools: [tool.name],
+        budgets,
       });
       expect(run.status).toBe(201);
       return run.body.run_id as string;
@@ -239,6 +240,23 @@ describe("enforcement at the point of send", () => {
     const second = ids[states.findIndex((s) => s.phase === "awaiting_quota")]!;
     for (let i = 0; i < 3; i++) await fireAlarm(second);
     expect((await stateOf(second)).phase).toBe("awaiting_quota");
+    expect((await up.state()).requests).toHaveLength(1);
+  });
+
+  it("a slot after the run's deadline: budget_exhausted / deadline at once, nothing sent", async () => {
+    const t = await ownTenant();
+    const up = upstream();
+    const quota = {
+      scope: { origin: new URL(up.url).origin },
+      rate: { limit: 1, window_ms: 60_000 },
+    };
+    await t.api("PUT", "/v1/quotas/slow", quota);
+    const tool = manifest({ url: up.url });
+    const runId = await t.run(tool, { max_duration_ms: 30_000 });
+    const { results } = await t.turn(runId, tool.name, 2, 5);
+    const late = results.find((r) => r.status !== "succeeded")!;
+    expect(late).toMatchObject({ status: "budget_exhausted", code: "deadline" });
+    expect(late.message).toMatch(/was not sent and did not take effect/);
     expect((await up.state()).requests).toHaveLength(1);
   });
 
