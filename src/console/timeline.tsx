@@ -95,6 +95,25 @@ function readingOf(event: TraceEvent): Reading {
       return { label: "Limit denied" };
     case "attempt_started":
       return { label: `Attempt ${event.attempt} sent`, hide: ["attempt"] };
+    case "held":
+      return isPhaseEntered(event)
+        ? { label: "Held (nothing sent)" }
+        : { label: `Held by freeze ${event.freeze_id} (nothing sent)`, hide: ["freeze_id"] };
+    case "hold_released":
+      return { label: `Freeze ${event.freeze_id} lifted: continuing`, hide: ["freeze_id"] };
+    case "paused":
+      return { label: `Paused by ${event.by}`, hide: ["by"] };
+    case "resumed":
+      return { label: `Resumed by ${event.by}`, hide: ["by"] };
+    case "retry_now":
+      return {
+        label: `Retry now (attempt ${event.attempt}) by ${event.by}`,
+        hide: ["by", "attempt"],
+      };
+    case "freeze_created":
+      return { label: `Freeze ${event.freeze_id} created` };
+    case "freeze_lifted":
+      return { label: `Freeze ${event.freeze_id} lifted` };
     case "attempt_finished":
       return {
         label: `Attempt ${event.attempt} answered`,

@@ -7,7 +7,14 @@ import type { TraceEvent } from "../domain/journal/trace-event.ts";
 import type { OperationTimeline } from "./timeline.tsx";
 
 type SpanKind =
-  "attempt" | "retry wait" | "approval" | "lock wait" | "quota wait" | "unknown" | "reconcile";
+  | "attempt"
+  | "retry wait"
+  | "approval"
+  | "lock wait"
+  | "quota wait"
+  | "unknown"
+  | "reconcile"
+  | "held";
 export type Span = { kind: SpanKind; label: string; fromMs: number; toMs: number };
 
 const KIND_FILL: Record<SpanKind, string> = {
@@ -17,6 +24,7 @@ const KIND_FILL: Record<SpanKind, string> = {
   "lock wait": "#5b6573",
   "quota wait": "#7a5ba6",
   unknown: "#8a3ffc",
+  held: "#0b4f8a",
   reconcile: "#2b59c3",
 };
 
@@ -41,6 +49,9 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
       return "unknown";
     case "reconcile_started":
       return "reconcile";
+    case "held":
+    case "paused":
+      return "held";
     case "recorded":
     case "reported":
     case "proposed":
@@ -74,6 +85,11 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "resolved":
     case "executing":
     case "reconciling":
+    case "hold_released":
+    case "resumed":
+    case "retry_now":
+    case "freeze_created":
+    case "freeze_lifted":
       return "none";
   }
 }

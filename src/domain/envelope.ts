@@ -120,6 +120,8 @@ export function envelopeFor(
           ? WAITING_FOR_PERSON[safety]
           : "It is not yet known whether this took effect; toolgate is reconciling it safely. Do not retry; wait or tell the user it is being checked.",
       );
+    case "held":
+      return heldEnvelope(operationId, state);
   }
 }
 
@@ -163,6 +165,44 @@ function quotaWait(
     "rate_limited",
     `${why}; nothing has been sent yet. Next slot ${when}: toolgate sends it by itself then. Wait; do not call it again.`,
   );
+}
+
+/**
+ * Held by a freeze or a pause (issue 34): `pending` with code `frozen` (and the freeze) or `paused`
+ * — unless an earlier attempt may have applied: then it stays an unknown outcome, never "pending",
+ * which a cancel could read as "never took effect".
+ */
+function heldEnvelope(
+  operationId: string,
+  state: Extract<OperationState, { phase: "held" }>,
+): Envelope {
+  const { hold, resume } = state;
+  const why =
+    hold.kind === "freeze"
+      ? `An operator froze these calls (freeze ${hold.freezeId}: ${hold.reason})`
+      : `A person paused this call`;
+  const ambiguity =
+    resume.phase === "outcome_unknown"
+      ? resume.code
+      : resume.phase === "retry_scheduled"
+        ? (resume.mayHaveApplied?.code ?? null)
+        : null;
+  const envelope = ambiguity
+    ? refusal(
+        "outcome_unknown",
+        operationId,
+        ambiguity,
+        `It is not yet known whether this took effect. ${why}; toolgate sends nothing more until that ends, then continues with the same idempotency key. Do not retry; tell the user it is on hold.`,
+      )
+    : refusal(
+        "pending",
+        operationId,
+        hold.kind === "freeze" ? "frozen" : "paused",
+        `${why}; nothing has been sent for it and it continues by itself when that ends. Wait; do not call it again; tell the user it is on hold.`,
+      );
+  return hold.kind === "freeze" && "code" in envelope
+    ? { ...envelope, freeze: { id: hold.freezeId, reason: hold.reason } }
+    : envelope;
 }
 
 /** What the model is told while toolgate settles an unknown outcome late by itself (never "it did not happen"). */

@@ -91,6 +91,9 @@ function opFacts(event: ToolgateEvent): OpFacts | null {
     case "run.budget_exhausted":
     case "endpoint.failing":
     case "webhook.test":
+    case "freeze.created":
+    case "freeze.lifted":
+    case "tripwire.tripped":
       return null;
   }
 }
@@ -109,6 +112,9 @@ export function runSummaryOf(event: ToolgateEvent): RunSummary | null {
     case "lock.waiting_long":
     case "endpoint.failing":
     case "webhook.test":
+    case "freeze.created":
+    case "freeze.lifted":
+    case "tripwire.tripped":
       return null;
   }
 }

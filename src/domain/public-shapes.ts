@@ -21,6 +21,8 @@ export type Envelope =
       code: string;
       message: string;
       allowed_next_actions: string[];
+      /** The operator's freeze holding this call (issue 34): nothing is sent until it is lifted. */
+      freeze?: { id: string; reason: string };
     };
 
 /**

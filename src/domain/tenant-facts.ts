@@ -4,6 +4,8 @@
 // the background, and never trusted past FACTS_MAX_AGE_MS. Secrets stay sealed (AES-GCM, still
 // encrypted) in it: only the operation that sends opens them. A new kind of fact (e.g. a policy
 // set) is a new field here, read in the same one RPC, under the same bound. Pure.
+import type { Freeze } from "./freeze.ts";
+import type { Tripwire } from "./tripwire.ts";
 import type { PolicySet } from "./policy-request.ts";
 import type { StoredQuota } from "./quota/definition.ts";
 import type { VerificationStatus } from "./verification.ts";
@@ -34,10 +36,17 @@ export type TenantFacts = {
   /** Quota shaping (issue 34 item 4): the tenant's quotas, and the origins its upstreams paused (until ms). */
   quotas: StoredQuota[];
   pausedOrigins: Record<string, number>;
+  /** The tenant's freezes not lifted when it answered (issue 34); [] when none (no cost then). */
+  freezes: Freeze[];
+  /** The tenant's tripwires (issue 34); [] when none: a call claims nothing more then. */
+  tripwires: Tripwire[];
 };
 
-/** 2: the policy set joined the facts; 3: quotas and paused origins (an older shape is never used). */
-export const FACTS_SCHEMA = 3;
+/**
+ * 2: the policy set joined the facts; 3/4: quotas and paused origins, or freezes and tripwires
+ * (two branches); 5: all four (a snapshot of an older shape is never used).
+ */
+export const FACTS_SCHEMA = 5;
 
 /** What one call's operation gets: its tool's facts only (least privilege), still sealed. */
 export type CallFacts = {
@@ -48,6 +57,8 @@ export type CallFacts = {
   policies: PolicySet | null;
   quotas: StoredQuota[];
   pausedOrigins: Record<string, number>;
+  freezes: Freeze[];
+  tripwires: Tripwire[];
 };
 
 /**
@@ -82,5 +93,7 @@ export function callFacts(facts: TenantFacts, tool: string): CallFacts | null {
     policies: facts.policies,
     quotas: facts.quotas,
     pausedOrigins: facts.pausedOrigins,
+    freezes: facts.freezes,
+    tripwires: facts.tripwires,
   };
 }

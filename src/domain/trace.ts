@@ -28,6 +28,8 @@ const ENTERS: Readonly<Record<string, Lifecycle>> = {
   retry_scheduled: "retry_scheduled",
   outcome_unknown: "outcome_unknown",
   reconcile_started: "reconciling",
+  held: "held",
+  paused: "held",
   recorded: "recorded",
   reported: "reported",
 };
@@ -111,6 +113,7 @@ function attemptOutcome(next: OperationState): AttemptOutcome {
     case "reconciling":
       return "unknown";
     // An attempt never ends in these; a cancel that arrived first is recorded, not waited on.
+    case "held":
     case "executing":
     case "awaiting_approval":
     case "awaiting_lock":
@@ -248,6 +251,13 @@ const LOGGED: Readonly<Record<TraceEvent["type"], boolean>> = {
   reported: false,
   executing: false,
   reconciling: false,
+  held: true,
+  hold_released: true,
+  paused: true,
+  resumed: true,
+  retry_now: true,
+  freeze_created: false,
+  freeze_lifted: false,
 };
 /** Fixed, typed fields only: free text (details, bodies, messages, reasons given by people) never reaches a log. */
 const LOG_FIELDS = [

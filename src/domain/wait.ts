@@ -20,7 +20,8 @@ export function waitIsOver(
   deadlineMs: number,
   holdForPeople: boolean,
 ): boolean {
-  if (isSettled(state) || nowMs >= deadlineMs) return true;
+  // Held by a freeze or a pause (issue 34): a person ends it, not a wait.
+  if (isSettled(state) || nowMs >= deadlineMs || state.phase === "held") return true;
   if (state.phase === "retry_scheduled" || state.phase === "outcome_unknown")
     return state.dueAtMs === null || state.dueAtMs > deadlineMs;
   if (state.phase === "awaiting_approval" && !holdForPeople) {

@@ -6,6 +6,7 @@
 // only damps an outage, it must never wedge an operation.
 import type { RetryVerdict } from "../domain/retry-budget.ts";
 import type { SpendVerdict } from "./retry-budget-object.ts";
+import type { FreezeCall } from "../domain/freeze.ts";
 import type { FrozenInput } from "../domain/turn/turn.ts";
 import { configFor, retryBudgetConfig } from "../config.ts";
 import type { Env } from "./env.ts";
@@ -37,7 +38,12 @@ export function budgetKeyFor(
   return origin === null ? null : `${tenantId}:${origin}`;
 }
 
-/** The upstream origin `spec` sends `input` to (placeholder secrets; nothing sent), or null. */
+/**
+ * The upstream origin `spec` sends `input` to on `route`, built with placeholder secrets (a secret
+ * never names a host; nothing sent); null when none can be built or a shadow run's fixed sandbox
+ * result sends nothing. What the retry budget and quotas are keyed by and what a freeze on an
+ * origin compares (issue 34).
+ */
 export function originOf(
   env: Env,
   spec: ToolSpec,
@@ -125,4 +131,26 @@ export async function askRetryBudget(env: Env, key: string, nowMs: number): Prom
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * A call as a freeze is asked about it (domain/freeze.ts): its tool, the origin its request goes
+ * to on its route (a shadow write's sandbox, never production's), its user and run, and whether it
+ * writes.
+ */
+export function freezeCallOf(
+  env: Env,
+  spec: ToolSpec,
+  input: FrozenInput,
+  route: SendRoute,
+  user: string,
+  run: string,
+): FreezeCall {
+  return {
+    tool: spec.name,
+    origin: originOf(env, spec, input, route),
+    user,
+    run,
+    write: spec.risk !== "read",
+  };
 }

@@ -56,6 +56,21 @@ function shown(event: ToolgateEvent): Shown | null {
       return { arguments: json(event.data.arguments) };
     case "endpoint.failing":
       return { endpoint: text(event.data.webhook_id), last_error: text(event.data.last_error) };
+    // A freeze says what it covers, how and why (its id and who set it ride in the fields).
+    case "freeze.created":
+    case "freeze.lifted":
+      return {
+        target: text(JSON.stringify(event.data.scope)),
+        state: text(`${event.data.mode}: ${event.data.reason}`),
+        decided_by: text(event.data.by),
+      };
+    // A trip says which tripwire, on whom, and the freeze it made.
+    case "tripwire.tripped":
+      return {
+        target: text(`${event.data.tripwire_id} · ${event.data.subject}`),
+        state: text(`${event.data.mode} (freeze ${event.data.freeze_id}): ${event.data.reason}`),
+        decided_by: text(`tripwire ${event.data.tripwire_id}`),
+      };
     case "run.budget_exhausted":
     case "turn.settled":
     case "lock.waiting_long":
@@ -75,6 +90,9 @@ const HEADLINES: Record<ToolgateEvent["type"], string> = {
   "lock.waiting_long": "A write is waiting long for its lock",
   "endpoint.failing": "A webhook endpoint is failing: a delivery to it was given up",
   "webhook.test": "Test message from toolgate: this channel is wired",
+  "freeze.created": "Calls frozen by an operator",
+  "freeze.lifted": "Freeze lifted: held calls continue",
+  "tripwire.tripped": "Tripwire tripped: calls frozen",
 };
 
 export const escapeMrkdwn = (text: string) =>
@@ -91,6 +109,12 @@ export function consoleLink(event: ToolgateEvent, consoleUrl: string): string | 
     return `${base}/console/unknown-outcomes#${op}`;
   if (event.type === "webhook.test") return `${base}/console/approvals`;
   if (event.type === "endpoint.failing") return `${base}/console/webhooks`;
+  if (
+    event.type === "freeze.created" ||
+    event.type === "freeze.lifted" ||
+    event.type === "tripwire.tripped"
+  )
+    return `${base}/console/freezes`;
   if (event.run_id) return `${base}/console/runs/${event.run_id}${op ? `#${op}` : ""}`;
   return null;
 }

@@ -8,6 +8,8 @@ import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
 import { PutPolicies } from "./policies-routes.ts";
 import { PutQuota } from "./quotas-routes.ts";
+import { FreezeBody } from "../domain/freeze.ts";
+import { TripwireBody } from "../domain/tripwire.ts";
 import {
   Approve,
   CreateRun,
@@ -333,6 +335,69 @@ export const ROUTES: Route[] = [
     summary:
       "Remove a quota: calls started after it reaches their run (within 30 s) no longer wait for it → 204 (404: none)",
     auth: "tools:write",
+  },
+  {
+    method: "put",
+    path: "/v1/freezes/{id}",
+    summary:
+      'Freeze calls now (issue 34): scope { tenant: true } | { tool } | { origin } | { user } | { run }; mode "hold" (held calls wait, pending/frozen, and continue after the lift, a batch at a time through the retry budget) or "refuse" (calls not yet sent end rejected/frozen); writes_only lets reads through; expires_at must be in the future (422 freeze_expired) → { freeze, runs_told, runs_pending }',
+    auth: "freezes:write",
+    body: FreezeBody,
+  },
+  {
+    method: "delete",
+    path: "/v1/freezes/{id}",
+    summary:
+      "Lift a freeze: held calls continue, a batch at a time → { freeze, runs_told, runs_pending } (404: none in force)",
+    auth: "freezes:write",
+  },
+  {
+    method: "get",
+    path: "/v1/freezes",
+    summary:
+      "The freezes in force, and the tenant's hash chain of every freeze and lift, checked (chain)",
+    auth: "freezes:write or runs:read",
+  },
+  {
+    method: "put",
+    path: "/v1/tripwires/{id}",
+    summary:
+      'A tripwire (issue 34): { measure: "count" | "sum(<argument>)" | "failure_rate", tool?, subject?: "tenant" | "user" | "context.<field>", window, threshold, min_calls? (failure_rate), then: { mode, reason } } — counted on toolgate\'s own counters (once per operation); the call that goes above the threshold trips it: a freeze `tw.<id>.<n>.<subject hash>` stops every later call it counts for that subject until lifted (DELETE /v1/freezes/{id}), and `tripwire.tripped` is announced → { tripwire, runs_told, runs_pending }',
+    auth: "freezes:write",
+    body: TripwireBody,
+  },
+  {
+    method: "delete",
+    path: "/v1/tripwires/{id}",
+    summary:
+      "Remove a tripwire: it counts nothing more (a freeze it made stays until lifted) → { tripwire, runs_told, runs_pending } (404: none)",
+    auth: "freezes:write",
+  },
+  {
+    method: "get",
+    path: "/v1/tripwires",
+    summary: "The tenant's tripwires",
+    auth: "freezes:write or runs:read",
+  },
+  {
+    method: "post",
+    path: "/v1/operations/{operation_id}/pause",
+    summary:
+      "Pause a call waiting on a retry, a lock or a resend: it sends nothing until resumed (409 not_waiting otherwise)",
+    auth: "operations:resolve",
+  },
+  {
+    method: "post",
+    path: "/v1/operations/{operation_id}/resume",
+    summary: "Resume a paused call where it was (409 not_waiting if not paused)",
+    auth: "operations:resolve",
+  },
+  {
+    method: "post",
+    path: "/v1/operations/{operation_id}/retry-now",
+    summary:
+      "Send a waiting retry or resend now, same idempotency key, within the host's retry budget (409 retry_budget_exhausted, frozen or not_waiting: nothing sent)",
+    auth: "operations:resolve",
   },
   {
     method: "get",

@@ -43,6 +43,14 @@ async function decide(
   return c.json(unwrap(await operationStub(c, operationId).decide(tenantId, decision)));
 }
 
+/** pause | resume | retry-now: the operation decides (409 not_waiting, frozen, retry_budget_exhausted). */
+async function control(c: Context<AppEnv>, action: "pause" | "resume" | "retryNow") {
+  const operationId = checkId(c.req.param("operation_id") ?? "", OPERATION_ID, "operation");
+  const tenantId = requireScope(c, "operations:resolve");
+  const stub = operationStub(c, operationId);
+  return c.json(unwrap(await stub[action](tenantId, principalName(c))));
+}
+
 /** Unknown outcomes for people, oldest first: only a person can settle them, or (`settling`) they settle late by themselves. */
 export const unknownOutcomeRoutes = new Hono<AppEnv>().get("/", async (c) => {
   const tenantId = requireScope(c, "operations:resolve");
@@ -105,6 +113,10 @@ export const operationRoutes = new Hono<AppEnv>()
     const view = unwrap(await operationStub(c, done.compensation_id).get(tenantId, 0));
     return c.json(view, done.created ? 201 : 200);
   })
+  // Operation controls (issue 34): a person pauses, resumes or retries now a waiting call.
+  .post("/:operation_id/pause", async (c) => control(c, "pause"))
+  .post("/:operation_id/resume", async (c) => control(c, "resume"))
+  .post("/:operation_id/retry-now", async (c) => control(c, "retryNow"))
   .post("/:operation_id/cancel", async (c) => {
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
     const tenantId = requireScope(c, "runs:write");

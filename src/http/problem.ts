@@ -84,7 +84,15 @@ export type ApiError =
   | { code: "misconfigured"; detail: string }
   /** Something toolgate needs did not answer just now; nothing was changed or sent. Try again. */
   | { code: "unavailable"; detail: string }
-  | { code: "internal"; detail: string };
+  | { code: "internal"; detail: string }
+  /** pause / resume / retry-now on an operation not waiting in a way they apply to (issue 34). */
+  | { code: "not_waiting"; detail: string; phase: string }
+  /** A person's send while a freeze applies to the operation; nothing was sent (issue 34). */
+  | { code: "frozen"; detail: string; freeze_id: string }
+  /** Retry-now refused by the host's retry budget; nothing was sent (issue 34). */
+  | { code: "retry_budget_exhausted"; detail: string; retry_after_ms: number }
+  /** PUT /v1/freezes/{id}: expires_at is not in the future. */
+  | { code: "freeze_expired"; detail: string };
 
 export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
@@ -116,6 +124,18 @@ export function toApiError(error: ObjectError): ApiError {
     case "tool_changed":
     case "unavailable":
       return { code: error.code, detail: error.detail };
+    case "freeze_expired":
+      return { code: error.code, detail: error.detail };
+    case "not_waiting":
+      return {
+        code: "not_waiting",
+        phase: error.phase,
+        detail: `the operation is ${error.phase}: ${error.detail}`,
+      };
+    case "frozen":
+      return { code: "frozen", detail: error.detail, freeze_id: error.freeze_id };
+    case "retry_budget_exhausted":
+      return { code: error.code, detail: error.detail, retry_after_ms: error.retry_after_ms };
     case "not_awaiting_approval":
       return {
         code: "not_awaiting_approval",
@@ -209,6 +229,7 @@ export function statusOf(error: ApiError): number {
     case "compensation_arguments_invalid":
     case "limit_conflict":
     case "quota_conflict":
+    case "freeze_expired":
       return 422;
     case "operation_pruned":
     case "run_pruned":
@@ -222,6 +243,9 @@ export function statusOf(error: ApiError): number {
     case "request_id_conflict":
     case "tool_changed":
     case "operation_not_compensable":
+    case "not_waiting":
+    case "frozen":
+    case "retry_budget_exhausted":
       return 409;
     case "misconfigured":
     case "internal":
@@ -281,6 +305,10 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "misconfigured":
     case "unavailable":
     case "internal":
+    case "not_waiting":
+    case "frozen":
+    case "retry_budget_exhausted":
+    case "freeze_expired":
       return -32603;
   }
 }

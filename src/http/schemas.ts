@@ -25,6 +25,8 @@ export const ApiScope = z.enum([
   "policies:write",
   /** Undo (issue 22): POST /v1/operations/{id}/compensate, and cancel with rollback (with runs:write). */
   "operations:compensate",
+  /** Freezes (issue 34): PUT and DELETE /v1/freezes/{id} (and GET). */
+  "freezes:write",
 ]);
 export type ApiScope = z.infer<typeof ApiScope>;
 

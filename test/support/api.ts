@@ -27,6 +27,7 @@ export const ALL_SCOPES = [
   "webhooks:read",
   "policies:write",
   "operations:compensate",
+  "freezes:write",
 ];
 
 /** A tenant with an all-scopes key, created once per test file (storage is per file). */

@@ -79,6 +79,28 @@ function sampleData(type: EventType, nowMs: number): ToolgateEvent["data"] {
       };
     case "webhook.test":
       return { webhook_id: "wh" };
+    case "freeze.created":
+    case "freeze.lifted":
+      return {
+        freeze_id: "fz",
+        scope: { tool: "refund" },
+        mode: "hold",
+        writes_only: false,
+        reason: "incident",
+        expires_at: null,
+        by: "ops",
+      };
+    case "tripwire.tripped":
+      return {
+        tripwire_id: "tw",
+        subject: "context.customer_id:cus_1",
+        measure: "count",
+        threshold: 3,
+        freeze_id: "tw.tw.1.abc",
+        mode: "hold",
+        reason: "refund spike",
+        tripped_by: null,
+      };
   }
 }
 

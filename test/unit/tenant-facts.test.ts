@@ -24,8 +24,8 @@ describe("freshness: how old a snapshot may be", () => {
     expect(freshness({ schema: FACTS_SCHEMA, readAtMs: READ_AT }, READ_AT + ageMs)).toBe(expected);
   });
 
-  it("another shape version is never used (1: before the policy set joined the facts)", () => {
-    expect(freshness({ schema: 1 as 3, readAtMs: READ_AT }, READ_AT)).toBe("stale");
+  it("another shape version is never used (4: before quotas and tripwires were both in the facts)", () => {
+    expect(freshness({ schema: 4 as 5, readAtMs: READ_AT }, READ_AT)).toBe("stale");
   });
 });
 
@@ -45,6 +45,8 @@ describe("callFacts: a call sees its own tool's facts only", () => {
       },
     },
     policies: null,
+    freezes: [],
+    tripwires: [],
   };
 
   it("the tool's secrets, deleted ones as null, and its verdict", () => {
@@ -56,6 +58,8 @@ describe("callFacts: a call sees its own tool's facts only", () => {
       policies: null,
       quotas: [],
       pausedOrigins: {},
+      freezes: [],
+      tripwires: [],
     });
     expect(callFacts(facts, "mail")?.secrets).toEqual({ MAIL: { iv: "j", ciphertext: "d" } });
   });

@@ -4,6 +4,7 @@
 // gathers `call` (plain data about the operation), writes what this returns inside the step's
 // transaction and hands it on through its outbox (durable/outbox/). Pure.
 import type { LimitClaim } from "../limit/window.ts";
+import { isTripClaim } from "../tripwire.ts";
 import {
   tookEffect,
   type Effect,
@@ -43,6 +44,8 @@ export type ApprovalItem = {
 };
 /** An operation waiting for a person's verdict on an unknown outcome, as the tenant lists it. */
 export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };
+/** An operation held by a freeze (issue 34), as the tenant keeps it to wake it after the lift. */
+export type HeldItem = { operation_id: string; freeze_id: string };
 
 /**
  * The name of an update the tenant plane applies, named as the events a webhook will carry: the
@@ -57,13 +60,21 @@ export type InboxKind =
   | "operation.outcome_unknown"
   | "operation.settling"
   | "operation.recorded"
-  | "operation.resent";
+  | "operation.resent"
+  | "operation.held"
+  | "operation.released";
 /** The whole new standing, so a delivery is an idempotent upsert at the tenant (ordered by `seq`). */
 export type InboxUpsert =
   | { kind: InboxKind; target: "approval"; item: ApprovalItem }
-  | { kind: InboxKind; target: "unknown"; open: boolean; item: UnknownItem };
-/** Its reservations of limits across runs given back: recorded with nothing applied (issue 21). */
-export type LimitRelease = { kind: "limits.released"; claims: LimitClaim[] };
+  | { kind: InboxKind; target: "unknown"; open: boolean; item: UnknownItem }
+  | { kind: InboxKind; target: "held"; open: boolean; item: HeldItem };
+/**
+ * Its reservations of limits across runs given back: recorded with nothing applied (issue 21); or
+ * its recorded outcome told to the failure_rate tripwires that counted it (issue 34).
+ */
+export type LimitRelease =
+  | { kind: "limits.released"; claims: LimitClaim[]; failed?: undefined }
+  | { kind: "tripwire.outcome"; claims: LimitClaim[]; failed: boolean };
 
 export type Announcement = {
   events: ToolgateEvent[];
@@ -214,6 +225,37 @@ export function announce(
       waited_ms: call.nowMs - state.requestedAtMs,
     });
   // Every operation that reaches `recorded` reports it once: the step that entered it.
+  // The tenant keeps which operations a freeze holds, to wake them after the lift (issue 34).
+  const heldBy = (s: OperationState | null) =>
+    s?.phase === "held" && s.hold.kind === "freeze" ? s.hold.freezeId : null;
+  const [was, now] = [heldBy(before), heldBy(state)];
+  if (was !== now) {
+    const operation_id = call.operationId;
+    if (was)
+      out.inbox.push({
+        kind: "operation.released",
+        target: "held",
+        open: false,
+        item: { operation_id, freeze_id: was },
+      });
+    if (now)
+      out.inbox.push({
+        kind: "operation.held",
+        target: "held",
+        open: true,
+        item: { operation_id, freeze_id: now },
+      });
+  }
+  // failure_rate tripwires (issue 34) learn each recorded outcome: failed = definitely failed.
+  const rated = call.limits.filter(
+    (claim) => isTripClaim(claim) && claim.trip.measure === "failure_rate",
+  );
+  if (state.phase === "recorded" && before?.phase !== "recorded" && rated.length > 0)
+    out.limits.push({
+      kind: "tripwire.outcome",
+      claims: rated,
+      failed: state.outcome.status === "failed",
+    });
   if (state.phase === "recorded" && before?.phase !== "recorded") {
     const code = state.outcome.status === "succeeded" ? null : state.outcome.code;
     emit("operation.recorded", {

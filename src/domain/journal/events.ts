@@ -22,6 +22,11 @@ export const EVENT_TYPES = [
   "endpoint.failing",
   /** A ping sent by hand to one endpoint (POST /v1/webhooks/{id}/test); no transition writes it. */
   "webhook.test",
+  /** An operator froze calls (issue 34), or a freeze was lifted (DELETE, or its expires_at passed). */
+  "freeze.created",
+  "freeze.lifted",
+  /** A tripwire crossed its threshold and made its freeze (issue 34), once per trip. */
+  "tripwire.tripped",
 ] as const;
 export const EventType = z.enum(EVENT_TYPES);
 export type EventType = z.infer<typeof EventType>;
@@ -150,6 +155,33 @@ export type EndpointFailingData = z.infer<typeof EndpointFailingData>;
 
 export const WebhookTestData = z.object({ webhook_id: z.string() });
 
+/** A freeze as its events show it (issue 34): what it covers, how, why, who; `expired`: lifted by its expires_at. */
+export const FreezeEventData = z.object({
+  freeze_id: z.string(),
+  scope: z.record(z.string(), z.union([z.string(), z.literal(true)])),
+  mode: z.enum(["hold", "refuse"]),
+  writes_only: z.boolean(),
+  reason: z.string(),
+  expires_at: z.string().nullable(),
+  by: z.string(),
+  expired: z.boolean().optional(),
+});
+export type FreezeEventData = z.infer<typeof FreezeEventData>;
+
+/** A trip (issue 34): which tripwire, on which subject, what it measured, the freeze it made. */
+export const TripwireTrippedData = z.object({
+  tripwire_id: z.string(),
+  subject: z.string(),
+  measure: z.enum(["count", "sum", "failure_rate"]),
+  threshold: z.number(),
+  freeze_id: z.string(),
+  mode: z.enum(["hold", "refuse"]),
+  reason: z.string(),
+  /** The operation whose reservation (or recorded outcome) crossed the threshold. */
+  tripped_by: z.string().nullable(),
+});
+export type TripwireTrippedData = z.infer<typeof TripwireTrippedData>;
+
 /** The data schema of each event type: the public contract a webhook consumer reads (OpenAPI). */
 export const EVENT_DATA = {
   "approval.requested": ApprovalEventData,
@@ -162,6 +194,9 @@ export const EVENT_DATA = {
   "lock.waiting_long": LockWaitingLongData,
   "endpoint.failing": EndpointFailingData,
   "webhook.test": WebhookTestData,
+  "freeze.created": FreezeEventData,
+  "freeze.lifted": FreezeEventData,
+  "tripwire.tripped": TripwireTrippedData,
 } as const satisfies Record<EventType, z.ZodType>;
 
 const eventOf = <T extends EventType>(type: T) =>
@@ -185,6 +220,9 @@ export const ToolgateEvent = z.discriminatedUnion("type", [
   eventOf("lock.waiting_long"),
   eventOf("endpoint.failing"),
   eventOf("webhook.test"),
+  eventOf("freeze.created"),
+  eventOf("freeze.lifted"),
+  eventOf("tripwire.tripped"),
 ]);
 export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
 /** The event of one type. */

@@ -15,6 +15,7 @@ export const LIFECYCLE = [
   "retry_scheduled",
   "outcome_unknown",
   "reconciling",
+  "held",
   "recorded",
   "reported",
 ] as const;
@@ -159,6 +160,23 @@ export type TraceFields = {
   settle_scheduled: { due_at_ms: number; until_ms: number };
   settle_window_ended: { until_ms: number };
   resolved: { outcome: "succeeded" | "failed" | "resend"; reason: string; by: string };
+  // holds (issue 34): an operator's freeze, a person's pause, and a person's retry-now
+  held: { freeze_id: string; reason: string };
+  hold_released: { freeze_id: string };
+  paused: { by: string };
+  resumed: { by: string };
+  retry_now: { by: string; attempt: number };
+  // the tenant's own chain (issue 34): each freeze and each lift
+  freeze_created: {
+    freeze_id: string;
+    mode: "hold" | "refuse";
+    scope: Record<string, string | true>;
+    writes_only: boolean;
+    reason: string;
+    by: string;
+    expires_at_ms: number | null;
+  };
+  freeze_lifted: { freeze_id: string; by: string; expired: boolean };
   // the end
   recorded: {
     status: string;
@@ -182,6 +200,7 @@ export type PhaseEntered = {
     | "awaiting_lock"
     | "awaiting_quota"
     | "retry_scheduled"
+    | "held"
     | "recorded";
   at_ms: number;
   state: Lifecycle;
@@ -207,6 +226,7 @@ const OWN_FIELD = {
   awaiting_approval: "requested_by",
   awaiting_lock: "resource",
   retry_scheduled: "attempt",
+  held: "freeze_id",
   recorded: "status",
 } as const;
 
@@ -219,6 +239,7 @@ export function isPhaseEntered(event: TraceEvent): event is PhaseEntered {
     case "awaiting_approval":
     case "awaiting_lock":
     case "retry_scheduled":
+    case "held":
     case "recorded":
       return !(OWN_FIELD[event.type] in event);
     default:

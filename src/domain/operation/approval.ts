@@ -5,7 +5,7 @@
 // run's scopes, deadline and tool are checked again after it (`decide` carries that `denial`).
 import type { ApprovalRule, Comparison } from "../../tools/spec.ts";
 import { err, ok, type Result } from "../result.ts";
-import { beginExecution, closeApproval, record, unchanged } from "./steps.ts";
+import { beginExecution, closeApproval, holdStep, record, unchanged } from "./steps.ts";
 import type {
   ApprovalRequest,
   Decision,
@@ -170,6 +170,11 @@ export function onDecide(
         ]),
         "approved",
       ),
+    );
+  // Frozen (hold): the decision is recorded and the approval closed; the send waits for the lift.
+  if (event.hold)
+    return ok(
+      closeApproval(holdStep(event.hold, { phase: "unsent" }, nowMs, [decided]), "approved"),
     );
   const started = beginExecution(plan, nowMs, [decided]);
   return ok({ ...started, effects: [...started.effects, { kind: "inbox", state: "approved" }] });

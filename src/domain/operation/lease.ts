@@ -12,7 +12,8 @@ export function onLockGranted(
   nowMs: number,
 ): Step {
   // Granted after this operation already ended (cancelled while queued): give it straight back.
-  if (state.phase === "recorded")
+  // Or while held before its first send (issue 34): a frozen write keeps nobody waiting.
+  if (state.phase === "recorded" || (state.phase === "held" && state.resume.phase === "unsent"))
     return { ...unchanged(state), effects: [{ kind: "release_lock" }] };
   if (state.phase !== "awaiting_lock") return unchanged(state);
   return beginAttempt(plan, nowMs, [

@@ -130,6 +130,48 @@ export function tookEffect(status: string | null, code: string | null): boolean 
 /** The latest attempt that may have applied: when it started (the settle window counts from there) and why. */
 export type Ambiguity = { atMs: number; code: UnknownCode };
 
+export type RetryScheduled = {
+  phase: "retry_scheduled";
+  attempt: number;
+  dueAtMs: number;
+  firstAttemptAtMs: number;
+  reason: string;
+  mayHaveApplied: Ambiguity | null;
+  /** Deferred by the upstream's pause of its origin (issue 34): `long`, a used-up quota. */
+  paused?: { untilMs: number; long: boolean };
+};
+/**
+ * `ambiguousAtMs`: start of the latest attempt that may have applied. `ifNotApplied`: what to
+ * record once a trusted lookup proves it did not happen (null: send again); set by exhaustion,
+ * denial or cancellation, which forbid further sends.
+ */
+export type OutcomeUnknown = {
+  phase: "outcome_unknown";
+  attempt: number;
+  firstAttemptAtMs: number;
+  code: UnknownCode;
+  ambiguousAtMs: number;
+  reconcile: "resend" | "lookup" | "human";
+  dueAtMs: number | null;
+  lookups: number;
+  reason: string;
+  ifNotApplied: Outcome | null;
+  /**
+   * Settling by itself (retry-late.ts): the next late try is at `dueAtMs`, none after this
+   * (the key's window). Absent: not settling late (a first resend or lookup, or a person decides).
+   */
+  settleUntilMs?: number;
+};
+
+/** Why a held operation sends nothing (issue 34): an operator's freeze, or a person's pause. */
+export type Hold =
+  { kind: "freeze"; freezeId: string; reason: string } | { kind: "pause"; by: string };
+/**
+ * Where a held operation continues: its first send (`unsent`: nothing sent, no lease held), a
+ * scheduled retry, or the resend of an unknown outcome (which keeps its lease and its honesty).
+ */
+export type Resumable = { phase: "unsent" } | RetryScheduled | OutcomeUnknown;
+
 export type OperationState =
   /** Nothing has been sent; a person decides (plan.approval). Expires at plan.approval.expiresAtMs. */
   | { phase: "awaiting_approval"; requestedAtMs: number }
@@ -172,38 +214,8 @@ export type OperationState =
       /** The late schedule's slot this try was started for (the next one comes after it). */
       settleSlotMs?: number;
     }
-  | {
-      phase: "retry_scheduled";
-      attempt: number;
-      dueAtMs: number;
-      firstAttemptAtMs: number;
-      reason: string;
-      mayHaveApplied: Ambiguity | null;
-      /** Deferred by the upstream's pause of its origin (issue 34): `long`, a used-up quota. */
-      paused?: { untilMs: number; long: boolean };
-    }
-  /**
-   * `ambiguousAtMs`: start of the latest attempt that may have applied. `ifNotApplied`: what to
-   * record once a trusted lookup proves it did not happen (null: send again); set by exhaustion,
-   * denial or cancellation, which forbid further sends.
-   */
-  | {
-      phase: "outcome_unknown";
-      attempt: number;
-      firstAttemptAtMs: number;
-      code: UnknownCode;
-      ambiguousAtMs: number;
-      reconcile: "resend" | "lookup" | "human";
-      dueAtMs: number | null;
-      lookups: number;
-      reason: string;
-      ifNotApplied: Outcome | null;
-      /**
-       * Settling by itself (retry-late.ts): the next late try is at `dueAtMs`, none after this
-       * (the key's window). Absent: not settling late (a first resend or lookup, or a person decides).
-       */
-      settleUntilMs?: number;
-    }
+  | RetryScheduled
+  | OutcomeUnknown
   | {
       phase: "reconciling";
       attempt: number;
@@ -217,6 +229,18 @@ export type OperationState =
       settleUntilMs?: number;
       /** The late schedule's slot this lookup was started for (the next one comes after it). */
       settleSlotMs?: number;
+    }
+  /**
+   * Nothing is sent while held (issue 34): an operator's freeze or a person's pause stops it at its
+   * next send point; `resume` is where it continues when the hold ends (never an attempt spent).
+   * `recheckAtMs`: a freeze's hold asks again by itself then (a lost wake never strands it).
+   */
+  | {
+      phase: "held";
+      hold: Hold;
+      resume: Resumable;
+      heldAtMs: number;
+      recheckAtMs: number | null;
     }
   | {
       phase: "recorded";
@@ -239,6 +263,8 @@ export type OperationEvent =
       limitDenied?: { limit: string; subject: string; message: string } | null;
       /** The tenant's Cedar policy set denied it (plan.cedar says which version and policies). */
       policyDenied?: { message: string } | null;
+      /** A freeze applied at the start (issue 34): held at its first send, or refused unsent. */
+      frozen?: { mode: "hold"; hold: Hold } | { mode: "refuse"; message: string } | null;
     }
   /** `exchange`: the masked request and the answer (absent when no request was made: a crash, a watchdog). */
   | { type: "attempt_finished"; attempt: number; observation: Observation; exchange?: Exchange }
@@ -284,6 +310,16 @@ export type OperationEvent =
   /** The resource lock answered: this operation holds it (with its fencing token), or waits behind `blockedBy`. */
   | { type: "lock_granted"; fencingToken: number }
   | { type: "lock_queued"; blockedBy: string }
+  /** A freeze in `hold` mode applies at this send point (issue 34): nothing is sent. */
+  | { type: "hold"; hold: Extract<Hold, { kind: "freeze" }> }
+  /**
+   * The hold ends (issue 34): the freeze no longer applies (`freeze`: lifted or expired, the shell
+   * asked before, with the send's secrets and the retry budget) or a person resumed it (`pause`).
+   */
+  | { type: "release"; of: "freeze" | "pause"; by: string }
+  /** A person pauses a waiting operation / sends its next attempt now (issue 34 item 3). */
+  | { type: "pause"; by: string }
+  | { type: "retry_now"; by: string }
   /** A person's decision; `denial`: what the run says about executing now (approval is not authorization). */
   | {
       type: "decide";
@@ -293,6 +329,8 @@ export type OperationEvent =
         code: string;
         message: string;
       } | null;
+      /** A freeze in `hold` mode applies now: the decision is recorded, the send waits (issue 34). */
+      hold?: Extract<Hold, { kind: "freeze" }> | null;
     };
 
 export type Effect =
@@ -335,4 +373,6 @@ export type TransitionError =
   | DecisionRefusal
   | { code: "resend_not_allowed"; detail: string }
   | { code: "already_started" }
+  /** pause / resume / retry-now on an operation not waiting in a way they apply to (issue 34). */
+  | { code: "not_waiting"; phase: OperationState["phase"]; detail: string }
   | { code: "not_started" };

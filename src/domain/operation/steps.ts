@@ -7,9 +7,11 @@ import { unknownEvent } from "../journal/trace-event.ts";
 import { planRetry, type RetryPlan } from "../retry.ts";
 import type {
   Ambiguity,
+  Hold,
   OperationPlan,
   OperationState,
   Outcome,
+  Resumable,
   Step,
   TraceEvent,
 } from "./state.ts";
@@ -288,6 +290,34 @@ export function scheduleRetry(
     },
     effects: [{ kind: "set_alarm", atMs: retry.dueAtMs }],
     trace: [...trace, retryScheduledEvent(from.attempt, retry, reason, nowMs)],
+    changed: true,
+  };
+}
+
+/** A freeze's hold asks again by itself this long after it began (the tenant's wake is the normal path). */
+export const HELD_RECHECK_MS = 5 * 60_000;
+
+const heldEvent = (hold: Hold, nowMs: number): TraceEvent =>
+  hold.kind === "freeze"
+    ? { type: "held", at_ms: nowMs, freeze_id: hold.freezeId, reason: hold.reason }
+    : { type: "paused", at_ms: nowMs, by: hold.by };
+
+/** Enter (or stay in) `held`: a freeze rechecks by itself on its alarm; a pause waits for a person. */
+export function holdStep(
+  hold: Hold,
+  resume: Resumable,
+  nowMs: number,
+  trace: TraceEvent[],
+  effects: Step["effects"] = [],
+): Step {
+  const recheckAtMs = hold.kind === "freeze" ? nowMs + HELD_RECHECK_MS : null;
+  return {
+    state: { phase: "held", hold, resume, heldAtMs: nowMs, recheckAtMs },
+    effects: [
+      ...effects,
+      recheckAtMs === null ? { kind: "clear_alarm" } : { kind: "set_alarm", atMs: recheckAtMs },
+    ],
+    trace: [...trace, heldEvent(hold, nowMs)],
     changed: true,
   };
 }

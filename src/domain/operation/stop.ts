@@ -112,6 +112,8 @@ export function onCancel(
         trace: [trace],
         changed: true,
       };
+    // transition.ts decides a held operation's cancel as where it waits (onHeld).
+    case "held":
     case "recorded":
       return unchanged(state);
   }

@@ -5,24 +5,22 @@
 // event; once any attempt may have applied, no outcome saying it did not is recorded without proof.
 import { traceEvent } from "../journal/trace-event.ts";
 import { err, ok, type Result } from "../result.ts";
-import { fitsWindow } from "../retry-late.ts";
 import { unverifiedTraceDetail } from "../verification.ts";
 import { onApprovalAlarm, onDecide, onPreview, requestApproval } from "./approval.ts";
 import { afterAttempt } from "./attempt.ts";
+import { heldAs, onHold, onPause, onRelease, onRetryNow, sendDue } from "./hold.ts";
 import { onLockAlarm, onLockGranted, onLockQueued } from "./lease.ts";
 import { afterLookup, onResolve } from "./reconcile.ts";
 import { onQuotaAlarm, onQuotaAnswered } from "./quota.ts";
 import {
-  ambiguityOf,
   beginExecution,
   CANCELLED,
+  HELD_RECHECK_MS,
+  holdStep,
   record,
-  startAttempt,
-  startLookup,
   unchanged,
   watchdogAt,
 } from "./steps.ts";
-import { settleWindowEnded, withSettleUntil } from "./settle-late.ts";
 import { onCancel, onDenied, onRetryDeferred } from "./stop.ts";
 import type {
   OperationEvent,
@@ -83,14 +81,19 @@ export function transition(
  * settling by itself (retry-late.ts; a person may still decide), or not at all.
  */
 const listing = (state: OperationState): "person" | "settling" | "no" =>
-  state.phase === "outcome_unknown" && state.reconcile === "human"
-    ? "person"
-    : (state.phase === "outcome_unknown" ||
-          state.phase === "executing" ||
-          state.phase === "reconciling") &&
-        state.settleUntilMs !== undefined
-      ? "settling"
-      : "no";
+  // A held resend is still an unknown outcome settling by itself: it stays listed.
+  state.phase === "held"
+    ? state.resume.phase === "outcome_unknown"
+      ? listing(state.resume)
+      : "no"
+    : state.phase === "outcome_unknown" && state.reconcile === "human"
+      ? "person"
+      : (state.phase === "outcome_unknown" ||
+            state.phase === "executing" ||
+            state.phase === "reconciling") &&
+          state.settleUntilMs !== undefined
+        ? "settling"
+        : "no";
 
 function decideStep(
   state: OperationState | null,
@@ -147,7 +150,18 @@ function decideStep(
       const outcome = { status: "rejected", code: "policy_denied", message } as const;
       return ok(record(0, outcome, "attempt", nowMs, [...opened, denied]));
     }
+    if (event.frozen?.mode === "refuse") {
+      const outcome = {
+        status: "rejected",
+        code: "frozen",
+        message: event.frozen.message,
+      } as const;
+      return ok(record(0, outcome, "attempt", nowMs, opened));
+    }
+    // An approval is asked for under a hold too (asking sends nothing); the send waits at the decision.
     if (plan.approval) return ok(requestApproval(plan.approval, nowMs, opened));
+    if (event.frozen?.mode === "hold")
+      return ok(holdStep(event.frozen.hold, { phase: "unsent" }, nowMs, opened));
     return ok(beginExecution(plan, nowMs, opened));
   }
   if (state === null) return err({ code: "not_started" });
@@ -165,10 +179,30 @@ function decideStep(
     case "resolve":
       return onResolve(state, event, plan, nowMs);
     case "denied":
-      return ok(onDenied(state, event, plan, nowMs));
+      return ok(onHeld(state, (as) => onDenied(as, event, plan, nowMs), nowMs));
     case "cancel":
-      return ok(onCancel(state, event.by, plan, nowMs));
+      return ok(onHeld(state, (as) => onCancel(as, event.by, plan, nowMs), nowMs));
+    case "hold":
+      return ok(onHold(state, event, nowMs));
+    case "release":
+      return ok(onRelease(state, event, plan, nowMs));
+    case "pause": {
+      const paused = onPause(state, event.by, nowMs);
+      return "code" in paused ? err(paused) : ok(paused);
+    }
+    case "retry_now": {
+      const sent = onRetryNow(state, event.by, plan, nowMs);
+      return "code" in sent ? err(sent) : ok(sent);
+    }
     case "retry_deferred":
+      // A held operation's release waits for the retry budget: it asks again then, still held.
+      if (state.phase === "held")
+        return ok({
+          state: { ...state, recheckAtMs: event.untilMs },
+          effects: [{ kind: "set_alarm", atMs: event.untilMs }],
+          trace: [],
+          changed: true,
+        });
       return ok(onRetryDeferred(state, event, plan, nowMs));
     case "decide":
       return onDecide(state, event, plan, nowMs);
@@ -232,38 +266,28 @@ function onAlarm(
         nowMs,
       );
     case "retry_scheduled":
-      return startAttempt(
-        state.attempt + 1,
-        state.firstAttemptAtMs,
-        nowMs,
-        plan,
-        state.mayHaveApplied,
-        [],
-      );
     case "outcome_unknown":
-      // A late try never starts after the key's window (an alarm deferred or delivered late).
-      if (
-        state.reconcile !== "human" &&
-        state.settleUntilMs !== undefined &&
-        !fitsWindow(nowMs, plan.timeoutMs, state.settleUntilMs)
-      )
-        return settleWindowEnded(state, state.settleUntilMs, nowMs);
-      if (state.reconcile === "resend")
-        return withSettleUntil(
-          startAttempt(
-            state.attempt + 1,
-            state.firstAttemptAtMs,
-            nowMs,
-            plan,
-            ambiguityOf(state),
-            [],
-          ),
-          state,
-          nowMs,
-        );
-      if (state.reconcile === "lookup") return startLookup(state, plan, nowMs, []);
-      return unchanged(state);
+      return sendDue(state, plan, nowMs, []);
+    case "held":
+      // The shell asked before (alarm.ts): still held. A freeze asks again later; a pause waits.
+      if (state.hold.kind === "pause") return unchanged(state);
+      return {
+        state: { ...state, recheckAtMs: nowMs + HELD_RECHECK_MS },
+        effects: [{ kind: "set_alarm", atMs: nowMs + HELD_RECHECK_MS }],
+        trace: [],
+        changed: true,
+      };
     case "recorded":
       return unchanged(state);
   }
+}
+
+/**
+ * A denial or cancel of a held operation: decided as where it waits (a retry, a resend: the
+ * honesty rule there), or, unsent, as a call not yet sent (recorded, nothing sent; its lease was
+ * already given back, so the release that follows is a no-op at the lock).
+ */
+function onHeld(state: OperationState, stop: (as: OperationState) => Step, nowMs: number): Step {
+  if (state.phase !== "held") return stop(state);
+  return stop(heldAs(state) ?? { phase: "awaiting_lock", requestedAtMs: nowMs, blockedBy: null });
 }

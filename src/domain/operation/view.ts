@@ -26,6 +26,7 @@ export function nextDueAtMs(state: OperationState): number | null {
   if (state.phase === "retry_scheduled") return state.dueAtMs;
   if (state.phase === "awaiting_quota") return state.dueAtMs;
   if (state.phase === "outcome_unknown") return state.dueAtMs;
+  if (state.phase === "held") return state.recheckAtMs;
   return null;
 }
 
@@ -52,6 +53,8 @@ export function stateAlarmAtMs(
     case "retry_scheduled":
     case "outcome_unknown":
       return state.dueAtMs;
+    case "held":
+      return state.recheckAtMs;
     case "recorded":
       return null;
   }

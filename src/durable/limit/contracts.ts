@@ -3,11 +3,20 @@
 // usage and hand over held reservations to the object that replaces it (subjects namespaced, audit
 // N7); errors are values, never thrown across the stub.
 import type { Frees, LimitClaim, Usage } from "../../domain/limit/window.ts";
+import type { Freeze } from "../../domain/freeze.ts";
+import type { TripSpec } from "../../domain/tripwire.ts";
 
-export type ReserveRequest = LimitClaim & { tenantId: string; operationId: string };
+/** `trip`: the counter is a tripwire's (issue 34): it trips instead of refusing. */
+export type ReserveRequest = LimitClaim & {
+  tenantId: string;
+  operationId: string;
+  trip?: TripSpec;
+};
 export type ReserveReply =
   | { kind: "reserved"; already: boolean; over: boolean; usage: Usage }
-  | { kind: "refused"; usage: Usage; frees: Frees };
+  | { kind: "refused"; usage: Usage; frees: Frees }
+  /** A tripwire's counter is tripped: stopped by `freeze` (`made`: it exists at the tenant). */
+  | { kind: "tripped"; freeze: Freeze; made: boolean };
 export type LimitUsage = {
   name: string;
   subject: string;

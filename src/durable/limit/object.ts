@@ -29,6 +29,7 @@ import type {
   ReserveRequest,
 } from "./contracts.ts";
 import { sweep } from "./sweep.ts";
+import { subjectHashOf, Trip, TRIP_RETRY_MS, TRIP_SCHEMA, TRIP_TABLES } from "./trip.ts";
 
 // A limit across runs (issue 21): one meta row (whose it is, the last definition it was asked with,
 // the longest window it was ever asked with) and one row per operation that reserved, keyed by
@@ -63,7 +64,9 @@ type Row = {
 };
 
 export class LimitObject extends DurableObject<Env> {
-  private readonly store = new SqlStore(this.ctx.storage, LIMIT_SCHEMA);
+  private readonly store = new SqlStore(this.ctx.storage, LIMIT_SCHEMA + TRIP_SCHEMA, TRIP_TABLES);
+  /** A tripwire's trip (trip.ts): only a counter keyed `tripwire:<id>` writes its tables. */
+  private readonly trip = new Trip(this.store, this.env);
   /**
    * Every row of `reservation` (the counting ones, and the rest until they are forgotten), read
    * once per instance and kept in step with each write below: a reserve reads no row, however many
@@ -85,52 +88,105 @@ export class LimitObject extends DurableObject<Env> {
     const known = this.meta();
     if (known && known.tenant_id !== req.tenantId) return err({ code: "not_found" });
     if (!known) await this.adopt(req.tenantId, req.name, req.subject);
+    const subjectHash = req.trip ? await subjectHashOf(req.subject) : "";
     const nowMs = Date.now();
-    return ok(
-      this.store.transaction((): ReserveReply => {
-        this.migrate(nowMs);
-        // Read again only after the adoption's await (another first reserve may have written it).
-        const meta = known ?? this.meta();
-        const longest = Math.max(meta?.longest_window_ms ?? 0, meta?.window_ms ?? 0, req.windowMs);
-        if (
-          !meta ||
-          meta.max !== req.max ||
-          meta.window_ms !== req.windowMs ||
-          meta.longest_window_ms !== longest
-        )
-          this.store.run(
-            "INSERT OR REPLACE INTO limit_meta (k, tenant_id, name, subject, max, window_ms, longest_window_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
+    const reply = this.store.transaction((): ReserveReply => {
+      this.migrate(nowMs);
+      // Read again only after the adoption's await (another first reserve may have written it).
+      const meta = known ?? this.meta();
+      const longest = Math.max(meta?.longest_window_ms ?? 0, meta?.window_ms ?? 0, req.windowMs);
+      if (
+        !meta ||
+        meta.max !== req.max ||
+        meta.window_ms !== req.windowMs ||
+        meta.longest_window_ms !== longest
+      )
+        this.store.run(
+          "INSERT OR REPLACE INTO limit_meta (k, tenant_id, name, subject, max, window_ms, longest_window_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
+          req.tenantId,
+          req.name,
+          req.subject,
+          req.max,
+          req.windowMs,
+          longest,
+        );
+      const rows = this.rows(req.operationId);
+      const decision = decideReserve(
+        req.trip ? this.trip.sinceArmed(rows, req.operationId) : rows,
+        req,
+        nowMs,
+      );
+      if (decision.kind === "refused") return decision;
+      if (decision.already)
+        this.store.run(
+          "UPDATE reservation SET touched = touched + 1 WHERE operation_id = ? AND confirmed = 0",
+          req.operationId,
+        );
+      else {
+        const askAtMs = firstAskAtMs(nowMs, req.windowMs);
+        this.store.run(
+          "INSERT OR REPLACE INTO reservation (operation_id, amount, at_ms, state, confirmed, touched, recorded_at_ms, ask_at_ms) VALUES (?, ?, ?, 'held', 0, 0, NULL, ?)",
+          decision.row.operationId,
+          decision.row.amount,
+          decision.row.atMs,
+          askAtMs,
+        );
+        this.all().set(decision.row.operationId, decision.row);
+        this.forget(longest, nowMs);
+        this.armSweep(askAtMs);
+      }
+      const { kind, already, over, usage } = decision;
+      // A tripwire's counter: the trip (if this reservation crossed it) commits with it.
+      const tripped = req.trip
+        ? this.trip.onReserve(
             req.tenantId,
-            req.name,
             req.subject,
-            req.max,
-            req.windowMs,
-            longest,
-          );
-        const decision = decideReserve(this.rows(req.operationId), req, nowMs);
-        if (decision.kind === "refused") return decision;
-        if (decision.already)
-          this.store.run(
-            "UPDATE reservation SET touched = touched + 1 WHERE operation_id = ? AND confirmed = 0",
+            req.trip,
+            subjectHash,
             req.operationId,
-          );
-        else {
-          const askAtMs = firstAskAtMs(nowMs, req.windowMs);
-          this.store.run(
-            "INSERT OR REPLACE INTO reservation (operation_id, amount, at_ms, state, confirmed, touched, recorded_at_ms, ask_at_ms) VALUES (?, ?, ?, 'held', 0, 0, NULL, ?)",
-            decision.row.operationId,
-            decision.row.amount,
-            decision.row.atMs,
-            askAtMs,
-          );
-          this.all().set(decision.row.operationId, decision.row);
-          this.forget(longest, nowMs);
-          this.armSweep(askAtMs);
-        }
-        const { kind, already, over, usage } = decision;
-        return { kind, already, over, usage };
-      }),
+            already,
+            over,
+            nowMs,
+          )
+        : null;
+      if (tripped) return { kind: "tripped", freeze: tripped.freeze, made: tripped.made };
+      return { kind, already, over, usage };
+    });
+    // "tripped" is answered only once its freeze exists at the tenant (made here, or by the alarm).
+    if (reply.kind === "tripped" && !reply.made) {
+      const made = await this.trip.makeFreeze();
+      if (!made) void this.ctx.storage.setAlarm(Date.now() + TRIP_RETRY_MS);
+      return ok({ ...reply, made });
+    }
+    return ok(reply);
+  }
+
+  /**
+   * failure_rate (issue 34): an operation this tripwire counted was recorded (its outbox, at least
+   * once); `failed`: it definitely failed. May trip, then makes the freeze. Idempotent.
+   */
+  async outcome(
+    tenantId: string,
+    operationId: string,
+    failed: boolean,
+  ): Promise<Result<true, LimitError>> {
+    const meta = this.meta();
+    if (!meta || meta.tenant_id !== tenantId) return ok(true);
+    const subjectHash = await subjectHashOf(meta.subject);
+    const nowMs = Date.now();
+    const tripped = this.store.transaction(() =>
+      this.trip.onOutcome(operationId, failed, meta.window_ms, subjectHash, nowMs),
     );
+    if (tripped && !(await this.trip.makeFreeze()))
+      await this.ctx.storage.setAlarm(Date.now() + TRIP_RETRY_MS);
+    return ok(true);
+  }
+
+  /** The tenant lifted this counter's trip freeze: the tripwire re-arms, counting from now. */
+  async untrip(tenantId: string, freezeId: string): Promise<Result<boolean, LimitError>> {
+    const meta = this.meta();
+    if (!meta || meta.tenant_id !== tenantId) return err({ code: "not_found" });
+    return ok(this.store.transaction(() => this.trip.untrip(freezeId, Date.now())));
   }
 
   /** Nothing was applied: the reservation no longer counts. Idempotent. */
@@ -186,6 +242,9 @@ export class LimitObject extends DurableObject<Env> {
     const meta = this.meta();
     if (!meta) return;
     this.store.transaction(() => this.migrate(Date.now()));
+    // A trip whose freeze is not made yet (the object died between the trip and the tenant's answer).
+    if (this.trip.pending() && !(await this.trip.makeFreeze()))
+      this.armSweep(Date.now() + TRIP_RETRY_MS);
     const next = await sweep(this.env, this.store, meta, (operationId) => this.reread(operationId));
     // `next` counts every row still to ask, those reserved while the sweep awaited included.
     this.sweepAtMs = null;

@@ -74,6 +74,7 @@ export async function runAlarm(host: AlarmHost): Promise<void> {
   }
   const head = log.head()!;
   if (head.state.phase === "recorded") return retire(shell, head.frozen, head.state);
+  if (head.state.phase === "held") return wakeHeld(host);
   if (head.state.phase === "awaiting_lock") {
     // A waiter asks the run on each recheck: it stops at the run's deadline or cancel instead of
     // queueing for ever. Unanswered: it keeps waiting (the recheck below is armed either way).
@@ -122,4 +123,28 @@ export async function alarmOrRearm(host: AlarmHost): Promise<void> {
     console.error("operation alarm failed; it runs again by itself", String(error));
     host.alarms.armAt(Date.now() + host.alarms.fallbackDelayMs());
   }
+}
+
+/**
+ * A held operation's recheck, or the tenant's wake after a lift (issue 34): a pause waits for a
+ * person; a freeze's hold asks the run, the freezes of the moment, the secrets and the host's retry
+ * budget (so a lift releases its operations at the pace the upstream's budget allows, never as one
+ * herd) and sends only if all say so. Still frozen: it asks again later by itself.
+ */
+export async function wakeHeld(host: AlarmHost): Promise<void> {
+  const { log, alarms } = host;
+  const head = log.head();
+  if (head?.state.phase !== "held") return;
+  if (head.state.hold.kind === "pause") return alarms.rearm();
+  const nowMs = Date.now();
+  // Armed before the first await: whatever happens below, the recheck comes back by itself.
+  alarms.armAt(nowMs + alarms.fallbackDelayMs());
+  const prepared = await gatherAlarmSend(host.env, log, head, nowMs);
+  const instead = prepared.instead;
+  if (instead?.type === "hold" && instead.hold.freezeId === head.state.hold.freezeId)
+    host.apply({ type: "alarm", inFlight: false });
+  else if (instead) host.apply(instead);
+  else host.apply({ type: "release", of: "freeze", by: "lift" }, prepared.secrets);
+  await Promise.all([host.outbox.settled(), host.lockWork()]);
+  await host.sender.inFlight;
 }

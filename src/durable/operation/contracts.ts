@@ -142,7 +142,11 @@ export type OperationError =
       input_hash: string;
     }
   /** The run could not be asked before a send; nothing was decided or sent (HTTP 503, try again). */
-  | { code: "unavailable"; detail: string };
+  | { code: "unavailable"; detail: string }
+  /** A person's send (a resend, retry-now) while a freeze applies to it (issue 34): nothing sent. */
+  | { code: "frozen"; detail: string; freeze_id: string }
+  /** Retry-now: the host's retry budget refused it; nothing was sent (issue 34). */
+  | { code: "retry_budget_exhausted"; detail: string; retry_after_ms: number };
 /** What `peek` saw: the operation as it stands, never created or changed by asking. */
 export type OperationPeek = {
   phase: OperationState["phase"];

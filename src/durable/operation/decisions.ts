@@ -7,7 +7,8 @@ import type { Decision, OperationEvent, OperationState } from "../../domain/oper
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { AlarmHost } from "./alarm.ts";
 import type * as C from "./contracts.ts";
-import { gatherApproval, gatherResend } from "./gather.ts";
+import { gatherApproval, gatherResend, gatherRetryNow } from "./gather.ts";
+import { transition } from "../../domain/operation/index.ts";
 import { approverFacts } from "./limits.ts";
 import { missing, prunedFor } from "./log.ts";
 import { cancelEarly } from "./retention.ts";
@@ -45,12 +46,13 @@ export class Decisions {
     if (!approval) return err({ code: "not_awaiting_approval", phase: head.state.phase });
     let denial: Extract<OperationEvent, { type: "decide" }>["denial"] = null;
     let secrets: C.Secrets | null = null;
+    let hold: Extract<OperationEvent, { type: "decide" }>["hold"] = null;
     if (head.state.phase === "awaiting_approval" && decision.verdict === "approve") {
       const gathered = await gatherApproval(env, log, head, approval.toolVersion);
       if (!gathered.ok) return gathered;
-      ({ denial, secrets } = gathered.value);
+      ({ denial, secrets, hold } = gathered.value);
     }
-    const step = this.apply({ type: "decide", decision, denial }, secrets);
+    const step = this.apply({ type: "decide", decision, denial, hold }, hold ? null : secrets);
     await this.shell.outbox.settled();
     if (!step.ok && step.error.code !== "not_awaiting_approval") return step;
     return ok(viewOf(log));
@@ -74,6 +76,54 @@ export class Decisions {
     }
     const step = this.apply({ type: "resolve", ...verdict }, secrets);
     await this.shell.outbox.settled();
+    return step.ok ? ok(viewOf(log)) : step;
+  }
+
+  /** A person pauses a call waiting on a retry, a lock or a resend (issue 34): it sends nothing until resumed. */
+  async pause(tenantId: string, by: string): Reply<C.OperationView> {
+    return this.act(tenantId, { type: "pause", by });
+  }
+
+  /**
+   * Resumed where it was: a retry keeps its due time and its alarm asks the run, the freezes and
+   * the retry budget again before it sends; a lock wait asks for the lock again.
+   */
+  async resume(tenantId: string, by: string): Reply<C.OperationView> {
+    const head = this.shell.log.headFor(tenantId);
+    if (!head) return err(missing(this.shell.log.store, tenantId));
+    if (head.state.phase !== "held" || head.state.hold.kind !== "pause")
+      return err({
+        code: "not_waiting",
+        phase: head.state.phase,
+        detail: "only a paused call resumes",
+      });
+    return this.act(tenantId, { type: "release", of: "pause", by });
+  }
+
+  /**
+   * The next attempt now, same key, after the run, the freezes and the host's retry budget said
+   * yes (a budget that says no: typed, nothing sent or changed).
+   */
+  async retryNow(tenantId: string, by: string): Reply<C.OperationView> {
+    const { env, log } = this.shell;
+    const head = log.headFor(tenantId);
+    if (!head) return err(missing(log.store, tenantId));
+    const nowMs = Date.now();
+    const check = transition(head.state, { type: "retry_now", by }, head.frozen.plan, nowMs);
+    if (!check.ok) return check;
+    const gathered = await gatherRetryNow(env, log, head, nowMs);
+    if (!gathered.ok) return gathered;
+    if (gathered.value.denial) return this.act(tenantId, gathered.value.denial);
+    const step = this.apply({ type: "retry_now", by }, gathered.value.secrets);
+    await this.shell.outbox.settled();
+    return step.ok ? ok(viewOf(log)) : step;
+  }
+
+  private async act(tenantId: string, event: OperationEvent): Reply<C.OperationView> {
+    const { log } = this.shell;
+    if (!log.headFor(tenantId)) return err(missing(log.store, tenantId));
+    const step = this.apply(event, null);
+    await Promise.all([this.shell.outbox.settled(), this.shell.lockWork()]);
     return step.ok ? ok(viewOf(log)) : step;
   }
 

@@ -10,7 +10,8 @@ import { backoffSinceMs } from "../../domain/retry-deferral.ts";
 import type { Denial } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
-import { askRetryBudget, originOf } from "../retry-budget-client.ts";
+import { askRetryBudget, freezeCallOf, originOf } from "../retry-budget-client.ts";
+import { frozenBy, frozenDenial, type Freeze, type FreezeCall } from "../../domain/freeze.ts";
 import { routeOf } from "../../tools/shadow.ts";
 import { FACTS_SCHEMA, freshness, type CallFacts } from "../../domain/tenant-facts.ts";
 import { runStub, tenantStub } from "../stubs.ts";
@@ -66,7 +67,7 @@ export async function tenantSecrets(
 }
 
 /** Held facts while they are within the bound (domain/tenant-facts.ts), else null. */
-const usable = (facts: CallFacts | null | undefined, nowMs: number): CallFacts | null =>
+export const usable = (facts: CallFacts | null | undefined, nowMs: number): CallFacts | null =>
   facts && freshness({ schema: FACTS_SCHEMA, readAtMs: facts.readAtMs }, nowMs) !== "stale"
     ? facts
     : null;
@@ -89,7 +90,10 @@ export type Wanted = {
   facts?: CallFacts | null;
 };
 export type Gathered = {
+  /** A `refuse` freeze comes as a denial (code `frozen`); a `hold` freeze as `held`. */
   verdict: Asked<Result<true, Denial>>;
+  /** A freeze in `hold` mode applies now (issue 34): nothing may be sent (null: none, or unasked). */
+  held: Freeze | null;
   /** null: not fetched. */
   secrets: Asked<Secrets> | null;
   budget: SpendVerdict;
@@ -105,10 +109,11 @@ export async function gather(
   nowMs: number,
 ): Promise<Gathered> {
   const { authorize, secretsOf, budget } = want;
+  let held: Freeze | null = null;
   const [verdict, secrets, allowed] = await Promise.all([
     authorize
       ? ask(async () => {
-          // The tenant's Cedar policy set, as it stands now, asked with the run's verdict (issue 21).
+          // The tenant's Cedar policy set and freezes, as they stand now, asked with the run's verdict.
           const [run, policy] = await Promise.all([
             runStub(env, frozen.run_id).authorize(
               frozen.tenant_id,
@@ -116,9 +121,10 @@ export async function gather(
               authorize.toolVersion ?? null,
               frozen.plan.compensates ?? null,
             ),
-            policyVerdict(env, frozen),
+            policyVerdict(env, frozen, nowMs),
           ]);
-          return run.ok ? policy : run;
+          if (run.ok && policy.ok) held = policy.value;
+          return run.ok ? (policy.ok ? ok(true as const) : policy) : run;
         })
       : Promise.resolve(ALLOWED),
     secretsOf
@@ -126,24 +132,57 @@ export async function gather(
       : Promise.resolve(null),
     budget ? askRetryBudget(env, budget, nowMs) : Promise.resolve({ ok: true as const }),
   ]);
-  return { verdict, secrets, budget: allowed };
+  return { verdict, held, secrets, budget: allowed };
 }
 
 /**
  * Before every attempt after the start (a retry, a resend, after an approval or a lock wait): the
  * tenant's policy set of the moment, if any, on the request the start froze (issue 31: for every
- * operation, so a set PUT after the start applies too). No set: allowed. The cost is this one read
- * of the tenant, asked beside the run's verdict; a new write's first attempt never comes here.
+ * operation, so a set PUT after the start applies too), and its freezes of the moment (issue 34,
+ * domain/freeze.ts `frozenBy`): a `refuse` one denies, a `hold` one is answered (ok: the freeze).
+ * No set and no freeze: allowed. The cost is this one read of the tenant, asked beside the run's
+ * verdict; a new write's first attempt never comes here.
  */
-async function policyVerdict(env: Env, frozen: FrozenRow): Promise<Result<true, Denial>> {
-  const set = await tenantStub(env, frozen.tenant_id).policySet();
-  if (!set) return ok(true);
+async function policyVerdict(
+  env: Env,
+  frozen: FrozenRow,
+  nowMs: number,
+): Promise<Result<Freeze | null, Denial>> {
+  const { policies: set, freezes } = await tenantStub(env, frozen.tenant_id).sendChecks();
+  const freeze = freezes.length > 0 ? frozenBy(freezes, freezeCallFor(env, frozen), nowMs) : null;
+  if (freeze?.mode === "refuse") return err(frozenDenial(freeze));
+  if (!set) return ok(freeze);
   const request = frozenPolicyRequest(env, frozen);
   const decided: PolicyDecision = request
     ? evaluatePolicies(set, request)
     : { version: set.version, decision: "deny", policies: [], errors: [NO_REQUEST] };
-  if (decided.decision === "allow") return ok(true);
+  if (decided.decision === "allow") return ok(freeze);
   return err({ status: "rejected", code: "policy_denied", message: policyRefusal(decided) });
+}
+
+/**
+ * This operation as a freeze sees it: its tool, origin (on its route), user and run. A tool that no
+ * longer compiles has no origin, but its name, user and run still match (fail closed).
+ */
+export function freezeCallFor(env: Env, frozen: FrozenRow): FreezeCall {
+  const { plan } = frozen;
+  const user =
+    plan.policyRequest?.user.id ?? plan.cedar?.request?.user.id ?? plan.approval?.requestedBy ?? "";
+  const spec = compileTool(frozen.source, hostPolicy(env));
+  if (!spec.ok)
+    return {
+      tool: toolName(frozen),
+      origin: null,
+      user,
+      run: frozen.run_id,
+      write: frozen.risk !== "read",
+    };
+  const input = {
+    value: decodeInput(frozen.input),
+    canonical: frozen.input,
+    hash: frozen.input_hash,
+  };
+  return freezeCallOf(env, spec.value, input, routeOf(plan, spec.value), user, frozen.run_id);
 }
 
 const NO_REQUEST = "the call's policy request could not be rebuilt (its tool no longer compiles)";
@@ -181,7 +220,9 @@ export async function gatherApproval(
   log: OperationLog,
   head: Head,
   toolVersion: string,
-): Promise<Result<{ denial: DecideDenial; secrets: Secrets | null }, OperationError>> {
+): Promise<
+  Result<{ denial: DecideDenial; secrets: Secrets | null; hold: HoldOf | null }, OperationError>
+> {
   const loaded = log.loadFixed();
   if (!loaded.ok)
     return ok({
@@ -191,6 +232,7 @@ export async function gatherApproval(
         message: `toolgate could not run this tool (${loaded.error}). It was not executed. Do not retry; tell the user.`,
       },
       secrets: null,
+      hold: null,
     });
   const spec = loaded.value.spec;
   const authorize = { tool: spec.name, toolVersion };
@@ -206,7 +248,7 @@ export async function gatherApproval(
   }
   const denial = gathered.verdict.value.ok ? null : gathered.verdict.value.error;
   // Unanswered secrets: the attempt asks again itself (and ends `not_sent` if it cannot).
-  return ok({ denial, secrets: prefetched(gathered) });
+  return ok({ denial, secrets: prefetched(gathered), hold: holdOf(gathered.held) });
 }
 
 /**
@@ -227,6 +269,11 @@ export async function gatherResend(
     console.error("resend: the run could not be asked", frozen.id, allowed.detail);
     return err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
   }
+  // A person's resend obeys a freeze like any send (issue 34): refused, nothing sent or changed.
+  const freeze =
+    gathered.held ??
+    (!allowed.value.ok && allowed.value.error.code === "frozen" ? allowed.value.error : null);
+  if (freeze) return err(frozenError(gathered.held, allowed.value));
   if (!allowed.value.ok)
     return err({
       code: "resend_not_allowed",
@@ -280,6 +327,8 @@ export async function gatherAlarmSend(
   // After an ambiguous attempt a denial may start a status lookup: keep the event open for it.
   if (!verdict.value.ok)
     return { instead: { type: "denied", ...verdict.value.error }, secrets: null };
+  const hold = holdOf(gathered.held);
+  if (hold) return { instead: { type: "hold", hold }, secrets: null };
   if (!allowed.ok) {
     const { reason, detail } = allowed;
     const instead: OperationEvent = {
@@ -292,4 +341,53 @@ export async function gatherAlarmSend(
     return { instead, secrets: null };
   }
   return { instead: null, secrets: prefetched(gathered) };
+}
+
+type HoldOf = Extract<OperationEvent, { type: "hold" }>["hold"];
+/** A `hold` freeze as the operation's state keeps it. */
+export const holdOf = (freeze: Freeze | null): HoldOf | null =>
+  freeze && { kind: "freeze", freezeId: freeze.id, reason: freeze.reason };
+
+/** A person's send refused by a freeze (held, or refused by one): typed, nothing sent. */
+export function frozenError(
+  held: Freeze | null,
+  verdict: Result<true, Denial>,
+): Extract<OperationError, { code: "frozen" }> {
+  const message = held ? frozenDenial(held).message : verdict.ok ? "" : verdict.error.message;
+  const id = held?.id ?? /freeze ([^:]+):/.exec(message)?.[1] ?? "";
+  return { code: "frozen", freeze_id: id, detail: `nothing was sent: ${message}` };
+}
+
+/**
+ * Before a person's retry-now (issue 34): everything an alarm's send asks (the run, the freezes,
+ * the secrets) and the host's retry budget, which may say no (typed, nothing sent). A denial by
+ * the run or a `refuse` freeze ends the wait as it would at the alarm (`denial`); a `hold` is typed.
+ */
+export async function gatherRetryNow(
+  env: Env,
+  log: OperationLog,
+  head: Head,
+  nowMs: number,
+): Promise<Result<{ denial: OperationEvent | null; secrets: Secrets | null }, OperationError>> {
+  const prepared = await gatherAlarmSend(env, log, head, nowMs);
+  const instead = prepared.instead;
+  if (!instead) return ok({ denial: null, secrets: prepared.secrets });
+  switch (instead.type) {
+    case "hold":
+      return err({
+        code: "frozen",
+        freeze_id: instead.hold.freezeId,
+        detail: `nothing was sent: freeze ${instead.hold.freezeId} holds this call (${instead.hold.reason}); lift it first`,
+      });
+    case "retry_deferred":
+      return instead.reason === "retry_budget"
+        ? err({
+            code: "retry_budget_exhausted",
+            detail: `nothing was sent: ${instead.detail}`,
+            retry_after_ms: Math.max(0, instead.untilMs - nowMs),
+          })
+        : err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
+    default:
+      return ok({ denial: instead, secrets: null });
+  }
 }

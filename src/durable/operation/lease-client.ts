@@ -6,7 +6,8 @@ import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { lockStub } from "../stubs.ts";
 import type { FrozenRow, Head, Shell } from "./contracts.ts";
-import { gather, prefetched } from "./gather.ts";
+import { freezeCallFor, gather, holdOf, prefetched, usable } from "./gather.ts";
+import { frozenBy, frozenDenial } from "../../domain/freeze.ts";
 import { toolName, type OperationLog } from "./log.ts";
 
 /** For a ResourceLockObject whose lease for this operation expired: does it still need it? */
@@ -52,7 +53,24 @@ export async function startUnderLease(shell: Shell, fencingToken: number): Promi
   }
   if (head.state.phase !== "awaiting_lock") return;
   const loaded = shell.log.loadFixed();
-  const waited = head.state.blockedBy !== null;
+  const nowMs = Date.now();
+  // The run's facts from the submit while within their bound (no RPC): their freezes decide. A
+  // wait behind another write, or facts past their bound, asks the run and the tenant of the moment.
+  const facts = usable(shell.facts, nowMs);
+  const waited = head.state.blockedBy !== null || facts === null;
+  const frozenNow =
+    !waited && facts.freezes.length > 0
+      ? frozenBy(facts.freezes, freezeCallFor(shell.env, head.frozen), nowMs)
+      : null;
+  if (frozenNow) {
+    // Held or refused before its first send: the lease goes straight back (hold: released by the arm).
+    shell.apply(
+      frozenNow.mode === "refuse"
+        ? { type: "denied", ...frozenDenial(frozenNow) }
+        : { type: "hold", hold: holdOf(frozenNow)! },
+    );
+    return;
+  }
   const gathered = await gather(
     shell.env,
     head.frozen,
@@ -73,6 +91,7 @@ export async function startUnderLease(shell: Shell, fencingToken: number): Promi
     return;
   }
   if (!verdict.value.ok) shell.apply({ type: "denied", ...verdict.value.error });
+  else if (gathered.held) shell.apply({ type: "hold", hold: holdOf(gathered.held)! });
   // Unanswered secrets: the attempt asks again itself (and ends `not_sent` if it cannot).
   else shell.apply({ type: "lock_granted", fencingToken }, prefetched(gathered));
 }

@@ -10,6 +10,8 @@ import { tookEffect, type OperationState } from "../../domain/operation/index.ts
 import type { Env } from "../env.ts";
 import { limitStub } from "../stubs.ts";
 import type { ApprovalInput, Head } from "./contracts.ts";
+import { isTripClaim } from "../../domain/tripwire.ts";
+import type { Freeze } from "../../domain/freeze.ts";
 
 export type Reserved = {
   /** What it holds, frozen in its plan (released if it is recorded with nothing applied). */
@@ -17,8 +19,18 @@ export type Reserved = {
   /** Over a limit with over: "approve": a person decides before the first attempt. */
   needsApproval: boolean;
   denied: { limit: string; subject: string; message: string } | null;
+  /**
+   * A tripwire's counter answered "tripped" (issue 34): the freeze that stops this call (a refuse
+   * over a hold). Its reservation is held like any (released by a refusal: nothing applied).
+   */
+  tripped: Freeze | null;
 };
-export const NOTHING_RESERVED: Reserved = { held: [], needsApproval: false, denied: null };
+export const NOTHING_RESERVED: Reserved = {
+  held: [],
+  needsApproval: false,
+  denied: null,
+  tripped: null,
+};
 
 /** Throws if a limit object cannot be asked: the caller answers `unavailable` (nothing started). */
 export async function reserveClaims(
@@ -29,6 +41,8 @@ export async function reserveClaims(
 ): Promise<Reserved> {
   const held: LimitClaim[] = [];
   let needsApproval = false;
+  let tripped: Freeze | null = null;
+  // A trip does not stop the loop: a held call is sent after the lift, so it must hold every claim.
   for (const claim of claims) {
     const reply = await limitStub(env, tenantId, claim.name, claim.subject).reserve({
       ...claim,
@@ -36,6 +50,15 @@ export async function reserveClaims(
       operationId,
     });
     if (!reply.ok) throw new Error(`limit ${claim.name} refused to answer: ${reply.error.code}`);
+    if (reply.value.kind === "tripped") {
+      // Its freeze is not made at the tenant yet: fail closed (nothing started; the alarm makes it).
+      if (!reply.value.made || !isTripClaim(claim))
+        throw new Error(`tripwire ${claim.name} tripped, its freeze not made yet`);
+      held.push(claim);
+      if (tripped === null || (reply.value.freeze.mode === "refuse" && tripped.mode === "hold"))
+        tripped = reply.value.freeze;
+      continue;
+    }
     if (reply.value.kind === "refused") {
       const { usage, frees } = reply.value;
       const when = typeof frees === "number" ? new Date(frees).toISOString() : frees;
@@ -44,12 +67,13 @@ export async function reserveClaims(
         held,
         needsApproval,
         denied: { limit: claim.name, subject: claim.subject, message },
+        tripped,
       };
     }
     held.push(claim);
-    if (reply.value.over) needsApproval = true;
+    if (reply.value.over && !isTripClaim(claim)) needsApproval = true;
   }
-  return { held, needsApproval, denied: null };
+  return { held, needsApproval, denied: null, tripped };
 }
 
 /**
@@ -100,6 +124,26 @@ export async function releaseClaims(
         operationId,
       );
       if (!done.ok) throw new Error(`limit ${claim.name}: ${done.error.code}`);
+    }),
+  );
+}
+
+/** The outbox delivery of a `tripwire.outcome` row: each failure_rate counter told (idempotent). */
+export async function reportOutcome(
+  env: Env,
+  tenantId: string,
+  operationId: string,
+  claims: readonly LimitClaim[],
+  failed: boolean,
+): Promise<void> {
+  await Promise.all(
+    claims.map(async (claim) => {
+      const done = await limitStub(env, tenantId, claim.name, claim.subject).outcome(
+        tenantId,
+        operationId,
+        failed,
+      );
+      if (!done.ok) throw new Error(`tripwire ${claim.name}: ${done.error.code}`);
     }),
   );
 }

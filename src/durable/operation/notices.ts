@@ -26,7 +26,7 @@ import type { SqlStore } from "../store/sql-store.ts";
 import { tenantStub } from "../stubs.ts";
 import type { FrozenRow, Shell } from "./contracts.ts";
 import { ask } from "./gather.ts";
-import { releaseClaims } from "./limits.ts";
+import { releaseClaims, reportOutcome } from "./limits.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { approvalItem } from "./views.ts";
 
@@ -194,12 +194,21 @@ async function deliverNotices(shell: Shell): Promise<void> {
     rows,
     async ({ notice, seq }) => {
       const delivered = await ask(async () => {
+        if (notice?.sink === "limits" && notice.release.kind === "tripwire.outcome")
+          return reportOutcome(
+            shell.env,
+            tenant,
+            head.frozen.id,
+            notice.release.claims,
+            notice.release.failed,
+          );
         if (notice?.sink === "limits")
           return releaseClaims(shell.env, tenant, head.frozen.id, notice.release.claims);
         if (notice?.sink !== "inbox") throw new Error("an outbox row no sink knows");
         const stub = tenantStub(shell.env, tenant);
         const { upsert } = notice;
         if (upsert.target === "approval") await stub.upsertApproval(upsert.item, seq);
+        else if (upsert.target === "held") await stub.markHeld(upsert.item, upsert.open, seq);
         else await stub.markUnknown(upsert.item, upsert.open, seq);
       });
       if (!delivered.answered) detail = delivered.detail;

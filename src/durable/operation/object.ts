@@ -32,7 +32,7 @@ import { cancelledEarly } from "./retention.ts";
 import { Sender } from "./send.ts";
 import { prepareStart, startUnavailable } from "./start.ts";
 import { limitHoldOf, prunedHold, type LimitHold } from "./limits.ts";
-import { Alarms, alarmOrRearm } from "./alarm.ts";
+import { Alarms, alarmOrRearm, wakeHeld } from "./alarm.ts";
 import { perform, type EffectHost } from "./effects.ts";
 import { acquireQuota, withdrawQuota } from "./quota-client.ts";
 import { Decisions } from "./decisions.ts";
@@ -91,7 +91,7 @@ export class OperationObject extends DurableObject<Env> {
       const used = Undo.compensationSpec(spec.value, req); // undo: a person approves by default
       const prepared = await prepareStart(this.env, req, used).catch(startUnavailable);
       if (!prepared.ok) return prepared;
-      const { frozen, secrets, limitDenied, policyDenied } = prepared.value;
+      const { frozen, secrets, limitDenied, policyDenied, freeze } = prepared.value;
       // The awaits let other calls in: one of them may have started this operation meanwhile, or a
       // limit's sweep was told it had not (and released its reservation): then reserve again.
       if (this.log.head() || this.limitSweeps !== sweeps) return this.submit(req);
@@ -99,7 +99,7 @@ export class OperationObject extends DurableObject<Env> {
       this.store.ensureTable("op_log");
       const cancelledBy = cancelledEarly(this.store, req.tenantId, req.runId);
       const [inputHash, callId, tool] = [req.input.hash, req.callId, spec.value.name];
-      const denied = { limitDenied, policyDenied };
+      const denied = { limitDenied, policyDenied, frozen: freeze };
       const start = { type: "start", inputHash, callId, tool, cancelledBy, ...denied } as const;
       const started = this.apply(start, frozen, secrets);
       if (!started.ok) return started;
@@ -178,6 +178,22 @@ export class OperationObject extends DurableObject<Env> {
    */
   async cancel(tenantId: string, by: string, runId: string): Reply<C.OperationView> {
     return this.decisions.cancel(tenantId, by, runId);
+  }
+
+  // ── holds (issue 34): a person's pause, resume and retry-now; the tenant's wake after a lift ──
+
+  async pause(tenantId: string, by: string): Reply<C.OperationView> {
+    return this.decisions.pause(tenantId, by);
+  }
+  async resume(tenantId: string, by: string): Reply<C.OperationView> {
+    return this.decisions.resume(tenantId, by);
+  }
+  async retryNow(tenantId: string, by: string): Reply<C.OperationView> {
+    return this.decisions.retryNow(tenantId, by);
+  }
+  /** Told by its tenant that the freeze holding it was lifted: asks everything again (alarm.ts wakeHeld). */
+  async wakeHeld(tenantId: string): Promise<void> {
+    if (this.log.headFor(tenantId)?.state.phase === "held") await wakeHeld(this.shell);
   }
 
   /** Undo (issue 22, compensation.ts): the original as its run reads it, and the link to its compensation. */

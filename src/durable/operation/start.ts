@@ -19,9 +19,12 @@ import type { PolicyRequest } from "../../domain/policy-request.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
-import { wouldSend } from "../../tools/shadow.ts";
+import { routeOf, wouldSend } from "../../tools/shadow.ts";
 import { quotasFor, type QuotaClaim, type StoredQuota } from "../../domain/quota/definition.ts";
-import { originOf } from "../retry-budget-client.ts";
+import { frozenBy, frozenDenial, type Freeze } from "../../domain/freeze.ts";
+import type { OperationEvent } from "../../domain/operation/index.ts";
+import { freezeCallOf, originOf } from "../retry-budget-client.ts";
+import { tripClaimsFor, type Tripwire } from "../../domain/tripwire.ts";
 
 /**
  * Before a new operation starts: the tenant's facts (its tool's idempotency verification and its
@@ -43,6 +46,7 @@ async function gatherStart(
   cedar: Cedar | null;
   request: PolicyRequest;
   quotas: QuotaClaim[];
+  frozen: Frozen;
 }> {
   const approvalRule = needsApproval(spec.approval, req.input.value);
   // From the run's tenant facts when it passed them (no RPC); else asked of the tenant, as before.
@@ -52,9 +56,11 @@ async function gatherStart(
       ? verificationStatusOf(env, req.tenantId, spec.name, req.source, held).then((verified) => ({
           verified,
           policies: held.policies,
-          // Facts from before quotas joined them (or a snapshot without them): none, no pause.
+          // Facts from before quotas, freezes or tripwires joined them: none of them.
           quotas: held.quotas ?? [],
           pausedOrigins: held.pausedOrigins ?? {},
+          freezes: held.freezes ?? [],
+          tripwires: held.tripwires ?? [],
         }))
       : startFacts(env, req.tenantId, spec.name, req.source),
     approvalRule
@@ -81,17 +87,86 @@ async function gatherStart(
     userId: req.userId,
     nowMs: Date.now(),
   });
-  const none = { toolVersion: null, secrets: null, verified, cedar, request, quotas };
-  if (cedar?.decision === "deny") return { ...none, limits: NOTHING_RESERVED };
-  const claims = req.limitClaims ?? [];
+  const atStart = frozenAtStart(env, req, spec, facts.freezes);
+  const none = {
+    toolVersion: null,
+    secrets: null,
+    verified,
+    cedar,
+    request,
+    quotas,
+    frozen: atStart,
+  };
+  if (cedar?.decision === "deny" || atStart?.mode === "refuse")
+    return { ...none, limits: NOTHING_RESERVED };
+  // The tenant's tripwires covering this call claim on their counters like limits (issue 34).
+  const trips = tripClaimsOf(req, spec, facts.tripwires);
+  if (!trips.ok)
+    return {
+      ...none,
+      limits: {
+        ...NOTHING_RESERVED,
+        denied: { limit: "tripwire", subject: "", message: trips.error.message },
+      },
+    };
+  const claims = [...(req.limitClaims ?? []), ...trips.value];
   const limits =
     claims.length > 0
       ? await reserveClaims(env, req.tenantId, req.operationId, claims)
       : NOTHING_RESERVED;
-  if (limits.denied) return { ...none, limits };
+  const frozen = trippedOver(atStart, limits.tripped);
+  if (limits.denied) return { ...none, frozen, limits };
   const asks = approvalRule || limits.needsApproval;
   const toolVersion = asks ? await catalog.toolVersion(req.source) : null;
-  return { toolVersion, secrets: asks ? null : fetched, verified, limits, cedar, request, quotas };
+  return {
+    toolVersion,
+    secrets: asks ? null : fetched,
+    verified,
+    limits,
+    cedar,
+    request,
+    quotas,
+    frozen,
+  };
+}
+
+type Frozen = Extract<OperationEvent, { type: "start" }>["frozen"];
+
+/** A tripwire's call claims (none when the tenant has no tripwire: nothing computed, no RPC). */
+function tripClaimsOf(req: SubmitRequest, spec: ToolSpec, tripwires: Tripwire[]) {
+  if (tripwires.length === 0) return ok([]);
+  return tripClaimsFor(tripwires, {
+    tool: spec.name,
+    // A shadow run's write reaches no production system: it counts toward no tripwire.
+    write: spec.risk !== "read" && !req.shadow,
+    input: req.input.value as Record<string, unknown>,
+    context: req.principal?.context ?? {},
+    userId: req.userId,
+  });
+}
+
+/** A tripped counter's freeze stops the call like a freeze of the facts (a refuse over a hold). */
+function trippedOver(frozen: Frozen, tripped: Freeze | null): Frozen {
+  if (!tripped || frozen?.mode === "refuse") return frozen;
+  if (frozen?.mode === "hold" && tripped.mode === "hold") return frozen;
+  return tripped.mode === "refuse"
+    ? { mode: "refuse", message: frozenDenial(tripped).message }
+    : { mode: "hold", hold: { kind: "freeze", freezeId: tripped.id, reason: tripped.reason } };
+}
+
+/**
+ * The freeze that applies to this call now (issue 34), from the same facts the Cedar set came in:
+ * nothing is computed when the tenant has none (the new-write path costs nothing more).
+ */
+function frozenAtStart(env: Env, req: SubmitRequest, spec: ToolSpec, freezes: Freeze[]): Frozen {
+  if (freezes.length === 0) return null;
+  const shadow = req.shadow && spec.risk !== "read" ? { shadow: true } : {};
+  const call = freezeCallOf(env, spec, req.input, routeOf(shadow, spec), req.userId, req.runId);
+  const freeze = frozenBy(freezes, call, Date.now());
+  if (!freeze) return null;
+  return freeze.mode === "refuse"
+    ? { mode: "refuse", message: frozenDenial(freeze).message }
+    : { mode: "hold", hold: { kind: "freeze", freezeId: freeze.id, reason: freeze.reason } };
 }
 
 /** Whether any quota or pause of the tenant is by origin. */
@@ -125,12 +200,15 @@ export async function prepareStart(
       secrets: Secrets | null;
       limitDenied: Reserved["denied"];
       policyDenied: { message: string } | null;
+      /** A freeze that applies at the start (issue 34): the start event's `frozen`. */
+      freeze: Frozen;
     },
     { code: "unavailable"; detail: string }
   >
 > {
   const started = await gatherStart(env, req, spec);
   const { toolVersion, secrets, verified, limits, cedar, request, quotas } = started;
+  const frozenBy = started.frozen;
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
   const late = settleScheduleMs(env);
@@ -150,7 +228,15 @@ export async function prepareStart(
   };
   const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
   const frozen = frozenRowOf(req, spec, plan, nowMs);
-  return ok({ frozen, secrets, limitDenied: limits.denied, policyDenied });
+  // A call held at its start sends nothing now: its secrets are asked again at the release.
+  const held = frozenBy?.mode === "hold";
+  return ok({
+    frozen,
+    secrets: held ? null : secrets,
+    limitDenied: limits.denied,
+    policyDenied,
+    freeze: frozenBy,
+  });
 }
 
 /** Row 1 of the log: the call as submitted, with its plan and the tool's trace settings. */

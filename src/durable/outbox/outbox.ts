@@ -39,7 +39,11 @@ export function encodeNotice(notice: Notice): { kind: string; payload: string } 
     case "limits":
       return {
         kind: notice.release.kind,
-        payload: JSON.stringify({ target: "limits", claims: notice.release.claims }),
+        payload: JSON.stringify({
+          target: "limits",
+          claims: notice.release.claims,
+          ...(notice.release.kind === "tripwire.outcome" ? { failed: notice.release.failed } : {}),
+        }),
       };
   }
 }
@@ -59,12 +63,17 @@ export function decodeNotice(kind: string, payload: string): Notice | null {
   if (kind.startsWith("event:")) return { sink: "events", event: readEvent(payload) };
   const body: unknown = JSON.parse(payload);
   const target = (body as { target?: unknown } | null)?.target;
-  if (target === "limits")
+  if (target === "limits") {
+    const { claims, failed } = body as LimitRelease;
     return {
       sink: "limits",
-      release: { kind: "limits.released", claims: (body as LimitRelease).claims },
+      release:
+        kind === "tripwire.outcome"
+          ? { kind, claims, failed: failed === true }
+          : { kind: "limits.released", claims },
     };
-  if (target === "approval" || target === "unknown")
+  }
+  if (target === "approval" || target === "unknown" || target === "held")
     return { sink: "inbox", upsert: { kind, ...(body as object) } as InboxUpsert };
   return null;
 }

@@ -220,6 +220,15 @@ export class RunObject extends DurableObject<Env> {
         });
   }
 
+  /**
+   * A freeze was put or lifted (issue 34): stop handing out the tenant-facts snapshot now, so the
+   * next call asks the tenant (which answers with the freezes of the moment) until a refresh lands.
+   */
+  async dropFacts(tenantId: string): Promise<void> {
+    const run = this.rows.loadFor(tenantId);
+    if (run) this.facts.invalidate(run);
+  }
+
   /** Undo (issue 22, compensate.ts): the original's declared compensation, one operation however often asked. */
   async compensate(tenantId: string, original: CompensationSource, asked: Undo.Asked) {
     return Undo.compensate(this.parts, tenantId, original, asked);

@@ -30,6 +30,10 @@ import { policySetOf } from "./policies.ts";
 import { quotaFacts } from "./quotas.ts";
 import type { StoredQuota } from "../../domain/quota/definition.ts";
 import { secretRow } from "./secrets.ts";
+import { liveFreezes } from "./freezes.ts";
+import type { Freeze } from "../../domain/freeze.ts";
+import type { Tripwire } from "../../domain/tripwire.ts";
+import { liveTripwires } from "./tripwires.ts";
 
 /** `unchanged`: the facts still have version `known` (only `readAtMs` moved on). */
 export type FactsAnswer = { unchanged: true; readAtMs: number } | TenantFacts;
@@ -66,9 +70,23 @@ export async function readFacts(
   const policies = own ? policySetOf(store) : null;
   const readAtMs = Date.now();
   const shaping = own ? quotaFacts(store, readAtMs) : { quotas: [], pausedOrigins: {} };
-  const version = await sha256Hex(canonicalJson({ secrets, tools: byTool, policies, ...shaping }));
+  const freezes = own ? liveFreezes(store, readAtMs) : [];
+  const tripwires = own ? liveTripwires(store) : [];
+  const version = await sha256Hex(
+    canonicalJson({ secrets, tools: byTool, policies, freezes, tripwires, ...shaping }),
+  );
   if (version === known) return { unchanged: true, readAtMs };
-  return { schema: FACTS_SCHEMA, version, readAtMs, secrets, tools: byTool, policies, ...shaping };
+  return {
+    schema: FACTS_SCHEMA,
+    version,
+    readAtMs,
+    secrets,
+    tools: byTool,
+    policies,
+    freezes,
+    tripwires,
+    ...shaping,
+  };
 }
 
 /** A run's tools and the tenant facts its operations use (TenantObject.runTools). */
@@ -93,6 +111,10 @@ export type StartFacts = {
   policies: PolicySet | null;
   quotas: StoredQuota[];
   pausedOrigins: Record<string, number>;
+  /** The freezes of the moment (issue 34). */
+  freezes: Freeze[];
+  /** The tripwires (issue 34). */
+  tripwires: Tripwire[];
 };
 
 export async function startFacts(
@@ -100,5 +122,12 @@ export async function startFacts(
   items: Array<{ name: string; settingsHash: string }>,
 ): Promise<StartFacts> {
   const statuses = items.length > 0 ? await storedStatuses(store, items) : {};
-  return { statuses, policies: policySetOf(store), ...quotaFacts(store, Date.now()) };
+  const nowMs = Date.now();
+  return {
+    statuses,
+    policies: policySetOf(store),
+    freezes: liveFreezes(store, nowMs),
+    tripwires: liveTripwires(store),
+    ...quotaFacts(store, nowMs),
+  };
 }

@@ -16,12 +16,11 @@ import type { ToolSource } from "../../tools/spec.ts";
 import type { EventType, ToolgateEvent } from "../../domain/journal/events.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
-import { TENANT_SCHEMA } from "../store/tenant-rows.ts";
+import { TENANT_SCHEMA, tenantRecord } from "../store/tenant-rows.ts";
 import type { PolicySet } from "../../domain/policy-request.ts";
 import type { TenantError } from "./contracts.ts";
 import * as policies from "./policies.ts";
 import * as quotas from "./quotas.ts";
-import { tenantRecord } from "../store/tenant-rows.ts";
 import type { QuotaDefinition } from "../../domain/quota/definition.ts";
 import * as stored from "./events.ts";
 import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
@@ -38,6 +37,11 @@ import { notificationStates, type NotificationState } from "./notifications.ts";
 import { initTenant, tenantAlarm, type TenantCreated } from "./record.ts";
 import { retentionMs } from "../../config.ts";
 import { OUTBOX_RETRY_MS } from "../outbox/outbox.ts";
+import * as freezes from "./freezes.ts";
+import * as tripwires from "./tripwires.ts";
+import type { Tripwire } from "../../domain/tripwire.ts";
+import type { Freeze } from "../../domain/freeze.ts";
+import type { HeldItem } from "../../domain/journal/announce.ts";
 
 export type { RunTools } from "./facts.ts";
 export type { TenantError } from "./contracts.ts";
@@ -52,7 +56,9 @@ export class TenantObject extends DurableObject<Env> {
 
   /** Retention: the inbox's and unknown-outcomes list's closed rows, events, runs' notify endpoints. */
   override async alarm(): Promise<void> {
-    return tenantAlarm(this.store, this.ctx.storage, this.env, this.inbox);
+    return tenantAlarm(this.store, this.ctx.storage, this.env, this.inbox, () =>
+      freezes.freezeAlarm(this.store, this.env, tenantRecordId(this.store)),
+    );
   }
 
   // ── API keys (keys.ts) ───────────────────────────────────────────────────────────────────────
@@ -151,6 +157,68 @@ export class TenantObject extends DurableObject<Env> {
   async noteOriginPause(tenantId: string, origin: string, untilMs: number): Promise<void> {
     if (tenantRecord(this.store)?.id === tenantId)
       quotas.noteOriginPause(this.store, origin, untilMs);
+  }
+
+  // ── Freezes (freezes.ts, issue 34) ───────────────────────────────────────────────────────────
+
+  /**
+   * Before every send after an operation's start: the Cedar set and the freezes of the moment, in
+   * the one read that asked for the set alone before (gather.ts policyVerdict).
+   */
+  async sendChecks(): Promise<{ policies: PolicySet | null; freezes: Freeze[] }> {
+    return {
+      policies: policies.policySetOf(this.store),
+      freezes: freezes.liveFreezes(this.store, Date.now()),
+    };
+  }
+  async putFreeze(tenantId: string, freeze: Freeze) {
+    return freezes.putFreeze(this.store, this.ctx.storage, this.env, tenantId, freeze);
+  }
+  async deleteFreeze(tenantId: string, id: string, by: string) {
+    const lifted = await freezes.deleteFreeze(
+      this.store,
+      this.ctx.storage,
+      this.env,
+      tenantId,
+      id,
+      by,
+    );
+    // A tripwire's freeze: its counter re-arms (tripwires.ts).
+    if (lifted) await tripwires.untripCounter(this.env, tenantId, lifted.freeze);
+    return lifted;
+  }
+  async listFreezes() {
+    return freezes.listFreezes(this.store, Date.now());
+  }
+  // ── Tripwires (tripwires.ts, issue 34) ───────────────────────────────────────────────────────
+
+  async putTripwire(tenantId: string, wire: Tripwire) {
+    return tripwires.putTripwire(this.store, this.env, tenantId, wire);
+  }
+  async deleteTripwire(tenantId: string, id: string) {
+    return tripwires.deleteTripwire(this.store, this.env, tenantId, id);
+  }
+  async listTripwires() {
+    return tripwires.listTripwires(this.store);
+  }
+  /** A tripwire's counter tripped: its freeze and event, once per freeze id; the event sent now. */
+  async tripFreeze(
+    tenantId: string,
+    trip: tripwires.TripNotice,
+  ): Promise<Result<boolean, TenantError>> {
+    const made = tripwires.tripFreeze(this.store, tenantId, trip);
+    if (made.ok && made.value) {
+      this.ctx.waitUntil(this.sendOwnEvents());
+      const armed = await this.ctx.storage.getAlarm();
+      const due = Date.now() + OUTBOX_RETRY_MS;
+      if (armed === null || due < armed) await this.ctx.storage.setAlarm(due);
+    }
+    return made;
+  }
+
+  /** Delivered by operations from their outbox: held by a freeze, or no longer. */
+  async markHeld(item: HeldItem, open: boolean, seq: number): Promise<void> {
+    return freezes.markHeld(this.store, this.ctx.storage, item, open, seq);
   }
 
   /** Snapshots the named tools for a run; every name must resolve. */
@@ -358,3 +426,5 @@ export class TenantObject extends DurableObject<Env> {
     return notificationStates(this.store, operationIds, type);
   }
 }
+
+const tenantRecordId = (store: SqlStore): string => tenantRecord(store)?.id ?? "";

@@ -14,6 +14,9 @@ import { pruneDeliveries } from "./webhook-deliveries.ts";
 
 export type TenantCreated = { tenant_id: string; name: string };
 
+const earliestOf = (a: number | null, b: number | null) =>
+  a === null ? b : b === null ? a : Math.min(a, b);
+
 export function initTenant(
   store: SqlStore,
   tenantId: string,
@@ -37,9 +40,12 @@ export async function tenantAlarm(
   storage: DurableObjectStorage,
   env: Env,
   inbox: Inbox,
+  freezes: () => Promise<number | null>,
 ): Promise<void> {
   await inbox.prune();
-  const retryAtMs = await sendTenantEvents(store, env);
+  // Freezes first (issue 34): an expiry lifted here writes its event, which the send below takes.
+  const freezeAtMs = await freezes();
+  const retryAtMs = earliestOf(await sendTenantEvents(store, env), freezeAtMs);
   // The stored events, the delivery logs, the runs' notify endpoints and the tenant's unsent events
   // share the one alarm: the earliest due time.
   const now = Date.now();
