@@ -89,11 +89,14 @@ export class RetryBudgetObject extends DurableObject<Env> {
     return step.answer;
   }
 
-  /** The attempt holding `grant` ended: its place is free, and the waiters now at the head are woken. */
-  async releaseQuota(grant: string, nowMs: number): Promise<void> {
+  /**
+   * The attempt holding `grant` ended, or its operation stopped waiting (`forget`: nothing sent, it
+   * may ask again anew): its place is free, and the waiters now at the head are woken.
+   */
+  async releaseQuota(grant: string, nowMs: number, forget = false): Promise<void> {
     const row = this.load();
     if (!row) return;
-    const step = release(row.state, grant, row.concurrency ?? 0, nowMs);
+    const step = release(row.state, grant, row.concurrency ?? 0, nowMs, forget);
     this.save(step.state, row.concurrency);
     this.wake(step.wake);
   }

@@ -383,7 +383,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/operations/{operation_id}/pause",
     summary:
-      "Pause a call waiting on a retry, a lock or a resend: it sends nothing until resumed (409 not_waiting otherwise)",
+      "Pause a call waiting on a retry, a lock, a quota slot or a resend: it sends nothing until resumed (409 not_waiting otherwise)",
     auth: "operations:resolve",
   },
   {

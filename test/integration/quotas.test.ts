@@ -481,3 +481,97 @@ describe("a restart of the quota object", () => {
     await allRecorded(ids);
   });
 });
+
+// Quotas and freezes together (issues 34 items 1 and 4): the slot a call waited for is a send
+// point, so a freeze put while it waited stops it there; a lift sends it once, through its quota.
+describe("a quota wait under a freeze", () => {
+  /** Two calls against 1 per minute: the first is sent, the second waits for its slot. */
+  async function waitingForSlot() {
+    const t = await ownTenant();
+    const up = upstream();
+    await t.api("PUT", "/v1/quotas/one", {
+      scope: { origin: new URL(up.url).origin },
+      rate: { limit: 1, window_ms: 60_000 },
+    });
+    const tool = manifest({ url: up.url });
+    vi.useFakeTimers({ toFake: ["Date"] });
+    vi.setSystemTime(Date.now() + 86_400_000);
+    const { ids } = await t.turn(await t.run(tool), tool.name, 2);
+    const states = await Promise.all(ids.map(answered));
+    const waiting = ids[states.findIndex((s) => s.phase === "awaiting_quota")]!;
+    expect((await up.state()).requests).toHaveLength(1);
+    return { t, up, tool, waiting };
+  }
+  /** The clock past the waiting call's slot, and its alarm. */
+  async function reachSlot(op: string) {
+    const waiting = await until(
+      () => stateOf(op),
+      (s) => s.phase === "awaiting_quota" && typeof s.dueAtMs === "number",
+    );
+    expect(waiting).toMatchObject({ phase: "awaiting_quota", reason: "rate" });
+    vi.setSystemTime(waiting.dueAtMs! + 1);
+    await fireAlarm(op);
+  }
+
+  it("hold on its tool: its slot sends nothing; the lift sends it once, through its quota", async () => {
+    const { t, up, tool, waiting } = await waitingForSlot();
+    const put = await t.api("PUT", "/v1/freezes/qz", {
+      scope: { tool: tool.name },
+      mode: "hold",
+      reason: "incident",
+    });
+    expect(put.status).toBe(201);
+    await reachSlot(waiting);
+    const held = await until(
+      () => stateOf(waiting),
+      (s) => s.phase !== "awaiting_quota",
+    );
+    expect(held.phase).toBe("held");
+    expect((await t.api("GET", `/v1/operations/${waiting}`)).body.result).toMatchObject({
+      status: "pending",
+      code: "frozen",
+    });
+    // Its alarm again while frozen: still nothing sent.
+    await fireAlarm(waiting);
+    expect((await stateOf(waiting)).phase).toBe("held");
+    expect((await up.state()).requests).toHaveLength(1);
+
+    expect((await t.api("DELETE", "/v1/freezes/qz")).status).toBe(200);
+    // The held call's own recheck (the tenant's wake does the same): released, it asks its quota
+    // anew — the slot it gave back is not reused — and is sent at its new slot, once.
+    await fireAlarm(waiting);
+    // A slot is used once: the one it was held at passed unsent, so it waits for the next one.
+    const anew = await until(
+      () => stateOf(waiting),
+      (s) => s.phase === "awaiting_quota" && typeof s.dueAtMs === "number",
+    );
+    expect(anew.phase).toBe("awaiting_quota");
+    expect(anew.dueAtMs).toBeGreaterThan(Date.now());
+    expect((await up.state()).requests).toHaveLength(1);
+    await reachSlot(waiting);
+    await up.waitForEffects(2);
+    const state = await up.state();
+    expect(state.requests).toHaveLength(2);
+    expect(Object.values(state.effectsByKey).every((n) => n === 1)).toBe(true);
+    await allRecorded([waiting]);
+    expect((await t.api("GET", `/v1/operations/${waiting}`)).body.result).toMatchObject({
+      status: "succeeded",
+    });
+  });
+
+  it("refuse on its tool: its slot ends it rejected/frozen, nothing sent", async () => {
+    const { t, up, tool, waiting } = await waitingForSlot();
+    await t.api("PUT", "/v1/freezes/qr", {
+      scope: { tool: tool.name },
+      mode: "refuse",
+      reason: "incident",
+    });
+    await reachSlot(waiting);
+    await allRecorded([waiting]);
+    expect((await t.api("GET", `/v1/operations/${waiting}`)).body.result).toMatchObject({
+      status: "rejected",
+      code: "frozen",
+    });
+    expect((await up.state()).requests).toHaveLength(1);
+  });
+});

@@ -14,8 +14,17 @@ export function onQuotaAnswered(
   plan: OperationPlan,
   nowMs: number,
 ): Step {
-  if (state.phase !== "awaiting_quota") return unchanged(state);
   const { answer } = event;
+  if (state.phase !== "awaiting_quota") {
+    // Answered after it stopped waiting (held, or recorded with nothing sent): an ask in flight
+    // may have taken a slot, a place or a queue position since it gave them back; given back again.
+    const unsent =
+      (state.phase === "held" && state.resume.phase === "unsent") ||
+      (state.phase === "recorded" && state.attempts === 0);
+    return unsent
+      ? { ...unchanged(state), effects: [{ kind: "release_quota" }] }
+      : unchanged(state);
+  }
   if (answer.kind === "granted" && answer.atMs <= nowMs)
     return startAttempt(1, nowMs, nowMs, plan, null, [
       { type: "quota_granted", at_ms: nowMs, waited_ms: nowMs - state.requestedAtMs },

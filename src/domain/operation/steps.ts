@@ -150,6 +150,12 @@ export function beginExecution(plan: OperationPlan, nowMs: number, trace: TraceE
 /** A wait for a place under a cap asks again this often (a lost wake notice costs at most this). */
 export const QUOTA_RECHECK_MS = 30_000;
 
+const FIRST_ASK = "asking its quota for a slot";
+
+/** Not yet answered by its quotas: a slot granted now comes without a wait (quota-client.ts). */
+export const firstAsk = (state: OperationState): boolean =>
+  state.phase === "awaiting_quota" && state.dueAtMs === null && state.detail === FIRST_ASK;
+
 /** The first attempt, or the wait for its quotas when the plan has any. */
 export function beginAttempt(plan: OperationPlan, nowMs: number, trace: TraceEvent[]): Step {
   if (!plan.quotas?.length) return startAttempt(1, nowMs, nowMs, plan, null, trace);
@@ -160,7 +166,7 @@ export function beginAttempt(plan: OperationPlan, nowMs: number, trace: TraceEve
       dueAtMs: null,
       reason: "rate",
       long: false,
-      detail: "asking its quota for a slot",
+      detail: FIRST_ASK,
     },
     effects: [{ kind: "set_alarm", atMs: nowMs + QUOTA_RECHECK_MS }, { kind: "acquire_quota" }],
     trace,

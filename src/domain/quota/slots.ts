@@ -131,18 +131,26 @@ export function acquire(
 }
 
 /**
- * The attempt ended, or its operation stopped waiting (cancelled, denied, past its deadline): its
- * place under the cap is free and it leaves the queue; the waiters now at the head are named.
+ * The attempt ended, or its operation stopped waiting (cancelled, denied, past its deadline, held
+ * by a freeze or a pause): its place under the cap is free and it leaves the queue; the waiters
+ * now at the head are named. `forget` (it stopped waiting with nothing sent): the grant is dropped,
+ * so the same key asked again after a hold takes a new slot and place — never the old slot's time
+ * nor a place it no longer holds (the slot it was given stays counted: a window never gains one).
  */
 export function release(
   before: QuotaState,
   grant: string,
   concurrency: number,
   nowMs: number,
+  forget = false,
 ): { state: QuotaState; wake: string[] } {
   let state = tidy(before, nowMs);
   const g = state.grants[grant];
-  if (g) state = { ...state, grants: { ...state.grants, [grant]: { ...g, holdsUntilMs: null } } };
+  if (g && forget) {
+    const { [grant]: _dropped, ...grants } = state.grants;
+    state = { ...state, grants };
+  } else if (g)
+    state = { ...state, grants: { ...state.grants, [grant]: { ...g, holdsUntilMs: null } } };
   state = { ...state, queue: state.queue.filter((w) => w.grant !== grant) };
   return { state, wake: headOf(state, concurrency, nowMs) };
 }

@@ -56,7 +56,7 @@ export function perform(
         break;
       case "release_quota": {
         const frozen = host.log.head()?.frozen;
-        if (frozen) withdrawQuota(host.env, frozen);
+        if (frozen) withdrawQuota(host.env, frozen, true);
         break;
       }
       case "acquire_lock":

@@ -245,6 +245,9 @@ export class OperationObject extends DurableObject<Env> {
     const head = this.log.head();
     if (head?.state.phase === "awaiting_quota") await acquireQuota(this.shell);
     else if (head?.state.phase === "recorded") withdrawQuota(this.env, head.frozen);
+    // Held before its first send (issue 34): it asks anew after the hold.
+    else if (head?.state.phase === "held" && head.state.resume.phase === "unsent")
+      withdrawQuota(this.env, head.frozen, true);
   }
 
   // ── shell ────────────────────────────────────────────────────────────────────────────────────

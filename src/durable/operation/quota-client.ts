@@ -9,10 +9,11 @@
 import type { QuotaAnswer } from "../../domain/quota/slots.ts";
 import { upstreamPause } from "../../domain/quota/upstream.ts";
 import type { Exchange } from "../../domain/operation/index.ts";
-import { WATCHDOG_GRACE_MS } from "../../domain/operation/steps.ts";
+import { firstAsk, WATCHDOG_GRACE_MS } from "../../domain/operation/steps.ts";
 import type { Env } from "../env.ts";
 import { budgetStub, tenantStub } from "../stubs.ts";
 import type { FrozenRow, Shell } from "./contracts.ts";
+import { firstSendChecks } from "./lease-client.ts";
 
 /** Until a recheck, when a quota object could not be asked. */
 const UNANSWERED_WAIT_MS = 5_000;
@@ -51,7 +52,25 @@ export async function acquireQuota(shell: Shell): Promise<void> {
       },
     ];
   }
-  shell.apply({ type: "quota_answered", answer: combine(answers) });
+  const answer = combine(answers);
+  if (answer.kind === "granted" && answer.atMs <= nowMs) {
+    // A send point (issue 34): a freeze put, a scope revoked or the run cancelled while it waited
+    // stops it here; a slot granted on the first ask is checked on the run's facts (no RPC).
+    const checked = await firstSendChecks(shell, frozen, !firstAsk(head.state), null);
+    if (!checked.answered) {
+      // Fail closed: its grant stays; asked again shortly, nothing sent meanwhile.
+      const detail = `toolgate could not ask whether it may still be sent (${checked.detail}); nothing was sent`;
+      const untilMs = nowMs + UNANSWERED_WAIT_MS;
+      const wait = { kind: "wait", untilMs, reason: "rate", long: false, detail } as const;
+      shell.apply({ type: "quota_answered", answer: wait });
+      return;
+    }
+    if (checked.stop) {
+      shell.apply(checked.stop);
+      return;
+    }
+  }
+  shell.apply({ type: "quota_answered", answer });
 }
 
 /** All granted: the latest slot; else the first deadline, else the longest wait. */
@@ -80,11 +99,15 @@ function originOfUrl(url: string | undefined): string | null {
 
 const quiet = (work: Promise<unknown>) => void work.catch(() => {});
 
-/** Gives back its places under caps, and its places in their queues (fire-and-forget; expiry covers a loss). */
-export function withdrawQuota(env: Env, frozen: FrozenRow): void {
+/**
+ * Gives back its places under caps, and its places in their queues (fire-and-forget; expiry covers
+ * a loss). `unsent`: it stopped waiting with nothing sent (recorded, or held by a freeze or a
+ * pause): every quota forgets its grant, so asked again after a hold it takes a new slot and place.
+ */
+export function withdrawQuota(env: Env, frozen: FrozenRow, unsent = false): void {
   for (const claim of frozen.plan.quotas ?? [])
-    if (claim.concurrency !== undefined)
-      quiet(budgetStub(env, claim.object).releaseQuota(grantOf(frozen), Date.now()));
+    if (unsent || claim.concurrency !== undefined)
+      quiet(budgetStub(env, claim.object).releaseQuota(grantOf(frozen), Date.now(), unsent));
 }
 
 /**

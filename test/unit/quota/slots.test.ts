@@ -151,6 +151,24 @@ describe("concurrency: a FIFO queue, freed on release or expiry", () => {
     const twice = release(once.state, "g1", 2, T + 2);
     expect(twice.wake).toEqual(["op3"]);
   });
+
+  it("given back unsent (held by a freeze or a pause): asked again, a new place and a new slot", () => {
+    const claim: QuotaClaim = { ...rate(1, 1000), concurrency: 1 };
+    const { state } = askAll(claim, 1);
+    const ask = { grant: "g1", operationId: "op1", claim, deadlineAtMs: null, holdMs: 10_000 };
+    const kept = release(state, "g1", 1, T + 1);
+    // Released after its attempt: the grant is remembered, asked again it takes no place.
+    expect(acquire(kept.state, { ...ask, nowMs: T + 2 }).answer).toEqual({
+      kind: "granted",
+      atMs: T,
+    });
+    const forgotten = release(state, "g1", 1, T + 1, true);
+    const again = acquire(forgotten.state, { ...ask, nowMs: T + 2 });
+    // The slot at T stays counted: the next one is a window later; the cap's place is held anew.
+    expect(again.answer).toEqual({ kind: "granted", atMs: T + 1000 });
+    const other = acquire(again.state, { ...ask, grant: "g2", operationId: "op2", nowMs: T + 3 });
+    expect(other.answer).toMatchObject({ kind: "wait", reason: "concurrency" });
+  });
 });
 
 describe("the upstream's pause holds every grant not yet due", () => {
