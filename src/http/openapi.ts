@@ -396,7 +396,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/operations/{operation_id}/retry-now",
     summary:
-      "Send a waiting retry or resend now, same idempotency key, within the host's retry budget (409 retry_budget_exhausted, frozen or not_waiting: nothing sent)",
+      "Send a waiting retry or resend now, same idempotency key, within the host's retry budget (409 retry_budget_exhausted, origin_paused, frozen or not_waiting: nothing sent)",
     auth: "operations:resolve",
   },
   {

@@ -91,6 +91,8 @@ export type ApiError =
   | { code: "frozen"; detail: string; freeze_id: string }
   /** Retry-now refused by the host's retry budget; nothing was sent (issue 34). */
   | { code: "retry_budget_exhausted"; detail: string; retry_after_ms: number }
+  /** Retry-now while the upstream has paused the call's origin (issue 34 item 4); nothing was sent. */
+  | { code: "origin_paused"; detail: string; retry_after_ms: number }
   /** PUT /v1/freezes/{id}: expires_at is not in the future. */
   | { code: "freeze_expired"; detail: string };
 
@@ -135,6 +137,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "frozen":
       return { code: "frozen", detail: error.detail, freeze_id: error.freeze_id };
     case "retry_budget_exhausted":
+    case "origin_paused":
       return { code: error.code, detail: error.detail, retry_after_ms: error.retry_after_ms };
     case "not_awaiting_approval":
       return {
@@ -246,6 +249,7 @@ export function statusOf(error: ApiError): number {
     case "not_waiting":
     case "frozen":
     case "retry_budget_exhausted":
+    case "origin_paused":
       return 409;
     case "misconfigured":
     case "internal":
@@ -308,6 +312,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "not_waiting":
     case "frozen":
     case "retry_budget_exhausted":
+    case "origin_paused":
     case "freeze_expired":
       return -32603;
   }

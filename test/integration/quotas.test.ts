@@ -365,6 +365,12 @@ describe("upstream signals pause the origin for everyone", () => {
     expect((await stateOf(hitId)).phase).toBe("retry_scheduled");
     const view = await t.api("GET", `/v1/operations/${hitId}`);
     expect(view.body.result).toMatchObject({ status: "pending", code: "quota_exhausted" });
+    // A person's retry-now does not break the upstream's pause: typed, nothing sent, still waiting.
+    const now = await t.api("POST", `/v1/operations/${hitId}/retry-now`);
+    expect(now.status).toBe(409);
+    expect(now.body).toMatchObject({ code: "origin_paused" });
+    expect(now.body.retry_after_ms).toBeGreaterThan(3_000_000);
+    expect((await stateOf(hitId)).phase).toBe("retry_scheduled");
     expect((await up.state()).requests).toHaveLength(1);
 
     // An hour later the pause is over: each call is sent once, the 429'd one under its own key.

@@ -379,14 +379,16 @@ export async function gatherRetryNow(
         freeze_id: instead.hold.freezeId,
         detail: `nothing was sent: freeze ${instead.hold.freezeId} holds this call (${instead.hold.reason}); lift it first`,
       });
-    case "retry_deferred":
-      return instead.reason === "retry_budget"
-        ? err({
-            code: "retry_budget_exhausted",
-            detail: `nothing was sent: ${instead.detail}`,
-            retry_after_ms: Math.max(0, instead.untilMs - nowMs),
-          })
-        : err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
+    case "retry_deferred": {
+      const retryAfterMs = Math.max(0, instead.untilMs - nowMs);
+      const detail = `nothing was sent: ${instead.detail}`;
+      if (instead.reason === "retry_budget")
+        return err({ code: "retry_budget_exhausted", detail, retry_after_ms: retryAfterMs });
+      // The upstream's own pause of the origin (issue 34 item 4): not toolgate being unreachable.
+      if (instead.reason === "rate_limited")
+        return err({ code: "origin_paused", detail, retry_after_ms: retryAfterMs });
+      return err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
+    }
     default:
       return ok({ denial: instead, secrets: null });
   }
