@@ -18,6 +18,8 @@ export type Fault =
       kind: "status";
       status: number;
       retryAfter?: string;
+      /** Further answer headers (e.g. the ratelimit-headers draft's RateLimit / RateLimit-Policy). */
+      headers?: Record<string, string>;
       commit?: boolean;
       body?: unknown;
       lookups?: boolean;
@@ -83,6 +85,8 @@ type RequestLog = {
   fault: Fault["kind"];
   /** Webhook receivers (paths under /webhooks): the body exactly as sent, to verify its signature. */
   raw?: string;
+  /** When it arrived: the test clock if one is set (POST /_control/clock), else the wall clock. */
+  atMs: number;
 };
 
 type Namespace = {
@@ -99,6 +103,8 @@ type Namespace = {
   misbehave: Set<Misbehaviour>;
   /** races_concurrent_duplicates: writes with a new key waiting for a duplicate to arrive. */
   racing: Map<string, Array<() => void>>;
+  /** The test's clock (POST /_control/clock): stamps `atMs` when set, so a test with a scripted clock reads arrivals on it. */
+  clockMs: number | null;
 };
 
 export type Upstream = { port: number; url: string; close(): Promise<void> };
@@ -119,6 +125,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         maxInFlight: {},
         misbehave: new Set(),
         racing: new Map(),
+        clockMs: null,
       };
       namespaces.set(name, found);
     }
@@ -147,6 +154,10 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       case "/_control/script":
         space.faults.push(...(JSON.parse(raw || "[]") as Fault[]));
         return json(res, 200, { queued: space.faults.length });
+      case "/_control/clock":
+        // Arrivals are stamped with the test's clock from now on (quota tests script time).
+        space.clockMs = (JSON.parse(raw || "{}") as { ms?: number }).ms ?? null;
+        return json(res, 200, { clockMs: space.clockMs });
       case "/_control/clear":
         // The outage is over: faults still queued are dropped (requests and effects are kept).
         space.faults.length = 0;
@@ -208,6 +219,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       headers: req.headers,
       body,
       fault: fault.kind,
+      atMs: space.clockMs ?? Date.now(),
       ...(path.startsWith("/webhooks") ? { raw } : {}),
     });
     wake(space);
@@ -290,12 +302,10 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         return json(res, 200, commit().body);
       case "status":
         if (fault.commit && isWrite) commit();
-        return json(
-          res,
-          fault.status,
-          fault.body ?? { error: `scripted ${fault.status}` },
-          fault.retryAfter ? { "Retry-After": fault.retryAfter } : {},
-        );
+        return json(res, fault.status, fault.body ?? { error: `scripted ${fault.status}` }, {
+          ...(fault.retryAfter ? { "Retry-After": fault.retryAfter } : {}),
+          ...fault.headers,
+        });
       case "commit_then_hang":
         if (isWrite) commit();
         hanging.add(res);

@@ -129,12 +129,30 @@ function readingOf(event: TraceEvent): Reading {
             hide: ["delay_ms", "due_at_ms", "attempt"],
             first: [["in", `${Math.round(event.delay_ms / 100) / 10} s`]],
           };
+    case "awaiting_quota":
+      return { label: "Waiting for its quota (nothing sent)" };
+    case "quota_waiting":
+      return {
+        label: event.long
+          ? "Upstream quota used up: waiting for it to reset (nothing sent, still pending)"
+          : event.reason === "paused"
+            ? "Upstream rate limit: waiting for its pause to end (nothing sent)"
+            : event.reason === "concurrency"
+              ? "Waiting for a free place under the concurrency cap (nothing sent)"
+              : "Waiting for the quota's next slot (nothing sent)",
+      };
+    case "quota_granted":
+      return { label: "Quota slot granted" };
+    case "quota_deadline":
+      return { label: "No quota slot before the run's deadline (nothing sent)" };
     case "retry_deferred":
       return {
         label:
           event.reason === "unavailable"
             ? "Retry deferred: toolgate could not prepare it (nothing sent)"
-            : "Retry deferred by the host's retry budget",
+            : event.reason === "rate_limited"
+              ? "Retry deferred: the upstream paused this origin (nothing sent)"
+              : "Retry deferred by the host's retry budget",
         hide: ["attempt"],
       };
     case "outcome_unknown":

@@ -7,7 +7,14 @@ import type { TraceEvent } from "../domain/journal/trace-event.ts";
 import type { OperationTimeline } from "./timeline.tsx";
 
 type SpanKind =
-  "attempt" | "retry wait" | "approval" | "lock wait" | "unknown" | "reconcile" | "held";
+  | "attempt"
+  | "retry wait"
+  | "approval"
+  | "lock wait"
+  | "quota wait"
+  | "unknown"
+  | "reconcile"
+  | "held";
 export type Span = { kind: SpanKind; label: string; fromMs: number; toMs: number };
 
 const KIND_FILL: Record<SpanKind, string> = {
@@ -15,6 +22,7 @@ const KIND_FILL: Record<SpanKind, string> = {
   "retry wait": "#9aa5b1",
   approval: "#b25e00",
   "lock wait": "#5b6573",
+  "quota wait": "#7a5ba6",
   unknown: "#8a3ffc",
   held: "#0b4f8a",
   reconcile: "#2b59c3",
@@ -30,6 +38,9 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
       return "approval";
     case "awaiting_lock":
       return "lock wait";
+    case "awaiting_quota":
+    case "quota_waiting":
+      return "quota wait";
     case "attempt_started":
       return "attempt";
     case "retry_scheduled":
@@ -63,6 +74,8 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "lock_granted":
     case "lock_queued":
     case "lock_waiting_long":
+    case "quota_granted":
+    case "quota_deadline":
     case "attempt_finished":
     case "retry_deferred":
     case "reconcile_finished":

@@ -45,6 +45,8 @@ export function envelopeFor(
   operationId: string,
   state: OperationState,
   safety: RepeatSafety,
+  /** The clock reading: a wait for a quota says how long is left (null: only when). */
+  nowMs: number | null = null,
 ): Envelope {
   // Settling late by itself (retry-late.ts), through its tries too: one steady, true answer.
   const untilMs = settlingUntilMs(state);
@@ -58,6 +60,8 @@ export function envelopeFor(
       settlingText(safety, untilMs),
     );
   switch (state.phase) {
+    case "awaiting_quota":
+      return quotaWait(operationId, state.reason, state.long, state.dueAtMs, nowMs);
     case "awaiting_lock":
       return refusal(
         "pending",
@@ -99,6 +103,8 @@ export function envelopeFor(
           state.mayHaveApplied.code,
           `It is not yet known whether this took effect: an earlier attempt may have reached the tool. toolgate will send it again with the same idempotency key by itself. Do not retry; wait or tell the user it is being checked.`,
         );
+      if (state.paused)
+        return quotaWait(operationId, "paused", state.paused.long, state.dueAtMs, nowMs);
       return refusal(
         "pending",
         operationId,
@@ -124,6 +130,48 @@ export function envelopeFor(
     case "held":
       return heldEnvelope(operationId, state);
   }
+}
+
+/**
+ * A call waiting for a quota (issue 34 item 4): nothing sent, still pending. A long pause (the
+ * upstream's quota is used up, e.g. a daily limit) is `quota_exhausted`, told apart from a short
+ * wait for a slot or a transient 429 (`rate_limited`), so the model tells the user it is queued
+ * for hours rather than seconds.
+ */
+function quotaWait(
+  operationId: string,
+  reason: "rate" | "concurrency" | "paused",
+  long: boolean,
+  dueAtMs: number | null,
+  nowMs: number | null,
+): Envelope {
+  const when =
+    dueAtMs === null
+      ? "as soon as there is one"
+      : nowMs === null
+        ? `at ${isoUtc(dueAtMs)}`
+        : `in ~${Math.max(1, Math.ceil((dueAtMs - nowMs) / 1000))} s (${isoUtc(dueAtMs)})`;
+  if (long)
+    return refusal(
+      "pending",
+      operationId,
+      "quota_exhausted",
+      `The upstream's quota is used up until ${dueAtMs === null ? "it resets" : isoUtc(dueAtMs)}; nothing has been sent for this call. toolgate keeps it queued and sends it by itself then. Do not call it again; tell the user it is queued until then.`,
+    );
+  const why =
+    reason === "paused"
+      ? "The upstream asked for a pause (rate limited)"
+      : reason === "concurrency"
+        ? "Its quota's calls at a time are all in use"
+        : dueAtMs === null
+          ? "toolgate is asking this call's quota for a slot"
+          : "Its quota allows no more calls right now";
+  return refusal(
+    "pending",
+    operationId,
+    "rate_limited",
+    `${why}; nothing has been sent yet. Next slot ${when}: toolgate sends it by itself then. Wait; do not call it again.`,
+  );
 }
 
 /**

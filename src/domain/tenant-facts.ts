@@ -7,6 +7,7 @@
 import type { Freeze } from "./freeze.ts";
 import type { Tripwire } from "./tripwire.ts";
 import type { PolicySet } from "./policy-request.ts";
+import type { StoredQuota } from "./quota/definition.ts";
 import type { VerificationStatus } from "./verification.ts";
 
 /** A tenant secret as stored: encrypted under the tenant's key, bound to (tenant, name). */
@@ -32,14 +33,20 @@ export type TenantFacts = {
   tools: Record<string, ToolFacts>;
   /** The tenant's Cedar policy set (issue 21); null: none (today's behaviour). */
   policies: PolicySet | null;
+  /** Quota shaping (issue 34 item 4): the tenant's quotas, and the origins its upstreams paused (until ms). */
+  quotas: StoredQuota[];
+  pausedOrigins: Record<string, number>;
   /** The tenant's freezes not lifted when it answered (issue 34); [] when none (no cost then). */
   freezes: Freeze[];
   /** The tenant's tripwires (issue 34); [] when none: a call claims nothing more then. */
   tripwires: Tripwire[];
 };
 
-/** 4: the tripwires joined the facts (a snapshot of an older shape is never used). */
-export const FACTS_SCHEMA = 4;
+/**
+ * 2: the policy set joined the facts; 3/4: quotas and paused origins, or freezes and tripwires
+ * (two branches); 5: all four (a snapshot of an older shape is never used).
+ */
+export const FACTS_SCHEMA = 5;
 
 /** What one call's operation gets: its tool's facts only (least privilege), still sealed. */
 export type CallFacts = {
@@ -48,6 +55,8 @@ export type CallFacts = {
   secrets: Record<string, SealedSecret | null>;
   verification: ToolFacts["verification"];
   policies: PolicySet | null;
+  quotas: StoredQuota[];
+  pausedOrigins: Record<string, number>;
   freezes: Freeze[];
   tripwires: Tripwire[];
 };
@@ -82,6 +91,8 @@ export function callFacts(facts: TenantFacts, tool: string): CallFacts | null {
     secrets,
     verification: own.verification,
     policies: facts.policies,
+    quotas: facts.quotas,
+    pausedOrigins: facts.pausedOrigins,
     freezes: facts.freezes,
     tripwires: facts.tripwires,
   };

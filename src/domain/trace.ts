@@ -117,6 +117,7 @@ function attemptOutcome(next: OperationState): AttemptOutcome {
     case "executing":
     case "awaiting_approval":
     case "awaiting_lock":
+    case "awaiting_quota":
       return "unknown";
   }
 }
@@ -238,6 +239,10 @@ const LOGGED: Readonly<Record<TraceEvent["type"], boolean>> = {
   lock_granted: false,
   lock_queued: false,
   lock_waiting_long: false,
+  awaiting_quota: false,
+  quota_waiting: true,
+  quota_granted: false,
+  quota_deadline: true,
   attempt_started: false,
   reconcile_started: false,
   reconcile_deferred: false,

@@ -7,6 +7,7 @@
 import { z } from "zod";
 import { claimsFor, describeSubject } from "./limit/claims.ts";
 import { parseWindow, type LimitClaim } from "./limit/window.ts";
+import { isoUtc } from "./envelope.ts";
 import { FreezeMode, type Freeze } from "./freeze.ts";
 import { err, ok, type Result } from "./result.ts";
 
@@ -226,7 +227,7 @@ export const tripwireView = (wire: Tripwire) => ({
   threshold: wire.threshold,
   ...(wire.measure.kind === "failure_rate" ? { min_calls: wire.minCalls } : {}),
   then: wire.then,
-  created_at: new Date(wire.created_at_ms).toISOString(),
+  created_at: isoUtc(wire.created_at_ms),
   created_by: wire.created_by,
 });
 

@@ -4,7 +4,8 @@
 // with the next report or the next retry's request). An automatic retry asks `spend`; a budget
 // object that throws, is unreachable or is slow (SPEND_TIMEOUT_MS) grants the retry: the budget
 // only damps an outage, it must never wedge an operation.
-import { budgetKey, type RetryVerdict } from "../domain/retry-budget.ts";
+import type { RetryVerdict } from "../domain/retry-budget.ts";
+import type { SpendVerdict } from "./retry-budget-object.ts";
 import type { FreezeCall } from "../domain/freeze.ts";
 import type { FrozenInput } from "../domain/turn/turn.ts";
 import { configFor, retryBudgetConfig } from "../config.ts";
@@ -33,16 +34,17 @@ export function budgetKeyFor(
   route: SendRoute,
 ): string | null {
   if (!retryBudgetConfig(env)) return null;
-  const url = requestUrl(env, spec, input, route);
-  return url === null ? null : budgetKey(tenantId, url);
+  const origin = originOf(env, spec, input, route);
+  return origin === null ? null : `${tenantId}:${origin}`;
 }
 
 /**
- * The URL `spec` sends `input` to on `route`, built with placeholder secrets (a secret never names
- * a host); null when none can be built or a shadow run's fixed sandbox result sends nothing. What
- * the retry budget is keyed by and what a freeze on an origin compares (issue 34).
+ * The upstream origin `spec` sends `input` to on `route`, built with placeholder secrets (a secret
+ * never names a host; nothing sent); null when none can be built or a shadow run's fixed sandbox
+ * result sends nothing. What the retry budget and quotas are keyed by and what a freeze on an
+ * origin compares (issue 34).
  */
-export function requestUrl(
+export function originOf(
   env: Env,
   spec: ToolSpec,
   input: FrozenInput,
@@ -56,7 +58,7 @@ export function requestUrl(
     });
     if ("error" in built) return null;
     const routed = sandboxed(built, route);
-    return "send" in routed ? routed.send.url : null;
+    return "send" in routed ? new URL(routed.send.url).origin : null;
   } catch {
     return null;
   }
@@ -92,11 +94,15 @@ export function noteFirstAttempt(env: Env, key: string, nowMs: number): void {
   }
 }
 
-/** Asks `key`'s budget for one automatic retry; granted whenever the budget cannot answer in time. */
-export async function askRetryBudget(env: Env, key: string, nowMs: number): Promise<RetryVerdict> {
+/**
+ * Asks `key`'s object for one automatic retry: the upstream's pause of the origin (issue 34), and
+ * the budget when the deployment has it on; granted whenever the object cannot answer in time (a
+ * pause missed then costs one more refused request, which pauses again).
+ */
+export async function askRetryBudget(env: Env, key: string, nowMs: number): Promise<SpendVerdict> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   try {
-    const timeout = new Promise<RetryVerdict>((resolve) => {
+    const timeout = new Promise<SpendVerdict>((resolve) => {
       timer = setTimeout(() => {
         console.error(
           JSON.stringify({
@@ -108,7 +114,11 @@ export async function askRetryBudget(env: Env, key: string, nowMs: number): Prom
         resolve(GRANTED);
       }, SPEND_TIMEOUT_MS);
     });
-    return await Promise.race([budgetStub(env, key).spend(nowMs, takePending(key)), timeout]);
+    const budgetOn = retryBudgetConfig(env) !== null;
+    return await Promise.race([
+      budgetStub(env, key).spend(nowMs, takePending(key), budgetOn),
+      timeout,
+    ]);
   } catch (error) {
     console.error(
       JSON.stringify({
@@ -136,10 +146,9 @@ export function freezeCallOf(
   user: string,
   run: string,
 ): FreezeCall {
-  const url = requestUrl(env, spec, input, route);
   return {
     tool: spec.name,
-    origin: url === null ? null : new URL(url).origin,
+    origin: originOf(env, spec, input, route),
     user,
     run,
     write: spec.risk !== "read",

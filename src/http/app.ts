@@ -20,6 +20,7 @@ import { toolRoutes } from "./tools-routes.ts";
 import { webhookRoutes } from "./webhooks-routes.ts";
 import { mcpRoutes } from "./mcp-routes.ts";
 import { limitRoutes } from "./limits-routes.ts";
+import { quotaRoutes } from "./quotas-routes.ts";
 import { policyRoutes } from "./policies-routes.ts";
 
 export const app = new Hono<AppEnv>();
@@ -67,6 +68,7 @@ app.route("/v1/unknown-outcomes", unknownOutcomeRoutes);
 app.route("/v1/events", eventRoutes);
 app.route("/v1/limits", limitRoutes);
 app.route("/v1/policies", policyRoutes);
+app.route("/v1/quotas", quotaRoutes);
 app.route("/v1/freezes", freezeRoutes);
 app.route("/v1/tripwires", tripwireRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).

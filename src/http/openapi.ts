@@ -7,6 +7,7 @@ import { Manifest } from "../tools/manifest/schema.ts";
 import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
 import { PutPolicies } from "./policies-routes.ts";
+import { PutQuota } from "./quotas-routes.ts";
 import { FreezeBody } from "../domain/freeze.ts";
 import { TripwireBody } from "../domain/tripwire.ts";
 import {
@@ -326,6 +327,27 @@ export const ROUTES: Route[] = [
   },
   {
     method: "put",
+    path: "/v1/quotas/{id}",
+    summary:
+      "Define a quota: { scope: { origin } (every call of the tenant to that upstream origin) | { tool } (each user's calls of that tool), rate?: { limit, window_ms } (at most limit first attempts begun in any window), burst?, concurrency? }. A first attempt over it waits inside its operation (pending, code rate_limited, \"next slot in ~N s\"; quota_exhausted while the upstream's own quota is used up) and spends no attempt → 201/200 (422 quota_conflict: another id defines the same scope otherwise)",
+    auth: "tools:write",
+    body: PutQuota,
+  },
+  {
+    method: "get",
+    path: "/v1/quotas",
+    summary: "The tenant's quotas → { quotas: [{ id, definition, updated_at }] }",
+    auth: "tools:write",
+  },
+  {
+    method: "delete",
+    path: "/v1/quotas/{id}",
+    summary:
+      "Remove a quota: calls started after it reaches their run (within 30 s) no longer wait for it → 204 (404: none)",
+    auth: "tools:write",
+  },
+  {
+    method: "put",
     path: "/v1/freezes/{id}",
     summary:
       'Freeze calls now (issue 34): scope { tenant: true } | { tool } | { origin } | { user } | { run }; mode "hold" (held calls wait, pending/frozen, and continue after the lift, a batch at a time through the retry budget) or "refuse" (calls not yet sent end rejected/frozen); writes_only lets reads through; expires_at must be in the future (422 freeze_expired) → { freeze, runs_told, runs_pending }',
@@ -371,7 +393,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/operations/{operation_id}/pause",
     summary:
-      "Pause a call waiting on a retry, a lock or a resend: it sends nothing until resumed (409 not_waiting otherwise)",
+      "Pause a call waiting on a retry, a lock, a quota slot or a resend: it sends nothing until resumed (409 not_waiting otherwise)",
     auth: "operations:resolve",
   },
   {
@@ -384,7 +406,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/operations/{operation_id}/retry-now",
     summary:
-      "Send a waiting retry or resend now, same idempotency key, within the host's retry budget (409 retry_budget_exhausted, frozen or not_waiting: nothing sent)",
+      "Send a waiting retry or resend now, same idempotency key, within the host's retry budget (409 retry_budget_exhausted, origin_paused, frozen or not_waiting: nothing sent)",
     auth: "operations:resolve",
   },
   {

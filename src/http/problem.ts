@@ -59,6 +59,8 @@ export type ApiError =
       tool: string;
       fields: string[];
     }
+  /** PUT /v1/quotas/{id}: another quota (`quota`) defines the same key otherwise; nothing stored. */
+  | { code: "quota_conflict"; detail: string; quota: string }
   /** POST …/compensate: the rendered arguments fail the compensating tool's current schema or gate; nothing sent. */
   | { code: "compensation_arguments_invalid"; detail: string }
   /** POST …/compensate: only an operation recorded as applied may be undone; `state`: how it stands. */
@@ -106,6 +108,8 @@ export type ApiError =
   | { code: "frozen"; detail: string; freeze_id: string }
   /** Retry-now refused by the host's retry budget; nothing was sent (issue 34). */
   | { code: "retry_budget_exhausted"; detail: string; retry_after_ms: number }
+  /** Retry-now while the upstream has paused the call's origin (issue 34 item 4); nothing was sent. */
+  | { code: "origin_paused"; detail: string; retry_after_ms: number }
   /** PUT /v1/freezes/{id}: expires_at is not in the future. */
   | { code: "freeze_expired"; detail: string };
 
@@ -153,6 +157,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "frozen":
       return { code: "frozen", detail: error.detail, freeze_id: error.freeze_id };
     case "retry_budget_exhausted":
+    case "origin_paused":
       return { code: error.code, detail: error.detail, retry_after_ms: error.retry_after_ms };
     case "not_awaiting_approval":
       return {
@@ -180,6 +185,8 @@ export function toApiError(error: ObjectError): ApiError {
         tool: error.tool,
         fields: error.fields,
       };
+    case "quota_conflict":
+      return { code: error.code, detail: error.detail, quota: error.quota };
     case "pruned":
       return prunedProblem(error.operation_id, error.pruned_at_ms, error.status);
     case "run_pruned": {
@@ -247,6 +254,7 @@ export function statusOf(error: ApiError): number {
     case "invalid_compensation":
     case "compensation_arguments_invalid":
     case "limit_conflict":
+    case "quota_conflict":
     case "freeze_expired":
       return 422;
     case "operation_pruned":
@@ -264,6 +272,7 @@ export function statusOf(error: ApiError): number {
     case "not_waiting":
     case "frozen":
     case "retry_budget_exhausted":
+    case "origin_paused":
       return 409;
     case "misconfigured":
     case "internal":
@@ -306,6 +315,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "invalid_compensation":
     case "compensation_arguments_invalid":
     case "limit_conflict":
+    case "quota_conflict":
     case "operation_not_compensable":
     case "not_outcome_unknown":
     case "not_awaiting_approval":
@@ -328,6 +338,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "not_waiting":
     case "frozen":
     case "retry_budget_exhausted":
+    case "origin_paused":
     case "freeze_expired":
       return -32603;
   }

@@ -110,6 +110,7 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     approval,
     limits: def.limits ?? {},
     limitsAcrossRuns: acrossRuns.value,
+    quota: null,
     timeoutMs: def.timeoutMs ?? 10_000,
     reconcileSettleMs: def.reconcileSettleMs ?? def.timeoutMs ?? 10_000,
     keyTtlMs: keyTtlMs ?? DEFAULT_KEY_TTL_MS,

@@ -76,6 +76,9 @@ export async function sendAttemptTraced(
 const KEPT_HEADERS = [
   "content-type",
   "retry-after",
+  // The IETF ratelimit-headers draft (issue 34): an answer saying the quota is used up pauses the origin.
+  "ratelimit",
+  "ratelimit-policy",
   "location",
   "idempotent-replayed",
   "request-id",

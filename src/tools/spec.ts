@@ -1,6 +1,7 @@
 // ToolSpec: the one internal shape behind both ways of declaring a tool (a JSON manifest or
 // defineTool in code). Everything the gate and the executor need is here as typed data; the
 // request is built by `buildRequest`, so both kinds share one executor and one retry layer.
+import type { QuotaNumbers } from "../domain/quota/definition.ts";
 import type { z } from "zod";
 import type { IdempotencyMode } from "../domain/classify.ts";
 import type { FrozenInput, OperationScope, Risk } from "../domain/identity.ts";
@@ -98,6 +99,8 @@ export type ToolSpec = {
   limits: Record<string, Limit>;
   /** Windowed limits across runs (issue 21): reserved before the first attempt, per subject. */
   limitsAcrossRuns: AcrossRunsLimit[];
+  /** Quota shaping per (user, this tool) from the manifest's `quota` (issue 34); null: none. */
+  quota: QuotaNumbers | null;
   timeoutMs: number;
   /** How long after an ambiguous attempt's timeout a status lookup's 404 is still "not yet" (DESIGN: settle window). */
   reconcileSettleMs: number;

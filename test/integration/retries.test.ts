@@ -1,9 +1,11 @@
 // Retries through the public API: one operation id, one idempotency key, one effect, backoff
 // delays exactly as the pure policy computes them; alarms are fired by the test, never waited for.
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { nextDelayMs } from "../../src/domain/retry.ts";
 import {
+  ALL_SCOPES,
   api,
+  newTenant,
   fireAlarm,
   manifest,
   operation,
@@ -96,35 +98,72 @@ describe("retries", () => {
     expect(delays[1]).toBeLessThanOrEqual(120_000);
   });
 
-  it("honours Retry-After on 429, clamped to the policy's cap", async () => {
+  // Issue 34: a Retry-After also pauses the origin for the tenant (domain/quota/upstream.ts), so a
+  // retry clamped to the policy's cap still waits for the pause, pending, under the same key. Its own
+  // tenant: the pause is the tenant's, and every test here calls the same upstream origin.
+  it("honours Retry-After on 429: the delay clamped to the policy's cap, the send held until the pause ends", async () => {
+    const { key } = await newTenant(ALL_SCOPES);
+    const auth = { Authorization: `Bearer ${key}` };
     const up = upstream();
-    const { runId, name } = await setup(
-      manifest({
-        url: up.url,
-        retry: {
-          min_delay_ms: 0,
-          initial_delay_ms: 10,
-          max_delay_ms: 5_000,
-          max_elapsed_ms: 600_000,
-        },
-      }),
+    const tool = manifest({
+      url: up.url,
+      retry: {
+        min_delay_ms: 0,
+        initial_delay_ms: 10,
+        max_delay_ms: 5_000,
+        max_elapsed_ms: 600_000,
+      },
+    });
+    await api("PUT", `/v1/tools/${tool.name}`, tool, auth);
+    const run = await api(
+      "POST",
+      "/v1/runs",
+      { user: { id: "u1", scopes: [] }, tools: [tool.name] },
+      auth,
     );
+    const runId = run.body.run_id as string;
     await up.script(
       { kind: "status", status: 429, retryAfter: "3" },
       { kind: "status", status: 429, retryAfter: "3600" },
     );
-    const first = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
+    const calls = [{ id: "c1", name: tool.name, arguments: charge }];
+    const first = await api(
+      "POST",
+      `/v1/runs/${runId}/turns?format=native`,
+      { calls },
+      { ...auth, Prefer: "wait=0" },
+    );
     const operationId = first.body.results[0].operation_id as string;
-    await operation(operationId, 1); // returns once the retry is scheduled beyond the wait
-    expect(await fireAlarm(operationId)).toBe(true);
-    await operation(operationId, 1);
-    const delays = (await trace(runId))
-      .filter((e) => e.type === "retry_scheduled")
-      .map((e) => e.delay_ms);
-    expect(delays).toEqual([3_000, 5_000]);
-    expect(await fireAlarm(operationId)).toBe(true);
-    expect((await operation(operationId)).body.result.status).toBe("succeeded");
-    expect((await up.state()).effects).toHaveLength(1);
+    const view = () => api("GET", `/v1/operations/${operationId}?wait=1`, undefined, auth);
+    await view(); // returns once the retry is scheduled beyond the wait
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(Date.now() + 3_001);
+      expect(await fireAlarm(operationId)).toBe(true);
+      await view();
+      const events = (await api("GET", `/v1/runs/${runId}/trace`, undefined, auth)).body
+        .events as any[];
+      expect(events.filter((e) => e.type === "retry_scheduled").map((e) => e.delay_ms)).toEqual([
+        3_000, 5_000,
+      ]);
+      // Past the clamped delay the pause still holds it: pending, a long pause, nothing sent.
+      vi.setSystemTime(Date.now() + 5_001);
+      expect(await fireAlarm(operationId)).toBe(true);
+      expect((await view()).body.result).toMatchObject({
+        status: "pending",
+        code: "quota_exhausted",
+      });
+      expect((await up.state()).requests).toHaveLength(2);
+      vi.setSystemTime(Date.now() + 3_600_000);
+      expect(await fireAlarm(operationId)).toBe(true);
+      await up.waitForEffects(1);
+      expect((await view()).body.result.status).toBe("succeeded");
+    } finally {
+      vi.useRealTimers();
+    }
+    const state = await up.state();
+    expect(state.effects).toHaveLength(1);
+    expect(new Set(state.requests.map((r) => r.key)).size).toBe(1);
   });
 
   it("exhausts attempts into budget_exhausted when every failure was definite (429: not processed)", async () => {

@@ -92,6 +92,8 @@ export type UpstreamState = {
     body: any;
     /** The scripted fault this request drew ("ok" when none). */
     fault: string;
+    /** When it arrived (the test clock once `clock` set one). */
+    atMs: number;
     /** Webhook receivers (paths under /webhooks): the raw body, to verify its signature. */
     raw?: string;
   }>;
@@ -111,6 +113,9 @@ export function upstream() {
     script: async (...faults: unknown[]) =>
       void (await control("script", { method: "POST", body: JSON.stringify(faults) })),
     state: async () => (await (await control("state")).json()) as UpstreamState,
+    /** Stamps arrivals with the test's scripted clock from now on (quota tests). */
+    clock: async (ms: number) =>
+      void (await control("clock", { method: "POST", body: JSON.stringify({ ms }) })),
     /** Drops the faults still queued: the upstream recovers. */
     clear: async () => void (await control("clear", { method: "POST" })),
     /** Breaks idempotency promises for good in this namespace (demo/upstream.ts MISBEHAVIOURS). */

@@ -24,8 +24,8 @@ describe("freshness: how old a snapshot may be", () => {
     expect(freshness({ schema: FACTS_SCHEMA, readAtMs: READ_AT }, READ_AT + ageMs)).toBe(expected);
   });
 
-  it("another shape version is never used (3: before the tripwires joined the facts)", () => {
-    expect(freshness({ schema: 3 as 4, readAtMs: READ_AT }, READ_AT)).toBe("stale");
+  it("another shape version is never used (4: before quotas and tripwires were both in the facts)", () => {
+    expect(freshness({ schema: 4 as 5, readAtMs: READ_AT }, READ_AT)).toBe("stale");
   });
 });
 
@@ -34,6 +34,8 @@ describe("callFacts: a call sees its own tool's facts only", () => {
     schema: FACTS_SCHEMA,
     version: "v1",
     readAtMs: READ_AT,
+    quotas: [],
+    pausedOrigins: {},
     secrets: { PAY: { iv: "i", ciphertext: "c" }, MAIL: { iv: "j", ciphertext: "d" }, GONE: null },
     tools: {
       pay: { secrets: ["PAY", "GONE"], verification: null },
@@ -54,6 +56,8 @@ describe("callFacts: a call sees its own tool's facts only", () => {
       secrets: { PAY: { iv: "i", ciphertext: "c" }, GONE: null },
       verification: null,
       policies: null,
+      quotas: [],
+      pausedOrigins: {},
       freezes: [],
       tripwires: [],
     });

@@ -10,6 +10,7 @@ export const LIFECYCLE = [
   "validated",
   "awaiting_approval",
   "awaiting_lock",
+  "awaiting_quota",
   "executing",
   "retry_scheduled",
   "outcome_unknown",
@@ -127,6 +128,15 @@ export type TraceFields = {
   lock_granted: { resource: string | null; fencing_token: number };
   lock_queued: { resource: string | null; blocked_by: string };
   lock_waiting_long: { resource: string | null; blocked_by: string | null; waited_ms: number };
+  // quota shaping (issue 34): the first attempt waits for a slot, gets one, or meets the deadline
+  quota_waiting: {
+    until_ms: number | null;
+    reason: "rate" | "concurrency" | "paused";
+    long: boolean;
+    detail: string;
+  };
+  quota_granted: { waited_ms: number };
+  quota_deadline: { slot_at_ms: number | null };
   // attempts
   attempt_started: { attempt: number; idempotency_key: string };
   attempt_finished: {
@@ -204,6 +214,7 @@ export type PhaseEntered = {
     | "reconciling"
     | "awaiting_approval"
     | "awaiting_lock"
+    | "awaiting_quota"
     | "retry_scheduled"
     | "held"
     | "recorded";

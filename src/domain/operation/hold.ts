@@ -1,7 +1,8 @@
 // The held arm (issue 34): an operator's freeze or a person's pause stops an operation at its next
 // send point, durably, without spending an attempt; `resume` is where it continues. What is held:
 // a first send (`unsent`: no lease is kept, a lock granted meanwhile goes straight back so nobody
-// queues behind a frozen write), a scheduled retry or a keyed resend of an unknown outcome (these
+// queues behind a frozen write; a wait for a quota slot leaves the quota's queue and gives back its
+// slot or place, asked anew after the hold), a scheduled retry or a keyed resend of an unknown outcome (these
 // keep their lease: an outcome not settled keeps its resource locked). Lookups are reads of the
 // upstream's status and never held. `sendDue` is also the alarm's send (transition.ts onAlarm).
 import { fitsWindow } from "../retry-late.ts";
@@ -25,12 +26,25 @@ import type {
   TraceEvent,
 } from "./state.ts";
 
-/** What can be held at a send point: a lock grant (given back), a retry, a keyed resend. */
+/** What can be held at a send point: a lock grant or a quota slot (given back), a retry, a keyed resend. */
 function resumableOf(state: OperationState): Resumable | null {
-  if (state.phase === "awaiting_lock") return { phase: "unsent" };
+  if (state.phase === "awaiting_lock" || state.phase === "awaiting_quota")
+    return { phase: "unsent" };
   if (state.phase === "retry_scheduled") return state;
   if (state.phase === "outcome_unknown" && state.reconcile === "resend") return state;
   return null;
+}
+
+/**
+ * What a first send held before it was sent gives back: its place in the lock's queue (or the
+ * lease), and, waiting for its quotas, their slot or place (the lease it may hold then too: the
+ * lock comes before the quotas). After the hold it asks both anew (beginExecution).
+ */
+function giveBackOf(state: OperationState): Step["effects"] {
+  if (state.phase === "awaiting_lock") return [{ kind: "release_lock" }];
+  if (state.phase === "awaiting_quota")
+    return [{ kind: "release_lock" }, { kind: "release_quota" }];
+  return [];
 }
 
 /** A freeze in `hold` mode at a send point: nothing is sent. A pause is never replaced by a freeze. */
@@ -45,11 +59,10 @@ export function onHold(
   }
   const resume = resumableOf(state);
   if (!resume) return unchanged(state);
-  const giveBack = state.phase === "awaiting_lock" ? [{ kind: "release_lock" } as const] : [];
-  return holdStep(event.hold, resume, nowMs, [], giveBack);
+  return holdStep(event.hold, resume, nowMs, [], giveBackOf(state));
 }
 
-/** A person pauses an operation waiting on a retry, a lock or a late resend. */
+/** A person pauses an operation waiting on a retry, a lock, a quota slot or a late resend. */
 export function onPause(state: OperationState, by: string, nowMs: number): Step | NotWaiting {
   if (state.phase === "held")
     return state.hold.kind === "pause"
@@ -57,9 +70,11 @@ export function onPause(state: OperationState, by: string, nowMs: number): Step 
       : notWaiting(state, "it is held by a freeze: lift the freeze, or pause it after the lift");
   const resume = resumableOf(state);
   if (!resume)
-    return notWaiting(state, "only a call waiting on a retry, a lock or a resend pauses");
-  const giveBack = state.phase === "awaiting_lock" ? [{ kind: "release_lock" } as const] : [];
-  return holdStep({ kind: "pause", by }, resume, nowMs, [], giveBack);
+    return notWaiting(
+      state,
+      "only a call waiting on a retry, a lock, a quota slot or a resend pauses",
+    );
+  return holdStep({ kind: "pause", by }, resume, nowMs, [], giveBackOf(state));
 }
 
 /**

@@ -21,6 +21,7 @@ export {
   LOCK_WAITING_LONG_MS,
   LOCK_RECHECK_MS,
   nextLockRecheckAtMs,
+  QUOTA_RECHECK_MS,
   WATCHDOG_GRACE_MS,
 } from "./steps.ts";
 export { controlsOf, type Controls } from "./hold.ts";

@@ -2,7 +2,7 @@
 // until the outcome is settled (transition gives it back on every entry into `recorded`). Nothing
 // is sent until the lock grants it; a lost grant notice is covered by asking again on an alarm.
 // The fencing token the grant carries goes to the upstream with each attempt (the shell's part).
-import { LOCK_WAITING_LONG_MS, nextLockRecheckAtMs, startAttempt, unchanged } from "./steps.ts";
+import { beginAttempt, LOCK_WAITING_LONG_MS, nextLockRecheckAtMs, unchanged } from "./steps.ts";
 import type { OperationEvent, OperationPlan, OperationState, Step } from "./state.ts";
 
 export function onLockGranted(
@@ -16,7 +16,7 @@ export function onLockGranted(
   if (state.phase === "recorded" || (state.phase === "held" && state.resume.phase === "unsent"))
     return { ...unchanged(state), effects: [{ kind: "release_lock" }] };
   if (state.phase !== "awaiting_lock") return unchanged(state);
-  return startAttempt(1, nowMs, nowMs, plan, null, [
+  return beginAttempt(plan, nowMs, [
     {
       type: "lock_granted",
       at_ms: nowMs,

@@ -13,6 +13,8 @@ import type {
 import type { LookupObservation, Observation } from "../observation.ts";
 import type { LimitClaim } from "../limit/window.ts";
 import type { PolicyRequest } from "../policy-request.ts";
+import type { QuotaClaim } from "../quota/definition.ts";
+import type { QuotaAnswer } from "../quota/slots.ts";
 import type { RetryPolicy } from "../retry.ts";
 import type { LateSettle } from "../retry-late.ts";
 import type { IdempotencyTrust } from "../verification.ts";
@@ -108,6 +110,14 @@ export type OperationPlan = {
    * from its compensation row, not from the model's offered tools (durable/run/compensate.ts).
    */
   compensates?: string;
+  /**
+   * Quota shaping (issue 34 item 4): the quotas its first attempt waits for (a token bucket, a
+   * concurrency cap, or only an origin paused by its upstream), frozen from the run's tenant facts.
+   * Absent: none, and the first attempt asks nothing.
+   */
+  quotas?: QuotaClaim[];
+  /** The run's deadline when it started (null or absent: none): no quota slot is waited for past it. */
+  deadlineAtMs?: number | null;
 };
 export type WouldSend = SentRequest | { error: string };
 /** One attempt's exchange: null parts were not reached (nothing built, nothing answered). */
@@ -144,6 +154,8 @@ export type RetryScheduled = {
   firstAttemptAtMs: number;
   reason: string;
   mayHaveApplied: Ambiguity | null;
+  /** Deferred by the upstream's pause of its origin (issue 34): `long`, a used-up quota. */
+  paused?: { untilMs: number; long: boolean };
 };
 /**
  * `ambiguousAtMs`: start of the latest attempt that may have applied. `ifNotApplied`: what to
@@ -187,6 +199,19 @@ export type OperationState =
       blockedBy: string | null;
       /** Set by the recheck that reported `lock.waiting_long` (absent in rows written before it). */
       waitedLong?: true;
+    }
+  /**
+   * Nothing has been sent; the first attempt waits for its quotas (plan.quotas): a slot at
+   * `dueAtMs`, a place under a concurrency cap (null: woken when one frees), or the end of the
+   * upstream's pause (`long`: a used-up quota, not a transient 429). Spends no attempt.
+   */
+  | {
+      phase: "awaiting_quota";
+      requestedAtMs: number;
+      dueAtMs: number | null;
+      reason: "rate" | "concurrency" | "paused";
+      long: boolean;
+      detail: string;
     }
   /**
    * `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late).
@@ -287,9 +312,13 @@ export type OperationEvent =
   | {
       type: "retry_deferred";
       untilMs: number;
-      reason: "retry_budget" | "unavailable";
+      reason: "retry_budget" | "unavailable" | "rate_limited";
       detail: string;
+      /** rate_limited: the upstream paused the origin this long or longer (a used-up quota). */
+      long?: boolean;
     }
+  /** The quotas answered (durable/operation/quota-client.ts): granted, a wait, or past the deadline. */
+  | { type: "quota_answered"; answer: QuotaAnswer }
   /** The approver's preview came back (shown with the request; it changes nothing else). */
   | {
       type: "preview_finished";
@@ -335,6 +364,10 @@ export type Effect =
   /** Ask plan.resource's lock for the lease (idempotent), or give it back once the outcome is settled. */
   | { kind: "acquire_lock" }
   | { kind: "release_lock" }
+  /** Ask plan.quotas for the first attempt's slot (idempotent: keyed by operation id + attempt). */
+  | { kind: "acquire_quota" }
+  /** Stopped waiting for its quotas with nothing sent: give back its place in their queues. */
+  | { kind: "release_quota" }
   /** Give back plan.limits' reservations: recorded with nothing applied (durable, via the outbox). */
   | { kind: "release_limits" }
   /**

@@ -135,7 +135,7 @@ export function startAttempt(
 
 /** The first attempt, or, for a tool with a resource, the wait for its lease first (nothing sent until granted). */
 export function beginExecution(plan: OperationPlan, nowMs: number, trace: TraceEvent[]): Step {
-  if (!plan.resource) return startAttempt(1, nowMs, nowMs, plan, null, trace);
+  if (!plan.resource) return beginAttempt(plan, nowMs, trace);
   return {
     state: { phase: "awaiting_lock", requestedAtMs: nowMs, blockedBy: null },
     effects: [
@@ -143,6 +143,33 @@ export function beginExecution(plan: OperationPlan, nowMs: number, trace: TraceE
       { kind: "acquire_lock" },
     ],
     trace: [...trace, { type: "awaiting_lock", at_ms: nowMs, resource: plan.resource }],
+    changed: true,
+  };
+}
+
+/** A wait for a place under a cap asks again this often (a lost wake notice costs at most this). */
+export const QUOTA_RECHECK_MS = 30_000;
+
+const FIRST_ASK = "asking its quota for a slot";
+
+/** Not yet answered by its quotas: a slot granted now comes without a wait (quota-client.ts). */
+export const firstAsk = (state: OperationState): boolean =>
+  state.phase === "awaiting_quota" && state.dueAtMs === null && state.detail === FIRST_ASK;
+
+/** The first attempt, or the wait for its quotas when the plan has any. */
+export function beginAttempt(plan: OperationPlan, nowMs: number, trace: TraceEvent[]): Step {
+  if (!plan.quotas?.length) return startAttempt(1, nowMs, nowMs, plan, null, trace);
+  return {
+    state: {
+      phase: "awaiting_quota",
+      requestedAtMs: nowMs,
+      dueAtMs: null,
+      reason: "rate",
+      long: false,
+      detail: FIRST_ASK,
+    },
+    effects: [{ kind: "set_alarm", atMs: nowMs + QUOTA_RECHECK_MS }, { kind: "acquire_quota" }],
+    trace,
     changed: true,
   };
 }

@@ -37,7 +37,8 @@ export function onDenied(
   const denial: Outcome = { status: event.status, code: event.code, message: event.message };
   if (state.phase === "awaiting_approval")
     return closeApproval(record(0, denial, "attempt", nowMs, [trace]), "cancelled");
-  if (state.phase === "awaiting_lock") return record(0, denial, "attempt", nowMs, [trace]);
+  if (state.phase === "awaiting_lock" || state.phase === "awaiting_quota")
+    return record(0, denial, "attempt", nowMs, [trace]);
   if (state.phase === "retry_scheduled") {
     if (!state.mayHaveApplied) return record(state.attempt, denial, "attempt", nowMs, [trace]);
     return stayUnknown(
@@ -68,6 +69,7 @@ export function onCancel(
     case "awaiting_approval":
       return closeApproval(record(0, CANCELLED, "attempt", nowMs, [trace]), "cancelled");
     case "awaiting_lock":
+    case "awaiting_quota":
       return record(0, CANCELLED, "attempt", nowMs, [trace]);
     case "retry_scheduled":
       if (!state.mayHaveApplied) return record(state.attempt, CANCELLED, "attempt", nowMs, [trace]);
@@ -136,9 +138,12 @@ export function onRetryDeferred(
   // A late resend (retry-late.ts) is deferred, never dropped, within the key's window instead of
   // the elapsed budget (long spent by then); past the window a person decides.
   const settleUntilMs = state.phase === "outcome_unknown" ? state.settleUntilMs : undefined;
+  // The upstream's own pause of its origin (issue 34): its wait is the upstream's, not a failure,
+  // so it never runs out the elapsed budget (the run's deadline still stops it before a send).
+  const paused = event.reason === "rate_limited";
   const deferral = planDeferral({
     policy:
-      settleUntilMs === undefined
+      settleUntilMs === undefined && !paused
         ? plan.retry
         : { ...plan.retry, maxElapsedMs: Number.POSITIVE_INFINITY },
     operationId: plan.operationId,
@@ -165,7 +170,14 @@ export function onRetryDeferred(
   }
   if (deferral.kind === "defer")
     return {
-      state: { ...state, dueAtMs: deferral.dueAtMs },
+      state:
+        state.phase === "retry_scheduled"
+          ? {
+              ...state,
+              dueAtMs: deferral.dueAtMs,
+              ...(paused ? { paused: { untilMs: event.untilMs, long: event.long ?? false } } : {}),
+            }
+          : { ...state, dueAtMs: deferral.dueAtMs },
       effects: [{ kind: "set_alarm", atMs: deferral.dueAtMs }],
       trace: [deferred],
       changed: true,

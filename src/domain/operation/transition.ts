@@ -11,6 +11,7 @@ import { afterAttempt } from "./attempt.ts";
 import { heldAs, onHold, onPause, onRelease, onRetryNow, sendDue } from "./hold.ts";
 import { onLockAlarm, onLockGranted, onLockQueued } from "./lease.ts";
 import { afterLookup, onResolve } from "./reconcile.ts";
+import { onQuotaAlarm, onQuotaAnswered } from "./quota.ts";
 import {
   beginExecution,
   CANCELLED,
@@ -51,6 +52,10 @@ export function transition(
     state.phase !== "recorded"
   )
     effects.push({ kind: "release_lock" });
+  // A wait for quotas that ends with nothing sent (cancelled, denied, past the deadline) leaves
+  // their queues at once, so no one waits behind it (an attempt gives its place back itself).
+  if (state?.phase === "awaiting_quota" && step.value.state.phase === "recorded")
+    effects.push({ kind: "release_quota" });
   // Reservations of limits across runs are kept unless the outcome recorded says nothing applied
   // (every recorded non-success but failed/invalid_output: it took effect, its answer unreadable).
   const recorded = step.value.state.phase === "recorded" ? step.value.state.outcome : null;
@@ -195,6 +200,8 @@ function decideStep(
       return ok(onLockGranted(state, event, plan, nowMs));
     case "lock_queued":
       return ok(onLockQueued(state, event, plan, nowMs));
+    case "quota_answered":
+      return ok(onQuotaAnswered(state, event, plan, nowMs));
   }
 }
 
@@ -224,6 +231,8 @@ function onAlarm(
       return onApprovalAlarm(state, plan, nowMs);
     case "awaiting_lock":
       return onLockAlarm(state, plan, nowMs);
+    case "awaiting_quota":
+      return onQuotaAlarm(state, nowMs);
     case "executing":
       if (inFlight)
         return {

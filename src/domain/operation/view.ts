@@ -1,7 +1,7 @@
 // What the rest of the system reads off a stored state without moving it: whether the caller can
 // stop waiting, and when the operation will next act by itself (the shell's alarm and wait times).
 import type { OperationPlan, OperationState } from "./state.ts";
-import { nextLockRecheckAtMs, watchdogAt } from "./steps.ts";
+import { nextLockRecheckAtMs, QUOTA_RECHECK_MS, watchdogAt } from "./steps.ts";
 
 /**
  * Settled = the caller can stop waiting: recorded, waiting for a person, or settling late by itself
@@ -24,6 +24,7 @@ export const settlingUntilMs = (state: OperationState): number | null =>
 /** When the operation will next act by itself (null: in flight now, or never). */
 export function nextDueAtMs(state: OperationState): number | null {
   if (state.phase === "retry_scheduled") return state.dueAtMs;
+  if (state.phase === "awaiting_quota") return state.dueAtMs;
   if (state.phase === "outcome_unknown") return state.dueAtMs;
   if (state.phase === "held") return state.recheckAtMs;
   return null;
@@ -44,6 +45,8 @@ export function stateAlarmAtMs(
       return plan.approval?.expiresAtMs ?? null;
     case "awaiting_lock":
       return nextLockRecheckAtMs(state.requestedAtMs, nowMs);
+    case "awaiting_quota":
+      return Math.min(state.dueAtMs ?? Infinity, nowMs + QUOTA_RECHECK_MS);
     case "executing":
     case "reconciling":
       return watchdogAt(plan, state.startedAtMs);

@@ -48,6 +48,8 @@ export type SubmitRequest = {
    * null: the operation asks the tenant itself (the snapshot was stale, absent or invalidated).
    */
   facts?: CallFacts | null;
+  /** When the run's max_duration_ms ends (absent or null: no deadline): no quota wait reaches past it. */
+  deadlineAtMs?: number | null;
   /** The call belongs to a shadow run (issue 22): a write is planned to reach its sandbox only. */
   shadow?: true;
   /** Undo (issue 22): the compensation of `of`; "required": a person approves it whatever the tool says. */
@@ -161,7 +163,9 @@ export type OperationError =
   /** A person's send (a resend, retry-now) while a freeze applies to it (issue 34): nothing sent. */
   | { code: "frozen"; detail: string; freeze_id: string }
   /** Retry-now: the host's retry budget refused it; nothing was sent (issue 34). */
-  | { code: "retry_budget_exhausted"; detail: string; retry_after_ms: number };
+  | { code: "retry_budget_exhausted"; detail: string; retry_after_ms: number }
+  /** Retry-now while the upstream has paused the call's origin (Retry-After, RateLimit); nothing sent. */
+  | { code: "origin_paused"; detail: string; retry_after_ms: number };
 /** What `peek` saw: the operation as it stands, never created or changed by asking. */
 export type OperationPeek = {
   phase: OperationState["phase"];

@@ -85,7 +85,7 @@ export class Decisions {
     return step.ok ? ok(viewOf(log)) : step;
   }
 
-  /** A person pauses a call waiting on a retry, a lock or a resend (issue 34): it sends nothing until resumed. */
+  /** A person pauses a call waiting on a retry, a lock, a quota slot or a resend (issue 34): it sends nothing until resumed. */
   async pause(tenantId: string, by: string): Reply<C.OperationView> {
     return this.act(tenantId, { type: "pause", by });
   }

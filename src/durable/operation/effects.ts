@@ -8,6 +8,7 @@ import { retentionMs } from "../../config.ts";
 import type { AlarmHost } from "./alarm.ts";
 import type { Secrets } from "./contracts.ts";
 import { acquireLock, releaseLock } from "./lease-client.ts";
+import { acquireQuota, withdrawQuota } from "./quota-client.ts";
 
 /** The object's lock queue besides what the alarm uses: lock requests and releases run in order. */
 export type EffectHost = AlarmHost & { queueLock(work: () => Promise<void>): void };
@@ -50,6 +51,14 @@ export function perform(
       case "send_preview":
         host.sender.preview();
         break;
+      case "acquire_quota":
+        void acquireQuota(host);
+        break;
+      case "release_quota": {
+        const frozen = host.log.head()?.frozen;
+        if (frozen) withdrawQuota(host.env, frozen, true);
+        break;
+      }
       case "acquire_lock":
         host.queueLock(() => acquireLock(host));
         break;

@@ -5,18 +5,18 @@
 // tenant for them.
 import type { OperationEvent } from "../../domain/operation/index.ts";
 import { ok, err, type Result } from "../../domain/result.ts";
-import type { RetryVerdict } from "../../domain/retry-budget.ts";
+import type { SpendVerdict } from "../retry-budget-object.ts";
 import { backoffSinceMs } from "../../domain/retry-deferral.ts";
 import type { Denial } from "../../domain/turn/turn.ts";
 import type { Env } from "../env.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
-import { askRetryBudget, budgetKeyFor, freezeCallOf } from "../retry-budget-client.ts";
+import { askRetryBudget, freezeCallOf, originOf } from "../retry-budget-client.ts";
 import { frozenBy, frozenDenial, type Freeze, type FreezeCall } from "../../domain/freeze.ts";
 import { routeOf } from "../../tools/shadow.ts";
 import { FACTS_SCHEMA, freshness, type CallFacts } from "../../domain/tenant-facts.ts";
 import { runStub, tenantStub } from "../stubs.ts";
 import { openSecrets } from "../tenant/secrets.ts";
-import type { FrozenRow, Head, OperationError, Secrets } from "./contracts.ts";
+import type { FrozenRow, Head, Loaded, OperationError, Secrets } from "./contracts.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import {
   evaluatePolicies,
@@ -99,7 +99,7 @@ export type Gathered = {
   freeze: Freeze | null;
   /** null: not fetched. */
   secrets: Asked<Secrets> | null;
-  budget: RetryVerdict;
+  budget: SpendVerdict;
 };
 
 const ALLOWED = { answered: true as const, value: ok(true as const) };
@@ -288,6 +288,11 @@ export async function gatherResend(
   return ok(prefetched(gathered));
 }
 
+function originKey(env: Env, tenantId: string, loaded: Loaded): string | null {
+  const origin = originOf(env, loaded.spec, loaded.input, routeOf(loaded.plan, loaded.spec));
+  return origin === null ? null : `${tenantId}:${origin}`;
+}
+
 /**
  * Before an alarm's retry or resend: the run may have revoked scopes, withdrawn the tool or passed
  * its deadline while the alarm waited, and an automatic send also asks the host's retry budget.
@@ -304,15 +309,9 @@ export async function gatherAlarmSend(
   const want = {
     authorize: { tool: toolName(frozen) },
     secretsOf: loaded.ok ? loaded.value.spec : null,
-    budget: loaded.ok
-      ? budgetKeyFor(
-          env,
-          frozen.tenant_id,
-          loaded.value.spec,
-          loaded.value.input,
-          routeOf(loaded.value.plan, loaded.value.spec),
-        )
-      : null,
+    // The origin's object, asked on every automatic send: the retry budget when the deployment has
+    // it on, and the upstream's pause of the origin (issue 34) whether or not.
+    budget: loaded.ok ? originKey(env, frozen.tenant_id, loaded.value) : null,
   };
   const gathered = await gather(env, frozen, want, nowMs);
   const { verdict, secrets: resolved, budget: allowed } = gathered;
@@ -343,6 +342,7 @@ export async function gatherAlarmSend(
       untilMs: nowMs + allowed.waitMs,
       reason,
       detail,
+      ...("long" in allowed ? { long: allowed.long } : {}),
     };
     return { instead, secrets: null };
   }
@@ -382,14 +382,16 @@ export async function gatherRetryNow(
         freeze_id: instead.hold.freezeId,
         detail: `nothing was sent: freeze ${instead.hold.freezeId} holds this call (${instead.hold.reason}); lift it first`,
       });
-    case "retry_deferred":
-      return instead.reason === "retry_budget"
-        ? err({
-            code: "retry_budget_exhausted",
-            detail: `nothing was sent: ${instead.detail}`,
-            retry_after_ms: Math.max(0, instead.untilMs - nowMs),
-          })
-        : err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
+    case "retry_deferred": {
+      const retryAfterMs = Math.max(0, instead.untilMs - nowMs);
+      const detail = `nothing was sent: ${instead.detail}`;
+      if (instead.reason === "retry_budget")
+        return err({ code: "retry_budget_exhausted", detail, retry_after_ms: retryAfterMs });
+      // The upstream's own pause of the origin (issue 34 item 4): not toolgate being unreachable.
+      if (instead.reason === "rate_limited")
+        return err({ code: "origin_paused", detail, retry_after_ms: retryAfterMs });
+      return err({ code: "unavailable", detail: UNAVAILABLE_DETAIL });
+    }
     default:
       return ok({ denial: instead, secrets: null });
   }

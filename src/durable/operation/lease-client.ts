@@ -1,11 +1,18 @@
 // The operation's side of its resource lock: acquire, start under the lease, release. The fencing
 // token of the last grant is stored with the transition that starts an attempt under it (op_lease)
 // and kept until pruning. Nothing here throws: a lock that does not answer is asked again by alarm.
-import { isSettled, LOCK_RECHECK_MS, WATCHDOG_GRACE_MS } from "../../domain/operation/index.ts";
+// `firstSendChecks`: what a first send asks after a wait (a lock grant here, a quota slot too).
+import {
+  isSettled,
+  LOCK_RECHECK_MS,
+  WATCHDOG_GRACE_MS,
+  type OperationEvent,
+} from "../../domain/operation/index.ts";
+import type { ToolSpec } from "../../tools/spec.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { lockStub } from "../stubs.ts";
-import type { FrozenRow, Head, Shell } from "./contracts.ts";
+import type { FrozenRow, Head, Secrets, Shell } from "./contracts.ts";
 import { freezeCallFor, gather, holdOf, prefetched, usable } from "./gather.ts";
 import { frozenBy, frozenDenial } from "../../domain/freeze.ts";
 import { toolName, type OperationLog } from "./log.ts";
@@ -53,48 +60,78 @@ export async function startUnderLease(shell: Shell, fencingToken: number): Promi
   }
   if (head.state.phase !== "awaiting_lock") return;
   const loaded = shell.log.loadFixed();
-  const nowMs = Date.now();
-  // The run's facts from the submit while within their bound (no RPC): their freezes decide. A
-  // wait behind another write, or facts past their bound, asks the run and the tenant of the moment.
-  const facts = usable(shell.facts, nowMs);
-  const waited = head.state.blockedBy !== null || facts === null;
-  const frozenNow =
-    !waited && facts.freezes.length > 0
-      ? frozenBy(facts.freezes, freezeCallFor(shell.env, head.frozen), nowMs)
-      : null;
-  if (frozenNow) {
-    // Held or refused before its first send: the lease goes straight back (hold: released by the arm).
-    shell.apply(
-      frozenNow.mode === "refuse"
-        ? { type: "denied", ...frozenDenial(frozenNow) }
-        : { type: "hold", hold: holdOf(frozenNow)! },
-    );
+  const checked = await firstSendChecks(
+    shell,
+    head.frozen,
+    head.state.blockedBy !== null,
+    loaded.ok ? loaded.value.spec : null,
+  );
+  if (!checked.answered) {
+    // Still awaiting_lock (holding the lease): the recheck re-acquires (same token) and asks again.
+    console.error("lock granted, but the run could not be asked", head.frozen.id, checked.detail);
+    shell.alarms.armAt(Date.now() + LOCK_RECHECK_MS);
     return;
   }
+  // Held or refused before its first send: the lease goes straight back (hold: released by the arm).
+  if (checked.stop) shell.apply(checked.stop);
+  // Unanswered secrets: the attempt asks again itself (and ends `not_sent` if it cannot).
+  else shell.apply({ type: "lock_granted", fencingToken }, checked.secrets);
+}
+
+type FirstSend =
+  | { answered: false; detail: string }
+  | { answered: true; stop: OperationEvent | null; secrets: Secrets | null };
+
+/**
+ * Before a first send that waited for something (its lock, its quota slot): the run's facts from
+ * the submit while within their bound (no RPC) — their freezes decide. A wait that was long
+ * (`waited`: behind another write, for a later slot), or facts past their bound, asks the run and
+ * the tenant of the moment (scopes revoked, run cancelled, a freeze put since). `stop`: the event
+ * that stops the send (denied, or a `hold` freeze); `secretsOf`: the send's secrets asked beside.
+ */
+export async function firstSendChecks(
+  shell: Shell,
+  frozen: FrozenRow,
+  waited: boolean,
+  secretsOf: ToolSpec | null,
+): Promise<FirstSend> {
+  const nowMs = Date.now();
+  const facts = usable(shell.facts, nowMs);
+  const asks = waited || facts === null;
+  const frozenNow =
+    !asks && facts.freezes.length > 0
+      ? frozenBy(facts.freezes, freezeCallFor(shell.env, frozen), nowMs)
+      : null;
+  if (frozenNow)
+    return {
+      answered: true,
+      stop:
+        frozenNow.mode === "refuse"
+          ? { type: "denied", ...frozenDenial(frozenNow) }
+          : { type: "hold", hold: holdOf(frozenNow)! },
+      secrets: null,
+    };
   const gathered = await gather(
     shell.env,
-    head.frozen,
+    frozen,
     {
-      authorize: waited ? { tool: toolName(head.frozen) } : null,
-      secretsOf: loaded.ok ? loaded.value.spec : null,
+      authorize: asks ? { tool: toolName(frozen) } : null,
+      secretsOf,
       budget: null,
       // The run's facts from the submit (memory only): no TenantObject RPC while within the bound.
       facts: shell.facts,
     },
-    Date.now(),
+    nowMs,
   );
   const verdict = gathered.verdict;
-  if (!verdict.answered) {
-    // Still awaiting_lock (holding the lease): the recheck re-acquires (same token) and asks again.
-    console.error("lock granted, but the run could not be asked", head.frozen.id, verdict.detail);
-    shell.alarms.armAt(Date.now() + LOCK_RECHECK_MS);
-    return;
-  }
+  if (!verdict.answered) return verdict;
   const hold = holdOf(gathered.freeze);
-  if (!verdict.value.ok) shell.apply({ type: "denied", ...verdict.value.error });
-  else if (hold) shell.apply({ type: "hold", hold });
-  // Unanswered secrets: the attempt asks again itself (and ends `not_sent` if it cannot).
-  else shell.apply({ type: "lock_granted", fencingToken }, prefetched(gathered));
+  const stop: OperationEvent | null = !verdict.value.ok
+    ? { type: "denied", ...verdict.value.error }
+    : hold
+      ? { type: "hold", hold }
+      : null;
+  return { answered: true, stop, secrets: prefetched(gathered) };
 }
 
 /**

@@ -34,6 +34,7 @@ import { prepareStart, startUnavailable } from "./start.ts";
 import { limitHoldOf, prunedHold, type LimitHold } from "./limits.ts";
 import { Alarms, alarmOrRearm, wakeHeld } from "./alarm.ts";
 import { perform, type EffectHost } from "./effects.ts";
+import { acquireQuota, withdrawQuota } from "./quota-client.ts";
 import { Decisions } from "./decisions.ts";
 import { Waiters } from "./wait.ts";
 import * as Undo from "./compensation.ts";
@@ -233,6 +234,20 @@ export class OperationObject extends DurableObject<Env> {
    */
   override async alarm(): Promise<void> {
     await alarmOrRearm(this.shell);
+  }
+
+  /**
+   * Told by a quota object that a place under its cap is free for this operation: ask again. One
+   * recorded meanwhile gives its place back, so no one queues behind it (one that is sending keeps
+   * it: its attempt gives it back when it ends).
+   */
+  async quotaReady(): Promise<void> {
+    const head = this.log.head();
+    if (head?.state.phase === "awaiting_quota") await acquireQuota(this.shell);
+    else if (head?.state.phase === "recorded") withdrawQuota(this.env, head.frozen);
+    // Held before its first send (issue 34): it asks anew after the hold.
+    else if (head?.state.phase === "held" && head.state.resume.phase === "unsent")
+      withdrawQuota(this.env, head.frozen, true);
   }
 
   // ── shell ────────────────────────────────────────────────────────────────────────────────────

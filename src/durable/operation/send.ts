@@ -10,6 +10,7 @@ import type { Env } from "../env.ts";
 import { sendAttemptTraced, sendLookup, sendPreview, type Preview } from "../../tools/http-tool.ts";
 import { routeOf } from "../../tools/shadow.ts";
 import { budgetKeyFor, noteFirstAttempt } from "../retry-budget-client.ts";
+import { afterAttempt as quotaAfterAttempt } from "./quota-client.ts";
 import type { Loaded, Secrets } from "./contracts.ts";
 import { ask, secretsFor, type Asked } from "./gather.ts";
 import { fencingToken } from "./lease-client.ts";
@@ -138,6 +139,8 @@ export class Sender {
           )
         : null;
     if (budget) noteFirstAttempt(this.env, budget, Date.now());
+    // Quota shaping: attempt 1 frees its places under caps; an answer asking for a pause pauses the origin.
+    quotaAfterAttempt(this.env, this.log.head()!.frozen, attempt, exchange);
     this.apply({ type: "attempt_finished", attempt, observation, exchange });
   }
 

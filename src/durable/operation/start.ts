@@ -20,9 +20,10 @@ import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
 import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
 import { routeOf, wouldSend } from "../../tools/shadow.ts";
+import { quotasFor, type QuotaClaim, type StoredQuota } from "../../domain/quota/definition.ts";
 import { frozenBy, frozenDenial, type Freeze } from "../../domain/freeze.ts";
 import type { OperationEvent } from "../../domain/operation/index.ts";
-import { freezeCallOf } from "../retry-budget-client.ts";
+import { freezeCallOf, originOf } from "../retry-budget-client.ts";
 import { tripClaimsFor, type Tripwire } from "../../domain/tripwire.ts";
 
 /**
@@ -44,6 +45,7 @@ async function gatherStart(
   limits: Reserved;
   cedar: Cedar | null;
   request: PolicyRequest;
+  quotas: QuotaClaim[];
   frozen: Frozen;
 }> {
   const approvalRule = needsApproval(spec.approval, req.input.value);
@@ -54,6 +56,9 @@ async function gatherStart(
       ? verificationStatusOf(env, req.tenantId, spec.name, req.source, held).then((verified) => ({
           verified,
           policies: held.policies,
+          // Facts from before quotas, freezes or tripwires joined them: none of them.
+          quotas: held.quotas ?? [],
+          pausedOrigins: held.pausedOrigins ?? {},
           freezes: held.freezes ?? [],
           tripwires: held.tripwires ?? [],
         }))
@@ -68,8 +73,30 @@ async function gatherStart(
   const request = policyRequestOf(spec, req);
   const cedar = facts.policies ? decide(evaluatePolicies(facts.policies, request)) : null;
   const verified = facts.verified;
+  // Quota shaping (issue 34): what the first attempt waits for, from the same facts (no RPC).
+  const quotas = quotasFor({
+    tenantId: req.tenantId,
+    quotas: facts.quotas,
+    pausedOrigins: facts.pausedOrigins,
+    // Built only when an origin could matter (a quota or a pause by origin): a new write with
+    // neither builds nothing more.
+    origin:
+      req.shadow || !byOrigin(facts) ? null : originOf(env, spec, req.input, { to: "production" }),
+    tool: spec.name,
+    toolQuota: spec.quota,
+    userId: req.userId,
+    nowMs: Date.now(),
+  });
   const atStart = frozenAtStart(env, req, spec, facts.freezes);
-  const none = { toolVersion: null, secrets: null, verified, cedar, request, frozen: atStart };
+  const none = {
+    toolVersion: null,
+    secrets: null,
+    verified,
+    cedar,
+    request,
+    quotas,
+    frozen: atStart,
+  };
   if (cedar?.decision === "deny" || atStart?.mode === "refuse")
     return { ...none, limits: NOTHING_RESERVED };
   // The tenant's tripwires covering this call claim on their counters like limits (issue 34).
@@ -91,7 +118,16 @@ async function gatherStart(
   if (limits.denied) return { ...none, frozen, limits };
   const asks = approvalRule || limits.needsApproval;
   const toolVersion = asks ? await catalog.toolVersion(req.source) : null;
-  return { toolVersion, secrets: asks ? null : fetched, verified, limits, cedar, request, frozen };
+  return {
+    toolVersion,
+    secrets: asks ? null : fetched,
+    verified,
+    limits,
+    cedar,
+    request,
+    quotas,
+    frozen,
+  };
 }
 
 type Frozen = Extract<OperationEvent, { type: "start" }>["frozen"];
@@ -133,6 +169,11 @@ function frozenAtStart(env: Env, req: SubmitRequest, spec: ToolSpec, freezes: Fr
     : { mode: "hold", hold: { kind: "freeze", freezeId: freeze.id, reason: freeze.reason } };
 }
 
+/** Whether any quota or pause of the tenant is by origin. */
+const byOrigin = (facts: { quotas: StoredQuota[]; pausedOrigins: Record<string, number> }) =>
+  Object.keys(facts.pausedOrigins).length > 0 ||
+  facts.quotas.some((q) => "origin" in q.definition.scope);
+
 /** What this call looks like to the tenant's Cedar policies (policies/evaluate.ts). */
 function policyRequestOf(spec: ToolSpec, req: SubmitRequest): PolicyRequest {
   const user = req.principal?.user ?? { id: req.userId, scopes: [] };
@@ -166,7 +207,7 @@ export async function prepareStart(
   >
 > {
   const started = await gatherStart(env, req, spec);
-  const { toolVersion, secrets, verified, limits, cedar, request } = started;
+  const { toolVersion, secrets, verified, limits, cedar, request, quotas } = started;
   const frozenBy = started.frozen;
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
@@ -183,6 +224,7 @@ export async function prepareStart(
       ? { shadow: { would_send: wouldSend(spec, req.input, planned.idempotencyKey) } }
       : {}),
     ...(req.compensation ? { compensates: req.compensation.of } : {}),
+    ...(quotas.length > 0 ? { quotas, deadlineAtMs: req.deadlineAtMs ?? null } : {}),
   };
   const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
   const frozen = frozenRowOf(req, spec, plan, nowMs);

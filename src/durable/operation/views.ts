@@ -44,7 +44,7 @@ function shadowViewOf(log: OperationLog, { frozen }: Head): ShadowView {
 }
 
 export function envelopeOf(head: Head): Envelope {
-  return envelopeFor(head.frozen.id, head.state, head.frozen.plan.safety);
+  return envelopeFor(head.frozen.id, head.state, head.frozen.plan.safety, Date.now());
 }
 
 export function peekOf(head: Head): OperationPeek {

@@ -201,6 +201,10 @@ export class TurnSettler {
         ...(submit.claims ? { limitClaims: submit.claims } : {}),
         ...(run.mode === "shadow" ? { shadow: true as const } : {}),
         principal: { user: run.user, context: run.context },
+        deadlineAtMs:
+          run.budgets.max_duration_ms === undefined
+            ? null
+            : run.createdAtMs + run.budgets.max_duration_ms,
         // Sealed secrets and verdict from the run's snapshot: the operation's start asks no tenant.
         facts: this.facts.forCall(run, tool, Date.now()),
       });

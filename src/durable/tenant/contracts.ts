@@ -18,5 +18,7 @@ export type TenantError =
   | { code: "tool_breaks_policy_set"; detail: string }
   /** PUT /v1/tools/{name}: a limit across runs another tool defines otherwise (audit N4); nothing stored. */
   | ({ code: "limit_conflict" } & LimitConflict)
+  /** PUT /v1/quotas/{id}: another quota defines the same key otherwise (one definition per key); nothing stored. */
+  | { code: "quota_conflict"; detail: string; quota: string }
   /** PUT /v1/freezes/{id} with an expires_at not in the future (domain/freeze.ts). */
   | { code: "freeze_expired"; detail: string };

@@ -27,6 +27,8 @@ import type { TenantError } from "./contracts.ts";
 import { sources, storedStatuses, verificationRow } from "./registry.ts";
 import { NATURAL, verifiableSettings } from "./verification-client.ts";
 import { policySetOf } from "./policies.ts";
+import { quotaFacts } from "./quotas.ts";
+import type { StoredQuota } from "../../domain/quota/definition.ts";
 import { secretRow } from "./secrets.ts";
 import { liveFreezes } from "./freezes.ts";
 import type { Freeze } from "../../domain/freeze.ts";
@@ -67,10 +69,11 @@ export async function readFacts(
   }
   const policies = own ? policySetOf(store) : null;
   const readAtMs = Date.now();
+  const shaping = own ? quotaFacts(store, readAtMs) : { quotas: [], pausedOrigins: {} };
   const freezes = own ? liveFreezes(store, readAtMs) : [];
   const tripwires = own ? liveTripwires(store) : [];
   const version = await sha256Hex(
-    canonicalJson({ secrets, tools: byTool, policies, freezes, tripwires }),
+    canonicalJson({ secrets, tools: byTool, policies, freezes, tripwires, ...shaping }),
   );
   if (version === known) return { unchanged: true, readAtMs };
   return {
@@ -82,6 +85,7 @@ export async function readFacts(
     policies,
     freezes,
     tripwires,
+    ...shaping,
   };
 }
 
@@ -105,6 +109,8 @@ export async function runTools(
 export type StartFacts = {
   statuses: Record<string, VerificationStatus>;
   policies: PolicySet | null;
+  quotas: StoredQuota[];
+  pausedOrigins: Record<string, number>;
   /** The freezes of the moment (issue 34). */
   freezes: Freeze[];
   /** The tripwires (issue 34). */
@@ -116,10 +122,12 @@ export async function startFacts(
   items: Array<{ name: string; settingsHash: string }>,
 ): Promise<StartFacts> {
   const statuses = items.length > 0 ? await storedStatuses(store, items) : {};
+  const nowMs = Date.now();
   return {
     statuses,
     policies: policySetOf(store),
-    freezes: liveFreezes(store, Date.now()),
+    freezes: liveFreezes(store, nowMs),
     tripwires: liveTripwires(store),
+    ...quotaFacts(store, nowMs),
   };
 }

@@ -21,6 +21,8 @@ import type { PolicySet } from "../../domain/policy-request.ts";
 import type { TenantError } from "./contracts.ts";
 import * as policies from "./policies.ts";
 import type { PolicySetInvalid } from "./policies.ts";
+import * as quotas from "./quotas.ts";
+import type { QuotaDefinition } from "../../domain/quota/definition.ts";
 import * as stored from "./events.ts";
 import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from "./inbox.ts";
 import { readFacts, runTools, startFacts, type RunTools, type StartFacts } from "./facts.ts";
@@ -164,6 +166,21 @@ export class TenantObject extends DurableObject<Env> {
   }
   async policySet(): Promise<PolicySet | null> {
     return policies.policySetOf(this.store);
+  }
+
+  /** Quotas (issue 34 item 4, quotas.ts): definitions by id, and the origins upstreams paused. */
+  async putQuota(id: string, definition: QuotaDefinition) {
+    return quotas.putQuota(this.store, id, definition);
+  }
+  async listQuotas(): Promise<quotas.QuotaRecord[]> {
+    return quotas.storedQuotas(this.store);
+  }
+  async deleteQuota(id: string): Promise<Result<true, TenantError>> {
+    return quotas.deleteQuota(this.store, id);
+  }
+  async noteOriginPause(tenantId: string, origin: string, untilMs: number): Promise<void> {
+    if (tenantRecord(this.store)?.id === tenantId)
+      quotas.noteOriginPause(this.store, origin, untilMs);
   }
 
   // ── Freezes (freezes.ts, issue 34) ───────────────────────────────────────────────────────────

@@ -4,6 +4,7 @@
 // Cedar policy set first (policies.ts policiesAfter: refused, or forced and the set marked invalid).
 // The callers' side (operations and runs asking for verdicts, which settings are verifiable) is
 // verification-client.ts.
+import { quotaConflictOfManifest } from "./quotas.ts";
 import { hostPolicy } from "../../config.ts";
 import { contextRequired, type ContextRequired } from "../../domain/context-needs.ts";
 import { limitConflict, type RegisteredLimits } from "../../domain/limit/definition.ts";
@@ -79,6 +80,10 @@ export async function putTool(
   const limits = compiled.value.limitsAcrossRuns;
   const conflict = limits.length > 0 && limitConflict(name, limits, registeredLimits(store));
   if (conflict) return err({ code: "limit_conflict", ...conflict });
+  // A manifest quota is the tool's (user, tool) quota: it may not contradict a PUT /v1/quotas one.
+  const quota = compiled.value.quota;
+  const quotaClash = quota && quotaConflictOfManifest(store, name, quota);
+  if (quotaClash) return err(quotaClash);
   const change = { name, spec: compiled.value };
   const policies = policiesAfter(store, env, change, `PUT /v1/tools/${name}`, force);
   if (!policies.ok) return policies;

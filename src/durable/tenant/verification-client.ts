@@ -4,8 +4,7 @@
 // verdict (code tools are the deployment's own, reviewed with it); a manifest write with mode
 // "natural" promises safe repeats that verify cannot check, so it is always "unverified". A tenant
 // that cannot be asked counts as "unverified": under the policy that fails closed.
-import type { Freeze } from "../../domain/freeze.ts";
-import type { Tripwire } from "../../domain/tripwire.ts";
+import type { StartFacts } from "./facts.ts";
 import type { PolicySet } from "../../domain/policy-request.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
 import type { CallFacts } from "../../domain/tenant-facts.ts";
@@ -53,17 +52,13 @@ export async function startFacts(
   tenantId: string,
   name: string,
   source: ToolSource,
-): Promise<{
-  verified: VerificationStatus | null;
-  policies: PolicySet | null;
-  freezes: Freeze[];
-  tripwires: Tripwire[];
-}> {
+): Promise<{ verified: VerificationStatus | null } & Omit<StartFacts, "statuses">> {
   const settings = source.kind === "manifest" ? await verifiableSettings(source.manifest) : null;
   const items = settings && settings !== NATURAL ? [{ name, settingsHash: settings }] : [];
   const facts = await tenantStub(env, tenantId).startFacts(items);
   const verified = settings === NATURAL ? "unverified" : (facts.statuses[name] ?? null);
-  return { verified, policies: facts.policies, freezes: facts.freezes, tripwires: facts.tripwires };
+  const { policies, quotas, pausedOrigins, freezes, tripwires } = facts;
+  return { verified, policies, quotas, pausedOrigins, freezes, tripwires };
 }
 
 /** A write with mode "natural": nothing to verify, nothing verified. */

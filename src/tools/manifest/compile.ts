@@ -138,6 +138,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     approval: normalizeApproval(m),
     limits: m.limits,
     limitsAcrossRuns: acrossRuns.value,
+    quota: m.quota ?? null,
     timeoutMs: m.timeout_ms,
     reconcileSettleMs: m.reconcile?.settle_ms ?? m.timeout_ms,
     keyTtlMs: m.idempotency.key_ttl_ms ?? DEFAULT_KEY_TTL_MS,

@@ -2,6 +2,7 @@
 // object is strict (an unknown field is refused, never ignored), and a field toolgate does not
 // enforce yet is refused as `unsupported_field`. Parsing only: compile.ts makes the ToolSpec.
 import { z } from "zod";
+import { QuotaNumbers } from "../../domain/quota/definition.ts";
 import { CONTEXT_FIELD } from "../../domain/context-needs.ts";
 import { DEFAULT_RETRY } from "../../domain/retry.ts";
 import { MAX_KEY_TTL_MS, MIN_KEY_TTL_MS } from "../../domain/retry-late.ts";
@@ -133,6 +134,12 @@ export const Manifest = z.strictObject({
     )
     .max(8)
     .default([]),
+  /**
+   * Quota shaping (issue 34): each user's first attempts of this tool wait for a slot (a token
+   * bucket and/or a concurrency cap), as a PUT /v1/quotas with `scope: { tool }` would; the two
+   * may not contradict (quota_conflict).
+   */
+  quota: QuotaNumbers.optional(),
   timeout_ms: z.number().int().min(1).max(120_000).default(10_000),
   max_attempts: z.number().int().min(1).max(20).default(DEFAULT_RETRY.maxAttempts),
   retry: z
