@@ -32,7 +32,7 @@ const tenantAlarm = async () =>
 const freeze = (id: string, body: Record<string, unknown>, key?: string) =>
   api("PUT", `/v1/freezes/${id}`, body, key ? { Authorization: `Bearer ${key}` } : {});
 
-describe("freezes", () => {
+describe("freezes", { timeout: 30_000 }, () => {
   it("hold on a tool: a new call right after the PUT and a retry are held with 0 upstream requests; the lift sends each once", async () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
@@ -142,7 +142,7 @@ describe("freezes", () => {
   });
 });
 
-describe("operation controls", () => {
+describe("operation controls", { timeout: 30_000 }, () => {
   it("pause / resume / retry-now on a retrying write: nothing sent while paused, one effect in all", async () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
@@ -226,7 +226,7 @@ const refund = (name: string, orderId: string, amount: number) => ({
 });
 const once = (state: UpstreamState) => Object.values(state.effectsByKey).every((n) => n === 1);
 
-describe("every send point under a freeze", () => {
+describe("every send point under a freeze", { timeout: 30_000 }, () => {
   it("an approval decided during a hold: recorded, 0 requests; sent once after the lift", async () => {
     const up = upstream();
     const tool = manifest({
@@ -487,7 +487,7 @@ describe("every send point under a freeze", () => {
   });
 });
 
-describe("telling the runs", () => {
+describe("telling the runs", { timeout: 30_000 }, () => {
   it("a freeze tells the tenant's live runs to drop their facts, never an expired one", async () => {
     const own = await newTenant(["tools:write", "runs:write", "freezes:write"]);
     const as = { Authorization: `Bearer ${own.key}` };

@@ -106,7 +106,7 @@ function mostInWindow(times: number[], windowMs: number): number {
   return most;
 }
 
-describe("quota definitions: PUT / GET / DELETE /v1/quotas", () => {
+describe("quota definitions: PUT / GET / DELETE /v1/quotas", { timeout: 30_000 }, () => {
   it("stores, lists and deletes; refuses unknown fields, bad numbers and contradictions typed, storing nothing", async () => {
     const t = await ownTenant();
     const origin = "https://api.example.com";
@@ -163,7 +163,7 @@ describe("quota definitions: PUT / GET / DELETE /v1/quotas", () => {
   });
 });
 
-describe("enforcement at the point of send", () => {
+describe("enforcement at the point of send", { timeout: 30_000 }, () => {
   it("100 calls against a 5/s origin quota: never more than 5 arrivals in any second, none failed, none sent twice", async () => {
     const t = await ownTenant();
     const up = upstream();
@@ -310,7 +310,7 @@ describe("enforcement at the point of send", () => {
   });
 });
 
-describe("a quota in the tool manifest", () => {
+describe("a quota in the tool manifest", { timeout: 30_000 }, () => {
   it("quota: per user of that tool, enforced like a PUT one; the two may not contradict", async () => {
     const t = await ownTenant();
     const up = upstream();
@@ -340,7 +340,7 @@ describe("a quota in the tool manifest", () => {
   });
 });
 
-describe("upstream signals pause the origin for everyone", () => {
+describe("upstream signals pause the origin for everyone", { timeout: 30_000 }, () => {
   it("429 Retry-After: 3600 parks the origin: later calls stay pending (quota_exhausted), none reaches the upstream", async () => {
     const t = await ownTenant();
     const up = upstream();
@@ -431,7 +431,7 @@ describe("upstream signals pause the origin for everyone", () => {
   });
 });
 
-describe("a restart of the quota object", () => {
+describe("a restart of the quota object", { timeout: 30_000 }, () => {
   it("a grant asked twice is granted once (keyed by operation id + attempt)", async () => {
     const t = await ownTenant();
     const stub = () => quotaObject(t.tenantId, "https://twice.example");
@@ -490,7 +490,7 @@ describe("a restart of the quota object", () => {
 
 // Quotas and freezes together (issues 34 items 1 and 4): the slot a call waited for is a send
 // point, so a freeze put while it waited stops it there; a lift sends it once, through its quota.
-describe("a quota wait under a freeze", () => {
+describe("a quota wait under a freeze", { timeout: 30_000 }, () => {
   /** Two calls against 1 per minute: the first is sent, the second waits for its slot. */
   async function waitingForSlot() {
     const t = await ownTenant();

@@ -69,7 +69,7 @@ const tripEvents = async (tripwire: string) =>
     (e) => e.data.tripwire_id === tripwire,
   );
 
-describe("tripwires", () => {
+describe("tripwires", { timeout: 30_000 }, () => {
   it("3 refunds per minute per customer: 10 concurrent → exactly 3 sent, 7 held, one trip (event + freeze); another customer unaffected; the lift sends each held once and re-arms", async () => {
     const up = upstream();
     const tool = await registered(up.url);
