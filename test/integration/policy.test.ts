@@ -199,9 +199,9 @@ describe("budgets", () => {
     await turn(cheap.runId, [{ id: "a1", name: cheap.name, arguments: charge(1) }]);
     const replay = await turn(cheap.runId, [{ id: "a2", name: cheap.name, arguments: charge(1) }]);
     expect(replay.body.results[0].status).toBe("succeeded");
-    // Known recorded: nothing reserved, so nothing refunded — the turn row, the usage row and the
-    // turn's turn.settled event (issue 18) with its unsent-index entry only.
-    expect(replay.headers.get("Toolgate-Rows-Written")).toBe("4");
+    // Known recorded: nothing reserved, so nothing refunded — the turn row (the usage after it rides
+    // in it, issue 32) and the turn's turn.settled event (issue 18) only.
+    expect(replay.headers.get("Toolgate-Rows-Written")).toBe("2");
     expect((await api("GET", `/v1/runs/${cheap.runId}`)).body.usage.cost).toBe(1);
     expect(
       (await turn(cheap.runId, [{ id: "a3", name: cheap.name, arguments: charge(2) }])).body
