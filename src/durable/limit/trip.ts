@@ -17,6 +17,7 @@ import {
 } from "../../domain/tripwire.ts";
 import type { Freeze } from "../../domain/freeze.ts";
 import type { Env } from "../env.ts";
+import { decodeFreeze, decodeTripSpec } from "../store/freeze-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantStub } from "../stubs.ts";
 
@@ -39,6 +40,23 @@ type StateRow = {
   armed_since_ms: number;
   tripped_by: string | null;
 };
+/**
+ * `trip_state` decoded (store/freeze-rows.ts). A spec or freeze that does not decode throws: the
+ * reserve fails, so the call starts nothing (`unavailable`) — a trip nobody can read never lets a
+ * call by uncounted, and never answers "tripped" on a freeze it cannot name.
+ */
+type State = Omit<StateRow, "spec" | "freeze"> & {
+  spec: TripSpec;
+  freeze: Freeze | null;
+  /** The stored text of `freeze`: what the compare-and-set on "made" compares. */
+  freezeText: string | null;
+};
+const stateOf = (row: StateRow): State => ({
+  ...row,
+  spec: decodeTripSpec(row.spec),
+  freeze: row.freeze === null ? null : decodeFreeze(row.freeze, "trip_state freeze"),
+  freezeText: row.freeze,
+});
 
 /** What a reserve on a tripwire's counter answers beside the reservation. */
 export type TripAnswer = { freeze: Freeze; made: boolean } | null;
@@ -52,9 +70,10 @@ export class Trip {
     private readonly env: Env,
   ) {}
 
-  private state(): StateRow | null {
+  private state(): State | null {
     if (!this.store.exists("trip_state")) return null;
-    return this.store.one<StateRow>("SELECT * FROM trip_state WHERE k = 1");
+    const row = this.store.one<StateRow>("SELECT * FROM trip_state WHERE k = 1");
+    return row && stateOf(row);
   }
 
   /** The reservations that count toward the next trip: those made since the last lift. */
@@ -92,7 +111,7 @@ export class Trip {
       this.trip(state, spec, subjectHash, operationId, nowMs);
     }
     const now = this.state()!;
-    const freeze = JSON.parse(now.freeze!) as Freeze;
+    const freeze = now.freeze!;
     this.store.run(
       "INSERT OR IGNORE INTO trip_held (operation_id, freeze_id) VALUES (?, ?)",
       operationId,
@@ -101,8 +120,8 @@ export class Trip {
     return { freeze, made: now.freeze_made === 1 };
   }
 
-  private answerFor(state: StateRow, freezeId: string): TripAnswer {
-    const freeze = state.freeze ? (JSON.parse(state.freeze) as Freeze) : null;
+  private answerFor(state: State, freezeId: string): TripAnswer {
+    const { freeze } = state;
     if (!freeze || freeze.id !== freezeId) return null;
     return { freeze, made: state.freeze_made === 1 };
   }
@@ -119,7 +138,7 @@ export class Trip {
 
   /** The trip itself: the next trip number, its freeze (deterministic id), not yet made. */
   private trip(
-    state: StateRow,
+    state: State,
     spec: TripSpec,
     subjectHash: string,
     byOperation: string,
@@ -148,7 +167,7 @@ export class Trip {
   ): boolean {
     const state = this.state();
     if (!state) return false;
-    const spec = JSON.parse(state.spec) as TripSpec;
+    const { spec } = state;
     if (spec.measure !== "failure_rate") return false;
     this.store.run(
       "INSERT OR IGNORE INTO trip_outcome (operation_id, failed, at_ms) VALUES (?, ?, ?)",
@@ -170,7 +189,7 @@ export class Trip {
   untrip(freezeId: string, nowMs: number): boolean {
     const state = this.state();
     if (!state || state.tripped === 0) return false;
-    if ((JSON.parse(state.freeze!) as Freeze).id !== freezeId) return false;
+    if (state.freeze?.id !== freezeId) return false;
     this.store.run(
       "UPDATE trip_state SET tripped = 0, armed_since_ms = ? WHERE k = 1",
       Math.max(nowMs, state.armed_since_ms + 1),
@@ -194,8 +213,7 @@ export class Trip {
     const state = this.state();
     if (!state?.freeze) return true;
     if (state.freeze_made === 1) return true;
-    const freeze = JSON.parse(state.freeze) as Freeze;
-    const spec = JSON.parse(state.spec) as TripSpec;
+    const { freeze, spec } = state;
     try {
       const made = await tenantStub(this.env, state.tenant_id).tripFreeze(state.tenant_id, {
         freeze,
@@ -212,7 +230,7 @@ export class Trip {
     }
     this.store.run(
       "UPDATE trip_state SET freeze_made = 1 WHERE k = 1 AND freeze = ?",
-      state.freeze,
+      state.freezeText,
     );
     return true;
   }

@@ -22,6 +22,7 @@ import {
   OUTBOX_RETRY_MS,
   type Notice,
 } from "../outbox/outbox.ts";
+import { decodeUnsentEvents } from "../store/operation-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantStub } from "../stubs.ts";
 import type { FrozenRow, Shell } from "./contracts.ts";
@@ -252,7 +253,7 @@ async function sendOperationEvents(shell: Shell): Promise<void> {
       row: row as Row | null,
     })),
     ...inLog.flatMap(([seq, unsent]) =>
-      (JSON.parse(unsent.events) as ToolgateEvent[]).map((event) => ({ seq, event, row: null })),
+      decodeUnsentEvents(unsent.events).map((event) => ({ seq, event, row: null })),
     ),
   ].sort((a, b) => a.seq - b.seq);
   // A refusal sends them all again (the same ids): the consumer keeps each id once.

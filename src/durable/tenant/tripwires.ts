@@ -14,18 +14,23 @@ import {
   type Tripwire,
 } from "../../domain/tripwire.ts";
 import type { Env } from "../env.ts";
+import { decodeTripwire } from "../store/freeze-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
 import { limitStub } from "../stubs.ts";
 import type { TenantError } from "./contracts.ts";
 import { createFreeze, queueTells, storeTenantEvent, tellRuns } from "./freezes.ts";
 
-/** Every tripwire of the tenant: what the facts carry ([] when none: no cost on a call's path). */
+/**
+ * Every tripwire of the tenant: what the facts carry ([] when none: no cost on a call's path). A row
+ * that does not decode throws (store/freeze-rows.ts): the facts cannot be read, so no call starts
+ * uncounted (the turn answers `unavailable`) — never read as one tripwire fewer.
+ */
 export function liveTripwires(store: SqlStore): Tripwire[] {
   if (!store.exists("tripwires")) return [];
   return store
     .all<{ data: string }>("SELECT data FROM tripwires ORDER BY id")
-    .map((row) => JSON.parse(row.data) as Tripwire);
+    .map((row) => decodeTripwire(row.data));
 }
 
 /** PUT /v1/tripwires/{id}: stored (replacing one of the same id), then the runs told. */
@@ -58,7 +63,7 @@ export async function deleteTripwire(store: SqlStore, env: Env, tenantId: string
     if (!row) return null;
     store.run("DELETE FROM tripwires WHERE id = ?", id);
     queueTells(store, Date.now());
-    return JSON.parse(row.data) as Tripwire;
+    return decodeTripwire(row.data);
   });
   if (!gone) return null;
   const told = await tellRuns(store, env, tenantId);
