@@ -227,6 +227,42 @@ describe("tripwires", () => {
     expect((await up.state()).effects).toHaveLength(1);
   });
 
+  it("a covered call writes its reservation, not the counter's trip state again; a changed definition is written once", async () => {
+    const up = upstream();
+    const tool = await registered(up.url);
+    const id = unique("tw");
+    const body = {
+      measure: "count",
+      tool,
+      window: "1m",
+      threshold: 100,
+      then: { mode: "hold", reason: "spike" },
+    };
+    expect((await putTripwire(id, body)).status).toBe(201);
+    const runId = await newRun(tool, unique("cus"));
+    expect(await refund(runId, tool, 1)).toMatchObject({ status: "succeeded" });
+    const object = await counter(id, "tenant");
+    const inside = <T>(read: (store: { rowsWritten: number }, sql: SqlStorage) => T) =>
+      runInDurableObject(object, (instance: unknown, state: DurableObjectState) =>
+        read((instance as { store: { rowsWritten: number } }).store, state.storage.sql),
+      );
+    const written = () => inside((store) => store.rowsWritten);
+    const before = await written();
+    expect(await refund(runId, tool, 2)).toMatchObject({ status: "succeeded" });
+    // The reservation alone (its row and its key's index entry): the trip state was upserted on
+    // every reserve before.
+    expect((await written()) - before).toBe(2);
+
+    expect((await putTripwire(id, { ...body, threshold: 50 })).status).toBe(200);
+    expect(await refund(runId, tool, 3)).toMatchObject({ status: "succeeded" });
+    const spec = await inside((_, sql) =>
+      JSON.parse(sql.exec("SELECT spec FROM trip_state").one().spec as string),
+    );
+    expect(spec).toMatchObject({ tripwireId: id, threshold: 50 });
+    expect((await up.state()).effects).toHaveLength(3);
+    await api("DELETE", `/v1/tripwires/${id}`);
+  });
+
   it("tenants and bad bodies: another tenant neither sees nor deletes a tripwire; unknown fields, a bad measure, window or rate are refused typed, nothing stored", async () => {
     const id = unique("tw");
     const good = {

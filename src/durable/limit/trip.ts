@@ -126,8 +126,14 @@ export class Trip {
     return { freeze, made: state.freeze_made === 1 };
   }
 
+  /**
+   * The state row, written only when absent or when the tripwire's definition changed: a covered
+   * call writes its reservation, not this row again.
+   */
   private ensure(tenantId: string, subject: string, spec: TripSpec): void {
     for (const table of TRIP_TABLES) this.store.ensureTable(table);
+    const stored = this.store.one<{ spec: string }>("SELECT spec FROM trip_state WHERE k = 1");
+    if (stored?.spec === JSON.stringify(spec)) return;
     this.store.run(
       "INSERT INTO trip_state (k, tenant_id, subject, spec) VALUES (1, ?, ?, ?) ON CONFLICT (k) DO UPDATE SET spec = excluded.spec",
       tenantId,
