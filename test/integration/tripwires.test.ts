@@ -6,7 +6,7 @@
 // tenants never see each other's tripwires; bad bodies are refused typed, nothing stored.
 import { env } from "cloudflare:workers";
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
 import * as stubs from "../../src/durable/stubs.ts";
@@ -225,6 +225,52 @@ describe("tripwires", () => {
     expect(await tripFreezes(id)).toHaveLength(1);
     expect(await tripEvents(id)).toHaveLength(1);
     expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("a lift whose tell to the counter is lost: the next covered call is not refused, and the tripwire counts afresh", async () => {
+    const up = upstream();
+    const tool = await registered(up.url);
+    const id = unique("tw");
+    await putTripwire(id, {
+      measure: "count",
+      tool,
+      window: "1m",
+      threshold: 1,
+      then: { mode: "refuse", reason: "spike" },
+    });
+    const runId = await newRun(tool, unique("cus"));
+    expect(await refund(runId, tool, 1)).toMatchObject({ status: "succeeded" });
+    expect(await refund(runId, tool, 2)).toMatchObject({ status: "rejected", code: "frozen" });
+    const [made] = await tripFreezes(id);
+    // The tenant's tell (`untrip`) never reaches the counter.
+    const object = await counter(id, "tenant");
+    await runInDurableObject(object, (instance: unknown) => {
+      (instance as { untrip: () => Promise<never> }).untrip = async () => {
+        throw new Error("the tell was lost");
+      };
+    });
+    const quiet = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      expect((await api("DELETE", `/v1/freezes/${made.id}`)).status).toBe(200);
+      expect(quiet.mock.calls.map((call) => String(call[0]))).toContain(
+        "tripwire: its counter was not told of the lift",
+      );
+    } finally {
+      quiet.mockRestore();
+    }
+    // Counting afresh from the lift: one refund goes, the next trips again (a new freeze).
+    expect(await refund(runId, tool, 3)).toMatchObject({ status: "succeeded" });
+    expect(await refund(runId, tool, 4)).toMatchObject({ status: "rejected", code: "frozen" });
+    const again = await tripFreezes(id);
+    expect(again).toHaveLength(1);
+    expect(again[0].id).not.toBe(made.id);
+    expect(await tripEvents(id)).toHaveLength(2);
+    expect((await up.state()).effects).toHaveLength(2);
+    await runInDurableObject(object, (instance: unknown) => {
+      delete (instance as { untrip?: unknown }).untrip;
+    });
+    await api("DELETE", `/v1/freezes/${again[0].id}`);
+    await api("DELETE", `/v1/tripwires/${id}`);
   });
 
   it("a covered call writes its reservation, not the counter's trip state again; a changed definition is written once", async () => {

@@ -6,7 +6,9 @@
 // The freeze is made at the tenant with the trip's deterministic id (createFreeze, once), before
 // any "tripped" is answered: a call never holds on a freeze that does not exist yet. Made neither
 // by the crossing reserve nor a later one (a crash in between), the alarm makes it. A lift
-// (`untrip`, told by the tenant) re-arms the tripwire: it counts afresh from the lift.
+// (`untrip`, told by the tenant) re-arms the tripwire: it counts afresh from the lift. The tell is
+// the fast path: while tripped, each reserve first asks the tenant whether the freeze was lifted
+// (`recheckLift`), so a lost tell never leaves a tripwire stopping calls for ever.
 import { sha256Hex } from "../../domain/canonical-json.ts";
 import type { Reservation } from "../../domain/limit/window.ts";
 import {
@@ -201,6 +203,35 @@ export class Trip {
       Math.max(nowMs, state.armed_since_ms + 1),
     );
     return true;
+  }
+
+  private rechecking: Promise<void> | null = null;
+  /**
+   * While tripped (its freeze made), before a reserve answers "tripped": asks the tenant whether
+   * the freeze was lifted, and re-arms if so — so a lift whose tell (`untrip`) was lost does not
+   * stop calls for ever. Not tripped: no RPC. The tenant unreachable: stays tripped (fail closed).
+   * Concurrent reserves share one ask.
+   */
+  recheckLift(): Promise<void> {
+    const state = this.state();
+    if (state?.tripped !== 1 || state.freeze_made !== 1 || !state.freeze) return Promise.resolve();
+    const { freeze, tenant_id: tenantId } = state;
+    this.rechecking ??= (async () => {
+      try {
+        const lifted = await tenantStub(this.env, tenantId).tripLifted(tenantId, freeze.id);
+        if (!lifted.ok) throw new Error(lifted.error.code);
+        if (lifted.value) this.store.transaction(() => this.untrip(freeze.id, Date.now()));
+      } catch (error) {
+        console.error(
+          "tripwire: the tenant was not asked about its lift",
+          freeze.id,
+          String(error),
+        );
+      }
+    })().finally(() => {
+      this.rechecking = null;
+    });
+    return this.rechecking;
   }
 
   private making: Promise<boolean> | null = null;

@@ -115,6 +115,12 @@ export function liftFreeze(
   });
 }
 
+/** Whether this freeze was made and has been lifted since (by DELETE or its expiry). */
+export function isLifted(store: SqlStore, id: string): boolean {
+  if (!store.exists("freezes")) return false;
+  return store.one("SELECT id FROM freezes WHERE id = ? AND lifted_at IS NOT NULL", id) !== null;
+}
+
 export async function deleteFreeze(
   store: SqlStore,
   storage: DurableObjectStorage,

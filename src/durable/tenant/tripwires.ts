@@ -3,7 +3,8 @@
 // the tenant's side of a trip: `tripFreeze` makes the trip's freeze with its deterministic id through
 // `createFreeze` and announces `tripwire.tripped`, in one transaction, once per id (the counter asks
 // again after a crash; a freeze already made, lifted or not, is never made again). Lifting such a
-// freeze tells its counter (`untripCounter`), which re-arms the tripwire from then.
+// freeze tells its counter (`untripCounter`), which re-arms the tripwire from then; a tell that is
+// lost is made good by the counter, which asks `tripLifted` while tripped.
 import { eventId, makeEvent, type EventOf } from "../../domain/journal/events.ts";
 import type { Freeze } from "../../domain/freeze.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
@@ -19,7 +20,7 @@ import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
 import { limitStub } from "../stubs.ts";
 import type { TenantError } from "./contracts.ts";
-import { createFreeze, queueTells, storeTenantEvent, tellRuns } from "./freezes.ts";
+import { createFreeze, isLifted, queueTells, storeTenantEvent, tellRuns } from "./freezes.ts";
 
 /**
  * Every tripwire of the tenant: what the facts carry ([] when none: no cost on a call's path). A row
@@ -126,9 +127,23 @@ export function tripFreeze(
 }
 
 /**
- * A lifted freeze a tripwire made: its counter is told, so the next call counts afresh. A counter
- * not reached keeps answering "tripped" on a lifted freeze: the calls it stops are woken at once by
- * the tenant (freezes.ts markHeld) and sent, counted — it re-arms on the next lift told.
+ * Whether a tripped counter's freeze was lifted (asked by the counter before it answers "tripped":
+ * trip.ts `recheckLift`). Not lifted, or no such freeze: false — the counter stays tripped.
+ */
+export function tripLifted(
+  store: SqlStore,
+  tenantId: string,
+  freezeId: string,
+): Result<boolean, TenantError> {
+  if (tenantRecord(store)?.id !== tenantId)
+    return err({ code: "not_found", detail: "no such tenant" });
+  return ok(isLifted(store, freezeId));
+}
+
+/**
+ * A lifted freeze a tripwire made: its counter is told, so the next call counts afresh. The fast
+ * path only: a tell that is lost changes nothing for long, since a tripped counter asks the tenant
+ * (`tripLifted`) before it answers "tripped" and re-arms on a lifted freeze by itself.
  */
 export async function untripCounter(
   env: Env,
