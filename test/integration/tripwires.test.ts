@@ -69,6 +69,22 @@ const tripEvents = async (tripwire: string) =>
     (e) => e.data.tripwire_id === tripwire,
   );
 
+/** A count tripwire of `threshold` per tenant on a new refund tool, and a run to call it from. */
+async function countTripwire(threshold: number, mode: "hold" | "refuse") {
+  const up = upstream();
+  const tool = await registered(up.url);
+  const id = unique("tw");
+  const put = await putTripwire(id, {
+    measure: "count",
+    tool,
+    window: "1m",
+    threshold,
+    then: { mode, reason: "spike" },
+  });
+  expect(put.status).toBe(201);
+  return { up, tool, id, runId: await newRun(tool, unique("cus")) };
+}
+
 describe("tripwires", () => {
   it("3 refunds per minute per customer: 10 concurrent → exactly 3 sent, 7 held, one trip (event + freeze); another customer unaffected; the lift sends each held once and re-arms", async () => {
     const up = upstream();
@@ -195,17 +211,7 @@ describe("tripwires", () => {
   });
 
   it("a counter killed between its trip and the freeze: the alarm makes the freeze once; the crossing call, posted again, is held on it", async () => {
-    const up = upstream();
-    const tool = await registered(up.url);
-    const id = unique("tw");
-    await putTripwire(id, {
-      measure: "count",
-      tool,
-      window: "1m",
-      threshold: 1,
-      then: { mode: "hold", reason: "spike" },
-    });
-    const runId = await newRun(tool, unique("cus"));
+    const { up, tool, id, runId } = await countTripwire(1, "hold");
     expect(await refund(runId, tool, 1)).toMatchObject({ status: "succeeded" });
     const object = await counter(id, "tenant");
     // This instance dies after committing the trip, before the tenant made the freeze.
@@ -228,17 +234,7 @@ describe("tripwires", () => {
   });
 
   it("a lift whose tell to the counter is lost: the next covered call is not refused, and the tripwire counts afresh", async () => {
-    const up = upstream();
-    const tool = await registered(up.url);
-    const id = unique("tw");
-    await putTripwire(id, {
-      measure: "count",
-      tool,
-      window: "1m",
-      threshold: 1,
-      then: { mode: "refuse", reason: "spike" },
-    });
-    const runId = await newRun(tool, unique("cus"));
+    const { up, tool, id, runId } = await countTripwire(1, "refuse");
     expect(await refund(runId, tool, 1)).toMatchObject({ status: "succeeded" });
     expect(await refund(runId, tool, 2)).toMatchObject({ status: "rejected", code: "frozen" });
     const [made] = await tripFreezes(id);

@@ -75,6 +75,10 @@ export const listTripwires = (store: SqlStore) => ({
   tripwires: liveTripwires(store).map(tripwireView),
 });
 
+/** A counter asks only its own tenant (another tenant's is refused as no such tenant). */
+const ownTenant = (store: SqlStore, tenantId: string) => tenantRecord(store)?.id === tenantId;
+const noTenant = err({ code: "not_found" as const, detail: "no such tenant" });
+
 /** What a counter sends when it trips (trip.ts). */
 export type TripNotice = {
   freeze: Freeze;
@@ -94,8 +98,7 @@ export function tripFreeze(
   tenantId: string,
   trip: TripNotice,
 ): Result<boolean, TenantError> {
-  if (tenantRecord(store)?.id !== tenantId)
-    return err({ code: "not_found", detail: "no such tenant" });
+  if (!ownTenant(store, tenantId)) return noTenant;
   const { freeze } = trip;
   return ok(
     store.transaction(() => {
@@ -135,8 +138,7 @@ export function tripLifted(
   tenantId: string,
   freezeId: string,
 ): Result<boolean, TenantError> {
-  if (tenantRecord(store)?.id !== tenantId)
-    return err({ code: "not_found", detail: "no such tenant" });
+  if (!ownTenant(store, tenantId)) return noTenant;
   return ok(isLifted(store, freezeId));
 }
 
