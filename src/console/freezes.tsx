@@ -1,11 +1,14 @@
 // /console/freezes (issue 34): the tenant's freezes — those in force (scope, mode, reason, who, when,
 // until when) with a Lift button, the latest lifted ones, whether the chain of freezes and lifts
-// checks out, and a form to freeze now (scope, mode, writes only, reason, expiry). Viewing needs
+// checks out, a form to freeze now (scope, mode, writes only, reason, expiry), and the tenant's
+// tripwires with the freezes each made (a trip's freeze names its tripwire in its scope). Viewing needs
 // freezes:write or runs:read, like GET /v1/freezes; the forms (CSRF-checked POSTs, as every
 // console POST) need freezes:write and go through the same schema and store as the API.
 import type { Context } from "hono";
 import { z } from "zod";
 import { FreezeBody, freezeOf, type FreezeView } from "../domain/freeze.ts";
+import { describeSubject } from "../domain/limit/claims.ts";
+import type { tripwireView } from "../domain/tripwire.ts";
 import { tenantStub } from "../durable/stubs.ts";
 import { FREEZE_ID } from "../http/freezes-routes.ts";
 import { describeInvalid } from "../domain/invalid-input.ts";
@@ -27,8 +30,10 @@ async function showFreezes(c: Context<ConsoleEnv>) {
       "Not allowed",
       "Freezes are shown to API keys with the scope freezes:write or runs:read.",
     );
-  const [listed, flash] = await Promise.all([
-    tenantStub(c.env, session.tenantId).listFreezes(),
+  const tenant = tenantStub(c.env, session.tenantId);
+  const [listed, { tripwires }, flash] = await Promise.all([
+    tenant.listFreezes(),
+    tenant.listTripwires(),
     takeFlash(c),
   ]);
   const csrf = canWrite ? session.csrf : null;
@@ -60,17 +65,99 @@ async function showFreezes(c: Context<ConsoleEnv>) {
           ? `The chain of freezes and lifts checks out (${listed.chain.events} entries).`
           : `The chain of freezes and lifts is broken at entry ${listed.chain.broken_at.seq}.`}
       </p>
+      <h2>Tripwires</h2>
+      {tripwires.length === 0 ? (
+        <p class="empty">No tripwire is set (PUT /v1/tripwires/&#123;id&#125;).</p>
+      ) : (
+        <TripwireTable tripwires={tripwires} freezes={[...listed.freezes, ...listed.lifted]} />
+      )}
     </>,
   );
 }
 
-/** "tool refund", "tenant (everything)", … */
+/** "tool refund", "the whole tenant", "tripwire tw1: customer_id cus_1, tool refund", … */
 export const scopeText = (scope: FreezeView["scope"]) =>
   "tenant" in scope
     ? "the whole tenant"
-    : Object.entries(scope)
-        .map(([kind, value]) => `${kind} ${String(value)}`)
-        .join("");
+    : "tripwire" in scope
+      ? `tripwire ${scope.tripwire}: ${describeSubject(scope.subject)}${scope.tool ? `, tool ${scope.tool}` : ""}`
+      : Object.entries(scope)
+          .map(([kind, value]) => `${kind} ${String(value)}`)
+          .join(", ");
+
+/** A freeze's scope; a trip's freeze links to the tripwire that made it. */
+const ScopeCell = ({ freeze }: { freeze: FreezeView }) => (
+  <td>
+    {"tripwire" in freeze.scope ? (
+      <a href={`#tripwire-${freeze.scope.tripwire}`} data-made-by={freeze.scope.tripwire}>
+        {scopeText(freeze.scope)}
+      </a>
+    ) : (
+      scopeText(freeze.scope)
+    )}
+    {freeze.writes_only ? " (writes only)" : ""}
+  </td>
+);
+
+/** The tenant's tripwires: what each counts, when it trips, what it does then, the freezes it made. */
+const TripwireTable = ({
+  tripwires,
+  freezes,
+}: {
+  tripwires: Array<ReturnType<typeof tripwireView>>;
+  freezes: FreezeView[];
+}) => (
+  <table>
+    <thead>
+      <tr>
+        <th>Tripwire</th>
+        <th>Measure</th>
+        <th>Tool</th>
+        <th>Subject</th>
+        <th>Window</th>
+        <th>Threshold</th>
+        <th>Then</th>
+        <th>Freezes made</th>
+      </tr>
+    </thead>
+    <tbody>
+      {tripwires.map((t) => {
+        const made = freezes.filter((f) => "tripwire" in f.scope && f.scope.tripwire === t.id);
+        return (
+          <tr id={`tripwire-${t.id}`} data-tripwire={t.id}>
+            <td class="mono">{t.id}</td>
+            <td class="mono">{t.measure}</td>
+            <td>{t.tool ?? "every write"}</td>
+            <td>{t.subject}</td>
+            <td>{t.window}</td>
+            <td>
+              {t.threshold}
+              {"min_calls" in t ? ` (after ${t.min_calls} calls)` : ""}
+            </td>
+            <td>
+              <span class={`badge ${t.then.mode === "refuse" ? "failed" : "pending"}`}>
+                {t.then.mode}
+              </span>{" "}
+              {t.then.reason}
+            </td>
+            <td>
+              {made.length === 0
+                ? "none"
+                : made.map((f, i) => (
+                    <>
+                      {i > 0 ? ", " : ""}
+                      <a class="mono" href={`#freeze-${f.id}`}>
+                        {f.id}
+                      </a>
+                    </>
+                  ))}
+            </td>
+          </tr>
+        );
+      })}
+    </tbody>
+  </table>
+);
 
 const FreezeTable = ({
   freezes,
@@ -96,10 +183,7 @@ const FreezeTable = ({
       {freezes.map((f) => (
         <tr id={`freeze-${f.id}`} data-freeze={f.id}>
           <td class="mono">{f.id}</td>
-          <td>
-            {scopeText(f.scope)}
-            {f.writes_only ? " (writes only)" : ""}
-          </td>
+          <ScopeCell freeze={f} />
           <td>
             <span class={`badge ${f.mode === "refuse" ? "failed" : "pending"}`}>{f.mode}</span>
           </td>

@@ -104,6 +104,49 @@ describe("console: freezes", () => {
   });
 });
 
+describe("console: tripwires", () => {
+  it("the Freezes page lists the tenant's tripwires (measure, tool, subject, window, threshold, then) and the freezes each made, linked both ways", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const id = unique("tw");
+    const put = await api("PUT", `/v1/tripwires/${id}`, {
+      measure: "sum(amount)",
+      tool: name,
+      window: "1h",
+      threshold: 5,
+      then: { mode: "refuse", reason: "refund volume" },
+    });
+    expect(put.status).toBe(201);
+    const people = await consoleAs((await testTenant()).key);
+    const before = (await people.get("/console/freezes")).text;
+    const row = (text: string) =>
+      text.slice(
+        text.indexOf(`data-tripwire="${id}"`),
+        text.indexOf("</tr>", text.indexOf(`data-tripwire="${id}"`)),
+      );
+    expect(before).toContain(`id="tripwire-${id}"`);
+    for (const cell of ["sum(amount)", name, "tenant", "1h", ">5<", "refuse", "refund volume"])
+      expect(row(before)).toContain(cell);
+    expect(row(before)).toContain("none");
+
+    const call = (amount: number) =>
+      turn(runId, [{ id: unique("c"), name, arguments: { amount, currency: "usd" } }]);
+    expect((await call(4)).body.results[0]).toMatchObject({ status: "succeeded" });
+    expect((await call(3)).body.results[0]).toMatchObject({ status: "rejected", code: "frozen" });
+    const made = ((await api("GET", "/v1/freezes")).body.freezes as Array<{ id: string }>).find(
+      (f) => f.id.startsWith(`tw.${id}.`),
+    )!;
+    const after = (await people.get("/console/freezes")).text;
+    expect(row(after)).toContain(`href="#freeze-${made.id}"`);
+    expect(after).toContain(`data-made-by="${id}"`);
+    expect(after).toContain(`href="#tripwire-${id}"`);
+    expect(after).toContain(`tripwire ${id}: the tenant, tool ${name}`);
+    expect((await up.state()).requests).toHaveLength(1);
+    await api("DELETE", `/v1/freezes/${made.id}`);
+    await api("DELETE", `/v1/tripwires/${id}`);
+  });
+});
+
 describe("console: operation controls", () => {
   it("a retrying call's page: Pause and Retry now; paused: Resume; one effect in all", async () => {
     const up = upstream();

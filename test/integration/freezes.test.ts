@@ -8,6 +8,7 @@ import { describe, expect, it, vi } from "vitest";
 import { WAKE_BATCH } from "../../src/durable/tenant/freezes.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
+import { runStub } from "../../src/durable/stubs.ts";
 import {
   api,
   fireAlarm,
@@ -486,6 +487,47 @@ describe("every send point under a freeze", { timeout: 30_000 }, () => {
     expect((await up.state()).requests).toHaveLength(1);
   });
 });
+
+describe(
+  "a freeze row that does not decode (storage codec, issue 32 item 4)",
+  { timeout: 30_000 },
+  () => {
+    it("fails closed: a misspelt stored scope stops every call (nothing sent), never reads as no freeze", async () => {
+      const up = upstream();
+      const { runId, name } = await setup(manifest({ url: up.url }));
+      const id = unique("fz");
+      expect((await freeze(id, { scope: { tool: name }, mode: "hold", reason: "x" })).status).toBe(
+        201,
+      );
+      const tenant = placedStub(
+        env as unknown as Env,
+        "TENANTS",
+        (await testTenant()).tenantId,
+      ) as any;
+      const corrupt = (scope: string) =>
+        runInDurableObject(tenant, (_: unknown, state: DurableObjectState) => {
+          const row = state.storage.sql.exec("SELECT data FROM freezes WHERE id = ?", id).one();
+          const data = { ...JSON.parse(row.data as string), scope: JSON.parse(scope) };
+          state.storage.sql.exec(
+            "UPDATE freezes SET data = ? WHERE id = ?",
+            JSON.stringify(data),
+            id,
+          );
+        });
+      // The stored scope misspelt: read as a cast, it covered no call and let this one through.
+      await corrupt(JSON.stringify({ tol: name }));
+      await runStub(env as unknown as Env, runId).dropFacts((await testTenant()).tenantId);
+      const res = await turn(runId, [
+        { id: "c1", name, arguments: { amount: 1, currency: "usd" } },
+      ]);
+      expect(res.body.results?.[0]?.status).not.toBe("succeeded");
+      expect((await up.state()).requests).toHaveLength(0);
+      // Repaired, the freeze applies again (and is lifted, leaving the tenant as it was).
+      await corrupt(JSON.stringify({ tool: name }));
+      expect((await api("DELETE", `/v1/freezes/${id}`)).status).toBe(200);
+    });
+  },
+);
 
 describe("telling the runs", { timeout: 30_000 }, () => {
   it("a freeze tells the tenant's live runs to drop their facts, never an expired one", async () => {

@@ -6,7 +6,7 @@
 // tenants never see each other's tripwires; bad bodies are refused typed, nothing stored.
 import { env } from "cloudflare:workers";
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
 import * as stubs from "../../src/durable/stubs.ts";
@@ -68,6 +68,22 @@ const tripEvents = async (tripwire: string) =>
   ((await api("GET", "/v1/events?type=tripwire.tripped&limit=100")).body.events as any[]).filter(
     (e) => e.data.tripwire_id === tripwire,
   );
+
+/** A count tripwire of `threshold` per tenant on a new refund tool, and a run to call it from. */
+async function countTripwire(threshold: number, mode: "hold" | "refuse") {
+  const up = upstream();
+  const tool = await registered(up.url);
+  const id = unique("tw");
+  const put = await putTripwire(id, {
+    measure: "count",
+    tool,
+    window: "1m",
+    threshold,
+    then: { mode, reason: "spike" },
+  });
+  expect(put.status).toBe(201);
+  return { up, tool, id, runId: await newRun(tool, unique("cus")) };
+}
 
 describe("tripwires", { timeout: 30_000 }, () => {
   it("3 refunds per minute per customer: 10 concurrent → exactly 3 sent, 7 held, one trip (event + freeze); another customer unaffected; the lift sends each held once and re-arms", async () => {
@@ -195,17 +211,7 @@ describe("tripwires", { timeout: 30_000 }, () => {
   });
 
   it("a counter killed between its trip and the freeze: the alarm makes the freeze once; the crossing call, posted again, is held on it", async () => {
-    const up = upstream();
-    const tool = await registered(up.url);
-    const id = unique("tw");
-    await putTripwire(id, {
-      measure: "count",
-      tool,
-      window: "1m",
-      threshold: 1,
-      then: { mode: "hold", reason: "spike" },
-    });
-    const runId = await newRun(tool, unique("cus"));
+    const { up, tool, id, runId } = await countTripwire(1, "hold");
     expect(await refund(runId, tool, 1)).toMatchObject({ status: "succeeded" });
     const object = await counter(id, "tenant");
     // This instance dies after committing the trip, before the tenant made the freeze.
@@ -225,6 +231,78 @@ describe("tripwires", { timeout: 30_000 }, () => {
     expect(await tripFreezes(id)).toHaveLength(1);
     expect(await tripEvents(id)).toHaveLength(1);
     expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("a lift whose tell to the counter is lost: the next covered call is not refused, and the tripwire counts afresh", async () => {
+    const { up, tool, id, runId } = await countTripwire(1, "refuse");
+    expect(await refund(runId, tool, 1)).toMatchObject({ status: "succeeded" });
+    expect(await refund(runId, tool, 2)).toMatchObject({ status: "rejected", code: "frozen" });
+    const [made] = await tripFreezes(id);
+    // The tenant's tell (`untrip`) never reaches the counter.
+    const object = await counter(id, "tenant");
+    await runInDurableObject(object, (instance: unknown) => {
+      (instance as { untrip: () => Promise<never> }).untrip = async () => {
+        throw new Error("the tell was lost");
+      };
+    });
+    const quiet = vi.spyOn(console, "error").mockImplementation(() => {});
+    try {
+      expect((await api("DELETE", `/v1/freezes/${made.id}`)).status).toBe(200);
+      expect(quiet.mock.calls.map((call) => String(call[0]))).toContain(
+        "tripwire: its counter was not told of the lift",
+      );
+    } finally {
+      quiet.mockRestore();
+    }
+    // Counting afresh from the lift: one refund goes, the next trips again (a new freeze).
+    expect(await refund(runId, tool, 3)).toMatchObject({ status: "succeeded" });
+    expect(await refund(runId, tool, 4)).toMatchObject({ status: "rejected", code: "frozen" });
+    const again = await tripFreezes(id);
+    expect(again).toHaveLength(1);
+    expect(again[0].id).not.toBe(made.id);
+    expect(await tripEvents(id)).toHaveLength(2);
+    expect((await up.state()).effects).toHaveLength(2);
+    await runInDurableObject(object, (instance: unknown) => {
+      delete (instance as { untrip?: unknown }).untrip;
+    });
+    await api("DELETE", `/v1/freezes/${again[0].id}`);
+    await api("DELETE", `/v1/tripwires/${id}`);
+  });
+
+  it("a covered call writes its reservation, not the counter's trip state again; a changed definition is written once", async () => {
+    const up = upstream();
+    const tool = await registered(up.url);
+    const id = unique("tw");
+    const body = {
+      measure: "count",
+      tool,
+      window: "1m",
+      threshold: 100,
+      then: { mode: "hold", reason: "spike" },
+    };
+    expect((await putTripwire(id, body)).status).toBe(201);
+    const runId = await newRun(tool, unique("cus"));
+    expect(await refund(runId, tool, 1)).toMatchObject({ status: "succeeded" });
+    const object = await counter(id, "tenant");
+    const inside = <T>(read: (store: { rowsWritten: number }, sql: SqlStorage) => T) =>
+      runInDurableObject(object, (instance: unknown, state: DurableObjectState) =>
+        read((instance as { store: { rowsWritten: number } }).store, state.storage.sql),
+      );
+    const written = () => inside((store) => store.rowsWritten);
+    const before = await written();
+    expect(await refund(runId, tool, 2)).toMatchObject({ status: "succeeded" });
+    // The reservation alone (its row and its key's index entry): the trip state was upserted on
+    // every reserve before.
+    expect((await written()) - before).toBe(2);
+
+    expect((await putTripwire(id, { ...body, threshold: 50 })).status).toBe(200);
+    expect(await refund(runId, tool, 3)).toMatchObject({ status: "succeeded" });
+    const spec = await inside((_, sql) =>
+      JSON.parse(sql.exec("SELECT spec FROM trip_state").one().spec as string),
+    );
+    expect(spec).toMatchObject({ tripwireId: id, threshold: 50 });
+    expect((await up.state()).effects).toHaveLength(3);
+    await api("DELETE", `/v1/tripwires/${id}`);
   });
 
   it("tenants and bad bodies: another tenant neither sees nor deletes a tripwire; unknown fields, a bad measure, window or rate are refused typed, nothing stored", async () => {

@@ -89,6 +89,8 @@ export class LimitObject extends DurableObject<Env> {
     if (known && known.tenant_id !== req.tenantId) return err({ code: "not_found" });
     if (!known) await this.adopt(req.tenantId, req.name, req.subject);
     const subjectHash = req.trip ? await subjectHashOf(req.subject) : "";
+    // A tripped counter first asks whether its freeze was lifted (a lost tell; no RPC otherwise).
+    if (req.trip && known) await this.trip.recheckLift();
     const nowMs = Date.now();
     const reply = this.store.transaction((): ReserveReply => {
       this.migrate(nowMs);

@@ -6,7 +6,9 @@
 // The freeze is made at the tenant with the trip's deterministic id (createFreeze, once), before
 // any "tripped" is answered: a call never holds on a freeze that does not exist yet. Made neither
 // by the crossing reserve nor a later one (a crash in between), the alarm makes it. A lift
-// (`untrip`, told by the tenant) re-arms the tripwire: it counts afresh from the lift.
+// (`untrip`, told by the tenant) re-arms the tripwire: it counts afresh from the lift. The tell is
+// the fast path: while tripped, each reserve first asks the tenant whether the freeze was lifted
+// (`recheckLift`), so a lost tell never leaves a tripwire stopping calls for ever.
 import { sha256Hex } from "../../domain/canonical-json.ts";
 import type { Reservation } from "../../domain/limit/window.ts";
 import {
@@ -17,6 +19,7 @@ import {
 } from "../../domain/tripwire.ts";
 import type { Freeze } from "../../domain/freeze.ts";
 import type { Env } from "../env.ts";
+import { decodeFreeze, decodeTripSpec } from "../store/freeze-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantStub } from "../stubs.ts";
 
@@ -39,6 +42,23 @@ type StateRow = {
   armed_since_ms: number;
   tripped_by: string | null;
 };
+/**
+ * `trip_state` decoded (store/freeze-rows.ts). A spec or freeze that does not decode throws: the
+ * reserve fails, so the call starts nothing (`unavailable`) — a trip nobody can read never lets a
+ * call by uncounted, and never answers "tripped" on a freeze it cannot name.
+ */
+type State = Omit<StateRow, "spec" | "freeze"> & {
+  spec: TripSpec;
+  freeze: Freeze | null;
+  /** The stored text of `freeze`: what the compare-and-set on "made" compares. */
+  freezeText: string | null;
+};
+const stateOf = (row: StateRow): State => ({
+  ...row,
+  spec: decodeTripSpec(row.spec),
+  freeze: row.freeze === null ? null : decodeFreeze(row.freeze, "trip_state freeze"),
+  freezeText: row.freeze,
+});
 
 /** What a reserve on a tripwire's counter answers beside the reservation. */
 export type TripAnswer = { freeze: Freeze; made: boolean } | null;
@@ -52,9 +72,10 @@ export class Trip {
     private readonly env: Env,
   ) {}
 
-  private state(): StateRow | null {
+  private state(): State | null {
     if (!this.store.exists("trip_state")) return null;
-    return this.store.one<StateRow>("SELECT * FROM trip_state WHERE k = 1");
+    const row = this.store.one<StateRow>("SELECT * FROM trip_state WHERE k = 1");
+    return row && stateOf(row);
   }
 
   /** The reservations that count toward the next trip: those made since the last lift. */
@@ -92,7 +113,7 @@ export class Trip {
       this.trip(state, spec, subjectHash, operationId, nowMs);
     }
     const now = this.state()!;
-    const freeze = JSON.parse(now.freeze!) as Freeze;
+    const freeze = now.freeze!;
     this.store.run(
       "INSERT OR IGNORE INTO trip_held (operation_id, freeze_id) VALUES (?, ?)",
       operationId,
@@ -101,14 +122,20 @@ export class Trip {
     return { freeze, made: now.freeze_made === 1 };
   }
 
-  private answerFor(state: StateRow, freezeId: string): TripAnswer {
-    const freeze = state.freeze ? (JSON.parse(state.freeze) as Freeze) : null;
+  private answerFor(state: State, freezeId: string): TripAnswer {
+    const { freeze } = state;
     if (!freeze || freeze.id !== freezeId) return null;
     return { freeze, made: state.freeze_made === 1 };
   }
 
+  /**
+   * The state row, written only when absent or when the tripwire's definition changed: a covered
+   * call writes its reservation, not this row again.
+   */
   private ensure(tenantId: string, subject: string, spec: TripSpec): void {
     for (const table of TRIP_TABLES) this.store.ensureTable(table);
+    const stored = this.store.one<{ spec: string }>("SELECT spec FROM trip_state WHERE k = 1");
+    if (stored?.spec === JSON.stringify(spec)) return;
     this.store.run(
       "INSERT INTO trip_state (k, tenant_id, subject, spec) VALUES (1, ?, ?, ?) ON CONFLICT (k) DO UPDATE SET spec = excluded.spec",
       tenantId,
@@ -119,7 +146,7 @@ export class Trip {
 
   /** The trip itself: the next trip number, its freeze (deterministic id), not yet made. */
   private trip(
-    state: StateRow,
+    state: State,
     spec: TripSpec,
     subjectHash: string,
     byOperation: string,
@@ -148,7 +175,7 @@ export class Trip {
   ): boolean {
     const state = this.state();
     if (!state) return false;
-    const spec = JSON.parse(state.spec) as TripSpec;
+    const { spec } = state;
     if (spec.measure !== "failure_rate") return false;
     this.store.run(
       "INSERT OR IGNORE INTO trip_outcome (operation_id, failed, at_ms) VALUES (?, ?, ?)",
@@ -170,12 +197,41 @@ export class Trip {
   untrip(freezeId: string, nowMs: number): boolean {
     const state = this.state();
     if (!state || state.tripped === 0) return false;
-    if ((JSON.parse(state.freeze!) as Freeze).id !== freezeId) return false;
+    if (state.freeze?.id !== freezeId) return false;
     this.store.run(
       "UPDATE trip_state SET tripped = 0, armed_since_ms = ? WHERE k = 1",
       Math.max(nowMs, state.armed_since_ms + 1),
     );
     return true;
+  }
+
+  private rechecking: Promise<void> | null = null;
+  /**
+   * While tripped (its freeze made), before a reserve answers "tripped": asks the tenant whether
+   * the freeze was lifted, and re-arms if so — so a lift whose tell (`untrip`) was lost does not
+   * stop calls for ever. Not tripped: no RPC. The tenant unreachable: stays tripped (fail closed).
+   * Concurrent reserves share one ask.
+   */
+  recheckLift(): Promise<void> {
+    const state = this.state();
+    if (state?.tripped !== 1 || state.freeze_made !== 1 || !state.freeze) return Promise.resolve();
+    const { freeze, tenant_id: tenantId } = state;
+    this.rechecking ??= (async () => {
+      try {
+        const lifted = await tenantStub(this.env, tenantId).tripLifted(tenantId, freeze.id);
+        if (!lifted.ok) throw new Error(lifted.error.code);
+        if (lifted.value) this.store.transaction(() => this.untrip(freeze.id, Date.now()));
+      } catch (error) {
+        console.error(
+          "tripwire: the tenant was not asked about its lift",
+          freeze.id,
+          String(error),
+        );
+      }
+    })().finally(() => {
+      this.rechecking = null;
+    });
+    return this.rechecking;
   }
 
   private making: Promise<boolean> | null = null;
@@ -194,8 +250,7 @@ export class Trip {
     const state = this.state();
     if (!state?.freeze) return true;
     if (state.freeze_made === 1) return true;
-    const freeze = JSON.parse(state.freeze) as Freeze;
-    const spec = JSON.parse(state.spec) as TripSpec;
+    const { freeze, spec } = state;
     try {
       const made = await tenantStub(this.env, state.tenant_id).tripFreeze(state.tenant_id, {
         freeze,
@@ -212,7 +267,7 @@ export class Trip {
     }
     this.store.run(
       "UPDATE trip_state SET freeze_made = 1 WHERE k = 1 AND freeze = ?",
-      state.freeze,
+      state.freezeText,
     );
     return true;
   }

@@ -22,6 +22,7 @@ import {
   OUTBOX_RETRY_MS,
   type Notice,
 } from "../outbox/outbox.ts";
+import { decodeUnsentEvents } from "../store/operation-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantStub } from "../stubs.ts";
 import type { FrozenRow, Shell } from "./contracts.ts";
@@ -254,7 +255,7 @@ async function sendOperationEvents(shell: Shell): Promise<void> {
       text: row.payload,
     })),
     ...inLog.flatMap(([seq, unsent]) =>
-      (JSON.parse(unsent.events) as ToolgateEvent[]).map((event) => ({
+      decodeUnsentEvents(unsent.events).map((event) => ({
         seq,
         event,
         row: null,

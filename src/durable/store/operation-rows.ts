@@ -11,6 +11,7 @@
 // `op_compensated_by` (undo, issue 22): the id of this operation's compensation, once there is one.
 import { z } from "zod";
 import type { OperationPlan, OperationState, TraceEvent } from "../../domain/operation/index.ts";
+import { readEvent, type ToolgateEvent } from "../../domain/journal/events.ts";
 import type { FrozenRow } from "../operation/contracts.ts";
 import { decodeWith, deepFreeze, parseJson } from "./codec.ts";
 import { ToolSourceCodec } from "./run-rows.ts";
@@ -83,6 +84,23 @@ export const decodeState = (text: string): OperationState =>
   decodeWith(StateCodec, parseJson(text, "op_log state"), "op_log state");
 export const decodeTrace = (text: string): TraceEvent[] =>
   decodeWith(TraceCodec, parseJson(text, "op_log events"), "op_log events");
+/**
+ * A row's `unsent_events`: the tenant-plane events the step announced, each read as `readEvent`
+ * reads one (another version's data kept as written). Not an array of events: corrupt (thrown, so
+ * the send fails and the row keeps them: nothing guessed is sent, nothing dropped unseen).
+ */
+export function decodeUnsentEvents(text: string): ToolgateEvent[] {
+  const items = decodeWith(
+    z.array(z.unknown()),
+    parseJson(text, "op_log unsent_events"),
+    "op_log unsent_events",
+  );
+  return items.map((item) => {
+    const read = readEvent(item);
+    if (!read) throw new Error("corrupt op_log unsent_events row: not an event");
+    return read.event;
+  });
+}
 /** The frozen input (canonical JSON of an object, as the gate admitted it). */
 export const decodeInput = (text: string): Record<string, unknown> =>
   decodeWith(InputCodec, parseJson(text, "frozen input"), "frozen input");

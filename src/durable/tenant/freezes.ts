@@ -24,6 +24,7 @@ import type { TraceEvent } from "../../domain/operation/index.ts";
 import { seal, verifyChain, type ChainCheck } from "../../domain/trace-chain.ts";
 import type { HeldItem } from "../../domain/journal/announce.ts";
 import type { Env } from "../env.ts";
+import { decodeChainEntry, decodeFreeze } from "../store/freeze-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { operationStub, runStub } from "../stubs.ts";
 import { liveSinceMs } from "./runs.ts";
@@ -36,7 +37,12 @@ export const TELL_BATCH = 50;
 export const TELL_TIMEOUT_MS = 2_000;
 
 type FreezeRow = { id: string; data: string; lifted_at: number | null };
-const decode = (row: FreezeRow): Freeze => JSON.parse(row.data) as Freeze;
+/**
+ * A row that does not decode throws (store/freeze-rows.ts): every read of the freezes of the moment
+ * then fails — the run's facts, `sendChecks` — so no call starts or is sent past a freeze nobody can
+ * read (the turn answers `unavailable`, a send point waits), rather than reading it as no freeze.
+ */
+const decode = (row: FreezeRow): Freeze => decodeFreeze(row.data);
 
 /** Freezes not lifted (expired ones included until the alarm lifts them). */
 function standing(store: SqlStore): Freeze[] {
@@ -109,6 +115,12 @@ export function liftFreeze(
   });
 }
 
+/** Whether this freeze was made and has been lifted since (by DELETE or its expiry). */
+export function isLifted(store: SqlStore, id: string): boolean {
+  if (!store.exists("freezes")) return false;
+  return store.one("SELECT id FROM freezes WHERE id = ? AND lifted_at IS NOT NULL", id) !== null;
+}
+
 export async function deleteFreeze(
   store: SqlStore,
   storage: DurableObjectStorage,
@@ -159,7 +171,7 @@ const chain = (store: SqlStore): TraceEvent[] =>
   store.exists("tenant_chain")
     ? store
         .all<{ event: string }>("SELECT event FROM tenant_chain ORDER BY seq")
-        .map((row) => JSON.parse(row.event) as TraceEvent)
+        .map((row) => decodeChainEntry(row.event))
     : [];
 
 /** One chain entry and one event for a freeze's creation or lift (inside the caller's transaction). */
@@ -191,7 +203,7 @@ function record(
           expires_at_ms: freeze.expires_at_ms,
         }
       : { type: "freeze_lifted", at_ms: nowMs, freeze_id: freeze.id, by, expired };
-  const link = last ? { seq: last.seq, hash: (JSON.parse(last.event) as TraceEvent).hash! } : null;
+  const link = last ? { seq: last.seq, hash: sealedHash(decodeChainEntry(last.event)) } : null;
   const [sealed] = seal([entry], link);
   store.run(
     "INSERT INTO tenant_chain (seq, event) VALUES (?, ?)",
@@ -219,6 +231,13 @@ function record(
     data,
   } as Omit<EventOf<typeof type>, "type">);
   storeTenantEvent(store, event);
+}
+
+/** The last entry's seal, which the next links to: without one the chain cannot go on (corrupt). */
+function sealedHash(entry: TraceEvent): string {
+  if (typeof entry.hash !== "string")
+    throw new Error("corrupt tenant_chain row: its last entry is unsealed");
+  return entry.hash;
 }
 
 /** A tenant's own event, stored and queued for the EVENTS queue (inside the caller's transaction). */

@@ -240,6 +240,11 @@ export class TenantObject extends DurableObject<Env> {
     return made;
   }
 
+  /** A tripped counter asks before it answers "tripped": was its freeze lifted (a lost tell)? */
+  async tripLifted(tenantId: string, freezeId: string): Promise<Result<boolean, TenantError>> {
+    return tripwires.tripLifted(this.store, tenantId, freezeId);
+  }
+
   /** Delivered by operations from their outbox: held by a freeze, or no longer. */
   async markHeld(item: HeldItem, open: boolean, seq: number): Promise<void> {
     return freezes.markHeld(this.store, this.ctx.storage, item, open, seq);

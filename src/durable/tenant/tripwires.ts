@@ -3,7 +3,8 @@
 // the tenant's side of a trip: `tripFreeze` makes the trip's freeze with its deterministic id through
 // `createFreeze` and announces `tripwire.tripped`, in one transaction, once per id (the counter asks
 // again after a crash; a freeze already made, lifted or not, is never made again). Lifting such a
-// freeze tells its counter (`untripCounter`), which re-arms the tripwire from then.
+// freeze tells its counter (`untripCounter`), which re-arms the tripwire from then; a tell that is
+// lost is made good by the counter, which asks `tripLifted` while tripped.
 import { eventId, makeEvent, type EventOf } from "../../domain/journal/events.ts";
 import type { Freeze } from "../../domain/freeze.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
@@ -14,18 +15,23 @@ import {
   type Tripwire,
 } from "../../domain/tripwire.ts";
 import type { Env } from "../env.ts";
+import { decodeTripwire } from "../store/freeze-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
 import { limitStub } from "../stubs.ts";
 import type { TenantError } from "./contracts.ts";
-import { createFreeze, queueTells, storeTenantEvent, tellRuns } from "./freezes.ts";
+import { createFreeze, isLifted, queueTells, storeTenantEvent, tellRuns } from "./freezes.ts";
 
-/** Every tripwire of the tenant: what the facts carry ([] when none: no cost on a call's path). */
+/**
+ * Every tripwire of the tenant: what the facts carry ([] when none: no cost on a call's path). A row
+ * that does not decode throws (store/freeze-rows.ts): the facts cannot be read, so no call starts
+ * uncounted (the turn answers `unavailable`) — never read as one tripwire fewer.
+ */
 export function liveTripwires(store: SqlStore): Tripwire[] {
   if (!store.exists("tripwires")) return [];
   return store
     .all<{ data: string }>("SELECT data FROM tripwires ORDER BY id")
-    .map((row) => JSON.parse(row.data) as Tripwire);
+    .map((row) => decodeTripwire(row.data));
 }
 
 /** PUT /v1/tripwires/{id}: stored (replacing one of the same id), then the runs told. */
@@ -58,7 +64,7 @@ export async function deleteTripwire(store: SqlStore, env: Env, tenantId: string
     if (!row) return null;
     store.run("DELETE FROM tripwires WHERE id = ?", id);
     queueTells(store, Date.now());
-    return JSON.parse(row.data) as Tripwire;
+    return decodeTripwire(row.data);
   });
   if (!gone) return null;
   const told = await tellRuns(store, env, tenantId);
@@ -68,6 +74,10 @@ export async function deleteTripwire(store: SqlStore, env: Env, tenantId: string
 export const listTripwires = (store: SqlStore) => ({
   tripwires: liveTripwires(store).map(tripwireView),
 });
+
+/** A counter asks only its own tenant (another tenant's is refused as no such tenant). */
+const ownTenant = (store: SqlStore, tenantId: string) => tenantRecord(store)?.id === tenantId;
+const noTenant = err({ code: "not_found" as const, detail: "no such tenant" });
 
 /** What a counter sends when it trips (trip.ts). */
 export type TripNotice = {
@@ -88,8 +98,7 @@ export function tripFreeze(
   tenantId: string,
   trip: TripNotice,
 ): Result<boolean, TenantError> {
-  if (tenantRecord(store)?.id !== tenantId)
-    return err({ code: "not_found", detail: "no such tenant" });
+  if (!ownTenant(store, tenantId)) return noTenant;
   const { freeze } = trip;
   return ok(
     store.transaction(() => {
@@ -121,9 +130,22 @@ export function tripFreeze(
 }
 
 /**
- * A lifted freeze a tripwire made: its counter is told, so the next call counts afresh. A counter
- * not reached keeps answering "tripped" on a lifted freeze: the calls it stops are woken at once by
- * the tenant (freezes.ts markHeld) and sent, counted — it re-arms on the next lift told.
+ * Whether a tripped counter's freeze was lifted (asked by the counter before it answers "tripped":
+ * trip.ts `recheckLift`). Not lifted, or no such freeze: false — the counter stays tripped.
+ */
+export function tripLifted(
+  store: SqlStore,
+  tenantId: string,
+  freezeId: string,
+): Result<boolean, TenantError> {
+  if (!ownTenant(store, tenantId)) return noTenant;
+  return ok(isLifted(store, freezeId));
+}
+
+/**
+ * A lifted freeze a tripwire made: its counter is told, so the next call counts afresh. The fast
+ * path only: a tell that is lost changes nothing for long, since a tripped counter asks the tenant
+ * (`tripLifted`) before it answers "tripped" and re-arms on a lifted freeze by itself.
  */
 export async function untripCounter(
   env: Env,
