@@ -188,7 +188,7 @@ function classifyStatus(
       kind: "retry",
       retryAfterMs,
       reason: `HTTP 409 for the same key: ${detail}`,
-      mayHaveApplied: "connection_lost",
+      mayHaveApplied: "upstream_error_unknown",
     };
   if (status === 408 || status === 429 || status >= 500) {
     // Only a 429 says the request was not processed; any 5xx (and 408) may come after the effect
@@ -205,9 +205,9 @@ function classifyStatus(
         kind: "retry",
         retryAfterMs,
         reason: `HTTP ${status}`,
-        mayHaveApplied: "connection_lost",
+        mayHaveApplied: "upstream_error_unknown",
       };
-    return ambiguous(safety, "connection_lost", `HTTP ${status} after the request was sent`);
+    return ambiguous(safety, "upstream_error_unknown", `HTTP ${status} after the request was sent`);
   }
   return fail(
     "failed",

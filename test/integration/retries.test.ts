@@ -50,7 +50,7 @@ describe("retries", () => {
     expect(first.status).toBe(202);
     expect(first.body.results[0]).toMatchObject({
       status: "outcome_unknown",
-      code: "connection_lost",
+      code: "upstream_error_unknown",
     });
     const operationId = first.body.results[0].operation_id as string;
     expect((await operation(operationId)).body.phase).toBe("retry_scheduled");
@@ -193,7 +193,7 @@ describe("retries", () => {
     const final = await operation(operationId);
     expect(final.body).toMatchObject({
       phase: "outcome_unknown",
-      result: { status: "outcome_unknown", code: "connection_lost" },
+      result: { status: "outcome_unknown", code: "upstream_error_unknown" },
       settling: { next_try_at: expect.any(String) },
     });
     expect(final.body.result.message).not.toMatch(/did not take effect/);

@@ -115,7 +115,7 @@ describe("terminal outcomes", () => {
     expect(res.status).toBe(200);
     expect(res.body.results[0]).toMatchObject({
       status: "outcome_unknown",
-      code: "connection_lost",
+      code: "upstream_error_unknown",
       allowed_next_actions: ["wait", "check_status", "tell_user"],
     });
     expect(await fireAlarm(res.body.results[0].operation_id)).toBe(false);

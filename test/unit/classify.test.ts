@@ -13,7 +13,7 @@ type Row = [string, Observation, Record<RepeatSafety, string>];
 
 // Expected decision per class, written as kind[/status/code][/reconcile]; a retry that may hide an
 // applied effect is `retry/may_have_applied/<code>` (the state remembers it: see operation.ts).
-const MAYBE = "retry/may_have_applied/connection_lost";
+const MAYBE = "retry/may_have_applied/upstream_error_unknown";
 const table: Row[] = [
   [
     "2xx valid",
@@ -156,8 +156,8 @@ const table: Row[] = [
     {
       read: "retry",
       keyed: MAYBE,
-      lookup: "unknown/connection_lost/lookup",
-      neither: "unknown/connection_lost/human",
+      lookup: "unknown/upstream_error_unknown/lookup",
+      neither: "unknown/upstream_error_unknown/human",
     },
   ],
   ["429", http(429), { read: "retry", keyed: "retry", lookup: "retry", neither: "retry" }],
@@ -167,8 +167,8 @@ const table: Row[] = [
     {
       read: "retry",
       keyed: MAYBE,
-      lookup: "unknown/connection_lost/lookup",
-      neither: "unknown/connection_lost/human",
+      lookup: "unknown/upstream_error_unknown/lookup",
+      neither: "unknown/upstream_error_unknown/human",
     },
   ],
   [
@@ -177,8 +177,8 @@ const table: Row[] = [
     {
       read: "retry",
       keyed: MAYBE,
-      lookup: "unknown/connection_lost/lookup",
-      neither: "unknown/connection_lost/human",
+      lookup: "unknown/upstream_error_unknown/lookup",
+      neither: "unknown/upstream_error_unknown/human",
     },
   ],
   [
@@ -187,8 +187,8 @@ const table: Row[] = [
     {
       read: "retry",
       keyed: MAYBE,
-      lookup: "unknown/connection_lost/lookup",
-      neither: "unknown/connection_lost/human",
+      lookup: "unknown/upstream_error_unknown/lookup",
+      neither: "unknown/upstream_error_unknown/human",
     },
   ],
   [
@@ -212,8 +212,8 @@ const table: Row[] = [
     {
       read: "retry",
       keyed: MAYBE,
-      lookup: "unknown/connection_lost/lookup",
-      neither: "unknown/connection_lost/human",
+      lookup: "unknown/upstream_error_unknown/lookup",
+      neither: "unknown/upstream_error_unknown/human",
     },
   ],
   [

@@ -22,8 +22,17 @@ export const LIFECYCLE = [
 export type Lifecycle = (typeof LIFECYCLE)[number];
 
 /** Why an attempt's outcome is unknown (classify.ts decides it; the trace and the state carry it). */
+/**
+ * Why an outcome is unknown: no answer in time, toolgate restarted mid-attempt, the connection
+ * broke, a redirect was not followed, or the upstream answered an error status that does not say
+ * whether it applied (408, a keyed 409 "in progress", a 5xx after the request was sent).
+ */
 export type UnknownCode =
-  "timeout_unknown" | "crash_unknown" | "connection_lost" | "redirect_unknown";
+  | "timeout_unknown"
+  | "crash_unknown"
+  | "connection_lost"
+  | "redirect_unknown"
+  | "upstream_error_unknown";
 
 /** How one attempt ended, as a class (the attempt span's `toolgate.outcome`). */
 export type AttemptOutcome =

@@ -141,11 +141,11 @@ describe("outcome honesty: once an attempt may have applied, nothing claims it d
     const run = play(plan("keyed"), [{ got: timeout }, "due", { got: status(503) }]);
     expect(run.state).toMatchObject({
       phase: "retry_scheduled",
-      mayHaveApplied: { code: "connection_lost" },
+      mayHaveApplied: { code: "upstream_error_unknown" },
     });
     expect(envelopeFor("op_test", run.state, "keyed")).toMatchObject({
       status: "outcome_unknown",
-      code: "connection_lost",
+      code: "upstream_error_unknown",
     });
   });
 
