@@ -81,7 +81,7 @@ export const CallDetail: FC<{
             <span class="hint">Hidden as [redacted]: {redacted.hidden.join(", ")}</span>
           )}
         </Fact>
-        <Fact label="Key sent upstream" mono>
+        <Fact label="Idempotency key (every attempt sends it)" mono>
           {view.repeat_safety === "keyed"
             ? view.idempotency_key
             : "none (the tool takes no idempotency key)"}
