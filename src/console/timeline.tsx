@@ -104,7 +104,10 @@ function readingOf(event: TraceEvent): Reading {
     case "grant_used":
       return { label: `Approved by standing grant ${event.grant_id}`, hide: ["grant_id"] };
     case "grant_lapsed":
-      return { label: `${event.reason}: nothing sent, asking a person`, hide: ["grant_id", "reason"] };
+      return {
+        label: `${event.reason}: nothing sent, asking a person`,
+        hide: ["grant_id", "reason"],
+      };
     case "paused":
       return { label: `Paused by ${event.by}`, hide: ["by"] };
     case "resumed":

@@ -28,11 +28,10 @@ export const GrantBody = z
     /** Whose calls: one bound context field's value, or "any" (every subject). */
     subject: z.union([
       z.literal("any"),
-      z
-        .record(ContextKey, z.string().min(1).max(200))
-        .refine((s) => Object.keys(s).length === 1, {
-          message: 'a subject names exactly one context field, e.g. { "context.customer_id": "cus_42" }',
-        }),
+      z.record(ContextKey, z.string().min(1).max(200)).refine((s) => Object.keys(s).length === 1, {
+        message:
+          'a subject names exactly one context field, e.g. { "context.customer_id": "cus_42" }',
+      }),
     ]),
     /** The numeric argument per_call_max and total_max bound (e.g. "amount"). */
     field: z

@@ -25,7 +25,8 @@ export function onGrantLapsed(
 /** What an unsent call gives back as it turns to a person (null: it is not an unsent call). */
 function giveBackOf(state: OperationState): Step["effects"] | null {
   if (state.phase === "awaiting_lock") return [{ kind: "release_lock" }];
-  if (state.phase === "awaiting_quota") return [{ kind: "release_lock" }, { kind: "release_quota" }];
+  if (state.phase === "awaiting_quota")
+    return [{ kind: "release_lock" }, { kind: "release_quota" }];
   if (state.phase === "held" && state.resume.phase === "unsent") return [];
   return null;
 }

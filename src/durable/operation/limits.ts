@@ -106,7 +106,11 @@ export async function reserveGrant(
       if (reserved.length === use.claims.length) return use;
       if (reserved.length > 0) await releaseClaims(env, tenantId, operationId, reserved);
     } catch (error) {
-      console.error("grant: its counter could not be asked; a person decides", use.grantId, String(error));
+      console.error(
+        "grant: its counter could not be asked; a person decides",
+        use.grantId,
+        String(error),
+      );
     }
   }
   return null;

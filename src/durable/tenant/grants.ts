@@ -62,11 +62,7 @@ export async function revokeGrant(
     const grant = grantById(store, id);
     if (!grant || grant.revokedAtMs !== null) return grant;
     const next: Grant = { ...grant, revokedAtMs: nowMs, revokedBy: by };
-    store.run(
-      "UPDATE grants SET data = ?, live_until = 0 WHERE id = ?",
-      JSON.stringify(next),
-      id,
-    );
+    store.run("UPDATE grants SET data = ?, live_until = 0 WHERE id = ?", JSON.stringify(next), id);
     queueTells(store, nowMs);
     return next;
   });
