@@ -101,6 +101,13 @@ function readingOf(event: TraceEvent): Reading {
         : { label: `Held by freeze ${event.freeze_id} (nothing sent)`, hide: ["freeze_id"] };
     case "hold_released":
       return { label: `Freeze ${event.freeze_id} lifted: continuing`, hide: ["freeze_id"] };
+    case "grant_used":
+      return { label: `Approved by standing grant ${event.grant_id}`, hide: ["grant_id"] };
+    case "grant_lapsed":
+      return {
+        label: `${event.reason}: nothing sent, asking a person`,
+        hide: ["grant_id", "reason"],
+      };
     case "paused":
       return { label: `Paused by ${event.by}`, hide: ["by"] };
     case "resumed":

@@ -86,6 +86,8 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "executing":
     case "reconciling":
     case "hold_released":
+    case "grant_used":
+    case "grant_lapsed":
     case "resumed":
     case "retry_now":
     case "freeze_created":

@@ -6,6 +6,7 @@
 // set) is a new field here, read in the same one RPC, under the same bound. Pure.
 import type { Freeze } from "./freeze.ts";
 import type { Tripwire } from "./tripwire.ts";
+import type { Grant } from "./grant.ts";
 import type { PolicySet } from "./policy-request.ts";
 import type { StoredQuota } from "./quota/definition.ts";
 import type { VerificationStatus } from "./verification.ts";
@@ -40,13 +41,15 @@ export type TenantFacts = {
   freezes: Freeze[];
   /** The tenant's tripwires (issue 34); [] when none: a call claims nothing more then. */
   tripwires: Tripwire[];
+  /** The tenant's live standing grants (issue 35); [] when none: a call asks nothing more then. */
+  grants: Grant[];
 };
 
 /**
  * 2: the policy set joined the facts; 3/4: quotas and paused origins, or freezes and tripwires
- * (two branches); 5: all four (a snapshot of an older shape is never used).
+ * (two branches); 5: all four; 6: standing grants (a snapshot of an older shape is never used).
  */
-export const FACTS_SCHEMA = 5;
+export const FACTS_SCHEMA = 6;
 
 /** What one call's operation gets: its tool's facts only (least privilege), still sealed. */
 export type CallFacts = {
@@ -59,6 +62,7 @@ export type CallFacts = {
   pausedOrigins: Record<string, number>;
   freezes: Freeze[];
   tripwires: Tripwire[];
+  grants: Grant[];
 };
 
 /**
@@ -95,5 +99,6 @@ export function callFacts(facts: TenantFacts, tool: string): CallFacts | null {
     pausedOrigins: facts.pausedOrigins,
     freezes: facts.freezes,
     tripwires: facts.tripwires,
+    grants: facts.grants,
   };
 }

@@ -218,6 +218,8 @@ const LOGGED: Readonly<Record<TraceEvent["type"], boolean>> = {
   reconcile_finished: true,
   approval_decided: true,
   approval_expired: true,
+  grant_used: true,
+  grant_lapsed: true,
   resolved: true,
   denied: true,
   cancel_requested: true,

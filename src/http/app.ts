@@ -2,6 +2,7 @@
 // error boundary that turns ApiProblem (and anything unexpected) into problem+json.
 import { freezeRoutes } from "./freezes-routes.ts";
 import { tripwireRoutes } from "./tripwires-routes.ts";
+import { grantRoutes } from "./grants-routes.ts";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { consoleApp } from "../console/app.tsx";
@@ -71,6 +72,7 @@ app.route("/v1/policies", policyRoutes);
 app.route("/v1/quotas", quotaRoutes);
 app.route("/v1/freezes", freezeRoutes);
 app.route("/v1/tripwires", tripwireRoutes);
+app.route("/v1/grants", grantRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
 app.route("/console", consoleApp);
 // Agents over MCP: Host/Origin checks and the run token in front (src/http/mcp-routes.ts).

@@ -10,6 +10,7 @@ import { PutPolicies } from "./policies-routes.ts";
 import { PutQuota } from "./quotas-routes.ts";
 import { FreezeBody } from "../domain/freeze.ts";
 import { TripwireBody } from "../domain/tripwire.ts";
+import { GrantBody } from "../domain/grant.ts";
 import {
   Approve,
   CreateRun,
@@ -388,6 +389,33 @@ export const ROUTES: Route[] = [
     path: "/v1/tripwires",
     summary: "The tenant's tripwires",
     auth: "freezes:write or runs:read",
+  },
+  {
+    method: "post",
+    path: "/v1/grants",
+    summary:
+      'A standing grant (issue 35): { tools, subject: "any" | { "context.<field>": value }, field? (the numeric argument bounded), per_call_max?, total_max?, count?, expires_at (≤ 31 days), reason } — a call that would ask a person, inside its bounds, runs without asking and is reserved against it once; outside, it asks a person. Made by the deciding person (Access identity, else the key) → 201 { grant, runs_told, runs_pending }',
+    auth: "approvals:decide",
+    body: GrantBody,
+  },
+  {
+    method: "get",
+    path: "/v1/grants",
+    summary: "The tenant's grants (live, expired and revoked)",
+    auth: "approvals:decide or runs:read",
+  },
+  {
+    method: "get",
+    path: "/v1/grants/{id}",
+    summary: "One grant with its use so far (used) and each use (operation_id, amount, at, state)",
+    auth: "approvals:decide or runs:read",
+  },
+  {
+    method: "delete",
+    path: "/v1/grants/{id}",
+    summary:
+      "Revoke a grant: every call not yet sent that relied on it asks a person, nothing sent → { grant, runs_told, runs_pending } (404: none)",
+    auth: "approvals:decide",
   },
   {
     method: "post",

@@ -24,8 +24,8 @@ describe("freshness: how old a snapshot may be", () => {
     expect(freshness({ schema: FACTS_SCHEMA, readAtMs: READ_AT }, READ_AT + ageMs)).toBe(expected);
   });
 
-  it("another shape version is never used (4: before quotas and tripwires were both in the facts)", () => {
-    expect(freshness({ schema: 4 as 5, readAtMs: READ_AT }, READ_AT)).toBe("stale");
+  it("another shape version is never used (5: before standing grants were in the facts)", () => {
+    expect(freshness({ schema: 5 as 6, readAtMs: READ_AT }, READ_AT)).toBe("stale");
   });
 });
 
@@ -47,6 +47,7 @@ describe("callFacts: a call sees its own tool's facts only", () => {
     policies: null,
     freezes: [],
     tripwires: [],
+    grants: [],
   };
 
   it("the tool's secrets, deleted ones as null, and its verdict", () => {
@@ -60,6 +61,7 @@ describe("callFacts: a call sees its own tool's facts only", () => {
       pausedOrigins: {},
       freezes: [],
       tripwires: [],
+      grants: [],
     });
     expect(callFacts(facts, "mail")?.secrets).toEqual({ MAIL: { iv: "j", ciphertext: "d" } });
   });

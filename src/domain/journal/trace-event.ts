@@ -185,6 +185,9 @@ export type TraceFields = {
   settle_scheduled: { due_at_ms: number; until_ms: number };
   settle_window_ended: { until_ms: number };
   resolved: { outcome: "succeeded" | "failed" | "resend"; reason: string; by: string };
+  // standing grants (issue 35): the grant that approved a call, and its lapse before the first send
+  grant_used: { grant_id: string; amount: number | null };
+  grant_lapsed: { grant_id: string; reason: string };
   // holds (issue 34): an operator's freeze, a person's pause, and a person's retry-now
   held: { freeze_id: string; reason: string };
   hold_released: { freeze_id: string };

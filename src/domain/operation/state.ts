@@ -118,6 +118,12 @@ export type OperationPlan = {
   quotas?: QuotaClaim[];
   /** The run's deadline when it started (null or absent: none): no quota slot is waited for past it. */
   deadlineAtMs?: number | null;
+  /**
+   * A standing grant approved it (issue 35): `approval` is still planned (what a person is asked
+   * if the grant lapses before the first send), but not asked at the start. Its claims on the
+   * grant's counters are among `limits` (released with them when nothing was applied).
+   */
+  grant?: { id: string; amount: number | null };
 };
 export type WouldSend = SentRequest | { error: string };
 /** One attempt's exchange: null parts were not reached (nothing built, nothing answered). */
@@ -327,6 +333,11 @@ export type OperationEvent =
   /** The resource lock answered: this operation holds it (with its fencing token), or waits behind `blockedBy`. */
   | { type: "lock_granted"; fencingToken: number }
   | { type: "lock_queued"; blockedBy: string }
+  /**
+   * The standing grant it relied on was revoked or expired before its first send (issue 35):
+   * nothing is sent; it asks a person (plan.approval), giving back its lease or quota place.
+   */
+  | { type: "grant_lapsed"; grantId: string; reason: string }
   /** A freeze in `hold` mode applies at this send point (issue 34): nothing is sent. */
   | { type: "hold"; hold: Extract<Hold, { kind: "freeze" }> }
   /**

@@ -8,6 +8,7 @@ import { err, ok, type Result } from "../result.ts";
 import { unverifiedTraceDetail } from "../verification.ts";
 import { onApprovalAlarm, onDecide, onPreview, requestApproval } from "./approval.ts";
 import { afterAttempt } from "./attempt.ts";
+import { onGrantLapsed } from "./grant.ts";
 import { heldAs, onHold, onPause, onRelease, onRetryNow, sendDue } from "./hold.ts";
 import { onLockAlarm, onLockGranted, onLockQueued } from "./lease.ts";
 import { afterLookup, onResolve } from "./reconcile.ts";
@@ -147,7 +148,12 @@ function decideStep(
     }
     if (event.frozen?.mode === "refuse") return refused("frozen", event.frozen.message);
     // An approval is asked for under a hold too (asking sends nothing); the send waits at the decision.
-    if (plan.approval) return ok(requestApproval(plan.approval, nowMs, opened));
+    // A standing grant approved it (issue 35): no person is asked; the trace names the grant.
+    if (plan.grant)
+      opened.push(
+        traceEvent("grant_used", nowMs, { grant_id: plan.grant.id, amount: plan.grant.amount }),
+      );
+    else if (plan.approval) return ok(requestApproval(plan.approval, nowMs, opened));
     if (event.frozen?.mode === "hold")
       return ok(holdStep(event.frozen.hold, { phase: "unsent" }, nowMs, opened));
     return ok(beginExecution(plan, nowMs, opened));
@@ -172,6 +178,8 @@ function decideStep(
       return ok(onHeld(state, (as) => onCancel(as, event.by, plan, nowMs), nowMs));
     case "hold":
       return ok(onHold(state, event, nowMs));
+    case "grant_lapsed":
+      return ok(onGrantLapsed(state, event, plan, nowMs));
     case "release":
       return ok(onRelease(state, event, plan, nowMs));
     case "pause": {

@@ -31,6 +31,13 @@ export type LimitUsage = {
   /** The earliest a counting reservation can leave (null: none held, or only waiting ones). */
   next_free_at: string | null;
 };
+/** A reservation as `uses` lists it (a grant's uses). */
+export type UseRow = {
+  operationId: string;
+  amount: number;
+  atMs: number;
+  state: "held" | "released";
+};
 /** A held reservation as a legacy object hands it over. */
 export type HandedOver = { operationId: string; amount: number; atMs: number };
 export type LimitError = { code: "not_found" };

@@ -27,6 +27,7 @@ import type {
   LimitUsage,
   ReserveReply,
   ReserveRequest,
+  UseRow,
 } from "./contracts.ts";
 import { sweep } from "./sweep.ts";
 import { subjectHashOf, Trip, TRIP_RETRY_MS, TRIP_SCHEMA, TRIP_TABLES } from "./trip.ts";
@@ -223,6 +224,18 @@ export class LimitObject extends DurableObject<Env> {
       waiting: usage.waiting,
       next_free_at: usage.nextFreeAtMs === null ? null : new Date(usage.nextFreeAtMs).toISOString(),
     });
+  }
+
+  /**
+   * Every reservation this counter keeps (a standing grant's uses, issue 35): each operation once,
+   * with its amount, when it reserved and whether it still counts. Another tenant's ask gets none.
+   */
+  async uses(tenantId: string): Promise<UseRow[]> {
+    const meta = this.meta();
+    if (!meta || meta.tenant_id !== tenantId) return [];
+    return [...this.all().values()]
+      .sort((a, b) => a.atMs - b.atMs)
+      .map(({ operationId, amount, atMs, state }) => ({ operationId, amount, atMs, state }));
   }
 
   /**

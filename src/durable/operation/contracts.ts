@@ -85,6 +85,8 @@ export type OperationView = {
   late: boolean;
   /** Present when the call needed a person's decision. */
   approval: ApprovalView | null;
+  /** A standing grant approved it (issue 35): which, the amount it used, and whether it lapsed before the send (then `approval` is the person's). */
+  grant?: { id: string; amount: number | null; lapsed: boolean };
   /**
    * Settling an unknown outcome by itself (domain/retry-late.ts): the next late try (null: one is
    * in flight now) and the end of the key's window, after which a person decides. Null otherwise.

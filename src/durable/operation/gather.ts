@@ -26,6 +26,8 @@ import {
 } from "../../policies/evaluate.ts";
 import type { PolicyRequest, PolicySet } from "../../domain/policy-request.ts";
 import { hostPolicy } from "../../config.ts";
+import { grantLapse as grantLapseOf } from "../../domain/grant.ts";
+import { firstOf } from "../../domain/journal/trace-event.ts";
 import { compileTool } from "../../tools/catalog.ts";
 import { decodeInput } from "../store/operation-rows.ts";
 
@@ -100,6 +102,11 @@ export type Gathered = {
   /** null: not fetched. */
   secrets: Asked<Secrets> | null;
   budget: SpendVerdict;
+  /**
+   * Why the standing grant this call relied on no longer covers it (issue 35: revoked or expired,
+   * the tenant's grants of the moment); null: it still does, it relied on none, or unasked.
+   */
+  grantLapse: string | null;
 };
 
 const ALLOWED = { answered: true as const, value: ok(true as const) };
@@ -113,6 +120,7 @@ export async function gather(
 ): Promise<Gathered> {
   const { authorize, secretsOf, budget } = want;
   let freeze: Freeze | null = null;
+  let grantLapse: string | null = null;
   const [verdict, secrets, allowed] = await Promise.all([
     authorize
       ? ask(async () => {
@@ -128,6 +136,7 @@ export async function gather(
           ]);
           if (!run.ok) return run;
           freeze = policy.freeze;
+          grantLapse = policy.grantLapse;
           return policy.verdict;
         })
       : Promise.resolve(ALLOWED),
@@ -136,7 +145,7 @@ export async function gather(
       : Promise.resolve(null),
     budget ? askRetryBudget(env, budget, nowMs) : Promise.resolve({ ok: true as const }),
   ]);
-  return { verdict, freeze, secrets, budget: allowed };
+  return { verdict, freeze, secrets, budget: allowed, grantLapse };
 }
 
 /**
@@ -151,11 +160,14 @@ async function policyVerdict(
   env: Env,
   frozen: FrozenRow,
   nowMs: number,
-): Promise<{ freeze: Freeze | null; verdict: Result<true, Denial> }> {
-  const { policies: set, freezes } = await tenantStub(env, frozen.tenant_id).sendChecks();
+): Promise<{ freeze: Freeze | null; verdict: Result<true, Denial>; grantLapse: string | null }> {
+  const { policies: set, freezes, grants } = await tenantStub(env, frozen.tenant_id).sendChecks();
   const freeze = freezes.length > 0 ? frozenBy(freezes, freezeCallFor(env, frozen), nowMs) : null;
-  if (freeze?.mode === "refuse") return { freeze, verdict: err(frozenDenial(freeze)) };
-  return { freeze, verdict: cedarVerdict(env, frozen, set) };
+  // A tenant object not yet upgraded answers no grants: the call asks a person (fail closed).
+  const granted = frozen.plan.grant;
+  const grantLapse = granted ? grantLapseOf(grants ?? null, granted.id, nowMs) : null;
+  if (freeze?.mode === "refuse") return { freeze, verdict: err(frozenDenial(freeze)), grantLapse };
+  return { freeze, verdict: cedarVerdict(env, frozen, set), grantLapse };
 }
 
 /** The tenant's Cedar set of the moment on the request the start froze (no set: allowed). */
@@ -302,9 +314,10 @@ function originKey(env: Env, tenantId: string, loaded: Loaded): string | null {
 export async function gatherAlarmSend(
   env: Env,
   log: OperationLog,
-  { frozen }: Head,
+  head: Head,
   nowMs: number,
 ): Promise<{ instead: OperationEvent | null; secrets: Secrets | null }> {
+  const { frozen } = head;
   const loaded = log.loadFixed();
   const want = {
     authorize: { tool: toolName(frozen) },
@@ -333,6 +346,11 @@ export async function gatherAlarmSend(
   // After an ambiguous attempt a denial may start a status lookup: keep the event open for it.
   if (!verdict.value.ok)
     return { instead: { type: "denied", ...verdict.value.error }, secrets: null };
+  // A held call not yet sent whose grant lapsed meanwhile asks a person (issue 35), nothing sent.
+  const unsent = head.state.phase === "held" && head.state.resume.phase === "unsent";
+  const relied = unsent && gathered.grantLapse ? reliedGrant(log, frozen) : null;
+  if (relied && gathered.grantLapse)
+    return { instead: grantLapsed(relied, gathered.grantLapse), secrets: null };
   const hold = holdOf(gathered.freeze);
   if (hold) return { instead: { type: "hold", hold }, secrets: null };
   if (!allowed.ok) {
@@ -396,3 +414,20 @@ export async function gatherRetryNow(
       return ok({ denial: instead, secrets: null });
   }
 }
+
+/**
+ * The grant a call not yet sent still relies on (issue 35): the one its plan names, until it has
+ * lapsed once (then a person decides, and the grant is asked no more).
+ */
+export function reliedGrant(log: OperationLog, frozen: FrozenRow): string | null {
+  const granted = frozen.plan.grant;
+  if (!granted) return null;
+  return firstOf(log.events(), "grant_lapsed") ? null : granted.id;
+}
+
+/** The event that turns a call whose grant lapsed to a person (issue 35). */
+export const grantLapsed = (grantId: string, reason: string): OperationEvent => ({
+  type: "grant_lapsed",
+  grantId,
+  reason,
+});

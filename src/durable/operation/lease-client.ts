@@ -13,7 +13,16 @@ import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { lockStub } from "../stubs.ts";
 import type { FrozenRow, Head, Secrets, Shell } from "./contracts.ts";
-import { freezeCallFor, gather, holdOf, prefetched, usable } from "./gather.ts";
+import {
+  freezeCallFor,
+  gather,
+  grantLapsed,
+  holdOf,
+  prefetched,
+  reliedGrant,
+  usable,
+} from "./gather.ts";
+import { grantLapse } from "../../domain/grant.ts";
 import { frozenBy, frozenDenial } from "../../domain/freeze.ts";
 import { toolName, type OperationLog } from "./log.ts";
 
@@ -102,6 +111,12 @@ export async function firstSendChecks(
     !asks && facts.freezes.length > 0
       ? frozenBy(facts.freezes, freezeCallFor(shell.env, frozen), nowMs)
       : null;
+  // A call a standing grant approved (issue 35): the grant must still stand at its first send —
+  // the facts' grants, or the tenant's of the moment when it asks (below).
+  const granted = reliedGrant(shell.log, frozen);
+  const lapsedNow = !asks && granted ? grantLapse(facts.grants, granted, nowMs) : null;
+  if (lapsedNow && granted)
+    return { answered: true, stop: grantLapsed(granted, lapsedNow), secrets: null };
   if (frozenNow)
     return {
       answered: true,
@@ -128,9 +143,11 @@ export async function firstSendChecks(
   const hold = holdOf(gathered.freeze);
   const stop: OperationEvent | null = !verdict.value.ok
     ? { type: "denied", ...verdict.value.error }
-    : hold
-      ? { type: "hold", hold }
-      : null;
+    : gathered.grantLapse && granted
+      ? grantLapsed(granted, gathered.grantLapse)
+      : hold
+        ? { type: "hold", hold }
+        : null;
   return { answered: true, stop, secrets: prefetched(gathered) };
 }
 

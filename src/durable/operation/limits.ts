@@ -12,6 +12,7 @@ import { limitStub } from "../stubs.ts";
 import type { ApprovalInput, Head } from "./contracts.ts";
 import { isTripClaim } from "../../domain/tripwire.ts";
 import type { Freeze } from "../../domain/freeze.ts";
+import type { GrantUse } from "../../domain/grant.ts";
 
 export type Reserved = {
   /** What it holds, frozen in its plan (released if it is recorded with nothing applied). */
@@ -74,6 +75,45 @@ export async function reserveClaims(
     if (reply.value.over && !isTripClaim(claim)) needsApproval = true;
   }
   return { held, needsApproval, denied: null, tripped };
+}
+
+/**
+ * A call a person would be asked about, inside a live standing grant's bounds (issue 35): reserved
+ * on every counter of the first grant with room, by operation id (a re-post, a re-proposal or a
+ * start that crashed after reserving counts once). A grant that has no room keeps nothing (what
+ * was reserved on its other counter is released at once; if that release is lost, the sweep
+ * releases it: no plan names it). Null: no grant covers it, or a counter could not be asked — it
+ * asks a person (a grant never refuses a call).
+ */
+export async function reserveGrant(
+  env: Env,
+  tenantId: string,
+  operationId: string,
+  uses: readonly GrantUse[],
+): Promise<GrantUse | null> {
+  for (const use of uses) {
+    try {
+      const reserved: LimitClaim[] = [];
+      for (const claim of use.claims) {
+        const reply = await limitStub(env, tenantId, claim.name, claim.subject).reserve({
+          ...claim,
+          tenantId,
+          operationId,
+        });
+        if (!reply.ok || reply.value.kind !== "reserved") break;
+        reserved.push(claim);
+      }
+      if (reserved.length === use.claims.length) return use;
+      if (reserved.length > 0) await releaseClaims(env, tenantId, operationId, reserved);
+    } catch (error) {
+      console.error(
+        "grant: its counter could not be asked; a person decides",
+        use.grantId,
+        String(error),
+      );
+    }
+  }
+  return null;
 }
 
 /**

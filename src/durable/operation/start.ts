@@ -18,7 +18,8 @@ import { evaluatePolicies, policyRefusal, policyRequestFor } from "../../policie
 import type { PolicyRequest } from "../../domain/policy-request.ts";
 import type { FrozenRow, Secrets, SubmitRequest } from "./contracts.ts";
 import { ask, tenantSecrets } from "./gather.ts";
-import { NOTHING_RESERVED, reserveClaims, type Reserved } from "./limits.ts";
+import { NOTHING_RESERVED, reserveClaims, reserveGrant, type Reserved } from "./limits.ts";
+import { grantUsesFor, type Grant, type GrantUse } from "../../domain/grant.ts";
 import { routeOf, wouldSend } from "../../tools/shadow.ts";
 import { quotasFor, type QuotaClaim, type StoredQuota } from "../../domain/quota/definition.ts";
 import { frozenBy, frozenDenial, type Freeze } from "../../domain/freeze.ts";
@@ -47,6 +48,7 @@ async function gatherStart(
   request: PolicyRequest;
   quotas: QuotaClaim[];
   frozen: Frozen;
+  grant: GrantUse | null;
 }> {
   const approvalRule = needsApproval(spec.approval, req.input.value);
   // From the run's tenant facts when it passed them (no RPC); else asked of the tenant, as before.
@@ -61,6 +63,7 @@ async function gatherStart(
           pausedOrigins: held.pausedOrigins ?? {},
           freezes: held.freezes ?? [],
           tripwires: held.tripwires ?? [],
+          grants: held.grants ?? [],
         }))
       : startFacts(env, req.tenantId, spec.name, req.source),
     approvalRule
@@ -98,7 +101,7 @@ async function gatherStart(
     frozen: atStart,
   };
   if (cedar?.decision === "deny" || atStart?.mode === "refuse")
-    return { ...none, limits: NOTHING_RESERVED };
+    return { ...none, limits: NOTHING_RESERVED, grant: null };
   // The tenant's tripwires covering this call claim on their counters like limits (issue 34).
   const trips = tripClaimsOf(req, spec, facts.tripwires);
   if (!trips.ok)
@@ -108,6 +111,7 @@ async function gatherStart(
         ...NOTHING_RESERVED,
         denied: { limit: "tripwire", subject: "", message: trips.error.message },
       },
+      grant: null,
     };
   const claims = [...(req.limitClaims ?? []), ...trips.value];
   const limits =
@@ -115,20 +119,40 @@ async function gatherStart(
       ? await reserveClaims(env, req.tenantId, req.operationId, claims)
       : NOTHING_RESERVED;
   const frozen = trippedOver(atStart, limits.tripped);
-  if (limits.denied) return { ...none, frozen, limits };
-  const asks = approvalRule || limits.needsApproval;
-  const toolVersion = asks ? await catalog.toolVersion(req.source) : null;
+  if (limits.denied) return { ...none, frozen, limits, grant: null };
+  // A standing grant (issue 35) stands in for the tool's approval rule only: a call over a limit
+  // whose `over` is "approve" still asks a person. A shadow run's call uses no grant.
+  const grant =
+    approvalRule && !limits.needsApproval && !req.shadow && facts.grants.length > 0
+      ? await reserveGrant(env, req.tenantId, req.operationId, grantUsesOf(req, spec, facts.grants))
+      : null;
+  const asks = (approvalRule && grant === null) || limits.needsApproval;
+  // Planned for a granted call too: what a person is asked if its grant lapses before it is sent.
+  const toolVersion = approvalRule || asks ? await catalog.toolVersion(req.source) : null;
   return {
     toolVersion,
-    secrets: asks ? null : fetched,
+    secrets: asks || grant ? null : fetched,
     verified,
-    limits,
+    limits: grant ? { ...limits, held: [...limits.held, ...grant.claims] } : limits,
     cedar,
     request,
     quotas,
     frozen,
+    grant,
   };
 }
+
+/** The live grants that cover this call, with their claims (domain/grant.ts). */
+const grantUsesOf = (req: SubmitRequest, spec: ToolSpec, grants: Grant[]) =>
+  grantUsesFor(
+    grants,
+    {
+      tool: spec.name,
+      input: req.input.value as Record<string, unknown>,
+      context: req.principal?.context ?? {},
+    },
+    Date.now(),
+  );
 
 type Frozen = Extract<OperationEvent, { type: "start" }>["frozen"];
 
@@ -207,7 +231,7 @@ export async function prepareStart(
   >
 > {
   const started = await gatherStart(env, req, spec);
-  const { toolVersion, secrets, verified, limits, cedar, request, quotas } = started;
+  const { toolVersion, secrets, verified, limits, cedar, request, quotas, grant } = started;
   const frozenBy = started.frozen;
   const nowMs = Date.now();
   const strict = requireVerifiedIdempotency(env);
@@ -225,6 +249,7 @@ export async function prepareStart(
       : {}),
     ...(req.compensation ? { compensates: req.compensation.of } : {}),
     ...(quotas.length > 0 ? { quotas, deadlineAtMs: req.deadlineAtMs ?? null } : {}),
+    ...(grant ? { grant: { id: grant.grantId, amount: grant.amount } } : {}),
   };
   const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
   const frozen = frozenRowOf(req, spec, plan, nowMs);

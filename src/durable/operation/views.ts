@@ -106,6 +106,14 @@ export function viewOf(log: OperationLog): OperationView {
         : result,
     late: state.phase === "recorded" && state.late,
     approval: approvalViewOf(log, head),
+    ...(frozen.plan.grant
+      ? {
+          grant: {
+            ...frozen.plan.grant,
+            lapsed: firstOf(log.events(), "grant_lapsed") !== undefined,
+          },
+        }
+      : {}),
     settling: settlingOf(head),
     held: heldOf(state),
     controls: controlsOf(state, frozen.plan, Date.now()),
@@ -141,6 +149,8 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
   const approval = frozen.plan.approval;
   if (!approval) return null;
   const events = log.events();
+  // A standing grant approved it (issue 35): no person was asked, unless the grant lapsed first.
+  if (frozen.plan.grant && !firstOf(events, "grant_lapsed")) return null;
   const decided = firstOf(events, "approval_decided");
   const preview = firstOf(events, "preview");
   const verdictState = decided ? (decided.verdict === "approve" ? "approved" : "rejected") : null;

@@ -46,6 +46,7 @@ CREATE TABLE IF NOT EXISTS freezes (id TEXT PRIMARY KEY, data TEXT NOT NULL, lif
 CREATE TABLE IF NOT EXISTS freeze_holds (operation_id TEXT PRIMARY KEY, freeze_id TEXT NOT NULL, seq INTEGER NOT NULL, woken_at INTEGER) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS freeze_tells (run_id TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tripwires (id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, data TEXT NOT NULL, live_until INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_chain (seq INTEGER PRIMARY KEY, event TEXT NOT NULL);`;
 
 /** Added to `tenant_outbox` at its first failed send (the one outbox schedule counts its tries). */

@@ -34,6 +34,8 @@ import { liveFreezes } from "./freezes.ts";
 import type { Freeze } from "../../domain/freeze.ts";
 import type { Tripwire } from "../../domain/tripwire.ts";
 import { liveTripwires } from "./tripwires.ts";
+import { liveGrants } from "./grants.ts";
+import type { Grant } from "../../domain/grant.ts";
 
 /** `unchanged`: the facts still have version `known` (only `readAtMs` moved on). */
 export type FactsAnswer = { unchanged: true; readAtMs: number } | TenantFacts;
@@ -72,8 +74,9 @@ export async function readFacts(
   const shaping = own ? quotaFacts(store, readAtMs) : { quotas: [], pausedOrigins: {} };
   const freezes = own ? liveFreezes(store, readAtMs) : [];
   const tripwires = own ? liveTripwires(store) : [];
+  const grants = own ? liveGrants(store, readAtMs) : [];
   const version = await sha256Hex(
-    canonicalJson({ secrets, tools: byTool, policies, freezes, tripwires, ...shaping }),
+    canonicalJson({ secrets, tools: byTool, policies, freezes, tripwires, grants, ...shaping }),
   );
   if (version === known) return { unchanged: true, readAtMs };
   return {
@@ -85,6 +88,7 @@ export async function readFacts(
     policies,
     freezes,
     tripwires,
+    grants,
     ...shaping,
   };
 }
@@ -115,6 +119,8 @@ export type StartFacts = {
   freezes: Freeze[];
   /** The tripwires (issue 34). */
   tripwires: Tripwire[];
+  /** The live standing grants (issue 35). */
+  grants: Grant[];
 };
 
 export async function startFacts(
@@ -128,6 +134,7 @@ export async function startFacts(
     policies: policySetOf(store),
     freezes: liveFreezes(store, nowMs),
     tripwires: liveTripwires(store),
+    grants: liveGrants(store, nowMs),
     ...quotaFacts(store, nowMs),
   };
 }

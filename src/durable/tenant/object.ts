@@ -41,7 +41,9 @@ import { retentionMs } from "../../config.ts";
 import { OUTBOX_RETRY_MS } from "../outbox/outbox.ts";
 import * as freezes from "./freezes.ts";
 import * as tripwires from "./tripwires.ts";
+import * as grants from "./grants.ts";
 import type { Tripwire } from "../../domain/tripwire.ts";
+import type { Grant } from "../../domain/grant.ts";
 import type { Freeze } from "../../domain/freeze.ts";
 import type { HeldItem } from "../../domain/journal/announce.ts";
 
@@ -189,10 +191,13 @@ export class TenantObject extends DurableObject<Env> {
    * Before every send after an operation's start: the Cedar set and the freezes of the moment, in
    * the one read that asked for the set alone before (gather.ts policyVerdict).
    */
-  async sendChecks(): Promise<{ policies: PolicySet | null; freezes: Freeze[] }> {
+  async sendChecks(): Promise<{ policies: PolicySet | null; freezes: Freeze[]; grants: Grant[] }> {
+    const nowMs = Date.now();
     return {
       policies: policies.policySetOf(this.store),
-      freezes: freezes.liveFreezes(this.store, Date.now()),
+      freezes: freezes.liveFreezes(this.store, nowMs),
+      // The live grants (issue 35): a call that relied on one not among them falls back to a person.
+      grants: grants.liveGrants(this.store, nowMs),
     };
   }
   async putFreeze(tenantId: string, freeze: Freeze) {
@@ -213,6 +218,20 @@ export class TenantObject extends DurableObject<Env> {
   }
   async listFreezes() {
     return freezes.listFreezes(this.store, Date.now());
+  }
+  // ── Standing grants (grants.ts, issue 35) ────────────────────────────────────────────────────
+
+  async createGrant(tenantId: string, grant: Grant) {
+    return grants.createGrant(this.store, this.env, tenantId, grant);
+  }
+  async revokeGrant(tenantId: string, id: string, by: string) {
+    return grants.revokeGrant(this.store, this.env, tenantId, id, by);
+  }
+  async listGrants() {
+    return grants.listGrants(this.store);
+  }
+  async showGrant(tenantId: string, id: string) {
+    return grants.showGrant(this.store, this.env, tenantId, id);
   }
   // ── Tripwires (tripwires.ts, issue 34) ───────────────────────────────────────────────────────
 

@@ -57,8 +57,8 @@ export async function startFacts(
   const items = settings && settings !== NATURAL ? [{ name, settingsHash: settings }] : [];
   const facts = await tenantStub(env, tenantId).startFacts(items);
   const verified = settings === NATURAL ? "unverified" : (facts.statuses[name] ?? null);
-  const { policies, quotas, pausedOrigins, freezes, tripwires } = facts;
-  return { verified, policies, quotas, pausedOrigins, freezes, tripwires };
+  const { policies, quotas, pausedOrigins, freezes, tripwires, grants } = facts;
+  return { verified, policies, quotas, pausedOrigins, freezes, tripwires, grants };
 }
 
 /** A write with mode "natural": nothing to verify, nothing verified. */

@@ -1,0 +1,114 @@
+// The tenant's standing grants (issue 35 item 1): stored (`grants`, one row each, kept after a
+// revoke or expiry so its uses stay listed), carried in the run's tenant facts while live (a create
+// or revoke tells the runs to drop their snapshot, freezes.ts `tellRuns`), and answered in
+// `sendChecks` so every send point of a call that relied on one sees a revoke of the moment. The
+// uses are the reservations its counters hold (LimitObject `uses`), read when one grant is shown.
+import { grantCounters, grantView, GRANT_SUBJECT, type Grant } from "../../domain/grant.ts";
+import type { Env } from "../env.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+import { limitStub } from "../stubs.ts";
+import { queueTells, tellRuns } from "./freezes.ts";
+
+/** Grants are few; a tenant keeps at most this many (live or not) listed. */
+export const MAX_LISTED = 200;
+
+/** The grants that may cover calls now: what the facts and the send checks carry ([] when none). */
+export function liveGrants(store: SqlStore, nowMs: number): Grant[] {
+  if (!store.exists("grants")) return [];
+  return store
+    .all<{ data: string }>("SELECT data FROM grants WHERE live_until > ? ORDER BY id", nowMs)
+    .map((row) => JSON.parse(row.data) as Grant);
+}
+
+export function grantById(store: SqlStore, id: string): Grant | null {
+  if (!store.exists("grants")) return null;
+  const row = store.one<{ data: string }>("SELECT data FROM grants WHERE id = ?", id);
+  return row ? (JSON.parse(row.data) as Grant) : null;
+}
+
+/** POST /v1/grants: stored, then the runs told (their next call sees it). */
+export async function createGrant(store: SqlStore, env: Env, tenantId: string, grant: Grant) {
+  store.transaction(() => {
+    store.ensureTable("grants");
+    store.run(
+      "INSERT INTO grants (id, data, live_until) VALUES (?, ?, ?)",
+      grant.id,
+      JSON.stringify(grant),
+      grant.expiresAtMs,
+    );
+    queueTells(store, grant.createdAtMs);
+  });
+  const told = await tellRuns(store, env, tenantId);
+  return {
+    grant: grantView(grant, grant.createdAtMs),
+    runs_told: told.told,
+    runs_pending: told.pending,
+  };
+}
+
+/**
+ * DELETE /v1/grants/{id}: revoked (kept, with who and when). Idempotent: a revoked grant answers
+ * as it is. Committed before the runs are told, so every send check from now on sees it.
+ */
+export async function revokeGrant(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  id: string,
+  by: string,
+) {
+  const nowMs = Date.now();
+  const revoked = store.transaction(() => {
+    const grant = grantById(store, id);
+    if (!grant || grant.revokedAtMs !== null) return grant;
+    const next: Grant = { ...grant, revokedAtMs: nowMs, revokedBy: by };
+    store.run("UPDATE grants SET data = ?, live_until = 0 WHERE id = ?", JSON.stringify(next), id);
+    queueTells(store, nowMs);
+    return next;
+  });
+  if (!revoked) return null;
+  const told = await tellRuns(store, env, tenantId);
+  return { grant: grantView(revoked, nowMs), runs_told: told.told, runs_pending: told.pending };
+}
+
+export function listGrants(store: SqlStore) {
+  const nowMs = Date.now();
+  if (!store.exists("grants")) return { grants: [] };
+  const rows = store.all<{ data: string }>(
+    "SELECT data FROM grants ORDER BY id DESC LIMIT ?",
+    MAX_LISTED,
+  );
+  return { grants: rows.map((row) => grantView(JSON.parse(row.data) as Grant, nowMs)) };
+}
+
+/** One grant with each use its counters hold (the count's, or the sum's when it has no count). */
+export async function showGrant(store: SqlStore, env: Env, tenantId: string, id: string) {
+  const grant = grantById(store, id);
+  if (!grant) return null;
+  const names = grantCounters(id);
+  const [sum, count] = await Promise.all([
+    grant.totalMax !== null
+      ? limitStub(env, tenantId, names.sum, GRANT_SUBJECT).uses(tenantId)
+      : Promise.resolve([]),
+    grant.count !== null
+      ? limitStub(env, tenantId, names.count, GRANT_SUBJECT).uses(tenantId)
+      : Promise.resolve([]),
+  ]);
+  const amounts = new Map(sum.map((use) => [use.operationId, use.amount]));
+  // A call holds every counter of its grant or none (start.ts), so either lists every use.
+  const uses = (grant.count !== null ? count : sum).map((use) => ({
+    operation_id: use.operationId,
+    amount: grant.field === null ? null : (amounts.get(use.operationId) ?? null),
+    at: new Date(use.atMs).toISOString(),
+    state: use.state,
+  }));
+  const held = uses.filter((use) => use.state === "held");
+  return {
+    ...grantView(grant, Date.now()),
+    used: {
+      calls: held.length,
+      ...(grant.field !== null ? { sum: held.reduce((s, u) => s + (u.amount ?? 0), 0) } : {}),
+    },
+    uses,
+  };
+}
