@@ -1,6 +1,7 @@
 // The Hono app: body limit before parsing, authentication, the route groups, and the single
 // error boundary that turns ApiProblem (and anything unexpected) into problem+json.
 import { freezeRoutes } from "./freezes-routes.ts";
+import { delegationRoutes } from "./delegations-routes.ts";
 import { tripwireRoutes } from "./tripwires-routes.ts";
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -70,6 +71,7 @@ app.route("/v1/limits", limitRoutes);
 app.route("/v1/policies", policyRoutes);
 app.route("/v1/quotas", quotaRoutes);
 app.route("/v1/freezes", freezeRoutes);
+app.route("/v1/delegations", delegationRoutes);
 app.route("/v1/tripwires", tripwireRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
 app.route("/console", consoleApp);
