@@ -54,9 +54,10 @@ const vote = (op: string, who: Record<string, string>, body: Record<string, unkn
 
 describe("routing and quorum", { timeout: 30_000 }, () => {
   it("2-of-3: the proposer's vote does not count, one vote waits with 0 requests, the same person twice counts once, a key outside the group is 403 with nothing changed; the second distinct vote sends once", async () => {
-    const [bob, carol, dave, mallory] = await Promise.all(
-      ["bob", "carol", "dave", "mallory"].map((n) => keyOf(n)),
-    );
+    const bob = await keyOf("bob");
+    const carol = await keyOf("carol");
+    const dave = await keyOf("dave");
+    const mallory = await keyOf("mallory");
     const { up, op } = await routedCall({ mode: "always", quorum: 2, route: [{ group: finance }] });
 
     const own = await vote(op, carol);
@@ -102,7 +103,8 @@ describe("routing and quorum", { timeout: 30_000 }, () => {
   });
 
   it("a reject by any eligible approver rejects at once: nothing sent", async () => {
-    const [bob, dave] = await Promise.all(["bob", "dave"].map((n) => keyOf(n)));
+    const bob = await keyOf("bob");
+    const dave = await keyOf("dave");
     const { up, op } = await routedCall({ mode: "always", quorum: 2, route: [{ group: finance }] });
     expect((await vote(op, bob)).status).toBe(200);
     const rejected = await api("POST", `/v1/operations/${op}/reject`, { reason: "no" }, dave);
@@ -114,7 +116,9 @@ describe("routing and quorum", { timeout: 30_000 }, () => {
   });
 
   it("a delegate's vote counts as the delegator's, recorded as cast by the delegate; without a delegation in force it is refused", async () => {
-    const [bob, dave, zed] = await Promise.all(["bob", "dave", "zed"].map((n) => keyOf(n)));
+    const bob = await keyOf("bob");
+    const dave = await keyOf("dave");
+    const zed = await keyOf("zed");
     const { up, op } = await routedCall({ mode: "always", quorum: 2, route: [{ group: finance }] });
     const refused = await vote(op, zed, { on_behalf_of: "dave" });
     expect(refused).toMatchObject({ status: 403, body: { code: "forbidden" } });

@@ -2,6 +2,7 @@
 // object is strict (an unknown field is refused, never ignored), and a field toolgate does not
 // enforce yet is refused as `unsupported_field`. Parsing only: compile.ts makes the ToolSpec.
 import { z } from "zod";
+import { ApiScope } from "../../http/schemas.ts";
 import { QuotaNumbers } from "../../domain/quota/definition.ts";
 import { CONTEXT_FIELD } from "../../domain/context-needs.ts";
 import { DEFAULT_RETRY } from "../../domain/retry.ts";
@@ -26,7 +27,8 @@ const Comparison = z
 const ApproverGroup = z
   .strictObject({
     name: z.string().min(1).max(64),
-    scopes: z.array(z.string().min(1).max(64)).max(16).default([]),
+    // Only a scope a key can hold: any other would be a group nobody could ever be in.
+    scopes: z.array(ApiScope).max(16).default([]),
     members: z.array(z.string().min(1).max(256)).max(100).default([]),
   })
   .refine((g) => g.scopes.length + g.members.length > 0, "a group needs scopes or members");

@@ -212,9 +212,11 @@ describe("routed approval: the alarm reminds, escalates, never approves", () => 
       expect(step.value.state.routing!.step).toBe(stepAfter);
       expect(step.value.state.routing!.reminded).toBe(reminded);
     } else
-      expect(step.value.state.phase === "recorded" && step.value.state.outcome.code).toBe(
-        "approval_expired",
-      );
+      expect(
+        step.value.state.phase === "recorded" &&
+          "code" in step.value.state.outcome &&
+          step.value.state.outcome.code,
+      ).toBe("approval_expired");
     expect(
       step.value.effects.filter((e) => e.kind === "route").map((e) => e.kind === "route" && e.what),
     ).toEqual(whats);
