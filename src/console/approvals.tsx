@@ -190,6 +190,7 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
     verdict,
     approverId: by.id,
     via: by.via,
+    scopes: by.scopes,
     ...stepUp,
     reason: reason || null,
     inputHash,
@@ -238,9 +239,10 @@ async function consoleStepUp(
 export async function consoleDecider(c: Context<ConsoleEnv>): Promise<Decider | Response> {
   try {
     const person = await accessIdentity(c.env, c.req.header(ACCESS_HEADER));
+    const { keyName, scopes } = c.get("session");
     return person
-      ? { id: person.id, via: "access" }
-      : { id: c.get("session").keyName, via: "console" };
+      ? { id: person.id, via: "access", scopes }
+      : { id: keyName, via: "console", scopes };
   } catch (error) {
     if (!(error instanceof ApiProblem)) throw error;
     return problemPage(

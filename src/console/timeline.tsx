@@ -207,6 +207,12 @@ function readingOf(event: TraceEvent): Reading {
       };
     case "approval_expired":
       return { label: "Approval expired", hide: ["requested_at_ms"] };
+    case "approval_voted":
+      return { label: "Vote counted" };
+    case "approval_reminded":
+      return { label: "Approvers reminded" };
+    case "approval_escalated":
+      return { label: "Approval escalated" };
     case "awaiting_lock":
       return { label: "Awaiting lock" };
     case "lock_granted":

@@ -71,6 +71,9 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "preview":
     case "approval_decided":
     case "approval_expired":
+    case "approval_voted":
+    case "approval_reminded":
+    case "approval_escalated":
     case "lock_granted":
     case "lock_queued":
     case "lock_waiting_long":

@@ -79,6 +79,13 @@ function opFacts(event: ToolgateEvent): OpFacts | null {
         : open("pending", null, event.data.arguments);
     case "approval.expired":
       return open("rejected", "approval_expired", event.data.arguments);
+    // A routed approval's steps (issue 35) leave it waiting; quorum reached approves it.
+    case "approval.voted":
+    case "approval.reminded":
+    case "approval.escalated":
+      return open("awaiting_approval", null, event.data.arguments);
+    case "approval.quorum_reached":
+      return open("pending", null, event.data.arguments);
     case "operation.outcome_unknown":
       return open("outcome_unknown", event.data.code, event.data.arguments);
     case "lock.waiting_long":
@@ -107,6 +114,10 @@ export function runSummaryOf(event: ToolgateEvent): RunSummary | null {
     case "approval.requested":
     case "approval.decided":
     case "approval.expired":
+    case "approval.voted":
+    case "approval.reminded":
+    case "approval.escalated":
+    case "approval.quorum_reached":
     case "operation.outcome_unknown":
     case "operation.recorded":
     case "lock.waiting_long":

@@ -5,7 +5,7 @@
 // line with the ids, and an `actions` block whose button opens the exact console page. `text` is
 // the notification fallback. Slack's limits are kept (section text ≤ 3000, field ≤ 2000, button
 // text ≤ 75 characters); user text is escaped (&, <, > are Slack's control characters).
-import type { ToolgateEvent } from "../domain/journal/events.ts";
+import { RouteData, type ToolgateEvent } from "../domain/journal/events.ts";
 
 export type SlackText = { type: "mrkdwn" | "plain_text"; text: string };
 export type SlackBlock =
@@ -27,6 +27,9 @@ type Shown = {
   decided_by?: string;
   /** How the decider was verified (issue 35): "access" says Cloudflare Access named the person. */
   decided_via?: string;
+  /** A routed approval (issue 35): the votes so far of the quorum, and who may still vote. */
+  votes?: string;
+  may_vote?: string;
   endpoint?: string;
   last_error?: string;
 };
@@ -42,9 +45,14 @@ function shown(event: ToolgateEvent): Shown | null {
   switch (event.type) {
     case "approval.requested":
     case "approval.decided":
-    case "approval.expired": {
+    case "approval.expired":
+    case "approval.voted":
+    case "approval.reminded":
+    case "approval.escalated":
+    case "approval.quorum_reached": {
       const { data } = event;
       return {
+        ...routeShown(data.route),
         target: text(data.target),
         arguments: json(data.arguments),
         requested_by: text(data.requested_by),
@@ -82,10 +90,29 @@ function shown(event: ToolgateEvent): Shown | null {
   }
 }
 
+/** A route's votes ("1 of 2: alice") and who may still vote, when the data has the shape. */
+function routeShown(route: unknown): Pick<Shown, "votes" | "may_vote"> {
+  const parsed = RouteData.safeParse(route);
+  if (!parsed.success) return {};
+  const { votes, quorum, may_vote, excluded } = parsed.data;
+  const names = votes.map((v) => (v.cast_by ? `${v.by} (by ${v.cast_by}, delegated)` : v.by));
+  const groups = may_vote.map((g) =>
+    [g.group, ...g.members, ...g.scopes.map((s) => `scope ${s}`)].join(": "),
+  );
+  return {
+    votes: `${votes.length} of ${quorum}${names.length ? `: ${names.join(", ")}` : ""}`,
+    may_vote: `${groups.join("; ")}${excluded.length ? ` (not ${excluded.join(", ")})` : ""}`,
+  };
+}
+
 const HEADLINES: Record<ToolgateEvent["type"], string> = {
   "approval.requested": "Approval needed",
   "approval.decided": "Approval decided",
   "approval.expired": "Approval expired",
+  "approval.voted": "Approval vote counted",
+  "approval.reminded": "Reminder: approval still needed",
+  "approval.escalated": "Approval escalated to the next group",
+  "approval.quorum_reached": "Approval quorum reached",
   "operation.outcome_unknown": "Outcome unknown: a person must settle it",
   "operation.recorded": "Operation recorded",
   "run.budget_exhausted": "Run budget exhausted",
@@ -157,6 +184,10 @@ export function slackMessage(event: ToolgateEvent, consoleUrl: string): SlackMes
         text: cap(`*Last error*\n${escapeMrkdwn(data.last_error)}`, 2000),
       });
   }
+  if (data.votes)
+    fields.push({ type: "mrkdwn", text: cap(`*Votes*\n${escapeMrkdwn(data.votes)}`, 2000) });
+  if (data.may_vote)
+    fields.push({ type: "mrkdwn", text: cap(`*May vote*\n${escapeMrkdwn(data.may_vote)}`, 2000) });
   if (data.decided_by)
     fields.push({
       type: "mrkdwn",

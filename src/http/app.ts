@@ -1,6 +1,7 @@
 // The Hono app: body limit before parsing, authentication, the route groups, and the single
 // error boundary that turns ApiProblem (and anything unexpected) into problem+json.
 import { freezeRoutes } from "./freezes-routes.ts";
+import { delegationRoutes } from "./delegations-routes.ts";
 import { tripwireRoutes } from "./tripwires-routes.ts";
 import { grantRoutes } from "./grants-routes.ts";
 import { Hono } from "hono";
@@ -71,6 +72,7 @@ app.route("/v1/limits", limitRoutes);
 app.route("/v1/policies", policyRoutes);
 app.route("/v1/quotas", quotaRoutes);
 app.route("/v1/freezes", freezeRoutes);
+app.route("/v1/delegations", delegationRoutes);
 app.route("/v1/tripwires", tripwireRoutes);
 app.route("/v1/grants", grantRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).

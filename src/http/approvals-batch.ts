@@ -40,7 +40,7 @@ export type BatchItemResult =
     }
   | { operation_id: string; result: "skipped"; reason: SkipReason; detail: string };
 
-export type BatchDecider = { id: string; via: DeciderVia };
+export type BatchDecider = { id: string; via: DeciderVia; scopes: string[] };
 
 /** Every item decided at once (different operations, so no item waits for another), answers in order. */
 export async function decideBatch(
@@ -59,6 +59,7 @@ export async function decideBatch(
           verdict: item.decision,
           approverId: decider.id,
           via: decider.via,
+          scopes: decider.scopes,
           reason: item.reason ?? null,
           inputHash: item.input_hash,
           toolVersion: item.policy_version ?? null,

@@ -146,7 +146,12 @@ export function signingKey(env: Env): string {
 }
 
 /** Who decides, and how toolgate knows it (Decision's `approverId` and `via`). */
-export type Decider = { id: string; via: DeciderVia };
+export type Decider = {
+  id: string;
+  via: DeciderVia;
+  /** The scopes of the key (or console session) that carried the decision: a route's groups (issue 35). */
+  scopes: string[];
+};
 
 /**
  * Who decides an approval (issue 35). A person behind Cloudflare Access: the verified token's email
@@ -161,10 +166,13 @@ export async function decider(
   named: { id: string } | undefined,
 ): Promise<Decider> {
   const principal = c.get("principal");
-  if (principal.kind !== "key") return { id: principalName(c), via: "api_key" };
+  if (principal.kind !== "key") return { id: principalName(c), via: "api_key", scopes: [] };
   const person = await accessIdentity(c.env, c.req.header(ACCESS_HEADER));
+  const { scopes } = principal;
   if (!named)
-    return person ? { id: person.id, via: "access" } : { id: principal.keyName, via: "api_key" };
+    return person
+      ? { id: person.id, via: "access", scopes }
+      : { id: principal.keyName, via: "api_key", scopes };
   if (!principal.scopes.includes("approvals:delegate"))
     throw new ApiProblem({
       code: "forbidden",
@@ -175,7 +183,7 @@ export async function decider(
       code: "invalid_request",
       detail: `approver.id names someone else than the person Access signed in (${person.id}); send one or the other. Nothing was decided`,
     });
-  return { id: named.id, via: "delegated" };
+  return { id: named.id, via: "delegated", scopes };
 }
 
 /** Who did it, for the trace: the key id or the run. */

@@ -48,10 +48,23 @@ async function decide(
     const approval = { operationId, inputHash: body.input_hash };
     await verifyStepUp(c.env, c.req.url, tenantId, by.id, approval, body.passkey);
   }
+  // Delegation while away (issue 35): only a delegation in force from that person to this decider.
+  let onBehalfOf = {};
+  if (body.on_behalf_of) {
+    const delegation = await tenantStub(c, tenantId).delegationFor(body.on_behalf_of, by.id);
+    if (!delegation)
+      throw new ApiProblem({
+        code: "forbidden",
+        detail: `${body.on_behalf_of} has no delegation to ${by.id} in force now; nothing was decided`,
+      });
+    onBehalfOf = { onBehalfOf: { id: delegation.from, scopes: delegation.scopes } };
+  }
   const decision = {
     verdict,
     approverId: by.id,
     via: by.via,
+    scopes: by.scopes,
+    ...onBehalfOf,
     ...(body.passkey ? { stepUp: "passkey" as const } : {}),
     reason: body.reason ?? null,
     inputHash: body.input_hash ?? null,

@@ -82,6 +82,8 @@ export type ApiError =
   | { code: "not_awaiting_approval"; detail: string }
   | { code: "approval_mismatch"; detail: string }
   | { code: "self_approval"; detail: string }
+  /** A routed approval (issue 35): the decider is in none of the groups it is routed to now; nothing counted. */
+  | { code: "not_an_approver"; detail: string }
   /** The tool asks for a passkey step-up (issue 35) and the approval came without one. */
   | { code: "step_up_required"; detail: string }
   /** A passkey assertion that does not verify for this operation and this person; nothing decided. */
@@ -145,6 +147,7 @@ export function toApiError(error: ObjectError): ApiError {
       return { code: error.code, detail: error.detail };
     // Its own arm: TypeScript checks a shared `{ code, detail }` against at most 25 codes at once.
     case "step_up_required":
+    case "not_an_approver":
       return { code: error.code, detail: error.detail };
     case "freeze_expired":
       return { code: error.code, detail: error.detail };
@@ -226,6 +229,7 @@ export function statusOf(error: ApiError): number {
     case "forbidden":
     case "upstream_not_allowed":
     case "self_approval":
+    case "not_an_approver":
     case "step_up_required":
     case "host_not_allowed":
     case "origin_not_allowed":
@@ -321,6 +325,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "self_approval":
+    case "not_an_approver":
     case "step_up_required":
     case "step_up_failed":
     case "resend_not_allowed":

@@ -180,6 +180,14 @@ export const Approve = z.strictObject({
   input_hash: z.string().optional(),
   policy_version: z.string().optional(),
   passkey: PasskeyAssertion.optional(),
+  on_behalf_of: z
+    .string()
+    .min(1)
+    .max(256)
+    .optional()
+    .describe(
+      "Vote on a routed approval as this person, who delegated to you for now (PUT /v1/delegations); the vote is theirs, recorded with who cast it",
+    ),
 });
 export const Reject = Approve.extend({ reason: z.string().min(1).max(2000) });
 

@@ -8,6 +8,7 @@ import type { FrozenInput, OperationScope, Risk } from "../domain/identity.ts";
 import type { RetryPolicy } from "../domain/retry.ts";
 import type { AcrossRunsLimit } from "../domain/limit/claims.ts";
 import type { Compensation } from "../domain/compensation.ts";
+import type { Route } from "../domain/operation/state.ts";
 
 /** `fourEyes`: the approver must not be the run's own user (default). */
 export type ApprovalRule = {
@@ -17,6 +18,8 @@ export type ApprovalRule = {
   fourEyes: boolean;
   /** "passkey": approving needs the approver's passkey, bound to the input hash (issue 35). */
   stepUp?: "passkey";
+  /** Who votes and how many must (issue 35): frozen into each call's plan. Absent: one person decides. */
+  route?: Route;
 };
 export type Comparison = {
   gt?: number;

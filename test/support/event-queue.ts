@@ -29,6 +29,10 @@ function sampleData(type: EventType, nowMs: number): ToolgateEvent["data"] {
     case "approval.requested":
     case "approval.decided":
     case "approval.expired":
+    case "approval.voted":
+    case "approval.reminded":
+    case "approval.escalated":
+    case "approval.quorum_reached":
       return {
         created_at_ms: nowMs,
         state: "pending",

@@ -12,7 +12,14 @@ import {
   type OperationState,
 } from "../operation/state.ts";
 import type { DeciderVia } from "./trace-event.ts";
-import { eventId, makeEvent, type EventOf, type EventType, type ToolgateEvent } from "./events.ts";
+import {
+  eventId,
+  makeEvent,
+  type EventOf,
+  type EventType,
+  type RouteData,
+  type ToolgateEvent,
+} from "./events.ts";
 
 /** One approval request as the inbox shows it (derived from the operation's log, which is authoritative). */
 export type ApprovalItem = {
@@ -44,6 +51,8 @@ export type ApprovalItem = {
   shadow?: true;
   /** Undo (issue 22): the compensation of this operation; approving it reverses that one. */
   compensates?: string;
+  /** A routed approval (issue 35): the votes so far and who may still vote. */
+  route?: RouteData;
 };
 /** An operation waiting for a person's verdict on an unknown outcome, as the tenant lists it. */
 export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };
@@ -60,6 +69,9 @@ export type InboxKind =
   | "approval.decided"
   | "approval.expired"
   | "approval.cancelled"
+  | "approval.voted"
+  | "approval.reminded"
+  | "approval.escalated"
   | "operation.outcome_unknown"
   | "operation.settling"
   | "operation.recorded"
@@ -117,7 +129,7 @@ export function latencyMs(before: OperationState | null, recordedAtMs: number): 
 
 /** Whether a step needs the approval request (`CallData.approval`): it touches the inbox. */
 export const needsApproval = (effects: readonly Effect[]): boolean =>
-  effects.some((effect) => effect.kind === "inbox");
+  effects.some((effect) => effect.kind === "inbox" || effect.kind === "route");
 
 /**
  * The notices one committed step sends (`before`: the state before it). Every event carries the
@@ -137,6 +149,18 @@ export function announce(
     ...(call.shadow ? { shadow: true as const } : {}),
     ...(call.compensates ? { compensates: call.compensates } : {}),
   };
+  const approvalData = (item: ApprovalItem) => ({
+    ...tagged,
+    state: item.state,
+    target: item.target,
+    arguments: call.arguments,
+    requested_by: item.requested_by,
+    expires_at_ms: item.expires_at_ms,
+    decided_by: item.decided_by,
+    decided_via: item.decided_via ?? null,
+    reason: call.approvalReason,
+    ...(item.route ? { route: item.route } : {}),
+  });
   const emit = <T extends EventType>(type: T, data: EventOf<T>["data"]) =>
     out.events.push(
       makeEvent(type, {
@@ -159,17 +183,18 @@ export function announce(
         // A preview's arrival refreshes the inbox row; the request itself was already reported.
         // A cancelled request is told by the operation's own events (recorded), not as an approval.
         if (previewed || effect.state === "cancelled") break;
-        emit(approvalEvent(effect.state), {
-          ...tagged,
-          state: item.state,
-          target: item.target,
-          arguments: call.arguments,
-          requested_by: item.requested_by,
-          expires_at_ms: item.expires_at_ms,
-          decided_by: item.decided_by,
-          decided_via: item.decided_via ?? null,
-          reason: call.approvalReason,
-        });
+        emit(approvalEvent(effect.state), approvalData(item));
+        break;
+      }
+      // A routed approval's step (issue 35): its own event; a step that leaves it waiting also
+      // refreshes the inbox row (votes, who may still vote). Quorum's row is the decision's.
+      case "route": {
+        if (!call.approval) break;
+        const waiting = effect.what !== "quorum_reached";
+        const item: ApprovalItem = { ...call.approval, state: waiting ? "pending" : "approved" };
+        if (effect.what !== "quorum_reached")
+          out.inbox.push({ kind: `approval.${effect.what}`, target: "approval", item });
+        emit(`approval.${effect.what}`, approvalData(item));
         break;
       }
       case "needs_person": {
@@ -201,6 +226,8 @@ export function announce(
       case "send_preview":
       case "acquire_lock":
       case "release_lock":
+      case "acquire_quota":
+      case "release_quota":
         break;
     }
   }

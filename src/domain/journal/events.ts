@@ -11,6 +11,11 @@ export const EVENT_TYPES = [
   "approval.requested",
   "approval.decided",
   "approval.expired",
+  /** A routed approval (issue 35): a vote counted, the group reminded, escalated to the next group, quorum reached. */
+  "approval.voted",
+  "approval.reminded",
+  "approval.escalated",
+  "approval.quorum_reached",
   "operation.outcome_unknown",
   "operation.recorded",
   "run.budget_exhausted",
@@ -61,6 +66,34 @@ const operationData = {
   arguments: z.unknown().optional(),
 };
 
+/**
+ * A routed approval (issue 35) as people see it: quorum, the votes so far (a delegate's as its
+ * delegator's, `cast_by` the delegate), the step reached and who may still vote — the groups
+ * reached, their listed members who have not voted, anyone holding one of their scopes except
+ * `excluded` (the proposer and those who voted).
+ */
+export const RouteData = z.object({
+  quorum: z.number().int(),
+  needed: z.number().int(),
+  step: z.number().int(),
+  steps: z.number().int(),
+  group: z.string().nullable(),
+  reminded: z.boolean(),
+  votes: z.array(
+    z.object({
+      by: z.string(),
+      cast_by: z.string().optional(),
+      via: z.enum(DECIDER_VIA),
+      at_ms: z.number(),
+    }),
+  ),
+  may_vote: z.array(
+    z.object({ group: z.string(), scopes: z.array(z.string()), members: z.array(z.string()) }),
+  ),
+  excluded: z.array(z.string()),
+});
+export type RouteData = z.infer<typeof RouteData>;
+
 /** An approval request as its events show it (the inbox row, redacted). */
 export const ApprovalEventData = z.object({
   ...operationData,
@@ -72,6 +105,8 @@ export const ApprovalEventData = z.object({
   /** How `decided_by` was verified: access (a person, Cloudflare Access), api_key, console, delegated. */
   decided_via: z.enum(DECIDER_VIA).nullable().optional(),
   reason: z.string().nullable(),
+  /** A routed approval's votes and who may still vote (absent: one person decides). */
+  route: RouteData.optional(),
 });
 export type ApprovalEventData = z.infer<typeof ApprovalEventData>;
 
@@ -190,6 +225,10 @@ export const EVENT_DATA = {
   "approval.requested": ApprovalEventData,
   "approval.decided": ApprovalEventData,
   "approval.expired": ApprovalEventData,
+  "approval.voted": ApprovalEventData,
+  "approval.reminded": ApprovalEventData,
+  "approval.escalated": ApprovalEventData,
+  "approval.quorum_reached": ApprovalEventData,
   "operation.outcome_unknown": OutcomeUnknownData,
   "operation.recorded": RecordedData,
   "run.budget_exhausted": BudgetExhaustedData,
@@ -216,6 +255,10 @@ export const ToolgateEvent = z.discriminatedUnion("type", [
   eventOf("approval.requested"),
   eventOf("approval.decided"),
   eventOf("approval.expired"),
+  eventOf("approval.voted"),
+  eventOf("approval.reminded"),
+  eventOf("approval.escalated"),
+  eventOf("approval.quorum_reached"),
   eventOf("operation.outcome_unknown"),
   eventOf("operation.recorded"),
   eventOf("run.budget_exhausted"),

@@ -130,8 +130,16 @@ export type TraceFields = {
     /** "passkey": the decider's passkey, made for this input hash, was verified (issue 35). */
     step_up?: "passkey";
     reason: string | null;
+    /** A delegate cast it: `by` is whose vote it is (the delegator), `cast_by` who pressed (issue 35). */
+    cast_by?: string;
   };
   approval_expired: { requested_at_ms: number };
+  /** A routed approval (issue 35): an approve vote counted (`votes` of `quorum`), a delegate's as its delegator's. */
+  approval_voted: { by: string; cast_by?: string; via: DeciderVia; votes: number; quorum: number };
+  /** The route's timer reminded the current step's group, once per step. */
+  approval_reminded: { step: number; group: string };
+  /** The route's timer asked the next group (`step` is the new one); earlier groups keep their vote. */
+  approval_escalated: { step: number; group: string; from_group: string };
   // the resource lock
   awaiting_lock: { resource: string | null };
   lock_granted: { resource: string | null; fencing_token: number };

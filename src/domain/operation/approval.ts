@@ -3,13 +3,18 @@
 // operation id + input hash + policy version (the hash of the tool's source), expires, is decided
 // once and by default not by the run's own user (four eyes). Approval is not authorization: the
 // run's scopes, deadline and tool are checked again after it (`decide` carries that `denial`).
+// A routed approval (issue 35, route.ts) counts approve votes until quorum; its alarm also reminds
+// and escalates, and never approves.
 import type { ApprovalRule, Comparison } from "../../tools/spec.ts";
+import { traceEvent } from "../journal/trace-event.ts";
 import { err, ok, type Result } from "../result.ts";
+import { countVote, mayVote, nextRouteAtMs, routeAlarm, startRouting, voterOf } from "./route.ts";
 import { beginExecution, closeApproval, holdStep, record, unchanged } from "./steps.ts";
 import type {
   ApprovalRequest,
   Decision,
   DecisionRefusal,
+  Effect,
   OperationEvent,
   OperationPlan,
   OperationState,
@@ -99,10 +104,13 @@ export function requestApproval(
   nowMs: number,
   trace: TraceEvent[],
 ): Step {
+  const state: AwaitingApproval = approval.route
+    ? { phase: "awaiting_approval", requestedAtMs: nowMs, routing: startRouting(nowMs) }
+    : { phase: "awaiting_approval", requestedAtMs: nowMs };
   return {
-    state: { phase: "awaiting_approval", requestedAtMs: nowMs },
+    state,
     effects: [
-      { kind: "set_alarm", atMs: approval.expiresAtMs },
+      { kind: "set_alarm", atMs: approvalAlarmAtMs(state, { approval })! },
       { kind: "inbox", state: "pending" },
       ...(approval.preview ? [{ kind: "send_preview" } as const] : []),
     ],
@@ -147,16 +155,54 @@ export function onDecide(
   if (nowMs >= plan.approval.expiresAtMs) return ok(expireApproval(state, nowMs));
   const checked = checkDecision(plan.approval, event.decision);
   if (!checked.ok) return checked;
+  const { route } = plan.approval;
+  const { routing } = state;
+  if (route && routing) {
+    const may = mayVote({ ...plan.approval, route }, routing, event.decision);
+    if (!may.ok) return may;
+  }
   const { verdict, approverId, via, stepUp, reason } = event.decision;
+  // A delegate's decision is its delegator's (`by`); who pressed stays on record (`cast_by`).
+  const by = voterOf(event.decision);
+  const castBy = by !== approverId ? { cast_by: approverId } : {};
   const decided: TraceEvent = {
     type: "approval_decided",
     at_ms: nowMs,
     verdict,
-    by: approverId,
+    by,
     via,
     ...(stepUp ? { step_up: stepUp } : {}),
     reason,
+    ...castBy,
   };
+  // Routed: an approve is one vote; quorum's vote decides. A reject by anyone who may vote rejects
+  // at once (sending nothing is the safe side: one entitled "no" outweighs any number of "yes").
+  let quorum: { voted: TraceEvent; effect: Effect } | null = null;
+  if (route && routing && verdict === "approve") {
+    const counted = countVote(routing, event.decision, nowMs);
+    // The same person again (or their delegate): counted once, nothing changes.
+    if (!counted) return ok(unchanged(state));
+    const votes = counted.votes.length;
+    const voted = traceEvent("approval_voted", nowMs, {
+      by,
+      ...castBy,
+      via,
+      votes,
+      quorum: route.quorum,
+    });
+    if (votes < route.quorum)
+      return ok({
+        state: { ...state, routing: counted },
+        effects: [{ kind: "route", what: "voted" }],
+        trace: [voted],
+        changed: true,
+      });
+    quorum = { voted, effect: { kind: "route", what: "quorum_reached" } };
+  }
+  const decide = (step: Step): Step =>
+    quorum
+      ? { ...step, trace: [quorum.voted, ...step.trace], effects: [quorum.effect, ...step.effects] }
+      : step;
   if (verdict === "reject") {
     const why = reason ? `: ${reason}` : "";
     return ok(
@@ -180,21 +226,40 @@ export function onDecide(
   }
   if (event.denial)
     return ok(
-      closeApproval(
-        record(0, event.denial, "attempt", nowMs, [
-          decided,
-          { type: "denied", at_ms: nowMs, code: event.denial.code },
-        ]),
-        "approved",
+      decide(
+        closeApproval(
+          record(0, event.denial, "attempt", nowMs, [
+            decided,
+            { type: "denied", at_ms: nowMs, code: event.denial.code },
+          ]),
+          "approved",
+        ),
       ),
     );
   // Frozen (hold): the decision is recorded and the approval closed; the send waits for the lift.
   if (event.hold)
     return ok(
-      closeApproval(holdStep(event.hold, { phase: "unsent" }, nowMs, [decided]), "approved"),
+      decide(
+        closeApproval(holdStep(event.hold, { phase: "unsent" }, nowMs, [decided]), "approved"),
+      ),
     );
   const started = beginExecution(plan, nowMs, [decided]);
-  return ok({ ...started, effects: [...started.effects, { kind: "inbox", state: "approved" }] });
+  return ok(
+    decide({ ...started, effects: [...started.effects, { kind: "inbox", state: "approved" }] }),
+  );
+}
+
+type AwaitingApproval = Extract<OperationState, { phase: "awaiting_approval" }>;
+
+/** When an awaiting call's alarm is due: its expiry, or sooner the route's reminder or escalation. */
+export function approvalAlarmAtMs(
+  state: AwaitingApproval,
+  plan: Pick<OperationPlan, "approval">,
+): number | null {
+  if (!plan.approval) return null;
+  const { route } = plan.approval;
+  const routeAt = route && state.routing ? nextRouteAtMs(route, state.routing) : null;
+  return Math.min(plan.approval.expiresAtMs, routeAt ?? Infinity);
 }
 
 function expireApproval(
@@ -215,17 +280,33 @@ function expireApproval(
   );
 }
 
-/** The expiry alarm of an awaiting call. */
-export function onApprovalAlarm(
-  state: Extract<OperationState, { phase: "awaiting_approval" }>,
-  plan: OperationPlan,
-  nowMs: number,
-): Step {
+/**
+ * The alarm of an awaiting call: its expiry, or a route's reminder and escalation (each once, even
+ * when the alarm comes late or twice). Escalating asks the next group; nothing here approves.
+ */
+export function onApprovalAlarm(state: AwaitingApproval, plan: OperationPlan, nowMs: number): Step {
   // Alarms are at-least-once and may fire early after a restart: expire only when due.
-  if (plan.approval && nowMs < plan.approval.expiresAtMs)
+  if (plan.approval && nowMs < plan.approval.expiresAtMs) {
+    const { route } = plan.approval;
+    const fired = route && state.routing ? routeAlarm(route, state.routing, nowMs) : null;
+    if (!fired)
+      return {
+        ...unchanged(state),
+        effects: [{ kind: "set_alarm", atMs: approvalAlarmAtMs(state, plan)! }],
+      };
+    const next: AwaitingApproval = { ...state, routing: fired.routing };
     return {
-      ...unchanged(state),
-      effects: [{ kind: "set_alarm", atMs: plan.approval.expiresAtMs }],
+      state: next,
+      effects: [
+        { kind: "set_alarm", atMs: approvalAlarmAtMs(next, plan)! },
+        ...fired.trace.map((t): Effect => ({
+          kind: "route",
+          what: t.type === "approval_reminded" ? "reminded" : "escalated",
+        })),
+      ],
+      trace: fired.trace,
+      changed: true,
     };
+  }
   return expireApproval(state, nowMs);
 }

@@ -61,6 +61,7 @@ export function planOperation(
             requestedBy: call.userId,
             fourEyes: rule.fourEyes,
             ...(rule.stepUp ? { stepUp: rule.stepUp } : {}),
+            ...(rule.route ? { route: rule.route } : {}),
             expiresAtMs: nowMs + rule.expiresInMs,
             preview: spec.buildPreview !== null,
           },

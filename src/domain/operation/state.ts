@@ -27,7 +27,27 @@ export type ApprovalRequest = {
   /** "passkey": approving needs a WebAuthn assertion bound to this input hash (issue 35); absent: none. */
   stepUp?: "passkey";
   expiresAtMs: number;
+  /** Who votes, how many must, and when to remind and escalate (issue 35; absent: one person decides). */
+  route?: Route;
 };
+/**
+ * An approver group (issue 35): a decider belongs when the key that carried its decision holds one
+ * of `scopes`, or its verified id (Access email, key name) is one of `members`.
+ */
+export type ApproverGroup = { name: string; scopes: string[]; members: string[] };
+/** One step of a route: its group, and when (after the step began) to remind it and escalate past it. */
+export type RouteStep = {
+  group: ApproverGroup;
+  remindAfterMs: number | null;
+  /** Null on the last step: nothing to escalate to, and it never approves by itself. */
+  escalateAfterMs: number | null;
+};
+/** `quorum` distinct approvers, none the proposer, from the groups of the steps reached so far. */
+export type Route = { quorum: number; steps: RouteStep[] };
+/** A counted approve vote: `by` whose vote it is; `castBy` who cast it (another id: a delegate). */
+export type Vote = { by: string; castBy: string; via: DeciderVia; atMs: number };
+/** Where a routed approval stands: the step reached, since when, whether it was reminded, the votes. */
+export type Routing = { step: number; stepAtMs: number; reminded: boolean; votes: Vote[] };
 export type Decision = {
   verdict: "approve" | "reject";
   approverId: string;
@@ -38,9 +58,15 @@ export type Decision = {
   reason: string | null;
   inputHash: string | null;
   toolVersion: string | null;
+  /** The scopes of the key that carried the decision: a route's groups by scope (issue 35). */
+  scopes?: string[];
+  /** A delegation in force (issue 35): the vote is `id`'s, whose scopes were these when they delegated. */
+  onBehalfOf?: { id: string; scopes: string[] };
 };
 export type DecisionRefusal =
   | { code: "self_approval"; detail: string }
+  /** The call routes its approval to groups this decider is in none of (yet). */
+  | { code: "not_an_approver"; detail: string }
   /** The tool asks for a passkey step-up to approve and the decision came without one verified. */
   | { code: "step_up_required"; detail: string }
   /** `field`: what changed since the approver looked — the arguments or the tool's version. */
@@ -197,7 +223,7 @@ export type Resumable = { phase: "unsent" } | RetryScheduled | OutcomeUnknown;
 
 export type OperationState =
   /** Nothing has been sent; a person decides (plan.approval). Expires at plan.approval.expiresAtMs. */
-  | { phase: "awaiting_approval"; requestedAtMs: number }
+  | { phase: "awaiting_approval"; requestedAtMs: number; routing?: Routing }
   /** Nothing has been sent; another operation holds plan.resource (`blockedBy`, when the lock said who). */
   | {
       phase: "awaiting_lock";
@@ -370,6 +396,8 @@ export type Effect =
   | { kind: "abort_attempt" }
   /** Keep the tenant's approvals inbox in step: a request opened, or closed with how it ended. */
   | { kind: "inbox"; state: "pending" | "approved" | "rejected" | "expired" | "cancelled" }
+  /** A routed approval's step (issue 35): told as its event, the inbox row refreshed with the votes. */
+  | { kind: "route"; what: "voted" | "reminded" | "escalated" | "quorum_reached" }
   /** Send the tool's preview request once, for the approver. */
   | { kind: "send_preview" }
   /** Ask plan.resource's lock for the lease (idempotent), or give it back once the outcome is settled. */

@@ -1,6 +1,7 @@
 // What the rest of the system reads off a stored state without moving it: whether the caller can
 // stop waiting, and when the operation will next act by itself (the shell's alarm and wait times).
 import type { OperationPlan, OperationState } from "./state.ts";
+import { approvalAlarmAtMs } from "./approval.ts";
 import { nextLockRecheckAtMs, QUOTA_RECHECK_MS, watchdogAt } from "./steps.ts";
 
 /**
@@ -42,7 +43,7 @@ export function stateAlarmAtMs(
 ): number | null {
   switch (state.phase) {
     case "awaiting_approval":
-      return plan.approval?.expiresAtMs ?? null;
+      return approvalAlarmAtMs(state, plan);
     case "awaiting_lock":
       return nextLockRecheckAtMs(state.requestedAtMs, nowMs);
     case "awaiting_quota":

@@ -2,6 +2,7 @@
 // see, and the shapes its modules pass each other (the frozen row, the head, the loaded tool). The
 // frozen row is row 1 of the log and never changes; the head is the newest row with it.
 import type { RepeatSafety } from "../../domain/classify.ts";
+import type { RouteData } from "../../domain/journal/events.ts";
 import type { DeciderVia } from "../../domain/journal/trace-event.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
 import type { LimitUsage } from "../limit/contracts.ts";
@@ -126,6 +127,8 @@ export type ApprovalView = {
   decided_via: DeciderVia | null;
   decided_at: string | null;
   reason: string | null;
+  /** A routed approval (issue 35): the votes so far and who may still vote; null: one person decides. */
+  route: RouteData | null;
 };
 /**
  * What a person deciding an approval sees: the frozen arguments and target as they will be sent,

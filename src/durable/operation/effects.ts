@@ -44,6 +44,7 @@ export function perform(
         host.sender.lookup(effect.lookups);
         break;
       case "inbox":
+      case "route":
       case "needs_person":
       case "release_limits":
         // Written to the outbox inside the transaction; apply delivers them after this.

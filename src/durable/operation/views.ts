@@ -2,6 +2,7 @@
 // reply to a submit, the peek, the full view with its approval story, what an approver sees (hidden
 // fields included, never copied elsewhere), and the approvals inbox's redacted item. A shadow
 // run's view names the production request it would have sent (secrets named, never valued).
+import { routeData, routingOfTrace } from "../../domain/operation/route.ts";
 import { stepUpChallenge } from "../../domain/step-up.ts";
 import type { Envelope } from "../../domain/envelope.ts";
 import { envelopeFor } from "../../domain/envelope.ts";
@@ -183,6 +184,15 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
     decided_via: decided?.via ?? null,
     decided_at: decided ? new Date(decided.at_ms).toISOString() : null,
     reason: decided?.reason ?? null,
+    route: approval.route
+      ? routeData(
+          approval.route,
+          state.phase === "awaiting_approval" && state.routing
+            ? state.routing
+            : routingOfTrace(events, frozen.created_at),
+          approval.requestedBy,
+        )
+      : null,
   };
 }
 
@@ -241,6 +251,7 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     reason: view.approval?.reason ?? null,
     ...(view.shadow ? { shadow: true as const } : {}),
     ...(view.compensates ? { compensates: view.compensates } : {}),
+    ...(view.approval?.route ? { route: view.approval.route } : {}),
   };
 }
 

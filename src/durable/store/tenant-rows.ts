@@ -9,7 +9,12 @@
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 import { z } from "zod";
-import { EventType, readEvent, type ToolgateEvent } from "../../domain/journal/events.ts";
+import {
+  EventType,
+  readEvent,
+  RouteData,
+  type ToolgateEvent,
+} from "../../domain/journal/events.ts";
 import { DECIDER_VIA } from "../../domain/journal/trace-event.ts";
 import { VerdictStatus, type Verification } from "../../domain/verification.ts";
 import { ApiScope } from "../../http/schemas.ts";
@@ -42,6 +47,7 @@ CREATE TABLE IF NOT EXISTS run_endpoints (webhook_id TEXT PRIMARY KEY, run_id TE
 CREATE TABLE IF NOT EXISTS tenant_runs (run_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_outbox (id TEXT PRIMARY KEY, payload TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS passkeys (credential_id TEXT PRIMARY KEY, person TEXT NOT NULL, public_key TEXT NOT NULL, counter INTEGER NOT NULL, created_at_ms INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS delegations (from_id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS freezes (id TEXT PRIMARY KEY, data TEXT NOT NULL, lifted_at INTEGER) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS freeze_holds (operation_id TEXT PRIMARY KEY, freeze_id TEXT NOT NULL, seq INTEGER NOT NULL, woken_at INTEGER) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS freeze_tells (run_id TEXT PRIMARY KEY) WITHOUT ROWID;
@@ -227,6 +233,7 @@ const StoredApproval = z.object({
   reason: z.string().nullable(),
   shadow: z.literal(true).optional(),
   compensates: z.string().optional(),
+  route: RouteData.optional(),
   seq: z.number().optional(),
 });
 export type StoredApproval = z.infer<typeof StoredApproval>;

@@ -1,7 +1,7 @@
 // TenantObject: one per tenant, the RPC surface over its record and alarm (record.ts) and the modules
 // beside it: API keys (keys.ts), upstream secrets (secrets.ts), the tool registry and its verdicts
 // (registry.ts), tenant facts (facts.ts), the approvals inbox and unknown-outcomes list (inbox.ts),
-// events (events.ts), passkeys for step-up approvals (passkeys.ts), webhooks and their delivery logs, and the list of its runs an index rebuild
+// events (events.ts), passkeys for step-up approvals (passkeys.ts), delegations while away (delegations.ts), webhooks and their delivery logs, and the list of its runs an index rebuild
 // walks (runs.ts). Every method only delegates; names and signatures are the contract other
 // objects and routes call through stubs.
 import { DurableObject } from "cloudflare:workers";
@@ -28,6 +28,7 @@ import { Inbox, type ApprovalItem, type ApprovalPage, type UnknownItem } from ".
 import { readFacts, runTools, startFacts, type RunTools, type StartFacts } from "./facts.ts";
 import * as keys from "./keys.ts";
 import * as passkeys from "./passkeys.ts";
+import * as delegations from "./delegations.ts";
 import * as registry from "./registry.ts";
 import * as secrets from "./secrets.ts";
 import * as webhooks from "./webhooks.ts";
@@ -105,6 +106,28 @@ export class TenantObject extends DurableObject<Env> {
   /** false: the counter had already moved past `seen` (a replayed assertion). */
   async advancePasskey(credentialId: string, seen: number, counter: number): Promise<boolean> {
     return passkeys.advancePasskey(this.store, credentialId, seen, counter);
+  }
+
+  // ── Delegation while away (delegations.ts, issue 35) ────────────────────────────────────────
+
+  async putDelegation(delegation: delegations.Delegation): Promise<void> {
+    this.store.ensureSchema();
+    delegations.putDelegation(this.store, delegation);
+  }
+
+  async endDelegation(from: string): Promise<boolean> {
+    this.store.ensureSchema();
+    return delegations.endDelegation(this.store, from);
+  }
+
+  async listDelegations(): Promise<delegations.Delegation[]> {
+    this.store.ensureSchema();
+    return delegations.listDelegations(this.store);
+  }
+
+  async delegationFor(from: string, to: string): Promise<delegations.Delegation | null> {
+    this.store.ensureSchema();
+    return delegations.delegationFor(this.store, from, to, Date.now());
   }
 
   // ── Tool registry and verdicts (registry.ts) ─────────────────────────────────────────────────

@@ -188,5 +188,17 @@ export function normalizeApproval(m: Pick<Manifest, "risk" | "approval">): Appro
     expiresInMs: a.expires_in_ms ?? expiresInMs,
     fourEyes: a.four_eyes ?? true,
     ...(a.step_up ? { stepUp: a.step_up } : {}),
+    ...(a.route
+      ? {
+          route: {
+            quorum: a.quorum ?? 1,
+            steps: a.route.map((step) => ({
+              group: step.group,
+              remindAfterMs: step.remind_after_ms ?? null,
+              escalateAfterMs: step.escalate_after_ms ?? null,
+            })),
+          },
+        }
+      : {}),
   };
 }

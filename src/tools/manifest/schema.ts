@@ -2,6 +2,7 @@
 // object is strict (an unknown field is refused, never ignored), and a field toolgate does not
 // enforce yet is refused as `unsupported_field`. Parsing only: compile.ts makes the ToolSpec.
 import { z } from "zod";
+import { ApiScope } from "../../http/schemas.ts";
 import { QuotaNumbers } from "../../domain/quota/definition.ts";
 import { CONTEXT_FIELD } from "../../domain/context-needs.ts";
 import { DEFAULT_RETRY } from "../../domain/retry.ts";
@@ -17,6 +18,31 @@ const Comparison = z
     in: z.array(z.unknown()),
   })
   .partial();
+/**
+ * An approver group (issue 35): whoever decides with a key holding one of `scopes`, or whose verified
+ * id (Access email, key name) is one of `members`. A route's steps: the group asked, when to remind
+ * it and when to escalate past it to the next step's group (never on the last step: nothing to
+ * escalate to, and a timer never approves).
+ */
+const ApproverGroup = z
+  .strictObject({
+    name: z.string().min(1).max(64),
+    // Only a scope a key can hold: any other would be a group nobody could ever be in.
+    scopes: z.array(ApiScope).max(16).default([]),
+    members: z.array(z.string().min(1).max(256)).max(100).default([]),
+  })
+  .refine((g) => g.scopes.length + g.members.length > 0, "a group needs scopes or members");
+const RouteDelay = z
+  .number()
+  .int()
+  .min(1_000)
+  .max(7 * 24 * 60 * 60_000)
+  .optional();
+const RouteStep = z.strictObject({
+  group: ApproverGroup,
+  remind_after_ms: RouteDelay,
+  escalate_after_ms: RouteDelay,
+});
 const Approval = z.union([
   z.enum(["always", "never"]),
   z
@@ -31,12 +57,59 @@ const Approval = z.union([
         .optional(),
       four_eyes: z.boolean().optional(),
       step_up: z.literal("passkey").optional(),
+      quorum: z.number().int().min(1).max(10).optional(),
+      route: z.array(RouteStep).min(1).max(5).optional(),
     })
     .refine(
       (a) => a.mode !== undefined || a.when !== undefined,
       "approval needs a mode or a when rule",
-    ),
+    )
+    .superRefine(checkRoute),
 ]);
+
+/** A route is enforced whole or refused: nothing in it may be accepted and then never happen. */
+function checkRoute(
+  a: {
+    quorum?: number;
+    route?: z.infer<typeof RouteStep>[];
+    four_eyes?: boolean;
+    expires_in_ms?: number;
+  },
+  ctx: z.RefinementCtx,
+) {
+  const fail = (message: string, path: PropertyKey[]) =>
+    ctx.addIssue({ code: "custom", message, path });
+  if (a.quorum !== undefined && !a.route)
+    fail("quorum counts the votes of a route's groups: name them in approval.route", ["quorum"]);
+  if (!a.route) return;
+  if ((a as { mode?: string; when?: unknown }).mode === "never" && !(a as { when?: unknown }).when)
+    fail("approval never asks: a route would never be used", ["route"]);
+  if (a.four_eyes === false)
+    fail("a routed approval never counts the proposer's vote: four_eyes cannot be false", [
+      "four_eyes",
+    ]);
+  const expiresMs = a.expires_in_ms ?? 15 * 60_000;
+  a.route.forEach((step, i) => {
+    const last = i === a.route!.length - 1;
+    if (last && step.escalate_after_ms !== undefined)
+      fail("the last step has no group to escalate to (it waits for the expiry)", [
+        "route",
+        i,
+        "escalate_after_ms",
+      ]);
+    if (!last && step.escalate_after_ms === undefined)
+      fail("a step before the last needs escalate_after_ms, or the next group is never asked", [
+        "route",
+        i,
+        "escalate_after_ms",
+      ]);
+    for (const key of ["remind_after_ms", "escalate_after_ms"] as const) {
+      const ms = step[key];
+      if (ms !== undefined && ms >= expiresMs)
+        fail(`${key} must come before the approval expires (${expiresMs} ms)`, ["route", i, key]);
+    }
+  });
+}
 const RequestTemplate = z.strictObject({
   method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]),
   url: z.string().max(2048),
