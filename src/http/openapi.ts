@@ -1,4 +1,5 @@
 // /openapi.json and /docs, generated from the same zod schemas the routes parse with.
+import { PutDelegation } from "./delegations-routes.ts";
 import { Hono } from "hono";
 import { z } from "zod";
 import { ToolgateEvent } from "../domain/journal/events.ts";
@@ -346,6 +347,26 @@ export const ROUTES: Route[] = [
     summary:
       "Remove a quota: calls started after it reaches their run (within 30 s) no longer wait for it → 204 (404: none)",
     auth: "tools:write",
+  },
+  {
+    method: "put",
+    path: "/v1/delegations",
+    summary:
+      "Delegate your votes on routed approvals to another person for a period (issue 35): { to, starts_at?, ends_at } (at most 90 days; you are the verified decider) → the delegation; replaces yours",
+    auth: "approvals:decide",
+    body: PutDelegation,
+  },
+  {
+    method: "delete",
+    path: "/v1/delegations",
+    summary: "End your delegation → { from, ended }",
+    auth: "approvals:decide",
+  },
+  {
+    method: "get",
+    path: "/v1/delegations",
+    summary: "The tenant's delegations (from, to, starts_at_ms, ends_at_ms)",
+    auth: "approvals:decide",
   },
   {
     method: "put",
