@@ -122,6 +122,17 @@ export type TraceFields = {
     step_up?: "passkey";
     reason: string | null;
   };
+  /**
+   * A person edited the arguments of an awaiting call (issue 35 item 2): the new frozen version
+   * (`input_hash`) replaced `from_input_hash`; the approval now binds to it. Hashes, not values.
+   */
+  approval_edited: {
+    by: string;
+    via: DeciderVia;
+    from_input_hash: string;
+    input_hash: string;
+    reason: string | null;
+  };
   approval_expired: { requested_at_ms: number };
   // the resource lock
   awaiting_lock: { resource: string | null };

@@ -5,7 +5,7 @@ import type { RepeatSafety } from "../../domain/classify.ts";
 import type { DeciderVia } from "../../domain/journal/trace-event.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
 import type { LimitUsage } from "../limit/contracts.ts";
-import type { Envelope } from "../../domain/envelope.ts";
+import type { EditedCall, Envelope } from "../../domain/envelope.ts";
 import type {
   Controls,
   OperationEvent,
@@ -75,7 +75,19 @@ export type OperationView = {
   run_id: string;
   call_id: string;
   phase: OperationState["phase"];
+  /** The frozen version that runs (after a person's edit, the edited one: what an approval names). */
   input_hash: string;
+  /**
+   * A person edited the arguments (issue 35 item 2): the model's proposal (`input_hash`), who
+   * edited, why, and what the model is told. Absent: never edited.
+   */
+  edited?: {
+    proposed_input_hash: string;
+    by: string;
+    via: DeciderVia;
+    reason: string | null;
+    model: EditedCall;
+  };
   idempotency_key: string;
   /** How the tool can be repeated: only `keyed` may be resent after an unknown outcome (the console's resolve form). */
   repeat_safety: RepeatSafety;
@@ -191,6 +203,20 @@ export type FrozenRow = {
   risk?: string;
   redact?: string[];
   trace_content?: { arguments: boolean; result: boolean };
+  /**
+   * This version was made by a person's edit while it awaited approval (issue 35 item 2; absent:
+   * the model's own arguments, row 1). `proposed_hash`: the model's input hash — the operation's
+   * identity, what re-posts and re-proposals are matched against; `model`: what the model reads.
+   */
+  edit?: {
+    proposed_hash: string;
+    from_hash: string;
+    by: string;
+    via: DeciderVia;
+    reason: string | null;
+    at_ms: number;
+    model: EditedCall;
+  };
 };
 export type Head = { seq: number; state: OperationState; frozen: FrozenRow };
 export type Fixed = { spec: ToolSpec; input: FrozenInput };

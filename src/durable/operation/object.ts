@@ -24,7 +24,7 @@ import { OPERATION_SCHEMA } from "../store/operation-rows.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import type * as C from "./contracts.ts";
 import { holderStatus, startUnderLease } from "./lease-client.ts";
-import { missing, OperationLog, prunedFor } from "./log.ts";
+import { missing, OperationLog, proposedHash, prunedFor } from "./log.ts";
 import { OperationOutbox } from "./notices.ts";
 import { indexEntryOf } from "./index-entry.ts";
 import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.ts";
@@ -82,7 +82,8 @@ export class OperationObject extends DurableObject<Env> {
     const existing = this.log.head();
     if (req.facts) this.shell.facts = req.facts; // a lock granted later sends with them (lease-client.ts)
     // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
-    if (existing && existing.frozen.input_hash !== req.input.hash)
+    // (Against the model's own input: a person's edit does not change which call this is.)
+    if (existing && proposedHash(existing.frozen) !== req.input.hash)
       return ok(conflictReplyOf(existing, req));
     if (!existing) {
       const spec = compileTool(req.source, hostPolicy(this.env));
