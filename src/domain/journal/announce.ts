@@ -12,7 +12,14 @@ import {
   type OperationState,
 } from "../operation/state.ts";
 import type { DeciderVia } from "./trace-event.ts";
-import { eventId, makeEvent, type EventOf, type EventType, type ToolgateEvent } from "./events.ts";
+import {
+  eventId,
+  makeEvent,
+  type ApprovalEventData,
+  type EventOf,
+  type EventType,
+  type ToolgateEvent,
+} from "./events.ts";
 
 /** One approval request as the inbox shows it (derived from the operation's log, which is authoritative). */
 export type ApprovalItem = {
@@ -105,6 +112,8 @@ export type CallData = {
   approval: Omit<ApprovalItem, "state"> | null;
   /** The decision's reason as events show it (scrubbed of hidden values). */
   approvalReason: string | null;
+  /** A person's edit of its arguments (issue 35 item 2): hashes and who, never values. Null: none. */
+  edited: ApprovalEventData["edited"];
 };
 
 /**
@@ -169,6 +178,7 @@ export function announce(
           decided_by: item.decided_by,
           decided_via: item.decided_via ?? null,
           reason: call.approvalReason,
+          edited: call.edited ?? null,
         });
         break;
       }

@@ -179,7 +179,13 @@ export function decideResize(
   if (mine?.state !== "held") return decideReserve(rows, claim, nowMs);
   const others = rows.filter((r) => r.operationId !== claim.operationId);
   if (mine.amount === claim.amount)
-    return { kind: "reserved", row: mine, already: true, over: false, usage: usageOf(rows, claim.max, claim.windowMs, nowMs) };
+    return {
+      kind: "reserved",
+      row: mine,
+      already: true,
+      over: false,
+      usage: usageOf(rows, claim.max, claim.windowMs, nowMs),
+    };
   const usage = usageOf(others, claim.max, claim.windowMs, nowMs);
   const over = usage.used + claim.amount > claim.max;
   if (over && claim.over === "refuse")

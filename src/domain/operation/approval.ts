@@ -68,7 +68,11 @@ export function checkDecision(
     });
   }
   // The editor's approval of their own edit would be one person deciding alone (issue 35 item 2).
-  if (request.fourEyes && decision.verdict === "approve" && decision.approverId === request.editedBy)
+  if (
+    request.fourEyes &&
+    decision.verdict === "approve" &&
+    decision.approverId === request.editedBy
+  )
     return err({
       code: "self_approval",
       detail: `${decision.approverId} edited these arguments and cannot approve their own edit (four eyes); another person must`,

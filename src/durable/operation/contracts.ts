@@ -177,7 +177,12 @@ export type OperationError =
   /** Retry-now: the host's retry budget refused it; nothing was sent (issue 34). */
   | { code: "retry_budget_exhausted"; detail: string; retry_after_ms: number }
   /** Retry-now while the upstream has paused the call's origin (Retry-After, RateLimit); nothing sent. */
-  | { code: "origin_paused"; detail: string; retry_after_ms: number };
+  | { code: "origin_paused"; detail: string; retry_after_ms: number }
+  /** A person's edit (issue 35 item 2) refused; nothing was changed. */
+  | { code: "invalid_arguments"; detail: string }
+  | { code: "policy_denied"; detail: string }
+  | { code: "forbidden"; detail: string }
+  | { code: "field_not_editable"; detail: string; field: string };
 /** What `peek` saw: the operation as it stands, never created or changed by asking. */
 export type OperationPeek = {
   phase: OperationState["phase"];
@@ -210,6 +215,8 @@ export type FrozenRow = {
    */
   edit?: {
     proposed_hash: string;
+    /** The model's own input (canonical JSON): the difference the model is told is from it. */
+    proposed_input: string;
     from_hash: string;
     by: string;
     via: DeciderVia;

@@ -77,6 +77,55 @@ export async function reserveClaims(
 }
 
 /**
+ * A person's edit (issue 35 item 2) re-sizes what the operation holds: each claim of the edited
+ * call is re-sized at its object (idempotent: window.ts decideResize), one after another; the
+ * first refusal puts back what it re-sized before (the old amounts, or released where the edit
+ * claimed a new subject) and answers the refusal, so a refused edit leaves every reservation as it
+ * was. A claim the edit no longer makes is released once all fit. Tripwire counters keep what the
+ * start claimed (`kept`). Throws if an object cannot be asked (after putting back what it can).
+ */
+export async function resizeClaims(
+  env: Env,
+  tenantId: string,
+  operationId: string,
+  before: readonly LimitClaim[],
+  after: readonly LimitClaim[],
+): Promise<{ held: LimitClaim[]; denied: string | null }> {
+  const kept = before.filter(isTripClaim);
+  const old = before.filter((claim) => !isTripClaim(claim));
+  const sameAs = (a: LimitClaim) => (b: LimitClaim) => a.name === b.name && a.subject === b.subject;
+  const stub = (claim: LimitClaim) => limitStub(env, tenantId, claim.name, claim.subject);
+  const done: LimitClaim[] = [];
+  const putBack = () =>
+    Promise.all(
+      done.map(async (claim) => {
+        const was = old.find(sameAs(claim));
+        if (was) await stub(was).reserve({ ...was, tenantId, operationId, resize: true });
+        else await stub(claim).release(tenantId, operationId);
+      }),
+    ).catch((error) => console.error("edit: could not put back a resized limit", String(error)));
+  try {
+    for (const claim of after) {
+      const reply = await stub(claim).reserve({ ...claim, tenantId, operationId, resize: true });
+      if (!reply.ok) throw new Error(`limit ${claim.name} refused to answer: ${reply.error.code}`);
+      if (reply.value.kind === "refused") {
+        await putBack();
+        const { usage, frees } = reply.value;
+        const when = typeof frees === "number" ? new Date(frees).toISOString() : frees;
+        return { held: [...before], denied: overLimitMessage(claim, usage, when) };
+      }
+      done.push(claim);
+    }
+  } catch (error) {
+    await putBack();
+    throw error;
+  }
+  const dropped = old.filter((claim) => !after.some(sameAs(claim)));
+  await releaseClaims(env, tenantId, operationId, dropped);
+  return { held: [...after, ...kept], denied: null };
+}
+
+/**
  * What this operation answers a limit's sweep: it holds the reservation (its plan names it and it
  * is not recorded with nothing applied) — recorded at a time, or not yet (it may still send) —,
  * released it, or never started with it. A reservation adopted from the bucket its subject had

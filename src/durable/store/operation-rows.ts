@@ -50,6 +50,7 @@ const FrozenRowCodec: z.ZodType<FrozenRow> = z.object({
   edit: z
     .object({
       proposed_hash: z.string(),
+      proposed_input: z.string(),
       from_hash: z.string(),
       by: z.string(),
       via: z.enum(DECIDER_VIA),
