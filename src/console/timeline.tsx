@@ -205,6 +205,8 @@ function readingOf(event: TraceEvent): Reading {
       return {
         label: event.verdict === "approve" ? "Approved by a person" : "Rejected by a person",
       };
+    case "approval_edited":
+      return { label: "Arguments edited by a person" };
     case "approval_expired":
       return { label: "Approval expired", hide: ["requested_at_ms"] };
     case "approval_voted":

@@ -70,6 +70,7 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "approval_requested":
     case "preview":
     case "approval_decided":
+    case "approval_edited":
     case "approval_expired":
     case "approval_voted":
     case "approval_reminded":

@@ -13,8 +13,20 @@ export type ModelStatus =
   | "awaiting_approval"
   | "pending";
 
+/**
+ * A person edited the call's arguments before approving it (issue 35 item 2): what ran — the
+ * executed arguments (bound fields left out) — the fields that differ from the proposal, and the
+ * approver's reason verbatim. Stored with the edit: every re-post reads the same words.
+ */
+export type EditedCall = {
+  arguments: Record<string, unknown>;
+  changes: Array<{ field: string; proposed?: unknown; executed?: unknown }>;
+  reason: string | null;
+  note: string;
+};
+
 export type Envelope =
-  | { status: "succeeded"; operation_id: string; result: unknown }
+  | { status: "succeeded"; operation_id: string; result: unknown; edited?: EditedCall }
   | {
       status: Exclude<ModelStatus, "succeeded">;
       operation_id: string;
@@ -25,6 +37,7 @@ export type Envelope =
       reason?: string;
       /** The operator's freeze holding this call (issue 34): nothing is sent until it is lifted. */
       freeze?: { id: string; reason: string };
+      edited?: EditedCall;
     };
 
 /**

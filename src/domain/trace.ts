@@ -217,6 +217,7 @@ const LOGGED: Readonly<Record<TraceEvent["type"], boolean>> = {
   outcome_unknown: true,
   reconcile_finished: true,
   approval_decided: true,
+  approval_edited: true,
   approval_expired: true,
   grant_used: true,
   grant_lapsed: true,

@@ -35,6 +35,13 @@ async function decide(
   verdict: "approve" | "reject",
   body: z.infer<typeof Approve>,
 ) {
+  // Edit-on-approve (issue 35 item 2): an edit names the version it edits.
+  if (body.arguments && !body.input_hash)
+    throw new ApiProblem({
+      code: "invalid_request",
+      detail:
+        "edited arguments name the input_hash they edit (the version you looked at); nothing was changed",
+    });
   const operationId = checkId(c.req.param("operation_id") ?? "", OPERATION_ID, "operation");
   const tenantId = requireScope(c, "approvals:decide");
   const by = await decider(c, body.approver);
@@ -70,7 +77,11 @@ async function decide(
     inputHash: body.input_hash ?? null,
     toolVersion: body.policy_version ?? null,
   };
-  return c.json(unwrap(await operationStub(c, operationId).decide(tenantId, decision)).view);
+  const stub = operationStub(c, operationId);
+  const decided = body.arguments
+    ? await stub.edit(tenantId, decision, body.arguments)
+    : await stub.decide(tenantId, decision);
+  return c.json(unwrap(decided).view);
 }
 
 /** pause | resume | retry-now: the operation decides (409 not_waiting, frozen, retry_budget_exhausted). */

@@ -113,7 +113,9 @@ export type ApiError =
   /** Retry-now while the upstream has paused the call's origin (issue 34 item 4); nothing was sent. */
   | { code: "origin_paused"; detail: string; retry_after_ms: number }
   /** PUT /v1/freezes/{id}: expires_at is not in the future. */
-  | { code: "freeze_expired"; detail: string };
+  | { code: "freeze_expired"; detail: string }
+  /** A person's edit changed a bound or operation-key field (issue 35 item 2); nothing was changed. */
+  | { code: "field_not_editable"; detail: string; field: string };
 
 export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
@@ -159,6 +161,8 @@ export function toApiError(error: ObjectError): ApiError {
       };
     case "frozen":
       return { code: "frozen", detail: error.detail, freeze_id: error.freeze_id };
+    case "field_not_editable":
+      return { code: error.code, detail: error.detail, field: error.field };
     case "retry_budget_exhausted":
     case "origin_paused":
       return { code: error.code, detail: error.detail, retry_after_ms: error.retry_after_ms };
@@ -260,6 +264,7 @@ export function statusOf(error: ApiError): number {
     case "limit_conflict":
     case "quota_conflict":
     case "freeze_expired":
+    case "field_not_editable":
       return 422;
     case "operation_pruned":
     case "run_pruned":
@@ -334,6 +339,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "origin_not_allowed":
     case "not_verifiable":
     case "invalid_arguments":
+    case "field_not_editable":
     case "policy_denied":
     case "tool_changed":
     case "invalid_pointer":

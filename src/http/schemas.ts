@@ -174,7 +174,7 @@ export const PasskeyRegistration = z.strictObject({
 });
 
 /** `input_hash` / `policy_version`: optional, what the approver saw; a mismatch is refused (409). */
-export const Approve = z.strictObject({
+const Decide = z.strictObject({
   reason: z.string().min(1).max(2000).optional(),
   approver: Approver.optional(),
   input_hash: z.string().optional(),
@@ -189,7 +189,16 @@ export const Approve = z.strictObject({
       "Vote on a routed approval as this person, who delegated to you for now (PUT /v1/delegations); the vote is theirs, recorded with who cast it",
     ),
 });
-export const Reject = Approve.extend({ reason: z.string().min(1).max(2000) });
+/** `arguments`: edit-on-approve (issue 35 item 2), the whole edited arguments; needs `input_hash`. */
+export const Approve = Decide.extend({
+  arguments: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe(
+      "Edit-on-approve: the arguments to run instead of the proposed ones (bound fields may be left out), with the input_hash they edit",
+    ),
+});
+export const Reject = Decide.extend({ reason: z.string().min(1).max(2000) });
 
 /** POST /v1/approvals/batch: at most this many decisions per request. */
 export const MAX_BATCH_DECISIONS = 100;

@@ -15,6 +15,7 @@ import type { DeciderVia } from "./trace-event.ts";
 import {
   eventId,
   makeEvent,
+  type ApprovalEventData,
   type EventOf,
   type EventType,
   type RouteData,
@@ -117,6 +118,8 @@ export type CallData = {
   approval: Omit<ApprovalItem, "state"> | null;
   /** The decision's reason as events show it (scrubbed of hidden values). */
   approvalReason: string | null;
+  /** A person's edit of its arguments (issue 35 item 2): hashes and who, never values. Null: none. */
+  edited: ApprovalEventData["edited"];
 };
 
 /**
@@ -159,6 +162,7 @@ export function announce(
     decided_by: item.decided_by,
     decided_via: item.decided_via ?? null,
     reason: call.approvalReason,
+    edited: call.edited ?? null,
     ...(item.route ? { route: item.route } : {}),
   });
   const emit = <T extends EventType>(type: T, data: EventOf<T>["data"]) =>

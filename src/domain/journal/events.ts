@@ -107,6 +107,19 @@ export const ApprovalEventData = z.object({
   reason: z.string().nullable(),
   /** A routed approval's votes and who may still vote (absent: one person decides). */
   route: RouteData.optional(),
+  /**
+   * A person edited the arguments while it awaited approval (issue 35 item 2): the model's hash,
+   * the version that runs and who edited it. Null or absent: not edited.
+   */
+  edited: z
+    .object({
+      proposed_input_hash: z.string(),
+      input_hash: z.string(),
+      by: z.string(),
+      via: z.enum(DECIDER_VIA),
+    })
+    .nullable()
+    .optional(),
 });
 export type ApprovalEventData = z.infer<typeof ApprovalEventData>;
 

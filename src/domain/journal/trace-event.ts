@@ -133,6 +133,17 @@ export type TraceFields = {
     /** A delegate cast it: `by` is whose vote it is (the delegator), `cast_by` who pressed (issue 35). */
     cast_by?: string;
   };
+  /**
+   * A person edited the arguments of an awaiting call (issue 35 item 2): the new frozen version
+   * (`input_hash`) replaced `from_input_hash`; the approval now binds to it. Hashes, not values.
+   */
+  approval_edited: {
+    by: string;
+    via: DeciderVia;
+    from_input_hash: string;
+    input_hash: string;
+    reason: string | null;
+  };
   approval_expired: { requested_at_ms: number };
   /** A routed approval (issue 35): an approve vote counted (`votes` of `quorum`), a delegate's as its delegator's. */
   approval_voted: { by: string; cast_by?: string; via: DeciderVia; votes: number; quorum: number };

@@ -163,6 +163,47 @@ export function decideReserve(
   };
 }
 
+/**
+ * A person's edit re-sizes what an operation holds (issue 35 item 2): its held reservation takes
+ * the new amount, checked against everything else the window holds (its own old amount left out),
+ * at its old time (an edit never moves it later in the window). Not held (released, or never
+ * reserved): reserved as new. Refused: the old reservation stands unchanged. Re-sizing to the
+ * amount it holds changes nothing (`already`), so a repeat counts once.
+ */
+export function decideResize(
+  rows: readonly Reservation[],
+  claim: { operationId: string; amount: number; max: number; windowMs: number; over: LimitOver },
+  nowMs: number,
+): ReserveDecision {
+  const mine = rows.find((row) => row.operationId === claim.operationId);
+  if (mine?.state !== "held") return decideReserve(rows, claim, nowMs);
+  const others = rows.filter((r) => r.operationId !== claim.operationId);
+  if (mine.amount === claim.amount)
+    return {
+      kind: "reserved",
+      row: mine,
+      already: true,
+      over: false,
+      usage: usageOf(rows, claim.max, claim.windowMs, nowMs),
+    };
+  const usage = usageOf(others, claim.max, claim.windowMs, nowMs);
+  const over = usage.used + claim.amount > claim.max;
+  if (over && claim.over === "refuse")
+    return {
+      kind: "refused",
+      usage: usageOf(rows, claim.max, claim.windowMs, nowMs),
+      frees: freesAtMs(others, claim.amount, claim.max, claim.windowMs, nowMs),
+    };
+  const row: Reservation = { ...mine, amount: claim.amount };
+  return {
+    kind: "reserved",
+    row,
+    already: false,
+    over,
+    usage: usageOf([...others, row], claim.max, claim.windowMs, nowMs),
+  };
+}
+
 /** Released only when nothing was applied; releasing twice, or what was never held, changes nothing. */
 export function decideRelease(
   rows: readonly Reservation[],

@@ -72,6 +72,16 @@ export function checkDecision(
       detail: `${decision.approverId} asked for this call and cannot decide it (four eyes); another person must`,
     });
   }
+  // The editor's approval of their own edit would be one person deciding alone (issue 35 item 2).
+  if (
+    request.fourEyes &&
+    decision.verdict === "approve" &&
+    decision.approverId === request.editedBy
+  )
+    return err({
+      code: "self_approval",
+      detail: `${decision.approverId} edited these arguments and cannot approve their own edit (four eyes); another person must`,
+    });
   // Rejecting sends nothing, so only an approval needs the step-up (and it binds to the input hash).
   if (
     request.stepUp === "passkey" &&
@@ -260,6 +270,46 @@ export function approvalAlarmAtMs(
   const { route } = plan.approval;
   const routeAt = route && state.routing ? nextRouteAtMs(route, state.routing) : null;
   return Math.min(plan.approval.expiresAtMs, routeAt ?? Infinity);
+}
+
+/**
+ * A person's edit (issue 35 item 2): only while it awaits approval and before its expiry, and only
+ * of the version the person looked at (a stale hash is refused, nothing changes). Nothing is sent:
+ * it still awaits approval — of the new version, which the shell writes with this step — and the
+ * inbox shows the new hash. The expiry stands (an edit does not buy time).
+ */
+export function onEdit(
+  state: OperationState,
+  event: Extract<OperationEvent, { type: "edit" }>,
+  plan: OperationPlan,
+  nowMs: number,
+): Result<Step, TransitionError> {
+  if (state.phase !== "awaiting_approval" || !plan.approval)
+    return err({ code: "not_awaiting_approval", phase: state.phase });
+  if (nowMs >= plan.approval.expiresAtMs) return ok(expireApproval(state, nowMs));
+  const { fromHash, inputHash, by, via, reason } = event.edit;
+  if (fromHash !== plan.approval.inputHash)
+    return err({
+      code: "approval_mismatch",
+      field: "input_hash",
+      detail: "the edit starts from other arguments than this operation holds (edited meanwhile?)",
+    });
+  return ok({
+    state,
+    effects: [{ kind: "inbox", state: "pending" }],
+    trace: [
+      {
+        type: "approval_edited",
+        at_ms: nowMs,
+        by,
+        via,
+        from_input_hash: fromHash,
+        input_hash: inputHash,
+        reason,
+      },
+    ],
+    changed: true,
+  });
 }
 
 function expireApproval(

@@ -3,6 +3,7 @@
 // Everything else in this folder is internal to the machine (state ← steps ← arms ← transition).
 export { DEFAULT_APPROVAL_TTL_MS, needsApproval } from "./approval.ts";
 export type {
+  ApprovalEdit,
   Decision,
   Effect,
   Exchange,

@@ -29,6 +29,22 @@ export type ApprovalRequest = {
   expiresAtMs: number;
   /** Who votes, how many must, and when to remind and escalate (issue 35; absent: one person decides). */
   route?: Route;
+  /**
+   * Who edited the arguments into this version (issue 35 item 2; absent: the model's own). Under
+   * four eyes they cannot approve it: an edit by A needs B's approval of the edited hash.
+   */
+  editedBy?: string;
+};
+/**
+ * A person's edit of an awaiting call's arguments (issue 35 item 2): `fromHash` is the version they
+ * looked at (a stale one is refused), `inputHash` the new frozen version the approval now binds to.
+ */
+export type ApprovalEdit = {
+  fromHash: string;
+  inputHash: string;
+  by: string;
+  via: DeciderVia;
+  reason: string | null;
 };
 /**
  * An approver group (issue 35): a decider belongs when the key that carried its decision holds one
@@ -374,6 +390,12 @@ export type OperationEvent =
   /** A person pauses a waiting operation / sends its next attempt now (issue 34 item 3). */
   | { type: "pause"; by: string }
   | { type: "retry_now"; by: string }
+  /**
+   * A person edited the arguments while it awaits approval (issue 35 item 2): the shell has
+   * validated the new version and re-checked and re-sized everything; it still awaits approval,
+   * now of `edit.inputHash` (the plan the shell writes with this event binds to it).
+   */
+  | { type: "edit"; edit: ApprovalEdit }
   /** A person's decision; `denial`: what the run says about executing now (approval is not authorization). */
   | {
       type: "decide";

@@ -6,7 +6,7 @@
 import { traceEvent } from "../journal/trace-event.ts";
 import { err, ok, type Result } from "../result.ts";
 import { unverifiedTraceDetail } from "../verification.ts";
-import { onApprovalAlarm, onDecide, onPreview, requestApproval } from "./approval.ts";
+import { onApprovalAlarm, onDecide, onEdit, onPreview, requestApproval } from "./approval.ts";
 import { afterAttempt } from "./attempt.ts";
 import { onGrantLapsed } from "./grant.ts";
 import { heldAs, onHold, onPause, onRelease, onRetryNow, sendDue } from "./hold.ts";
@@ -202,6 +202,8 @@ function decideStep(
       return ok(onRetryDeferred(state, event, plan, nowMs));
     case "decide":
       return onDecide(state, event, plan, nowMs);
+    case "edit":
+      return onEdit(state, event, plan, nowMs);
     case "preview_finished":
       return ok(onPreview(state, event, nowMs));
     case "lock_granted":

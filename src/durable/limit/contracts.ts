@@ -6,11 +6,15 @@ import type { Frees, LimitClaim, Usage } from "../../domain/limit/window.ts";
 import type { Freeze } from "../../domain/freeze.ts";
 import type { TripSpec } from "../../domain/tripwire.ts";
 
-/** `trip`: the counter is a tripwire's (issue 34): it trips instead of refusing. */
+/**
+ * `trip`: the counter is a tripwire's (issue 34): it trips instead of refusing. `resize`: a
+ * person's edit changed the amount this operation holds (issue 35 item 2, window.ts decideResize).
+ */
 export type ReserveRequest = LimitClaim & {
   tenantId: string;
   operationId: string;
   trip?: TripSpec;
+  resize?: true;
 };
 export type ReserveReply =
   | { kind: "reserved"; already: boolean; over: boolean; usage: Usage }

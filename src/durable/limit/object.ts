@@ -12,6 +12,7 @@ import { legacySubject } from "../../domain/limit/claims.ts";
 import {
   decideRelease,
   decideReserve,
+  decideResize,
   firstAskAtMs,
   forgettable,
   usageOf,
@@ -114,13 +115,23 @@ export class LimitObject extends DurableObject<Env> {
           longest,
         );
       const rows = this.rows(req.operationId);
-      const decision = decideReserve(
+      const decision = (req.resize ? decideResize : decideReserve)(
         req.trip ? this.trip.sinceArmed(rows, req.operationId) : rows,
         req,
         nowMs,
       );
       if (decision.kind === "refused") return decision;
-      if (decision.already)
+      const resized =
+        req.resize && !decision.already && this.all().get(req.operationId)?.state === "held";
+      if (resized) {
+        // An edit's new amount (issue 35 item 2): the row keeps its time and sweep schedule.
+        this.store.run(
+          "UPDATE reservation SET amount = ?, touched = touched + 1 WHERE operation_id = ?",
+          decision.row.amount,
+          req.operationId,
+        );
+        this.all().set(req.operationId, decision.row);
+      } else if (decision.already)
         this.store.run(
           "UPDATE reservation SET touched = touched + 1 WHERE operation_id = ? AND confirmed = 0",
           req.operationId,

@@ -16,8 +16,8 @@ import type { Announcement } from "../../domain/journal/announce.ts";
 import { announceStep, writeNotices } from "./notices.ts";
 import { logEvents, pushRecorded, traceOf } from "./trace.ts";
 
-/** Called inside the transaction, for a step that changed the state; `frozen` only for row 1. */
 /** What one transition wrote: its trace events, and whether it left outbox or event rows to send. */
+/** Called inside the transaction, for a step that changed the state; `frozen` for row 1 and an edit. */
 export type Written = { appended: TraceEvent[]; outboxed: boolean; evented: boolean };
 export const NOTHING_WRITTEN: Written = { appended: [], outboxed: false, evented: false };
 
@@ -38,7 +38,8 @@ export function writeStep(
   // delays their delivery, never loses it; nothing is told of a transition that did not commit).
   const facts = { seq, before: head?.state ?? null, step, event, nowMs };
   let said: Announcement | null = null;
-  log.append(seq, nowMs, step.state, appended, head ? null : frozen, () => {
+  // `frozen` on a later row: a person's edit wrote the call's new version (issue 35 item 2).
+  log.append(seq, nowMs, step.state, appended, frozen, () => {
     said = announceStep(log, facts);
     return said.events;
   });

@@ -6,7 +6,7 @@ import type { RouteData } from "../../domain/journal/events.ts";
 import type { DeciderVia } from "../../domain/journal/trace-event.ts";
 import type { LimitClaim } from "../../domain/limit/window.ts";
 import type { LimitUsage } from "../limit/contracts.ts";
-import type { Envelope } from "../../domain/envelope.ts";
+import type { EditedCall, Envelope } from "../../domain/envelope.ts";
 import type {
   Controls,
   OperationEvent,
@@ -76,7 +76,19 @@ export type OperationView = {
   run_id: string;
   call_id: string;
   phase: OperationState["phase"];
+  /** The frozen version that runs (after a person's edit, the edited one: what an approval names). */
   input_hash: string;
+  /**
+   * A person edited the arguments (issue 35 item 2): the model's proposal (`input_hash`), who
+   * edited, why, and what the model is told. Absent: never edited.
+   */
+  edited?: {
+    proposed_input_hash: string;
+    by: string;
+    via: DeciderVia;
+    reason: string | null;
+    model: EditedCall;
+  };
   idempotency_key: string;
   /** How the tool can be repeated: only `keyed` may be resent after an unknown outcome (the console's resolve form). */
   repeat_safety: RepeatSafety;
@@ -170,7 +182,12 @@ export type OperationError =
   /** Retry-now: the host's retry budget refused it; nothing was sent (issue 34). */
   | { code: "retry_budget_exhausted"; detail: string; retry_after_ms: number }
   /** Retry-now while the upstream has paused the call's origin (Retry-After, RateLimit); nothing sent. */
-  | { code: "origin_paused"; detail: string; retry_after_ms: number };
+  | { code: "origin_paused"; detail: string; retry_after_ms: number }
+  /** A person's edit (issue 35 item 2) refused; nothing was changed. */
+  | { code: "invalid_arguments"; detail: string }
+  | { code: "policy_denied"; detail: string }
+  | { code: "forbidden"; detail: string }
+  | { code: "field_not_editable"; detail: string; field: string };
 /** What `peek` saw: the operation as it stands, never created or changed by asking. */
 export type OperationPeek = {
   phase: OperationState["phase"];
@@ -196,6 +213,22 @@ export type FrozenRow = {
   risk?: string;
   redact?: string[];
   trace_content?: { arguments: boolean; result: boolean };
+  /**
+   * This version was made by a person's edit while it awaited approval (issue 35 item 2; absent:
+   * the model's own arguments, row 1). `proposed_hash`: the model's input hash — the operation's
+   * identity, what re-posts and re-proposals are matched against; `model`: what the model reads.
+   */
+  edit?: {
+    proposed_hash: string;
+    /** The model's own input (canonical JSON): the difference the model is told is from it. */
+    proposed_input: string;
+    from_hash: string;
+    by: string;
+    via: DeciderVia;
+    reason: string | null;
+    at_ms: number;
+    model: EditedCall;
+  };
 };
 export type Head = { seq: number; state: OperationState; frozen: FrozenRow };
 export type Fixed = { spec: ToolSpec; input: FrozenInput };

@@ -12,13 +12,15 @@ import { transition } from "../../domain/operation/index.ts";
 import { approverFacts } from "./limits.ts";
 import { missing, prunedFor } from "./log.ts";
 import { cancelEarly } from "./retention.ts";
+import { editCall } from "./edit.ts";
 import { approvalInputOf, viewOf } from "./views.ts";
 
 type Reply<T> = Promise<Result<T, C.OperationError>>;
-/** OperationObject.apply for an event of an operation that exists (`frozen` null). */
+/** OperationObject.apply for an event of an operation that exists (`frozen`: an edit's new version). */
 export type Apply = (
   event: OperationEvent,
   secrets: C.Secrets | null,
+  frozen?: C.FrozenRow | null,
 ) => Result<OperationState, C.OperationError>;
 
 export class Decisions {
@@ -62,6 +64,36 @@ export class Decisions {
     // A step that went through from awaiting_approval either took this decision or expired it.
     const state = view.approval?.state;
     return ok({ view, decided: step.ok && (state === "approved" || state === "rejected") });
+  }
+
+  /**
+   * A person approves with edited arguments (issue 35 item 2, edit.ts): the new version is written,
+   * or nothing changes. Then, unless four eyes: the editor's approval of the edited hash in the same
+   * request (a passkey step-up was made for the old hash: it does not carry over). Under four eyes
+   * the edit waits for another person's approval of its hash (`decided: false`).
+   */
+  async edit(
+    tenantId: string,
+    decision: Decision,
+    edited: Record<string, unknown>,
+  ): Reply<C.Decided> {
+    const { env, log } = this.shell;
+    const done = await editCall(
+      env,
+      log,
+      (e, frozen) => this.apply(e, null, frozen),
+      tenantId,
+      decision,
+      edited,
+    );
+    await this.shell.outbox.settled();
+    if (!done.ok) return done;
+    const head = log.headFor(tenantId)!;
+    if (done.value === "closed" || (done.value === "edited" && head.frozen.plan.approval?.fourEyes))
+      return ok({ view: viewOf(log), decided: false });
+    const { stepUp, ...rest } = decision;
+    const kept = done.value === "same" && stepUp ? { stepUp } : {};
+    return this.decide(tenantId, { ...rest, ...kept, inputHash: head.frozen.input_hash });
   }
 
   /** A person settles an unknown outcome; a keyed `resend` sends again with secrets gathered first. */

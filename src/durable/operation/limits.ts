@@ -11,6 +11,7 @@ import type { Env } from "../env.ts";
 import { limitStub } from "../stubs.ts";
 import type { ApprovalInput, Head } from "./contracts.ts";
 import { isTripClaim } from "../../domain/tripwire.ts";
+import { GRANT_PREFIX } from "../../domain/grant.ts";
 import type { Freeze } from "../../domain/freeze.ts";
 import type { GrantUse } from "../../domain/grant.ts";
 
@@ -114,6 +115,59 @@ export async function reserveGrant(
     }
   }
   return null;
+}
+
+/**
+ * A person's edit (issue 35 item 2) re-sizes what the operation holds: each claim of the edited
+ * call is re-sized at its object (idempotent: window.ts decideResize), one after another; the
+ * first refusal puts back what it re-sized before (the old amounts, or released where the edit
+ * claimed a new subject) and answers the refusal, so a refused edit leaves every reservation as it
+ * was. A claim the edit no longer makes is released once all fit. Tripwire counters keep what the
+ * start claimed (`kept`). Throws if an object cannot be asked (after putting back what it can).
+ */
+export async function resizeClaims(
+  env: Env,
+  tenantId: string,
+  operationId: string,
+  before: readonly LimitClaim[],
+  after: readonly LimitClaim[],
+): Promise<{ held: LimitClaim[]; denied: string | null }> {
+  // A tripwire's or a standing grant's counter is not the call's own limit: an edit leaves it as
+  // the start claimed it (a call that waited for a person holds a grant claim only if its grant
+  // lapsed, and then nothing more is counted against that grant).
+  const keeps = (claim: LimitClaim) => isTripClaim(claim) || claim.name.startsWith(GRANT_PREFIX);
+  const kept = before.filter(keeps);
+  const old = before.filter((claim) => !keeps(claim));
+  const sameAs = (a: LimitClaim) => (b: LimitClaim) => a.name === b.name && a.subject === b.subject;
+  const stub = (claim: LimitClaim) => limitStub(env, tenantId, claim.name, claim.subject);
+  const done: LimitClaim[] = [];
+  const putBack = () =>
+    Promise.all(
+      done.map(async (claim) => {
+        const was = old.find(sameAs(claim));
+        if (was) await stub(was).reserve({ ...was, tenantId, operationId, resize: true });
+        else await stub(claim).release(tenantId, operationId);
+      }),
+    ).catch((error) => console.error("edit: could not put back a resized limit", String(error)));
+  try {
+    for (const claim of after) {
+      const reply = await stub(claim).reserve({ ...claim, tenantId, operationId, resize: true });
+      if (!reply.ok) throw new Error(`limit ${claim.name} refused to answer: ${reply.error.code}`);
+      if (reply.value.kind === "refused") {
+        await putBack();
+        const { usage, frees } = reply.value;
+        const when = typeof frees === "number" ? new Date(frees).toISOString() : frees;
+        return { held: [...before], denied: overLimitMessage(claim, usage, when) };
+      }
+      done.push(claim);
+    }
+  } catch (error) {
+    await putBack();
+    throw error;
+  }
+  const dropped = old.filter((claim) => !after.some(sameAs(claim)));
+  await releaseClaims(env, tenantId, operationId, dropped);
+  return { held: [...after, ...kept], denied: null };
 }
 
 /**

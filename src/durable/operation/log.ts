@@ -1,5 +1,6 @@
 // OperationLog: reads the operation's log (op_log). The head is the newest row plus the frozen call
-// (row 1, immutable, so read once per instance, deep-frozen); the stored tool is compiled by the
+// (row 1, or the row of a person's latest edit while it awaited approval — issue 35 item 2 — each
+// version immutable, so read once per instance, deep-frozen); the stored tool is compiled by the
 // catalog, and an error (never a throw) if it no longer compiles. `forget()` drops these caches when pruned;
 // a pruned log leaves its tombstone (`prunedFor`, `missing`: what a caller is answered).
 import type { OperationState, TraceEvent } from "../../domain/operation/index.ts";
@@ -64,8 +65,11 @@ export class OperationLog {
       this.newest = last ? { seq: last.seq, state: decodeState(last.state) } : null;
     }
     if (!this.newest) return null;
+    // The newest version: row 1, or the row of a person's latest edit (issue 35 item 2).
     this.frozenRow ??= decodeFrozenRow(
-      this.store.one<{ frozen: string }>("SELECT frozen FROM op_log WHERE seq = 1")!.frozen,
+      this.store.one<{ frozen: string }>(
+        "SELECT frozen FROM op_log WHERE frozen IS NOT NULL ORDER BY seq DESC LIMIT 1",
+      )!.frozen,
     );
     return { seq: this.newest.seq, state: this.newest.state, frozen: this.frozenRow };
   }
@@ -76,7 +80,8 @@ export class OperationLog {
   }
 
   /**
-   * Appends one log row: the state after it and its sealed events (`frozen` only for row 1).
+   * Appends one log row: the state after it and its sealed events (`frozen` for row 1 and for a
+   * person's edit: the call's new version).
    * `outgoing` builds the tenant-plane events the row carries; it runs once head() is this row
    * (inside the caller's transaction: a rollback forgets it all).
    */
@@ -89,8 +94,12 @@ export class OperationLog {
     outgoing: () => readonly unknown[] = () => [],
   ): void {
     if (frozen) {
-      // Row 1, written by this instance: nothing was delivered or left unsent yet.
       this.frozenRow = deepFreeze(frozen);
+      this.input = null;
+      this.redactionCache = null;
+    }
+    if (frozen && seq === 1) {
+      // Row 1, written by this instance: nothing was delivered or left unsent yet.
       this.reportedKeys = new Set();
       this.unsent = new Map();
     }
@@ -236,6 +245,10 @@ export class OperationLog {
     this.redactionCache = null;
   }
 }
+
+/** The model's input hash: the operation's identity, whatever a person's edit made of it (issue 35). */
+export const proposedHash = (frozen: FrozenRow): string =>
+  frozen.edit?.proposed_hash ?? frozen.input_hash;
 
 /** The tool's name from the stored source itself, so it is known even when the tool no longer compiles. */
 export function toolName(frozen: FrozenRow): string {

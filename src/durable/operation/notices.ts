@@ -64,6 +64,14 @@ function callData(
     compensates: frozen.plan.compensates ?? null,
     approval: item ? (approval as CallData["approval"]) : null,
     approvalReason: item?.reason == null ? null : scrub(item.reason, redaction),
+    edited: frozen.edit
+      ? {
+          proposed_input_hash: frozen.edit.proposed_hash,
+          input_hash: frozen.input_hash,
+          by: frozen.edit.by,
+          via: frozen.edit.via,
+        }
+      : null,
   };
 }
 

@@ -24,7 +24,7 @@ import { OPERATION_SCHEMA } from "../store/operation-rows.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import type * as C from "./contracts.ts";
 import { holderStatus, startUnderLease } from "./lease-client.ts";
-import { missing, OperationLog, prunedFor } from "./log.ts";
+import { missing, OperationLog, proposedHash, prunedFor } from "./log.ts";
 import { OperationOutbox } from "./notices.ts";
 import { indexEntryOf } from "./index-entry.ts";
 import { afterCommit, NOTHING_WRITTEN, writeStep, type Written } from "./commit.ts";
@@ -70,8 +70,8 @@ export class OperationObject extends DurableObject<Env> {
     queueLock: (work) => void (this.lockWork = this.lockWork.then(work)),
     facts: null,
   };
-  private readonly decisions = new Decisions(this.shell, (e, secrets) =>
-    this.apply(e, null, secrets),
+  private readonly decisions = new Decisions(this.shell, (e, secrets, frozen) =>
+    this.apply(e, frozen ?? null, secrets),
   );
 
   async submit(req: C.SubmitRequest): Reply<C.OperationReply> {
@@ -82,7 +82,8 @@ export class OperationObject extends DurableObject<Env> {
     const existing = this.log.head();
     if (req.facts) this.shell.facts = req.facts; // a lock granted later sends with them (lease-client.ts)
     // Same logical operation, different frozen input: a changed amount or recipient is a new decision.
-    if (existing && existing.frozen.input_hash !== req.input.hash)
+    // (Against the model's own input: a person's edit does not change which call this is.)
+    if (existing && proposedHash(existing.frozen) !== req.input.hash)
       return ok(conflictReplyOf(existing, req));
     if (!existing) {
       const spec = compileTool(req.source, hostPolicy(this.env));
@@ -148,6 +149,15 @@ export class OperationObject extends DurableObject<Env> {
    */
   async decide(tenantId: string, decision: Decision): Reply<C.Decided> {
     return this.decisions.decide(tenantId, decision);
+  }
+
+  /** Approve with edited arguments (issue 35 item 2): a new frozen version first (decisions.ts edit). */
+  async edit(
+    tenantId: string,
+    decision: Decision,
+    edited: Record<string, unknown>,
+  ): Reply<C.Decided> {
+    return this.decisions.edit(tenantId, decision, edited);
   }
 
   async resolve(tenantId: string, verdict: C.Verdict): Reply<C.OperationView> {
@@ -254,8 +264,9 @@ export class OperationObject extends DurableObject<Env> {
 
   /**
    * One transition = one synchronous transaction appending one log row (state + trace events) and
-   * the outbox rows it calls for; effects run only after it. `frozen` is given exactly once, for
-   * the `start` event.
+   * the outbox rows it calls for; effects run only after it. `frozen` is given for the `start`
+   * event, and for an `edit` (the call's new version, written in the same row; the transition
+   * decides on the version before it).
    */
   private apply(
     event: OperationEvent,

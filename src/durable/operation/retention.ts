@@ -7,7 +7,7 @@ import { retentionMs } from "../../config.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { FrozenRow, OperationError, Shell } from "./contracts.ts";
 import { everLeased, releaseLock } from "./lease-client.ts";
-import { toolName } from "./log.ts";
+import { proposedHash, toolName } from "./log.ts";
 import { outboxPending } from "./notices.ts";
 import { dropFromIndex } from "../index/drop.ts";
 
@@ -92,7 +92,7 @@ export async function retire(
       "INSERT OR REPLACE INTO op_pruned (k, id, tenant_id, input_hash, status, recorded_at_ms, pruned_at_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
       frozen.id,
       frozen.tenant_id,
-      frozen.input_hash,
+      proposedHash(frozen),
       outcome.status,
       state.recordedAtMs,
       nowMs,

@@ -5,7 +5,7 @@
 import { routeData, routingOfTrace } from "../../domain/operation/route.ts";
 import { stepUpChallenge } from "../../domain/step-up.ts";
 import type { Envelope } from "../../domain/envelope.ts";
-import { envelopeFor } from "../../domain/envelope.ts";
+import { envelopeFor, withEdit } from "../../domain/envelope.ts";
 import { firstOf } from "../../domain/journal/trace-event.ts";
 import {
   controlsOf,
@@ -27,7 +27,7 @@ import type {
   OperationView,
   SubmitRequest,
 } from "./contracts.ts";
-import { toolName, type OperationLog } from "./log.ts";
+import { proposedHash, toolName, type OperationLog } from "./log.ts";
 import { undoViewOf } from "./compensation.ts";
 import { redactedCallOf } from "./redacted-view.ts";
 import { decodeInput } from "../store/operation-rows.ts";
@@ -45,14 +45,19 @@ function shadowViewOf(log: OperationLog, { frozen }: Head): ShadowView {
 }
 
 export function envelopeOf(head: Head): Envelope {
-  return envelopeFor(head.frozen.id, head.state, head.frozen.plan.safety, Date.now());
+  const { frozen } = head;
+  return withEdit(
+    envelopeFor(frozen.id, head.state, frozen.plan.safety, Date.now()),
+    frozen.edit?.model,
+  );
 }
 
 export function peekOf(head: Head): OperationPeek {
   return {
     phase: head.state.phase,
     run_id: head.frozen.run_id,
-    input_hash: head.frozen.input_hash,
+    // The model's hash: a re-proposal is matched against what it proposed, not a person's edit.
+    input_hash: proposedHash(head.frozen),
     envelope: envelopeOf(head),
   };
 }
@@ -79,7 +84,7 @@ export function replyOf(head: Head, req: SubmitRequest, rowsWritten: number): Op
     envelope: envelopeOf(head),
     settled: isSettled(state),
     terminal: state.phase === "recorded",
-    inputHash: frozen.input_hash,
+    inputHash: proposedHash(frozen),
     executedBy,
     rowsWritten,
     recordedAtMs: state.phase === "recorded" ? state.recordedAtMs : null,
@@ -97,6 +102,17 @@ export function viewOf(log: OperationLog): OperationView {
     call_id: frozen.call_id,
     phase: state.phase,
     input_hash: frozen.input_hash,
+    ...(frozen.edit
+      ? {
+          edited: {
+            proposed_input_hash: frozen.edit.proposed_hash,
+            by: frozen.edit.by,
+            via: frozen.edit.via,
+            reason: frozen.edit.reason,
+            model: frozen.edit.model,
+          },
+        }
+      : {}),
     idempotency_key: frozen.plan.idempotencyKey,
     repeat_safety: frozen.plan.safety,
     created_at: new Date(frozen.created_at).toISOString(),

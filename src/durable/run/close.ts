@@ -39,7 +39,12 @@ export async function close(
           id,
           view.value.phase === "recorded"
             ? { kind: "recorded" }
-            : { kind: "open", runId: view.value.run_id, inputHash: view.value.input_hash },
+            : {
+                kind: "open",
+                runId: view.value.run_id,
+                // The model's hash: a person's edit keeps it the turn's call (issue 35 item 2).
+                inputHash: view.value.edited?.proposed_input_hash ?? view.value.input_hash,
+              },
         ];
       // Pruned: settled long ago, nothing to close or cancel.
       return [id, view?.error.code === "pruned" ? { kind: "recorded" } : { kind: "absent" }];

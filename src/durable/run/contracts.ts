@@ -7,7 +7,8 @@ import type { Envelope } from "../../domain/envelope.ts";
 import { err, type Result } from "../../domain/result.ts";
 import type { Budgets } from "../../domain/turn/budget.ts";
 import type { TurnResult } from "../../domain/turn/settle.ts";
-import type { RunState } from "../../domain/turn/turn.ts";
+import type { FrozenInput, RunState } from "../../domain/turn/turn.ts";
+import type { LimitClaim } from "../../domain/limit/window.ts";
 import type { RollbackView } from "../../domain/rollback.ts";
 import type { VerificationStatus } from "../../domain/verification.ts";
 import type { Jurisdiction } from "../../domain/jurisdiction.ts";
@@ -56,6 +57,16 @@ export type IdempotencyWarning = {
 };
 /** What POST /v1/runs, PATCH and GET …/tools answer beside the tools (always a list, maybe empty). */
 export type RunWarning = IdempotencyWarning | ContextMissing;
+/** A person's edit admitted by the run's gate (issue 35 item 2): the new frozen input and its claims. */
+export type EditAdmitted = {
+  input: FrozenInput;
+  claims: LimitClaim[];
+  /** The run's user and context now: the edited call's Cedar request is built from them. */
+  principal: { user: RunState["user"]; context: Record<string, unknown> };
+  /** The tool's bound fields (never shown to the model). */
+  bound: string[];
+};
+
 export type RunError =
   | { code: "not_found"; detail: string }
   | { code: "invalid_request"; detail: string }

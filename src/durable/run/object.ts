@@ -13,6 +13,8 @@ import type { ModelUsage } from "../../domain/pricing.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import type { TenantFacts } from "../../domain/tenant-facts.ts";
 import { mayExecute, type ProposedCall } from "../../domain/turn/gate.ts";
+import { admitEdit, type EditRefusal } from "../../domain/turn/edit.ts";
+import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import type { Denial, RunState } from "../../domain/turn/turn.ts";
 import type { Wait } from "../../domain/wait.ts";
 import type { Env } from "../env.ts";
@@ -36,6 +38,7 @@ import {
   type RunWarning,
   type TurnReply,
   type RunParts,
+  type EditAdmitted,
 } from "./contracts.ts";
 import { idempotencyWarnings, runWarnings, toolDefinitions } from "./export.ts";
 import { runAlarm } from "./retention.ts";
@@ -218,6 +221,30 @@ export class RunObject extends DurableObject<Env> {
           code: "approval_expired",
           message: RUN_TEXT.toolChangedWhileWaiting(tool),
         });
+  }
+
+  /**
+   * A person's edited arguments for one of this run's calls awaiting approval (issue 35 item 2):
+   * the turn's gate again, under the run's context and scopes of this moment (domain/turn/edit.ts),
+   * then frozen (canonical JSON and its hash). Read-only: the operation commits the edit.
+   */
+  async admitEdit(
+    tenantId: string,
+    tool: string,
+    current: Record<string, unknown>,
+    edited: Record<string, unknown>,
+  ): Promise<Result<EditAdmitted, EditRefusal | RunError>> {
+    const run = this.rows.loadFor(tenantId);
+    if (!run) return this.rows.missing(tenantId);
+    const admitted = admitEdit(run, this.offered(run), tool, current, edited);
+    if (!admitted.ok) return admitted;
+    const canonical = canonicalJson(admitted.value.input);
+    return ok({
+      input: { value: admitted.value.input, canonical, hash: await sha256Hex(canonical) },
+      claims: admitted.value.claims,
+      principal: { user: run.user, context: run.context },
+      bound: Object.keys(this.offered(run).get(tool)?.bind ?? {}),
+    });
   }
 
   /**

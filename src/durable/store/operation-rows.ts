@@ -15,6 +15,8 @@ import { readEvent, type ToolgateEvent } from "../../domain/journal/events.ts";
 import type { FrozenRow } from "../operation/contracts.ts";
 import { decodeWith, deepFreeze, parseJson } from "./codec.ts";
 import { ToolSourceCodec } from "./run-rows.ts";
+import { DECIDER_VIA } from "../../domain/journal/trace-event.ts";
+import type { EditedCall } from "../../domain/envelope.ts";
 
 /** Added to older operations' op_log on their next row with events (SqlStore.ensureColumn). */
 export const UNSENT_EVENTS_COLUMN = "unsent_events TEXT";
@@ -45,6 +47,21 @@ const FrozenRowCodec: z.ZodType<FrozenRow> = z.object({
   risk: z.string().optional(),
   redact: z.array(z.string()).optional(),
   trace_content: z.object({ arguments: z.boolean(), result: z.boolean() }).optional(),
+  // A person's edit (issue 35 item 2): the model's words are the core's own shape, checked by tag.
+  edit: z
+    .object({
+      proposed_hash: z.string(),
+      proposed_input: z.string(),
+      from_hash: z.string(),
+      by: z.string(),
+      via: z.enum(DECIDER_VIA),
+      reason: z.string().nullable(),
+      at_ms: z.number(),
+      model: z.custom<EditedCall>(
+        (value) => z.object({ note: z.string() }).loose().safeParse(value).success,
+      ),
+    })
+    .optional(),
 });
 const StateCodec = z.custom<OperationState>((value) => Tagged("phase").safeParse(value).success);
 const TraceCodec = z.custom<TraceEvent[]>(

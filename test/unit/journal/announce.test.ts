@@ -24,6 +24,7 @@ const call = (over: Partial<CallData> = {}): CallData => ({
   limits: [],
   shadow: false,
   compensates: null,
+  edited: null,
   approval: {
     operation_id: "op_1",
     run_id: "run_1",

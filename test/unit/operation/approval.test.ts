@@ -188,6 +188,127 @@ describe("awaiting_approval", () => {
     expect(!step.ok && step.error.code).toBe(code);
   });
 
+  describe("edit-on-approve (issue 35 item 2)", () => {
+    const edit = (over: Record<string, unknown> = {}) => ({
+      type: "edit" as const,
+      edit: {
+        fromHash: "h1",
+        inputHash: "h2",
+        by: "bob",
+        via: "api_key" as const,
+        reason: "less",
+        ...over,
+      },
+    });
+    const editedPlan = {
+      ...plan,
+      approval: { ...plan.approval!, inputHash: "h2", editedBy: "bob" },
+    };
+
+    it("an edit of the version the person saw: still awaiting, nothing sent, the inbox refreshed, the edit traced", () => {
+      const step = at(waiting, edit());
+      expect(step.ok && step.value.state).toEqual(waiting);
+      expect(step.ok && step.value.effects).toEqual([{ kind: "inbox", state: "pending" }]);
+      expect(step.ok && step.value.trace).toEqual([
+        {
+          type: "approval_edited",
+          at_ms: T + 1_000,
+          by: "bob",
+          via: "api_key",
+          from_input_hash: "h1",
+          input_hash: "h2",
+          reason: "less",
+        },
+      ]);
+    });
+
+    it.each([
+      [
+        "a stale version (edited meanwhile)",
+        waiting,
+        edit({ fromHash: "h0" }),
+        T + 1_000,
+        "approval_mismatch",
+      ],
+      [
+        "not awaiting approval",
+        { phase: "awaiting_lock", requestedAtMs: T, blockedBy: null } as OperationState,
+        edit(),
+        T + 1_000,
+        "not_awaiting_approval",
+      ],
+    ] as const)("%s → refused, nothing changes", (_what, state, event, nowMs, code) => {
+      const step = at(state, event, nowMs);
+      expect(!step.ok && step.error.code).toBe(code);
+    });
+
+    it("an edit at or after the expiry records approval_expired (an edit buys no time)", () => {
+      const step = at(waiting, edit(), T + 60_000);
+      expect(step.ok && step.value.state.phase).toBe("recorded");
+    });
+
+    it.each([
+      [
+        "the editor approving their own edit (four eyes)",
+        decision({ approverId: "bob", inputHash: "h2" }),
+        "self_approval",
+      ],
+      [
+        "an approval of the version before the edit",
+        decision({ approverId: "carol", inputHash: "h1" }),
+        "approval_mismatch",
+      ],
+    ] as const)("%s → refused", (_what, d, code) => {
+      const step = transition(
+        waiting,
+        { type: "decide", decision: d, denial: null },
+        editedPlan,
+        T + 1_000,
+      );
+      expect(!step.ok && step.error.code).toBe(code);
+    });
+
+    it("another person approving the edited hash → attempt 1; the editor may reject it", () => {
+      const ok = transition(
+        waiting,
+        {
+          type: "decide",
+          decision: decision({ approverId: "carol", inputHash: "h2" }),
+          denial: null,
+        },
+        editedPlan,
+        T + 1_000,
+      );
+      expect(ok.ok && ok.value.state.phase).toBe("executing");
+      const rejected = transition(
+        waiting,
+        {
+          type: "decide",
+          decision: decision({ approverId: "bob", verdict: "reject", reason: "no" }),
+          denial: null,
+        },
+        editedPlan,
+        T + 1_000,
+      );
+      expect(rejected.ok && rejected.value.state.phase).toBe("recorded");
+    });
+
+    it("without four eyes the editor approves their own edit", () => {
+      const alone = { ...editedPlan, approval: { ...editedPlan.approval, fourEyes: false } };
+      const step = transition(
+        waiting,
+        {
+          type: "decide",
+          decision: decision({ approverId: "bob", inputHash: "h2" }),
+          denial: null,
+        },
+        alone,
+        T + 1_000,
+      );
+      expect(step.ok && step.value.state.phase).toBe("executing");
+    });
+  });
+
   describe("passkey step-up (issue 35)", () => {
     const stepped = { ...plan, approval: { ...plan.approval!, stepUp: "passkey" as const } };
     const decide = (d: Decision) =>
