@@ -172,6 +172,31 @@ describe("operation controls", { timeout: 30_000 }, () => {
     );
     expect(events).toEqual(expect.arrayContaining(["paused", "resumed", "retry_now"]));
   });
+
+  it("a paused operation killed while paused stays paused: its alarms send nothing; resumed, one effect in all", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    await up.script({ kind: "status", status: 503 });
+    const op = (await turn(runId, [{ id: "c1", name, arguments: { amount: 7, currency: "usd" } }]))
+      .body.results[0];
+    const id = op.operation_id as string;
+    expect((await api("POST", `/v1/operations/${id}/pause`)).body.phase).toBe("held");
+    // The process dies with the pause committed: the restarted object reads it from storage.
+    await crash(opStub(id));
+    await fireAlarm(id).catch(() => false);
+    await fireAlarm(id).catch(() => false);
+    expect((await operation(id)).body.phase).toBe("held");
+    expect((await up.state()).requests).toHaveLength(1);
+    expect((await api("POST", `/v1/operations/${id}/resume`)).body.phase).toBe("retry_scheduled");
+    expect((await api("POST", `/v1/operations/${id}/retry-now`)).status).toBe(200);
+    await up.waitForEffects(1);
+    await crash(opStub(id));
+    await fireAlarm(id).catch(() => false);
+    expect((await operation(id, 5)).body.result).toMatchObject({ status: "succeeded" });
+    const state = await up.state();
+    expect(state.effects).toHaveLength(1);
+    expect(Object.values(state.effectsByKey)).toEqual([1]);
+  });
 });
 
 // ── every send point under a freeze (issue 34 "Prove it"), counted at the upstream ───────────────
