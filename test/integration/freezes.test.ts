@@ -408,6 +408,34 @@ describe("every send point under a freeze", { timeout: 30_000 }, () => {
     await api("DELETE", `/v1/freezes/${id}`);
   });
 
+  it("hold on a late resend (an unknown settling by itself): its alarm sends nothing; after the lift, one resend under the same key", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, max_attempts: 2 }));
+    await up.script({ kind: "status", status: 503 }, { kind: "status", status: 503 });
+    const first = await turn(runId, [
+      { id: "c1", name, arguments: { amount: 9, currency: "usd" } },
+    ]);
+    const opId = first.body.results[0].operation_id as string;
+    expect(await fireAlarm(opId)).toBe(true);
+    const settling = (await operation(opId)).body;
+    expect(settling.phase).toBe("outcome_unknown");
+    expect(settling.settling?.next_try_at).toEqual(expect.any(String));
+    expect((await up.state()).requests).toHaveLength(2);
+    const id = unique("fz");
+    await freeze(id, { scope: { tool: name }, mode: "hold", reason: "incident" });
+    // The late try's alarm, under the hold: nothing sent, still not claimed as not applied.
+    await fireAlarm(opId).catch(() => false);
+    const held = (await operation(opId)).body;
+    expect(held.result.status).toBe("outcome_unknown");
+    expect((await up.state()).requests).toHaveLength(2);
+    expect((await api("DELETE", `/v1/freezes/${id}`)).status).toBe(200);
+    const state = await liftUntil(up, 1);
+    expect(state.requests).toHaveLength(3);
+    expect(new Set(state.requests.map((r) => r.headers["idempotency-key"])).size).toBe(1);
+    expect(state.effects).toHaveLength(1);
+    expect((await operation(opId, 5)).body.result).toMatchObject({ status: "succeeded" });
+  });
+
   it("a lift wakes held operations a batch at a time: 13 held, each sent once, never more than a batch in flight", async () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
