@@ -120,10 +120,12 @@ function batchFlash(results: BatchItemResult[]): Flash {
   );
   const named = skipped.slice(0, FLASH_SKIPPED);
   const more = skipped.length - named.length;
+  const voted = results.filter((r) => r.result === "voted").length;
   return {
     tone: skipped.length === 0 ? "ok" : "error",
     text: [
-      `Decided ${results.length - skipped.length} of ${results.length}.`,
+      `Decided ${results.length - skipped.length - voted} of ${results.length}.`,
+      ...(voted > 0 ? [`${voted} counted as a vote; more approvers must vote.`] : []),
       ...named.map((line) => `${line}.`),
       ...(more > 0 ? [`${more} more skipped.`] : []),
     ].join(" "),

@@ -26,6 +26,7 @@ export type SkipReason =
   | "cancelled"
   | "self_approval"
   | "step_up_required"
+  | "not_an_approver"
   | "not_awaiting_approval"
   | "not_found"
   | "unavailable";
@@ -38,6 +39,8 @@ export type BatchItemResult =
       /** The operation now: `executing` once approved, `recorded` once rejected (or refused by the run). */
       phase: string;
     }
+  /** A routed approval (issue 35): this vote counted; `needed` more distinct approvers must vote. */
+  | { operation_id: string; result: "voted"; votes: number; needed: number }
   | { operation_id: string; result: "skipped"; reason: SkipReason; detail: string };
 
 export type BatchDecider = { id: string; via: DeciderVia; scopes: string[] };
@@ -98,6 +101,7 @@ export function itemResult(
           `${error.detail}; nothing was decided: look at it again`,
         );
       case "self_approval":
+      case "not_an_approver":
       case "step_up_required":
         // A batch carries no passkey: a step-up call is approved alone, with its own assertion.
         return skipped(operationId, error.code, error.detail);
@@ -116,10 +120,18 @@ export function itemResult(
         );
     }
   }
-  const { view, decided } = answer.value;
+  const { view, decided, voted } = answer.value;
   const state = view.approval?.state ?? "pending";
   if (decided && (state === "approved" || state === "rejected"))
     return { operation_id: operationId, result: "decided", state, phase: view.phase };
+  const route = view.approval?.route;
+  if (voted && route)
+    return {
+      operation_id: operationId,
+      result: "voted",
+      votes: route.votes.length,
+      needed: route.needed,
+    };
   switch (state) {
     case "expired":
       return skipped(operationId, "expired", "its approval expired; nothing was run");

@@ -102,6 +102,35 @@ describe("routing and quorum", { timeout: 30_000 }, () => {
     expect(types.filter((t) => t === "approval_voted")).toHaveLength(2);
   });
 
+  it("through the batch: a vote that counts is reported as voted (not as skipped), an outsider as not_an_approver; the second vote decides, one effect", async () => {
+    const bob = await keyOf("bob");
+    const dave = await keyOf("dave");
+    const mallory = await keyOf("mallory");
+    const { up, op } = await routedCall({ mode: "always", quorum: 2, route: [{ group: finance }] });
+    const hash = (await operation(op, 0)).body.approval.input_hash as string;
+    const batch = (who: Record<string, string>) =>
+      api(
+        "POST",
+        "/v1/approvals/batch",
+        [{ operation_id: op, input_hash: hash, decision: "approve", reason: "ok" }],
+        who,
+      );
+    const first = await batch(bob);
+    expect(first.status).toBe(200);
+    expect(first.body.items).toEqual([{ operation_id: op, result: "voted", votes: 1, needed: 1 }]);
+    const outsider = await batch(mallory);
+    expect(outsider.body.items).toMatchObject([
+      { operation_id: op, result: "skipped", reason: "not_an_approver" },
+    ]);
+    expect((await up.state()).requests).toHaveLength(0);
+    const second = await batch(dave);
+    expect(second.body.items).toMatchObject([
+      { operation_id: op, result: "decided", state: "approved" },
+    ]);
+    await up.waitForEffects(1);
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+
   it("a reject by any eligible approver rejects at once: nothing sent", async () => {
     const bob = await keyOf("bob");
     const dave = await keyOf("dave");

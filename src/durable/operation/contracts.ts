@@ -117,7 +117,8 @@ export type OperationView = {
 } & ShadowView &
   UndoView;
 /** A decision's answer: the operation now, and whether this decision is the one it recorded. */
-export type Decided = { view: OperationView; decided: boolean };
+/** `decided`: this request took the decision; `voted`: it counted as a vote, and more are needed. */
+export type Decided = { view: OperationView; decided: boolean; voted: boolean };
 export type ApprovalView = {
   state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
   requested_by: string;

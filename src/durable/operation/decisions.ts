@@ -63,7 +63,10 @@ export class Decisions {
     const view = viewOf(log);
     // A step that went through from awaiting_approval either took this decision or expired it.
     const state = view.approval?.state;
-    return ok({ view, decided: step.ok && (state === "approved" || state === "rejected") });
+    const decided = step.ok && (state === "approved" || state === "rejected");
+    // A routed approval's vote that went through and left it waiting for more (issue 35).
+    const voted = step.ok && state === "pending" && view.approval?.route != null;
+    return ok({ view, decided, voted });
   }
 
   /**
@@ -90,7 +93,7 @@ export class Decisions {
     if (!done.ok) return done;
     const head = log.headFor(tenantId)!;
     if (done.value === "closed" || (done.value === "edited" && head.frozen.plan.approval?.fourEyes))
-      return ok({ view: viewOf(log), decided: false });
+      return ok({ view: viewOf(log), decided: false, voted: false });
     const { stepUp, ...rest } = decision;
     const kept = done.value === "same" && stepUp ? { stepUp } : {};
     return this.decide(tenantId, { ...rest, ...kept, inputHash: head.frozen.input_hash });
