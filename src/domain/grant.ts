@@ -220,7 +220,9 @@ export type GrantUseView = {
 export const grantView = (grant: Grant, nowMs: number) => ({
   id: grant.id,
   tools: grant.tools,
-  subject: grant.subject ? { [`context.${grant.subject.field}`]: grant.subject.value } : "any",
+  subject: grant.subject
+    ? { [`context.${grant.subject.field}`]: grant.subject.value }
+    : ("any" as const),
   field: grant.field,
   per_call_max: grant.perCallMax,
   total_max: grant.totalMax,

@@ -9,73 +9,26 @@ import {
   ALL_SCOPES,
   api,
   fireAlarm,
-  manifest,
   newTenant,
   operation,
   trace,
-  turn,
   unique,
   until,
   upstream,
 } from "../support/api.ts";
+import {
+  as,
+  refundTool,
+  call,
+  grant,
+  inAnHour,
+  newRun,
+  one,
+  postGrant,
+  registered,
+  shown,
+} from "../support/grants.ts";
 
-/** An irreversible refund (a person approves each by default), the customer bound from the run. */
-function refundTool(url: string, overrides: Record<string, unknown> = {}) {
-  return manifest({
-    url,
-    risk: "irreversible_write",
-    description: "Refund the customer.",
-    input_schema: {
-      type: "object",
-      additionalProperties: false,
-      properties: {
-        amount: { type: "integer", minimum: 1 },
-        customer_id: { type: "string" },
-        order_id: { type: "string" },
-      },
-      required: ["amount", "customer_id"],
-    },
-    output_schema: { type: "object" },
-    request: { method: "POST", url: `${url}/refunds` },
-    bind: { customer_id: "context.customer_id" },
-    ...overrides,
-  });
-}
-
-const as = (key?: string): Record<string, string> =>
-  key ? { Authorization: `Bearer ${key}` } : {};
-async function registered(url: string, overrides: Record<string, unknown> = {}, key?: string) {
-  const tool = refundTool(url, overrides);
-  expect((await api("PUT", `/v1/tools/${tool.name}`, tool, as(key))).status).toBe(201);
-  return tool.name as string;
-}
-async function newRun(tool: string, customer: string, key?: string) {
-  const body = {
-    user: { id: "u1", scopes: [] },
-    tools: [tool],
-    context: { customer_id: customer },
-  };
-  const run = await api("POST", "/v1/runs", body, as(key));
-  expect(run.status).toBe(201);
-  return run.body.run_id as string;
-}
-const call = (tool: string, amount: number, id = unique("call"), extra = {}) => ({
-  id,
-  name: tool,
-  arguments: { amount, ...extra },
-});
-const one = async (runId: string, c: ReturnType<typeof call>, wait = 5) =>
-  (await turn(runId, [c], wait)).body.results[0];
-
-const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();
-const postGrant = (body: Record<string, unknown>, key?: string) =>
-  api("POST", "/v1/grants", body, as(key));
-async function grant(body: Record<string, unknown>, key?: string) {
-  const made = await postGrant(body, key);
-  expect(made.status).toBe(201);
-  return made.body.grant.id as string;
-}
-const shown = async (id: string) => (await api("GET", `/v1/grants/${id}`)).body;
 const once = (effectsByKey: Record<string, number>) =>
   Object.values(effectsByKey).every((n) => n === 1);
 

@@ -3,7 +3,13 @@
 // or revoke tells the runs to drop their snapshot, freezes.ts `tellRuns`), and answered in
 // `sendChecks` so every send point of a call that relied on one sees a revoke of the moment. The
 // uses are the reservations its counters hold (LimitObject `uses`), read when one grant is shown.
+// The tenant's chain (chain.ts) records each grant made and revoked, in the change's transaction,
+// and each use once per (grant, operation) as the operation's outbox delivers it (`grant_uses`).
 import { grantCounters, grantView, GRANT_SUBJECT, type Grant } from "../../domain/grant.ts";
+import type { GrantUseItem } from "../../domain/journal/announce.ts";
+import type { TraceEvent } from "../../domain/operation/index.ts";
+import { verifyChain } from "../../domain/trace-chain.ts";
+import { appendChain, tenantChain } from "./chain.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { limitStub } from "../stubs.ts";
@@ -36,6 +42,7 @@ export async function createGrant(store: SqlStore, env: Env, tenantId: string, g
       JSON.stringify(grant),
       grant.expiresAtMs,
     );
+    appendChain(store, createdEntry(grant));
     queueTells(store, grant.createdAtMs);
   });
   const told = await tellRuns(store, env, tenantId);
@@ -63,12 +70,66 @@ export async function revokeGrant(
     if (!grant || grant.revokedAtMs !== null) return grant;
     const next: Grant = { ...grant, revokedAtMs: nowMs, revokedBy: by };
     store.run("UPDATE grants SET data = ?, live_until = 0 WHERE id = ?", JSON.stringify(next), id);
+    appendChain(store, { type: "grant_revoked", at_ms: nowMs, grant_id: id, by });
     queueTells(store, nowMs);
     return next;
   });
   if (!revoked) return null;
   const told = await tellRuns(store, env, tenantId);
   return { grant: grantView(revoked, nowMs), runs_told: told.told, runs_pending: told.pending };
+}
+
+/** The chain entry of a grant made: every bound it was made with, and by whom. */
+function createdEntry(grant: Grant): TraceEvent {
+  const view = grantView(grant, grant.createdAtMs);
+  return {
+    type: "grant_created",
+    at_ms: grant.createdAtMs,
+    grant_id: grant.id,
+    tools: view.tools,
+    subject: view.subject,
+    field: view.field,
+    per_call_max: view.per_call_max,
+    total_max: view.total_max,
+    count: view.count,
+    expires_at_ms: grant.expiresAtMs,
+    reason: grant.reason,
+    by: grant.createdBy,
+    proposed: false,
+  };
+}
+
+/**
+ * A call the grant let through, delivered by its operation's outbox (at least once): chained the
+ * first time, a redelivery changes nothing. A use of a grant this tenant never made is not chained.
+ */
+export function recordGrantUse(store: SqlStore, item: GrantUseItem, nowMs: number): void {
+  store.transaction(() => {
+    if (!grantById(store, item.grant_id)) return;
+    store.ensureTable("grant_uses");
+    const known = store.one(
+      "SELECT chain_seq FROM grant_uses WHERE grant_id = ? AND operation_id = ?",
+      item.grant_id,
+      item.operation_id,
+    );
+    if (known) return;
+    const seq = appendChain(store, { type: "grant_use", at_ms: nowMs, ...item });
+    store.run(
+      "INSERT INTO grant_uses (grant_id, operation_id, chain_seq) VALUES (?, ?, ?)",
+      item.grant_id,
+      item.operation_id,
+      seq,
+    );
+  });
+}
+
+/** The tenant's chain checked whole, and this grant's entries in it (made, revoked, each use). */
+function grantChain(store: SqlStore, id: string) {
+  const entries = tenantChain(store);
+  return {
+    check: verifyChain(entries),
+    entries: entries.filter((entry) => "grant_id" in entry && entry.grant_id === id),
+  };
 }
 
 export function listGrants(store: SqlStore) {
@@ -110,5 +171,6 @@ export async function showGrant(store: SqlStore, env: Env, tenantId: string, id:
       ...(grant.field !== null ? { sum: held.reduce((s, u) => s + (u.amount ?? 0), 0) } : {}),
     },
     uses,
+    chain: grantChain(store, id),
   };
 }

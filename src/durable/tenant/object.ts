@@ -45,7 +45,7 @@ import * as grants from "./grants.ts";
 import type { Tripwire } from "../../domain/tripwire.ts";
 import type { Grant } from "../../domain/grant.ts";
 import type { Freeze } from "../../domain/freeze.ts";
-import type { HeldItem } from "../../domain/journal/announce.ts";
+import type { GrantUseItem, HeldItem } from "../../domain/journal/announce.ts";
 
 export type { RunTools } from "./facts.ts";
 export type { TenantError } from "./contracts.ts";
@@ -232,6 +232,10 @@ export class TenantObject extends DurableObject<Env> {
   }
   async showGrant(tenantId: string, id: string) {
     return grants.showGrant(this.store, this.env, tenantId, id);
+  }
+  /** Delivered by operations from their outbox: a call a grant let through, chained once. */
+  async recordGrantUse(item: GrantUseItem): Promise<void> {
+    grants.recordGrantUse(this.store, item, Date.now());
   }
   // ── Tripwires (tripwires.ts, issue 34) ───────────────────────────────────────────────────────
 
