@@ -111,7 +111,9 @@ export type ApiError =
   /** Retry-now while the upstream has paused the call's origin (issue 34 item 4); nothing was sent. */
   | { code: "origin_paused"; detail: string; retry_after_ms: number }
   /** PUT /v1/freezes/{id}: expires_at is not in the future. */
-  | { code: "freeze_expired"; detail: string };
+  | { code: "freeze_expired"; detail: string }
+  /** POST /v1/grants/{id}/confirm of a grant that is not proposed (live, revoked, expired). */
+  | { code: "grant_not_proposed"; detail: string };
 
 export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
@@ -147,6 +149,8 @@ export function toApiError(error: ObjectError): ApiError {
     case "step_up_required":
       return { code: error.code, detail: error.detail };
     case "freeze_expired":
+      return { code: error.code, detail: error.detail };
+    case "grant_not_proposed":
       return { code: error.code, detail: error.detail };
     case "not_waiting":
       return {
@@ -261,6 +265,7 @@ export function statusOf(error: ApiError): number {
     case "run_pruned":
       return 410;
     case "not_outcome_unknown":
+    case "grant_not_proposed":
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "resend_not_allowed":
@@ -318,6 +323,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "quota_conflict":
     case "operation_not_compensable":
     case "not_outcome_unknown":
+    case "grant_not_proposed":
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "self_approval":

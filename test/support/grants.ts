@@ -53,8 +53,18 @@ export const call = (tool: string, amount: number, id = unique("call"), extra = 
   name: tool,
   arguments: { amount, ...extra },
 });
-export const one = async (runId: string, c: ReturnType<typeof call>, wait = 5) =>
-  (await turn(runId, [c], wait)).body.results[0];
+/** One call in its own turn (as the tenant of `key`, else the default test tenant). */
+export const one = async (runId: string, c: ReturnType<typeof call>, wait = 5, key?: string) =>
+  key
+    ? (
+        await api(
+          "POST",
+          `/v1/runs/${runId}/turns?format=native`,
+          { calls: [c] },
+          { ...as(key), Prefer: `wait=${wait}` },
+        )
+      ).body.results[0]
+    : (await turn(runId, [c], wait)).body.results[0];
 
 export const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();
 export const postGrant = (body: Record<string, unknown>, key?: string) =>

@@ -5,7 +5,16 @@
 // uses are the reservations its counters hold (LimitObject `uses`), read when one grant is shown.
 // The tenant's chain (chain.ts) records each grant made and revoked, in the change's transaction,
 // and each use once per (grant, operation) as the operation's outbox delivers it (`grant_uses`).
-import { grantCounters, grantView, GRANT_SUBJECT, type Grant } from "../../domain/grant.ts";
+import {
+  confirmGrant as confirmed,
+  grantCounters,
+  grantView,
+  GRANT_SUBJECT,
+  isProposed,
+  type Grant,
+  type GrantConfirmError,
+} from "../../domain/grant.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
 import type { GrantUseItem } from "../../domain/journal/announce.ts";
 import type { TraceEvent } from "../../domain/operation/index.ts";
 import { verifyChain } from "../../domain/trace-chain.ts";
@@ -32,18 +41,48 @@ export function grantById(store: SqlStore, id: string): Grant | null {
   return row ? (JSON.parse(row.data) as Grant) : null;
 }
 
-/** POST /v1/grants: stored, then the runs told (their next call sees it). */
-export async function createGrant(store: SqlStore, env: Env, tenantId: string, grant: Grant) {
-  store.transaction(() => {
+/** A grant changed, and how many of the tenant's runs were told (the rest by the alarm). */
+type GrantChange = { grant: ReturnType<typeof grantView>; runs_told: number; runs_pending: number };
+
+/** The tenant's grant settings (admin: PUT /v1/admin/tenants/{id}/settings). */
+export type GrantSettings = { grant_four_eyes: boolean };
+
+export function grantSettings(store: SqlStore): GrantSettings {
+  const row = store.exists("tenant_settings")
+    ? store.one<{ value: string }>(
+        "SELECT value FROM tenant_settings WHERE name = 'grant_four_eyes'",
+      )
+    : null;
+  return { grant_four_eyes: row?.value === "true" };
+}
+
+export function putGrantSettings(store: SqlStore, settings: GrantSettings): GrantSettings {
+  store.ensureTable("tenant_settings");
+  store.run(
+    "INSERT OR REPLACE INTO tenant_settings (name, value) VALUES ('grant_four_eyes', ?)",
+    String(settings.grant_four_eyes),
+  );
+  return grantSettings(store);
+}
+
+/**
+ * POST /v1/grants: stored, then the runs told (their next call sees it). Under the tenant's four
+ * eyes (read in the same transaction) it is stored proposed: not live, told to no run, until a
+ * second person confirms it.
+ */
+export async function createGrant(store: SqlStore, env: Env, tenantId: string, made: Grant) {
+  const grant = store.transaction(() => {
+    const grant: Grant = { ...made, fourEyes: grantSettings(store).grant_four_eyes };
     store.ensureTable("grants");
     store.run(
       "INSERT INTO grants (id, data, live_until) VALUES (?, ?, ?)",
       grant.id,
       JSON.stringify(grant),
-      grant.expiresAtMs,
+      isProposed(grant) ? 0 : grant.expiresAtMs,
     );
     appendChain(store, createdEntry(grant));
-    queueTells(store, grant.createdAtMs);
+    if (!isProposed(grant)) queueTells(store, grant.createdAtMs);
+    return grant;
   });
   const told = await tellRuns(store, env, tenantId);
   return {
@@ -51,6 +90,39 @@ export async function createGrant(store: SqlStore, env: Env, tenantId: string, g
     runs_told: told.told,
     runs_pending: told.pending,
   };
+}
+
+/** POST /v1/grants/{id}/confirm: the second person's confirmation makes a proposed grant live. */
+export async function confirmGrant(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  id: string,
+  by: string,
+): Promise<Result<GrantChange, GrantConfirmError>> {
+  const nowMs = Date.now();
+  const done = store.transaction(() => {
+    const grant = grantById(store, id);
+    if (!grant) return err({ code: "not_found" as const, detail: `no grant ${id}` });
+    const next = confirmed(grant, by, nowMs);
+    if (!next.ok) return next;
+    store.run(
+      "UPDATE grants SET data = ?, live_until = ? WHERE id = ?",
+      JSON.stringify(next.value),
+      next.value.expiresAtMs,
+      id,
+    );
+    appendChain(store, { type: "grant_confirmed", at_ms: nowMs, grant_id: id, by });
+    queueTells(store, nowMs);
+    return next;
+  });
+  if (!done.ok) return done;
+  const told = await tellRuns(store, env, tenantId);
+  return ok({
+    grant: grantView(done.value, nowMs),
+    runs_told: told.told,
+    runs_pending: told.pending,
+  });
 }
 
 /**
@@ -95,7 +167,7 @@ function createdEntry(grant: Grant): TraceEvent {
     expires_at_ms: grant.expiresAtMs,
     reason: grant.reason,
     by: grant.createdBy,
-    proposed: false,
+    proposed: isProposed(grant),
   };
 }
 

@@ -5,7 +5,7 @@
 // walks (runs.ts). Every method only delegates; names and signatures are the contract other
 // objects and routes call through stubs.
 import { DurableObject } from "cloudflare:workers";
-import type { Result } from "../../domain/result.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
 import type {
   Verification,
   VerificationStatus,
@@ -223,6 +223,19 @@ export class TenantObject extends DurableObject<Env> {
 
   async createGrant(tenantId: string, grant: Grant) {
     return grants.createGrant(this.store, this.env, tenantId, grant);
+  }
+  async confirmGrant(tenantId: string, id: string, by: string) {
+    return grants.confirmGrant(this.store, this.env, tenantId, id, by);
+  }
+  async grantSettings(): Promise<Result<grants.GrantSettings, TenantError>> {
+    if (!tenantRecord(this.store)) return err({ code: "not_found", detail: "no such tenant" });
+    return ok(grants.grantSettings(this.store));
+  }
+  async putGrantSettings(
+    settings: grants.GrantSettings,
+  ): Promise<Result<grants.GrantSettings, TenantError>> {
+    if (!tenantRecord(this.store)) return err({ code: "not_found", detail: "no such tenant" });
+    return ok(grants.putGrantSettings(this.store, settings));
   }
   async revokeGrant(tenantId: string, id: string, by: string) {
     return grants.revokeGrant(this.store, this.env, tenantId, id, by);
