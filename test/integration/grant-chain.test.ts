@@ -5,7 +5,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { encodeNotice } from "../../src/durable/outbox/outbox.ts";
 import { api, fireAlarm, opStub, unique, upstream } from "../support/api.ts";
-import { call, grant, inAnHour, newRun, one, registered, shown } from "../support/grants.ts";
+import { call, grant, newRun, one, refundGrant, registered, shown } from "../support/grants.ts";
 
 /** The operation's outbox gets the use notice again (as if the tenant's ack was lost), then its alarm runs. */
 async function redeliver(operationId: string, item: Record<string, unknown>) {
@@ -41,15 +41,7 @@ describe("a grant in the tenant's chain", { timeout: 30_000 }, () => {
     const up = upstream();
     const tool = await registered(up.url);
     const customer = unique("cus");
-    const id = await grant({
-      tools: [tool],
-      subject: { "context.customer_id": customer },
-      field: "amount",
-      per_call_max: 50,
-      total_max: 100,
-      expires_at: inAnHour(),
-      reason: "goodwill refunds",
-    });
+    const id = await grant(refundGrant(tool, customer));
     const runId = await newRun(tool, customer);
     const used = await one(runId, call(tool, 30));
     expect(used).toMatchObject({ status: "succeeded" });

@@ -4,7 +4,7 @@
 // typed (403 self_approval) and changes nothing; a confirm of a grant not proposed is 409.
 import { describe, expect, it } from "vitest";
 import { ADMIN, ALL_SCOPES, api, newTenant, unique, upstream } from "../support/api.ts";
-import { as, call, grant, inAnHour, newRun, one, registered, shown } from "../support/grants.ts";
+import { as, call, grant, newRun, one, refundGrant, registered, shown } from "../support/grants.ts";
 
 const admin = { Authorization: `Bearer ${ADMIN}` };
 const settings = (tenantId: string, body: unknown) =>
@@ -23,15 +23,7 @@ async function twoPeople() {
   return { tenantId: alice.tenantId, alice: alice.key, bob: issued.body.key as string };
 }
 
-const body = (tool: string) => ({
-  tools: [tool],
-  subject: "any",
-  field: "amount",
-  per_call_max: 50,
-  total_max: 100,
-  expires_at: inAnHour(),
-  reason: "goodwill refunds",
-});
+const body = (tool: string) => refundGrant(tool, "any");
 
 describe("four eyes on standing grants", { timeout: 30_000 }, () => {
   it("a proposed grant covers nothing; its proposer cannot confirm it (403, nothing changed); another person can; then calls run under it", async () => {

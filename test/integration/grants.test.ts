@@ -18,6 +18,7 @@ import {
 } from "../support/api.ts";
 import {
   as,
+  refundGrant,
   refundTool,
   call,
   grant,
@@ -39,15 +40,7 @@ describe("standing grants", { timeout: 30_000 }, () => {
     const up = upstream();
     const tool = await registered(up.url);
     const customer = unique("cus");
-    const id = await grant({
-      tools: [tool],
-      subject: { "context.customer_id": customer },
-      field: "amount",
-      per_call_max: 50,
-      total_max: 100,
-      expires_at: inAnHour(),
-      reason: "goodwill refunds for the outage",
-    });
+    const id = await grant(refundGrant(tool, customer));
     const runs = await Promise.all(Array.from({ length: 30 }, () => newRun(tool, customer)));
     const posted = await Promise.all(runs.map((runId) => one(runId, call(tool, 10))));
     // On a loaded machine a sent call may still be running when the turn answers: read it settled.
@@ -194,15 +187,12 @@ describe("standing grants", { timeout: 30_000 }, () => {
     const other = await registered(up.url);
     const customer = unique("cus");
     const expiresAt = Date.now() + 60_000;
-    const id = await grant({
-      tools: [tool],
-      subject: { "context.customer_id": customer },
-      field: "amount",
-      per_call_max: 50,
-      total_max: 1000,
-      expires_at: new Date(expiresAt).toISOString(),
-      reason: "small refunds",
-    });
+    const id = await grant(
+      refundGrant(tool, customer, {
+        total_max: 1000,
+        expires_at: new Date(expiresAt).toISOString(),
+      }),
+    );
     const runId = await newRun(tool, customer);
     expect(await one(runId, call(tool, 51))).toMatchObject({ status: "awaiting_approval" });
     const otherTool = await newRun(other, customer);
@@ -254,15 +244,7 @@ describe("standing grants", { timeout: 30_000 }, () => {
 
   it("bad bodies are refused typed, nothing stored", async () => {
     const fresh = await newTenant(ALL_SCOPES);
-    const good = {
-      tools: ["refund"],
-      subject: { "context.customer_id": "cus_42" },
-      field: "amount",
-      per_call_max: 50,
-      total_max: 100,
-      expires_at: inAnHour(),
-      reason: "ok",
-    };
+    const good = refundGrant("refund", "cus_42");
     const bad: Array<Record<string, unknown>> = [
       { ...good, amount_max: 5 },
       { ...good, total_max: undefined, count: undefined },

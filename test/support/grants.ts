@@ -67,6 +67,21 @@ export const one = async (runId: string, c: ReturnType<typeof call>, wait = 5, k
     : (await turn(runId, [c], wait)).body.results[0];
 
 export const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();
+/** A grant on `amount` (≤ 50 a call, ≤ 100 in all, an hour) for one customer, or "any". */
+export const refundGrant = (
+  tool: string,
+  customer: string | "any",
+  extra: Record<string, unknown> = {},
+) => ({
+  tools: [tool],
+  subject: customer === "any" ? "any" : { "context.customer_id": customer },
+  field: "amount",
+  per_call_max: 50,
+  total_max: 100,
+  expires_at: inAnHour(),
+  reason: "goodwill refunds",
+  ...extra,
+});
 export const postGrant = (body: Record<string, unknown>, key?: string) =>
   api("POST", "/v1/grants", body, as(key));
 export async function grant(body: Record<string, unknown>, key?: string) {
