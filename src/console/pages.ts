@@ -2,6 +2,7 @@
 // its line here; the header nav is built from this list.
 import { approvalsPage } from "./approvals.tsx";
 import { freezesPage } from "./freezes.tsx";
+import { grantsPage } from "./grants.tsx";
 import { homePage } from "./home.tsx";
 import type { ConsolePage } from "./page.ts";
 import { operationPage } from "./operation-page.tsx";
@@ -16,6 +17,7 @@ export const PAGES: ConsolePage[] = [
   approvalsPage,
   unknownOutcomesPage,
   freezesPage,
+  grantsPage,
   runPage,
   operationPage,
   toolsPage,

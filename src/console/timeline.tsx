@@ -121,6 +121,14 @@ function readingOf(event: TraceEvent): Reading {
       return { label: `Freeze ${event.freeze_id} created` };
     case "freeze_lifted":
       return { label: `Freeze ${event.freeze_id} lifted` };
+    case "grant_created":
+      return { label: `Grant ${event.grant_id} ${event.proposed ? "proposed" : "created"}` };
+    case "grant_confirmed":
+      return { label: `Grant ${event.grant_id} confirmed by ${event.by}` };
+    case "grant_revoked":
+      return { label: `Grant ${event.grant_id} revoked by ${event.by}` };
+    case "grant_use":
+      return { label: `Grant ${event.grant_id} used by ${event.operation_id}` };
     case "attempt_finished":
       return {
         label: `Attempt ${event.attempt} answered`,

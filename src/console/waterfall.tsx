@@ -96,6 +96,10 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "retry_now":
     case "freeze_created":
     case "freeze_lifted":
+    case "grant_created":
+    case "grant_confirmed":
+    case "grant_revoked":
+    case "grant_use":
       return "none";
   }
 }

@@ -87,9 +87,21 @@ export type Grant = {
   createdVia: string;
   revokedAtMs: number | null;
   revokedBy: string | null;
+  /**
+   * Made under the tenant's four eyes (`grant_four_eyes`): proposed, it covers nothing until a
+   * second, different person confirms it (`confirmedBy`). Absent in grants stored before it: false.
+   */
+  fourEyes: boolean;
+  confirmedBy: string | null;
+  confirmedAtMs: number | null;
 };
 
 export type GrantError = { code: "invalid_request"; detail: string };
+/** Why a confirm changed nothing (problem.ts: 404, 403, 409). */
+export type GrantConfirmError =
+  | { code: "not_found"; detail: string }
+  | { code: "self_approval"; detail: string }
+  | { code: "grant_not_proposed"; detail: string };
 
 /** The body made a grant: its expiry must be ahead, and within MAX_GRANT_MS. */
 export function grantOf(
@@ -122,13 +134,54 @@ export function grantOf(
       createdVia: by.via,
       revokedAtMs: null,
       revokedBy: null,
+      // Set by the tenant as it stores it, from its setting of the moment (tenant/grants.ts).
+      fourEyes: false,
+      confirmedBy: null,
+      confirmedAtMs: null,
     },
   };
 }
 
+/** Proposed under four eyes and not yet confirmed: it covers nothing. */
+export const isProposed = (grant: Grant): boolean =>
+  grant.fourEyes === true && grant.confirmedAtMs === null;
+
+/**
+ * A second person confirms a proposed grant (four eyes): never the person who made it (the same
+ * identity approvals compare: the verified Access identity, else the key's or session's name).
+ */
+export function confirmGrant(
+  grant: Grant,
+  by: string,
+  nowMs: number,
+): Result<Grant, GrantConfirmError> {
+  const state = grantState(grant, nowMs);
+  if (state !== "proposed")
+    return err({
+      code: "grant_not_proposed",
+      detail: `grant ${grant.id} is ${state}, not proposed: there is nothing to confirm; nothing was changed`,
+    });
+  if (by === grant.createdBy)
+    return err({
+      code: "self_approval",
+      detail: `${by} proposed grant ${grant.id} and cannot confirm it (four eyes); another person must; nothing was changed`,
+    });
+  return { ok: true, value: { ...grant, confirmedBy: by, confirmedAtMs: nowMs } };
+}
+
 /** Whether a grant may cover calls now: not revoked, not expired. */
 export const isLive = (grant: Grant, nowMs: number): boolean =>
-  grant.revokedAtMs === null && nowMs < grant.expiresAtMs;
+  grant.revokedAtMs === null && nowMs < grant.expiresAtMs && !isProposed(grant);
+
+/** What a grant is now, as the API and the console show it. */
+export function grantState(
+  grant: Grant,
+  nowMs: number,
+): "revoked" | "expired" | "proposed" | "live" {
+  if (grant.revokedAtMs !== null) return "revoked";
+  if (nowMs >= grant.expiresAtMs) return "expired";
+  return isProposed(grant) ? "proposed" : "live";
+}
 
 /** The counter names of a grant: the sum of its field, and its count. */
 export const grantCounters = (id: string) => ({
@@ -203,7 +256,9 @@ export function grantLapse(
   nowMs: number,
 ): string | null {
   const grant = grants?.find((g) => g.id === grantId);
-  if (!grant || grant.revokedAtMs !== null) return `grant ${grantId} was revoked`;
+  // A grant missing from the live ones (revoked, or never confirmed) covers nothing.
+  if (!grant || grant.revokedAtMs !== null || isProposed(grant))
+    return `grant ${grantId} was revoked`;
   if (nowMs >= grant.expiresAtMs) return `grant ${grantId} expired`;
   return null;
 }
@@ -220,7 +275,9 @@ export type GrantUseView = {
 export const grantView = (grant: Grant, nowMs: number) => ({
   id: grant.id,
   tools: grant.tools,
-  subject: grant.subject ? { [`context.${grant.subject.field}`]: grant.subject.value } : "any",
+  subject: grant.subject
+    ? { [`context.${grant.subject.field}`]: grant.subject.value }
+    : ("any" as const),
   field: grant.field,
   per_call_max: grant.perCallMax,
   total_max: grant.totalMax,
@@ -232,6 +289,9 @@ export const grantView = (grant: Grant, nowMs: number) => ({
   created_via: grant.createdVia,
   revoked_at: grant.revokedAtMs === null ? null : isoUtc(grant.revokedAtMs),
   revoked_by: grant.revokedBy,
-  state: grant.revokedAtMs !== null ? "revoked" : nowMs >= grant.expiresAtMs ? "expired" : "live",
+  four_eyes: grant.fourEyes === true,
+  confirmed_by: grant.confirmedBy ?? null,
+  confirmed_at: grant.confirmedAtMs == null ? null : isoUtc(grant.confirmedAtMs),
+  state: grantState(grant, nowMs),
 });
 export type GrantView = ReturnType<typeof grantView>;

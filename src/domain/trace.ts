@@ -264,6 +264,10 @@ const LOGGED: Readonly<Record<TraceEvent["type"], boolean>> = {
   retry_now: true,
   freeze_created: false,
   freeze_lifted: false,
+  grant_created: false,
+  grant_confirmed: false,
+  grant_revoked: false,
+  grant_use: false,
 };
 /** Fixed, typed fields only: free text (details, bodies, messages, reasons given by people) never reaches a log. */
 const LOG_FIELDS = [

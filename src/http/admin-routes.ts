@@ -8,7 +8,7 @@ import { ulid } from "ulid";
 import { sealApiKey } from "./api-keys.ts";
 import { requireAdminToken, signingKey, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
-import { CreateTenant, IssueKey } from "./schemas.ts";
+import { CreateTenant, IssueKey, TenantSettings } from "./schemas.ts";
 import { checkId, readJson, tenantStub, unwrap } from "./request.ts";
 import { isDevelopment } from "../config.ts";
 import { show } from "../domain/invalid-input.ts";
@@ -75,6 +75,18 @@ export const adminRoutes = new Hono<AppEnv>()
   .post("/tenants/:tenant_id/reindex", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
     return c.json(await indexStub(c.env, tenantId).rebuild(tenantId));
+  })
+  // The tenant's settings (issue 35): `grant_four_eyes` — a standing grant is made proposed and a
+  // second person confirms it. Set by the deployment's admin, so no single tenant key can switch
+  // off the check it is subject to.
+  .get("/tenants/:tenant_id/settings", async (c) => {
+    const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
+    return c.json(unwrap(await tenantStub(c, tenantId).grantSettings()));
+  })
+  .put("/tenants/:tenant_id/settings", async (c) => {
+    const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");
+    const settings = await readJson(c, TenantSettings);
+    return c.json(unwrap(await tenantStub(c, tenantId).putGrantSettings(settings)));
   })
   .delete("/tenants/:tenant_id/keys/:key_id", async (c) => {
     const tenantId = checkId(c.req.param("tenant_id"), TENANT_ID, "tenant");

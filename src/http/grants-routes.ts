@@ -2,8 +2,10 @@
 // misspelt field is refused, nothing stored) made by the deciding person (auth.ts `decider`: the
 // Access identity, else the key's name — as approvals record it) and tells the tenant's runs to
 // drop their facts snapshot; GET lists them; GET /{id} shows one with each use; DELETE revokes it
-// (every call not yet sent that relied on it asks a person). Scope approvals:decide (GET also
-// runs:read). A tenant sees, uses and revokes only its own.
+// (every call not yet sent that relied on it asks a person). Under the tenant's four eyes
+// (`grant_four_eyes`, set by the deployment admin) POST stores it proposed and POST /{id}/confirm
+// by another person makes it live. Scope approvals:decide (GET also runs:read). A tenant sees,
+// uses and revokes only its own.
 import { Hono } from "hono";
 import { ulid } from "ulid";
 import { GRANT_ID, GrantBody, grantOf } from "../domain/grant.ts";
@@ -28,6 +30,12 @@ export const grantRoutes = new Hono<AppEnv>()
     const by = await decider(c, undefined);
     const grant = unwrap(grantOf(`gr_${ulid()}`, body, by, Date.now()));
     return c.json(await tenantStub(c, tenantId).createGrant(tenantId, grant), 201);
+  })
+  .post("/:id/confirm", async (c) => {
+    const id = checkId(c.req.param("id"), GRANT_ID, "grant");
+    const tenantId = requireScope(c, "approvals:decide");
+    const by = await decider(c, undefined);
+    return c.json(unwrap(await tenantStub(c, tenantId).confirmGrant(tenantId, id, by.id)));
   })
   .delete("/:id", async (c) => {
     const id = checkId(c.req.param("id"), GRANT_ID, "grant");

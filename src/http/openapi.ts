@@ -18,6 +18,7 @@ import {
   CreateTenant,
   Envelope,
   IssueKey,
+  TenantSettings,
   PatchRun,
   Problem,
   PutSecret,
@@ -64,6 +65,20 @@ export const ROUTES: Route[] = [
     method: "delete",
     path: "/v1/admin/tenants/{tenant_id}/keys/{key_id}",
     summary: "Revoke an API key",
+    auth: "admin token",
+  },
+  {
+    method: "put",
+    path: "/v1/admin/tenants/{tenant_id}/settings",
+    summary:
+      "The tenant's settings: { grant_four_eyes } — standing grants are made proposed and another person confirms them (POST /v1/grants/{id}/confirm). The admin's, so no tenant key can switch off a check it is subject to → the settings",
+    auth: "admin token",
+    body: TenantSettings,
+  },
+  {
+    method: "get",
+    path: "/v1/admin/tenants/{tenant_id}/settings",
+    summary: "The tenant's settings ({ grant_four_eyes })",
     auth: "admin token",
   },
   {
@@ -428,8 +443,16 @@ export const ROUTES: Route[] = [
   {
     method: "get",
     path: "/v1/grants/{id}",
-    summary: "One grant with its use so far (used) and each use (operation_id, amount, at, state)",
+    summary:
+      "One grant with its use so far (used), each use (operation_id, amount, at, state), and its chain: the tenant chain's check and this grant's entries (made, confirmed, revoked, each use once)",
     auth: "approvals:decide or runs:read",
+  },
+  {
+    method: "post",
+    path: "/v1/grants/{id}/confirm",
+    summary:
+      "Under the tenant's grant_four_eyes a grant is made proposed (it covers nothing): another person confirms it → { grant, runs_told, runs_pending }; its proposer's confirm is 403 self_approval, a grant not proposed 409 grant_not_proposed (nothing changed)",
+    auth: "approvals:decide",
   },
   {
     method: "delete",

@@ -115,7 +115,9 @@ export type ApiError =
   /** PUT /v1/freezes/{id}: expires_at is not in the future. */
   | { code: "freeze_expired"; detail: string }
   /** A person's edit changed a bound or operation-key field (issue 35 item 2); nothing was changed. */
-  | { code: "field_not_editable"; detail: string; field: string };
+  | { code: "field_not_editable"; detail: string; field: string }
+  /** POST /v1/grants/{id}/confirm of a grant that is not proposed (live, revoked, expired). */
+  | { code: "grant_not_proposed"; detail: string };
 
 export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
@@ -152,6 +154,8 @@ export function toApiError(error: ObjectError): ApiError {
     case "not_an_approver":
       return { code: error.code, detail: error.detail };
     case "freeze_expired":
+      return { code: error.code, detail: error.detail };
+    case "grant_not_proposed":
       return { code: error.code, detail: error.detail };
     case "not_waiting":
       return {
@@ -270,6 +274,7 @@ export function statusOf(error: ApiError): number {
     case "run_pruned":
       return 410;
     case "not_outcome_unknown":
+    case "grant_not_proposed":
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "resend_not_allowed":
@@ -327,6 +332,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "quota_conflict":
     case "operation_not_compensable":
     case "not_outcome_unknown":
+    case "grant_not_proposed":
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "self_approval":

@@ -30,6 +30,9 @@ export const ApiScope = z.enum([
 ]);
 export type ApiScope = z.infer<typeof ApiScope>;
 
+/** PUT /v1/admin/tenants/{id}/settings: strict, every setting given (issue 35: grant_four_eyes). */
+export const TenantSettings = z.object({ grant_four_eyes: z.boolean() }).strict();
+
 export const CreateTenant = z.object({
   name: z.string().min(1).max(200),
   /** "eu" or "fedramp" (domain/jurisdiction.ts); anything else is refused with unsupported_jurisdiction. */

@@ -9,73 +9,27 @@ import {
   ALL_SCOPES,
   api,
   fireAlarm,
-  manifest,
   newTenant,
   operation,
   trace,
-  turn,
   unique,
   until,
   upstream,
 } from "../support/api.ts";
+import {
+  as,
+  refundGrant,
+  refundTool,
+  call,
+  grant,
+  inAnHour,
+  newRun,
+  one,
+  postGrant,
+  registered,
+  shown,
+} from "../support/grants.ts";
 
-/** An irreversible refund (a person approves each by default), the customer bound from the run. */
-function refundTool(url: string, overrides: Record<string, unknown> = {}) {
-  return manifest({
-    url,
-    risk: "irreversible_write",
-    description: "Refund the customer.",
-    input_schema: {
-      type: "object",
-      additionalProperties: false,
-      properties: {
-        amount: { type: "integer", minimum: 1 },
-        customer_id: { type: "string" },
-        order_id: { type: "string" },
-      },
-      required: ["amount", "customer_id"],
-    },
-    output_schema: { type: "object" },
-    request: { method: "POST", url: `${url}/refunds` },
-    bind: { customer_id: "context.customer_id" },
-    ...overrides,
-  });
-}
-
-const as = (key?: string): Record<string, string> =>
-  key ? { Authorization: `Bearer ${key}` } : {};
-async function registered(url: string, overrides: Record<string, unknown> = {}, key?: string) {
-  const tool = refundTool(url, overrides);
-  expect((await api("PUT", `/v1/tools/${tool.name}`, tool, as(key))).status).toBe(201);
-  return tool.name as string;
-}
-async function newRun(tool: string, customer: string, key?: string) {
-  const body = {
-    user: { id: "u1", scopes: [] },
-    tools: [tool],
-    context: { customer_id: customer },
-  };
-  const run = await api("POST", "/v1/runs", body, as(key));
-  expect(run.status).toBe(201);
-  return run.body.run_id as string;
-}
-const call = (tool: string, amount: number, id = unique("call"), extra = {}) => ({
-  id,
-  name: tool,
-  arguments: { amount, ...extra },
-});
-const one = async (runId: string, c: ReturnType<typeof call>, wait = 5) =>
-  (await turn(runId, [c], wait)).body.results[0];
-
-const inAnHour = () => new Date(Date.now() + 3_600_000).toISOString();
-const postGrant = (body: Record<string, unknown>, key?: string) =>
-  api("POST", "/v1/grants", body, as(key));
-async function grant(body: Record<string, unknown>, key?: string) {
-  const made = await postGrant(body, key);
-  expect(made.status).toBe(201);
-  return made.body.grant.id as string;
-}
-const shown = async (id: string) => (await api("GET", `/v1/grants/${id}`)).body;
 const once = (effectsByKey: Record<string, number>) =>
   Object.values(effectsByKey).every((n) => n === 1);
 
@@ -86,15 +40,7 @@ describe("standing grants", { timeout: 30_000 }, () => {
     const up = upstream();
     const tool = await registered(up.url);
     const customer = unique("cus");
-    const id = await grant({
-      tools: [tool],
-      subject: { "context.customer_id": customer },
-      field: "amount",
-      per_call_max: 50,
-      total_max: 100,
-      expires_at: inAnHour(),
-      reason: "goodwill refunds for the outage",
-    });
+    const id = await grant(refundGrant(tool, customer));
     const runs = await Promise.all(Array.from({ length: 30 }, () => newRun(tool, customer)));
     const posted = await Promise.all(runs.map((runId) => one(runId, call(tool, 10))));
     // On a loaded machine a sent call may still be running when the turn answers: read it settled.
@@ -241,15 +187,12 @@ describe("standing grants", { timeout: 30_000 }, () => {
     const other = await registered(up.url);
     const customer = unique("cus");
     const expiresAt = Date.now() + 60_000;
-    const id = await grant({
-      tools: [tool],
-      subject: { "context.customer_id": customer },
-      field: "amount",
-      per_call_max: 50,
-      total_max: 1000,
-      expires_at: new Date(expiresAt).toISOString(),
-      reason: "small refunds",
-    });
+    const id = await grant(
+      refundGrant(tool, customer, {
+        total_max: 1000,
+        expires_at: new Date(expiresAt).toISOString(),
+      }),
+    );
     const runId = await newRun(tool, customer);
     expect(await one(runId, call(tool, 51))).toMatchObject({ status: "awaiting_approval" });
     const otherTool = await newRun(other, customer);
@@ -301,15 +244,7 @@ describe("standing grants", { timeout: 30_000 }, () => {
 
   it("bad bodies are refused typed, nothing stored", async () => {
     const fresh = await newTenant(ALL_SCOPES);
-    const good = {
-      tools: ["refund"],
-      subject: { "context.customer_id": "cus_42" },
-      field: "amount",
-      per_call_max: 50,
-      total_max: 100,
-      expires_at: inAnHour(),
-      reason: "ok",
-    };
+    const good = refundGrant("refund", "cus_42");
     const bad: Array<Record<string, unknown>> = [
       { ...good, amount_max: 5 },
       { ...good, total_max: undefined, count: undefined },

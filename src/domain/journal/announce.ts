@@ -11,7 +11,7 @@ import {
   type OperationEvent,
   type OperationState,
 } from "../operation/state.ts";
-import type { DeciderVia } from "./trace-event.ts";
+import type { DeciderVia, TraceEvent } from "./trace-event.ts";
 import {
   eventId,
   makeEvent,
@@ -59,6 +59,11 @@ export type ApprovalItem = {
 export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };
 /** An operation held by a freeze (issue 34), as the tenant keeps it to wake it after the lift. */
 export type HeldItem = { operation_id: string; freeze_id: string };
+/**
+ * A call a standing grant approved (issue 35), as the tenant's chain records it: once per (grant,
+ * operation), however often it is delivered.
+ */
+export type GrantUseItem = { grant_id: string; operation_id: string; amount: number | null };
 
 /**
  * The name of an update the tenant plane applies, named as the events a webhook will carry: the
@@ -78,12 +83,14 @@ export type InboxKind =
   | "operation.recorded"
   | "operation.resent"
   | "operation.held"
-  | "operation.released";
+  | "operation.released"
+  | "grant.used";
 /** The whole new standing, so a delivery is an idempotent upsert at the tenant (ordered by `seq`). */
 export type InboxUpsert =
   | { kind: InboxKind; target: "approval"; item: ApprovalItem }
   | { kind: InboxKind; target: "unknown"; open: boolean; item: UnknownItem }
-  | { kind: InboxKind; target: "held"; open: boolean; item: HeldItem };
+  | { kind: InboxKind; target: "held"; open: boolean; item: HeldItem }
+  | { kind: InboxKind; target: "grant"; item: GrantUseItem };
 /**
  * Its reservations of limits across runs given back: recorded with nothing applied (issue 21); or
  * its recorded outcome told to the failure_rate tripwires that counted it (issue 34).
@@ -141,7 +148,7 @@ export const needsApproval = (effects: readonly Effect[]): boolean =>
  */
 export function announce(
   before: OperationState | null,
-  step: { state: OperationState; effects: readonly Effect[] },
+  step: { state: OperationState; effects: readonly Effect[]; trace: readonly TraceEvent[] },
   event: OperationEvent,
   call: CallData,
 ): Announcement {
@@ -281,6 +288,15 @@ export function announce(
         item: { operation_id, freeze_id: now },
       });
   }
+  // The step that let a call through under a standing grant (its `grant_used`, once per operation):
+  // the tenant chains the use (issue 35).
+  for (const entry of step.trace)
+    if (entry.type === "grant_used")
+      out.inbox.push({
+        kind: "grant.used",
+        target: "grant",
+        item: { grant_id: entry.grant_id, operation_id: call.operationId, amount: entry.amount },
+      });
   // failure_rate tripwires (issue 34) learn each recorded outcome: failed = definitely failed.
   const rated = call.limits.filter(
     (claim) => isTripClaim(claim) && claim.trip.measure === "failure_rate",

@@ -224,6 +224,24 @@ export type TraceFields = {
     expires_at_ms: number | null;
   };
   freeze_lifted: { freeze_id: string; by: string; expired: boolean };
+  // ... and each standing grant's life (issue 35): made (proposed, under four eyes), confirmed,
+  // revoked, and each call it approved (once per operation, however often the notice came)
+  grant_created: {
+    grant_id: string;
+    tools: string[];
+    subject: Record<string, string> | "any";
+    field: string | null;
+    per_call_max: number | null;
+    total_max: number | null;
+    count: number | null;
+    expires_at_ms: number;
+    reason: string;
+    by: string;
+    proposed: boolean;
+  };
+  grant_confirmed: { grant_id: string; by: string };
+  grant_revoked: { grant_id: string; by: string };
+  grant_use: { grant_id: string; operation_id: string; amount: number | null };
   // the end
   recorded: {
     status: string;

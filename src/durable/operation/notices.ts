@@ -12,7 +12,12 @@ import {
   type CallData,
 } from "../../domain/journal/announce.ts";
 import { omitPaths, type ToolgateEvent } from "../../domain/journal/events.ts";
-import type { Effect, OperationEvent, OperationState } from "../../domain/operation/index.ts";
+import type {
+  Effect,
+  OperationEvent,
+  OperationState,
+  TraceEvent,
+} from "../../domain/operation/index.ts";
 import { scrub } from "../../domain/redact.ts";
 import { deliverInOrder, sendEvents } from "../outbox/drain.ts";
 import {
@@ -78,7 +83,7 @@ function callData(
 type StepFacts = {
   seq: number;
   before: OperationState | null;
-  step: { state: OperationState; effects: readonly Effect[] };
+  step: { state: OperationState; effects: readonly Effect[]; trace: readonly TraceEvent[] };
   event: OperationEvent;
   nowMs: number;
 };
@@ -218,6 +223,7 @@ async function deliverNotices(shell: Shell): Promise<void> {
         const { upsert } = notice;
         if (upsert.target === "approval") await stub.upsertApproval(upsert.item, seq);
         else if (upsert.target === "held") await stub.markHeld(upsert.item, upsert.open, seq);
+        else if (upsert.target === "grant") await stub.recordGrantUse(upsert.item);
         else await stub.markUnknown(upsert.item, upsert.open, seq);
       });
       if (!delivered.answered) detail = delivered.detail;

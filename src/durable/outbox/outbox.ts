@@ -73,7 +73,7 @@ export function decodeNotice(kind: string, payload: string): Notice | null {
           : { kind: "limits.released", claims },
     };
   }
-  if (target === "approval" || target === "unknown" || target === "held")
+  if (target === "approval" || target === "unknown" || target === "held" || target === "grant")
     return { sink: "inbox", upsert: { kind, ...(body as object) } as InboxUpsert };
   return null;
 }

@@ -1,5 +1,6 @@
 // The errors a TenantObject RPC answers with (problem.ts maps each `code` to HTTP). The modules
 // beside the object and the routes import them from object.ts, which re-exports this type.
+import type { GrantConfirmError } from "../../domain/grant.ts";
 import type { LimitConflict } from "../../domain/limit/definition.ts";
 import type { ManifestError } from "../../tools/manifest/schema.ts";
 import type { SecretsError } from "./secrets.ts";
@@ -21,4 +22,6 @@ export type TenantError =
   /** PUT /v1/quotas/{id}: another quota defines the same key otherwise (one definition per key); nothing stored. */
   | { code: "quota_conflict"; detail: string; quota: string }
   /** PUT /v1/freezes/{id} with an expires_at not in the future (domain/freeze.ts). */
-  | { code: "freeze_expired"; detail: string };
+  | { code: "freeze_expired"; detail: string }
+  /** POST /v1/grants/{id}/confirm by the person who proposed it, or of a grant not proposed. */
+  | GrantConfirmError;

@@ -21,10 +21,11 @@ import {
 } from "../../domain/freeze.ts";
 import { isoUtc } from "../../domain/envelope.ts";
 import type { TraceEvent } from "../../domain/operation/index.ts";
-import { seal, verifyChain, type ChainCheck } from "../../domain/trace-chain.ts";
+import { verifyChain, type ChainCheck } from "../../domain/trace-chain.ts";
+import { appendChain, tenantChain } from "./chain.ts";
 import type { HeldItem } from "../../domain/journal/announce.ts";
 import type { Env } from "../env.ts";
-import { decodeChainEntry, decodeFreeze } from "../store/freeze-rows.ts";
+import { decodeFreeze } from "../store/freeze-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { operationStub, runStub } from "../stubs.ts";
 import { liveSinceMs } from "./runs.ts";
@@ -163,16 +164,9 @@ export function listFreezes(
   return {
     freezes: liveFreezes(store, nowMs).map(freezeView),
     lifted,
-    chain: verifyChain(chain(store)),
+    chain: verifyChain(tenantChain(store)),
   };
 }
-
-const chain = (store: SqlStore): TraceEvent[] =>
-  store.exists("tenant_chain")
-    ? store
-        .all<{ event: string }>("SELECT event FROM tenant_chain ORDER BY seq")
-        .map((row) => decodeChainEntry(row.event))
-    : [];
 
 /** One chain entry and one event for a freeze's creation or lift (inside the caller's transaction). */
 function record(
@@ -184,10 +178,6 @@ function record(
   expired: boolean,
   nowMs: number,
 ): void {
-  for (const table of ["tenant_chain", "tenant_outbox", "events"]) store.ensureTable(table);
-  const last = store.one<{ seq: number; event: string }>(
-    "SELECT seq, event FROM tenant_chain ORDER BY seq DESC LIMIT 1",
-  );
   const scope = freeze.scope as Record<string, string | true>;
   const entry: TraceEvent =
     type === "freeze.created"
@@ -203,13 +193,7 @@ function record(
           expires_at_ms: freeze.expires_at_ms,
         }
       : { type: "freeze_lifted", at_ms: nowMs, freeze_id: freeze.id, by, expired };
-  const link = last ? { seq: last.seq, hash: sealedHash(decodeChainEntry(last.event)) } : null;
-  const [sealed] = seal([entry], link);
-  store.run(
-    "INSERT INTO tenant_chain (seq, event) VALUES (?, ?)",
-    sealed!.seq!,
-    JSON.stringify(sealed),
-  );
+  const seq = appendChain(store, entry);
   const view = freezeView(freeze);
   const data: FreezeEventData = {
     freeze_id: freeze.id,
@@ -222,7 +206,7 @@ function record(
     ...(type === "freeze.lifted" ? { expired } : {}),
   };
   const event = makeEvent(type, {
-    id: eventId(`${tenantId}:freezes`, sealed!.seq!, type),
+    id: eventId(`${tenantId}:freezes`, seq, type),
     at_ms: nowMs,
     tenant_id: tenantId,
     run_id: "run" in freeze.scope ? freeze.scope.run : null,
@@ -231,13 +215,6 @@ function record(
     data,
   } as Omit<EventOf<typeof type>, "type">);
   storeTenantEvent(store, event);
-}
-
-/** The last entry's seal, which the next links to: without one the chain cannot go on (corrupt). */
-function sealedHash(entry: TraceEvent): string {
-  if (typeof entry.hash !== "string")
-    throw new Error("corrupt tenant_chain row: its last entry is unsealed");
-  return entry.hash;
 }
 
 /** A tenant's own event, stored and queued for the EVENTS queue (inside the caller's transaction). */

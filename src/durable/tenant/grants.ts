@@ -3,7 +3,22 @@
 // or revoke tells the runs to drop their snapshot, freezes.ts `tellRuns`), and answered in
 // `sendChecks` so every send point of a call that relied on one sees a revoke of the moment. The
 // uses are the reservations its counters hold (LimitObject `uses`), read when one grant is shown.
-import { grantCounters, grantView, GRANT_SUBJECT, type Grant } from "../../domain/grant.ts";
+// The tenant's chain (chain.ts) records each grant made and revoked, in the change's transaction,
+// and each use once per (grant, operation) as the operation's outbox delivers it (`grant_uses`).
+import {
+  confirmGrant as confirmed,
+  grantCounters,
+  grantView,
+  GRANT_SUBJECT,
+  isProposed,
+  type Grant,
+  type GrantConfirmError,
+} from "../../domain/grant.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
+import type { GrantUseItem } from "../../domain/journal/announce.ts";
+import type { TraceEvent } from "../../domain/operation/index.ts";
+import { verifyChain } from "../../domain/trace-chain.ts";
+import { appendChain, tenantChain } from "./chain.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { limitStub } from "../stubs.ts";
@@ -26,17 +41,48 @@ export function grantById(store: SqlStore, id: string): Grant | null {
   return row ? (JSON.parse(row.data) as Grant) : null;
 }
 
-/** POST /v1/grants: stored, then the runs told (their next call sees it). */
-export async function createGrant(store: SqlStore, env: Env, tenantId: string, grant: Grant) {
-  store.transaction(() => {
+/** A grant changed, and how many of the tenant's runs were told (the rest by the alarm). */
+type GrantChange = { grant: ReturnType<typeof grantView>; runs_told: number; runs_pending: number };
+
+/** The tenant's grant settings (admin: PUT /v1/admin/tenants/{id}/settings). */
+export type GrantSettings = { grant_four_eyes: boolean };
+
+export function grantSettings(store: SqlStore): GrantSettings {
+  const row = store.exists("tenant_settings")
+    ? store.one<{ value: string }>(
+        "SELECT value FROM tenant_settings WHERE name = 'grant_four_eyes'",
+      )
+    : null;
+  return { grant_four_eyes: row?.value === "true" };
+}
+
+export function putGrantSettings(store: SqlStore, settings: GrantSettings): GrantSettings {
+  store.ensureTable("tenant_settings");
+  store.run(
+    "INSERT OR REPLACE INTO tenant_settings (name, value) VALUES ('grant_four_eyes', ?)",
+    String(settings.grant_four_eyes),
+  );
+  return grantSettings(store);
+}
+
+/**
+ * POST /v1/grants: stored, then the runs told (their next call sees it). Under the tenant's four
+ * eyes (read in the same transaction) it is stored proposed: not live, told to no run, until a
+ * second person confirms it.
+ */
+export async function createGrant(store: SqlStore, env: Env, tenantId: string, made: Grant) {
+  const grant = store.transaction(() => {
+    const grant: Grant = { ...made, fourEyes: grantSettings(store).grant_four_eyes };
     store.ensureTable("grants");
     store.run(
       "INSERT INTO grants (id, data, live_until) VALUES (?, ?, ?)",
       grant.id,
       JSON.stringify(grant),
-      grant.expiresAtMs,
+      isProposed(grant) ? 0 : grant.expiresAtMs,
     );
-    queueTells(store, grant.createdAtMs);
+    appendChain(store, createdEntry(grant));
+    if (!isProposed(grant)) queueTells(store, grant.createdAtMs);
+    return grant;
   });
   const told = await tellRuns(store, env, tenantId);
   return {
@@ -44,6 +90,39 @@ export async function createGrant(store: SqlStore, env: Env, tenantId: string, g
     runs_told: told.told,
     runs_pending: told.pending,
   };
+}
+
+/** POST /v1/grants/{id}/confirm: the second person's confirmation makes a proposed grant live. */
+export async function confirmGrant(
+  store: SqlStore,
+  env: Env,
+  tenantId: string,
+  id: string,
+  by: string,
+): Promise<Result<GrantChange, GrantConfirmError>> {
+  const nowMs = Date.now();
+  const done = store.transaction(() => {
+    const grant = grantById(store, id);
+    if (!grant) return err({ code: "not_found" as const, detail: `no grant ${id}` });
+    const next = confirmed(grant, by, nowMs);
+    if (!next.ok) return next;
+    store.run(
+      "UPDATE grants SET data = ?, live_until = ? WHERE id = ?",
+      JSON.stringify(next.value),
+      next.value.expiresAtMs,
+      id,
+    );
+    appendChain(store, { type: "grant_confirmed", at_ms: nowMs, grant_id: id, by });
+    queueTells(store, nowMs);
+    return next;
+  });
+  if (!done.ok) return done;
+  const told = await tellRuns(store, env, tenantId);
+  return ok({
+    grant: grantView(done.value, nowMs),
+    runs_told: told.told,
+    runs_pending: told.pending,
+  });
 }
 
 /**
@@ -63,12 +142,66 @@ export async function revokeGrant(
     if (!grant || grant.revokedAtMs !== null) return grant;
     const next: Grant = { ...grant, revokedAtMs: nowMs, revokedBy: by };
     store.run("UPDATE grants SET data = ?, live_until = 0 WHERE id = ?", JSON.stringify(next), id);
+    appendChain(store, { type: "grant_revoked", at_ms: nowMs, grant_id: id, by });
     queueTells(store, nowMs);
     return next;
   });
   if (!revoked) return null;
   const told = await tellRuns(store, env, tenantId);
   return { grant: grantView(revoked, nowMs), runs_told: told.told, runs_pending: told.pending };
+}
+
+/** The chain entry of a grant made: every bound it was made with, and by whom. */
+function createdEntry(grant: Grant): TraceEvent {
+  const view = grantView(grant, grant.createdAtMs);
+  return {
+    type: "grant_created",
+    at_ms: grant.createdAtMs,
+    grant_id: grant.id,
+    tools: view.tools,
+    subject: view.subject,
+    field: view.field,
+    per_call_max: view.per_call_max,
+    total_max: view.total_max,
+    count: view.count,
+    expires_at_ms: grant.expiresAtMs,
+    reason: grant.reason,
+    by: grant.createdBy,
+    proposed: isProposed(grant),
+  };
+}
+
+/**
+ * A call the grant let through, delivered by its operation's outbox (at least once): chained the
+ * first time, a redelivery changes nothing. A use of a grant this tenant never made is not chained.
+ */
+export function recordGrantUse(store: SqlStore, item: GrantUseItem, nowMs: number): void {
+  store.transaction(() => {
+    if (!grantById(store, item.grant_id)) return;
+    store.ensureTable("grant_uses");
+    const known = store.one(
+      "SELECT chain_seq FROM grant_uses WHERE grant_id = ? AND operation_id = ?",
+      item.grant_id,
+      item.operation_id,
+    );
+    if (known) return;
+    const seq = appendChain(store, { type: "grant_use", at_ms: nowMs, ...item });
+    store.run(
+      "INSERT INTO grant_uses (grant_id, operation_id, chain_seq) VALUES (?, ?, ?)",
+      item.grant_id,
+      item.operation_id,
+      seq,
+    );
+  });
+}
+
+/** The tenant's chain checked whole, and this grant's entries in it (made, revoked, each use). */
+function grantChain(store: SqlStore, id: string) {
+  const entries = tenantChain(store);
+  return {
+    check: verifyChain(entries),
+    entries: entries.filter((entry) => "grant_id" in entry && entry.grant_id === id),
+  };
 }
 
 export function listGrants(store: SqlStore) {
@@ -110,5 +243,6 @@ export async function showGrant(store: SqlStore, env: Env, tenantId: string, id:
       ...(grant.field !== null ? { sum: held.reduce((s, u) => s + (u.amount ?? 0), 0) } : {}),
     },
     uses,
+    chain: grantChain(store, id),
   };
 }

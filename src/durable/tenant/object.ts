@@ -5,7 +5,7 @@
 // walks (runs.ts). Every method only delegates; names and signatures are the contract other
 // objects and routes call through stubs.
 import { DurableObject } from "cloudflare:workers";
-import type { Result } from "../../domain/result.ts";
+import { err, ok, type Result } from "../../domain/result.ts";
 import type {
   Verification,
   VerificationStatus,
@@ -46,7 +46,7 @@ import * as grants from "./grants.ts";
 import type { Tripwire } from "../../domain/tripwire.ts";
 import type { Grant } from "../../domain/grant.ts";
 import type { Freeze } from "../../domain/freeze.ts";
-import type { HeldItem } from "../../domain/journal/announce.ts";
+import type { GrantUseItem, HeldItem } from "../../domain/journal/announce.ts";
 
 export type { RunTools } from "./facts.ts";
 export type { TenantError } from "./contracts.ts";
@@ -247,6 +247,19 @@ export class TenantObject extends DurableObject<Env> {
   async createGrant(tenantId: string, grant: Grant) {
     return grants.createGrant(this.store, this.env, tenantId, grant);
   }
+  async confirmGrant(tenantId: string, id: string, by: string) {
+    return grants.confirmGrant(this.store, this.env, tenantId, id, by);
+  }
+  async grantSettings(): Promise<Result<grants.GrantSettings, TenantError>> {
+    if (!tenantRecord(this.store)) return err({ code: "not_found", detail: "no such tenant" });
+    return ok(grants.grantSettings(this.store));
+  }
+  async putGrantSettings(
+    settings: grants.GrantSettings,
+  ): Promise<Result<grants.GrantSettings, TenantError>> {
+    if (!tenantRecord(this.store)) return err({ code: "not_found", detail: "no such tenant" });
+    return ok(grants.putGrantSettings(this.store, settings));
+  }
   async revokeGrant(tenantId: string, id: string, by: string) {
     return grants.revokeGrant(this.store, this.env, tenantId, id, by);
   }
@@ -255,6 +268,10 @@ export class TenantObject extends DurableObject<Env> {
   }
   async showGrant(tenantId: string, id: string) {
     return grants.showGrant(this.store, this.env, tenantId, id);
+  }
+  /** Delivered by operations from their outbox: a call a grant let through, chained once. */
+  async recordGrantUse(item: GrantUseItem): Promise<void> {
+    grants.recordGrantUse(this.store, item, Date.now());
   }
   // ── Tripwires (tripwires.ts, issue 34) ───────────────────────────────────────────────────────
 

@@ -8,6 +8,7 @@ import type {
   Effect,
   OperationEvent,
   OperationState,
+  TraceEvent,
 } from "../../../src/domain/operation/index.ts";
 
 const NOW = 1_767_225_600_000;
@@ -88,6 +89,8 @@ type Row = {
   before: OperationState | null;
   state: OperationState;
   effects: Effect[];
+  /** The step's trace (default none). */
+  trace?: TraceEvent[];
   event: OperationEvent;
   call?: Partial<CallData>;
   events: string[];
@@ -97,6 +100,16 @@ type Row = {
 };
 
 const TABLE: Row[] = [
+  {
+    name: "a call a standing grant let through: the tenant chains the use (grant.used), nothing announced",
+    before: null,
+    state: executing,
+    effects: [],
+    trace: [{ type: "grant_used", at_ms: NOW, grant_id: "gr_1", amount: 40 }],
+    event: ev("start"),
+    events: [],
+    inbox: ["grant.used"],
+  },
   {
     name: "an approval requested: approval.requested, and the inbox row",
     before: null,
@@ -294,7 +307,7 @@ describe("announce", () => {
   it.each(TABLE)("$name", (row) => {
     const said = announce(
       row.before,
-      { state: row.state, effects: row.effects },
+      { state: row.state, effects: row.effects, trace: row.trace ?? [] },
       row.event,
       call(row.call),
     );
@@ -313,7 +326,7 @@ describe("announce", () => {
   });
 
   it("the same step always gives the same ids; another position or type, another id", () => {
-    const step = { state: recorded("succeeded"), effects: [] };
+    const step = { state: recorded("succeeded"), effects: [], trace: [] };
     const a = announce(executing, step, ev("attempt_finished"), call()).events[0]!;
     const b = announce(executing, step, ev("attempt_finished"), call()).events[0]!;
     const c = announce(executing, step, ev("attempt_finished"), call({ seq: 4 })).events[0]!;
@@ -324,7 +337,7 @@ describe("announce", () => {
   it("the inbox gets the raw request, events the scrubbed reason", () => {
     const said = announce(
       awaitingApproval,
-      { state: executing, effects: [inbox("approved")] },
+      { state: executing, effects: [inbox("approved")], trace: [] },
       ev("decide"),
       call(),
     );
