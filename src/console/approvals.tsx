@@ -19,6 +19,7 @@ import { ApprovalsQuery, PasskeyAssertion } from "../http/schemas.ts";
 import { PendingCard } from "./approval-card.tsx";
 import { decisionFlash, HOME, MAX_REASON, type Item } from "./approval-decision.ts";
 import { BatchForm, decideBatchFromForm } from "./approval-batch.tsx";
+import { editFromForm } from "./approval-edit.tsx";
 import { DecidedTable } from "./decided-table.tsx";
 import { setFlash, takeFlash } from "./flash.ts";
 import { FlashBox, problemPage, render } from "./layout.tsx";
@@ -262,5 +263,8 @@ export const approvalsPage = definePage({
       allowed(c) ? decideBatchFromForm(c, () => consoleDecider(c)) : notAllowed(c),
     )
     .post("/approvals/:operation_id/approve", (c) => decideFromForm(c, "approve"))
+    .post("/approvals/:operation_id/edit", (c) =>
+      allowed(c) ? editFromForm(c, () => consoleDecider(c)) : notAllowed(c),
+    )
     .post("/approvals/:operation_id/reject", (c) => decideFromForm(c, "reject")),
 });
