@@ -231,9 +231,7 @@ export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | 
           Object.hasOwn(input, f),
         )
       : Object.keys(input),
-    ...(edit
-      ? { edited: { by: edit.by, reason: edit.reason, changes: edit.model.changes } }
-      : {}),
+    ...(edit ? { edited: { by: edit.by, reason: edit.reason, changes: edit.model.changes } } : {}),
     ...(approval.stepUp
       ? {
           step_up: {
