@@ -118,7 +118,7 @@ export const VotesFact = ({ route }: { route: NonNullable<Item["route"]> }) => {
     g.members.length > 0 ? `${g.group} (${g.members.join(", ")})` : g.group,
   );
   return (
-    <Fact label="Votes">
+    <Fact label="Quorum">
       <span data-role="route-votes">
         Votes: {route.votes.length} of {route.quorum}
         {votes.length > 0 && ` (${votes.join(", ")})`}
