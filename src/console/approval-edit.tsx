@@ -147,21 +147,30 @@ export function editFlash(answer: Result<Decided, OperationError>): Flash {
   return view.edited && decided ? { ...flash, text: `${flash.text} Edited: ${changes}.` } : flash;
 }
 
+/** A pending card's form as posted (approve, reject, edit): its common fields and a refusal (303 with the flash). */
+export async function readCardForm(c: Context<ConsoleEnv>) {
+  const form = await c.req.parseBody();
+  const field = (name: string) => (typeof form[name] === "string" ? (form[name] as string) : "");
+  return {
+    operationId: c.req.param("operation_id") ?? "",
+    field,
+    reason: field("reason").trim(),
+    inputHash: field("input_hash"),
+    toolVersion: field("policy_version"),
+    refuse: async (text: string) => {
+      await setFlash(c, { tone: "error", text });
+      return c.redirect(HOME, 303);
+    },
+  };
+}
+
 /** Reads the edit form, asks the operation, and leaves its answer as the inbox flash (303). */
 export async function editFromForm(
   c: Context<ConsoleEnv>,
   decider: () => Promise<Decider | Response>,
 ) {
-  const operationId = c.req.param("operation_id") ?? "";
-  const form = await c.req.parseBody();
-  const field = (name: string) => (typeof form[name] === "string" ? (form[name] as string) : "");
-  const reason = field("reason").trim();
-  const inputHash = field("input_hash");
-  const toolVersion = field("policy_version");
-  const refuse = async (text: string) => {
-    await setFlash(c, { tone: "error", text: `${text} Nothing was changed or sent.` });
-    return c.redirect(HOME, 303);
-  };
+  const { operationId, field, reason, inputHash, toolVersion, ...read } = await readCardForm(c);
+  const refuse = (text: string) => read.refuse(`${text} Nothing was changed or sent.`);
   if (!OPERATION_ID.test(operationId))
     return refuse("There is no such approval request in this tenant.");
   if (!inputHash || !toolVersion)
