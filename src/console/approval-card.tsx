@@ -7,6 +7,7 @@ import type { NotificationState } from "../durable/tenant/notifications.ts";
 import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import type { Item } from "./approval-decision.ts";
 import { BatchSelect } from "./approval-batch.tsx";
+import { EditedFact, EditForm, VotesFact } from "./approval-edit.tsx";
 import { DecideForms } from "./approval-forms.tsx";
 import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
 import { expiresIn, notificationText, pretty, splitTarget } from "./format.ts";
@@ -49,6 +50,8 @@ export const PendingCard = ({
           <RunFact runId={item.run_id} operationId={id} />
           <TimeFact label="Requested" at={item.requested_at} />
           <TimeFact label="Expires" at={item.expires_at} hint={expiry.text} />
+          {item.route && <VotesFact route={item.route} />}
+          {exact?.edited && <EditedFact edited={exact.edited} />}
           <Fact label="Operation" mono>
             {id}
           </Fact>
@@ -83,6 +86,8 @@ export const PendingCard = ({
             {/* Only what the approver sees exactly may be decided in a batch. */}
             {exact && <BatchSelect item={item} />}
             <DecideForms item={item} csrf={csrf} challenge={exact?.step_up?.challenge ?? null} />
+            {/* Editing needs the exact arguments; a passkey step-up is asked on the plain approve only. */}
+            {exact && !exact.step_up && <EditForm item={item} exact={exact} csrf={csrf} />}
           </>
         )}
         <p class="hint fingerprint">

@@ -19,6 +19,7 @@ import { ApprovalsQuery, PasskeyAssertion } from "../http/schemas.ts";
 import { PendingCard } from "./approval-card.tsx";
 import { decisionFlash, HOME, MAX_REASON, type Item } from "./approval-decision.ts";
 import { BatchForm, decideBatchFromForm } from "./approval-batch.tsx";
+import { editFromForm, readCardForm } from "./approval-edit.tsx";
 import { DecidedTable } from "./decided-table.tsx";
 import { setFlash, takeFlash } from "./flash.ts";
 import { FlashBox, problemPage, render } from "./layout.tsx";
@@ -161,16 +162,7 @@ async function exactInputs(
 async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reject") {
   if (!allowed(c)) return notAllowed(c);
   const session = c.get("session");
-  const operationId = c.req.param("operation_id") ?? "";
-  const form = await c.req.parseBody();
-  const field = (name: string) => (typeof form[name] === "string" ? (form[name] as string) : "");
-  const reason = field("reason").trim();
-  const inputHash = field("input_hash");
-  const toolVersion = field("policy_version");
-  const refuse = async (text: string) => {
-    await setFlash(c, { tone: "error", text });
-    return c.redirect(HOME, 303);
-  };
+  const { operationId, field, reason, inputHash, toolVersion, refuse } = await readCardForm(c);
   if (!OPERATION_ID.test(operationId))
     return refuse("There is no such approval request in this tenant. Nothing was decided.");
   // The console always sends what it showed; a decision that does not say so is not taken.
@@ -262,5 +254,8 @@ export const approvalsPage = definePage({
       allowed(c) ? decideBatchFromForm(c, () => consoleDecider(c)) : notAllowed(c),
     )
     .post("/approvals/:operation_id/approve", (c) => decideFromForm(c, "approve"))
+    .post("/approvals/:operation_id/edit", (c) =>
+      allowed(c) ? editFromForm(c, () => consoleDecider(c)) : notAllowed(c),
+    )
     .post("/approvals/:operation_id/reject", (c) => decideFromForm(c, "reject")),
 });

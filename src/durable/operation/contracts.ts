@@ -154,6 +154,13 @@ export type ApprovalInput = {
   hidden: string[];
   input_hash: string;
   policy_version: string;
+  /**
+   * Fields an approver cannot edit (issue 35 item 2): bound from the run's context or naming the
+   * operation (its operation key); an edit that sends one with another value is refused.
+   */
+  fixed: string[];
+  /** A person edited it (issue 35 item 2): who, why, and each changed field, proposed and edited. */
+  edited?: { by: string; reason: string | null; changes: EditedCall["changes"] };
   /** The passkey step-up approving it needs (the same as the view's `approval.step_up`). */
   step_up?: { kind: "passkey"; challenge: string };
   /** Its limits across runs as they stand (this call's reservation included; null: could not be read). */

@@ -218,12 +218,20 @@ export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | 
   if (!approval) return null;
   const input = decodeInput(head.frozen.input);
   const loaded = log.loadFixed();
+  const spec = loaded.ok ? loaded.value.spec : null;
+  const edit = head.frozen.edit;
   return {
     arguments: input,
-    target: loaded.ok ? loaded.value.spec.describeTarget(input) : "(the tool no longer compiles)",
+    target: spec ? spec.describeTarget(input) : "(the tool no longer compiles)",
     hidden: presentPointers(head.frozen.redact ?? [], input),
     input_hash: approval.inputHash,
     policy_version: approval.toolVersion,
+    fixed: spec
+      ? [...new Set([...Object.keys(spec.bind), ...spec.operationKey])].filter((f) =>
+          Object.hasOwn(input, f),
+        )
+      : Object.keys(input),
+    ...(edit ? { edited: { by: edit.by, reason: edit.reason, changes: edit.model.changes } } : {}),
     ...(approval.stepUp
       ? {
           step_up: {
