@@ -12,6 +12,7 @@ import {
   manifest,
   newTenant,
   operation,
+  opOutboxCount,
   opStub,
   setup,
   turn,
@@ -355,9 +356,7 @@ describe("events out", () => {
     const outboxed = await runInDurableObject(
       pending,
       (_instance: unknown, state: DurableObjectState) =>
-        state.storage.sql
-          .exec<{ n: number }>("SELECT COUNT(*) AS n FROM op_outbox WHERE kind LIKE 'event:%'")
-          .one().n,
+        opOutboxCount(state.storage.sql, "kind LIKE 'event:%'"),
     );
     expect(outboxed).toBe(0);
     await runInDurableObject(pending, (_instance: unknown, state: DurableObjectState) =>

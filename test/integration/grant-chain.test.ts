@@ -1,10 +1,11 @@
 // A standing grant's life in the tenant's hash chain (issue 35 item 1): made and revoked, and each
 // call it let through, delivered by the operation's outbox at least once — a redelivery (the tenant
 // took it, the operation never learned) makes no second entry, and the chain still verifies.
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { encodeNotice } from "../../src/durable/outbox/outbox.ts";
-import { api, fireAlarm, opStub, unique, upstream } from "../support/api.ts";
+import { OP_OUTBOX_TABLE } from "../../src/durable/store/operation-rows.ts";
+import { api, fireAlarm, opOutboxCount, opStub, unique, upstream } from "../support/api.ts";
 import { call, grant, newRun, one, refundGrant, registered, shown } from "../support/grants.ts";
 
 /** The operation's outbox gets the use notice again (as if the tenant's ack was lost), then its alarm runs. */
@@ -16,6 +17,7 @@ async function redeliver(operationId: string, item: Record<string, unknown>) {
   await runInDurableObject(
     opStub(operationId),
     async (_instance: unknown, state: DurableObjectState) => {
+      state.storage.sql.exec(OP_OUTBOX_TABLE);
       state.storage.sql.exec(
         "INSERT INTO op_outbox (seq, kind, payload, attempts, next_at_ms, at_ms) VALUES (1, ?, ?, 0, ?, ?)",
         kind,
@@ -27,11 +29,13 @@ async function redeliver(operationId: string, item: Record<string, unknown>) {
       await state.storage.setAlarm(Date.now() + 60_000);
     },
   );
+  // A new instance: it reads the table this test wrote behind the object's back (since issue 32 a
+  // delivered notice never created `op_outbox`, and the object keeps its table list).
+  await evictDurableObject(opStub(operationId));
   expect(await fireAlarm(operationId)).toBe(true);
   const left = await runInDurableObject(
     opStub(operationId),
-    (_instance: unknown, state: DurableObjectState) =>
-      state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM op_outbox").one().n,
+    (_instance: unknown, state: DurableObjectState) => opOutboxCount(state.storage.sql),
   );
   expect(left).toBe(0);
 }

@@ -12,6 +12,8 @@ import {
   api,
   fireAlarm,
   manifest,
+  setup,
+  turn,
   newTenant,
   unique,
   until,
@@ -504,4 +506,65 @@ describe("the tenant index: 3 tenants, 200 operations", () => {
     );
     expect(listed.body.operations).toMatchObject([{ operation_id: op, status: "succeeded" }]);
   }, 60_000);
+});
+
+describe("one batch, one write per operation (issue 32)", () => {
+  it("an operation's requested, decided and recorded in one batch: the same row as one write per step, 3 rows instead of 7", async () => {
+    const startedIso = new Date(Date.now() - 1_000).toISOString();
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url, approval: "always" }));
+    const res = await turn(
+      runId,
+      [{ id: "c1", name, arguments: { amount: 5, currency: "usd" } }],
+      0,
+    );
+    const opId = res.body.results[0].operation_id as string;
+    expect((await api("POST", `/v1/operations/${opId}/approve`, {})).status).toBe(200);
+    // The events exactly as the consumer handed them to the tenant (and to the index).
+    const events = await until(
+      async () =>
+        (await api("GET", `/v1/events?since=${startedIso}&limit=100`)).body.events.filter(
+          (event: any) => event.operation_id === opId,
+        ),
+      (mine: any[]) => mine.some((event) => event.type === "operation.recorded"),
+    );
+    expect(events.map((event: any) => event.type)).toEqual([
+      "approval.requested",
+      "approval.decided",
+      "operation.recorded",
+    ]);
+    const tenantId = events[0].tenant_id as string;
+    const namespace = (env as unknown as { INDEX: DurableObjectNamespace }).INDEX;
+    // Two fresh indexes of this tenant's events: one batch per step, and the three in one batch.
+    type Applied = { written: number; ops: any[]; subjects: any[]; runs: any[] };
+    const apply = (batches: unknown[][]): Promise<Applied> =>
+      (runInDurableObject as any)(
+        namespace.get(namespace.idFromName(unique("idx"))),
+        async (instance: any, state: DurableObjectState) => {
+          await instance.ingest(tenantId, []);
+          const before = instance.store.rowsWritten as number;
+          for (const batch of batches) await instance.ingest(tenantId, batch);
+          const sql = state.storage.sql;
+          return {
+            written: (instance.store.rowsWritten as number) - before,
+            ops: sql.exec("SELECT * FROM idx_ops").toArray(),
+            subjects: sql.exec("SELECT * FROM idx_subjects ORDER BY key, value").toArray(),
+            runs: sql.exec("SELECT * FROM idx_runs").toArray(),
+          };
+        },
+      );
+    const stepwise = await apply(events.map((event: any) => [event]));
+    const batched = await apply([events]);
+    expect(batched.ops).toEqual(stepwise.ops);
+    expect(batched.subjects).toEqual(stepwise.subjects);
+    expect(batched.runs).toEqual(stepwise.runs);
+    expect(batched.ops[0]).toMatchObject({ operation_id: opId, status: "succeeded", attempts: 1 });
+    // Stepwise: the new row with its created, run and status entries (4), then two updates (the
+    // status entry moving, then leaving). Batched: the row as it ends, with created and run (3).
+    // The run's known id and its row with created and user entries (4) are written alike in both.
+    expect({ stepwise: stepwise.written, batched: batched.written }).toEqual({
+      stepwise: 4 + 2 + 1 + 4,
+      batched: 3 + 4,
+    });
+  }, 30_000);
 });

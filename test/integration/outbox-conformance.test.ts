@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import type { EventMessage, EventType, ToolgateEvent } from "../../src/domain/journal/events.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
+import { OP_OUTBOX_TABLE } from "../../src/durable/store/operation-rows.ts";
 import type { DeliveryAttempt } from "../../src/durable/tenant/webhook-deliveries.ts";
 import { testEvent } from "../support/event-queue.ts";
 import {
@@ -142,6 +143,7 @@ const operationSubject: Subject = {
           created_at_ms: frozen.created_at,
         },
       };
+      sql.exec(OP_OUTBOX_TABLE);
       sql.exec(
         "INSERT INTO op_outbox (seq, kind, payload, attempts, next_at_ms, at_ms) VALUES (?, 'event:operation.recorded', ?, 1, ?, ?)",
         head.at(-1)!.seq,

@@ -4,7 +4,8 @@
 // once (a trigger in its database, the way an overloaded or failing object would answer), and the
 // approval or the unknown outcome must still appear; stale rows must never hide a real one.
 import { env } from "cloudflare:workers";
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { encodeNotice } from "../../src/durable/outbox/outbox.ts";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { TENANT_SCHEMA } from "../../src/durable/store/tenant-rows.ts";
 import {
@@ -13,6 +14,7 @@ import {
   fireAlarm,
   manifest,
   operation,
+  opOutboxCount,
   opStub,
   setup,
   testTenant,
@@ -54,10 +56,8 @@ const unknownIds = async (limit = 100) =>
     (o: any) => o.operation_id,
   );
 const outboxRows = (operationId: string) =>
-  runInDurableObject(
-    opStub(operationId),
-    (_instance: unknown, state: DurableObjectState) =>
-      state.storage.sql.exec<{ n: number }>("SELECT COUNT(*) AS n FROM op_outbox").one().n,
+  runInDurableObject(opStub(operationId), (_instance: unknown, state: DurableObjectState) =>
+    opOutboxCount(state.storage.sql),
   );
 
 describe("approvals inbox from the outbox", () => {
@@ -94,6 +94,60 @@ describe("approvals inbox from the outbox", () => {
     expect(decided.find((i: any) => i.operation_id === operationId)).toMatchObject({
       state: "approved",
     });
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("an approval request still riding in its log row when the object died is delivered by the alarm after the restart, once", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(
+      manifest({ url: up.url, risk: "irreversible_write", approval: "always" }),
+    );
+    const res = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
+    const operationId = res.body.results[0].operation_id as string;
+    expect(await pendingIds()).toContain(operationId);
+    // The crash, as storage shows it: the commit wrote row 1 with its inbox update riding in it
+    // (issue 32: no op_outbox row), the delivery never happened, so the tenant has no request.
+    const tenant = await tenantObject();
+    const data = await runInDurableObject(tenant, (_i: unknown, state: DurableObjectState) => {
+      const row = state.storage.sql
+        .exec<{ data: string }>("SELECT data FROM approvals WHERE operation_id = ?", operationId)
+        .one();
+      state.storage.sql.exec("DELETE FROM approvals WHERE operation_id = ?", operationId);
+      return row.data;
+    });
+    const { seq: _seq, ...item } = JSON.parse(data);
+    const notice = encodeNotice({
+      sink: "inbox",
+      upsert: { kind: "approval.requested", target: "approval", item },
+    });
+    await runInDurableObject(
+      opStub(operationId),
+      async (_i: unknown, state: DurableObjectState) => {
+        state.storage.sql.exec(
+          "UPDATE op_log SET unsent_notices = ? WHERE seq = 1",
+          JSON.stringify([notice]),
+        );
+        await state.storage.setAlarm(Date.now() + 60_000);
+      },
+    );
+    await evictDurableObject(opStub(operationId));
+    expect(await pendingIds()).not.toContain(operationId);
+
+    expect(await fireAlarm(operationId)).toBe(true);
+    expect(await pendingIds()).toContain(operationId);
+    // Taken: the row is cleared, nothing moved to op_outbox, nothing left for the alarm.
+    const left = await runInDurableObject(
+      opStub(operationId),
+      (_i: unknown, state: DurableObjectState) =>
+        state.storage.sql
+          .exec<{ n: number }>("SELECT COUNT(*) AS n FROM op_log WHERE unsent_notices IS NOT NULL")
+          .one().n + opOutboxCount(state.storage.sql),
+    );
+    expect(left).toBe(0);
+    expect((await operation(operationId)).body.phase).toBe("awaiting_approval");
+    expect((await up.state()).requests).toHaveLength(0);
+    expect((await api("POST", `/v1/operations/${operationId}/approve`, {})).status).toBe(200);
+    expect((await operation(operationId, 5)).body.result.status).toBe("succeeded");
     expect((await up.state()).effects).toHaveLength(1);
   });
 

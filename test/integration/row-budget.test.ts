@@ -113,3 +113,54 @@ describe("rows the run keeps instead of reading them back", () => {
     });
   });
 });
+
+/**
+ * One call that asks a person, then is approved and sent (the bench's case h), background work
+ * included: 24 written since issue 32 (30 before: its inbox updates rode in `op_outbox`, a table of
+ * 2 rows and an insert and a delete per update; now they ride in the step's log row, cleared by the
+ * one UPDATE that clears its events). The proposal: the turn, the operation's log table (2) and row,
+ * the inbox's request, the row cleared (6). The approval: the decided row (its events and the inbox
+ * update riding), the recorded row, each cleared, the inbox's decision (5). The tenant: three events
+ * (2 each) and the index: the operation's row with its created, run and status entries (4), then its
+ * two updates (2 and 1: the status entry leaves). Reads: 28 (47 before). When the three events
+ * arrive in one queue batch (here they usually do: it waits up to 1 s), the index writes the row
+ * once as it ends (3 instead of 7: index/write.ts upsertOp, tested in index.test.ts): 20 written,
+ * 24 read. The budget is the split batches' count, so the queue's timing cannot fail it.
+ */
+const APPROVED_BUDGET = { written: 24, read: 28 };
+
+describe("an approved write's rows", () => {
+  it("propose, approve, send: within its row budget, the inbox updates riding in the log rows", async () => {
+    const up = upstream();
+    const { runId, runToken, name } = await setup(
+      manifest({ url: up.url, approval: { mode: "always", expires_in_ms: 60_000 } }),
+    );
+    const post = (id: string, amount: number) =>
+      api(
+        "POST",
+        `/v1/runs/${runId}/turns?format=native`,
+        { calls: [{ id, name, arguments: { amount, currency: "usd" } }] },
+        { Authorization: `Bearer ${runToken}`, Prefer: "wait=0" },
+      );
+    const approve = (operationId: string) =>
+      api("POST", `/v1/operations/${operationId}/approve`, { reason: "bench" });
+    // Warm, as in the bench: the run's first turn, approved.
+    const warm = await post("warm", 1);
+    expect((await approve(warm.body.results[0].operation_id)).status).toBe(200);
+    const before = await settledRows();
+    const res = await post("w1", 2);
+    expect(res.body.results[0].status).toBe("awaiting_approval");
+    expect((await approve(res.body.results[0].operation_id)).status).toBe(200);
+    const after = await settledRows();
+    const total = { read: after.read - before.read, written: after.written - before.written };
+    console.log(JSON.stringify({ approved: total }));
+    expect(total.written).toBeLessThanOrEqual(APPROVED_BUDGET.written);
+    expect(total.read).toBeLessThanOrEqual(APPROVED_BUDGET.read);
+    // Both were sent once each, and the inbox shows the decision.
+    expect((await up.state()).effects).toHaveLength(2);
+    const decided = (await api("GET", "/v1/approvals?state=decided&limit=100")).body.items;
+    expect(decided.map((item: any) => item.operation_id)).toContain(
+      res.body.results[0].operation_id,
+    );
+  }, 30_000);
+});

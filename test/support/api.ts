@@ -222,6 +222,11 @@ export async function trace(runId: string): Promise<Array<Record<string, any>>> 
 /** Through the one placement function, so an EU tenant's `op_eu_…` reaches its EU object too. */
 export const opStub = (operationId: string) =>
   placedStub(env as unknown as Env, "OPERATIONS", operationId) as any;
+/** An operation's `op_outbox` rows matching `where` (0 if it never needed the table: issue 32). */
+export const opOutboxCount = (sql: SqlStorage, where = "1") =>
+  sql.exec("SELECT name FROM sqlite_master WHERE name = 'op_outbox'").toArray().length === 0
+    ? 0
+    : sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM op_outbox WHERE ${where}`).one().n;
 export const fireAlarm = (operationId: string) => runDurableObjectAlarm(opStub(operationId));
 
 /**

@@ -5,7 +5,7 @@
 // objects (rebuild.ts). Its own SQLite: one tenant's volume cannot slow another tenant's queries.
 import { DurableObject } from "cloudflare:workers";
 import type { ToolgateEvent } from "../../domain/journal/events.ts";
-import { indexPatch } from "../../domain/index-feed.ts";
+import { indexPatch, type IndexOp } from "../../domain/index-feed.ts";
 import type { Env } from "../env.ts";
 import { SqlStore } from "../store/sql-store.ts";
 import { overview, type Overview } from "./overview.ts";
@@ -33,12 +33,16 @@ export class IndexObject extends DurableObject<Env> {
     // Older than a tombstone is kept: it may name a pruned row whose tombstone is gone (write.ts).
     const oldestMs = Date.now() - tombstoneKeepMs(retentionMs(this.env));
     this.store.transaction(() => {
+      // One operation's steps in this batch are written once (write.ts upsertOp folds them in order).
+      const ops = new Map<string, IndexOp[]>();
       for (const event of events) {
         if (event.tenant_id !== tenantId || event.at_ms < oldestMs) continue;
         const patch = indexPatch(event);
         if (patch.run) upsertRun(this.store, tenantId, patch.run);
-        if (patch.op) upsertOp(this.store, patch.op);
+        if (patch.op)
+          ops.set(patch.op.operation_id, [...(ops.get(patch.op.operation_id) ?? []), patch.op]);
       }
+      for (const steps of ops.values()) upsertOp(this.store, ...steps);
     });
     return { ok: true };
   }

@@ -126,9 +126,15 @@ export function upsertRun(store: SqlStore, tenantId: string, run: IndexRun): voi
     );
 }
 
-/** An operation's row (and its subjects), unless the stored one is settled or newer. */
-export function upsertOp(store: SqlStore, op: IndexOp): void {
-  if (dropped(store, op.operation_id)) return;
+/**
+ * An operation's row (and its subjects), unless the stored one is settled or newer. `steps`: one
+ * operation's patches in the order they arrived (a queue batch often holds several: requested,
+ * decided, recorded), folded in memory exactly as one write each would apply them, then written
+ * once: the steps between cost no row (each UPDATE moving the status entry was 1–2 rows).
+ */
+export function upsertOp(store: SqlStore, ...steps: IndexOp[]): void {
+  const first = steps[0];
+  if (!first || dropped(store, first.operation_id)) return;
   const held = store.one<{
     rank: number;
     updated_at_ms: number;
@@ -137,9 +143,19 @@ export function upsertOp(store: SqlStore, op: IndexOp): void {
     created_at_ms: number;
   }>(
     "SELECT rank, updated_at_ms, attempts, run_id, created_at_ms FROM idx_ops WHERE operation_id = ?",
-    op.operation_id,
+    first.operation_id,
   );
-  if (!replaces(held, op)) return;
+  let row: { rank: number; updated_at_ms: number; attempts: number | null } | null = held;
+  let op: IndexOp | null = null;
+  // The subjects the last step that wrote them wrote (null: none did): a new row's, or a step's own.
+  let subjects: IndexOp["subjects"] | null = null;
+  for (const step of steps) {
+    if (!replaces(row, step)) continue;
+    if (!row || step.subjects.length > 0) subjects = step.subjects;
+    op = { ...step, attempts: step.attempts ?? row?.attempts ?? null };
+    row = op;
+  }
+  if (!op) return;
   if (held && held.run_id === op.run_id && held.created_at_ms === op.created_at_ms)
     // A later step of a known operation: an UPDATE leaves the index entries of the columns it does
     // not name (created, run) alone; a REPLACE rewrote the row and all three.
@@ -149,7 +165,7 @@ export function upsertOp(store: SqlStore, op: IndexOp): void {
       op.tool,
       op.status,
       op.code,
-      op.attempts ?? held.attempts,
+      op.attempts,
       op.latency_ms,
       op.settled_at_ms,
       op.updated_at_ms,
@@ -166,7 +182,7 @@ export function upsertOp(store: SqlStore, op: IndexOp): void {
       op.tool,
       op.status,
       op.code,
-      op.attempts ?? held?.attempts ?? null,
+      op.attempts,
       op.latency_ms,
       op.created_at_ms,
       op.settled_at_ms,
@@ -174,9 +190,9 @@ export function upsertOp(store: SqlStore, op: IndexOp): void {
       op.rank,
       op.shadow ? 1 : 0,
     );
-  if (held && op.subjects.length === 0) return;
+  if (subjects === null) return;
   store.run("DELETE FROM idx_subjects WHERE operation_id = ?", op.operation_id);
-  for (const [key, value] of op.subjects)
+  for (const [key, value] of subjects)
     store.run(
       "INSERT OR IGNORE INTO idx_subjects (value, key, operation_id) VALUES (?, ?, ?)",
       value,

@@ -13,7 +13,7 @@ import type { FrozenRow, Head } from "./contracts.ts";
 import { recordLease } from "./lease-client.ts";
 import type { OperationLog } from "./log.ts";
 import type { Announcement } from "../../domain/journal/announce.ts";
-import { announceStep, writeNotices } from "./notices.ts";
+import { announceStep, noticeRows } from "./notices.ts";
 import { logEvents, pushRecorded, traceOf } from "./trace.ts";
 
 /** What one transition wrote: its trace events, and whether it left outbox or event rows to send. */
@@ -32,21 +32,21 @@ export function writeStep(
   const row = (head?.frozen ?? frozen)!;
   const appended = traceOf(log, head, row, step, nowMs);
   const seq = (head?.seq ?? 0) + 1;
-  // What the world is told of it (domain/journal/announce.ts), in this same transaction: its events
-  // ride in the row itself (no outbox row; decided once head() is this row: row 1's events need its
-  // frozen call), its inbox updates and limit releases are op_outbox rows (a crash after the commit
-  // delays their delivery, never loses it; nothing is told of a transition that did not commit).
+  // What the world is told of it (domain/journal/announce.ts), in this same transaction: its events,
+  // inbox updates and limit releases ride in the row itself (no outbox row: a crash after the commit
+  // delays their delivery, never loses it; nothing is told of a transition that did not commit),
+  // decided once head() is this row (row 1's events need its frozen call).
   const facts = { seq, before: head?.state ?? null, step, event, nowMs };
   let said: Announcement | null = null;
   // `frozen` on a later row: a person's edit wrote the call's new version (issue 35 item 2).
   log.append(seq, nowMs, step.state, appended, frozen, () => {
     said = announceStep(log, facts);
-    return said.events;
+    return { events: said.events, notices: noticeRows(said) };
   });
   const evented = said!.events.length > 0;
   // The lease's fencing token, durable with the transition that starts the first attempt under it.
   if (event.type === "lock_granted") recordLease(log.store, row.plan.resource, event.fencingToken);
-  const outboxed = writeNotices(log, facts, said!);
+  const outboxed = said!.inbox.length + said!.limits.length > 0;
   return { appended, outboxed, evented };
 }
 

@@ -16,14 +16,23 @@ import {
   decodeState,
   decodeTrace,
   UNSENT_EVENTS_COLUMN,
+  UNSENT_NOTICES_COLUMN,
 } from "../store/operation-rows.ts";
 import { deepFreeze } from "../store/codec.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import type { FrozenInput } from "../../domain/identity.ts";
 import type { FrozenRow, Head, Loaded, OperationError } from "./contracts.ts";
 
-/** One log row's events not yet handed to the EVENTS queue: their JSON array, and the row's time. */
-export type UnsentEvents = { events: string; atMs: number };
+/**
+ * One log row's notices not yet taken: its events for the EVENTS queue and its inbox updates and
+ * limit releases (each a JSON array; null: none, or taken), and the row's time.
+ */
+export type Unsent = { events: string | null; notices: string | null; atMs: number };
+/** What a step's row carries out (outgoing()): its events, and its notices as outbox rows encode them. */
+export type Outgoing = {
+  events: readonly unknown[];
+  notices: ReadonlyArray<{ kind: string; payload: string }>;
+};
 
 export class OperationLog {
   private frozenRow: FrozenRow | null = null;
@@ -34,8 +43,11 @@ export class OperationLog {
    */
   private newest: { seq: number; state: OperationState } | null | undefined = undefined;
   private link: ChainLink | null | undefined = undefined;
-  /** Rows whose events the queue has not taken (seq → their JSON and time); undefined: not read yet. */
-  private unsent: Map<number, UnsentEvents> | undefined = undefined;
+  /**
+   * Rows with notices not taken (seq → their JSON and time; a part taken is null here before the
+   * row is cleared: see taken()); undefined: not read yet.
+   */
+  private unsent: Map<number, Unsent> | undefined = undefined;
   /** The frozen input decoded (row 1 never changes). */
   private input: FrozenInput | null = null;
   private redactionCache: { id: string; redaction: Redaction } | null = null;
@@ -82,8 +94,9 @@ export class OperationLog {
   /**
    * Appends one log row: the state after it and its sealed events (`frozen` for row 1 and for a
    * person's edit: the call's new version).
-   * `outgoing` builds the tenant-plane events the row carries; it runs once head() is this row
-   * (inside the caller's transaction: a rollback forgets it all).
+   * `outgoing` builds what the row carries out (its tenant-plane events, inbox updates and limit
+   * releases); it runs once head() is this row (inside the caller's transaction: a rollback forgets
+   * it all).
    */
   append(
     seq: number,
@@ -91,7 +104,7 @@ export class OperationLog {
     state: OperationState,
     events: TraceEvent[],
     frozen: FrozenRow | null,
-    outgoing: () => readonly unknown[] = () => [],
+    outgoing: () => Outgoing = () => NO_OUTGOING,
   ): void {
     if (frozen) {
       this.frozenRow = deepFreeze(frozen);
@@ -111,7 +124,7 @@ export class OperationLog {
     // What the world is told reads the log as it will stand: this step's own events included (the
     // approval.decided event names who decided and why from them), though its row is not written yet.
     this.appending = events;
-    let out: readonly unknown[];
+    let out: Outgoing;
     try {
       out = outgoing();
     } finally {
@@ -119,7 +132,7 @@ export class OperationLog {
     }
     const values = [seq, nowMs, JSON.stringify(state), JSON.stringify(events)];
     const frozenText = frozen ? JSON.stringify(frozen) : null;
-    if (out.length === 0) {
+    if (out.events.length + out.notices.length === 0) {
       this.store.run(
         "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, ?)",
         ...values,
@@ -127,39 +140,89 @@ export class OperationLog {
       );
       return;
     }
-    this.unsentEvents();
-    this.store.ensureColumn("op_log", UNSENT_EVENTS_COLUMN);
-    const text = JSON.stringify(out);
+    this.unsentNotices();
+    const unsent: Unsent = {
+      events: out.events.length > 0 ? JSON.stringify(out.events) : null,
+      notices: out.notices.length > 0 ? JSON.stringify(out.notices) : null,
+      atMs: nowMs,
+    };
+    const columns = ["seq", "at_ms", "state", "events", "frozen"];
+    const bound: SqlStorageValue[] = [...values, frozenText];
+    if (unsent.events !== null) {
+      this.store.ensureColumn("op_log", UNSENT_EVENTS_COLUMN);
+      columns.push("unsent_events");
+      bound.push(unsent.events);
+    }
+    if (unsent.notices !== null) {
+      this.store.ensureColumn("op_log", UNSENT_NOTICES_COLUMN);
+      columns.push("unsent_notices");
+      bound.push(unsent.notices);
+    }
     this.store.run(
-      "INSERT INTO op_log (seq, at_ms, state, events, frozen, unsent_events) VALUES (?, ?, ?, ?, ?, ?)",
-      ...values,
-      frozenText,
-      text,
+      `INSERT INTO op_log (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`,
+      ...bound,
     );
-    this.unsent!.set(seq, { events: text, atMs: nowMs });
+    this.unsent!.set(seq, unsent);
   }
 
-  /** The rows whose events the queue has not taken yet (read once per instance, then kept). */
-  unsentEvents(): ReadonlyMap<number, UnsentEvents> {
+  /** The rows with notices not taken yet (read once per instance, then kept). */
+  unsentNotices(): ReadonlyMap<number, Unsent> {
     if (this.unsent === undefined) {
+      const has = (column: string) =>
+        this.store.exists("op_log") && this.store.hasColumn("op_log", column);
+      const parts = [
+        has("unsent_events") ? "unsent_events" : null,
+        has("unsent_notices") ? "unsent_notices" : null,
+      ].filter((part) => part !== null);
       const rows =
-        this.store.exists("op_log") && this.store.hasColumn("op_log", "unsent_events")
-          ? this.store.all<{ seq: number; at_ms: number; unsent_events: string }>(
-              "SELECT seq, at_ms, unsent_events FROM op_log WHERE unsent_events IS NOT NULL",
-            )
-          : [];
+        parts.length === 0
+          ? []
+          : this.store.all<{
+              seq: number;
+              at_ms: number;
+              unsent_events?: string | null;
+              unsent_notices?: string | null;
+            }>(
+              `SELECT seq, at_ms, ${parts.join(", ")} FROM op_log WHERE ${parts.map((part) => `${part} IS NOT NULL`).join(" OR ")}`,
+            );
       this.unsent = new Map(
-        rows.map((row) => [row.seq, { events: row.unsent_events, atMs: row.at_ms }]),
+        rows.map((row) => [
+          row.seq,
+          {
+            events: row.unsent_events ?? null,
+            notices: row.unsent_notices ?? null,
+            atMs: row.at_ms,
+          },
+        ]),
       );
     }
     return this.unsent;
   }
 
-  /** The queue took (or the outbox now holds) these rows' events. */
-  clearUnsent(seqs: readonly number[]): void {
+  /**
+   * The sink took (or the outbox now holds: `moved`) one part of these rows' notices. A row is
+   * cleared once both parts are: one UPDATE for the two (a part taken first waits for the other;
+   * a crash between sends it again, with the same ids, and its sink keeps it once). A part moved to
+   * `op_outbox` is cleared at once (inside that transaction: it must not be sent from both).
+   */
+  taken(seqs: readonly number[], part: "events" | "notices", moved = false): void {
     for (const seq of seqs) {
-      this.store.run("UPDATE op_log SET unsent_events = NULL WHERE seq = ?", seq);
-      this.unsent?.delete(seq);
+      const unsent = this.unsentNotices().get(seq);
+      if (!unsent) continue;
+      const other = part === "events" ? unsent.notices : unsent.events;
+      if (other === null) {
+        const both = ["unsent_events", "unsent_notices"].filter((column) =>
+          this.store.hasColumn("op_log", column),
+        );
+        this.store.run(
+          `UPDATE op_log SET ${both.map((column) => `${column} = NULL`).join(", ")} WHERE seq = ?`,
+          seq,
+        );
+        this.unsent!.delete(seq);
+        continue;
+      }
+      if (moved) this.store.run(`UPDATE op_log SET unsent_${part} = NULL WHERE seq = ?`, seq);
+      this.unsent!.set(seq, { ...unsent, [part]: null });
     }
   }
 
@@ -245,6 +308,8 @@ export class OperationLog {
     this.redactionCache = null;
   }
 }
+
+const NO_OUTGOING: Outgoing = { events: [], notices: [] };
 
 /** The model's input hash: the operation's identity, whatever a person's edit made of it (issue 35). */
 export const proposedHash = (frozen: FrozenRow): string =>

@@ -1,10 +1,11 @@
 // The operation's side of the outbox (durable/outbox/): what it gathers for `announce` (the pure
 // decision of what a committed step tells the world, domain/journal/announce.ts), where it keeps it
-// and how it hands it on. Events ride in the step's own log row (`unsent_events`: no extra row on
-// the hot path) and go to the EVENTS queue in the background after the commit (no reply waits);
-// inbox updates and limit releases are `op_outbox` rows of the same transaction, delivered before
-// replies return (a listing right after sees the change). What a sink did not take waits in
-// `op_outbox` with its backoff until the alarm resends it, with the same id.
+// and how it hands it on. All of it rides in the step's own log row (`unsent_events`,
+// `unsent_notices`: no extra row on the hot path; one UPDATE clears the row once both are taken).
+// Events go to the EVENTS queue in the background after the commit (no reply waits); inbox updates
+// and limit releases are delivered before replies return (a listing right after sees the change).
+// What a sink did not take moves to `op_outbox` with its backoff until the alarm resends it, with
+// the same id.
 import {
   announce,
   needsApproval,
@@ -27,7 +28,7 @@ import {
   OUTBOX_RETRY_MS,
   type Notice,
 } from "../outbox/outbox.ts";
-import { decodeUnsentEvents } from "../store/operation-rows.ts";
+import { decodeUnsentEvents, decodeUnsentNotices } from "../store/operation-rows.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { tenantStub } from "../stubs.ts";
 import type { FrozenRow, Shell } from "./contracts.ts";
@@ -94,33 +95,22 @@ export function announceStep(log: OperationLog, facts: StepFacts): Announcement 
   return announce(before, step, event, callData(log, seq, step.effects, nowMs));
 }
 
-/**
- * After its log row is appended (same transaction): the step's inbox updates and limit releases as
- * `op_outbox` rows. An inbox update carries the request as it stands with this row (a preview that
- * just arrived included), so it is decided again once the row is there. True: it wrote some.
- */
-export function writeNotices(log: OperationLog, facts: StepFacts, said: Announcement): boolean {
-  if (said.inbox.length + said.limits.length === 0) return false;
-  const now = needsApproval(facts.step.effects) ? announceStep(log, facts) : said;
-  const rows: Notice[] = [
-    ...now.inbox.map((upsert) => ({ sink: "inbox" as const, upsert })),
-    ...now.limits.map((release) => ({ sink: "limits" as const, release })),
+/** A step's inbox updates and limit releases as the rows its log row carries (outbox.ts encodeNotice). */
+export function noticeRows(said: Announcement): Array<{ kind: string; payload: string }> {
+  return [
+    ...said.inbox.map((upsert) => encodeNotice({ sink: "inbox", upsert })),
+    ...said.limits.map((release) => encodeNotice({ sink: "limits", release })),
   ];
-  log.store.ensureTable("op_outbox");
-  for (const notice of rows)
-    writeRow(log.store, facts.seq, notice, 0, facts.nowMs + OUTBOX_RETRY_MS, facts.nowMs);
-  return rows.length > 0;
 }
 
 function writeRow(
   store: SqlStore,
   seq: number,
-  notice: Notice,
+  { kind, payload }: { kind: string; payload: string },
   attempts: number,
   nextAtMs: number,
   nowMs: number,
 ): void {
-  const { kind, payload } = encodeNotice(notice);
   store.run(
     "INSERT OR IGNORE INTO op_outbox (seq, kind, payload, attempts, next_at_ms, at_ms) VALUES (?, ?, ?, ?, ?, ?)",
     seq,
@@ -190,24 +180,54 @@ export class OperationOutbox {
   }
 }
 
+/** A notice to deliver: an `op_outbox` row, or one riding in its log row (`riding`). */
+type Delivery = Pending & { riding: boolean };
+
+/** The riding notices of the log rows not yet delivered, in log order, as outbox rows read them. */
+function ridingNotices(log: OperationLog): Delivery[] {
+  return [...log.unsentNotices()].flatMap(([seq, unsent]) =>
+    unsent.notices === null
+      ? []
+      : decodeUnsentNotices(unsent.notices).map(({ kind, payload }) => ({
+          seq,
+          kind,
+          payload,
+          attempts: 0,
+          notice: decodeNotice(kind, payload),
+          riding: true,
+        })),
+  );
+}
+
 /**
- * Delivers the inbox updates and limit releases to the tenant plane, oldest first: a taken row is
- * deleted; the first that fails backs off and stops the drain. The tenant applies each as an upsert
- * keyed by operation id and ignores one older than what it holds (`seq`), so a repeated or
- * overtaken delivery changes nothing.
+ * Delivers the inbox updates and limit releases to the tenant plane, oldest first: a taken outbox
+ * row is deleted, a log row whose riding notices were all taken is cleared (log.taken); the first
+ * that fails stops the drain: an outbox row backs off, riding notices not delivered move to
+ * `op_outbox` with their first backoff. The tenant applies each as an upsert keyed by operation id
+ * and ignores one older than what it holds (`seq`), so a repeated or overtaken delivery changes
+ * nothing.
  */
 async function deliverNotices(shell: Shell): Promise<void> {
   const { store } = shell.log;
   const head = shell.log.head();
   if (!head) return;
-  const rows = outboxRows(store).filter((row) => row.notice && row.notice.sink !== "events");
+  const rows: Delivery[] = [
+    ...outboxRows(store)
+      .filter((row) => row.notice && row.notice.sink !== "events")
+      .map((row) => ({ ...row, riding: false })),
+    ...ridingNotices(shell.log),
+  ].sort((a, b) => a.seq - b.seq);
   if (rows.length === 0) return;
   const tenant = head.frozen.tenant_id;
   let detail: string | undefined;
+  // Riding rows left to deliver per log row: its notices are taken when none is left.
+  const left = new Map<number, number>();
+  for (const row of rows) if (row.riding) left.set(row.seq, (left.get(row.seq) ?? 0) + 1);
+  const delivered = new Set<Delivery>();
   await deliverInOrder(
     rows,
     async ({ notice, seq }) => {
-      const delivered = await ask(async () => {
+      const answer = await ask(async () => {
         if (notice?.sink === "limits" && notice.release.kind === "tripwire.outcome")
           return reportOutcome(
             shell.env,
@@ -226,12 +246,23 @@ async function deliverNotices(shell: Shell): Promise<void> {
         else if (upsert.target === "grant") await stub.recordGrantUse(upsert.item);
         else await stub.markUnknown(upsert.item, upsert.open, seq);
       });
-      if (!delivered.answered) detail = delivered.detail;
-      return delivered.answered;
+      if (!answer.answered) detail = answer.detail;
+      return answer.answered;
     },
-    (row) => remove(store, row),
     (row) => {
-      const { attempts, delayMs } = backOff(store, row);
+      delivered.add(row);
+      if (!row.riding) return void remove(store, row);
+      const rest = left.get(row.seq)! - 1;
+      left.set(row.seq, rest);
+      if (rest === 0) shell.log.taken([row.seq], "notices");
+    },
+    (row) => {
+      const { attempts, delayMs } = row.riding
+        ? moveRiding(
+            shell.log,
+            rows.filter((other) => other.riding && !delivered.has(other)),
+          )
+        : backOff(store, row);
       console.error(
         JSON.stringify({
           level: "warn",
@@ -249,14 +280,31 @@ async function deliverNotices(shell: Shell): Promise<void> {
   shell.alarms.rearm();
 }
 
+/** Riding notices not delivered go to `op_outbox` with their first backoff; their rows are cleared. */
+function moveRiding(
+  log: OperationLog,
+  rows: readonly Delivery[],
+): { attempts: number; delayMs: number } {
+  const nowMs = Date.now();
+  const delayMs = backoffMs(1);
+  log.store.transaction(() => {
+    log.store.ensureTable("op_outbox");
+    for (const row of rows) writeRow(log.store, row.seq, row, 1, nowMs + delayMs, nowMs);
+    log.taken([...new Set(rows.map((row) => row.seq))], "notices", true);
+  });
+  return { attempts: 1, delayMs };
+}
+
 /**
  * Hands the unsent events to the EVENTS queue, oldest first: those riding in their log rows and
- * those a failed send left in `op_outbox`. Once taken they are cleared; if a send fails, the log
- * rows' events move to `op_outbox` with their first backoff and the outbox's back off.
+ * those a failed send left in `op_outbox`. Once taken they are cleared (log.taken); if a send fails,
+ * the log rows' events move to `op_outbox` with their first backoff and the outbox's back off.
  */
 async function sendOperationEvents(shell: Shell): Promise<void> {
   const { store } = shell.log;
-  const inLog = [...shell.log.unsentEvents()];
+  const inLog = [...shell.log.unsentNotices()].flatMap(([seq, unsent]) =>
+    unsent.events === null ? [] : [{ seq, events: unsent.events }],
+  );
   const rows = outboxRows(store).filter((row) => row.notice?.sink === "events");
   if (rows.length === 0 && inLog.length === 0) return;
   // `text`: the stored JSON the event came from (its outbox row's, or its log row's array).
@@ -268,13 +316,8 @@ async function sendOperationEvents(shell: Shell): Promise<void> {
       row: row as Row | null,
       text: row.payload,
     })),
-    ...inLog.flatMap(([seq, unsent]) =>
-      decodeUnsentEvents(unsent.events).map((event) => ({
-        seq,
-        event,
-        row: null,
-        text: unsent.events,
-      })),
+    ...inLog.flatMap(({ seq, events }) =>
+      decodeUnsentEvents(events).map((event) => ({ seq, event, row: null, text: events })),
     ),
   ].sort((a, b) => a.seq - b.seq);
   // A refusal sends them all again (the same ids): the consumer keeps each id once.
@@ -288,9 +331,10 @@ async function sendOperationEvents(shell: Shell): Promise<void> {
     },
     (item) => item.text,
   );
+  const seqs = inLog.map(({ seq }) => seq);
   if (sent) {
     for (const row of rows) remove(store, row);
-    shell.log.clearUnsent(inLog.map(([seq]) => seq));
+    shell.log.taken(seqs, "events");
   } else {
     for (const row of rows) backOff(store, row);
     if (inLog.length > 0) {
@@ -302,12 +346,12 @@ async function sendOperationEvents(shell: Shell): Promise<void> {
             writeRow(
               store,
               item.seq,
-              { sink: "events", event: item.event },
+              encodeNotice({ sink: "events", event: item.event }),
               1,
               nowMs + OUTBOX_RETRY_MS,
               nowMs,
             );
-        shell.log.clearUnsent(inLog.map(([seq]) => seq));
+        shell.log.taken(seqs, "events", true);
       });
     }
   }
@@ -317,7 +361,7 @@ async function sendOperationEvents(shell: Shell): Promise<void> {
 /** Whether anything is still to go: an outbox row, or events riding in a log row. */
 export function outboxPending(log: OperationLog): boolean {
   const store = log.store;
-  if (log.unsentEvents().size > 0) return true;
+  if (log.unsentNotices().size > 0) return true;
   return store.exists("op_outbox") && store.one("SELECT seq FROM op_outbox LIMIT 1") !== null;
 }
 
@@ -327,7 +371,7 @@ export function outboxDueAtMs(log: OperationLog): number | null {
   let at = store.exists("op_outbox")
     ? (store.one<{ at: number | null }>("SELECT MIN(next_at_ms) AS at FROM op_outbox")?.at ?? null)
     : null;
-  for (const unsent of log.unsentEvents().values())
+  for (const unsent of log.unsentNotices().values())
     at = Math.min(at ?? Infinity, unsent.atMs + OUTBOX_RETRY_MS);
   return at;
 }

@@ -4,8 +4,10 @@
 // Pruning (retention) deletes the log and leaves one `op_pruned` row: the operation's tombstone.
 // A row's tenant-plane events (issue 18) ride in it (`unsent_events`, NULL once the EVENTS queue took
 // them: one row written per send instead of an outbox table, row and delete per new operation).
-// `op_outbox` holds what the tenant plane has not acknowledged yet (keyed by the log row that wrote
-// it): inbox updates, and events whose first send failed (moved there with their backoff).
+// Its inbox updates and limit releases ride in it the same way (`unsent_notices`, issue 32: no
+// op_outbox table, insert and delete per update); a row whose events and notices were both taken is
+// cleared by one UPDATE. `op_outbox` holds what a first send or delivery did not get taken (moved
+// there with its backoff, keyed by the log row that wrote it).
 // A cancel that arrives before the operation exists leaves an `op_early_cancel` row per cancelling
 // run (only that run's submit obeys it); `op_tombstone` is its older, unbound form, still read.
 // `op_compensated_by` (undo, issue 22): the id of this operation's compensation, once there is one.
@@ -20,14 +22,18 @@ import type { EditedCall } from "../../domain/envelope.ts";
 
 /** Added to older operations' op_log on their next row with events (SqlStore.ensureColumn). */
 export const UNSENT_EVENTS_COLUMN = "unsent_events TEXT";
+export const UNSENT_NOTICES_COLUMN = "unsent_notices TEXT";
+/** Created on a first send or delivery that was not taken (older objects have it from every step). */
+export const OP_OUTBOX_TABLE =
+  "CREATE TABLE IF NOT EXISTS op_outbox (seq INTEGER NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY (seq, kind)) WITHOUT ROWID";
 export const OPERATION_SCHEMA = `
-CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT, ${UNSENT_EVENTS_COLUMN});
+CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT, ${UNSENT_EVENTS_COLUMN}, ${UNSENT_NOTICES_COLUMN});
 CREATE TABLE IF NOT EXISTS op_tombstone (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_early_cancel (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_compensated_by (k INTEGER PRIMARY KEY CHECK (k = 1), compensation_id TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS op_outbox (seq INTEGER NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY (seq, kind)) WITHOUT ROWID;`;
+${OP_OUTBOX_TABLE};`;
 
 // The log's codecs. The frame of each row is checked (a row that does not decode is corrupt storage:
 // a thrown error, never a guess); the plan, state and trace are the core's own types, written only
@@ -118,6 +124,16 @@ export function decodeUnsentEvents(text: string): ToolgateEvent[] {
     return read.event;
   });
 }
+/**
+ * A row's `unsent_notices`: its inbox updates and limit releases as outbox rows encode them (kind
+ * and payload: outbox.ts encodeNotice), in the order the step announced them.
+ */
+export const decodeUnsentNotices = (text: string): Array<{ kind: string; payload: string }> =>
+  decodeWith(
+    z.array(z.object({ kind: z.string(), payload: z.string() })),
+    parseJson(text, "op_log unsent_notices"),
+    "op_log unsent_notices",
+  );
 /** The frozen input (canonical JSON of an object, as the gate admitted it). */
 export const decodeInput = (text: string): Record<string, unknown> =>
   decodeWith(InputCodec, parseJson(text, "frozen input"), "frozen input");
