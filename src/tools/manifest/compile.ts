@@ -17,6 +17,7 @@ import { checkContextUses } from "./context.ts";
 import { compileAcrossRuns } from "./limits.ts";
 import { compileSandbox } from "./sandbox.ts";
 import { compileCompensate } from "./compensate.ts";
+import { compilePayment } from "./payment.ts";
 import { buildUrl, checkTemplate, requestBuilder, resourceKeyFor } from "./url.ts";
 
 export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpec, ManifestError> {
@@ -93,6 +94,10 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
   if (!sandbox.ok) return sandbox;
   const compensate = compileCompensate(m);
   if (!compensate.ok) return compensate;
+  const payment = compilePayment(m, hosts);
+  if (!payment.ok) return payment;
+  // The signer's secret is fetched with the tool's others (never sent to the tool: no header names it).
+  if (payment.value) secretNames.add(payment.value.signer.secret);
   const reconcile = m.reconcile
     ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers, false)
     : null;
@@ -154,6 +159,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     traceContent: m.trace,
     sandbox: sandbox.value,
     compensate: compensate.value,
+    payment: payment.value,
   });
 }
 
