@@ -78,4 +78,136 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     const last = events.filter((e) => e.type === "attempt_finished").at(-1)!;
     expect(last.response.headers["payment-response"]).toBeTruthy();
   });
+
+  it("the signer's request is signed per Standard Webhooks with the tenant's secret, and names the operation and requirement", async () => {
+    const { run, secret, seen } = await paidTool();
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const [asked] = (await seen()).signatures;
+    const headers = asked!.headers as Record<string, string>;
+    const body = new Webhook(secret).verify(asked!.raw!, headers) as Record<string, any>;
+    expect(body).toMatchObject({
+      type: "x402.payment.sign",
+      operation_id: res.body.results[0].operation_id,
+      tool: run.name,
+      accepted: { amount: "10000", asset: TEST_ASSET, payTo: MERCHANT_PAY_TO },
+    });
+    const other = `whsec_${btoa("another secret, 32 bytes long!!!")}`;
+    expect(() => new Webhook(other).verify(asked!.raw!, headers)).toThrow();
+  });
+
+  it("the paid answer lost after the merchant settled: outcome_unknown, then settled by the same payment, never signed again", async () => {
+    const { up, run, seen } = await paidTool();
+    await up.script({ kind: "ok" }, { kind: "commit_then_hang" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    expect(res.body.results[0]).toMatchObject({ status: "outcome_unknown" });
+    expect((await seen()).settlements).toHaveLength(1);
+
+    expect(await fireAlarm(op)).toBe(true);
+    const settled = await operation(op, 5);
+    expect(settled.body.result).toMatchObject({ status: "succeeded" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+    // The resend carried the very payment first sent.
+    expect(s.paid).toHaveLength(2);
+    expect(s.paid[1]).toBe(s.paid[0]);
+  });
+
+  it("5 re-posts and 5 re-proposals of the same call: one payment", async () => {
+    const { run, seen } = await paidTool();
+    const call = (id: string) => turn(run.runId, [{ id, name: run.name, arguments: args }]);
+    const posts = await Promise.all([1, 2, 3, 4, 5].map(() => call("c1")));
+    const proposals = await Promise.all([2, 3, 4, 5, 6].map((n) => call(`c${n}`)));
+    const results = [...posts, ...proposals].map((r) => r.body.results[0]);
+    expect(new Set(results.map((r) => r.operation_id)).size).toBe(1);
+    expect(results.every((r) => r.status === "succeeded")).toBe(true);
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+    expect(s.unpaid).toBe(1);
+  });
+
+  for (const [what, config] of [
+    ["above max_amount", { amount: "50001" }],
+    ["to another pay-to", { payTo: "0x00000000000000000000000000000000000000cc" }],
+    ["in another asset", { asset: "0x00000000000000000000000000000000000000dd" }],
+    ["in a scheme toolgate does not know", { scheme: "upto" }],
+  ] as const)
+    it(`a requirement ${what}: refused, nothing signed, nothing paid, the model told so`, async () => {
+      const { up, run, seen } = await paidTool();
+      await fetch(`${up.url.replace(/\/ns\/([^/]+)$/, "/_control/x402?ns=$1")}`, {
+        method: "POST",
+        body: JSON.stringify(config),
+      });
+      const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+      expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "payment_refused" });
+      expect(res.body.results[0].message).toMatch(
+        /Nothing was paid and the call was not performed/,
+      );
+      const s = await seen();
+      expect(s.signatures).toHaveLength(0);
+      expect(s.settlements).toHaveLength(0);
+      expect(s.effects).toBe(0);
+      expect(s.paid).toHaveLength(0);
+    });
+
+  it("over approval_over: waits for a person with nothing signed; approved → signed once and paid once", async () => {
+    const { run, seen } = await paidTool({ approval_over: "5000" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
+    expect((await seen()).signatures).toHaveLength(0);
+    expect((await seen()).unpaid).toBe(1);
+
+    const decided = await api("POST", `/v1/operations/${op}/approve`, { reason: "worth it" });
+    expect(decided.status).toBe(200);
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+  });
+
+  it("a rejected payment approval: nothing signed, nothing paid", async () => {
+    const { run, seen } = await paidTool({ approval_over: "5000" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    await api("POST", `/v1/operations/${op}/reject`, { reason: "too dear" });
+    expect((await operation(op)).body.result).toMatchObject({
+      status: "rejected",
+      code: "approval_rejected",
+    });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(0);
+    expect(s.settlements).toHaveLength(0);
+  });
+
+  it("the manifest's payment is strict: unknown fields, approval_over at or above max_amount, a float amount, a private signer are refused", async () => {
+    const up = upstream();
+    const base = {
+      protocol: "x402",
+      max_amount: "100",
+      asset: TEST_ASSET,
+      signer: { url: `${up.url}${SIGNER}`, secret: "S" },
+    };
+    for (const payment of [
+      { ...base, currency: "usd" },
+      { ...base, approval_over: "100" },
+      { ...base, max_amount: "1.5" },
+      { ...base, max_amount: 100 },
+      { ...base, protocol: "mpp" },
+      { ...base, signer: { url: "https://10.0.0.1/sign", secret: "S" } },
+    ]) {
+      const tool = manifest({ url: up.url, payment });
+      const put = await api("PUT", `/v1/tools/${tool.name}`, tool);
+      expect([put.status, put.body.code]).toEqual([
+        put.status,
+        expect.stringMatching(/^(invalid_manifest|upstream_not_allowed)$/),
+      ]);
+      expect(put.status).toBeGreaterThanOrEqual(400);
+    }
+  });
 });
