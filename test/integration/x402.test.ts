@@ -22,7 +22,10 @@ const SIGNER = "/webhooks/x402-signer";
 const args = { amount: 1, currency: "usd" };
 
 /** A paid tool on a fresh namespace, its signer secret stored at the tenant first (runs carry it). */
-async function paidTool(payment: Record<string, unknown> = {}) {
+async function paidTool(
+  payment: Record<string, unknown> = {},
+  extra: Record<string, unknown> = {},
+) {
   const up = upstream();
   const secretName = unique("SIGNER").toUpperCase();
   const secret = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))}`;
@@ -40,6 +43,7 @@ async function paidTool(payment: Record<string, unknown> = {}) {
       signer: { url: `${up.url}${SIGNER}`, secret: secretName },
       ...payment,
     },
+    ...extra,
   });
   const run = await setup(tool);
   /** What the merchant and the signer saw. */
@@ -209,5 +213,44 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
       ]);
       expect(put.status).toBeGreaterThanOrEqual(400);
     }
+  });
+
+  it("payments are reserved against a limit across runs before signing: over it, refused with nothing signed", async () => {
+    const limit = unique("spend");
+    const { run, seen } = await paidTool(
+      {},
+      {
+        limits_across_runs: [
+          { name: limit, subject: "tenant", window: "24h", payment: true, max: 15000 },
+        ],
+      },
+    );
+    const first = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    expect(first.body.results[0]).toMatchObject({ status: "succeeded" });
+    // Another run of the same tenant: the window already holds 10000 of 15000.
+    const other = await api("POST", "/v1/runs", {
+      user: { id: "u2", scopes: [] },
+      tools: [run.name],
+    });
+    const second = await turn(other.body.run_id, [
+      { id: "c1", name: run.name, arguments: { ...args, amount: 2 } },
+    ]);
+    expect(second.body.results[0]).toMatchObject({ status: "rejected", code: "payment_refused" });
+    expect(second.body.results[0].message).toMatch(new RegExp(`over the limit ${limit}`));
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+  });
+
+  it("the merchant refuses the signed payment: failed payment_failed, never signed again", async () => {
+    const { up, run, seen } = await paidTool();
+    await up.script({ kind: "ok" }, { kind: "status", status: 402 });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    expect(res.body.results[0]).toMatchObject({ status: "failed", code: "payment_failed" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(0);
+    expect(s.effects).toBe(0);
   });
 });

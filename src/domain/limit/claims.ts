@@ -15,7 +15,8 @@ export type AcrossRunsLimit = {
   /** As written ("24h"), for messages; `windowMs` is what counts. */
   window: string;
   windowMs: number;
-  measure: { kind: "sum"; field: string } | { kind: "count" };
+  /** `payment` (issue 37): the atomic amount an accepted x402 requirement asks, claimed at its 402. */
+  measure: { kind: "sum"; field: string } | { kind: "count" } | { kind: "payment" };
   max: number;
   over: LimitOver;
 };
@@ -26,9 +27,12 @@ export function claimsFor(
   input: Record<string, unknown>,
   context: Record<string, unknown>,
   userId: string,
+  /** Given: the claims of an accepted x402 payment of this amount only; absent: every other claim. */
+  payment: number | null = null,
 ): Result<LimitClaim[], ClaimRefusal> {
   const claims: LimitClaim[] = [];
   for (const limit of limits) {
+    if ((limit.measure.kind === "payment") !== (payment !== null)) continue;
     let value: string;
     if (limit.subject === "user") value = userId;
     else if (limit.subject === "tenant") value = "";
@@ -41,7 +45,7 @@ export function claimsFor(
       value = field;
     }
     const subject = subjectKey(limit.subject, value);
-    let amount = 1;
+    let amount = payment ?? 1;
     if (limit.measure.kind === "sum") {
       const value = input[limit.measure.field];
       if (typeof value !== "number" || !Number.isFinite(value) || value < 0)

@@ -35,7 +35,12 @@ export function onPaymentRequired(
   if (verdict.kind === "refuse") {
     const { status, code, message, reason } = verdict;
     const said = traceEvent("payment", nowMs, { what: "refused", reason });
-    return end({ status, code, message }, `payment refused (${reason})`, [finished, said]);
+    const ended = end({ status, code, message }, `payment refused (${reason})`, [finished, said]);
+    // Claims reserved for this payment before a limit refused it: the written plan holds them, and
+    // transition() only releases what the plan before held.
+    return verdict.released && !plan.limits?.length && ended.state.phase === "recorded"
+      ? { ...ended, effects: [...ended.effects, { kind: "release_limits" }] }
+      : ended;
   }
   if (state.cancelRequested) return end(CANCELLED, "cancelled while the outcome was unknown");
   const { amount, asset, payTo, network, approval } = verdict;

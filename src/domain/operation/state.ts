@@ -441,6 +441,8 @@ export type PaymentVerdict =
       code: "payment_refused" | "payment_failed";
       reason: string;
       message: string;
+      /** The shell reserved payment limits before one refused: the row's plan holds them, to release. */
+      released?: true;
     }
   | {
       kind: "pay";

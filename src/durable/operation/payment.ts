@@ -24,7 +24,11 @@ import {
 import { isTimeout, readCapped } from "../../tools/http-tool.ts";
 import { toolVersion } from "../../tools/catalog.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
+import type { Env } from "../env.ts";
+import { claimsFor } from "../../domain/limit/claims.ts";
+import { err } from "../../domain/result.ts";
 import type { FrozenRow } from "./contracts.ts";
+import { reserveClaims, type Reserved } from "./limits.ts";
 import { toolName, type OperationLog } from "./log.ts";
 
 /** @x402/core's HTTP client: the header names and encodings of the version in use (v2). */
@@ -144,6 +148,7 @@ async function askSigner(
  * over `approval_over` with no earlier attempt in doubt, the approval a person is asked.
  */
 export async function after402(
+  env: Env,
   log: OperationLog,
   spec: ToolSpec & { payment: PaymentDeclaration },
   attempt: number,
@@ -155,13 +160,14 @@ export async function after402(
   const { plan } = head.frozen;
   const event = (verdict: PaymentVerdict) =>
     ({ type: "payment_required", attempt, observation, exchange, verdict }) as const;
-  const refuse = (reason: string, detail: string) =>
+  const refuse = (reason: string, detail: string, released = false) =>
     event({
       kind: "refuse",
       status: "rejected",
       code: "payment_refused",
       reason,
       message: refusedMessage(detail),
+      ...(released ? { released } : {}),
     });
   if (plan.payment?.payload) {
     const why = observation.detail || "HTTP 402";
@@ -178,8 +184,22 @@ export async function after402(
   const required = readRequirement(exchange);
   const choice = choosePayment(spec.payment, required);
   if (choice.kind === "refuse") return { event: refuse(choice.reason, choice.detail) };
+  // Reserved against the tool's `payment` limits across runs before anything is signed.
+  const limited = await reservePayment(env, head.frozen, spec, choice.accepted.amount);
+  if ("unavailable" in limited)
+    return {
+      event: {
+        type: "attempt_finished",
+        attempt,
+        observation: { kind: "not_sent", detail: limited.unavailable },
+        exchange,
+      },
+    };
+  if ("denied" in limited)
+    return { event: refuse("payment_limit", limited.denied, limited.held), frozen: limited.frozen };
+  const asks = choice.approval || limited.needsApproval;
   const mayHaveApplied = head.state.phase === "executing" && head.state.mayHaveApplied !== null;
-  if (choice.approval && mayHaveApplied)
+  if (asks && mayHaveApplied)
     return {
       event: refuse(
         "payment_approval",
@@ -187,7 +207,7 @@ export async function after402(
       ),
     };
   const rule = spec.approval;
-  const approval = choice.approval
+  const approval = asks
     ? {
         inputHash: head.frozen.input_hash,
         toolVersion: await toolVersion(head.frozen.source),
@@ -203,7 +223,7 @@ export async function after402(
   const frozen: FrozenRow = {
     ...head.frozen,
     plan: {
-      ...plan,
+      ...limited.frozen.plan,
       payment: { required: required!, accepted, payload: null, paymentId: null },
       ...(approval ? { approval } : {}),
     },
@@ -217,6 +237,50 @@ export async function after402(
     approval,
   };
   return { event: event(verdict), frozen };
+}
+
+/**
+ * The payment's claims on the tool's limits across runs (`payment: true`), reserved at their
+ * objects (idempotent by operation id) and frozen into the plan written with the event: released by
+ * the recorded outcome when nothing was paid. A limit object that does not answer: nothing is
+ * signed now (the 402 is retried as an attempt that sent nothing).
+ */
+async function reservePayment(
+  env: Env,
+  frozen: FrozenRow,
+  spec: ToolSpec,
+  amount: string,
+): Promise<
+  | { unavailable: string }
+  | { denied: string; held: boolean; frozen: FrozenRow }
+  | { needsApproval: boolean; frozen: FrozenRow }
+> {
+  const { plan } = frozen;
+  if (!spec.limitsAcrossRuns.some((limit) => limit.measure.kind === "payment"))
+    return { needsApproval: false, frozen };
+  const request = plan.policyRequest;
+  const units = Number(amount);
+  const claims = Number.isSafeInteger(units)
+    ? claimsFor(spec.limitsAcrossRuns, {}, request?.run ?? {}, request?.user.id ?? "", units)
+    : err({ code: "policy_denied" as const, message: `amount ${amount} is too large to count` });
+  if (!claims.ok) return { denied: claims.error.message, held: false, frozen };
+  let reserved: Reserved;
+  try {
+    reserved = await reserveClaims(env, frozen.tenant_id, frozen.id, claims.value);
+  } catch (error) {
+    return { unavailable: `a limit across runs could not be asked: ${String(error)}` };
+  }
+  const held: FrozenRow = {
+    ...frozen,
+    plan: { ...plan, limits: [...(plan.limits ?? []), ...reserved.held] },
+  };
+  if (reserved.denied)
+    return {
+      denied: `it would go over the limit ${reserved.denied.limit}`,
+      held: reserved.held.length > 0,
+      frozen: held,
+    };
+  return { needsApproval: reserved.needsApproval, frozen: held };
 }
 
 /** The 402's PAYMENT-REQUIRED, decoded by @x402/core and checked by its v2 schema; null: none readable. */

@@ -153,7 +153,14 @@ export class Sender {
     quotaAfterAttempt(this.env, this.log.head()!.frozen, attempt, exchange);
     const spec = loaded.ok ? loaded.value.spec : null;
     const paid = spec?.payment
-      ? await after402(this.log, { ...spec, payment: spec.payment }, attempt, observation, exchange)
+      ? await after402(
+          this.env,
+          this.log,
+          { ...spec, payment: spec.payment },
+          attempt,
+          observation,
+          exchange,
+        )
       : null;
     if (paid) this.apply(paid.event, paid.frozen);
     else this.apply({ type: "attempt_finished", attempt, observation, exchange });

@@ -98,6 +98,11 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
   if (!payment.ok) return payment;
   // The signer's secret is fetched with the tool's others (never sent to the tool: no header names it).
   if (payment.value) secretNames.add(payment.value.signer.secret);
+  if (!payment.value && acrossRuns.value.some((limit) => limit.measure.kind === "payment"))
+    return err({
+      code: "invalid_manifest",
+      detail: 'limits_across_runs: "payment": true counts x402 payments; declare payment',
+    });
   const reconcile = m.reconcile
     ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers, false)
     : null;

@@ -32,21 +32,29 @@ export function compileAcrossRuns(
     seen.add(limit.name);
     const windowMs = parseWindow(limit.window);
     if (windowMs === null) return bad(`${at}: window must be between 1s and 31d`);
-    if ((limit.sum === undefined) === (limit.count === undefined))
-      return bad(`${at}: give exactly one of "sum": "<numeric argument>" or "count": true`);
+    if ([limit.sum, limit.count, limit.payment].filter((m) => m !== undefined).length !== 1)
+      return bad(
+        `${at}: give exactly one of "sum": "<numeric argument>", "count": true or "payment": true`,
+      );
     if (limit.sum !== undefined) {
       const type = properties[limit.sum]?.type;
       if (type !== "number" && type !== "integer")
         return bad(
           `${at}: sum ${JSON.stringify(limit.sum)} is not a number or integer property of input_schema`,
         );
-    } else if (!Number.isInteger(limit.max)) return bad(`${at}: a count's max is a whole number`);
+    } else if (!Number.isInteger(limit.max))
+      return bad(`${at}: a count's or a payment's max is a whole number`);
     limits.push({
       name: limit.name,
       subject: limit.subject,
       window: limit.window,
       windowMs,
-      measure: limit.sum !== undefined ? { kind: "sum", field: limit.sum } : { kind: "count" },
+      measure:
+        limit.sum !== undefined
+          ? { kind: "sum", field: limit.sum }
+          : limit.payment
+            ? { kind: "payment" }
+            : { kind: "count" },
       max: limit.max,
       over: limit.over,
     });

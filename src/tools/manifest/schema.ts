@@ -207,6 +207,8 @@ export const Manifest = z.strictObject({
           .regex(/^[1-9][0-9]{0,6}(s|m|h|d)$/, 'window looks like "24h", "90m", "7d"'),
         sum: z.string().min(1).optional(),
         count: z.literal(true).optional(),
+        /** x402 (issue 37): the amount a 402 asks, reserved when it is accepted, before signing. */
+        payment: z.literal(true).optional(),
         max: z.number().positive(),
         over: z.enum(["refuse", "approve"]).default("refuse"),
       }),
