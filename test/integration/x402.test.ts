@@ -81,6 +81,17 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     ]);
     const last = events.filter((e) => e.type === "attempt_finished").at(-1)!;
     expect(last.response.headers["payment-response"]).toBeTruthy();
+    // The settlement is recorded with the operation, decoded; the signed payload never shown.
+    const view = (await operation(res.body.results[0].operation_id)).body;
+    expect(view.payment).toMatchObject({
+      amount: "10000",
+      asset: TEST_ASSET,
+      pay_to: MERCHANT_PAY_TO,
+      signed: true,
+      payment_id: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      settlement: { success: true, transaction: "0xtx00000001", network: "eip155:84532" },
+    });
+    expect(JSON.stringify(events)).not.toContain(s.paid[0]);
   });
 
   it("the signer's request is signed per Standard Webhooks with the tenant's secret, and names the operation and requirement", async () => {
@@ -117,6 +128,10 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     // The resend carried the very payment first sent.
     expect(s.paid).toHaveLength(2);
     expect(s.paid[1]).toBe(s.paid[0]);
+    expect(settled.body.payment.settlement).toMatchObject({
+      success: true,
+      transaction: "0xtx00000001",
+    });
   });
 
   it("5 re-posts and 5 re-proposals of the same call: one payment", async () => {

@@ -9,7 +9,7 @@ import { Webhook } from "standardwebhooks";
 import { x402Client } from "@x402/core/client";
 import { x402HTTPClient } from "@x402/core/http";
 import { PaymentPayloadV2Schema, PaymentRequiredV2Schema } from "@x402/core/schemas";
-import type { PaymentPayload, PaymentRequired } from "@x402/core/types";
+import type { PaymentPayload, PaymentRequired, SettleResponse } from "@x402/core/types";
 import { canonicalJson } from "../../domain/canonical-json.ts";
 import type { Observation } from "../../domain/observation.ts";
 import type { Exchange, OperationEvent, OperationPlan } from "../../domain/operation/index.ts";
@@ -27,7 +27,7 @@ import type { ToolSpec } from "../../tools/spec.ts";
 import type { Env } from "../env.ts";
 import { claimsFor } from "../../domain/limit/claims.ts";
 import { err } from "../../domain/result.ts";
-import type { FrozenRow } from "./contracts.ts";
+import type { FrozenRow, Head } from "./contracts.ts";
 import { reserveClaims, type Reserved } from "./limits.ts";
 import { toolName, type OperationLog } from "./log.ts";
 
@@ -293,4 +293,49 @@ function readRequirement(exchange: Exchange | undefined): PaymentRequired | null
   } catch {
     return null;
   }
+}
+
+/**
+ * An x402 operation's payment (issue 37), for GET /v1/operations/{id}: what was accepted, the
+ * payment's id once signed, and the merchant's settlement (its PAYMENT-RESPONSE, decoded by
+ * @x402/core) from the newest answer that carried one. Absent: no 402 was accepted.
+ */
+export type PaymentView = {
+  payment?: {
+    amount: string;
+    asset: string;
+    pay_to: string;
+    network: string;
+    signed: boolean;
+    payment_id: string | null;
+    settlement: SettleResponse | null;
+  };
+};
+
+export function paymentViewOf(log: OperationLog, head: Head): PaymentView {
+  const stored = head.frozen.plan.payment;
+  if (!stored) return {};
+  const answered = log
+    .events()
+    .flatMap((e) => (e.type === "attempt_finished" && e.response ? [e.response.headers] : []))
+    .filter((headers) => headers["payment-response"] !== undefined)
+    .at(-1);
+  let settlement: SettleResponse | null = null;
+  try {
+    settlement = answered
+      ? x402.getPaymentSettleResponse((name) => answered[name.toLowerCase()])
+      : null;
+  } catch {}
+  const { amount, asset, payTo, network } = stored.accepted;
+  return {
+    payment: {
+      amount,
+      asset,
+      pay_to: payTo,
+      network,
+      signed: stored.payload !== null,
+      payment_id: stored.paymentId,
+      settlement,
+    },
+  };
 }
