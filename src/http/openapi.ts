@@ -257,7 +257,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/operations/{operation_id}",
     summary:
-      "Read or long-poll one operation (`settling`: {next_try_at, until} while an unknown outcome settles late by itself; `shadow` and `would_have_sent`: a shadow run's write and the production request it would have sent, secrets by name); verify=1 checks its trace's hash chain; 410 operation_pruned after retention",
+      "Read or long-poll one operation (`settling`: {next_try_at, until} while an unknown outcome settles late by itself; `shadow` and `would_have_sent`: a shadow run's write and the production request it would have sent, secrets by name; `payment`: an x402 tool's accepted payment, its id and the merchant's decoded settlement); verify=1 checks its trace's hash chain; 410 operation_pruned after retention",
     auth: "runs:read",
     query: ["wait", "verify"],
   },
