@@ -8,6 +8,7 @@ import { Webhook } from "standardwebhooks";
 import {
   api,
   fireAlarm,
+  REFUSED_URL,
   manifest,
   operation,
   setup,
@@ -25,6 +26,7 @@ const args = { amount: 1, currency: "usd" };
 async function paidTool(
   payment: Record<string, unknown> = {},
   extra: Record<string, unknown> = {},
+  signerUrl = (url: string) => `${url}${SIGNER}`,
 ) {
   const up = upstream();
   const secretName = unique("SIGNER").toUpperCase();
@@ -40,7 +42,7 @@ async function paidTool(
       max_amount: "50000",
       asset: TEST_ASSET,
       pay_to: MERCHANT_PAY_TO,
-      signer: { url: `${up.url}${SIGNER}`, secret: secretName },
+      signer: { url: signerUrl(up.url), secret: secretName },
       ...payment,
     },
     ...extra,
@@ -267,5 +269,28 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     expect(s.signatures).toHaveLength(1);
     expect(s.settlements).toHaveLength(0);
     expect(s.effects).toBe(0);
+  });
+
+  it("a signer that cannot be reached sends nothing and is asked again later; one that answers no payload fails the call unpaid", async () => {
+    const down = await paidTool({}, {}, () => `${REFUSED_URL}/sign`);
+    const waiting = await turn(down.run.runId, [
+      { id: "c1", name: down.run.name, arguments: args },
+    ]);
+    expect(waiting.body.results[0]).toMatchObject({ status: "pending" });
+    const op = waiting.body.results[0].operation_id as string;
+    expect((await operation(op)).body).toMatchObject({
+      phase: "retry_scheduled",
+      payment: { signed: false },
+    });
+    expect(await down.seen()).toMatchObject({ paid: [], settlements: [], effects: 0, unpaid: 1 });
+
+    // An endpoint that answers 200 without a payment payload (the upstream's plain write).
+    const wrong = await paidTool({}, {}, (url) => `${url}/webhooks/not-a-signer`);
+    const res = await turn(wrong.run.runId, [{ id: "c1", name: wrong.run.name, arguments: args }]);
+    expect(res.body.results[0]).toMatchObject({ status: "failed", code: "permanent_failure" });
+    expect(res.body.results[0].message).toMatch(
+      /payment signer: answered no x402 v2 payment_payload/,
+    );
+    expect(await wrong.seen()).toMatchObject({ paid: [], settlements: [], unpaid: 1 });
   });
 });
