@@ -10,7 +10,13 @@
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from "node:http";
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { newMerchant, serveMerchant, serveSigner, type MerchantState } from "./x402-merchant.ts";
+import {
+  lookupPayment,
+  newMerchant,
+  serveMerchant,
+  serveSigner,
+  type MerchantState,
+} from "./x402-merchant.ts";
 
 export type Fault =
   | { kind: "ok" }
@@ -251,6 +257,13 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     }
     const isWrite = method !== "GET" && method !== "HEAD";
     if (signer) return serveSigner(body, (status, out) => json(res, status, out));
+
+    if (method === "GET" && path.startsWith("/x402/payments/"))
+      return lookupPayment(
+        space.x402,
+        decodeURIComponent(path.slice("/x402/payments/".length)),
+        (status, out, headers) => json(res, status, out, headers),
+      );
 
     // Status lookup: GET /effects?idempotency_key=K → 200 with the stored response body, or 404.
     // K matches an Idempotency-Key or an X-Client-Reference sent with the original write.

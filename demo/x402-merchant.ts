@@ -2,7 +2,8 @@
 // (issue 37 item 2). The merchant answers an unpaid write 402 with a PAYMENT-REQUIRED requirement;
 // a paid one is verified and settled once per payment id by the facilitator (it keeps every
 // settlement), performed once, and answered with PAYMENT-RESPONSE; the same payment again replays
-// that answer (settled by the payment's own identifier, never a second settlement). The signer
+// that answer, and GET /x402/payments/{id} answers it too (settled by the payment's own identifier,
+// never a second settlement). The signer
 // (POST /webhooks/x402-signer) signs whatever requirement it is sent with a fresh nonce, so a second
 // signature would be a second, different payment. Wire encodings are @x402/core's.
 import type { IncomingMessage, ServerResponse } from "node:http";
@@ -115,6 +116,13 @@ export function serveMerchant(
   if (fault.kind === "commit_then_hang") return hang();
   if (fault.kind === "commit_then_reset") return void req.socket.destroy();
   send(200, body, { "PAYMENT-RESPONSE": encodePaymentResponseHeader(settle) });
+}
+
+/** GET /x402/payments/{id}: the answer given when that payment was settled (200), or 404. */
+export function lookupPayment(merchant: MerchantState, id: string, send: Send): void {
+  const paid = merchant.answers.get(id);
+  if (!paid) return send(404, { error: "no such payment" });
+  send(200, paid.body, { "PAYMENT-RESPONSE": encodePaymentResponseHeader(paid.settle) });
 }
 
 /** The tenant's signer: one fresh payment (a new nonce) for the requirement it was sent. */

@@ -45,6 +45,8 @@ export type BuiltRequest = {
  */
 export type RequestContext = {
   idempotencyKey: string;
+  /** A paid tool's stored x402 payment id (null: none yet), for `{payment_id}` (issue 37); absent: unpaid tool. */
+  paymentId?: string | null;
   secrets: Record<string, string>;
   config: Record<string, string>;
 };

@@ -25,7 +25,7 @@ const args = { amount: 1, currency: "usd" };
 /** A paid tool on a fresh namespace, its signer secret stored at the tenant first (runs carry it). */
 async function paidTool(
   payment: Record<string, unknown> = {},
-  extra: Record<string, unknown> = {},
+  extra: Record<string, unknown> | ((url: string) => Record<string, unknown>) = {},
   signerUrl = (url: string) => `${url}${SIGNER}`,
 ) {
   const up = upstream();
@@ -45,7 +45,7 @@ async function paidTool(
       signer: { url: signerUrl(up.url), secret: secretName },
       ...payment,
     },
-    ...extra,
+    ...(typeof extra === "function" ? extra(up.url) : extra),
   });
   const run = await setup(tool);
   /** What the merchant and the signer saw. */
@@ -230,6 +230,15 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
       ]);
       expect(put.status).toBeGreaterThanOrEqual(400);
     }
+    // `{payment_id}` is the payment's: never an argument of a paid tool.
+    const shadowing = manifest({
+      url: up.url,
+      payment: base,
+      input_schema: { type: "object", properties: { payment_id: { type: "string" } } },
+    });
+    expect((await api("PUT", `/v1/tools/${shadowing.name}`, shadowing)).body.code).toBe(
+      "invalid_manifest",
+    );
   });
 
   it("payments are reserved against a limit across runs before signing: over it, refused with nothing signed", async () => {
@@ -292,5 +301,31 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
       /payment signer: answered no x402 v2 payment_payload/,
     );
     expect(await wrong.seen()).toMatchObject({ paid: [], settlements: [], unpaid: 1 });
+  });
+
+  it("a tool with no key and a lookup by payment id: the lost paid answer is outcome_unknown, settled by asking the merchant for that payment", async () => {
+    const { up, run, seen } = await paidTool({}, (url) => ({
+      idempotency: { mode: "none" },
+      reconcile: { method: "GET", url: `${url}/x402/payments/{payment_id}` },
+    }));
+    await up.script({ kind: "ok" }, { kind: "commit_then_hang" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    const settled = await operation(op, 5);
+    expect(settled.body.result).toMatchObject({ status: "succeeded" });
+    const events = await trace(run.runId);
+    expect(events.some((e) => e.type === "outcome_unknown")).toBe(true);
+    expect(events.filter((e) => e.type === "reconcile_finished").at(-1)).toMatchObject({
+      found: "found",
+    });
+    const s = await seen();
+    const lookups = (await up.state()).requests.filter((r) => r.path.startsWith("/x402/payments/"));
+    expect(lookups.map((r) => r.path)).toEqual([
+      `/x402/payments/${settled.body.payment.payment_id}`,
+    ]);
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+    expect(s.paid).toHaveLength(1);
   });
 });

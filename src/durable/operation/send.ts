@@ -212,6 +212,8 @@ export class Sender {
   private carried(loaded: Loaded, secrets: Record<string, string>) {
     return {
       idempotencyKey: loaded.plan.idempotencyKey,
+      // x402: a paid tool's lookup may ask the merchant by the payment's own id (`{payment_id}`).
+      ...(loaded.spec.payment ? { paymentId: loaded.plan.payment?.paymentId ?? null } : {}),
       secrets,
       config: configFor(this.env, loaded.spec.configNames),
       // Where the request goes, from the frozen plan alone: a shadow operation never reaches production.

@@ -98,6 +98,12 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
   if (!payment.ok) return payment;
   // The signer's secret is fetched with the tool's others (never sent to the tool: no header names it).
   if (payment.value) secretNames.add(payment.value.signer.secret);
+  // `{payment_id}` names the payment in a paid tool's URLs: never an argument of the same name.
+  if (payment.value && "payment_id" in ((inputJsonSchema.properties ?? {}) as object))
+    return err({
+      code: "invalid_manifest",
+      detail: "input_schema: payment_id is the x402 payment's id in a paid tool's templates",
+    });
   if (!payment.value && acrossRuns.value.some((limit) => limit.measure.kind === "payment"))
     return err({
       code: "invalid_manifest",
@@ -117,7 +123,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     strictExport: toStrictSchema(inputJsonSchema, Object.keys(m.bind)).strict,
     checkArguments: (args) => {
       for (const url of urls) {
-        const built = buildUrl(url, args, "k");
+        const built = buildUrl(url, args, "k", m.payment ? "p" : undefined);
         if (!built.ok) return built.error;
       }
       return null;
