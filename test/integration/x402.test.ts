@@ -182,6 +182,18 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
     expect((await seen()).signatures).toHaveLength(0);
     expect((await seen()).unpaid).toBe(1);
+    // The arguments a payment was accepted for are not edited on approval.
+    const inputHash = (await operation(op)).body.input_hash as string;
+    const edited = await api("POST", `/v1/operations/${op}/approve`, {
+      input_hash: inputHash,
+      arguments: { ...args, amount: 2 },
+    });
+    expect([edited.status, edited.body.code, edited.body.field]).toEqual([
+      422,
+      "field_not_editable",
+      "payment",
+    ]);
+    expect((await seen()).signatures).toHaveLength(0);
 
     const decided = await api("POST", `/v1/operations/${op}/approve`, { reason: "worth it" });
     expect(decided.status).toBe(200);
