@@ -131,6 +131,25 @@ export function paymentIdOf(payload: PaymentPayload): string | null {
   return null;
 }
 
+/**
+ * What a signed payload must say besides naming the accepted requirement: an EIP-3009
+ * authorization (EVM `exact`) pays exactly that amount to exactly that pay-to. Null: it does (or
+ * carries no authorization toolgate can read, and the merchant's facilitator verifies the rest).
+ */
+export function payloadMismatch(
+  accepted: PaymentRequirements,
+  payload: PaymentPayload,
+): string | null {
+  const auth = (payload.payload as { authorization?: { to?: unknown; value?: unknown } })
+    .authorization;
+  if (!auth) return null;
+  if (typeof auth.to !== "string" || !sameAddress(auth.to, accepted.payTo))
+    return `its authorization pays ${String(auth.to)}, not ${accepted.payTo}`;
+  if (String(auth.value) !== accepted.amount)
+    return `its authorization is for ${String(auth.value)}, not ${accepted.amount}`;
+  return null;
+}
+
 /** What the model reads when a requirement is refused: nothing was paid and nothing was performed. */
 export const refusedMessage = (detail: string): string =>
   `The tool asked for a payment toolgate may not make (${detail}). Nothing was paid and the call was not performed. Do not retry; tell the user.`;

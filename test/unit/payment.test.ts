@@ -2,7 +2,12 @@
 // one is refused, when a person is asked; amounts are integers in atomic units, never floats.
 import { describe, expect, it } from "vitest";
 import type { PaymentRequired, PaymentRequirements } from "@x402/core/types";
-import { choosePayment, paymentIdOf, type PaymentDeclaration } from "../../src/domain/payment.ts";
+import {
+  choosePayment,
+  payloadMismatch,
+  paymentIdOf,
+  type PaymentDeclaration,
+} from "../../src/domain/payment.ts";
 
 const declared: PaymentDeclaration = {
   protocol: "x402",
@@ -101,5 +106,22 @@ describe("choosePayment", () => {
     };
     expect(paymentIdOf(payload)).toBe("0x01");
     expect(paymentIdOf({ ...payload, payload: {} })).toBeNull();
+  });
+
+  it("a signed authorization pays exactly the accepted amount to the accepted pay-to", () => {
+    const signed = (to: string, value: string) => ({
+      x402Version: 2,
+      accepted: offer(),
+      payload: { authorization: { to, value, nonce: "0x01" } },
+    });
+    expect(
+      payloadMismatch(offer(), signed("0x00000000000000000000000000000000000000aa", "10000")),
+    ).toBeNull();
+    expect(
+      payloadMismatch(offer(), signed("0x00000000000000000000000000000000000000bb", "10000")),
+    ).toMatch(/pays/);
+    expect(
+      payloadMismatch(offer(), signed("0x00000000000000000000000000000000000000aa", "10001")),
+    ).toMatch(/is for/);
   });
 });

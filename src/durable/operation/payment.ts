@@ -18,6 +18,7 @@ import {
   choosePayment,
   paymentFailedMessage,
   paymentIdOf,
+  payloadMismatch,
   refusedMessage,
   type PaymentDeclaration,
 } from "../../domain/payment.ts";
@@ -138,6 +139,8 @@ async function askSigner(
   // The signer signs what toolgate accepted, or nothing is sent: it cannot pay another requirement.
   if (canonicalJson(payload.data.accepted) !== canonicalJson(stored.accepted))
     return fail("config_error", "signed another requirement than the one accepted");
+  const off = payloadMismatch(stored.accepted, payload.data as PaymentPayload);
+  if (off) return fail("config_error", `signed a payment other than the one accepted: ${off}`);
   return { payload: payload.data as PaymentPayload };
 }
 
