@@ -340,4 +340,38 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     expect(s.effects).toBe(1);
     expect(s.paid).toHaveLength(1);
   });
+
+  it("the run's spend budget (a payment limit per run): over it in this run, refused unsigned; another run has its own", async () => {
+    const { run, seen } = await paidTool(
+      {},
+      {
+        limits_across_runs: [
+          { name: unique("run_spend"), subject: "run", window: "31d", payment: true, max: 15000 },
+        ],
+      },
+    );
+    const call = (runId: string, amount: number) =>
+      turn(runId, [{ id: `c${amount}`, name: run.name, arguments: { ...args, amount } }]);
+    expect((await call(run.runId, 1)).body.results[0].status).toBe("succeeded");
+    expect((await call(run.runId, 2)).body.results[0]).toMatchObject({
+      status: "rejected",
+      code: "payment_refused",
+    });
+    const other = await api("POST", "/v1/runs", {
+      user: { id: "u1", scopes: [] },
+      tools: [run.name],
+    });
+    expect((await call(other.body.run_id, 3)).body.results[0].status).toBe("succeeded");
+    const s = await seen();
+    expect(s.signatures).toHaveLength(2);
+    expect(s.settlements).toHaveLength(2);
+    // A per-run count is for payments only.
+    const plain = manifest({
+      url: "http://127.0.0.1:1",
+      limits_across_runs: [
+        { name: unique("n"), subject: "run", window: "1h", count: true, max: 1 },
+      ],
+    });
+    expect((await api("PUT", `/v1/tools/${plain.name}`, plain)).body.code).toBe("invalid_manifest");
+  });
 });

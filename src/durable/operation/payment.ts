@@ -264,7 +264,14 @@ async function reservePayment(
   const request = plan.policyRequest;
   const units = Number(amount);
   const claims = Number.isSafeInteger(units)
-    ? claimsFor(spec.limitsAcrossRuns, {}, request?.run ?? {}, request?.user.id ?? "", units)
+    ? claimsFor(
+        spec.limitsAcrossRuns,
+        {},
+        request?.run ?? {},
+        request?.user.id ?? "",
+        units,
+        frozen.run_id,
+      )
     : err({ code: "policy_denied" as const, message: `amount ${amount} is too large to count` });
   if (!claims.ok) return { denied: claims.error.message, held: false, frozen };
   let reserved: Reserved;

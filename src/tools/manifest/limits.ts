@@ -30,6 +30,9 @@ export function compileAcrossRuns(
     const at = `limits_across_runs[${i}] (${limit.name})`;
     if (seen.has(limit.name)) return bad(`${at}: the name is used twice`);
     seen.add(limit.name);
+    // A run's spend budget (issue 37): only a payment is counted per run (a run's calls have max_cost).
+    if (limit.subject === "run" && !limit.payment)
+      return bad(`${at}: subject "run" counts x402 payments only ("payment": true)`);
     const windowMs = parseWindow(limit.window);
     if (windowMs === null) return bad(`${at}: window must be between 1s and 31d`);
     if ([limit.sum, limit.count, limit.payment].filter((m) => m !== undefined).length !== 1)

@@ -199,8 +199,8 @@ export const Manifest = z.strictObject({
         subject: z
           .string()
           .regex(
-            /^(user|tenant|context\.[a-zA-Z0-9_]+)$/,
-            "subject is user, tenant or context.<field>",
+            /^(user|tenant|run|context\.[a-zA-Z0-9_]+)$/,
+            "subject is user, tenant, run (payment limits) or context.<field>",
           ),
         window: z
           .string()
