@@ -485,7 +485,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/limits/{name}/{subject}",
     summary:
-      "A limit across runs for one subject, named with its kind (`context.customer_id:cus_42`, `user:u1`, or `tenant`; a bare value is 404): { name, subject, max, window_ms, used, remaining, held, waiting, next_free_at } — used counts each reservation until one window after its operation was recorded (applied or outcome unknown), and a call not yet done (awaiting approval, a lock or a retry) whatever its age (`waiting`: those past their window)",
+      "A limit across runs for one subject, named with its kind (`context.customer_id:cus_42`, `user:u1`, `run:<run_id>` (a payment limit per run) or `tenant`; a bare value is 404): { name, subject, max, window_ms, used, remaining, held, waiting, next_free_at } — used counts each reservation until one window after its operation was recorded (applied or outcome unknown), and a call not yet done (awaiting approval, a lock or a retry) whatever its age (`waiting`: those past their window)",
     auth: "runs:read",
   },
   {
