@@ -10,6 +10,13 @@
 import { createServer, type IncomingMessage, type ServerResponse, type Server } from "node:http";
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
+import {
+  lookupPayment,
+  newMerchant,
+  serveMerchant,
+  serveSigner,
+  type MerchantState,
+} from "./x402-merchant.ts";
 
 export type Fault =
   | { kind: "ok" }
@@ -105,6 +112,8 @@ type Namespace = {
   racing: Map<string, Array<() => void>>;
   /** The test's clock (POST /_control/clock): stamps `atMs` when set, so a test with a scripted clock reads arrivals on it. */
   clockMs: number | null;
+  /** The fake x402 merchant and facilitator under /x402/ (demo/x402-merchant.ts). */
+  x402: MerchantState;
 };
 
 export type Upstream = { port: number; url: string; close(): Promise<void> };
@@ -126,6 +135,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         misbehave: new Set(),
         racing: new Map(),
         clockMs: null,
+        x402: newMerchant(),
       };
       namespaces.set(name, found);
     }
@@ -170,8 +180,13 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         space.misbehave = new Set(requested as Misbehaviour[]);
         return json(res, 200, { misbehave: [...space.misbehave] });
       }
+      case "/_control/x402":
+        // What the merchant asks for from now on (amount, payTo, asset, network, scheme).
+        Object.assign(space.x402.config, JSON.parse(raw || "{}"));
+        return json(res, 200, space.x402.config);
       case "/_control/state":
         return json(res, 200, {
+          x402: { settlements: space.x402.settlements },
           requests: space.requests,
           effects: space.effects,
           effectsByKey: countBy(space.effects, (e) => e.key ?? "(none)"),
@@ -208,7 +223,9 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     const method = req.method ?? "GET";
     const key = header(req, "idempotency-key");
     const body = parseJson(raw);
-    const fault = space.faults.shift() ?? { kind: "ok" };
+    // The tenant's x402 signer draws no fault: the merchant's requests keep their scripted order.
+    const signer = method === "POST" && path === "/webhooks/x402-signer";
+    const fault = signer ? { kind: "ok" as const } : (space.faults.shift() ?? { kind: "ok" });
     const requestIndex = space.requests.length;
     space.requests.push({
       method,
@@ -239,6 +256,14 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       });
     }
     const isWrite = method !== "GET" && method !== "HEAD";
+    if (signer) return serveSigner(body, (status, out) => json(res, status, out));
+
+    if (method === "GET" && path.startsWith("/x402/payments/"))
+      return lookupPayment(
+        space.x402,
+        decodeURIComponent(path.slice("/x402/payments/".length)),
+        (status, out, headers) => json(res, status, out, headers),
+      );
 
     // Status lookup: GET /effects?idempotency_key=K → 200 with the stored response body, or 404.
     // K matches an Idempotency-Key or an X-Client-Reference sent with the original write.
@@ -267,6 +292,17 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       if (reference) space.references.set(reference, response);
       return response;
     };
+
+    if (isWrite && path.startsWith("/x402/"))
+      return serveMerchant(
+        space.x402,
+        req,
+        res,
+        fault,
+        commit,
+        () => void hanging.add(res),
+        (status, out, headers) => json(res, status, out, headers),
+      );
 
     if (fault.kind === "gateway") {
       return json(

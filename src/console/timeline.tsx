@@ -95,6 +95,18 @@ function readingOf(event: TraceEvent): Reading {
       return { label: "Limit denied" };
     case "attempt_started":
       return { label: `Attempt ${event.attempt} sent`, hide: ["attempt"] };
+    case "payment":
+      return {
+        label:
+          event.what === "refused"
+            ? "Payment refused: nothing signed, nothing paid"
+            : event.what === "signed"
+              ? "Payment signed by the tenant's signer (stored before sending)"
+              : event.approval
+                ? "Payment required: a person approves first"
+                : "Payment required",
+        hide: ["what"],
+      };
     case "held":
       return isPhaseEntered(event)
         ? { label: "Held (nothing sent)" }

@@ -92,6 +92,7 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "hold_released":
     case "grant_used":
     case "grant_lapsed":
+    case "payment":
     case "resumed":
     case "retry_now":
     case "freeze_created":

@@ -221,6 +221,7 @@ const LOGGED: Readonly<Record<TraceEvent["type"], boolean>> = {
   approval_expired: true,
   grant_used: true,
   grant_lapsed: true,
+  payment: true,
   approval_voted: true,
   approval_reminded: true,
   approval_escalated: true,

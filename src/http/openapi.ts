@@ -257,7 +257,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/operations/{operation_id}",
     summary:
-      "Read or long-poll one operation (`settling`: {next_try_at, until} while an unknown outcome settles late by itself; `shadow` and `would_have_sent`: a shadow run's write and the production request it would have sent, secrets by name); verify=1 checks its trace's hash chain; 410 operation_pruned after retention",
+      "Read or long-poll one operation (`settling`: {next_try_at, until} while an unknown outcome settles late by itself; `shadow` and `would_have_sent`: a shadow run's write and the production request it would have sent, secrets by name; `payment`: an x402 tool's accepted payment, its id and the merchant's decoded settlement); verify=1 checks its trace's hash chain; 410 operation_pruned after retention",
     auth: "runs:read",
     query: ["wait", "verify"],
   },
@@ -485,7 +485,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/limits/{name}/{subject}",
     summary:
-      "A limit across runs for one subject, named with its kind (`context.customer_id:cus_42`, `user:u1`, or `tenant`; a bare value is 404): { name, subject, max, window_ms, used, remaining, held, waiting, next_free_at } — used counts each reservation until one window after its operation was recorded (applied or outcome unknown), and a call not yet done (awaiting approval, a lock or a retry) whatever its age (`waiting`: those past their window)",
+      "A limit across runs for one subject, named with its kind (`context.customer_id:cus_42`, `user:u1`, `run:<run_id>` (a payment limit per run) or `tenant`; a bare value is 404): { name, subject, max, window_ms, used, remaining, held, waiting, next_free_at } — used counts each reservation until one window after its operation was recorded (applied or outcome unknown), and a call not yet done (awaiting approval, a lock or a retry) whatever its age (`waiting`: those past their window)",
     auth: "runs:read",
   },
   {

@@ -121,5 +121,6 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     sandbox: null,
     // Undo is declared in manifests only (a code tool's compensation: a manifest tool of the same name).
     compensate: null,
+    payment: null,
   };
 }

@@ -30,6 +30,8 @@ export type SendContext = RequestContext & { route: SendRoute };
 export type AttemptContext = SendContext & {
   signal: AbortSignal | null;
   fencingToken: string | null;
+  /** x402 (issue 37): the stored payment's headers, the same on every attempt (absent: unpaid). */
+  payment?: Record<string, string> | null;
 };
 
 // A host that does not resolve is not special-cased: workerd (local, compatibility date 2026-11-01)
@@ -84,7 +86,13 @@ const KEPT_HEADERS = [
   "request-id",
   "x-request-id",
   "cf-ray",
+  // x402 (issue 37): the 402's requirement, and the settlement of a paid request.
+  "payment-required",
+  "payment-response",
 ];
+
+const mapValues = (record: Record<string, string>, to: (value: string) => string) =>
+  Object.fromEntries(Object.entries(record).map(([name, value]) => [name, to(value)]));
 
 const keptHeaders = (headers: Headers): Record<string, string> =>
   Object.fromEntries(
@@ -130,12 +138,15 @@ async function attemptOnce(
   if (spec.idempotency.mode === "header" && spec.idempotency.header)
     built.headers[spec.idempotency.header] = ctx.idempotencyKey;
   if (ctx.fencingToken) built.headers["Toolgate-Fencing-Token"] = ctx.fencingToken;
+  const paid = ctx.payment ?? {};
   exchange.request = {
     method: built.method,
     url: built.url,
-    headers: { ...built.headers },
+    // The signed payment is stored with the operation; the trace says it went, not what it says.
+    headers: { ...built.headers, ...mapValues(paid, () => "(the operation's x402 payment)") },
     body: built.body ?? null,
   };
+  Object.assign(built.headers, paid);
   let response: Response;
   try {
     response = await send(built, spec.timeoutMs, ctx.signal);

@@ -8,6 +8,7 @@ import type { FrozenInput, OperationScope, Risk } from "../domain/identity.ts";
 import type { RetryPolicy } from "../domain/retry.ts";
 import type { AcrossRunsLimit } from "../domain/limit/claims.ts";
 import type { Compensation } from "../domain/compensation.ts";
+import type { PaymentDeclaration } from "../domain/payment.ts";
 import type { Route } from "../domain/operation/state.ts";
 
 /** `fourEyes`: the approver must not be the run's own user (default). */
@@ -44,6 +45,8 @@ export type BuiltRequest = {
  */
 export type RequestContext = {
   idempotencyKey: string;
+  /** A paid tool's stored x402 payment id (null: none yet), for `{payment_id}` (issue 37); absent: unpaid tool. */
+  paymentId?: string | null;
   secrets: Record<string, string>;
   config: Record<string, string>;
 };
@@ -122,6 +125,8 @@ export type ToolSpec = {
   sandbox: ToolSandbox | null;
   /** Undo (issue 22): the declared compensating call (manifest `compensate`), or null: none. */
   compensate: Compensation | null;
+  /** x402 pay-once (issue 37): what a 402 may be paid and who signs it (null: a 402 is an error). */
+  payment: PaymentDeclaration | null;
 };
 
 /** How a tool travels inside toolgate: manifests as their JSON, code tools by catalog name. */

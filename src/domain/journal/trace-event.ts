@@ -167,6 +167,20 @@ export type TraceFields = {
   quota_deadline: { slot_at_ms: number | null };
   // attempts
   attempt_started: { attempt: number; idempotency_key: string };
+  /**
+   * x402 (issue 37): a 402's requirement accepted (`required`, `approval`: a person decides first),
+   * refused (`refused`, with why), or the one payload signed (`signed`, with the payment's id).
+   */
+  payment: {
+    what: "required" | "refused" | "signed";
+    amount?: string;
+    asset?: string;
+    pay_to?: string;
+    network?: string;
+    approval?: boolean;
+    reason?: string;
+    payment_id?: string | null;
+  };
   attempt_finished: {
     attempt: number;
     observed: ObservedSummary;

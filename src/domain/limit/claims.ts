@@ -15,7 +15,8 @@ export type AcrossRunsLimit = {
   /** As written ("24h"), for messages; `windowMs` is what counts. */
   window: string;
   windowMs: number;
-  measure: { kind: "sum"; field: string } | { kind: "count" };
+  /** `payment` (issue 37): the atomic amount an accepted x402 requirement asks, claimed at its 402. */
+  measure: { kind: "sum"; field: string } | { kind: "count" } | { kind: "payment" };
   max: number;
   over: LimitOver;
 };
@@ -26,13 +27,21 @@ export function claimsFor(
   input: Record<string, unknown>,
   context: Record<string, unknown>,
   userId: string,
+  /** Given: the claims of an accepted x402 payment of this amount only; absent: every other claim. */
+  payment: number | null = null,
+  /** The run, for a payment limit counted per run (subject "run": the run's spend budget). */
+  runId: string | null = null,
 ): Result<LimitClaim[], ClaimRefusal> {
   const claims: LimitClaim[] = [];
   for (const limit of limits) {
+    if ((limit.measure.kind === "payment") !== (payment !== null)) continue;
     let value: string;
     if (limit.subject === "user") value = userId;
     else if (limit.subject === "tenant") value = "";
-    else {
+    else if (limit.subject === "run") {
+      if (runId === null) return deny(`${limit.name} is counted per run, and the run is not known`);
+      value = runId;
+    } else {
       const field = contextSubject(context[limit.subject.slice("context.".length)]);
       if (field === null)
         return deny(
@@ -41,7 +50,7 @@ export function claimsFor(
       value = field;
     }
     const subject = subjectKey(limit.subject, value);
-    let amount = 1;
+    let amount = payment ?? 1;
     if (limit.measure.kind === "sum") {
       const value = input[limit.measure.field];
       if (typeof value !== "number" || !Number.isFinite(value) || value < 0)
@@ -80,14 +89,15 @@ export const subjectKey = (kind: string, value: string): string =>
   kind === "tenant" ? "tenant" : `${kind}:${value}`;
 
 /** A subject key as `GET /v1/limits/{name}/{subject}` accepts it (a bare value is not one). */
-export const SUBJECT_KEY = /^(tenant|user:.+|context\.[a-zA-Z0-9_]+:.+)$/s;
+export const SUBJECT_KEY = /^(tenant|user:.+|run:.+|context\.[a-zA-Z0-9_]+:.+)$/s;
 
 /**
  * The key the same subject had before subjects were namespaced (the bare value; the tenant's key
  * did not change): the LimitObject a new one adopts live reservations from. Null: nothing to adopt.
  */
 export function legacySubject(key: string): string | null {
-  if (key === "tenant" || !SUBJECT_KEY.test(key)) return null;
+  // A run's key (issue 37) was never bare: nothing to adopt.
+  if (key === "tenant" || key.startsWith("run:") || !SUBJECT_KEY.test(key)) return null;
   return key.slice(key.indexOf(":") + 1);
 }
 

@@ -17,6 +17,7 @@ import {
   unknownFields,
 } from "./steps.ts";
 import { settleLate } from "./settle-late.ts";
+import { paidDecision } from "./payment.ts";
 import type {
   Ambiguity,
   Exchange,
@@ -35,7 +36,7 @@ export function afterAttempt(
   exchange?: Exchange,
 ): Step {
   const finished = attemptFinishedEvent(state.attempt, observed, exchange, nowMs);
-  const decision = classify(plan.safety, observed);
+  const decision = paidDecision(plan, classify(plan.safety, observed));
   const late = state.cancelRequested;
   switch (decision.kind) {
     case "succeed":

@@ -18,6 +18,7 @@ import type { QuotaAnswer } from "../quota/slots.ts";
 import type { RetryPolicy } from "../retry.ts";
 import type { LateSettle } from "../retry-late.ts";
 import type { IdempotencyTrust } from "../verification.ts";
+import type { StoredPayment } from "../payment.ts";
 
 export type ApprovalRequest = {
   inputHash: string;
@@ -166,6 +167,12 @@ export type OperationPlan = {
    * grant's counters are among `limits` (released with them when nothing was applied).
    */
   grant?: { id: string; amount: number | null };
+  /**
+   * x402 pay-once (issue 37): the requirement accepted at a 402, then the one payload the tenant's
+   * signer signed for it, written with the transition before the paid request is sent and resent on
+   * every retry (domain/payment.ts). Absent: no 402 was accepted.
+   */
+  payment?: StoredPayment;
 };
 export type WouldSend = SentRequest | { error: string };
 /** One attempt's exchange: null parts were not reached (nothing built, nothing answered). */
@@ -396,6 +403,19 @@ export type OperationEvent =
    * now of `edit.inputHash` (the plan the shell writes with this event binds to it).
    */
   | { type: "edit"; edit: ApprovalEdit }
+  /**
+   * x402 (issue 37): the attempt in flight was answered 402 and the shell decided what to do of it
+   * (`verdict`); it ends that attempt as `attempt_finished` would, with the same observation.
+   */
+  | {
+      type: "payment_required";
+      attempt: number;
+      observation: Observation;
+      exchange?: Exchange;
+      verdict: PaymentVerdict;
+    }
+  /** The tenant's signer signed the payment; the shell writes the plan holding it with this event. */
+  | { type: "payment_signed"; attempt: number; paymentId: string | null }
   /** A person's decision; `denial`: what the run says about executing now (approval is not authorization). */
   | {
       type: "decide";
@@ -407,6 +427,30 @@ export type OperationEvent =
       } | null;
       /** A freeze in `hold` mode applies now: the decision is recorded, the send waits (issue 34). */
       hold?: Extract<Hold, { kind: "freeze" }> | null;
+    };
+
+/**
+ * What the shell decided of a 402 (durable/operation/payment.ts, domain/payment.ts): refused
+ * (nothing signed; `failed` when the signed payment itself was refused), or to be paid — at once,
+ * or once a person approves `approval` (the plan the shell writes with the event carries it).
+ */
+export type PaymentVerdict =
+  | {
+      kind: "refuse";
+      status: "rejected" | "failed";
+      code: "payment_refused" | "payment_failed";
+      reason: string;
+      message: string;
+      /** The shell reserved payment limits before one refused: the row's plan holds them, to release. */
+      released?: true;
+    }
+  | {
+      kind: "pay";
+      amount: string;
+      asset: string;
+      payTo: string;
+      network: string;
+      approval: (ApprovalRequest & { preview: boolean }) | null;
     };
 
 export type Effect =

@@ -11,6 +11,7 @@ import { afterAttempt } from "./attempt.ts";
 import { onGrantLapsed } from "./grant.ts";
 import { heldAs, onHold, onPause, onRelease, onRetryNow, sendDue } from "./hold.ts";
 import { onLockAlarm, onLockGranted, onLockQueued } from "./lease.ts";
+import { onPaymentRequired, onPaymentSigned } from "./payment.ts";
 import { afterLookup, onResolve } from "./reconcile.ts";
 import { onQuotaAlarm, onQuotaAnswered } from "./quota.ts";
 import {
@@ -212,6 +213,10 @@ function decideStep(
       return ok(onLockQueued(state, event, plan, nowMs));
     case "quota_answered":
       return ok(onQuotaAnswered(state, event, plan, nowMs));
+    case "payment_required":
+      return ok(onPaymentRequired(state, event, plan, nowMs));
+    case "payment_signed":
+      return ok(onPaymentSigned(state, event, nowMs));
   }
 }
 

@@ -1,6 +1,7 @@
 // The OperationObject's contract: the RPC requests, replies and errors other objects and the edge
 // see, and the shapes its modules pass each other (the frozen row, the head, the loaded tool). The
 // frozen row is row 1 of the log and never changes; the head is the newest row with it.
+import type { PaymentView } from "./payment.ts";
 import type { RepeatSafety } from "../../domain/classify.ts";
 import type { RouteData } from "../../domain/journal/events.ts";
 import type { DeciderVia } from "../../domain/journal/trace-event.ts";
@@ -115,7 +116,8 @@ export type OperationView = {
   /** The call as the console shows it: arguments, target and result, redacted like the trace. */
   redacted: RedactedCall;
 } & ShadowView &
-  UndoView;
+  UndoView &
+  PaymentView;
 /** A decision's answer: the operation now, and whether this decision is the one it recorded. */
 /** `decided`: this request took the decision; `voted`: it counted as a vote, and more are needed. */
 export type Decided = { view: OperationView; decided: boolean; voted: boolean };

@@ -53,6 +53,15 @@ export async function editCall(
   // The arm's own checks before anything is asked (stale, not awaiting); an expiry is recorded.
   const dry = transition(head.state, { type: "edit", edit }, plan, nowMs);
   if (!dry.ok) return dry;
+  // x402 (issue 37): the 402's requirement and its reservations answer these arguments; an edit
+  // would leave them answering others. Approve or reject the paid call as it is.
+  if (plan.payment)
+    return err({
+      code: "field_not_editable",
+      field: "payment",
+      detail:
+        "An x402 payment was accepted for these arguments: approve or reject the call as it is. Nothing was changed.",
+    });
   if (dry.value.state.phase !== "awaiting_approval") {
     apply({ type: "edit", edit }, null);
     return ok("closed");

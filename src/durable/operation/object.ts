@@ -46,7 +46,9 @@ type Reply<T> = Promise<Result<T, C.OperationError>>;
 export class OperationObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, OPERATION_SCHEMA);
   private readonly log = new OperationLog(this.store, this.env);
-  private readonly sender = new Sender(this.env, this.log, (event) => this.apply(event, null));
+  private readonly sender = new Sender(this.env, this.log, (event, frozen) =>
+    this.apply(event, frozen ?? null),
+  );
   private readonly waiters = new Waiters(this.log);
   private readonly alarms = new Alarms(this.ctx.storage, this.log, this.env);
   /** Lock requests and releases, in order; replies wait for them so the envelope shows the standing. */

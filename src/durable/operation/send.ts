@@ -15,6 +15,7 @@ import type { Loaded, Secrets } from "./contracts.ts";
 import { ask, secretsFor, type Asked } from "./gather.ts";
 import { fencingToken } from "./lease-client.ts";
 import type { OperationLog } from "./log.ts";
+import { after402, payBeforeSend, type ApplyWith, type Paying } from "./payment.ts";
 
 export class Sender {
   inFlight: Promise<void> | null = null;
@@ -25,7 +26,7 @@ export class Sender {
   constructor(
     private readonly env: Env,
     private readonly log: OperationLog,
-    private readonly apply: (event: OperationEvent) => void,
+    private readonly apply: ApplyWith,
   ) {}
 
   attempt(attempt: number, prefetched: Secrets | null): void {
@@ -98,6 +99,12 @@ export class Sender {
               secretsFor(this.env, this.log.head()!.frozen.tenant_id, loaded.value.spec),
             );
       const secrets = asked?.answered ? asked.value : null;
+      // x402 (payment.ts): a paid tool's stored payload, or the one signature, stored before sending.
+      const payment = loaded.ok ? loaded.value.spec.payment : null;
+      const paying: Paying =
+        payment && secrets?.ok
+          ? await payBeforeSend(this.log, payment, attempt, secrets.value, this.apply)
+          : { headers: null };
       observation = !loaded.ok
         ? { kind: "config_error", detail: loaded.error }
         : !asked?.answered
@@ -107,14 +114,17 @@ export class Sender {
             }
           : !secrets!.ok
             ? { kind: "config_error", detail: secrets!.error }
-            : await sendAttemptTraced(loaded.value.spec, loaded.value.input, {
-                ...this.carried(loaded.value, secrets!.value),
-                signal: abort.signal,
-                fencingToken: fencingToken(this.log),
-              }).then((sent) => {
-                exchange = sent.exchange;
-                return sent.observation;
-              });
+            : "observation" in paying
+              ? paying.observation
+              : await sendAttemptTraced(loaded.value.spec, loaded.value.input, {
+                  ...this.carried(loaded.value, secrets!.value),
+                  signal: abort.signal,
+                  fencingToken: fencingToken(this.log),
+                  payment: paying.headers,
+                }).then((sent) => {
+                  exchange = sent.exchange;
+                  return sent.observation;
+                });
     } catch (error) {
       // sendAttempt never throws by contract; if it does, the request may already have gone out.
       observation = {
@@ -141,7 +151,19 @@ export class Sender {
     if (budget) noteFirstAttempt(this.env, budget, Date.now());
     // Quota shaping: attempt 1 frees its places under caps; an answer asking for a pause pauses the origin.
     quotaAfterAttempt(this.env, this.log.head()!.frozen, attempt, exchange);
-    this.apply({ type: "attempt_finished", attempt, observation, exchange });
+    const spec = loaded.ok ? loaded.value.spec : null;
+    const paid = spec?.payment
+      ? await after402(
+          this.env,
+          this.log,
+          { ...spec, payment: spec.payment },
+          attempt,
+          observation,
+          exchange,
+        )
+      : null;
+    if (paid) this.apply(paid.event, paid.frozen);
+    else this.apply({ type: "attempt_finished", attempt, observation, exchange });
   }
 
   private async runLookup(lookups: number): Promise<void> {
@@ -190,6 +212,8 @@ export class Sender {
   private carried(loaded: Loaded, secrets: Record<string, string>) {
     return {
       idempotencyKey: loaded.plan.idempotencyKey,
+      // x402: a paid tool's lookup may ask the merchant by the payment's own id (`{payment_id}`).
+      ...(loaded.spec.payment ? { paymentId: loaded.plan.payment?.paymentId ?? null } : {}),
       secrets,
       config: configFor(this.env, loaded.spec.configNames),
       // Where the request goes, from the frozen plan alone: a shadow operation never reaches production.

@@ -2,6 +2,7 @@
 // reply to a submit, the peek, the full view with its approval story, what an approver sees (hidden
 // fields included, never copied elsewhere), and the approvals inbox's redacted item. A shadow
 // run's view names the production request it would have sent (secrets named, never valued).
+import { paymentViewOf } from "./payment.ts";
 import { routeData, routingOfTrace } from "../../domain/operation/route.ts";
 import { stepUpChallenge } from "../../domain/step-up.ts";
 import type { Envelope } from "../../domain/envelope.ts";
@@ -137,6 +138,7 @@ export function viewOf(log: OperationLog): OperationView {
     redacted: redactedCallOf(log, head),
     ...shadowViewOf(log, head),
     ...undoViewOf(log, head),
+    ...paymentViewOf(log, head),
   };
 }
 

@@ -17,6 +17,7 @@ import { checkContextUses } from "./context.ts";
 import { compileAcrossRuns } from "./limits.ts";
 import { compileSandbox } from "./sandbox.ts";
 import { compileCompensate } from "./compensate.ts";
+import { compilePayment } from "./payment.ts";
 import { buildUrl, checkTemplate, requestBuilder, resourceKeyFor } from "./url.ts";
 
 export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpec, ManifestError> {
@@ -93,6 +94,21 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
   if (!sandbox.ok) return sandbox;
   const compensate = compileCompensate(m);
   if (!compensate.ok) return compensate;
+  const payment = compilePayment(m, hosts);
+  if (!payment.ok) return payment;
+  // The signer's secret is fetched with the tool's others (never sent to the tool: no header names it).
+  if (payment.value) secretNames.add(payment.value.signer.secret);
+  // `{payment_id}` names the payment in a paid tool's URLs: never an argument of the same name.
+  if (payment.value && "payment_id" in ((inputJsonSchema.properties ?? {}) as object))
+    return err({
+      code: "invalid_manifest",
+      detail: "input_schema: payment_id is the x402 payment's id in a paid tool's templates",
+    });
+  if (!payment.value && acrossRuns.value.some((limit) => limit.measure.kind === "payment"))
+    return err({
+      code: "invalid_manifest",
+      detail: 'limits_across_runs: "payment": true counts x402 payments; declare payment',
+    });
   const reconcile = m.reconcile
     ? requestBuilder(m.reconcile.method ?? "GET", m.reconcile.url, m.reconcile.headers, false)
     : null;
@@ -107,7 +123,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     strictExport: toStrictSchema(inputJsonSchema, Object.keys(m.bind)).strict,
     checkArguments: (args) => {
       for (const url of urls) {
-        const built = buildUrl(url, args, "k");
+        const built = buildUrl(url, args, "k", m.payment ? "p" : undefined);
         if (!built.ok) return built.error;
       }
       return null;
@@ -154,6 +170,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     traceContent: m.trace,
     sandbox: sandbox.value,
     compensate: compensate.value,
+    payment: payment.value,
   });
 }
 

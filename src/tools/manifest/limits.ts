@@ -30,23 +30,34 @@ export function compileAcrossRuns(
     const at = `limits_across_runs[${i}] (${limit.name})`;
     if (seen.has(limit.name)) return bad(`${at}: the name is used twice`);
     seen.add(limit.name);
+    // A run's spend budget (issue 37): only a payment is counted per run (a run's calls have max_cost).
+    if (limit.subject === "run" && !limit.payment)
+      return bad(`${at}: subject "run" counts x402 payments only ("payment": true)`);
     const windowMs = parseWindow(limit.window);
     if (windowMs === null) return bad(`${at}: window must be between 1s and 31d`);
-    if ((limit.sum === undefined) === (limit.count === undefined))
-      return bad(`${at}: give exactly one of "sum": "<numeric argument>" or "count": true`);
+    if ([limit.sum, limit.count, limit.payment].filter((m) => m !== undefined).length !== 1)
+      return bad(
+        `${at}: give exactly one of "sum": "<numeric argument>", "count": true or "payment": true`,
+      );
     if (limit.sum !== undefined) {
       const type = properties[limit.sum]?.type;
       if (type !== "number" && type !== "integer")
         return bad(
           `${at}: sum ${JSON.stringify(limit.sum)} is not a number or integer property of input_schema`,
         );
-    } else if (!Number.isInteger(limit.max)) return bad(`${at}: a count's max is a whole number`);
+    } else if (!Number.isInteger(limit.max))
+      return bad(`${at}: a count's or a payment's max is a whole number`);
     limits.push({
       name: limit.name,
       subject: limit.subject,
       window: limit.window,
       windowMs,
-      measure: limit.sum !== undefined ? { kind: "sum", field: limit.sum } : { kind: "count" },
+      measure:
+        limit.sum !== undefined
+          ? { kind: "sum", field: limit.sum }
+          : limit.payment
+            ? { kind: "payment" }
+            : { kind: "count" },
       max: limit.max,
       over: limit.over,
     });

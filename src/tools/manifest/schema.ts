@@ -6,6 +6,7 @@ import { ApiScope } from "../../http/schemas.ts";
 import { QuotaNumbers } from "../../domain/quota/definition.ts";
 import { CONTEXT_FIELD } from "../../domain/context-needs.ts";
 import { DEFAULT_RETRY } from "../../domain/retry.ts";
+import { ATOMIC_AMOUNT } from "../../domain/payment.ts";
 import { MAX_KEY_TTL_MS, MIN_KEY_TTL_MS } from "../../domain/retry-late.ts";
 
 const Comparison = z
@@ -121,6 +122,11 @@ const LimitBound = z.union([
   z.string().regex(CONTEXT_FIELD, "a limit's max and min are a number or context.<field>"),
 ]);
 
+/** An amount in the asset's atomic units: a decimal integer string (no float ever decides a payment). */
+const AtomicAmount = z
+  .string()
+  .regex(ATOMIC_AMOUNT, "amounts are integers in the asset's atomic units, as strings");
+
 const KeyTtl = z.number().int().min(MIN_KEY_TTL_MS).max(MAX_KEY_TTL_MS).optional();
 
 export const Manifest = z.strictObject({
@@ -193,14 +199,16 @@ export const Manifest = z.strictObject({
         subject: z
           .string()
           .regex(
-            /^(user|tenant|context\.[a-zA-Z0-9_]+)$/,
-            "subject is user, tenant or context.<field>",
+            /^(user|tenant|run|context\.[a-zA-Z0-9_]+)$/,
+            "subject is user, tenant, run (payment limits) or context.<field>",
           ),
         window: z
           .string()
           .regex(/^[1-9][0-9]{0,6}(s|m|h|d)$/, 'window looks like "24h", "90m", "7d"'),
         sum: z.string().min(1).optional(),
         count: z.literal(true).optional(),
+        /** x402 (issue 37): the amount a 402 asks, reserved when it is accepted, before signing. */
+        payment: z.literal(true).optional(),
         max: z.number().positive(),
         over: z.enum(["refuse", "approve"]).default("refuse"),
       }),
@@ -247,6 +255,25 @@ export const Manifest = z.strictObject({
       tool: z.string().regex(/^[a-zA-Z][a-zA-Z0-9_-]{0,63}$/, "compensate.tool names a tool"),
       arguments: z.record(z.string(), z.unknown()).default({}),
       approval: z.enum(["required", "none"]).default("required"),
+    })
+    .optional(),
+  /**
+   * x402 pay-once (issue 37): what a 402 may be paid, in the asset's atomic units (payment.ts). The
+   * tenant's signer webhook signs the one payload; `secret` names the tenant secret (whsec_…) the
+   * request to it is signed with, per Standard Webhooks.
+   */
+  payment: z
+    .strictObject({
+      protocol: z.literal("x402"),
+      max_amount: AtomicAmount,
+      asset: z.string().min(1).max(256),
+      network: z.string().min(3).max(100).optional(),
+      pay_to: z.string().min(1).max(256).optional(),
+      approval_over: AtomicAmount.optional(),
+      signer: z.strictObject({
+        url: z.string().max(2048),
+        secret: z.string().regex(/^[A-Za-z0-9_]+$/, "signer.secret names a tenant secret"),
+      }),
     })
     .optional(),
   /** Opt-in: the (redacted) arguments and result in the trace and its OTLP export (gen_ai.tool.call.*). */

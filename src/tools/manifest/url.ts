@@ -81,7 +81,8 @@ export function allows(entry: string, host: string, port: number, protocol: stri
 }
 
 /**
- * The URL for `input`: `{field}` → the URL-encoded argument, `{idempotency_key}` → the key. A path
+ * The URL for `input`: `{field}` → the URL-encoded argument, `{idempotency_key}` → the key, and for
+ * a paid tool (`paymentId` given, issue 37) `{payment_id}` → its stored payment's id. A path
  * value of "", "." or ".." is refused, and the parsed URL must keep the template's origin and its
  * static path prefix (everything before the first placeholder).
  */
@@ -89,6 +90,7 @@ export function buildUrl(
   template: string,
   input: Record<string, unknown>,
   idempotencyKey: string,
+  paymentId?: string | null,
 ): Result<string, string> {
   const queryAt = template.search(/[?#]/);
   const pathEnd = queryAt === -1 ? template.length : queryAt;
@@ -101,7 +103,12 @@ export function buildUrl(
   );
   let problem: string | null = null;
   const url = template.replace(/\{([a-zA-Z0-9_]+)\}/g, (_, field: string, offset: number) => {
-    const value = field === "idempotency_key" ? idempotencyKey : stringify(input[field]);
+    const value =
+      field === "idempotency_key"
+        ? idempotencyKey
+        : field === "payment_id" && paymentId !== undefined
+          ? (paymentId ?? "")
+          : stringify(input[field]);
     if (offset < pathEnd && (value === "" || value === "." || value === ".."))
       problem ??= `${field} cannot be ${JSON.stringify(value)}: it is a segment of the tool's URL path`;
     return encodeURIComponent(value);
@@ -121,7 +128,7 @@ export function requestBuilder(
   sendsBody: boolean,
 ): RequestBuilder {
   return (input, ctx) => {
-    const url = buildUrl(urlTemplate, input.value, ctx.idempotencyKey);
+    const url = buildUrl(urlTemplate, input.value, ctx.idempotencyKey, ctx.paymentId);
     if (!url.ok) return { error: url.error };
     const headers: Record<string, string> = {};
     for (const [name, template] of Object.entries(headerTemplates)) {

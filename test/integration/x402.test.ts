@@ -1,0 +1,377 @@
+// x402 pay-once (issue 37 item 2), through the public API against the fake merchant, facilitator
+// and signer of demo/x402-merchant.ts: one signed payment per operation, stored before it is sent
+// and resent on every retry; a lost answer is outcome_unknown and settled by the same payment; a
+// requirement the tool did not declare is refused with nothing signed; above approval_over a person
+// decides before anything is signed; the signer's request is signed with the tenant's secret.
+import { describe, expect, it } from "vitest";
+import { Webhook } from "standardwebhooks";
+import {
+  api,
+  fireAlarm,
+  REFUSED_URL,
+  manifest,
+  operation,
+  setup,
+  trace,
+  turn,
+  unique,
+  upstream,
+} from "../support/api.ts";
+import { MERCHANT_PAY_TO, TEST_ASSET } from "../../demo/x402-merchant.ts";
+
+const SIGNER = "/webhooks/x402-signer";
+const args = { amount: 1, currency: "usd" };
+
+/** A paid tool on a fresh namespace, its signer secret stored at the tenant first (runs carry it). */
+async function paidTool(
+  payment: Record<string, unknown> = {},
+  extra: Record<string, unknown> | ((url: string) => Record<string, unknown>) = {},
+  signerUrl = (url: string) => `${url}${SIGNER}`,
+) {
+  const up = upstream();
+  const secretName = unique("SIGNER").toUpperCase();
+  const secret = `whsec_${btoa(String.fromCharCode(...crypto.getRandomValues(new Uint8Array(32))))}`;
+  expect((await api("PUT", `/v1/secrets/${secretName}`, { value: secret })).status).toBeLessThan(
+    300,
+  );
+  const tool = manifest({
+    url: up.url,
+    request: { method: "POST", url: `${up.url}/x402/reports` },
+    payment: {
+      protocol: "x402",
+      max_amount: "50000",
+      asset: TEST_ASSET,
+      pay_to: MERCHANT_PAY_TO,
+      signer: { url: signerUrl(up.url), secret: secretName },
+      ...payment,
+    },
+    ...(typeof extra === "function" ? extra(up.url) : extra),
+  });
+  const run = await setup(tool);
+  /** What the merchant and the signer saw. */
+  const seen = async () => {
+    const state = await up.state();
+    const merchant = state.requests.filter((r) => r.path.startsWith("/x402/"));
+    return {
+      signatures: state.requests.filter((r) => r.path === SIGNER),
+      settlements: (state as unknown as { x402: { settlements: string[] } }).x402.settlements,
+      effects: state.effects.length,
+      unpaid: merchant.filter((r) => !r.headers["payment-signature"]).length,
+      paid: merchant
+        .filter((r) => r.headers["payment-signature"])
+        .map((r) => r.headers["payment-signature"]),
+    };
+  };
+  return { up, run, secret, seen };
+}
+
+describe("x402 pay-once", { timeout: 30_000 }, () => {
+  it("a 402 then success: one signature, one settlement, one effect; the settlement is recorded", async () => {
+    const { run, seen } = await paidTool();
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    expect(res.body.results[0]).toMatchObject({ status: "succeeded" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+    expect(s.unpaid).toBe(1);
+    expect(s.paid).toHaveLength(1);
+    const events = await trace(run.runId);
+    expect(events.filter((e) => e.type === "payment").map((e) => e.what)).toEqual([
+      "required",
+      "signed",
+    ]);
+    const last = events.filter((e) => e.type === "attempt_finished").at(-1)!;
+    expect(last.response.headers["payment-response"]).toBeTruthy();
+    // The settlement is recorded with the operation, decoded; the signed payload never shown.
+    const view = (await operation(res.body.results[0].operation_id)).body;
+    expect(view.payment).toMatchObject({
+      amount: "10000",
+      asset: TEST_ASSET,
+      pay_to: MERCHANT_PAY_TO,
+      signed: true,
+      payment_id: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      settlement: { success: true, transaction: "0xtx00000001", network: "eip155:84532" },
+    });
+    expect(JSON.stringify(events)).not.toContain(s.paid[0]);
+  });
+
+  it("the signer's request is signed per Standard Webhooks with the tenant's secret, and names the operation and requirement", async () => {
+    const { run, secret, seen } = await paidTool();
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const [asked] = (await seen()).signatures;
+    const headers = asked!.headers as Record<string, string>;
+    const body = new Webhook(secret).verify(asked!.raw!, headers) as Record<string, any>;
+    expect(body).toMatchObject({
+      type: "x402.payment.sign",
+      operation_id: res.body.results[0].operation_id,
+      tool: run.name,
+      accepted: { amount: "10000", asset: TEST_ASSET, payTo: MERCHANT_PAY_TO },
+    });
+    const other = `whsec_${btoa("another secret, 32 bytes long!!!")}`;
+    expect(() => new Webhook(other).verify(asked!.raw!, headers)).toThrow();
+  });
+
+  it("the paid answer lost after the merchant settled: outcome_unknown, then settled by the same payment, never signed again", async () => {
+    const { up, run, seen } = await paidTool();
+    await up.script({ kind: "ok" }, { kind: "commit_then_hang" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    expect(res.body.results[0]).toMatchObject({ status: "outcome_unknown" });
+    expect((await seen()).settlements).toHaveLength(1);
+
+    expect(await fireAlarm(op)).toBe(true);
+    const settled = await operation(op, 5);
+    expect(settled.body.result).toMatchObject({ status: "succeeded" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+    // The resend carried the very payment first sent.
+    expect(s.paid).toHaveLength(2);
+    expect(s.paid[1]).toBe(s.paid[0]);
+    expect(settled.body.payment.settlement).toMatchObject({
+      success: true,
+      transaction: "0xtx00000001",
+    });
+  });
+
+  it("5 re-posts and 5 re-proposals of the same call: one payment", async () => {
+    const { run, seen } = await paidTool();
+    const call = (id: string) => turn(run.runId, [{ id, name: run.name, arguments: args }]);
+    const posts = await Promise.all([1, 2, 3, 4, 5].map(() => call("c1")));
+    const proposals = await Promise.all([2, 3, 4, 5, 6].map((n) => call(`c${n}`)));
+    const results = [...posts, ...proposals].map((r) => r.body.results[0]);
+    expect(new Set(results.map((r) => r.operation_id)).size).toBe(1);
+    expect(results.every((r) => r.status === "succeeded")).toBe(true);
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+    expect(s.unpaid).toBe(1);
+  });
+
+  for (const [what, config] of [
+    ["above max_amount", { amount: "50001" }],
+    ["to another pay-to", { payTo: "0x00000000000000000000000000000000000000cc" }],
+    ["in another asset", { asset: "0x00000000000000000000000000000000000000dd" }],
+    ["in a scheme toolgate does not know", { scheme: "upto" }],
+  ] as const)
+    it(`a requirement ${what}: refused, nothing signed, nothing paid, the model told so`, async () => {
+      const { up, run, seen } = await paidTool();
+      await fetch(`${up.url.replace(/\/ns\/([^/]+)$/, "/_control/x402?ns=$1")}`, {
+        method: "POST",
+        body: JSON.stringify(config),
+      });
+      const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+      expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "payment_refused" });
+      expect(res.body.results[0].message).toMatch(
+        /Nothing was paid and the call was not performed/,
+      );
+      const s = await seen();
+      expect(s.signatures).toHaveLength(0);
+      expect(s.settlements).toHaveLength(0);
+      expect(s.effects).toBe(0);
+      expect(s.paid).toHaveLength(0);
+    });
+
+  it("over approval_over: waits for a person with nothing signed; approved → signed once and paid once", async () => {
+    const { run, seen } = await paidTool({ approval_over: "5000" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
+    expect((await seen()).signatures).toHaveLength(0);
+    expect((await seen()).unpaid).toBe(1);
+    // The arguments a payment was accepted for are not edited on approval.
+    const inputHash = (await operation(op)).body.input_hash as string;
+    const edited = await api("POST", `/v1/operations/${op}/approve`, {
+      input_hash: inputHash,
+      arguments: { ...args, amount: 2 },
+    });
+    expect([edited.status, edited.body.code, edited.body.field]).toEqual([
+      422,
+      "field_not_editable",
+      "payment",
+    ]);
+    expect((await seen()).signatures).toHaveLength(0);
+
+    const decided = await api("POST", `/v1/operations/${op}/approve`, { reason: "worth it" });
+    expect(decided.status).toBe(200);
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+  });
+
+  it("a rejected payment approval: nothing signed, nothing paid", async () => {
+    const { run, seen } = await paidTool({ approval_over: "5000" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    await api("POST", `/v1/operations/${op}/reject`, { reason: "too dear" });
+    expect((await operation(op)).body.result).toMatchObject({
+      status: "rejected",
+      code: "approval_rejected",
+    });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(0);
+    expect(s.settlements).toHaveLength(0);
+  });
+
+  it("the manifest's payment is strict: unknown fields, approval_over at or above max_amount, a float amount, a private signer are refused", async () => {
+    const up = upstream();
+    const base = {
+      protocol: "x402",
+      max_amount: "100",
+      asset: TEST_ASSET,
+      signer: { url: `${up.url}${SIGNER}`, secret: "S" },
+    };
+    for (const payment of [
+      { ...base, currency: "usd" },
+      { ...base, approval_over: "100" },
+      { ...base, max_amount: "1.5" },
+      { ...base, max_amount: 100 },
+      { ...base, protocol: "mpp" },
+      { ...base, signer: { url: "https://10.0.0.1/sign", secret: "S" } },
+    ]) {
+      const tool = manifest({ url: up.url, payment });
+      const put = await api("PUT", `/v1/tools/${tool.name}`, tool);
+      expect([put.status, put.body.code]).toEqual([
+        put.status,
+        expect.stringMatching(/^(invalid_manifest|upstream_not_allowed)$/),
+      ]);
+      expect(put.status).toBeGreaterThanOrEqual(400);
+    }
+    // `{payment_id}` is the payment's: never an argument of a paid tool.
+    const shadowing = manifest({
+      url: up.url,
+      payment: base,
+      input_schema: { type: "object", properties: { payment_id: { type: "string" } } },
+    });
+    expect((await api("PUT", `/v1/tools/${shadowing.name}`, shadowing)).body.code).toBe(
+      "invalid_manifest",
+    );
+  });
+
+  it("payments are reserved against a limit across runs before signing: over it, refused with nothing signed", async () => {
+    const limit = unique("spend");
+    const { run, seen } = await paidTool(
+      {},
+      {
+        limits_across_runs: [
+          { name: limit, subject: "tenant", window: "24h", payment: true, max: 15000 },
+        ],
+      },
+    );
+    const first = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    expect(first.body.results[0]).toMatchObject({ status: "succeeded" });
+    // Another run of the same tenant: the window already holds 10000 of 15000.
+    const other = await api("POST", "/v1/runs", {
+      user: { id: "u2", scopes: [] },
+      tools: [run.name],
+    });
+    const second = await turn(other.body.run_id, [
+      { id: "c1", name: run.name, arguments: { ...args, amount: 2 } },
+    ]);
+    expect(second.body.results[0]).toMatchObject({ status: "rejected", code: "payment_refused" });
+    expect(second.body.results[0].message).toMatch(new RegExp(`over the limit ${limit}`));
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+  });
+
+  it("the merchant refuses the signed payment: failed payment_failed, never signed again", async () => {
+    const { up, run, seen } = await paidTool();
+    await up.script({ kind: "ok" }, { kind: "status", status: 402 });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    expect(res.body.results[0]).toMatchObject({ status: "failed", code: "payment_failed" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(0);
+    expect(s.effects).toBe(0);
+  });
+
+  it("a signer that cannot be reached sends nothing and is asked again later; one that answers no payload fails the call unpaid", async () => {
+    const down = await paidTool({}, {}, () => `${REFUSED_URL}/sign`);
+    const waiting = await turn(down.run.runId, [
+      { id: "c1", name: down.run.name, arguments: args },
+    ]);
+    expect(waiting.body.results[0]).toMatchObject({ status: "pending" });
+    const op = waiting.body.results[0].operation_id as string;
+    expect((await operation(op)).body).toMatchObject({
+      phase: "retry_scheduled",
+      payment: { signed: false },
+    });
+    expect(await down.seen()).toMatchObject({ paid: [], settlements: [], effects: 0, unpaid: 1 });
+
+    // An endpoint that answers 200 without a payment payload (the upstream's plain write).
+    const wrong = await paidTool({}, {}, (url) => `${url}/webhooks/not-a-signer`);
+    const res = await turn(wrong.run.runId, [{ id: "c1", name: wrong.run.name, arguments: args }]);
+    expect(res.body.results[0]).toMatchObject({ status: "failed", code: "permanent_failure" });
+    expect(res.body.results[0].message).toMatch(
+      /payment signer: answered no x402 v2 payment_payload/,
+    );
+    expect(await wrong.seen()).toMatchObject({ paid: [], settlements: [], unpaid: 1 });
+  });
+
+  it("a tool with no key and a lookup by payment id: the lost paid answer is outcome_unknown, settled by asking the merchant for that payment", async () => {
+    const { up, run, seen } = await paidTool({}, (url) => ({
+      idempotency: { mode: "none" },
+      reconcile: { method: "GET", url: `${url}/x402/payments/{payment_id}` },
+    }));
+    await up.script({ kind: "ok" }, { kind: "commit_then_hang" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    const settled = await operation(op, 5);
+    expect(settled.body.result).toMatchObject({ status: "succeeded" });
+    const events = await trace(run.runId);
+    expect(events.some((e) => e.type === "outcome_unknown")).toBe(true);
+    expect(events.filter((e) => e.type === "reconcile_finished").at(-1)).toMatchObject({
+      found: "found",
+    });
+    const s = await seen();
+    const lookups = (await up.state()).requests.filter((r) => r.path.startsWith("/x402/payments/"));
+    expect(lookups.map((r) => r.path)).toEqual([
+      `/x402/payments/${settled.body.payment.payment_id}`,
+    ]);
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+    expect(s.paid).toHaveLength(1);
+  });
+
+  it("the run's spend budget (a payment limit per run): over it in this run, refused unsigned; another run has its own", async () => {
+    const { run, seen } = await paidTool(
+      {},
+      {
+        limits_across_runs: [
+          { name: unique("run_spend"), subject: "run", window: "31d", payment: true, max: 15000 },
+        ],
+      },
+    );
+    const call = (runId: string, amount: number) =>
+      turn(runId, [{ id: `c${amount}`, name: run.name, arguments: { ...args, amount } }]);
+    expect((await call(run.runId, 1)).body.results[0].status).toBe("succeeded");
+    expect((await call(run.runId, 2)).body.results[0]).toMatchObject({
+      status: "rejected",
+      code: "payment_refused",
+    });
+    const other = await api("POST", "/v1/runs", {
+      user: { id: "u1", scopes: [] },
+      tools: [run.name],
+    });
+    expect((await call(other.body.run_id, 3)).body.results[0].status).toBe("succeeded");
+    const s = await seen();
+    expect(s.signatures).toHaveLength(2);
+    expect(s.settlements).toHaveLength(2);
+    // A per-run count is for payments only.
+    const plain = manifest({
+      url: "http://127.0.0.1:1",
+      limits_across_runs: [
+        { name: unique("n"), subject: "run", window: "1h", count: true, max: 1 },
+      ],
+    });
+    expect((await api("PUT", `/v1/tools/${plain.name}`, plain)).body.code).toBe("invalid_manifest");
+  });
+});
