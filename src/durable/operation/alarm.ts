@@ -10,6 +10,7 @@ import type { Secrets, Shell } from "./contracts.ts";
 import { gather, gatherAlarmSend } from "./gather.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { outboxDueAtMs, outboxPending, type OperationOutbox } from "./notices.ts";
+import type { Receipts } from "./receipts.ts";
 import { retire } from "./retention.ts";
 import type { Sender } from "./send.ts";
 
@@ -56,6 +57,8 @@ export type AlarmHost = Shell & {
   sender: Sender;
   /** The outbox (notices.ts): drain() queues both sends, settled() waits for the inbox's. */
   outbox: OperationOutbox;
+  /** Its signed receipts: the alarm produces any due and missing before anything else of a recorded one. */
+  receipts: Receipts;
   lockWork(): Promise<void>;
 };
 
@@ -73,7 +76,11 @@ export async function runAlarm(host: AlarmHost): Promise<void> {
     if (due !== null && due > Date.now()) return;
   }
   const head = log.head()!;
-  if (head.state.phase === "recorded") return retire(shell, head.frozen, head.state);
+  if (head.state.phase === "recorded") {
+    const signed = await host.receipts.produce();
+    if (!signed.ok) return alarms.armAt(Date.now() + alarms.fallbackDelayMs());
+    return retire(shell, head.frozen, head.state);
+  }
   if (head.state.phase === "held") return wakeHeld(host);
   if (head.state.phase === "awaiting_lock") {
     // A waiter asks the run on each recheck: it stops at the run's deadline or cancel instead of

@@ -39,6 +39,8 @@ import { Decisions } from "./decisions.ts";
 import { Waiters } from "./wait.ts";
 import * as Undo from "./compensation.ts";
 import { report, type Reported } from "./trace.ts";
+import { Receipts } from "./receipts.ts";
+import type { SignedReceipt } from "../../domain/receipt.ts";
 import { conflictReplyOf, peekOf, replyOf, viewOf } from "./views.ts";
 
 type Reply<T> = Promise<Result<T, C.OperationError>>;
@@ -48,6 +50,8 @@ export class OperationObject extends DurableObject<Env> {
   private readonly log = new OperationLog(this.store, this.env);
   private readonly sender = new Sender(this.env, this.log, (event) => this.apply(event, null));
   private readonly waiters = new Waiters(this.log);
+  /** Its signed receipts (receipts.ts): due once recorded, produced after the commit, never on the reply path. */
+  private readonly receipts = new Receipts(this.log, this.env);
   private readonly alarms = new Alarms(this.ctx.storage, this.log, this.env);
   /** Lock requests and releases, in order; replies wait for them so the envelope shows the standing. */
   private lockWork: Promise<void> = Promise.resolve();
@@ -66,6 +70,7 @@ export class OperationObject extends DurableObject<Env> {
     alarms: this.alarms,
     sender: this.sender,
     outbox: this.outbox,
+    receipts: this.receipts,
     lockWork: () => this.lockWork,
     queueLock: (work) => void (this.lockWork = this.lockWork.then(work)),
     facts: null,
@@ -211,7 +216,25 @@ export class OperationObject extends DurableObject<Env> {
     return Undo.compensationSourceOf(this.log, tenantId);
   }
   async linkCompensation(tenantId: string, compensationId: string): Reply<true> {
-    return Undo.linkCompensation(this.log, tenantId, compensationId);
+    const linked = Undo.linkCompensation(this.log, tenantId, compensationId);
+    // The link is a receipt of its own, chained onto the settled one (issue 37).
+    if (linked.ok) this.produceReceipts();
+    return linked;
+  }
+
+  /**
+   * The operation's signed receipts, oldest first (issue 37): any due and missing are produced
+   * first. `pending`: one is due that could not be signed now (the tenant's key unreachable).
+   * Kept after the log is pruned; another tenant's (or none) is an empty chain.
+   */
+  async receiptChain(
+    tenantId: string,
+  ): Promise<{ receipts: SignedReceipt[]; settled: boolean; pending: string | null }> {
+    const head = this.log.headFor(tenantId);
+    const produced = head ? await this.receipts.produce() : null;
+    const receipts = this.receipts.chain(tenantId);
+    const pending = produced && !produced.ok && this.receipts.pending() ? produced.error : null;
+    return { receipts, settled: head?.state.phase === "recorded" || receipts.length > 0, pending };
   }
 
   /** Asked by a limit's sweep (issue 21): does this operation hold its reservation of `name` for `subject`? */
@@ -260,6 +283,21 @@ export class OperationObject extends DurableObject<Env> {
       withdrawQuota(this.env, head.frozen, true);
   }
 
+  /**
+   * In the background, never on the reply path. Not signed now (the tenant's key out of reach):
+   * the alarm tries again soon. Lost to a crash: the next read of it, or at the latest the
+   * retention alarm, which signs before it prunes (alarm.ts).
+   */
+  private produceReceipts(): void {
+    this.ctx.waitUntil(
+      this.receipts.produce().then((done) => {
+        if (done.ok) return;
+        console.error("receipt not signed yet; the alarm tries again", done.error);
+        this.alarms.armAt(Date.now() + this.alarms.fallbackDelayMs());
+      }),
+    );
+  }
+
   // ── shell ────────────────────────────────────────────────────────────────────────────────────
 
   /**
@@ -290,6 +328,7 @@ export class OperationObject extends DurableObject<Env> {
     if (!result.ok) return result;
     const state = result.value.state;
     afterCommit(this.env, this.log, written.appended, entered, (p) => this.ctx.waitUntil(p));
+    if (entered === "recorded") this.produceReceipts();
     const armed = perform(this.shell, result.value.effects, state, secrets);
     // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
     if ((written.outboxed || written.evented) && !armed) this.alarms.rearm();

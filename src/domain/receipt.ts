@@ -1,0 +1,203 @@
+// Signed receipts (issue 37): what a settled operation actually did, as one JSON payload a third
+// party verifies offline (Ed25519 over its RFC 8785 canonical JSON, docs/receipt.schema.json). Pure:
+// the payload is a function of the operation's frozen call, its hash-chained trace and the link to
+// its compensation; the shell adds the key id and time of signing and signs. Receipts chain per
+// operation: a later one (its compensation linked) names the hash of the one before.
+import type { TraceEvent } from "./journal/trace-event.ts";
+import type { Outcome } from "./operation/state.ts";
+import { canonicalJson, sha256Hex } from "./canonical-json.ts";
+
+export const RECEIPT_TYPE = "toolgate.receipt/v1";
+
+/** What happened at the receipt's point: the operation settled, or its compensation was linked to it. */
+export type ReceiptKind = "settled" | "compensated";
+
+export type ReceiptApproval = {
+  /** The decision's event hash on the operation's log chain: an id no one can mint afterwards. */
+  id: string;
+  verdict: "approve" | "reject";
+  /** sha256(tenant "\n" decider id): whoever knows the identity can confirm it, no one can read it. */
+  decider_hash: string;
+  via: string | null;
+  decided_at_ms: number;
+  step_up: "passkey" | null;
+  /** A delegate cast it (the vote is the delegator's): the delegate's identity hash. */
+  cast_by_hash: string | null;
+};
+
+/** The signed payload: every field is covered by the signature (no optional field, null instead). */
+export type ReceiptPayload = {
+  type: typeof RECEIPT_TYPE;
+  kind: ReceiptKind;
+  /** 1, 2, … within this operation's chain: a skipped link is a gap. */
+  seq: number;
+  operation_id: string;
+  tenant: string;
+  run: string;
+  tool: string;
+  tool_version: string;
+  input_hash: string;
+  approvals: ReceiptApproval[];
+  /** The tenant's Cedar policy set version that decided at the start (null: the tenant had none). */
+  policy_version: string | null;
+  idempotency_key_hash: string;
+  attempts: { count: number; started_at_ms: number[] };
+  outcome: {
+    status: Outcome["status"];
+    code: string | null;
+    via: "attempt" | "reconcile" | "resolve";
+    late: boolean;
+    /** The outcome was unknown first: why, and what settled it (a resend with the same key, the
+     *  tool's status lookup, or a person's verdict). Null: never unknown. */
+    unknown: { code: string; settled_by: "resend" | "lookup" | "person" } | null;
+  };
+  /** sha256 of the canonical recorded result (succeeded), else of the last upstream answer; null: none. */
+  upstream_response_hash: string | null;
+  compensation: { compensates: string | null; compensated_by: string | null };
+  /** The chain hash of the log's `recorded` event: anchors the receipt in the operation's log. */
+  log_hash: string | null;
+  recorded_at_ms: number;
+  previous_receipt_hash: string | null;
+  /** When and with which of the tenant's keys it was signed (the verifier checks the key's window). */
+  issued_at_ms: number;
+  kid: string;
+};
+
+/** A receipt as served: the payload, its detached signature, and its hash (the next link names it). */
+export type SignedReceipt = {
+  payload: ReceiptPayload;
+  alg: "EdDSA";
+  /** base64url Ed25519 signature over the UTF-8 bytes of canonicalJson(payload). */
+  signature: string;
+  /** sha256 hex of canonicalJson(payload): what the next receipt's previous_receipt_hash names. */
+  hash: string;
+};
+
+/** What the operation knows when a receipt is due (the shell reads it from the log). */
+export type ReceiptFacts = {
+  operationId: string;
+  tenantId: string;
+  runId: string;
+  tool: string;
+  toolVersion: string;
+  inputHash: string;
+  idempotencyKey: string;
+  policyVersion: string | null;
+  compensates: string | null;
+  compensatedBy: string | null;
+  events: readonly TraceEvent[];
+  recorded: {
+    outcome: Outcome;
+    attempts: number;
+    recordedAtMs: number;
+    via: "attempt" | "reconcile" | "resolve";
+    late: boolean;
+  };
+};
+
+/**
+ * The receipts an operation should have, in order: one when it settled, one more once a
+ * compensation is linked to it. Null-safe for a shell that only counts: `stored` of them exist.
+ */
+export function receiptsDue(facts: Pick<ReceiptFacts, "compensatedBy">): ReceiptKind[] {
+  return facts.compensatedBy ? ["settled", "compensated"] : ["settled"];
+}
+
+export const receiptHash = (payload: ReceiptPayload): Promise<string> =>
+  sha256Hex(canonicalJson(payload));
+
+/** The payload of receipt `kind` (the `seq`-th), chained onto `previous`, signed by `kid` at `issuedAtMs`. */
+export async function receiptPayload(
+  facts: ReceiptFacts,
+  kind: ReceiptKind,
+  seq: number,
+  previousHash: string | null,
+  signer: { kid: string; issuedAtMs: number },
+): Promise<ReceiptPayload> {
+  const { events, recorded } = facts;
+  const who = (id: string) => sha256Hex(`${facts.tenantId}\n${id}`);
+  const approvals: ReceiptApproval[] = [];
+  for (const event of events) {
+    if (event.type !== "approval_decided") continue;
+    approvals.push({
+      id: event.hash ?? `seq:${event.seq ?? approvals.length}`,
+      verdict: event.verdict,
+      decider_hash: await who(event.by),
+      via: event.via ?? null,
+      decided_at_ms: event.at_ms,
+      step_up: event.step_up ?? null,
+      cast_by_hash: event.cast_by ? await who(event.cast_by) : null,
+    });
+  }
+  const started = events.flatMap((e) => (e.type === "attempt_started" ? [e.at_ms] : []));
+  const outcome = recorded.outcome;
+  return {
+    type: RECEIPT_TYPE,
+    kind,
+    seq,
+    operation_id: facts.operationId,
+    tenant: facts.tenantId,
+    run: facts.runId,
+    tool: facts.tool,
+    tool_version: facts.toolVersion,
+    input_hash: facts.inputHash,
+    approvals,
+    policy_version: facts.policyVersion,
+    idempotency_key_hash: await sha256Hex(facts.idempotencyKey),
+    attempts: { count: recorded.attempts, started_at_ms: started },
+    outcome: {
+      status: outcome.status,
+      code: outcome.status === "succeeded" ? null : outcome.code,
+      via: recorded.via,
+      late: recorded.late,
+      unknown: unknownSettled(events, recorded.via),
+    },
+    upstream_response_hash: await responseHash(outcome, events),
+    // The settled receipt says what was known when it settled, whenever it was signed.
+    compensation: {
+      compensates: facts.compensates,
+      compensated_by: kind === "compensated" ? facts.compensatedBy : null,
+    },
+    log_hash: events.findLast((e) => e.type === "recorded" && "status" in e)?.hash ?? null,
+    recorded_at_ms: recorded.recordedAtMs,
+    previous_receipt_hash: previousHash,
+    issued_at_ms: signer.issuedAtMs,
+    kid: signer.kid,
+  };
+}
+
+/** Whether the outcome was unknown before it was recorded, and what settled it. */
+function unknownSettled(
+  events: readonly TraceEvent[],
+  via: "attempt" | "reconcile" | "resolve",
+): ReceiptPayload["outcome"]["unknown"] {
+  const unknown = events.findLast((e) => e.type === "outcome_unknown");
+  if (!unknown || !("code" in unknown)) return null;
+  const settledBy = via === "resolve" ? "person" : via === "reconcile" ? "lookup" : "resend";
+  return { code: unknown.code, settled_by: settledBy };
+}
+
+/** The recorded result's hash (what the upstream answered that toolgate accepted), else the last answer's. */
+async function responseHash(
+  outcome: Outcome,
+  events: readonly TraceEvent[],
+): Promise<string | null> {
+  if (outcome.status === "succeeded") return sha256Hex(canonicalJson(outcome.result ?? null));
+  const answered = events.findLast((e) => e.type === "attempt_finished" && e.response);
+  return answered?.type === "attempt_finished" && answered.response
+    ? sha256Hex(canonicalJson(answered.response))
+    : null;
+}
+
+/**
+ * How long an operation's isolate keeps a signing key it fetched from its tenant, and so how long
+ * a key rotated out may still sign: its `not_after` is the rotation plus this (never a receipt
+ * whose key had ended when it was signed).
+ */
+export const RECEIPT_KEY_CACHE_MS = 30_000;
+/** A new key's window; a key within RECEIPT_KEY_CACHE_MS of its end is replaced before it signs. */
+export const RECEIPT_KEY_LIFETIME_MS = 365 * 24 * 60 * 60_000;
+
+/** Whether key window [notBeforeMs, notAfterMs] covers `atMs` (both ends included). */
+export const keyCovers = (key: { notBeforeMs: number; notAfterMs: number }, atMs: number) =>
+  key.notBeforeMs <= atMs && atMs <= key.notAfterMs;

@@ -1,0 +1,298 @@
+// Signed receipts (issue 37), from the side of an auditor holding only public data: every settled
+// operation — recorded, rejected, unknown then reconciled, compensated — has a receipt that verifies
+// offline against the tenant's published JWKS (scripts/lib/receipts.mjs, the verifier the CLI runs),
+// chained per operation; receipts signed before a rotation still verify; another tenant sees none.
+import { describe, expect, it, vi } from "vitest";
+import { RECEIPT_KEY_CACHE_MS } from "../../src/domain/receipt.ts";
+import { verifyReceipts } from "../../scripts/lib/receipts.mjs";
+import {
+  ALL_SCOPES,
+  api,
+  manifest,
+  newTenant,
+  setup,
+  testTenant,
+  turn,
+  unique,
+  until,
+  upstream,
+} from "../support/api.ts";
+import { REFUND_SCHEMA, UNDO } from "../support/undo.ts";
+
+const charge = { amount: 700, currency: "usd" };
+
+/** The tenant's keys as a third party fetches them: the public URL, no credential. */
+async function publicJwks() {
+  const { tenantId } = await testTenant();
+  const res = await api("GET", `/public/${tenantId}/receipts/jwks.json`, undefined, {
+    Authorization: "",
+  });
+  expect(res.status).toBe(200);
+  return res.body as { keys: Array<Record<string, string>> };
+}
+
+async function receiptOf(operationId: string) {
+  const res = await api("GET", `/v1/operations/${operationId}/receipt`);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  return res.body as { receipt: any; chain: any[] };
+}
+
+async function call(runId: string, name: string, args: unknown = charge) {
+  const res = await turn(runId, [{ id: unique("c"), name, arguments: args }]);
+  return res.body.results[0] as { operation_id: string; status: string };
+}
+
+describe("receipts", { timeout: 30_000 }, () => {
+  it("a recorded call: one receipt naming what ran, verifying offline against the public JWKS", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const done = await call(runId, name);
+    expect(done.status).toBe("succeeded");
+    const { receipt, chain } = await receiptOf(done.operation_id);
+    const { tenantId } = await testTenant();
+    expect(chain).toHaveLength(1);
+    expect(receipt.payload).toMatchObject({
+      type: "toolgate.receipt/v1",
+      kind: "settled",
+      seq: 1,
+      operation_id: done.operation_id,
+      tenant: tenantId,
+      run: runId,
+      tool: name,
+      attempts: { count: 1 },
+      outcome: { status: "succeeded", code: null, via: "attempt", unknown: null },
+      previous_receipt_hash: null,
+      compensation: { compensates: null, compensated_by: null },
+    });
+    expect(receipt.payload.attempts.started_at_ms).toHaveLength(1);
+    expect(receipt.payload.upstream_response_hash).toMatch(/^[0-9a-f]{64}$/);
+    // What the operation says of itself is what the receipt says.
+    const view = await api("GET", `/v1/operations/${done.operation_id}`);
+    expect(receipt.payload.input_hash).toBe(view.body.input_hash);
+    expect(await verifyReceipts({ tenant: tenantId, receipts: chain }, await publicJwks())).toEqual(
+      [],
+    );
+    // Read again: the same receipt (stored once, not signed anew).
+    expect((await receiptOf(done.operation_id)).receipt).toEqual(receipt);
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("a rejected call (a person said no): its receipt names the decision, nothing was sent", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(
+      manifest({ url: up.url, approval: { mode: "always", expires_in_ms: 60_000 } }),
+    );
+    const waiting = await turn(runId, [{ id: "c1", name, arguments: charge }], 0);
+    const operationId = waiting.body.results[0].operation_id as string;
+    // Not settled yet: no receipt, a typed answer saying so.
+    const early = await api("GET", `/v1/operations/${operationId}/receipt`);
+    expect(early.status).toBe(409);
+    expect(early.body).toMatchObject({ code: "receipt_not_ready", state: "awaiting_approval" });
+    const rejected = await api("POST", `/v1/operations/${operationId}/reject`, {
+      reason: "not this customer",
+    });
+    expect(rejected.status).toBe(200);
+    const { receipt } = await receiptOf(operationId);
+    expect(receipt.payload.outcome).toMatchObject({
+      status: "rejected",
+      code: "approval_rejected",
+    });
+    expect(receipt.payload.attempts).toEqual({ count: 0, started_at_ms: [] });
+    expect(receipt.payload.approvals).toHaveLength(1);
+    expect(receipt.payload.approvals[0]).toMatchObject({ verdict: "reject", via: "api_key" });
+    expect(receipt.payload.approvals[0].decider_hash).toMatch(/^[0-9a-f]{64}$/);
+    expect(JSON.stringify(receipt)).not.toContain('"test"'); // the decider's name is only hashed
+    expect(receipt.payload.upstream_response_hash).toBeNull();
+    expect(await verifyReceipts([receipt], await publicJwks())).toEqual([]);
+    expect((await up.state()).requests).toHaveLength(0);
+  });
+
+  it("unknown, then reconciled by the status lookup: the receipt says how it settled, one effect", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(
+      manifest({
+        url: up.url,
+        timeout_ms: 300,
+        idempotency: { mode: "none" },
+        request: {
+          method: "POST",
+          url: `${up.url}/charges`,
+          headers: { "X-Client-Reference": "{idempotency_key}" },
+        },
+        reconcile: { url: `${up.url}/effects?idempotency_key={idempotency_key}` },
+      }),
+    );
+    await up.script({ kind: "commit_then_hang" });
+    const done = await call(runId, name);
+    expect(done.status).toBe("succeeded");
+    const { receipt } = await receiptOf(done.operation_id);
+    expect(receipt.payload.outcome).toEqual({
+      status: "succeeded",
+      code: null,
+      via: "reconcile",
+      late: false,
+      unknown: { code: "timeout_unknown", settled_by: "lookup" },
+    });
+    expect(receipt.payload.attempts.count).toBe(1);
+    expect(await verifyReceipts([receipt], await publicJwks())).toEqual([]);
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("a compensated charge: the original's chain gains a second receipt naming the refund, linked by hash", async () => {
+    await testTenant();
+    const up = upstream();
+    const refund = manifest({
+      url: up.url,
+      name: unique("refund"),
+      description: "Refund a charge.",
+      input_schema: REFUND_SCHEMA,
+      request: { method: "POST", url: `${up.url}/refunds` },
+    });
+    expect((await api("PUT", `/v1/tools/${refund.name}`, refund)).status).toBe(201);
+    const chargeTool = manifest({
+      url: up.url,
+      compensate: { tool: refund.name, arguments: UNDO, approval: "none" },
+    });
+    expect((await api("PUT", `/v1/tools/${chargeTool.name}`, chargeTool)).status).toBe(201);
+    const run = await api("POST", "/v1/runs", {
+      user: { id: "u1", scopes: [] },
+      tools: [chargeTool.name],
+    });
+    const original = await call(run.body.run_id, chargeTool.name as string, {
+      amount: 900,
+      currency: "usd",
+    });
+    const undone = await api("POST", `/v1/operations/${original.operation_id}/compensate?wait=5`, {
+      reason: "duplicate",
+    });
+    expect(undone.status).toBe(201);
+    expect(undone.body.result.status).toBe("succeeded");
+    const { chain } = await receiptOf(original.operation_id);
+    expect(chain.map((r) => r.payload.kind)).toEqual(["settled", "compensated"]);
+    expect(chain[1].payload).toMatchObject({
+      seq: 2,
+      previous_receipt_hash: chain[0].hash,
+      compensation: { compensates: null, compensated_by: undone.body.operation_id },
+    });
+    const refundReceipt = (await receiptOf(undone.body.operation_id)).receipt;
+    expect(refundReceipt.payload.compensation).toEqual({
+      compensates: original.operation_id,
+      compensated_by: null,
+    });
+    const { tenantId } = await testTenant();
+    const all = { tenant: tenantId, receipts: [...chain, refundReceipt] };
+    expect(await verifyReceipts(all, await publicJwks())).toEqual([]);
+    // The chain checked: a bundle without the first link is refused.
+    const skipped = await verifyReceipts(
+      { tenant: tenantId, receipts: [chain[1]] },
+      await publicJwks(),
+    );
+    expect(skipped.map((p: { reason: string }) => p.reason)).toEqual([
+      expect.stringMatching(/skips a link/),
+    ]);
+    const state = await up.state();
+    expect(state.effects.map((e) => e.path)).toEqual([
+      expect.stringMatching(/\/charges$/),
+      expect.stringMatching(/\/refunds$/),
+    ]);
+  });
+
+  it("a run's bundle, a rotation: receipts signed before it verify with the old key, later ones with the new", async () => {
+    const rotator = await newTenant([...ALL_SCOPES, "receipts:admin"]);
+    const as = { Authorization: `Bearer ${rotator.key}` };
+    const up = upstream();
+    const tool = manifest({ url: up.url });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool, as)).status).toBe(201);
+    const run = await api(
+      "POST",
+      "/v1/runs",
+      { user: { id: "u1", scopes: [] }, tools: [tool.name] },
+      as,
+    );
+    const runId = run.body.run_id as string;
+    const post = (id: string, amount: number) =>
+      api(
+        "POST",
+        `/v1/runs/${runId}/turns?format=native`,
+        { calls: [{ id, name: tool.name, arguments: { amount, currency: "usd" } }] },
+        { ...as, Prefer: "wait=5" },
+      );
+    const before = (await post("a", 1)).body.results[0].operation_id as string;
+    const first = await api("GET", `/v1/operations/${before}/receipt`, undefined, as);
+    const oldKid = first.body.receipt.payload.kid as string;
+    // Only a key holding receipts:admin rotates.
+    const refused = await api("POST", "/v1/receipts/keys/rotate", {});
+    expect(refused.status).toBe(403);
+    const rotated = await api("POST", "/v1/receipts/keys/rotate", {}, as);
+    expect(rotated.status).toBe(200);
+    expect(rotated.body.keys).toHaveLength(2);
+    const old = rotated.body.keys.find((k: any) => k.kid === oldKid);
+    // The old key ends once no operation may still hold it (RECEIPT_KEY_CACHE_MS after the rotation).
+    expect(Date.parse(old.not_after)).toBeLessThanOrEqual(Date.now() + RECEIPT_KEY_CACHE_MS);
+    let after: string;
+    let second: Awaited<ReturnType<typeof api>>;
+    try {
+      // Past that bound, as the next calls come: they are signed with the new key.
+      vi.useFakeTimers({ toFake: ["Date"] });
+      vi.setSystemTime(Date.now() + RECEIPT_KEY_CACHE_MS + 1_000);
+      after = (await post("b", 2)).body.results[0].operation_id as string;
+      second = await api("GET", `/v1/operations/${after}/receipt`, undefined, as);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect(second.status).toBe(200);
+    const newKid = rotated.body.keys.find((k: any) => k.kid !== oldKid).kid;
+    expect(second.body.receipt.payload.kid).toBe(newKid);
+    // The jwks the API lists is the public one.
+    const jwks = (await api("GET", "/v1/receipts/jwks", undefined, as)).body;
+    const pub = await api("GET", `/public/${rotator.tenantId}/receipts/jwks.json`, undefined, {
+      Authorization: "",
+    });
+    expect(pub.body).toEqual(jwks);
+    // The run's bundle (through the tenant index, fed in the background).
+    const bundle = await until(
+      () => api("GET", `/v1/receipts?run_id=${runId}`, undefined, as),
+      (res) => res.body.receipts?.length === 2,
+    );
+    expect(bundle.body).toMatchObject({
+      type: "toolgate.receipt-bundle/v1",
+      tenant: rotator.tenantId,
+    });
+    expect(await verifyReceipts(bundle.body, jwks)).toEqual([]);
+    expect(first.body.receipt.payload.kid).toBe(oldKid);
+    // Without the old key, the receipt signed before the rotation does not verify.
+    const onlyNew = { keys: jwks.keys.filter((k: any) => k.kid !== oldKid) };
+    const problems = await verifyReceipts(bundle.body, onlyNew);
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatchObject({
+      operation_id: before,
+      reason: expect.stringMatching(/does not hold/),
+    });
+  });
+
+  it("another tenant cannot read a receipt: the same 404 as an unknown operation", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const done = await call(runId, name);
+    await receiptOf(done.operation_id);
+    const other = await newTenant(["traces:read"]);
+    const as = { Authorization: `Bearer ${other.key}` };
+    const theirs = await api("GET", `/v1/operations/${done.operation_id}/receipt`, undefined, as);
+    const unknownId = `op_${"0".repeat(32)}`;
+    const unknown = await api("GET", `/v1/operations/${unknownId}/receipt`, undefined, as);
+    expect(theirs.status).toBe(404);
+    expect(unknown.status).toBe(404);
+    expect(theirs.body.code).toBe(unknown.body.code);
+    const bundle = await api(
+      "GET",
+      `/v1/receipts?operation_id=${done.operation_id}`,
+      undefined,
+      as,
+    );
+    expect(bundle.status).toBe(404);
+    // Exactly one selector.
+    const both = await api("GET", `/v1/receipts?operation_id=${done.operation_id}&run_id=${runId}`);
+    expect(both.status).toBe(400);
+    expect(both.body.code).toBe("invalid_request");
+  });
+});
