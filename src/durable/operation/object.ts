@@ -52,7 +52,9 @@ export class OperationObject extends DurableObject<Env> {
   private readonly waiters = new Waiters(this.log);
   /** Its signed receipts (receipts.ts): due once recorded, produced after the commit, never on the reply path. */
   private readonly receipts = new Receipts(this.log, this.env);
-  private readonly alarms = new Alarms(this.ctx.storage, this.log, this.env);
+  private readonly alarms = new Alarms(this.ctx.storage, this.log, this.env, () =>
+    this.receipts.pending(),
+  );
   /** Lock requests and releases, in order; replies wait for them so the envelope shows the standing. */
   private lockWork: Promise<void> = Promise.resolve();
   /** Sweeps answered "absent" (issue 21): a start in flight across one reserves again. */
@@ -284,14 +286,14 @@ export class OperationObject extends DurableObject<Env> {
   }
 
   /**
-   * In the background, never on the reply path. Not signed now (the tenant's key out of reach):
-   * the alarm tries again soon. Lost to a crash: the next read of it, or at the latest the
-   * retention alarm, which signs before it prunes (alarm.ts).
+   * In the background, never on the reply path; then the alarm back to the state's own time (it
+   * was set for the receipt: alarm.ts). Not signed now (the tenant's key out of reach): the alarm
+   * tries again soon. Lost to a crash: the alarm set with the commit, or the next read of it.
    */
   private produceReceipts(): void {
     this.ctx.waitUntil(
       this.receipts.produce().then((done) => {
-        if (done.ok) return;
+        if (done.ok) return this.alarms.rearm();
         console.error("receipt not signed yet; the alarm tries again", done.error);
         this.alarms.armAt(Date.now() + this.alarms.fallbackDelayMs());
       }),

@@ -1,8 +1,8 @@
 // The operation's signed receipts (issue 37, domain/receipt.ts). Durable without a row of its own in
 // the terminal transaction: the `recorded` log row is itself the notice that a receipt is due, so a
-// crash between that commit and the signature loses nothing — any read of the receipt, the
-// compensation link and the alarm (before it prunes anything) produce what is missing, once, in
-// chain order. Signing happens here, off the reply path, with the tenant's current key: fetched
+// crash between that commit and the signature loses nothing — the alarm (RECEIPT_RECOVERY_MS after
+// it was recorded, and before anything is pruned), any read of the receipt and the compensation
+// link produce what is missing, once, in chain order. Signing happens here, off the reply path, with the tenant's current key: fetched
 // sealed from the TenantObject at most once per RECEIPT_KEY_CACHE_MS per isolate and tenant.
 import { fromBase64url, openSecret, base64url } from "../../crypto.ts";
 import { secretsKey } from "../../config.ts";
@@ -22,15 +22,23 @@ import { tenantStub } from "../stubs.ts";
 import { sealedKeyName } from "../tenant/receipt-keys.ts";
 import { undoViewOf } from "./compensation.ts";
 import type { Head } from "./contracts.ts";
-import { toolName, type OperationLog } from "./log.ts";
+import { prunedFor, toolName, type OperationLog } from "./log.ts";
+import { RECEIPTS_COLUMN } from "../store/operation-rows.ts";
+import type { SqlStore } from "../store/sql-store.ts";
+
+/**
+ * A settled operation whose receipt is missing (the object died between the commit and the
+ * signature) has its alarm this long after it was recorded, unless its pruning comes first.
+ */
+export const RECEIPT_RECOVERY_MS = 3_600_000;
 
 type Signer = { kid: string; key: CryptoKey; notAfterMs: number; fetchedAtMs: number };
 /** Per isolate and tenant: the key fetched last (every operation object of the isolate shares it). */
 const signers = new Map<string, Signer>();
 
 export class Receipts {
-  /** How many are stored (undefined: not read yet); only this object writes them. */
-  private count: number | undefined = undefined;
+  /** The stored chain (undefined: not read yet); only this object writes it. */
+  private known: SignedReceipt[] | undefined = undefined;
   /** One production at a time: a second caller waits for the first, then finds nothing missing. */
   private work: Promise<Result<void, string>> = Promise.resolve(ok(undefined));
 
@@ -41,14 +49,9 @@ export class Receipts {
 
   /** The stored chain, oldest first, if it is `tenantId`'s (another tenant's: none, as unknown). */
   chain(tenantId: string): SignedReceipt[] {
-    const store = this.log.store;
-    if (!store.exists("op_receipts")) return [];
-    return store
-      .all<{ receipt: string }>(
-        "SELECT receipt FROM op_receipts WHERE tenant_id = ? ORDER BY seq",
-        tenantId,
-      )
-      .map((row) => JSON.parse(row.receipt) as SignedReceipt);
+    if (this.log.headFor(tenantId)) return this.stored();
+    // Pruned: the tombstone keeps them (retention.ts).
+    return prunedFor(this.log.store, tenantId) ? prunedReceipts(this.log.store) : [];
   }
 
   /** A settled operation lacks a receipt it should have. */
@@ -56,7 +59,7 @@ export class Receipts {
     const head = this.log.head();
     if (head?.state.phase !== "recorded") return false;
     const due = receiptsDue({ compensatedBy: undoViewOf(this.log, head).compensated_by });
-    return this.stored() < due.length;
+    return this.stored().length < due.length;
   }
 
   /** Signs and stores every receipt due and missing (idempotent; queued behind one in progress). */
@@ -65,12 +68,14 @@ export class Receipts {
     return this.work;
   }
 
-  private stored(): number {
+  /** Row 1's chain: none for an operation this instance created (nothing read), else read once. */
+  private stored(): SignedReceipt[] {
+    if (this.known) return this.known;
     const store = this.log.store;
-    this.count ??= store.exists("op_receipts")
-      ? (store.one<{ n: number }>("SELECT COUNT(*) AS n FROM op_receipts")?.n ?? 0)
-      : 0;
-    return this.count;
+    if (this.log.createdHere() || !store.exists("op_log") || !store.hasColumn("op_log", "receipts"))
+      return (this.known = []);
+    const row = store.one<{ receipts: string | null }>("SELECT receipts FROM op_log WHERE seq = 1");
+    return (this.known = row?.receipts ? (JSON.parse(row.receipts) as SignedReceipt[]) : []);
   }
 
   private async produceNow(): Promise<Result<void, string>> {
@@ -80,8 +85,8 @@ export class Receipts {
     if (!signer.ok) return signer;
     const facts = await receiptFacts(this.log, head);
     const due = receiptsDue(facts);
-    let previous = this.chain(facts.tenantId).at(-1)?.hash ?? null;
-    for (let seq = this.stored() + 1; seq <= due.length; seq++) {
+    const chain = [...this.stored()];
+    for (let seq = chain.length + 1; seq <= due.length; seq++) {
       const issuedAtMs = Date.now();
       // Never a signature after the key's end, or with a key held past the cache bound.
       if (
@@ -89,6 +94,7 @@ export class Receipts {
         issuedAtMs >= signer.value.fetchedAtMs + RECEIPT_KEY_CACHE_MS
       )
         return err("the signing key is no longer current; the next try fetches the new one");
+      const previous = chain.at(-1)?.hash ?? null;
       const payload = await receiptPayload(facts, due[seq - 1]!, seq, previous, {
         kid: signer.value.kid,
         issuedAtMs,
@@ -96,24 +102,27 @@ export class Receipts {
       const bytes = new TextEncoder().encode(canonicalJson(payload));
       const signature = await crypto.subtle.sign({ name: "Ed25519" }, signer.value.key, bytes);
       const hash = await receiptHash(payload);
-      const receipt: SignedReceipt = {
+      chain.push({
         payload,
         alg: "EdDSA",
         signature: base64url(new Uint8Array(signature as ArrayBuffer)),
         hash,
-      };
-      this.log.store.ensureTable("op_receipts");
-      this.log.store.run(
-        "INSERT INTO op_receipts (seq, tenant_id, receipt) VALUES (?, ?, ?)",
-        seq,
-        facts.tenantId,
-        JSON.stringify(receipt),
-      );
-      this.count = seq;
-      previous = hash;
+      });
     }
+    // One row written for all of them: row 1's column (added to a log from before issue 37).
+    const store = this.log.store;
+    store.ensureColumn("op_log", RECEIPTS_COLUMN);
+    store.run("UPDATE op_log SET receipts = ? WHERE seq = 1", JSON.stringify(chain));
+    this.known = chain;
     return ok(undefined);
   }
+}
+
+/** The chain a pruned operation's tombstone kept (none in tombstones from before issue 37). */
+export function prunedReceipts(store: SqlStore): SignedReceipt[] {
+  if (!store.exists("op_pruned") || !store.hasColumn("op_pruned", "receipts")) return [];
+  const row = store.one<{ receipts: string | null }>("SELECT receipts FROM op_pruned WHERE k = 1");
+  return row?.receipts ? (JSON.parse(row.receipts) as SignedReceipt[]) : [];
 }
 
 /** What the pure payload needs, read from the log as it stands (recorded). */
