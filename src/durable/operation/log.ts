@@ -174,7 +174,6 @@ export class OperationLog {
 
   events(): TraceEvent[] {
     const appending = this.appending ?? [];
-    if (this.written) return [...this.written.flatMap((text) => decodeTrace(text)), ...appending];
     if (!this.store.exists("op_log")) return [...appending];
     return [
       ...this.store
@@ -182,6 +181,16 @@ export class OperationLog {
         .flatMap((row) => decodeTrace(row.events)),
       ...appending,
     ];
+  }
+
+  /**
+   * The events as this instance appended them when it wrote row 1 (else read, as events()): for
+   * what is built right after a commit (the receipt, the OTLP push) without reading the rows back.
+   * Whoever checks what is stored (verify) reads events().
+   */
+  eventsAsWritten(): TraceEvent[] {
+    if (!this.written) return this.events();
+    return [...this.written.flatMap((text) => decodeTrace(text)), ...(this.appending ?? [])];
   }
 
   /** This instance wrote row 1: nothing else of the operation was written before it (issue 37). */

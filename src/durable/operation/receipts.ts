@@ -140,7 +140,7 @@ async function receiptFacts(log: OperationLog, head: Head): Promise<ReceiptFacts
     policyVersion: frozen.plan.cedar?.version ?? null,
     compensates: frozen.plan.compensates ?? null,
     compensatedBy: undoViewOf(log, head).compensated_by,
-    events: log.events(),
+    events: log.eventsAsWritten(),
     recorded: {
       outcome: state.outcome,
       attempts: state.attempts,
