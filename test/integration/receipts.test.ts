@@ -2,6 +2,7 @@
 // operation — recorded, rejected, unknown then reconciled, compensated — has a receipt that verifies
 // offline against the tenant's published JWKS (scripts/lib/receipts.mjs, the verifier the CLI runs),
 // chained per operation; receipts signed before a rotation still verify; another tenant sees none.
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
 import { RECEIPT_KEY_CACHE_MS } from "../../src/domain/receipt.ts";
 import { verifyReceipts } from "../../scripts/lib/receipts.mjs";
@@ -9,7 +10,9 @@ import {
   ALL_SCOPES,
   api,
   manifest,
+  fireAlarm,
   newTenant,
+  opStub,
   setup,
   testTenant,
   turn,
@@ -37,6 +40,15 @@ async function receiptOf(operationId: string) {
   return res.body as { receipt: any; chain: any[] };
 }
 
+/** What the operation has stored (its row 1), read from SQLite: nothing produced by the reading. */
+const storedReceipts = (operationId: string): Promise<any[] | null> =>
+  runInDurableObject(opStub(operationId), async (_: unknown, state: DurableObjectState) => {
+    const row = state.storage.sql
+      .exec<{ receipts: string | null }>("SELECT receipts FROM op_log WHERE seq = 1")
+      .toArray()[0];
+    return row?.receipts ? (JSON.parse(row.receipts) as any[]) : null;
+  });
+
 async function call(runId: string, name: string, args: unknown = charge) {
   const res = await turn(runId, [{ id: unique("c"), name, arguments: args }]);
   return res.body.results[0] as { operation_id: string; status: string };
@@ -48,7 +60,13 @@ describe("receipts", { timeout: 30_000 }, () => {
     const { runId, name } = await setup(manifest({ url: up.url }));
     const done = await call(runId, name);
     expect(done.status).toBe("succeeded");
+    // Signed in the background after the commit, before anyone asks for it.
+    const signed = await until(
+      () => storedReceipts(done.operation_id),
+      (stored) => stored !== null,
+    );
     const { receipt, chain } = await receiptOf(done.operation_id);
+    expect(chain).toEqual(signed);
     const { tenantId } = await testTenant();
     expect(chain).toHaveLength(1);
     expect(receipt.payload).toMatchObject({
@@ -268,6 +286,44 @@ describe("receipts", { timeout: 30_000 }, () => {
       operation_id: before,
       reason: expect.stringMatching(/does not hold/),
     });
+  });
+
+  it("a receipt lost to a crash before it was stored: the alarm signs it again, the same payload", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const done = await call(runId, name);
+    const original = (await receiptOf(done.operation_id)).receipt;
+    const stub = opStub(done.operation_id);
+    /** The crash: the recorded row committed, the signature never stored; the object gone. */
+    const crash = async () => {
+      await runInDurableObject(stub, async (_: unknown, state: DurableObjectState) => {
+        state.storage.sql.exec("UPDATE op_log SET receipts = NULL WHERE seq = 1");
+      });
+      await evictDurableObject(stub);
+    };
+    const alarmAt = (): Promise<number> =>
+      runInDurableObject(stub, async (instance: unknown) => {
+        const alarms = (instance as { alarms: { ownAlarmAtMs(): number } }).alarms;
+        return alarms.ownAlarmAtMs();
+      });
+    await crash();
+    // While it is missing, the operation's alarm comes for it an hour after it was recorded
+    // (then for its pruning, days later).
+    const recordedAtMs = original.payload.recorded_at_ms as number;
+    expect(await alarmAt()).toBe(recordedAtMs + 3_600_000);
+    expect(await fireAlarm(done.operation_id)).toBe(true);
+    const again = (await storedReceipts(done.operation_id))?.[0];
+    expect(again).toBeTruthy();
+    const { issued_at_ms: _a, ...same } = original.payload;
+    const { issued_at_ms: _b, ...signedAgain } = again.payload;
+    expect(signedAgain).toEqual(same);
+    expect(await alarmAt()).toBeGreaterThan(recordedAtMs + 24 * 3_600_000);
+    // Read before any alarm: produced then, as deterministically.
+    await crash();
+    const read = (await receiptOf(done.operation_id)).receipt;
+    expect({ ...read.payload, issued_at_ms: 0 }).toEqual({ ...original.payload, issued_at_ms: 0 });
+    expect(await verifyReceipts([read], await publicJwks())).toEqual([]);
+    expect((await up.state()).effects).toHaveLength(1);
   });
 
   it("another tenant cannot read a receipt: the same 404 as an unknown operation", async () => {
