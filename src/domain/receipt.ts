@@ -3,6 +3,7 @@
 // the payload is a function of the operation's frozen call, its hash-chained trace and the link to
 // its compensation; the shell adds the key id and time of signing and signs. Receipts chain per
 // operation: a later one (its compensation linked) names the hash of the one before.
+import { z } from "zod";
 import type { TraceEvent } from "./journal/trace-event.ts";
 import type { Outcome } from "./operation/state.ts";
 import { canonicalJson, sha256Hex } from "./canonical-json.ts";
@@ -201,3 +202,72 @@ export const RECEIPT_KEY_LIFETIME_MS = 365 * 24 * 60 * 60_000;
 /** Whether key window [notBeforeMs, notAfterMs] covers `atMs` (both ends included). */
 export const keyCovers = (key: { notBeforeMs: number; notAfterMs: number }, atMs: number) =>
   key.notBeforeMs <= atMs && atMs <= key.notAfterMs;
+
+// The published format (docs/receipt.schema.json is this, generated; test/unit/receipt-schema.test.ts
+// keeps them equal): strict, every field required, so a verifier sees every field that is signed.
+const Hex64 = z.string().regex(/^[0-9a-f]{64}$/);
+const Ms = z.number().int().nonnegative();
+export const ReceiptPayloadSchema = z
+  .object({
+    type: z.literal(RECEIPT_TYPE),
+    kind: z.enum(["settled", "compensated"]),
+    seq: z.number().int().min(1),
+    operation_id: z.string(),
+    tenant: z.string(),
+    run: z.string(),
+    tool: z.string(),
+    tool_version: Hex64.describe(
+      "sha256 of the tool's canonical source: what an approval binds to",
+    ),
+    input_hash: Hex64.describe("sha256 of the frozen input's RFC 8785 JSON"),
+    approvals: z.array(
+      z
+        .object({
+          id: z.string().describe("the decision's hash on the operation's log chain"),
+          verdict: z.enum(["approve", "reject"]),
+          decider_hash: Hex64.describe('sha256(tenant + "\\n" + decider id)'),
+          via: z.string().nullable(),
+          decided_at_ms: Ms,
+          step_up: z.literal("passkey").nullable(),
+          cast_by_hash: Hex64.nullable(),
+        })
+        .strict(),
+    ),
+    policy_version: z.string().nullable().describe("the Cedar policy set version that decided"),
+    idempotency_key_hash: Hex64,
+    attempts: z.object({ count: z.number().int().min(0), started_at_ms: z.array(Ms) }).strict(),
+    outcome: z
+      .object({
+        status: z.enum(["succeeded", "rejected", "failed", "budget_exhausted", "cancelled"]),
+        code: z.string().nullable(),
+        via: z.enum(["attempt", "reconcile", "resolve"]),
+        late: z.boolean(),
+        unknown: z
+          .object({ code: z.string(), settled_by: z.enum(["resend", "lookup", "person"]) })
+          .strict()
+          .nullable(),
+      })
+      .strict(),
+    upstream_response_hash: Hex64.nullable(),
+    compensation: z
+      .object({ compensates: z.string().nullable(), compensated_by: z.string().nullable() })
+      .strict(),
+    log_hash: z.string().nullable(),
+    recorded_at_ms: Ms,
+    previous_receipt_hash: Hex64.nullable(),
+    issued_at_ms: Ms,
+    kid: z.string().describe("the signing key's RFC 7638 thumbprint, in the tenant's JWKS"),
+  })
+  .strict();
+export const SignedReceiptSchema = z
+  .object({
+    payload: ReceiptPayloadSchema,
+    alg: z.literal("EdDSA"),
+    signature: z
+      .string()
+      .regex(/^[A-Za-z0-9_-]{86}$/)
+      .describe("Ed25519 over the UTF-8 bytes of the payload's RFC 8785 JSON, base64url"),
+    hash: Hex64.describe("sha256 of the payload's RFC 8785 JSON (the next receipt names it)"),
+  })
+  .strict()
+  .meta({ title: "toolgate receipt (toolgate.receipt/v1)" });

@@ -6,7 +6,7 @@
 // tenant's operation answers exactly as an unknown one.
 import { Hono, type Context } from "hono";
 import { z } from "zod";
-import type { SignedReceipt } from "../domain/receipt.ts";
+import { SignedReceiptSchema, type SignedReceipt } from "../domain/receipt.ts";
 import { TENANT_ID } from "../domain/jurisdiction.ts";
 import { indexStub } from "../durable/stubs.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
@@ -22,6 +22,42 @@ import {
 } from "./request.ts";
 
 export const BUNDLE_TYPE = "toolgate.receipt-bundle/v1";
+
+/** The answers, as published in the OpenAPI document. */
+export const ReceiptBundle = z
+  .object({
+    type: z.literal(BUNDLE_TYPE),
+    tenant: z.string(),
+    jwks: z.string().describe("where the tenant's public keys are (no credential needed)"),
+    receipts: z.array(SignedReceiptSchema),
+    next_cursor: z.string().nullable(),
+  })
+  .strict();
+export const OperationReceipt = z
+  .object({
+    operation_id: z.string(),
+    receipt: SignedReceiptSchema.describe("the latest"),
+    chain: z.array(SignedReceiptSchema).describe("every receipt of the operation, oldest first"),
+  })
+  .strict();
+export const ReceiptJwks = z
+  .object({
+    keys: z.array(
+      z
+        .object({
+          kty: z.literal("OKP"),
+          crv: z.literal("Ed25519"),
+          x: z.string(),
+          kid: z.string(),
+          alg: z.literal("EdDSA"),
+          use: z.literal("sig"),
+          not_before: z.iso.datetime(),
+          not_after: z.iso.datetime(),
+        })
+        .strict(),
+    ),
+  })
+  .strict();
 
 /** GET /v1/receipts: exactly one of operation_id, run_id, subject; a page of operations at a time. */
 export const ReceiptsQuery = z

@@ -4,7 +4,7 @@
 // chained per operation; receipts signed before a rotation still verify; another tenant sees none.
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
-import { RECEIPT_KEY_CACHE_MS } from "../../src/domain/receipt.ts";
+import { RECEIPT_KEY_CACHE_MS, SignedReceiptSchema } from "../../src/domain/receipt.ts";
 import { verifyReceipts } from "../../scripts/lib/receipts.mjs";
 import {
   ALL_SCOPES,
@@ -37,6 +37,8 @@ async function publicJwks() {
 async function receiptOf(operationId: string) {
   const res = await api("GET", `/v1/operations/${operationId}/receipt`);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
+  // Every receipt served is the published format (docs/receipt.schema.json), strictly.
+  for (const receipt of res.body.chain) SignedReceiptSchema.parse(receipt);
   return res.body as { receipt: any; chain: any[] };
 }
 
