@@ -49,6 +49,7 @@ await runCli("verify-receipts", async () => {
     console.log(`✗ receipt ${p.index} (${p.operation_id ?? "no operation"}): ${p.reason}`);
   if (problems.length > 0) return EXIT.broken;
   const operations = new Set(receipts.map((r) => r.payload.operation_id)).size;
-  console.log(`✓ ${receipts.length} receipts of ${operations} operations verify`);
+  const count = (n, what) => `${n} ${what}${n === 1 ? "" : "s"}`;
+  console.log(`✓ ${count(receipts.length, "receipt")} (${count(operations, "operation")}) verify`);
   return EXIT.ok;
 });

@@ -272,7 +272,7 @@ describe("npm run verify-receipts", () => {
 
     const ok = await cli([good, "--jwks", keys]);
     expect(ok.code).toBe(0);
-    expect(ok.stdout).toMatch(/3 receipts of 2 operations verify/);
+    expect(ok.stdout).toMatch(/3 receipts \(2 operations\) verify/);
     const no = await cli([bad, "--jwks", keys]);
     expect(no.code).toBe(1);
     expect(no.stdout).toMatch(/receipt 1 \(op_a\): the signature does not verify/);
