@@ -328,6 +328,95 @@ describe("receipts", { timeout: 30_000 }, () => {
     expect((await up.state()).effects).toHaveLength(1);
   });
 
+  it("a run through faults: every operation settled has exactly one receipt; the run's and a subject's bundles verify", async () => {
+    const tenant = await newTenant(ALL_SCOPES);
+    const as = { Authorization: `Bearer ${tenant.key}` };
+    const up = upstream();
+    const tool = manifest({
+      url: up.url,
+      timeout_ms: 2_000,
+      input_schema: {
+        type: "object",
+        additionalProperties: false,
+        properties: {
+          amount: { type: "integer", exclusiveMinimum: 0 },
+          currency: { enum: ["usd", "eur"] },
+          customer_id: { type: "string" },
+        },
+        required: ["amount", "currency", "customer_id"],
+      },
+    });
+    expect((await api("PUT", `/v1/tools/${tool.name}`, tool, as)).status).toBe(201);
+    const run = await api(
+      "POST",
+      "/v1/runs",
+      { user: { id: "u1", scopes: [] }, tools: [tool.name] },
+      as,
+    );
+    const runId = run.body.run_id as string;
+    // Drawn in arrival order: a failure, a refusal, a retry, an answer lost after the commit.
+    await up.script(
+      { kind: "status", status: 403 },
+      { kind: "status", status: 400 },
+      { kind: "status", status: 503 },
+      { kind: "commit_then_hang" },
+    );
+    const calls = Array.from({ length: 10 }, (_, i) => ({
+      id: `c${i}`,
+      name: tool.name,
+      arguments: { amount: 100 + i, currency: "usd", customer_id: i % 2 ? "cus_odd" : "cus_even" },
+    }));
+    const posted = await api(
+      "POST",
+      `/v1/runs/${runId}/turns?format=native`,
+      { calls },
+      { ...as, Prefer: "wait=10" },
+    );
+    const ids = posted.body.results.map(
+      (r: { operation_id: string }) => r.operation_id,
+    ) as string[];
+    // What waits (a retry, a resend under the same key) is driven by its alarm until it settles.
+    for (const id of ids)
+      for (let i = 0; i < 5; i++) {
+        const view = await api("GET", `/v1/operations/${id}`, undefined, as);
+        if (view.body.phase === "recorded") break;
+        await fireAlarm(id);
+      }
+    const statuses = await Promise.all(
+      ids.map(
+        async (id) => (await api("GET", `/v1/operations/${id}`, undefined, as)).body.result.status,
+      ),
+    );
+    expect(statuses.filter((s) => s === "succeeded")).toHaveLength(8);
+    const bundle = await until(
+      () => api("GET", `/v1/receipts?run_id=${runId}`, undefined, as),
+      (res) => res.body.receipts?.length === 10,
+    );
+    const keys = (
+      await api("GET", `/public/${tenant.tenantId}/receipts/jwks.json`, undefined, {
+        Authorization: "",
+      })
+    ).body;
+    expect(await verifyReceipts(bundle.body, keys)).toEqual([]);
+    const covered = bundle.body.receipts.map((r: any) => r.payload.operation_id).sort();
+    expect(covered).toEqual([...ids].sort());
+    const settledBy = bundle.body.receipts
+      .map((r: any) => r.payload.outcome.unknown?.settled_by)
+      .filter(Boolean);
+    expect(settledBy).toEqual(["resend"]);
+    // A subject's bundle: the operations the tenant index lists for it, each with its receipt.
+    const even = await until(
+      () => api("GET", "/v1/receipts?subject=customer_id:cus_even", undefined, as),
+      (res) => res.body.receipts?.length === 5,
+    );
+    expect(await verifyReceipts(even.body, keys)).toEqual([]);
+    expect(even.body.receipts.map((r: any) => r.payload.operation_id).sort()).toEqual(
+      ids.filter((_, i) => i % 2 === 0).sort(),
+    );
+    // One charge per operation that succeeded, whatever was retried or resent.
+    expect((await up.state()).effects).toHaveLength(8);
+  });
+
   it("another tenant cannot read a receipt: the same 404 as an unknown operation", async () => {
     const up = upstream();
     const { runId, name } = await setup(manifest({ url: up.url }));
