@@ -51,6 +51,19 @@ const storedReceipts = (operationId: string): Promise<any[] | null> =>
     return row?.receipts ? (JSON.parse(row.receipts) as any[]) : null;
   });
 
+/** `tool` registered by another tenant (its key in `as`), and a run of that tenant offering it. */
+async function runOf(tool: Record<string, unknown>, as: { Authorization: string }) {
+  expect((await api("PUT", `/v1/tools/${tool.name as string}`, tool, as)).status).toBe(201);
+  const run = await api(
+    "POST",
+    "/v1/runs",
+    { user: { id: "u1", scopes: [] }, tools: [tool.name] },
+    as,
+  );
+  expect(run.status).toBe(201);
+  return run.body.run_id as string;
+}
+
 async function call(runId: string, name: string, args: unknown = charge) {
   const res = await turn(runId, [{ id: unique("c"), name, arguments: args }]);
   return res.body.results[0] as { operation_id: string; status: string };
@@ -222,14 +235,7 @@ describe("receipts", { timeout: 30_000 }, () => {
     const as = { Authorization: `Bearer ${rotator.key}` };
     const up = upstream();
     const tool = manifest({ url: up.url });
-    expect((await api("PUT", `/v1/tools/${tool.name}`, tool, as)).status).toBe(201);
-    const run = await api(
-      "POST",
-      "/v1/runs",
-      { user: { id: "u1", scopes: [] }, tools: [tool.name] },
-      as,
-    );
-    const runId = run.body.run_id as string;
+    const runId = await runOf(tool, as);
     const post = (id: string, amount: number) =>
       api(
         "POST",
@@ -346,14 +352,7 @@ describe("receipts", { timeout: 30_000 }, () => {
         required: ["amount", "currency", "customer_id"],
       },
     });
-    expect((await api("PUT", `/v1/tools/${tool.name}`, tool, as)).status).toBe(201);
-    const run = await api(
-      "POST",
-      "/v1/runs",
-      { user: { id: "u1", scopes: [] }, tools: [tool.name] },
-      as,
-    );
-    const runId = run.body.run_id as string;
+    const runId = await runOf(tool, as);
     // Drawn in arrival order: a failure, a refusal, a retry, an answer lost after the commit.
     await up.script(
       { kind: "status", status: 403 },
