@@ -10,12 +10,17 @@ import { canonicalJson, sha256Hex } from "./canonical-json.ts";
 
 export const RECEIPT_TYPE = "toolgate.receipt/v1";
 
-/** What happened at the receipt's point: the operation settled, or its compensation was linked to it. */
-export type ReceiptKind = "settled" | "compensated";
+/**
+ * What the receipt marks: the operation settled, or a compensation was linked to it (the
+ * compensation's own receipts say how that ended; a later generation is linked anew).
+ */
+export type ReceiptKind = "settled" | "compensation_linked";
 
 export type ReceiptApproval = {
-  /** The decision's event hash on the operation's log chain: an id no one can mint afterwards. */
+  /** The event's hash on the operation's log chain: an id no one can mint afterwards. */
   id: string;
+  /** A routed approval's counted vote (issue 35), or the decision (with quorum: its last vote). */
+  kind: "vote" | "decision";
   verdict: "approve" | "reject";
   /** sha256(tenant "\n" decider id): whoever knows the identity can confirm it, no one can read it. */
   decider_hash: string;
@@ -97,11 +102,18 @@ export type ReceiptFacts = {
 };
 
 /**
- * The receipts an operation should have, in order: one when it settled, one more once a
- * compensation is linked to it. Null-safe for a shell that only counts: `stored` of them exist.
+ * The receipts still to sign, in order, after `chain` (the stored one): the settled one first,
+ * then one for a compensation linked since the last one named (`compensatedBy`, the link now).
  */
-export function receiptsDue(facts: Pick<ReceiptFacts, "compensatedBy">): ReceiptKind[] {
-  return facts.compensatedBy ? ["settled", "compensated"] : ["settled"];
+export function receiptsDue(
+  chain: ReadonlyArray<Pick<ReceiptPayload, "kind" | "compensation">>,
+  compensatedBy: string | null,
+): ReceiptKind[] {
+  const due: ReceiptKind[] = chain.length === 0 ? ["settled"] : [];
+  const named = chain.findLast((r) => r.kind === "compensation_linked")?.compensation;
+  if (compensatedBy !== null && compensatedBy !== (named?.compensated_by ?? null))
+    due.push("compensation_linked");
+  return due;
 }
 
 export const receiptHash = (payload: ReceiptPayload): Promise<string> =>
@@ -119,14 +131,16 @@ export async function receiptPayload(
   const who = (id: string) => sha256Hex(`${facts.tenantId}\n${id}`);
   const approvals: ReceiptApproval[] = [];
   for (const event of events) {
-    if (event.type !== "approval_decided") continue;
+    if (event.type !== "approval_decided" && event.type !== "approval_voted") continue;
+    const vote = event.type === "approval_voted";
     approvals.push({
       id: event.hash ?? `seq:${event.seq ?? approvals.length}`,
-      verdict: event.verdict,
+      kind: vote ? "vote" : "decision",
+      verdict: vote ? "approve" : event.verdict,
       decider_hash: await who(event.by),
       via: event.via ?? null,
       decided_at_ms: event.at_ms,
-      step_up: event.step_up ?? null,
+      step_up: (!vote && event.step_up) || null,
       cast_by_hash: event.cast_by ? await who(event.cast_by) : null,
     });
   }
@@ -157,7 +171,7 @@ export async function receiptPayload(
     // The settled receipt says what was known when it settled, whenever it was signed.
     compensation: {
       compensates: facts.compensates,
-      compensated_by: kind === "compensated" ? facts.compensatedBy : null,
+      compensated_by: kind === "compensation_linked" ? facts.compensatedBy : null,
     },
     log_hash: events.findLast((e) => e.type === "recorded" && "status" in e)?.hash ?? null,
     recorded_at_ms: recorded.recordedAtMs,
@@ -210,7 +224,7 @@ const Ms = z.number().int().nonnegative();
 export const ReceiptPayloadSchema = z
   .object({
     type: z.literal(RECEIPT_TYPE),
-    kind: z.enum(["settled", "compensated"]),
+    kind: z.enum(["settled", "compensation_linked"]),
     seq: z.number().int().min(1),
     operation_id: z.string(),
     tenant: z.string(),
@@ -223,7 +237,8 @@ export const ReceiptPayloadSchema = z
     approvals: z.array(
       z
         .object({
-          id: z.string().describe("the decision's hash on the operation's log chain"),
+          id: z.string().describe("the event's hash on the operation's log chain"),
+          kind: z.enum(["vote", "decision"]),
           verdict: z.enum(["approve", "reject"]),
           decider_hash: Hex64.describe('sha256(tenant + "\\n" + decider id)'),
           via: z.string().nullable(),

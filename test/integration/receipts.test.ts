@@ -201,7 +201,7 @@ describe("receipts", { timeout: 30_000 }, () => {
     expect(undone.status).toBe(201);
     expect(undone.body.result.status).toBe("succeeded");
     const { chain } = await receiptOf(original.operation_id);
-    expect(chain.map((r) => r.payload.kind)).toEqual(["settled", "compensated"]);
+    expect(chain.map((r) => r.payload.kind)).toEqual(["settled", "compensation_linked"]);
     expect(chain[1].payload).toMatchObject({
       seq: 2,
       previous_receipt_hash: chain[0].hash,

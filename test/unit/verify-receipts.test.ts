@@ -84,7 +84,7 @@ const facts = (operationId: string, compensatedBy: string | null): ReceiptFacts 
 /** A chain of `kinds` for one operation, signed by `key` at `atMs`, as toolgate builds it. */
 async function chainOf(operationId: string, kinds: ReceiptKind[], key: Key, atMs = T0 + DAY) {
   const chain: SignedReceipt[] = [];
-  const f = facts(operationId, kinds.includes("compensated") ? "op_undo" : null);
+  const f = facts(operationId, kinds.includes("compensation_linked") ? "op_undo" : null);
   for (const [i, kind] of kinds.entries()) {
     const previous = chain.at(-1)?.hash ?? null;
     const payload = await receiptPayload(f, kind, i + 1, previous, {
@@ -116,7 +116,7 @@ beforeAll(async () => {
     type: "toolgate.receipt-bundle/v1",
     tenant: "ten_01TESTTENANT0000000000000000",
     receipts: [
-      ...(await chainOf("op_a", ["settled", "compensated"], key)),
+      ...(await chainOf("op_a", ["settled", "compensation_linked"], key)),
       ...(await chainOf("op_b", ["settled"], key)),
     ],
   };
@@ -185,7 +185,7 @@ describe("verifyReceipts", () => {
   });
 
   it("refuses a chain that skips a link, or a receipt without the one before it", async () => {
-    const three = await chainOf("op_c", ["settled", "compensated", "compensated"], key);
+    const three = await chainOf("op_c", ["settled", "compensation_linked", "compensation_linked"], key);
     expect(await verifyReceipts(three, jwks)).toEqual([]);
     const skipped = await verifyReceipts([three[0], three[2]], jwks);
     expect(skipped).toEqual([

@@ -231,12 +231,12 @@ export class OperationObject extends DurableObject<Env> {
    */
   async receiptChain(
     tenantId: string,
-  ): Promise<{ receipts: SignedReceipt[]; settled: boolean; pending: string | null }> {
+  ): Promise<{ receipts: SignedReceipt[]; pending: string | null }> {
     const head = this.log.headFor(tenantId);
     const produced = head ? await this.receipts.produce() : null;
     const receipts = this.receipts.chain(tenantId);
     const pending = produced && !produced.ok && this.receipts.pending() ? produced.error : null;
-    return { receipts, settled: head?.state.phase === "recorded" || receipts.length > 0, pending };
+    return { receipts, pending };
   }
 
   /** Asked by a limit's sweep (issue 21): does this operation hold its reservation of `name` for `subject`? */

@@ -58,8 +58,8 @@ export class Receipts {
   pending(): boolean {
     const head = this.log.head();
     if (head?.state.phase !== "recorded") return false;
-    const due = receiptsDue({ compensatedBy: undoViewOf(this.log, head).compensated_by });
-    return this.stored().length < due.length;
+    const chain = this.stored().map((receipt) => receipt.payload);
+    return receiptsDue(chain, undoViewOf(this.log, head).compensated_by).length > 0;
   }
 
   /** Signs and stores every receipt due and missing (idempotent; queued behind one in progress). */
@@ -84,9 +84,13 @@ export class Receipts {
     const signer = await signerFor(this.env, head.frozen.tenant_id);
     if (!signer.ok) return signer;
     const facts = await receiptFacts(this.log, head);
-    const due = receiptsDue(facts);
     const chain = [...this.stored()];
-    for (let seq = chain.length + 1; seq <= due.length; seq++) {
+    const due = receiptsDue(
+      chain.map((receipt) => receipt.payload),
+      facts.compensatedBy,
+    );
+    for (const kind of due) {
+      const seq = chain.length + 1;
       const issuedAtMs = Date.now();
       // Never a signature after the key's end, or with a key held past the cache bound.
       if (
@@ -95,7 +99,7 @@ export class Receipts {
       )
         return err("the signing key is no longer current; the next try fetches the new one");
       const previous = chain.at(-1)?.hash ?? null;
-      const payload = await receiptPayload(facts, due[seq - 1]!, seq, previous, {
+      const payload = await receiptPayload(facts, kind, seq, previous, {
         kid: signer.value.kid,
         issuedAtMs,
       });
