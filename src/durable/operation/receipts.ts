@@ -2,8 +2,9 @@
 // the terminal transaction: the `recorded` log row is itself the notice that a receipt is due, so a
 // crash between that commit and the signature loses nothing — the alarm (RECEIPT_RECOVERY_MS after
 // it was recorded, and before anything is pruned), any read of the receipt and the compensation
-// link produce what is missing, once, in chain order. Signing happens here, off the reply path, with the tenant's current key: fetched
-// sealed from the TenantObject at most once per RECEIPT_KEY_CACHE_MS per isolate and tenant.
+// link produce what is missing, once, in chain order. Signing happens here, off the reply path,
+// with the tenant's current key: fetched sealed from the TenantObject at most once per
+// RECEIPT_KEY_CACHE_MS per isolate and tenant.
 import { fromBase64url, openSecret, base64url } from "../../crypto.ts";
 import { secretsKey } from "../../config.ts";
 import { canonicalJson } from "../../domain/canonical-json.ts";
@@ -32,7 +33,13 @@ import type { SqlStore } from "../store/sql-store.ts";
  */
 export const RECEIPT_RECOVERY_MS = 3_600_000;
 
-type Signer = { kid: string; key: CryptoKey; notAfterMs: number; fetchedAtMs: number };
+type Signer = {
+  kid: string;
+  key: CryptoKey;
+  notBeforeMs: number;
+  notAfterMs: number;
+  fetchedAtMs: number;
+};
 /** Per isolate and tenant: the key fetched last (every operation object of the isolate shares it). */
 const signers = new Map<string, Signer>();
 
@@ -91,7 +98,8 @@ export class Receipts {
     );
     for (const kind of due) {
       const seq = chain.length + 1;
-      const issuedAtMs = Date.now();
+      // Never before the key's start, though this machine's clock may trail the tenant's a little.
+      const issuedAtMs = Math.max(Date.now(), signer.value.notBeforeMs);
       // Never a signature after the key's end, or with a key held past the cache bound.
       if (
         issuedAtMs > signer.value.notAfterMs ||
@@ -167,7 +175,7 @@ async function signerFor(env: Env, tenantId: string): Promise<Result<Signer, str
     const fetchedAtMs = Date.now();
     const answer = await tenantStub(env, tenantId).receiptSigner(tenantId);
     if (!answer.ok) return err(answer.error.detail);
-    const { kid, sealed, notAfterMs } = answer.value;
+    const { kid, sealed, notBeforeMs, notAfterMs } = answer.value;
     const pkcs8 = await openSecret(master.value, tenantId, sealedKeyName(kid), sealed);
     const key = await crypto.subtle.importKey(
       "pkcs8",
@@ -176,7 +184,7 @@ async function signerFor(env: Env, tenantId: string): Promise<Result<Signer, str
       false,
       ["sign"],
     );
-    const signer = { kid, key, notAfterMs, fetchedAtMs };
+    const signer = { kid, key, notBeforeMs, notAfterMs, fetchedAtMs };
     if (signers.size > 1024) signers.clear();
     signers.set(tenantId, signer);
     return ok(signer);

@@ -15,8 +15,13 @@ import type { SqlStore } from "../store/sql-store.ts";
 import { tenantRecord } from "../store/tenant-rows.ts";
 import type { TenantError } from "./contracts.ts";
 
-/** What an operation signs with: the key's id, its sealed private half and when it ends. */
-export type ReceiptSigner = { kid: string; sealed: SealedSecret; notAfterMs: number };
+/** What an operation signs with: the key's id, its sealed private half and its window. */
+export type ReceiptSigner = {
+  kid: string;
+  sealed: SealedSecret;
+  notBeforeMs: number;
+  notAfterMs: number;
+};
 /** A published key: the public JWK with its id, algorithm and window (ISO 8601). */
 export type ReceiptJwk = JWK & {
   kid: string;
@@ -110,6 +115,7 @@ function usableKey(store: SqlStore, nowMs: number): KeyRow | null {
 const signerOf = (row: KeyRow): ReceiptSigner => ({
   kid: row.kid,
   sealed: { iv: row.iv, ciphertext: row.ciphertext },
+  notBeforeMs: row.not_before_ms,
   notAfterMs: row.not_after_ms,
 });
 
