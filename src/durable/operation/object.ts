@@ -5,7 +5,8 @@
 // The attempt is durable before fetch with no await in between (the output gate holds the request
 // until the write is confirmed); results are applied by compare-and-set on the attempt number.
 // Nothing here throws across the stub, and an alarm whose work fails re-arms itself with backoff
-// (alarm.ts alarmOrRearm).
+// (alarm.ts alarmOrRearm). A settled operation's receipts (receipts.ts, issue 37) are signed after
+// the `recorded` commit, in the background; the alarm and any read sign what a crash lost.
 import { DurableObject } from "cloudflare:workers";
 import {
   transition,
@@ -50,7 +51,7 @@ export class OperationObject extends DurableObject<Env> {
   private readonly log = new OperationLog(this.store, this.env);
   private readonly sender = new Sender(this.env, this.log, (event) => this.apply(event, null));
   private readonly waiters = new Waiters(this.log);
-  /** Its signed receipts (receipts.ts): due once recorded, produced after the commit, never on the reply path. */
+  /** Its signed receipts (receipts.ts): due once recorded, signed after the commit, off the reply path. */
   private readonly receipts = new Receipts(this.log, this.env);
   private readonly alarms = new Alarms(this.ctx.storage, this.log, this.env, () =>
     this.receipts.pending(),
