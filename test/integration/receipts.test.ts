@@ -334,6 +334,34 @@ describe("receipts", { timeout: 30_000 }, () => {
     expect((await up.state()).effects).toHaveLength(1);
   });
 
+  it("pruned by retention after a crash lost its receipt: signed before the log goes, kept on the tombstone", async () => {
+    const up = upstream();
+    const { runId, name } = await setup(manifest({ url: up.url }));
+    const done = await call(runId, name);
+    const original = (await receiptOf(done.operation_id)).receipt;
+    const stub = opStub(done.operation_id);
+    await runInDurableObject(stub, async (_: unknown, state: DurableObjectState) => {
+      state.storage.sql.exec("UPDATE op_log SET receipts = NULL WHERE seq = 1");
+    });
+    await evictDurableObject(stub);
+    try {
+      // Two days and a minute later (the test deployment's retention): its alarm prunes it.
+      vi.useFakeTimers({ toFake: ["Date"] });
+      vi.setSystemTime(Date.now() + 2 * 24 * 60 * 60_000 + 60_000);
+      expect(await fireAlarm(done.operation_id)).toBe(true);
+      expect((await api("GET", `/v1/operations/${done.operation_id}`)).status).toBe(410);
+      const kept = await receiptOf(done.operation_id);
+      expect(kept.chain).toHaveLength(1);
+      expect({ ...kept.receipt.payload, issued_at_ms: 0 }).toEqual({
+        ...original.payload,
+        issued_at_ms: 0,
+      });
+      expect(await verifyReceipts(kept.chain, await publicJwks())).toEqual([]);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
   it("a run through faults: every operation settled has exactly one receipt; the run's and a subject's bundles verify", async () => {
     const tenant = await newTenant(ALL_SCOPES);
     const as = { Authorization: `Bearer ${tenant.key}` };
