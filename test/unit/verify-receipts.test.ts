@@ -185,7 +185,11 @@ describe("verifyReceipts", () => {
   });
 
   it("refuses a chain that skips a link, or a receipt without the one before it", async () => {
-    const three = await chainOf("op_c", ["settled", "compensation_linked", "compensation_linked"], key);
+    const three = await chainOf(
+      "op_c",
+      ["settled", "compensation_linked", "compensation_linked"],
+      key,
+    );
     expect(await verifyReceipts(three, jwks)).toEqual([]);
     const skipped = await verifyReceipts([three[0], three[2]], jwks);
     expect(skipped).toEqual([
