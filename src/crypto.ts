@@ -45,7 +45,7 @@ export function randomSecret(bytes = 24): string {
 // The additional data binds each ciphertext to its tenant and name (no swapping rows). Fingerprints
 // are a keyed HMAC, so a listing never lets anyone test guesses of a value offline.
 const enc = (text: string) => new TextEncoder().encode(text);
-const fromBase64url = (text: string) =>
+export const fromBase64url = (text: string) =>
   Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0));
 type TenantKeys = { master: string; aes: Promise<CryptoKey>; mac: Promise<CryptoKey> };
 const tenantKeys = new Map<string, TenantKeys>();

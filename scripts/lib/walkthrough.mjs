@@ -76,7 +76,14 @@ curl -s "$TG/v1/operations/$COMP?wait=15" -H "Authorization: Bearer $KEY" | jq -
 #    → {"phase":"recorded","status":"succeeded"}
 curl -s $UP/_control/state | jq -c '.effects[-1] | {path, body}'   # → the refund of eff_1, 500
 
-# 8. Everything that happened, transition by transition:
+# 8. Proof anyone can check offline: the first charge's signed receipts (settled, then compensated),
+#    verified with nothing but the tenant's public keys (README "Receipts").
+BUNDLE=$(mktemp); JWKS=$(mktemp)
+curl -s "$TG/v1/receipts?operation_id=$OP1" -H "Authorization: Bearer $KEY" > $BUNDLE
+curl -s $TG/public/$TENANT/receipts/jwks.json > $JWKS
+npm run -s verify-receipts -- $BUNDLE --jwks $JWKS   # → ✓ 2 receipts (1 operation) verify
+
+# 9. Everything that happened, transition by transition:
 curl -s $TG/v1/runs/$RUN/trace -H "Authorization: Bearer $KEY" | jq -c '.events[] | [.type, .operation_id, .attempt]'
 `;
 }

@@ -24,6 +24,7 @@ import { mcpRoutes } from "./mcp-routes.ts";
 import { limitRoutes } from "./limits-routes.ts";
 import { quotaRoutes } from "./quotas-routes.ts";
 import { policyRoutes } from "./policies-routes.ts";
+import { publicReceiptRoutes, receiptRoutes } from "./receipts-routes.ts";
 
 export const app = new Hono<AppEnv>();
 
@@ -45,6 +46,8 @@ app.get("/", (c) => {
 <li><a href="${links.docs}">API reference</a> (<a href="${links.openapi}">OpenAPI 3.1</a>)</li></ul></body></html>`);
 });
 app.route("/", docsRoutes);
+// Public, unauthenticated: a tenant's receipt verification keys (issue 37), nothing private.
+app.route("/public", publicReceiptRoutes);
 const limitBodies = bodyLimit({
   maxSize: MAX_BODY_BYTES,
   onError: () =>
@@ -75,6 +78,7 @@ app.route("/v1/freezes", freezeRoutes);
 app.route("/v1/delegations", delegationRoutes);
 app.route("/v1/tripwires", tripwireRoutes);
 app.route("/v1/grants", grantRoutes);
+app.route("/v1/receipts", receiptRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
 app.route("/console", consoleApp);
 // Agents over MCP: Host/Origin checks and the run token in front (src/http/mcp-routes.ts).

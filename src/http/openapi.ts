@@ -12,6 +12,8 @@ import { PutQuota } from "./quotas-routes.ts";
 import { FreezeBody } from "../domain/freeze.ts";
 import { TripwireBody } from "../domain/tripwire.ts";
 import { GrantBody } from "../domain/grant.ts";
+import { SignedReceiptSchema } from "../domain/receipt.ts";
+import { OperationReceipt, ReceiptBundle, ReceiptJwks } from "./receipts-routes.ts";
 import {
   Approve,
   CreateRun,
@@ -562,6 +564,47 @@ export const ROUTES: Route[] = [
   },
   {
     method: "get",
+    path: "/v1/operations/{operation_id}/receipt",
+    summary:
+      "The operation's signed receipts (issue 37): the latest and its chain, oldest first — one when it settled, one more when its compensation was linked, each naming the hash of the one before. Not settled yet: 409 receipt_not_ready (with its state); settled but its key out of reach just now: 503 receipt_pending. Another tenant's operation: 404, as an unknown one",
+    auth: "traces:read",
+    response: OperationReceipt,
+  },
+  {
+    method: "get",
+    path: "/v1/receipts",
+    summary:
+      "A receipt bundle to verify offline (npm run verify-receipts -- bundle.json --jwks jwks.json): exactly one of operation_id, run_id or subject (a bound subject as the tenant index means it: cus_42 or customer_id:cus_42; a run's and a subject's operations come from the index, a page of `limit` (≤ 100) operations at a time with `cursor`)",
+    auth: "traces:read",
+    query: ["operation_id", "run_id", "subject", "cursor", "limit"],
+    response: ReceiptBundle,
+  },
+  {
+    method: "get",
+    path: "/v1/receipts/jwks",
+    summary:
+      "The tenant's receipt verification keys (Ed25519 JWKs with kid, not_before, not_after): every key it ever signed with",
+    auth: "traces:read",
+    response: ReceiptJwks,
+  },
+  {
+    method: "post",
+    path: "/v1/receipts/keys/rotate",
+    summary:
+      "Rotate the receipt signing key: a new key signs from now; the one it replaces ends 30 s later (the most an operation may still hold it) and stays published, so every receipt it signed still verifies → { keys }",
+    auth: "receipts:admin",
+    response: ReceiptJwks,
+  },
+  {
+    method: "get",
+    path: "/public/{tenant_id}/receipts/jwks.json",
+    summary:
+      "The tenant's receipt verification keys, public (what a third party verifies with); an unknown tenant is 404",
+    auth: "none",
+    response: ReceiptJwks,
+  },
+  {
+    method: "get",
     path: "/",
     summary:
       "The front door: links to the console, these docs and the OpenAPI document (an HTML page for a browser, JSON otherwise; links start with TOOLGATE_CONSOLE_URL, else the request's origin)",
@@ -637,6 +680,8 @@ export function openApiDocument(): Record<string, unknown> {
         Envelope: jsonSchema(Envelope, "output"),
         // What GET /v1/events lists and every webhook carries: one data schema per event type.
         ToolgateEvent: jsonSchema(ToolgateEvent, "output"),
+        // A signed receipt (issue 37): docs/receipt.schema.json is the same schema.
+        Receipt: jsonSchema(SignedReceiptSchema, "output"),
       },
     },
     security: [{ bearer: [] }],

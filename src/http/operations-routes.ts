@@ -16,6 +16,7 @@ import {
 } from "./schemas.ts";
 import { decider, principalName, requireScope, type AppEnv } from "./auth.ts";
 import { decideBatch } from "./approvals-batch.ts";
+import { operationReceipt } from "./receipts-routes.ts";
 import { verifyStepUp } from "./passkey.ts";
 import { ApiProblem } from "./problem.ts";
 import {
@@ -140,6 +141,7 @@ export const operationRoutes = new Hono<AppEnv>()
       return c.json({ ...view, verification: unwrap(await stub.verify(tenantId)) });
     return c.json(view);
   })
+  .get("/:operation_id/receipt", operationReceipt)
   .post("/:operation_id/approve", async (c) => decide(c, "approve", await readJson(c, Approve)))
   .post("/:operation_id/reject", async (c) => decide(c, "reject", await readJson(c, Reject)))
   .post("/:operation_id/resolve", async (c) => {

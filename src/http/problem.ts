@@ -117,7 +117,11 @@ export type ApiError =
   /** A person's edit changed a bound or operation-key field (issue 35 item 2); nothing was changed. */
   | { code: "field_not_editable"; detail: string; field: string }
   /** POST /v1/grants/{id}/confirm of a grant that is not proposed (live, revoked, expired). */
-  | { code: "grant_not_proposed"; detail: string };
+  | { code: "grant_not_proposed"; detail: string }
+  /** GET /v1/operations/{id}/receipt of an operation not settled yet: a receipt is signed when it is. */
+  | { code: "receipt_not_ready"; detail: string; state: string }
+  /** Settled, but its receipt could not be signed just now (the tenant's key out of reach); try again. */
+  | { code: "receipt_pending"; detail: string };
 
 export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
@@ -287,11 +291,13 @@ export function statusOf(error: ApiError): number {
     case "frozen":
     case "retry_budget_exhausted":
     case "origin_paused":
+    case "receipt_not_ready":
       return 409;
     case "misconfigured":
     case "internal":
       return 500;
     case "unavailable":
+    case "receipt_pending":
       return 503;
   }
 }
@@ -357,6 +363,8 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "retry_budget_exhausted":
     case "origin_paused":
     case "freeze_expired":
+    case "receipt_not_ready":
+    case "receipt_pending":
       return -32603;
   }
 }

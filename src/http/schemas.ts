@@ -27,6 +27,8 @@ export const ApiScope = z.enum([
   "operations:compensate",
   /** Freezes (issue 34): PUT and DELETE /v1/freezes/{id} (and GET). */
   "freezes:write",
+  /** Receipts (issue 37): rotate the tenant's receipt signing key (POST /v1/receipts/keys/rotate). */
+  "receipts:admin",
 ]);
 export type ApiScope = z.infer<typeof ApiScope>;
 

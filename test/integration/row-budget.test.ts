@@ -50,10 +50,15 @@ async function settledRows(): Promise<Rows> {
  * (the operation's new row with its created and run entries — the status index holds only the
  * statuses people look for, not `succeeded`; the run's counters by UPDATE, which leaves its indexed
  * columns' entries alone — a REPLACE rewrote them: 3) and 3 read.
+ * Issue 37 adds 1 written in the background: the operation's signed receipt (its chain rides in
+ * row 1's `receipts` column, no table of its own; the key comes from the isolate's cache, so the
+ * tenant reads nothing), and one read fewer in all: a new operation's trace is kept as it appends
+ * it, so the receipt and the OTLP push (2 reads before) read it without reading back the rows; the
+ * receipt's own checks (is there a compensation link?) read 1.
  * Before issue 19 (commit c6e799f): 11 written on the reply path, 18 written and 54 read in all;
  * at 68c7bd7: 14 + 3 read; at 6eb8863 (before issue 32's diet): 8 on the reply path, 15 + 7 written.
  */
-const BUDGET = { replyWritten: 6, totalRead: 13 + 3, totalWritten: 13 + 4 };
+const BUDGET = { replyWritten: 6, totalRead: 12 + 3, totalWritten: 14 + 4 };
 
 describe("a new write's rows", () => {
   it("one new write of a warm run stays within its row budget (reply path and background)", async () => {

@@ -10,6 +10,7 @@ import type { Secrets, Shell } from "./contracts.ts";
 import { gather, gatherAlarmSend } from "./gather.ts";
 import { toolName, type OperationLog } from "./log.ts";
 import { outboxDueAtMs, outboxPending, type OperationOutbox } from "./notices.ts";
+import { RECEIPT_RECOVERY_MS, type Receipts } from "./receipts.ts";
 import { retire } from "./retention.ts";
 import type { Sender } from "./send.ts";
 
@@ -18,6 +19,8 @@ export class Alarms {
     private readonly storage: DurableObjectStorage,
     private readonly log: OperationLog,
     private readonly env: Env,
+    /** A settled operation lacks a receipt (receipts.ts): the alarm comes for it (RECEIPT_RECOVERY_MS). */
+    private readonly receiptPending: () => boolean = () => false,
   ) {}
 
   /**
@@ -39,9 +42,14 @@ export class Alarms {
   ownAlarmAtMs(): number | null {
     const head = this.log.head();
     if (!head) return null;
-    return head.state.phase === "recorded"
-      ? head.state.recordedAtMs + retentionMs(this.env)
-      : stateAlarmAtMs(head.state, head.frozen.plan, Date.now());
+    if (head.state.phase !== "recorded")
+      return stateAlarmAtMs(head.state, head.frozen.plan, Date.now());
+    const pruneAtMs = head.state.recordedAtMs + retentionMs(this.env);
+    // Its receipt is signed in the background right after the commit; lost to a crash, the alarm
+    // signs it then (and, at the latest, before pruning: runAlarm).
+    return this.receiptPending()
+      ? Math.min(pruneAtMs, head.state.recordedAtMs + RECEIPT_RECOVERY_MS)
+      : pruneAtMs;
   }
 
   /** An alarm whose work failed comes back after as long as the state has stood (5 s–10 min). */
@@ -56,6 +64,8 @@ export type AlarmHost = Shell & {
   sender: Sender;
   /** The outbox (notices.ts): drain() queues both sends, settled() waits for the inbox's. */
   outbox: OperationOutbox;
+  /** Its signed receipts: the alarm produces any due and missing before anything else of a recorded one. */
+  receipts: Receipts;
   lockWork(): Promise<void>;
 };
 
@@ -73,7 +83,11 @@ export async function runAlarm(host: AlarmHost): Promise<void> {
     if (due !== null && due > Date.now()) return;
   }
   const head = log.head()!;
-  if (head.state.phase === "recorded") return retire(shell, head.frozen, head.state);
+  if (head.state.phase === "recorded") {
+    const signed = await host.receipts.produce();
+    if (!signed.ok) return alarms.armAt(Date.now() + alarms.fallbackDelayMs());
+    return retire(shell, head.frozen, head.state);
+  }
   if (head.state.phase === "held") return wakeHeld(host);
   if (head.state.phase === "awaiting_lock") {
     // A waiter asks the run on each recheck: it stops at the run's deadline or cancel instead of

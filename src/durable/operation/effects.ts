@@ -4,7 +4,6 @@
 // its attempt row is committed (the output gate holds it until then). Outbox rows were written in
 // the transaction; apply delivers them after this.
 import type { Effect, OperationState } from "../../domain/operation/index.ts";
-import { retentionMs } from "../../config.ts";
 import type { AlarmHost } from "./alarm.ts";
 import type { Secrets } from "./contracts.ts";
 import { acquireLock, releaseLock } from "./lease-client.ts";
@@ -28,10 +27,9 @@ export function perform(
         armed = true;
         break;
       case "clear_alarm":
-        // Nothing more will happen by itself; a recorded operation's only alarm is its pruning.
-        host.alarms.armAt(
-          state.phase === "recorded" ? state.recordedAtMs + retentionMs(host.env) : null,
-        );
+        // Nothing more will happen by itself; a recorded operation's only alarm is its pruning
+        // (or, sooner, its receipt's signing should the background one not happen: alarm.ts).
+        host.alarms.armAt(state.phase === "recorded" ? host.alarms.ownAlarmAtMs() : null);
         armed = true;
         break;
       case "send_attempt":

@@ -55,6 +55,11 @@ export class OperationLog {
   private reportedKeys: Set<string> | null = null;
   /** The events of the row append() is writing, while it asks what to announce (see events()). */
   private appending: TraceEvent[] | null = null;
+  /**
+   * Every row's events (their JSON), kept as appended when this instance wrote row 1: a new
+   * operation's receipt reads the whole trace (issue 37) without reading back the rows it wrote.
+   */
+  private written: string[] | undefined = undefined;
 
   constructor(
     readonly store: SqlStore,
@@ -115,6 +120,7 @@ export class OperationLog {
       // Row 1, written by this instance: nothing was delivered or left unsent yet.
       this.reportedKeys = new Set();
       this.unsent = new Map();
+      this.written = [];
     }
     this.newest = { seq, state };
     const last = events.at(-1);
@@ -132,6 +138,9 @@ export class OperationLog {
     }
     const values = [seq, nowMs, JSON.stringify(state), JSON.stringify(events)];
     const frozenText = frozen ? JSON.stringify(frozen) : null;
+    // Kept as the row's text (each read decodes fresh objects, as from SQLite); before the insert:
+    // a failed one rolls the transaction back, which forgets them all.
+    this.written?.push(values[3] as string);
     if (out.events.length + out.notices.length === 0) {
       this.store.run(
         "INSERT INTO op_log (seq, at_ms, state, events, frozen) VALUES (?, ?, ?, ?, ?)",
@@ -237,6 +246,21 @@ export class OperationLog {
     ];
   }
 
+  /**
+   * The events as this instance appended them when it wrote row 1 (else read, as events()): for
+   * what is built right after a commit (the receipt, the OTLP push) without reading the rows back.
+   * Whoever checks what is stored (verify) reads events().
+   */
+  eventsAsWritten(): TraceEvent[] {
+    if (!this.written) return this.events();
+    return [...this.written.flatMap((text) => decodeTrace(text)), ...(this.appending ?? [])];
+  }
+
+  /** This instance wrote row 1: nothing else of the operation was written before it (issue 37). */
+  createdHere(): boolean {
+    return this.written !== undefined;
+  }
+
   /** The newest sealed event: the next one chains onto it. */
   lastLink(): ChainLink | null {
     if (this.link !== undefined) return this.link;
@@ -300,6 +324,7 @@ export class OperationLog {
   /** The log is gone (pruned): nothing read from it may be kept. */
   forget(): void {
     this.newest = undefined;
+    this.written = undefined;
     this.unsent = undefined;
     this.link = undefined;
     this.reportedKeys = null;

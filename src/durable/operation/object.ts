@@ -5,7 +5,8 @@
 // The attempt is durable before fetch with no await in between (the output gate holds the request
 // until the write is confirmed); results are applied by compare-and-set on the attempt number.
 // Nothing here throws across the stub, and an alarm whose work fails re-arms itself with backoff
-// (alarm.ts alarmOrRearm).
+// (alarm.ts alarmOrRearm). A settled operation's receipts (receipts.ts, issue 37) are signed after
+// the `recorded` commit, in the background; the alarm and any read sign what a crash lost.
 import { DurableObject } from "cloudflare:workers";
 import {
   transition,
@@ -39,6 +40,8 @@ import { Decisions } from "./decisions.ts";
 import { Waiters } from "./wait.ts";
 import * as Undo from "./compensation.ts";
 import { report, type Reported } from "./trace.ts";
+import { Receipts } from "./receipts.ts";
+import type { SignedReceipt } from "../../domain/receipt.ts";
 import { conflictReplyOf, peekOf, replyOf, viewOf } from "./views.ts";
 
 type Reply<T> = Promise<Result<T, C.OperationError>>;
@@ -50,7 +53,11 @@ export class OperationObject extends DurableObject<Env> {
     this.apply(event, frozen ?? null),
   );
   private readonly waiters = new Waiters(this.log);
-  private readonly alarms = new Alarms(this.ctx.storage, this.log, this.env);
+  /** Its signed receipts (receipts.ts): due once recorded, signed after the commit, off the reply path. */
+  private readonly receipts = new Receipts(this.log, this.env);
+  private readonly alarms = new Alarms(this.ctx.storage, this.log, this.env, () =>
+    this.receipts.pending(),
+  );
   /** Lock requests and releases, in order; replies wait for them so the envelope shows the standing. */
   private lockWork: Promise<void> = Promise.resolve();
   /** Sweeps answered "absent" (issue 21): a start in flight across one reserves again. */
@@ -68,6 +75,7 @@ export class OperationObject extends DurableObject<Env> {
     alarms: this.alarms,
     sender: this.sender,
     outbox: this.outbox,
+    receipts: this.receipts,
     lockWork: () => this.lockWork,
     queueLock: (work) => void (this.lockWork = this.lockWork.then(work)),
     facts: null,
@@ -213,7 +221,25 @@ export class OperationObject extends DurableObject<Env> {
     return Undo.compensationSourceOf(this.log, tenantId);
   }
   async linkCompensation(tenantId: string, compensationId: string): Reply<true> {
-    return Undo.linkCompensation(this.log, tenantId, compensationId);
+    const linked = Undo.linkCompensation(this.log, tenantId, compensationId);
+    // The link is a receipt of its own, chained onto the settled one (issue 37).
+    if (linked.ok) this.produceReceipts();
+    return linked;
+  }
+
+  /**
+   * The operation's signed receipts, oldest first (issue 37): any due and missing are produced
+   * first. `pending`: one is due that could not be signed now (the tenant's key unreachable).
+   * Kept after the log is pruned; another tenant's (or none) is an empty chain.
+   */
+  async receiptChain(
+    tenantId: string,
+  ): Promise<{ receipts: SignedReceipt[]; pending: string | null }> {
+    const head = this.log.headFor(tenantId);
+    const produced = head ? await this.receipts.produce() : null;
+    const receipts = this.receipts.chain(tenantId);
+    const pending = produced && !produced.ok && this.receipts.pending() ? produced.error : null;
+    return { receipts, pending };
   }
 
   /** Asked by a limit's sweep (issue 21): does this operation hold its reservation of `name` for `subject`? */
@@ -262,6 +288,21 @@ export class OperationObject extends DurableObject<Env> {
       withdrawQuota(this.env, head.frozen, true);
   }
 
+  /**
+   * In the background, never on the reply path; then the alarm back to the state's own time (it
+   * was set for the receipt: alarm.ts). Not signed now (the tenant's key out of reach): the alarm
+   * tries again soon. Lost to a crash: the alarm set with the commit, or the next read of it.
+   */
+  private produceReceipts(): void {
+    this.ctx.waitUntil(
+      this.receipts.produce().then((done) => {
+        if (done.ok) return this.alarms.rearm();
+        console.error("receipt not signed yet; the alarm tries again", done.error);
+        this.alarms.armAt(Date.now() + this.alarms.fallbackDelayMs());
+      }),
+    );
+  }
+
   // ── shell ────────────────────────────────────────────────────────────────────────────────────
 
   /**
@@ -292,6 +333,7 @@ export class OperationObject extends DurableObject<Env> {
     if (!result.ok) return result;
     const state = result.value.state;
     afterCommit(this.env, this.log, written.appended, entered, (p) => this.ctx.waitUntil(p));
+    if (entered === "recorded") this.produceReceipts();
     const armed = perform(this.shell, result.value.effects, state, secrets);
     // A redelivery is armed with the commit (the alarm never waits past the oldest row's time).
     if ((written.outboxed || written.evented) && !armed) this.alarms.rearm();

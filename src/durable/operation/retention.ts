@@ -78,6 +78,11 @@ export async function retire(
   if (!(await dropFromIndex(shell.env, frozen.tenant_id, { operations: [frozen.id], runs: [] })))
     return shell.alarms.armAt(nowMs + 60_000);
   const outcome = state.outcome;
+  // Its signed receipts outlive the log (issue 37): the tombstone keeps them.
+  const receipts = store.hasColumn("op_log", "receipts")
+    ? (store.one<{ receipts: string | null }>("SELECT receipts FROM op_log WHERE seq = 1")
+        ?.receipts ?? null)
+    : null;
   store.transaction(() => {
     for (const table of [
       "op_log",
@@ -89,13 +94,14 @@ export async function retire(
       if (store.exists(table)) store.run(`DELETE FROM ${table}`);
     store.ensureTable("op_pruned");
     store.run(
-      "INSERT OR REPLACE INTO op_pruned (k, id, tenant_id, input_hash, status, recorded_at_ms, pruned_at_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
+      "INSERT OR REPLACE INTO op_pruned (k, id, tenant_id, input_hash, status, recorded_at_ms, pruned_at_ms, receipts) VALUES (1, ?, ?, ?, ?, ?, ?, ?)",
       frozen.id,
       frozen.tenant_id,
       proposedHash(frozen),
       outcome.status,
       state.recordedAtMs,
       nowMs,
+      receipts,
     );
   });
   shell.log.forget();

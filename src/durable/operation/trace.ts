@@ -88,7 +88,7 @@ export function pushRecorded(
   // No collector configured: not even the spans are built (they cost ~2% of a new write's CPU).
   if (!head || !collectorFor(env)) return;
   const spans = otlpTrace(head.frozen.run_id, [
-    { operation_id: head.frozen.id, events: log.events() },
+    { operation_id: head.frozen.id, events: log.eventsAsWritten() },
   ]);
   waitUntil(pushSpans(env, spans, head.frozen.id));
 }

@@ -11,6 +11,8 @@
 // A cancel that arrives before the operation exists leaves an `op_early_cancel` row per cancelling
 // run (only that run's submit obeys it); `op_tombstone` is its older, unbound form, still read.
 // `op_compensated_by` (undo, issue 22): the id of this operation's compensation, once there is one.
+// Its signed receipts (issue 37), in chain order, ride in row 1 (`receipts`: one row written per
+// receipt, no table of their own) and move to the tombstone when the log is pruned.
 import { z } from "zod";
 import type { OperationPlan, OperationState, TraceEvent } from "../../domain/operation/index.ts";
 import { readEvent, type ToolgateEvent } from "../../domain/journal/events.ts";
@@ -26,12 +28,14 @@ export const UNSENT_NOTICES_COLUMN = "unsent_notices TEXT";
 /** Created on a first send or delivery that was not taken (older objects have it from every step). */
 export const OP_OUTBOX_TABLE =
   "CREATE TABLE IF NOT EXISTS op_outbox (seq INTEGER NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at_ms INTEGER NOT NULL, at_ms INTEGER NOT NULL, PRIMARY KEY (seq, kind)) WITHOUT ROWID";
+/** The signed receipts' JSON array (issue 37), on row 1 and on the tombstone; added to older logs when first written. */
+export const RECEIPTS_COLUMN = "receipts TEXT";
 export const OPERATION_SCHEMA = `
-CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT, ${UNSENT_EVENTS_COLUMN}, ${UNSENT_NOTICES_COLUMN});
+CREATE TABLE IF NOT EXISTS op_log (seq INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, state TEXT NOT NULL, events TEXT NOT NULL, frozen TEXT, ${UNSENT_EVENTS_COLUMN}, ${UNSENT_NOTICES_COLUMN}, ${RECEIPTS_COLUMN});
 CREATE TABLE IF NOT EXISTS op_tombstone (k INTEGER PRIMARY KEY CHECK (k = 1), tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS op_early_cancel (run_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, by TEXT NOT NULL, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS op_lease (k INTEGER PRIMARY KEY CHECK (k = 1), resource TEXT NOT NULL, fencing_token INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS op_pruned (k INTEGER PRIMARY KEY CHECK (k = 1), id TEXT NOT NULL, tenant_id TEXT NOT NULL, input_hash TEXT NOT NULL, status TEXT NOT NULL, recorded_at_ms INTEGER NOT NULL, pruned_at_ms INTEGER NOT NULL, ${RECEIPTS_COLUMN});
 CREATE TABLE IF NOT EXISTS op_compensated_by (k INTEGER PRIMARY KEY CHECK (k = 1), compensation_id TEXT NOT NULL);
 ${OP_OUTBOX_TABLE};`;
 

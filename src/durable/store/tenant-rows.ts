@@ -5,7 +5,8 @@
 // (`tenant_outbox`: endpoint.failing), and the tenant-plane events the queue consumer stores (`pos`: arrival order, the feed's order), which
 // endpoints are a run's notify.url (`run_endpoints`, deleted with the run's retention), and its
 // Cedar policy set (one row, issue 21; `invalid`: a forced tool change broke it, issue 31), and its
-// runs' ids (`tenant_runs`: what an index rebuild walks, tenant/runs.ts).
+// runs' ids (`tenant_runs`: what an index rebuild walks, tenant/runs.ts), and its receipt signing
+// keys (`receipt_keys`, issue 37: the private key sealed like a secret, each with its window).
 // The tenant's `unknowns` rows stay, closed, as tombstones until retention: a late, older delivery
 // (`seq`) cannot reopen one. Tables from before `seq`/`open` get the columns on first use.
 import { z } from "zod";
@@ -46,6 +47,7 @@ CREATE TABLE IF NOT EXISTS events (pos INTEGER PRIMARY KEY, id TEXT NOT NULL UNI
 CREATE TABLE IF NOT EXISTS run_endpoints (webhook_id TEXT PRIMARY KEY, run_id TEXT NOT NULL, prune_at INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_runs (run_id TEXT PRIMARY KEY, at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_outbox (id TEXT PRIMARY KEY, payload TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS receipt_keys (kid TEXT PRIMARY KEY, public_jwk TEXT NOT NULL, iv TEXT NOT NULL, ciphertext TEXT NOT NULL, not_before_ms INTEGER NOT NULL, not_after_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS passkeys (credential_id TEXT PRIMARY KEY, person TEXT NOT NULL, public_key TEXT NOT NULL, counter INTEGER NOT NULL, created_at_ms INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS delegations (from_id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS freezes (id TEXT PRIMARY KEY, data TEXT NOT NULL, lifted_at INTEGER) WITHOUT ROWID;

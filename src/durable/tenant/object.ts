@@ -1,6 +1,6 @@
 // TenantObject: one per tenant, the RPC surface over its record and alarm (record.ts) and the modules
 // beside it: API keys (keys.ts), upstream secrets (secrets.ts), the tool registry and its verdicts
-// (registry.ts), tenant facts (facts.ts), the approvals inbox and unknown-outcomes list (inbox.ts),
+// (registry.ts), tenant facts (facts.ts), receipt signing keys (receipt-keys.ts), the approvals inbox and unknown-outcomes list (inbox.ts),
 // events (events.ts), passkeys for step-up approvals (passkeys.ts), delegations while away (delegations.ts), webhooks and their delivery logs, and the list of its runs an index rebuild
 // walks (runs.ts). Every method only delegates; names and signatures are the contract other
 // objects and routes call through stubs.
@@ -31,6 +31,7 @@ import * as passkeys from "./passkeys.ts";
 import * as delegations from "./delegations.ts";
 import * as registry from "./registry.ts";
 import * as secrets from "./secrets.ts";
+import * as receiptKeys from "./receipt-keys.ts";
 import * as webhooks from "./webhooks.ts";
 import * as runEndpoints from "./run-endpoints.ts";
 import * as runs from "./runs.ts";
@@ -375,6 +376,24 @@ export class TenantObject extends DurableObject<Env> {
     names: string[],
   ): Promise<Result<Record<string, string>, secrets.SecretsError>> {
     return secrets.secretsFor(this.store, this.env, tenantId, names);
+  }
+
+  // ── Receipt signing keys (receipt-keys.ts, issue 37) ─────────────────────────────────────────
+
+  /** The key this tenant's operations sign receipts with now, its private half still sealed. */
+  async receiptSigner(tenantId: string): Promise<Result<receiptKeys.ReceiptSigner, TenantError>> {
+    return receiptKeys.receiptSigner(this.store, this.env, tenantId);
+  }
+
+  async rotateReceiptKey(tenantId: string): Promise<Result<receiptKeys.ReceiptJwk[], TenantError>> {
+    return receiptKeys.rotateReceiptKey(this.store, this.env, tenantId);
+  }
+
+  /** The public keys, every one ever used; an unknown tenant is not found (nothing is created). */
+  async receiptJwks(tenantId: string): Promise<Result<receiptKeys.ReceiptJwk[], TenantError>> {
+    if (tenantRecord(this.store)?.id !== tenantId)
+      return err({ code: "not_found", detail: "no such tenant" });
+    return ok(receiptKeys.receiptJwks(this.store));
   }
 
   // ── Approvals inbox and unknown outcomes (inbox.ts) ──────────────────────────────────────────
