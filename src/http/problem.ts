@@ -117,7 +117,9 @@ export type ApiError =
   /** A person's edit changed a bound or operation-key field (issue 35 item 2); nothing was changed. */
   | { code: "field_not_editable"; detail: string; field: string }
   /** POST /v1/grants/{id}/confirm of a grant that is not proposed (live, revoked, expired). */
-  | { code: "grant_not_proposed"; detail: string };
+  | { code: "grant_not_proposed"; detail: string }
+  /** A rollback's plan approval when no rollback runs or nothing is left in its plan (issue 35). */
+  | { code: "rollback_not_running"; detail: string };
 
 export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
@@ -156,6 +158,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "freeze_expired":
       return { code: error.code, detail: error.detail };
     case "grant_not_proposed":
+    case "rollback_not_running":
       return { code: error.code, detail: error.detail };
     case "not_waiting":
       return {
@@ -275,6 +278,7 @@ export function statusOf(error: ApiError): number {
       return 410;
     case "not_outcome_unknown":
     case "grant_not_proposed":
+    case "rollback_not_running":
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "resend_not_allowed":
@@ -333,6 +337,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "operation_not_compensable":
     case "not_outcome_unknown":
     case "grant_not_proposed":
+    case "rollback_not_running":
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "self_approval":
