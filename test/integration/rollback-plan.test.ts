@@ -5,6 +5,7 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { api, manifest, newTenant, operation, testTenant, upstream } from "../support/api.ts";
+import { consoleAs } from "../support/console-page.ts";
 import {
   cancelRollback,
   charged,
@@ -164,5 +165,38 @@ describe("POST /v1/runs/{id}/rollback/approve", () => {
     expect(run.status).toBe(201);
     const answer = await approvePlan(run.body.run_id, { input_hashes: ["a"] });
     expect(answer).toMatchObject({ status: 409, body: { code: "rollback_not_running" } });
+  });
+});
+
+describe("console: the rollback's plan on the run page", { timeout: 30_000 }, () => {
+  it("shows each compensation with its hash and one Approve plan form; pressing it runs both refunds", async () => {
+    const { up, runId, report } = await rolledBack();
+    const people = await consoleAs((await testTenant()).key);
+    const page = await people.get(`/console/runs/${runId}`);
+    expect(page.status).toBe(200);
+    const hashes = (await plan(runId)).body.items.map((i: any) => i.input_hash);
+    for (const hash of hashes) expect(page.text).toContain(`input hash ${hash}`);
+    expect(page.text.match(/>Approve plan</g)).toHaveLength(1);
+    expect(page.text).toContain(`action="/console/runs/${runId}/rollback/approve"`);
+    // A form naming another plan approves nothing.
+    const stale = await people.post(`/console/runs/${runId}/rollback/approve`, {
+      input_hashes: hashes[0],
+    });
+    expect(stale.status).toBe(303);
+    expect((await people.get(`/console/runs/${runId}`)).text).toContain("Not approved");
+    expect((await plan(runId)).body.approvals).toEqual([]);
+    const pressed = await people.post(`/console/runs/${runId}/rollback/approve`, {
+      input_hashes: hashes.join(","),
+      reason: "whole run was wrong",
+    });
+    expect(pressed.status).toBe(303);
+    const after = await people.get(`/console/runs/${runId}`);
+    expect(after.text).toContain("The plan is approved by");
+    let now = await nextStep(runId, report.steps[0].compensation_id);
+    now = await nextStep(runId, now.steps[1].compensation_id);
+    expect(now.state).toBe("completed");
+    expect((await refundsOf(up)).map((r) => r.body.amount)).toEqual([200, 100]);
+    const decided = (await operation(now.steps[1].compensation_id)).body.approval;
+    expect(decided).toMatchObject({ decided_via: "console", reason: "whole run was wrong" });
   });
 });
