@@ -191,6 +191,7 @@ export async function editFromForm(
       approverId: by.id,
       via: by.via,
       scopes: by.scopes,
+      ...(by.claims ? { claims: by.claims } : {}),
       reason,
       inputHash,
       toolVersion,

@@ -183,6 +183,7 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
     approverId: by.id,
     via: by.via,
     scopes: by.scopes,
+    ...(by.claims ? { claims: by.claims } : {}),
     ...stepUp,
     reason: reason || null,
     inputHash,
@@ -233,7 +234,7 @@ export async function consoleDecider(c: Context<ConsoleEnv>): Promise<Decider | 
     const person = await accessIdentity(c.env, c.req.header(ACCESS_HEADER));
     const { keyName, scopes } = c.get("session");
     return person
-      ? { id: person.id, via: "access", scopes }
+      ? { id: person.id, via: "access", scopes, claims: person.claims }
       : { id: keyName, via: "console", scopes };
   } catch (error) {
     if (!(error instanceof ApiProblem)) throw error;

@@ -159,6 +159,8 @@ export type PlanApproval = {
   by: string;
   via: DeciderVia;
   scopes: string[];
+  /** The approver's verified Access claims (a route's groups by attribute), when Access verified them. */
+  claims?: Record<string, string[]>;
   input_hashes: string[];
   policy_versions: string[];
   reason: string | null;

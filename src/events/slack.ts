@@ -115,7 +115,13 @@ function routeShown(route: unknown): Pick<Shown, "votes" | "may_vote"> {
   const { votes, quorum, may_vote, excluded } = parsed.data;
   const names = votes.map((v) => (v.cast_by ? `${v.by} (by ${v.cast_by}, delegated)` : v.by));
   const groups = may_vote.map((g) =>
-    [g.group, ...g.members, ...g.scopes.map((s) => `scope ${s}`)].join(": "),
+    [
+      g.group,
+      ...g.members,
+      ...g.scopes.map((s) => `scope ${s}`),
+      ...Object.entries(g.claims ?? {}).map(([k, v]) => `${k} ∋ ${v.join("|")}`),
+      ...(g.email_domains ?? []).map((d) => `@${d}`),
+    ].join(": "),
   );
   return {
     votes: `${votes.length} of ${quorum}${names.length ? `: ${names.join(", ")}` : ""}`,

@@ -43,7 +43,12 @@ export type BatchItemResult =
   | { operation_id: string; result: "voted"; votes: number; needed: number }
   | { operation_id: string; result: "skipped"; reason: SkipReason; detail: string };
 
-export type BatchDecider = { id: string; via: DeciderVia; scopes: string[] };
+export type BatchDecider = {
+  id: string;
+  via: DeciderVia;
+  scopes: string[];
+  claims?: Record<string, string[]>;
+};
 
 /** Every item decided at once (different operations, so no item waits for another), answers in order. */
 export async function decideBatch(
@@ -63,6 +68,7 @@ export async function decideBatch(
           approverId: decider.id,
           via: decider.via,
           scopes: decider.scopes,
+          ...(decider.claims ? { claims: decider.claims } : {}),
           reason: item.reason ?? null,
           inputHash: item.input_hash,
           toolVersion: item.policy_version ?? null,

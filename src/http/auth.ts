@@ -151,6 +151,8 @@ export type Decider = {
   via: DeciderVia;
   /** The scopes of the key (or console session) that carried the decision: a route's groups (issue 35). */
   scopes: string[];
+  /** The verified Access token's claims (via "access" only): a route's groups by attribute. */
+  claims?: Record<string, string[]>;
 };
 
 /**
@@ -171,7 +173,7 @@ export async function decider(
   const { scopes } = principal;
   if (!named)
     return person
-      ? { id: person.id, via: "access", scopes }
+      ? { id: person.id, via: "access", scopes, claims: person.claims }
       : { id: principal.keyName, via: "api_key", scopes };
   if (!principal.scopes.includes("approvals:delegate"))
     throw new ApiProblem({

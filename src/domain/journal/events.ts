@@ -97,7 +97,14 @@ export const RouteData = z.object({
     }),
   ),
   may_vote: z.array(
-    z.object({ group: z.string(), scopes: z.array(z.string()), members: z.array(z.string()) }),
+    z.object({
+      group: z.string(),
+      scopes: z.array(z.string()),
+      members: z.array(z.string()),
+      /** A group by attribute: a verified Access claim holding one of these values, an email domain. */
+      claims: z.record(z.string(), z.array(z.string())).optional(),
+      email_domains: z.array(z.string()).optional(),
+    }),
   ),
   excluded: z.array(z.string()),
 });

@@ -48,9 +48,18 @@ export type ApprovalEdit = {
 };
 /**
  * An approver group (issue 35): a decider belongs when the key that carried its decision holds one
- * of `scopes`, or its verified id (Access email, key name) is one of `members`.
+ * of `scopes`, or its verified id (Access email, key name) is one of `members`, or — a person
+ * Cloudflare Access verified — a claim of their token holds one of `claims[name]` (a string equal to
+ * it, or an array containing it: `groups`, `custom.department`) or their email's domain is one of
+ * `email_domains`. Absent in plans frozen before attribute groups: none.
  */
-export type ApproverGroup = { name: string; scopes: string[]; members: string[] };
+export type ApproverGroup = {
+  name: string;
+  scopes: string[];
+  members: string[];
+  claims?: Record<string, string[]>;
+  email_domains?: string[];
+};
 /** One step of a route: its group, and when (after the step began) to remind it and escalate past it. */
 export type RouteStep = {
   group: ApproverGroup;
@@ -76,6 +85,11 @@ export type Decision = {
   toolVersion: string | null;
   /** The scopes of the key that carried the decision: a route's groups by scope (issue 35). */
   scopes?: string[];
+  /**
+   * The verified Access token's claims (string and string-array ones, `custom.*` flattened), only
+   * with `via: "access"`: a route's groups by attribute (issue 35). Never from a header or a key.
+   */
+  claims?: Record<string, string[]>;
   /** A delegation in force (issue 35): the vote is `id`'s, whose scopes were these when they delegated. */
   onBehalfOf?: { id: string; scopes: string[] };
 };

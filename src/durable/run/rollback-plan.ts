@@ -34,7 +34,12 @@ export type RollbackPlan = {
   items: PlanItem[];
   approvals: PlanApproval[];
 };
-export type PlanDecider = { id: string; via: DeciderVia; scopes: string[] };
+export type PlanDecider = {
+  id: string;
+  via: DeciderVia;
+  scopes: string[];
+  claims?: Record<string, string[]>;
+};
 
 /** The plan of a running rollback (`view`: the run's rollback now), what a person approves. */
 export async function planOf(
@@ -121,6 +126,7 @@ export async function approvePlan(
     by: by.id,
     via: by.via,
     scopes: by.scopes,
+    ...(by.claims ? { claims: by.claims } : {}),
     input_hashes: plan.value.items.map((i) => i.input_hash),
     policy_versions: plan.value.items.map((i) => i.policy_version),
     reason,
@@ -138,6 +144,7 @@ const PlanApprovalCodec: z.ZodType<PlanApproval> = z.strictObject({
   by: z.string(),
   via: z.enum(DECIDER_VIA),
   scopes: z.array(z.string()),
+  claims: z.record(z.string(), z.array(z.string())).optional(),
   input_hashes: z.array(z.string()),
   policy_versions: z.array(z.string()),
   reason: z.string().nullable(),
@@ -182,6 +189,7 @@ export async function castPlanApprovals(
         approverId: plan.by,
         via: plan.via,
         scopes: plan.scopes,
+        ...(plan.claims ? { claims: plan.claims } : {}),
         reason: plan.reason,
         inputHash: approval.input_hash,
         toolVersion: approval.policy_version,
