@@ -93,14 +93,16 @@ async function itemOf(
   const prepared = await prepareCompensation(parts, run.tenantId, original.value, run);
   if (!prepared.ok) return prepared;
   const { source, spec, input } = prepared.value;
+  const canonical = canonicalJson(input);
   return ok({
     operation_id: originalId,
     tool: original.value.tool,
     compensation_tool: spec.name,
     compensation_id: null,
-    input_hash: await sha256Hex(canonicalJson(input)),
+    input_hash: await sha256Hex(canonical),
     policy_version: await catalog.toolVersion(source),
-    arguments: input,
+    // As a submit freezes it (canonical key order), like a submitted step's.
+    arguments: JSON.parse(canonical) as Record<string, unknown>,
     four_eyes: spec.approval.fourEyes,
     step_up: spec.approval.stepUp === "passkey",
   });
