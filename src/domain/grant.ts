@@ -297,6 +297,16 @@ export const grantView = (grant: Grant, nowMs: number) => ({
 });
 export type GrantView = ReturnType<typeof grantView>;
 
+/** What a grant covers and how far, as its chain entry and its events both state it. */
+export const grantBounds = (view: GrantView) => ({
+  tools: view.tools,
+  subject: view.subject,
+  field: view.field,
+  per_call_max: view.per_call_max,
+  total_max: view.total_max,
+  count: view.count,
+});
+
 /** The uses the tenant has been told of (each chained once per grant and operation). */
 export type GrantUsed = { calls: number; sum: number };
 
@@ -322,12 +332,7 @@ export function grantEventData(
   const view = grantView(grant, nowMs);
   return {
     grant_id: grant.id,
-    tools: view.tools,
-    subject: view.subject,
-    field: view.field,
-    per_call_max: view.per_call_max,
-    total_max: view.total_max,
-    count: view.count,
+    ...grantBounds(view),
     expires_at: view.expires_at,
     reason: grant.reason,
     state: view.state,

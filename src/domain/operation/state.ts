@@ -73,6 +73,17 @@ export type Route = { quorum: number; steps: RouteStep[] };
 export type Vote = { by: string; castBy: string; via: DeciderVia; atMs: number };
 /** Where a routed approval stands: the step reached, since when, whether it was reminded, the votes. */
 export type Routing = { step: number; stepAtMs: number; reminded: boolean; votes: Vote[] };
+/**
+ * Who decides, as the edge verified it (http/auth.ts `decider`): the id, how it was verified, the
+ * scopes of the key or session that carried it and — Access only — the token's claims. One shape
+ * for a single decision, a batch and a rollback's plan approval.
+ */
+export type Decider = {
+  id: string;
+  via: DeciderVia;
+  scopes: string[];
+  claims?: Record<string, string[]>;
+};
 export type Decision = {
   verdict: "approve" | "reject";
   approverId: string;

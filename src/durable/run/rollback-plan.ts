@@ -9,7 +9,8 @@
 // Another pair (the input changed since) gets nothing: that step asks a person as before.
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { z } from "zod";
-import { DECIDER_VIA, type DeciderVia } from "../../domain/journal/trace-event.ts";
+import { DECIDER_VIA } from "../../domain/journal/trace-event.ts";
+import type { Decider } from "../../domain/operation/state.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
 import {
   approvalsCovering,
@@ -34,12 +35,7 @@ export type RollbackPlan = {
   items: PlanItem[];
   approvals: PlanApproval[];
 };
-export type PlanDecider = {
-  id: string;
-  via: DeciderVia;
-  scopes: string[];
-  claims?: Record<string, string[]>;
-};
+export type PlanDecider = Decider;
 
 /** The plan of a running rollback (`view`: the run's rollback now), what a person approves. */
 export async function planOf(

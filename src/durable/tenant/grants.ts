@@ -8,6 +8,7 @@
 import {
   confirmGrant as confirmed,
   grantCounters,
+  grantBounds,
   grantEventData,
   usedUp,
   type GrantUsed,
@@ -161,17 +162,11 @@ export async function revokeGrant(
 
 /** The chain entry of a grant made: every bound it was made with, and by whom. */
 function createdEntry(grant: Grant): TraceEvent {
-  const view = grantView(grant, grant.createdAtMs);
   return {
     type: "grant_created",
     at_ms: grant.createdAtMs,
     grant_id: grant.id,
-    tools: view.tools,
-    subject: view.subject,
-    field: view.field,
-    per_call_max: view.per_call_max,
-    total_max: view.total_max,
-    count: view.count,
+    ...grantBounds(grantView(grant, grant.createdAtMs)),
     expires_at_ms: grant.expiresAtMs,
     reason: grant.reason,
     by: grant.createdBy,
