@@ -18,10 +18,10 @@ import {
 } from "../support/undo.ts";
 
 /** A refund tool, a charge declaring it, a run with a customer, two charges, then a rollback. */
-async function rolledBack() {
+async function rolledBack(refundExtra: Record<string, unknown> = {}) {
   await testTenant();
   const up = upstream();
-  const refund = refundTool(up.url);
+  const refund = refundTool(up.url, refundExtra);
   expect((await put(refund)).status).toBe(201);
   const charge = manifest({ url: up.url, compensate: { tool: refund.name, arguments: UNDO } });
   expect((await put(charge)).status).toBe(201);
@@ -152,6 +152,27 @@ describe("POST /v1/runs/{id}/rollback/approve", () => {
     const view = (await operation(report.steps[0].compensation_id)).body;
     expect(view.phase).toBe("awaiting_approval");
     expect(await refundsOf(up)).toHaveLength(0);
+  });
+
+  it("routing applies as to a single approval: a plan approver outside the refund's group is named in the step, a member's plan approval runs it", async () => {
+    const route = [{ group: { name: "finance", members: ["carol"] } }];
+    const { up, runId, report } = await rolledBack({ approval: { mode: "always", route } });
+    const hashes = (await plan(runId)).body.items.map((i: any) => i.input_hash);
+    // "test" may approve plans, but is not in the refund's group: its decision is not counted.
+    expect((await approvePlan(runId, { input_hashes: hashes })).status).toBe(200);
+    const step = (await api("GET", `/v1/runs/${runId}`)).body.rollback.steps[0];
+    expect(step).toMatchObject({ state: "submitted" });
+    expect(step.detail).toContain("test: not_an_approver");
+    expect((await operation(report.steps[0].compensation_id)).body.phase).toBe("awaiting_approval");
+    expect(await refundsOf(up)).toHaveLength(0);
+    // carol approves the same plan (a delegating key naming her): both refunds run.
+    const carol = await approvePlan(runId, { input_hashes: hashes, approver: { id: "carol" } });
+    expect(carol.status).toBe(200);
+    let now = await nextStep(runId, report.steps[0].compensation_id);
+    now = await nextStep(runId, now.steps[1].compensation_id);
+    expect(now.state).toBe("completed");
+    expect((await refundsOf(up)).map((r) => r.body.amount)).toEqual([200, 100]);
+    expect((await operation(now.steps[1].compensation_id)).body.approval.decided_by).toBe("carol");
   });
 
   it("no rollback running: 409 rollback_not_running", async () => {

@@ -165,21 +165,23 @@ export function clearPlanApprovals(parts: RunParts): void {
 /**
  * The step's compensation awaits approval: each plan approval listing its (hash, version) is cast
  * as that person's decision, through the operation's own checks. A refusal (four eyes, not in the
- * route, a step-up) leaves it to a person; true when one was decided.
+ * route, a step-up) leaves it to a person: `refused` says whose and why, for the step's detail.
  */
 export async function castPlanApprovals(
   parts: RunParts,
   tenantId: string,
   compensationId: string,
   view: OperationView,
-): Promise<boolean> {
+): Promise<{ decided: boolean; refused: string | null }> {
   const approval = view.approval;
-  if (view.phase !== "awaiting_approval" || approval?.state !== "pending") return false;
+  const none = { decided: false, refused: null };
+  if (view.phase !== "awaiting_approval" || approval?.state !== "pending") return none;
   const covering = approvalsCovering(
     planApprovals(parts),
     approval.input_hash,
     approval.policy_version,
   );
+  const refused: string[] = [];
   for (const plan of covering) {
     const decided = await operationStub(parts.env, compensationId)
       .decide(tenantId, {
@@ -193,7 +195,13 @@ export async function castPlanApprovals(
         toolVersion: approval.policy_version,
       })
       .catch(() => null);
-    if (decided?.ok && decided.value.decided) return true;
+    if (decided?.ok && decided.value.decided) return { decided: true, refused: null };
+    if (decided && !decided.ok) refused.push(`${plan.by}: ${decided.error.code}`);
   }
-  return false;
+  return refused.length === 0
+    ? none
+    : {
+        decided: false,
+        refused: `the plan's approval could not approve this compensation (${refused.join(", ")}); a person decides it`,
+      };
 }

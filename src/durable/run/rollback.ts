@@ -208,8 +208,10 @@ async function advance(
       .catch(() => null);
     if (!view?.ok) return arm(parts, storage, ROLLBACK_RETRY_MS);
     // Awaiting a person, and a person approved the plan listing its hash: their decision is cast.
-    if (await castPlanApprovals(parts, tenantId, step.compensation_id!, view.value))
-      return arm(parts, storage, ROLLBACK_FIRST_LOOK_MS);
+    const cast = await castPlanApprovals(parts, tenantId, step.compensation_id!, view.value);
+    if (cast.decided) return arm(parts, storage, ROLLBACK_FIRST_LOOK_MS);
+    if (cast.refused && cast.refused !== step.detail)
+      update(parts, step.seq, step.state, step.compensation_id, cast.refused);
     const result = view.value.result;
     const next = stepAfter({
       phase: view.value.phase,
