@@ -7,7 +7,7 @@ import type { NotificationState } from "../durable/tenant/notifications.ts";
 import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import type { Item } from "./approval-decision.ts";
 import { BatchSelect } from "./approval-batch.tsx";
-import { EditedFact, EditForm, VotesFact } from "./approval-edit.tsx";
+import { EditedFact, EditForm, VotesFact, type EditDraft } from "./approval-edit.tsx";
 import { DecideForms } from "./approval-forms.tsx";
 import { Fact, Facts, RunFact, TimeFact } from "./facts.tsx";
 import { expiresIn, notificationText, pretty, splitTarget } from "./format.ts";
@@ -19,9 +19,12 @@ export const PendingCard = ({
   notified,
   csrf,
   nowMs,
+  draft,
 }: {
   item: Item;
   exact: ApprovalInput | null;
+  /** A previewed edit of this card (approval-edit.tsx): its form re-rendered open, with the difference. */
+  draft?: EditDraft | undefined;
   /** From the webhook delivery log; null when the tenant could not answer. */
   notified: NotificationState | null;
   csrf: string;
@@ -86,8 +89,8 @@ export const PendingCard = ({
             {/* Only what the approver sees exactly may be decided in a batch. */}
             {exact && <BatchSelect item={item} />}
             <DecideForms item={item} csrf={csrf} challenge={exact?.step_up?.challenge ?? null} />
-            {/* Editing needs the exact arguments; a passkey step-up is asked on the plain approve only. */}
-            {exact && !exact.step_up && <EditForm item={item} exact={exact} csrf={csrf} />}
+            {/* Editing needs the exact arguments; a step-up tool's edit is approved with the passkey after. */}
+            {exact && <EditForm item={item} exact={exact} csrf={csrf} draft={draft} />}
           </>
         )}
         <p class="hint fingerprint">

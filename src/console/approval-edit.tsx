@@ -3,12 +3,17 @@
 // required reason — posted to `${HOME}/<operation>/edit` and sent to the operation's `edit`, the
 // same RPC as `POST /v1/operations/{id}/approve` with `arguments`. The operation decides: a
 // refusal (a fixed field changed, invalid arguments, a stale version, four eyes) changes nothing
-// and becomes the flash. Also the card's edit difference and a routed approval's votes.
+// and becomes the flash. "Preview the difference" submits the same form to re-render the inbox with
+// this card's form filled in and the difference listed (`EditDraft`, no script); a passkey
+// step-up tool's card gets the form too: the edit is written, then approved with the passkey.
+// Also the card's edit difference and a routed approval's votes.
 import type { Context } from "hono";
 import type { Decided, OperationError } from "../durable/operation/contracts.ts";
 import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import { operationStub } from "../durable/stubs.ts";
 import type { Result } from "../domain/result.ts";
+import { editedCall } from "../domain/turn/edit.ts";
+import type { EditedCall } from "../domain/public-shapes.ts";
 import type { Decider } from "../http/auth.ts";
 import { toApiError } from "../http/problem.ts";
 import { OPERATION_ID } from "../http/request.ts";
@@ -27,24 +32,40 @@ const shown = (value: unknown) => (value === undefined ? "(absent)" : JSON.strin
 export const changesText = (changes: NonNullable<ApprovalInput["edited"]>["changes"]) =>
   changes.map((c) => `${c.field}: ${shown(c.proposed)} → ${shown(c.executed)}`).join("; ");
 
+/**
+ * A previewed edit (the form as posted with "Preview the difference"): its text and reason kept,
+ * and either each field it changes (`EditedCall` changes, as the model would be told) or why it
+ * cannot be run as typed (not a JSON object, a fixed field changed).
+ */
+export type EditDraft = {
+  text: string;
+  reason: string;
+  changes: EditedCall["changes"] | null;
+  problem: string | null;
+};
+
 /** The form; the textarea holds the arguments minus the fixed fields, which the form carries as they are. */
 export const EditForm = ({
   item,
   exact,
   csrf,
+  draft,
 }: {
   item: Item;
   exact: ApprovalInput;
   csrf: string;
+  draft?: EditDraft | undefined;
 }) => {
   const id = item.operation_id;
   const fixed = Object.fromEntries(exact.fixed.map((field) => [field, exact.arguments[field]]));
   const editable = Object.fromEntries(
     Object.entries(exact.arguments).filter(([field]) => !exact.fixed.includes(field)),
   );
+  // A step-up tool's approval needs the passkey, made for the edited hash: the edit, then the card.
+  const label = exact.step_up ? "Edit (then approve with your passkey)" : "Edit and approve";
   return (
-    <details class="edit" data-role="edit-form">
-      <summary>Edit and approve</summary>
+    <details class="edit" data-role="edit-form" open={draft !== undefined}>
+      <summary>{label}</summary>
       <form
         method="post"
         action={`${HOME}/${id}/edit`}
@@ -70,7 +91,7 @@ export const EditForm = ({
             required
             aria-describedby={`${id}-edit-hint`}
           >
-            {pretty(editable)}
+            {draft ? draft.text : pretty(editable)}
           </textarea>
         </div>
         {exact.fixed.length > 0 && (
@@ -83,23 +104,58 @@ export const EditForm = ({
         )}
         <div>
           <label for={`${id}-edit-reason`}>Reason for the edit</label>
-          <textarea
-            id={`${id}-edit-reason`}
-            name="reason"
-            rows={2}
-            maxlength={MAX_REASON}
-            required
-          ></textarea>
+          <textarea id={`${id}-edit-reason`} name="reason" rows={2} maxlength={MAX_REASON} required>
+            {draft?.reason ?? ""}
+          </textarea>
         </div>
+        {draft && <DraftDiff draft={draft} />}
         <div>
-          <button type="submit" class="approve">
-            Edit and approve
+          <button type="submit" name="action" value="preview">
+            Preview the difference
+          </button>{" "}
+          <button type="submit" name="action" value="edit" class="approve">
+            {label}
           </button>
         </div>
       </form>
     </details>
   );
 };
+
+/** What the previewed edit changes, field by field, before anything is sent (or why it cannot run). */
+const DraftDiff = ({ draft }: { draft: EditDraft }) => (
+  <div data-role="edit-preview" class={draft.problem ? "alert" : "preview"}>
+    {draft.problem ? (
+      <p>Not as typed: {draft.problem}. Nothing was changed.</p>
+    ) : draft.changes && draft.changes.length > 0 ? (
+      <>
+        <p>
+          This edit changes (nothing is sent until you press {'"'}Edit{'"'}):
+        </p>
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Field</th>
+              <th scope="col">Proposed</th>
+              <th scope="col">Edited</th>
+            </tr>
+          </thead>
+          <tbody>
+            {draft.changes.map((c) => (
+              <tr data-field={c.field}>
+                <td class="mono">{c.field}</td>
+                <td class="mono">{shown(c.proposed)}</td>
+                <td class="mono">{shown(c.executed)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </>
+    ) : (
+      <p>These arguments are the proposal unchanged: approving them is a plain approval.</p>
+    )}
+  </div>
+);
 
 /** A person's edit on the card (the version shown is the edited one): who, why, each change. */
 export const EditedFact = ({ edited }: { edited: NonNullable<ApprovalInput["edited"]> }) => (
@@ -134,6 +190,12 @@ export function editFlash(answer: Result<Decided, OperationError>): Flash {
     const { code, detail } = toApiError(answer.error);
     if (code === "field_not_editable" || code === "invalid_arguments" || code === "policy_denied")
       return { tone: "error", text: `Refused: ${detail} Nothing was changed or sent.` };
+    // The edit was written; its approval needs a passkey made for the edited hash (the card's button).
+    if (code === "step_up_required")
+      return {
+        tone: "ok",
+        text: "Edited: nothing was sent. Approving the edited version needs your passkey: press Approve on its card.",
+      };
     return decisionFlash(answer);
   }
   const { view, decided } = answer.value;
@@ -168,6 +230,7 @@ export async function readCardForm(c: Context<ConsoleEnv>) {
 export async function editFromForm(
   c: Context<ConsoleEnv>,
   decider: () => Promise<Decider | Response>,
+  showDraft: (operationId: string, draft: EditDraft) => Promise<Response>,
 ) {
   const { operationId, field, reason, inputHash, toolVersion, ...read } = await readCardForm(c);
   const refuse = (text: string) => read.refuse(`${text} Nothing was changed or sent.`);
@@ -175,6 +238,15 @@ export async function editFromForm(
     return refuse("There is no such approval request in this tenant.");
   if (!inputHash || !toolVersion)
     return refuse("This form did not say which version it edits. Reload the page and edit again.");
+  if (field("action") === "preview") {
+    const exact = await operationStub(c.env, operationId)
+      .approvalInput(c.get("session").tenantId)
+      .catch(() => null);
+    if (!exact?.ok) return refuse("This request no longer waits for approval.");
+    if (exact.value.input_hash !== inputHash)
+      return refuse("The arguments changed since this card was shown. Reload and edit again.");
+    return showDraft(operationId, draftOf(exact.value, field("arguments"), reason));
+  }
   if (!reason) return refuse("An edit needs a reason (the agent is told it).");
   if (reason.length > MAX_REASON) return refuse(`A reason is at most ${MAX_REASON} characters.`);
   const edited = jsonObject(field("arguments"));
@@ -191,6 +263,7 @@ export async function editFromForm(
       approverId: by.id,
       via: by.via,
       scopes: by.scopes,
+      ...(by.claims ? { claims: by.claims } : {}),
       reason,
       inputHash,
       toolVersion,
@@ -199,6 +272,21 @@ export async function editFromForm(
   );
   await setFlash(c, editFlash(answer));
   return c.redirect(HOME, 303);
+}
+
+/** The previewed edit against the version shown: what `edit` would change, computed as the model is told. */
+function draftOf(exact: ApprovalInput, text: string, reason: string): EditDraft {
+  const edited = jsonObject(text);
+  const draft = { text, reason, changes: null, problem: null };
+  if (typeof edited === "string") return { ...draft, problem: `not a JSON object (${edited})` };
+  const touched = exact.fixed.find(
+    (f) => f in edited && JSON.stringify(edited[f]) !== JSON.stringify(exact.arguments[f]),
+  );
+  if (touched)
+    return { ...draft, problem: `${touched} cannot be changed (bound or naming the operation)` };
+  const fixed = Object.fromEntries(exact.fixed.map((f) => [f, exact.arguments[f]]));
+  const { changes } = editedCall(exact.arguments, { ...fixed, ...edited }, [], reason || null);
+  return { ...draft, changes };
 }
 
 /** The text as a JSON object, or why it is not one. */

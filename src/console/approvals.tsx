@@ -19,7 +19,7 @@ import { ApprovalsQuery, PasskeyAssertion } from "../http/schemas.ts";
 import { PendingCard } from "./approval-card.tsx";
 import { decisionFlash, HOME, MAX_REASON, type Item } from "./approval-decision.ts";
 import { BatchForm, decideBatchFromForm } from "./approval-batch.tsx";
-import { editFromForm, readCardForm } from "./approval-edit.tsx";
+import { editFromForm, readCardForm, type EditDraft } from "./approval-edit.tsx";
 import { DecidedTable } from "./decided-table.tsx";
 import { setFlash, takeFlash } from "./flash.ts";
 import { FlashBox, problemPage, render } from "./layout.tsx";
@@ -38,7 +38,10 @@ const notAllowed = (c: Context<ConsoleEnv>) =>
     "Deciding approvals needs an API key with the scope approvals:decide. Nothing was shown or decided.",
   );
 
-async function showInbox(c: Context<ConsoleEnv>) {
+async function showInbox(
+  c: Context<ConsoleEnv>,
+  draft?: { operationId: string; draft: EditDraft },
+) {
   if (!allowed(c)) return notAllowed(c);
   const query = ApprovalsQuery.safeParse({ ...c.req.query(), limit: String(PAGE_SIZE) });
   if (!query.success)
@@ -100,6 +103,7 @@ async function showInbox(c: Context<ConsoleEnv>) {
                 }
                 csrf={session.csrf}
                 nowMs={nowMs}
+                draft={draft?.operationId === item.operation_id ? draft.draft : undefined}
               />
             )),
           ]
@@ -183,6 +187,7 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
     approverId: by.id,
     via: by.via,
     scopes: by.scopes,
+    ...(by.claims ? { claims: by.claims } : {}),
     ...stepUp,
     reason: reason || null,
     inputHash,
@@ -233,7 +238,7 @@ export async function consoleDecider(c: Context<ConsoleEnv>): Promise<Decider | 
     const person = await accessIdentity(c.env, c.req.header(ACCESS_HEADER));
     const { keyName, scopes } = c.get("session");
     return person
-      ? { id: person.id, via: "access", scopes }
+      ? { id: person.id, via: "access", scopes, claims: person.claims }
       : { id: keyName, via: "console", scopes };
   } catch (error) {
     if (!(error instanceof ApiProblem)) throw error;
@@ -249,13 +254,19 @@ export async function consoleDecider(c: Context<ConsoleEnv>): Promise<Decider | 
 export const approvalsPage = definePage({
   nav: { label: "Pending approvals", href: HOME },
   routes: consoleRoutes()
-    .get("/approvals", showInbox)
+    .get("/approvals", (c) => showInbox(c))
     .post("/approvals/batch", (c) =>
       allowed(c) ? decideBatchFromForm(c, () => consoleDecider(c)) : notAllowed(c),
     )
     .post("/approvals/:operation_id/approve", (c) => decideFromForm(c, "approve"))
     .post("/approvals/:operation_id/edit", (c) =>
-      allowed(c) ? editFromForm(c, () => consoleDecider(c)) : notAllowed(c),
+      allowed(c)
+        ? editFromForm(
+            c,
+            () => consoleDecider(c),
+            (operationId, draft) => showInbox(c, { operationId, draft }),
+          )
+        : notAllowed(c),
     )
     .post("/approvals/:operation_id/reject", (c) => decideFromForm(c, "reject")),
 });

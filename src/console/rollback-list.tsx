@@ -1,8 +1,11 @@
 // A run's rollback (issue 22: POST /v1/runs/{id}/cancel { "rollback": true }) on its console page:
 // each applied write newest first, how its compensation stands, and why the rollback stopped when it
-// did. The run's own view (GET /v1/runs/{id} `rollback`), nothing recomputed here.
+// did. The run's own view (GET /v1/runs/{id} `rollback`), nothing recomputed here. While it runs,
+// its plan (GET /v1/runs/{id}/rollback, issue 35 item 4) with one "Approve plan" form for people
+// who may decide: the hashes it shows are the ones the form approves, exactly.
 import type { FC } from "hono/jsx";
 import type { RollbackView } from "../domain/rollback.ts";
+import type { RollbackPlan } from "../durable/run/rollback-plan.ts";
 
 /** A step's state as a badge class the stylesheet already colours. */
 const BADGE: Record<RollbackView["steps"][number]["state"], string> = {
@@ -58,5 +61,55 @@ export const RollbackSteps: FC<{ rollback: RollbackView }> = ({ rollback }) => (
         ))}
       </ol>
     )}
+  </section>
+);
+
+/** The plan a person approves at once: each compensation still to come, its arguments and hash. */
+export const RollbackPlanForm: FC<{ runId: string; plan: RollbackPlan; csrf: string | null }> = ({
+  runId,
+  plan,
+  csrf,
+}) => (
+  <section aria-labelledby="rollback-plan-title" data-role="rollback-plan">
+    <h3 id="rollback-plan-title">Plan: approve every compensation at once</h3>
+    <p class="hint">
+      Each compensation below runs without another approval once it is reached with exactly this
+      input hash and tool version (four eyes and a route's groups apply as if you approved each one
+      alone; a passkey step-up still asks). One whose arguments change meanwhile asks a person.
+    </p>
+    <ol aria-label="Rollback plan">
+      {plan.items.map((item) => (
+        <li>
+          <span class="mono">{item.compensation_tool}</span> undoes{" "}
+          <a class="mono" href={`#${item.operation_id}`}>
+            {item.operation_id}
+          </a>
+          {item.step_up ? <span class="badge pending">passkey: asks alone</span> : null}
+          <pre class="mono">{JSON.stringify(item.arguments, null, 2)}</pre>
+          <p class="hint mono">input hash {item.input_hash}</p>
+        </li>
+      ))}
+    </ol>
+    {plan.approvals.length > 0 ? (
+      <p data-role="plan-approvals">
+        Approved by{" "}
+        {plan.approvals.map((a) => `${a.by} (${a.input_hashes.length} compensation(s))`).join(", ")}
+        .
+      </p>
+    ) : null}
+    {csrf && plan.items.length > 0 ? (
+      <form method="post" action={`/console/runs/${runId}/rollback/approve`}>
+        <input type="hidden" name="csrf" value={csrf} />
+        <input
+          type="hidden"
+          name="input_hashes"
+          value={plan.items.map((i) => i.input_hash).join(",")}
+        />
+        <label>
+          Reason <input name="reason" maxlength={2000} />
+        </label>{" "}
+        <button type="submit">Approve plan</button>
+      </form>
+    ) : null}
   </section>
 );

@@ -7,13 +7,17 @@ import type { IdempotencyWarning, RunView } from "../durable/run/contracts.ts";
 import { runStub } from "../durable/stubs.ts";
 import { RUN_ID } from "../http/request.ts";
 import type { ApiScope } from "../http/schemas.ts";
-import { problemPage, render } from "./layout.tsx";
+import { FlashBox, problemPage, render } from "./layout.tsx";
 import { consoleRoutes, definePage, type ConsoleEnv } from "./page.ts";
 import type { TraceOf } from "../domain/journal/trace-event.ts";
 import { Badge, clock, EventRow, groupTrace, OperationCard, since } from "./timeline.tsx";
 import { Waterfall } from "./waterfall.tsx";
 import { shadowWrites, WouldHaveSent } from "./shadow-list.tsx";
-import { RollbackSteps } from "./rollback-list.tsx";
+import { RollbackPlanForm, RollbackSteps } from "./rollback-list.tsx";
+import { consoleDecider } from "./approvals.tsx";
+import { setFlash, takeFlash } from "./flash.ts";
+import { ApproveRollbackPlan } from "../http/schemas.ts";
+import { toApiError } from "../http/problem.ts";
 import { CallDetail, callViews, replaysOf } from "./call-detail.tsx";
 import { jurisdictionOf } from "../domain/jurisdiction.ts";
 
@@ -34,10 +38,11 @@ async function showRun(c: Context<ConsoleEnv>) {
   if (!RUN_ID.test(runId))
     return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
   const stub = runStub(c.env, runId);
-  const [run, trace, warnings] = await Promise.all([
+  const [run, trace, warnings, flash] = await Promise.all([
     stub.get(session.tenantId),
     stub.traceFor(session.tenantId),
     stub.idempotencyWarnings(session.tenantId),
+    takeFlash(c),
   ]);
   if (!run.ok || !trace.ok)
     return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
@@ -52,6 +57,12 @@ async function showRun(c: Context<ConsoleEnv>) {
     grouped.turns,
     new Map(grouped.operations.map((op) => [op.operationId, op.callId])),
   );
+  // A running rollback's plan, for people who may decide (issue 35 item 4).
+  const canDecide = session.scopes.includes("approvals:decide");
+  const plan =
+    canDecide && run.value.rollback?.state === "running"
+      ? await stub.rollbackPlan(session.tenantId)
+      : null;
   const shadow =
     run.value.mode === "shadow"
       ? await shadowWrites(c.env, session.tenantId, grouped.operations)
@@ -72,7 +83,9 @@ async function showRun(c: Context<ConsoleEnv>) {
         warnings={warnings.ok ? warnings.value : []}
       />
       {shadow ? <WouldHaveSent views={shadow} /> : null}
+      <FlashBox flash={flash} />
       {run.value.rollback ? <RollbackSteps rollback={run.value.rollback} /> : null}
+      {plan?.ok ? <RollbackPlanForm runId={runId} plan={plan.value} csrf={session.csrf} /> : null}
       <h2 id="waterfall">Waterfall</h2>
       <Waterfall operations={grouped.operations} nowMs={Date.now()} />
       <h2 id="timeline">Timeline</h2>
@@ -276,7 +289,44 @@ const TurnRow = ({ event, originMs }: { event: TraceOf<"turn_received">; originM
 
 const stamp = (iso: string) => <time datetime={iso}>{iso.replace("T", " ").slice(0, 19)} UTC</time>;
 
+/** The plan's form (issue 35 item 4): the same run RPC and checks as POST /v1/runs/{id}/rollback/approve. */
+async function approvePlan(c: Context<ConsoleEnv>) {
+  const session = c.get("session");
+  const runId = c.req.param("run_id") ?? "";
+  if (!session.scopes.includes("approvals:decide"))
+    return problemPage(c, 403, "Not allowed", "Approving a plan needs the scope approvals:decide.");
+  if (!RUN_ID.test(runId))
+    return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
+  const form = await c.req.parseBody();
+  const body = ApproveRollbackPlan.safeParse({
+    input_hashes: typeof form.input_hashes === "string" ? form.input_hashes.split(",") : [],
+    ...(typeof form.reason === "string" && form.reason.trim() ? { reason: form.reason } : {}),
+  });
+  const back = `/console/runs/${runId}`;
+  if (!body.success) {
+    await setFlash(c, { tone: "error", text: "Nothing was approved: the form was not complete." });
+    return c.redirect(back, 303);
+  }
+  const by = await consoleDecider(c);
+  if (by instanceof Response) return by;
+  const approved = await runStub(c.env, runId).approveRollbackPlan(
+    session.tenantId,
+    by,
+    body.data.input_hashes,
+    body.data.reason ?? null,
+  );
+  await setFlash(
+    c,
+    approved.ok
+      ? { tone: "ok", text: `The plan is approved by ${by.id}: its compensations run as reached.` }
+      : { tone: "error", text: `Not approved: ${toApiError(approved.error).detail}` },
+  );
+  return c.redirect(back, 303);
+}
+
 export const runPage = definePage({
   nav: null,
-  routes: consoleRoutes().get("/runs/:run_id", showRun),
+  routes: consoleRoutes()
+    .get("/runs/:run_id", showRun)
+    .post("/runs/:run_id/rollback/approve", approvePlan),
 });

@@ -9,6 +9,7 @@ import { contextSubject } from "./limit/claims.ts";
 import { MAX_WINDOW_MS, type LimitClaim } from "./limit/window.ts";
 import { isoUtc } from "./envelope.ts";
 import { err, type Result } from "./result.ts";
+import type { GrantEventData } from "./journal/events.ts";
 
 /** A grant's id: `gr_` and a ulid, made by the route. */
 export const GRANT_ID = /^gr_[0-9A-HJKMNP-TV-Z]{26}$/;
@@ -295,3 +296,47 @@ export const grantView = (grant: Grant, nowMs: number) => ({
   state: grantState(grant, nowMs),
 });
 export type GrantView = ReturnType<typeof grantView>;
+
+/** What a grant covers and how far, as its chain entry and its events both state it. */
+export const grantBounds = (view: GrantView) => ({
+  tools: view.tools,
+  subject: view.subject,
+  field: view.field,
+  per_call_max: view.per_call_max,
+  total_max: view.total_max,
+  count: view.count,
+});
+
+/** The uses the tenant has been told of (each chained once per grant and operation). */
+export type GrantUsed = { calls: number; sum: number };
+
+/**
+ * Whether the uses told so far fill the grant: its count reached, or its total (nothing left to
+ * cover). A call recorded with nothing applied gives its share back at the counter later, so this
+ * is as far as the told uses say — what `grant.exhausted` reports, once, when a use crosses it.
+ */
+export function usedUp(grant: Grant, used: GrantUsed): boolean {
+  return (
+    (grant.count !== null && used.calls >= grant.count) ||
+    (grant.totalMax !== null && used.sum >= grant.totalMax)
+  );
+}
+
+/** A grant event's data (events.ts `GrantEventData`): its bounds and state now, and who did this step. */
+export function grantEventData(
+  grant: Grant,
+  nowMs: number,
+  by: string | null,
+  extra: { use?: { operation_id: string; amount: number | null }; used?: GrantUsed } = {},
+): GrantEventData {
+  const view = grantView(grant, nowMs);
+  return {
+    grant_id: grant.id,
+    ...grantBounds(view),
+    expires_at: view.expires_at,
+    reason: grant.reason,
+    state: view.state,
+    by,
+    ...extra,
+  };
+}

@@ -101,6 +101,11 @@ function opFacts(event: ToolgateEvent): OpFacts | null {
     case "freeze.created":
     case "freeze.lifted":
     case "tripwire.tripped":
+    case "grant.created":
+    case "grant.confirmed":
+    case "grant.revoked":
+    case "grant.used":
+    case "grant.exhausted":
       return null;
   }
 }
@@ -126,6 +131,11 @@ export function runSummaryOf(event: ToolgateEvent): RunSummary | null {
     case "freeze.created":
     case "freeze.lifted":
     case "tripwire.tripped":
+    case "grant.created":
+    case "grant.confirmed":
+    case "grant.revoked":
+    case "grant.used":
+    case "grant.exhausted":
       return null;
   }
 }

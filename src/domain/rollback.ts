@@ -8,6 +8,8 @@
 import { compensable, type OriginalFacts } from "./compensation.ts";
 import { tookEffect } from "./operation/index.ts";
 import type { RollbackState, RollbackStep, StepState } from "./public-shapes.ts";
+import { err, ok, type Result } from "./result.ts";
+import type { DeciderVia } from "./journal/trace-event.ts";
 
 // The view's shapes have no imports, so the client package ships them (public-shapes.ts).
 export type { RollbackState, RollbackStep, RollbackView, StepState } from "./public-shapes.ts";
@@ -131,3 +133,86 @@ export function resumable(
   if (index < 0) return null;
   return { index, state: steps[index]!.state === "outcome_unknown" ? "submitted" : "pending" };
 }
+
+/**
+ * One compensation of a rollback's plan as a person approves it (issue 35 item 4): the step's
+ * original, the compensating tool, the input hash a submit freezes (the submitted one's, or the one
+ * rendered now for a step not yet reached) and the tool's version the approval binds to.
+ */
+export type PlanItem = {
+  operation_id: string;
+  tool: string;
+  compensation_tool: string;
+  /** Null until the step is reached and its compensation submitted. */
+  compensation_id: string | null;
+  input_hash: string;
+  policy_version: string;
+  arguments: Record<string, unknown>;
+  /** The compensating tool's four eyes: the run's own user cannot approve it. */
+  four_eyes: boolean;
+  /** A passkey step-up: a plan carries no assertion, so this step still asks a person. */
+  step_up: boolean;
+};
+
+/** A person's approval of the plan: one decision per compensation whose (hash, version) it lists. */
+export type PlanApproval = {
+  by: string;
+  via: DeciderVia;
+  scopes: string[];
+  /** The approver's verified Access claims (a route's groups by attribute), when Access verified them. */
+  claims?: Record<string, string[]>;
+  input_hashes: string[];
+  policy_versions: string[];
+  reason: string | null;
+  at_ms: number;
+};
+
+export type PlanRefusal =
+  | { code: "rollback_not_running"; detail: string }
+  | { code: "approval_mismatch"; field: "input_hash"; detail: string }
+  | { code: "self_approval"; detail: string };
+
+/** The steps a plan lists: those whose compensation is still to come or still under way. */
+export const planned = (steps: readonly RollbackStep[]): RollbackStep[] =>
+  steps.filter((s) => s.state === "pending" || s.state === "submitted");
+
+/**
+ * Whether `approverId` may approve the plan `items` by naming `hashes`: exactly the plan's hashes, in
+ * its order (a plan that changed since the person looked is another plan), and never the run's own
+ * user when any compensation in it has four eyes — one refusal for the whole plan, nothing stored.
+ */
+export function checkPlanApproval(
+  items: readonly PlanItem[],
+  hashes: readonly string[],
+  approverId: string,
+  runUser: string,
+): Result<true, PlanRefusal> {
+  if (items.length === 0)
+    return err({
+      code: "rollback_not_running",
+      detail: "the rollback has no compensation left to approve",
+    });
+  const current = items.map((i) => i.input_hash);
+  if (hashes.length !== current.length || hashes.some((h, i) => h !== current[i]))
+    return err({
+      code: "approval_mismatch",
+      field: "input_hash",
+      detail: `the plan is now ${current.length} compensation(s) with other hashes than those named (read GET …/rollback again); nothing was approved`,
+    });
+  if (approverId === runUser && items.some((i) => i.four_eyes))
+    return err({
+      code: "self_approval",
+      detail: `${approverId} is the run's user and cannot approve its compensations (four eyes); another person must. Nothing was approved`,
+    });
+  return ok(true);
+}
+
+/** The plan approvals that cover a compensation frozen with `inputHash` under `toolVersion`. */
+export const approvalsCovering = (
+  approvals: readonly PlanApproval[],
+  inputHash: string,
+  toolVersion: string,
+): PlanApproval[] =>
+  approvals.filter((a) =>
+    a.input_hashes.some((h, i) => h === inputHash && a.policy_versions[i] === toolVersion),
+  );

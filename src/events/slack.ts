@@ -82,6 +82,24 @@ function shown(event: ToolgateEvent): Shown | null {
         state: text(`${event.data.mode} (freeze ${event.data.freeze_id}): ${event.data.reason}`),
         decided_by: text(`tripwire ${event.data.tripwire_id}`),
       };
+    // A grant says what it covers, its bounds and who did this step.
+    case "grant.created":
+    case "grant.confirmed":
+    case "grant.revoked":
+    case "grant.used":
+    case "grant.exhausted": {
+      // Read as written: an event of another version may lack a field (never a crash here).
+      const d = event.data as Partial<Record<string, unknown>>;
+      const bounds = (["per_call_max", "total_max", "count"] as const)
+        .filter((k) => typeof d[k] === "number")
+        .map((k) => `${k.replace(/_/g, " ")} ${String(d[k])}`);
+      const tools = Array.isArray(d.tools) ? d.tools.join(", ") : "";
+      return {
+        target: text(`${String(d.grant_id ?? "")} · ${tools}`),
+        state: text(`${String(d.state ?? "")} (${bounds.join(", ")}): ${String(d.reason ?? "")}`),
+        decided_by: text(d.by),
+      };
+    }
     case "run.budget_exhausted":
     case "turn.settled":
     case "lock.waiting_long":
@@ -97,7 +115,13 @@ function routeShown(route: unknown): Pick<Shown, "votes" | "may_vote"> {
   const { votes, quorum, may_vote, excluded } = parsed.data;
   const names = votes.map((v) => (v.cast_by ? `${v.by} (by ${v.cast_by}, delegated)` : v.by));
   const groups = may_vote.map((g) =>
-    [g.group, ...g.members, ...g.scopes.map((s) => `scope ${s}`)].join(": "),
+    [
+      g.group,
+      ...g.members,
+      ...g.scopes.map((s) => `scope ${s}`),
+      ...Object.entries(g.claims ?? {}).map(([k, v]) => `${k} ∋ ${v.join("|")}`),
+      ...(g.email_domains ?? []).map((d) => `@${d}`),
+    ].join(": "),
   );
   return {
     votes: `${votes.length} of ${quorum}${names.length ? `: ${names.join(", ")}` : ""}`,
@@ -123,6 +147,11 @@ const HEADLINES: Record<ToolgateEvent["type"], string> = {
   "freeze.created": "Calls frozen by an operator",
   "freeze.lifted": "Freeze lifted: held calls continue",
   "tripwire.tripped": "Tripwire tripped: calls frozen",
+  "grant.created": "Standing grant made",
+  "grant.confirmed": "Standing grant confirmed: it is live",
+  "grant.revoked": "Standing grant revoked",
+  "grant.used": "A call ran under a standing grant",
+  "grant.exhausted": "Standing grant used up: further calls ask a person",
 };
 
 export const escapeMrkdwn = (text: string) =>
@@ -145,6 +174,8 @@ export function consoleLink(event: ToolgateEvent, consoleUrl: string): string | 
     event.type === "tripwire.tripped"
   )
     return `${base}/console/freezes`;
+  if (event.type.startsWith("grant.") && "grant_id" in event.data)
+    return `${base}/console/grants/${event.data.grant_id}`;
   if (event.run_id) return `${base}/console/runs/${event.run_id}${op ? `#${op}` : ""}`;
   return null;
 }

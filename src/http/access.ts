@@ -13,8 +13,40 @@ export const ACCESS_HEADER = "Cf-Access-Jwt-Assertion";
 /** Access signs with RS256 (developers.cloudflare.com/cloudflare-one/identity/authorization-cookie/validating-json/). */
 const ALGORITHMS = ["RS256"];
 
-/** Who a verified token names: the person's email (a service token has none: its `sub`). */
-export type AccessIdentity = { id: string; email: string | null; sub: string };
+/**
+ * Who a verified token names: the person's email (a service token has none: its `sub`), and its
+ * claims for approver groups by attribute (issue 35): `claimsOf`.
+ */
+export type AccessIdentity = {
+  id: string;
+  email: string | null;
+  sub: string;
+  claims: Record<string, string[]>;
+};
+
+/** At most this many claims, each with at most this many values, are kept from a token. */
+const MAX_CLAIMS = 64;
+const MAX_VALUES = 100;
+
+/**
+ * A verified token's string and string-array claims (`groups`, `email`, …), and those under
+ * Access's `custom` object (an IdP's OIDC claims) as `custom.<name>`: what a route's group may name.
+ * Other shapes (numbers, nested objects) are left out; sizes are bounded. Pure.
+ */
+export function claimsOf(payload: Record<string, unknown>): Record<string, string[]> {
+  const claims: Record<string, string[]> = {};
+  const take = (name: string, value: unknown) => {
+    if (Object.keys(claims).length >= MAX_CLAIMS) return;
+    const values = typeof value === "string" ? [value] : Array.isArray(value) ? value : null;
+    if (values && values.every((v) => typeof v === "string"))
+      claims[name] = (values as string[]).slice(0, MAX_VALUES);
+  };
+  for (const [name, value] of Object.entries(payload)) take(name, value);
+  const custom = payload.custom;
+  if (custom && typeof custom === "object" && !Array.isArray(custom))
+    for (const [name, value] of Object.entries(custom)) take(`custom.${name}`, value);
+  return claims;
+}
 
 /**
  * One key set per JWKS URL per isolate: jose fetches it once, caches it, and refetches when a token
@@ -48,7 +80,7 @@ export async function accessIdentity(
     });
     const email = typeof payload.email === "string" && payload.email ? payload.email : null;
     const sub = payload.sub!;
-    return { id: email ?? sub, email, sub };
+    return { id: email ?? sub, email, sub, claims: claimsOf(payload) };
   } catch (error) {
     const reason = refusalOf(error);
     if (reason === "keys_unavailable")

@@ -3,7 +3,7 @@
 // saw — so each is taken or refused exactly as if it came alone (four eyes, expiry, decided once,
 // the tenant's own operations only). Nothing here decides: it asks every operation and words the
 // answers, one per item, in the request's order. The API route and the console's batch form share it.
-import type { DeciderVia } from "../domain/journal/trace-event.ts";
+import type { Decider } from "../domain/operation/state.ts";
 import type { Decided, OperationError } from "../durable/operation/contracts.ts";
 import type { Env } from "../durable/env.ts";
 import { operationStub } from "../durable/stubs.ts";
@@ -43,7 +43,7 @@ export type BatchItemResult =
   | { operation_id: string; result: "voted"; votes: number; needed: number }
   | { operation_id: string; result: "skipped"; reason: SkipReason; detail: string };
 
-export type BatchDecider = { id: string; via: DeciderVia; scopes: string[] };
+export type BatchDecider = Decider;
 
 /** Every item decided at once (different operations, so no item waits for another), answers in order. */
 export async function decideBatch(
@@ -63,6 +63,7 @@ export async function decideBatch(
           approverId: decider.id,
           via: decider.via,
           scopes: decider.scopes,
+          ...(decider.claims ? { claims: decider.claims } : {}),
           reason: item.reason ?? null,
           inputHash: item.input_hash,
           toolVersion: item.policy_version ?? null,

@@ -12,7 +12,7 @@ import { ApiProblem } from "./problem.ts";
 import { constantTimeEqual, hmac } from "../crypto.ts";
 import { LruCache } from "../lru.ts";
 import { adminTokenOf, signingKeyRequired } from "../config.ts";
-import type { DeciderVia } from "../domain/journal/trace-event.ts";
+import type { Decider } from "../domain/operation/state.ts";
 import { ACCESS_HEADER, accessIdentity } from "./access.ts";
 
 export { ApiScope } from "./schemas.ts";
@@ -146,12 +146,7 @@ export function signingKey(env: Env): string {
 }
 
 /** Who decides, and how toolgate knows it (Decision's `approverId` and `via`). */
-export type Decider = {
-  id: string;
-  via: DeciderVia;
-  /** The scopes of the key (or console session) that carried the decision: a route's groups (issue 35). */
-  scopes: string[];
-};
+export type { Decider } from "../domain/operation/state.ts";
 
 /**
  * Who decides an approval (issue 35). A person behind Cloudflare Access: the verified token's email
@@ -171,7 +166,7 @@ export async function decider(
   const { scopes } = principal;
   if (!named)
     return person
-      ? { id: person.id, via: "access", scopes }
+      ? { id: person.id, via: "access", scopes, claims: person.claims }
       : { id: principal.keyName, via: "api_key", scopes };
   if (!principal.scopes.includes("approvals:delegate"))
     throw new ApiProblem({

@@ -29,6 +29,7 @@ import {
   ApprovalBatch,
   Compensate,
   CancelRun,
+  ApproveRollbackPlan,
   SecretRecord,
   TurnResponse,
   PutWebhook,
@@ -220,6 +221,21 @@ export const ROUTES: Route[] = [
       "Cancel the run. With { rollback: true } (also needs operations:compensate) the writes this run created (not ones it joined or conflicted with) are then compensated one at a time, newest first; `rollback` reports each step (503 unavailable: cancelled, but the rollback could not be planned yet; ask again)",
     auth: "runs:write",
     body: CancelRun,
+  },
+  {
+    method: "get",
+    path: "/v1/runs/{run_id}/rollback",
+    summary:
+      "A running rollback's plan → { state, items: [{ operation_id, tool, compensation_tool, compensation_id, input_hash, policy_version, arguments, four_eyes, step_up }], approvals }: each compensation still to come, with the hash it freezes",
+    auth: "approvals:decide",
+  },
+  {
+    method: "post",
+    path: "/v1/runs/{run_id}/rollback/approve",
+    summary:
+      "Approve the rollback's plan at once: { input_hashes } exactly as the plan lists them (409 approval_mismatch otherwise); each compensation frozen with a listed hash and tool version is then approved as if this person approved it alone (four eyes, routes, quorum); another hash asks a person",
+    auth: "approvals:decide",
+    body: ApproveRollbackPlan,
   },
   {
     method: "get",

@@ -72,6 +72,7 @@ async function decide(
     approverId: by.id,
     via: by.via,
     scopes: by.scopes,
+    ...(by.claims ? { claims: by.claims } : {}),
     ...onBehalfOf,
     ...(body.passkey ? { stepUp: "passkey" as const } : {}),
     reason: body.reason ?? null,

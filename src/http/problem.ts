@@ -121,7 +121,9 @@ export type ApiError =
   /** GET /v1/operations/{id}/receipt of an operation not settled yet: a receipt is signed when it is. */
   | { code: "receipt_not_ready"; detail: string; state: string }
   /** Settled, but its receipt could not be signed just now (the tenant's key out of reach); try again. */
-  | { code: "receipt_pending"; detail: string };
+  | { code: "receipt_pending"; detail: string }
+  /** A rollback's plan approval when no rollback runs or nothing is left in its plan (issue 35). */
+  | { code: "rollback_not_running"; detail: string };
 
 export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
@@ -160,6 +162,7 @@ export function toApiError(error: ObjectError): ApiError {
     case "freeze_expired":
       return { code: error.code, detail: error.detail };
     case "grant_not_proposed":
+    case "rollback_not_running":
       return { code: error.code, detail: error.detail };
     case "not_waiting":
       return {
@@ -279,6 +282,7 @@ export function statusOf(error: ApiError): number {
       return 410;
     case "not_outcome_unknown":
     case "grant_not_proposed":
+    case "rollback_not_running":
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "resend_not_allowed":
@@ -339,6 +343,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "operation_not_compensable":
     case "not_outcome_unknown":
     case "grant_not_proposed":
+    case "rollback_not_running":
     case "not_awaiting_approval":
     case "approval_mismatch":
     case "self_approval":

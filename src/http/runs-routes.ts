@@ -10,6 +10,7 @@ import { ToolsFormat, TurnFormat } from "../providers/types.ts";
 import type { RunView, TurnReply } from "../durable/run/contracts.ts";
 import { canonicalJson, sha256Hex } from "../domain/canonical-json.ts";
 import {
+  decider,
   principalName,
   requireRunAccess,
   requireScope,
@@ -17,7 +18,7 @@ import {
   type AppEnv,
 } from "./auth.ts";
 import { ApiProblem, problemResponse, prunedProblem } from "./problem.ts";
-import { CancelRun, CreateRun, PatchRun } from "./schemas.ts";
+import { ApproveRollbackPlan, CancelRun, CreateRun, PatchRun } from "./schemas.ts";
 import { idPrefix, jurisdictionOf } from "../domain/jurisdiction.ts";
 import { dropNotify, runNotify } from "./run-notify.ts";
 import type { RunEndpoint } from "../durable/tenant/run-endpoints.ts";
@@ -156,6 +157,26 @@ export const runRoutes = new Hono<AppEnv>()
     return c.json(
       unwrap(await runStub(c, runId).cancel(tenantId, principalName(c), body.rollback === true)),
     );
+  })
+  // A rollback's compensations approved as one plan (issue 35 item 4, durable/run/rollback-plan.ts).
+  .get("/:run_id/rollback", async (c) => {
+    const runId = runIdOf(c);
+    const tenantId = requireScope(c, "approvals:decide");
+    return c.json(unwrap(await runStub(c, runId).rollbackPlan(tenantId)));
+  })
+  .post("/:run_id/rollback/approve", async (c) => {
+    const runId = runIdOf(c);
+    const tenantId = requireScope(c, "approvals:decide");
+    const body = await readJson(c, ApproveRollbackPlan);
+    const by = await decider(c, body.approver);
+    const stub = runStub(c, runId);
+    const plan = await stub.approveRollbackPlan(
+      tenantId,
+      by,
+      body.input_hashes,
+      body.reason ?? null,
+    );
+    return c.json({ decided_by: by.id, decided_via: by.via, ...unwrap(plan) });
   })
   .post("/:run_id/turns", async (c) => {
     const runId = runIdOf(c);

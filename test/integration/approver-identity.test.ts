@@ -2,55 +2,13 @@
 // verified with jose against the team's JWKS (served here by a fetch spy: the test deployment's
 // team is made up, vitest.config.ts) names the person; a token that fails any check is a typed 401
 // with nothing decided; a header the caller sets is never the decider.
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from "jose";
-import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
 import { api, manifest, operation, trace, unique, until, upstream } from "../support/api.ts";
+import { ACCESS, accessTeam, AUD, TEAM } from "../support/access.ts";
 import { consoleSession } from "../support/console-page.ts";
 
-const TEAM = "https://toolgate-test.cloudflareaccess.com";
-const AUD = "toolgate-test-aud";
-const CERTS = `${TEAM}/cdn-cgi/access/certs`;
-
-let teamKey: CryptoKey;
-let rogueKey: CryptoKey;
-let published: JWK;
-let certsFetched = 0;
-
-beforeAll(async () => {
-  ({ privateKey: teamKey, publicKey: published } = await keyPair());
-  ({ privateKey: rogueKey } = await keyPair());
-  published = { ...published, kid: "team-1", alg: "RS256", use: "sig" };
-});
-
-async function keyPair(): Promise<{ privateKey: CryptoKey; publicKey: JWK }> {
-  const pair = await generateKeyPair("RS256", { extractable: true });
-  return { privateKey: pair.privateKey, publicKey: await exportJWK(pair.publicKey) };
-}
-
-// The team's certs endpoint, as Cloudflare serves it; everything else goes to the real network.
-beforeEach(() => {
-  const real = globalThis.fetch;
-  vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
-    const url = input instanceof Request ? input.url : String(input);
-    if (url !== CERTS) return real(input, init);
-    certsFetched += 1;
-    return Response.json({ keys: [published] });
-  });
-});
-afterEach(() => void vi.restoreAllMocks());
-
-type Claims = { aud?: string; iss?: string; exp?: number; email?: string; sub?: string };
-async function accessToken(over: Claims = {}, key = teamKey, kid = "team-1"): Promise<string> {
-  const now = Math.floor(Date.now() / 1000);
-  return new SignJWT({ email: over.email ?? "alice@example.com", type: "app" })
-    .setProtectedHeader({ alg: "RS256", kid })
-    .setIssuer(over.iss ?? TEAM)
-    .setAudience(over.aud ?? AUD)
-    .setSubject(over.sub ?? "7335d417-61da-459d-899c-0a01c76a2f94")
-    .setIssuedAt(now - 60)
-    .setExpirationTime(over.exp ?? now + 300)
-    .sign(key);
-}
+const team = accessTeam();
+const accessToken = team.token;
 
 /** `alg: none`: an unsigned token with otherwise perfect claims. */
 function unsignedToken(): string {
@@ -83,8 +41,6 @@ async function pendingCall() {
     hash: view.body.approval.input_hash as string,
   };
 }
-
-const ACCESS = "Cf-Access-Jwt-Assertion";
 
 describe("Cloudflare Access names the person who decided", () => {
   it("a verified token: the person's email, via access, in the answer, the trace, the inbox and the console's decided tab", async () => {
@@ -123,15 +79,19 @@ describe("Cloudflare Access names the person who decided", () => {
       /alice@example\.com<\/span>.*verified by Cloudflare Access/s,
     );
     expect((await operation(call.id, 5)).body.result.status).toBe("succeeded");
-    expect(certsFetched).toBeGreaterThan(0);
+    expect(team.certsFetched()).toBeGreaterThan(0);
   });
 
   const refusals: Array<[string, () => Promise<string>, string]> = [
     ["a wrong audience", () => accessToken({ aud: "someone-elses-app" }), "audience"],
     ["a wrong issuer", () => accessToken({ iss: "https://evil.cloudflareaccess.com" }), "issuer"],
     ["an expired token", () => accessToken({ exp: Math.floor(Date.now() / 1000) - 10 }), "expired"],
-    ["a bad signature (the team's kid, another key)", () => accessToken({}, rogueKey), "signature"],
-    ["an unknown kid", () => accessToken({}, rogueKey, "not-the-team"), "unknown_key"],
+    [
+      "a bad signature (the team's kid, another key)",
+      () => accessToken({}, team.rogueKey()),
+      "signature",
+    ],
+    ["an unknown kid", () => accessToken({}, team.rogueKey(), "not-the-team"), "unknown_key"],
     ["alg none", async () => unsignedToken(), "algorithm"],
     ["not a JWT", async () => "garbage", "malformed"],
   ];

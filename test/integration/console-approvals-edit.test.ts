@@ -23,9 +23,11 @@ function editField(card: string, name: string) {
 }
 
 /** A refund (customer_id bound from the run's context) awaiting a person, and a console session. */
-async function pendingRefund(fourEyes: boolean) {
+async function pendingRefund(fourEyes: boolean, approval: Record<string, unknown> = {}) {
   const up = upstream();
-  const t = await tenantWithRefunds(up.url, { approval: { mode: "always", four_eyes: fourEyes } });
+  const t = await tenantWithRefunds(up.url, {
+    approval: { mode: "always", four_eyes: fourEyes, ...approval },
+  });
   const runId = await t.run();
   const first = await t.refund(runId, 100, 0);
   expect(first.status).toBe("awaiting_approval");
@@ -33,19 +35,33 @@ async function pendingRefund(fourEyes: boolean) {
   const people = await consoleAs(t.as.Authorization.slice("Bearer ".length));
   const view = async () => (await api("GET", `/v1/operations/${id}`, undefined, t.as)).body;
   const card = async () => cardOf((await people.get(INBOX)).text, id);
-  const edit = async (args: string, reason = "Goodwill refunds are capped at 40") => {
+  const post = async (args: string, reason: string, action?: string) => {
     const shown = await card();
-    const res = await people.post(`${INBOX}/${id}/edit`, {
+    return people.post(`${INBOX}/${id}/edit`, {
       input_hash: editField(shown, "input_hash"),
       policy_version: editField(shown, "policy_version"),
       fixed: editField(shown, "fixed"),
       arguments: args,
       reason,
+      ...(action ? { action } : {}),
     });
+  };
+  const edit = async (
+    args: string,
+    reason = "Goodwill refunds are capped at 40",
+    action?: string,
+  ) => {
+    const res = await post(args, reason, action);
     expect(res.status).toBe(303);
     return (await people.get(INBOX)).text;
   };
-  return { up, id, view, card, edit };
+  /** "Preview the difference": the inbox re-rendered (200) with this card's form and its diff. */
+  const preview = async (args: string, reason = "capped") => {
+    const res = await post(args, reason, "preview");
+    expect(res.status).toBe(200);
+    return cardOf(res.text, id);
+  };
+  return { up, id, view, card, edit, preview };
 }
 
 describe("console: edit and approve", { timeout: 30_000 }, () => {
@@ -98,6 +114,50 @@ describe("console: edit and approve", { timeout: 30_000 }, () => {
     );
     expect(JSON.parse(editField(card, "fixed"))).toEqual({ customer_id: "cus_1" });
     expect((await r.view()).phase).toBe("awaiting_approval");
+    expect((await r.up.state()).requests).toHaveLength(0);
+  });
+});
+
+describe("console: the edit form's preview and a passkey tool's edit", { timeout: 30_000 }, () => {
+  it("Preview re-renders the card with the difference and the typed text, sending and changing nothing; Edit then runs it", async () => {
+    const r = await pendingRefund(false);
+    const before = (await r.view()).input_hash;
+    const card = await r.preview('{ "amount": 40, "note": "goodwill" }', "capped at 40");
+    const diff = card.slice(card.indexOf('data-role="edit-preview"'));
+    expect(diff).toMatch(/data-field="amount">.*100.*40/s);
+    expect(diff).toMatch(/data-field="note">.*\(absent\).*&quot;goodwill&quot;/s);
+    expect(diff).not.toContain('data-field="customer_id"');
+    expect(card).toMatch(/name="arguments"[^>]*>\{ &quot;amount&quot;: 40, &quot;note&quot;/);
+    expect(card).toMatch(/name="reason"[^>]*>capped at 40</);
+    expect(card).toMatch(/data-role="edit-form" open/);
+    expect((await r.view()).input_hash).toBe(before);
+    expect((await r.up.state()).requests).toHaveLength(0);
+    // A bound field typed over is named in the preview, nothing changed.
+    const bound = await r.preview('{ "amount": 40, "customer_id": "cus_2" }');
+    expect(bound).toContain("customer_id cannot be changed");
+    expect((await r.up.state()).requests).toHaveLength(0);
+    // The same form, "Edit and approve": it runs the edited arguments once.
+    await r.edit('{ "amount": 40 }', "capped at 40", "edit");
+    await r.up.waitForEffects(1);
+    expect((await r.up.state()).effects.map((e) => e.body)).toEqual([
+      { amount: 40, customer_id: "cus_1" },
+    ]);
+  });
+
+  it("a passkey step-up tool's card has the edit form: the edit is written, nothing sent, and the edited version waits for the passkey", async () => {
+    const r = await pendingRefund(false, { step_up: "passkey" });
+    const card = await r.card();
+    expect(card).toContain('data-role="edit-form"');
+    expect(card).toContain("Edit (then approve with your passkey)");
+    const before = (await r.view()).approval;
+    const page = await r.edit('{ "amount": 40 }', "capped at 40", "edit");
+    expect(page).toContain("Approving the edited version needs your passkey");
+    const after = (await r.view()).approval;
+    expect(after.state).toBe("pending");
+    expect(after.input_hash).not.toBe(before.input_hash);
+    // The challenge is the edited version's: a passkey made for the old one approves nothing.
+    expect(after.step_up.challenge).not.toBe(before.step_up.challenge);
+    expect(cardOf(page, r.id)).toContain("amount: 100 → 40");
     expect((await r.up.state()).requests).toHaveLength(0);
   });
 });

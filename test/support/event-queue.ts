@@ -105,6 +105,24 @@ function sampleData(type: EventType, nowMs: number): ToolgateEvent["data"] {
         reason: "refund spike",
         tripped_by: null,
       };
+    case "grant.created":
+    case "grant.confirmed":
+    case "grant.revoked":
+    case "grant.used":
+    case "grant.exhausted":
+      return {
+        grant_id: "gr_01HZZZZZZZZZZZZZZZZZZZZZZZ",
+        tools: ["refund"],
+        subject: "any",
+        field: "amount",
+        per_call_max: 50,
+        total_max: 100,
+        count: null,
+        expires_at: new Date(nowMs + 3_600_000).toISOString(),
+        reason: "goodwill",
+        state: "live",
+        by: "alice",
+      };
   }
 }
 

@@ -33,6 +33,15 @@ export const EVENT_TYPES = [
   "freeze.lifted",
   /** A tripwire crossed its threshold and made its freeze (issue 34), once per trip. */
   "tripwire.tripped",
+  /**
+   * A standing grant (issue 35) made (live, or proposed under four eyes), confirmed by a second
+   * person, revoked; a call it let through (once per grant and operation); its count or total used up.
+   */
+  "grant.created",
+  "grant.confirmed",
+  "grant.revoked",
+  "grant.used",
+  "grant.exhausted",
 ] as const;
 export const EventType = z.enum(EVENT_TYPES);
 export type EventType = z.infer<typeof EventType>;
@@ -88,7 +97,14 @@ export const RouteData = z.object({
     }),
   ),
   may_vote: z.array(
-    z.object({ group: z.string(), scopes: z.array(z.string()), members: z.array(z.string()) }),
+    z.object({
+      group: z.string(),
+      scopes: z.array(z.string()),
+      members: z.array(z.string()),
+      /** A group by attribute: a verified Access claim holding one of these values, an email domain. */
+      claims: z.record(z.string(), z.array(z.string())).optional(),
+      email_domains: z.array(z.string()).optional(),
+    }),
   ),
   excluded: z.array(z.string()),
 });
@@ -233,6 +249,29 @@ export const TripwireTrippedData = z.object({
 });
 export type TripwireTrippedData = z.infer<typeof TripwireTrippedData>;
 
+/**
+ * A standing grant as its events show it (issue 35): its bounds, state and who did this step (for
+ * `grant.used` / `grant.exhausted`: null, the call did); `use`: the call a `grant.used` is about;
+ * `used`: the uses the tenant has been told of so far (a call recorded with nothing applied later
+ * gives its share back at the counter, so `exhausted` is as far as those uses say).
+ */
+export const GrantEventData = z.object({
+  grant_id: z.string(),
+  tools: z.array(z.string()),
+  subject: z.union([z.record(z.string(), z.string()), z.literal("any")]),
+  field: z.string().nullable(),
+  per_call_max: z.number().nullable(),
+  total_max: z.number().nullable(),
+  count: z.number().int().nullable(),
+  expires_at: z.string(),
+  reason: z.string(),
+  state: z.enum(["proposed", "live", "revoked", "expired"]),
+  by: z.string().nullable(),
+  use: z.object({ operation_id: z.string(), amount: z.number().nullable() }).optional(),
+  used: z.object({ calls: z.number().int(), sum: z.number() }).optional(),
+});
+export type GrantEventData = z.infer<typeof GrantEventData>;
+
 /** The data schema of each event type: the public contract a webhook consumer reads (OpenAPI). */
 export const EVENT_DATA = {
   "approval.requested": ApprovalEventData,
@@ -252,6 +291,11 @@ export const EVENT_DATA = {
   "freeze.created": FreezeEventData,
   "freeze.lifted": FreezeEventData,
   "tripwire.tripped": TripwireTrippedData,
+  "grant.created": GrantEventData,
+  "grant.confirmed": GrantEventData,
+  "grant.revoked": GrantEventData,
+  "grant.used": GrantEventData,
+  "grant.exhausted": GrantEventData,
 } as const satisfies Record<EventType, z.ZodType>;
 
 const eventOf = <T extends EventType>(type: T) =>
@@ -282,6 +326,11 @@ export const ToolgateEvent = z.discriminatedUnion("type", [
   eventOf("freeze.created"),
   eventOf("freeze.lifted"),
   eventOf("tripwire.tripped"),
+  eventOf("grant.created"),
+  eventOf("grant.confirmed"),
+  eventOf("grant.revoked"),
+  eventOf("grant.used"),
+  eventOf("grant.exhausted"),
 ]);
 export type ToolgateEvent = z.infer<typeof ToolgateEvent>;
 /** The event of one type. */

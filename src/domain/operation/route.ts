@@ -7,6 +7,7 @@ import type { RouteData } from "../journal/events.ts";
 import { eventsOf } from "../journal/trace-event.ts";
 import { err, ok, type Result } from "../result.ts";
 import type {
+  ApproverGroup,
   Decision,
   DecisionRefusal,
   Route,
@@ -46,12 +47,37 @@ export function mayVote(
     });
   const scopes = decision.onBehalfOf?.scopes ?? decision.scopes ?? [];
   const groups = reached(request.route, routing).map((step) => step.group);
-  if (groups.some((g) => g.members.includes(voter) || g.scopes.some((s) => scopes.includes(s))))
+  if (
+    groups.some(
+      (g) =>
+        g.members.includes(voter) ||
+        g.scopes.some((s) => scopes.includes(s)) ||
+        hasAttribute(g, decision),
+    )
+  )
     return ok(true);
   return err({
     code: "not_an_approver",
     detail: `${voter} is in none of the groups this call's approval is routed to now (${groups.map((g) => g.name).join(", ")}); nothing was counted`,
   });
+}
+
+/**
+ * Whether the decider's verified attributes put them in `group`: only a person Access verified, and
+ * only for their own vote (a delegate's attributes are not the delegator's; a delegated vote is
+ * judged by the delegator's id and scopes). A claim matches when it equals one of the group's
+ * values or is an array holding one; an email domain compares case-insensitively.
+ */
+export function hasAttribute(group: ApproverGroup, decision: Decision): boolean {
+  if (decision.via !== "access" || decision.onBehalfOf || !decision.claims) return false;
+  const claims = decision.claims;
+  const byClaim = Object.entries(group.claims ?? {}).some(([name, wanted]) =>
+    (claims[name] ?? []).some((value) => wanted.includes(value)),
+  );
+  if (byClaim) return true;
+  const email = claims.email?.[0]?.toLowerCase();
+  const domain = email?.includes("@") ? email.slice(email.lastIndexOf("@") + 1) : null;
+  return domain !== null && (group.email_domains ?? []).some((d) => d.toLowerCase() === domain);
 }
 
 /**
@@ -146,6 +172,8 @@ export function routeData(route: Route, routing: Routing, requestedBy: string): 
       group: group.name,
       scopes: group.scopes,
       members: group.members.filter((member) => !excluded.includes(member)),
+      ...(group.claims && Object.keys(group.claims).length > 0 ? { claims: group.claims } : {}),
+      ...(group.email_domains?.length ? { email_domains: group.email_domains } : {}),
     })),
     excluded,
   };

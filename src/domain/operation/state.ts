@@ -49,9 +49,18 @@ export type ApprovalEdit = {
 };
 /**
  * An approver group (issue 35): a decider belongs when the key that carried its decision holds one
- * of `scopes`, or its verified id (Access email, key name) is one of `members`.
+ * of `scopes`, or its verified id (Access email, key name) is one of `members`, or — a person
+ * Cloudflare Access verified — a claim of their token holds one of `claims[name]` (a string equal to
+ * it, or an array containing it: `groups`, `custom.department`) or their email's domain is one of
+ * `email_domains`. Absent in plans frozen before attribute groups: none.
  */
-export type ApproverGroup = { name: string; scopes: string[]; members: string[] };
+export type ApproverGroup = {
+  name: string;
+  scopes: string[];
+  members: string[];
+  claims?: Record<string, string[]>;
+  email_domains?: string[];
+};
 /** One step of a route: its group, and when (after the step began) to remind it and escalate past it. */
 export type RouteStep = {
   group: ApproverGroup;
@@ -65,6 +74,17 @@ export type Route = { quorum: number; steps: RouteStep[] };
 export type Vote = { by: string; castBy: string; via: DeciderVia; atMs: number };
 /** Where a routed approval stands: the step reached, since when, whether it was reminded, the votes. */
 export type Routing = { step: number; stepAtMs: number; reminded: boolean; votes: Vote[] };
+/**
+ * Who decides, as the edge verified it (http/auth.ts `decider`): the id, how it was verified, the
+ * scopes of the key or session that carried it and — Access only — the token's claims. One shape
+ * for a single decision, a batch and a rollback's plan approval.
+ */
+export type Decider = {
+  id: string;
+  via: DeciderVia;
+  scopes: string[];
+  claims?: Record<string, string[]>;
+};
 export type Decision = {
   verdict: "approve" | "reject";
   approverId: string;
@@ -77,6 +97,11 @@ export type Decision = {
   toolVersion: string | null;
   /** The scopes of the key that carried the decision: a route's groups by scope (issue 35). */
   scopes?: string[];
+  /**
+   * The verified Access token's claims (string and string-array ones, `custom.*` flattened), only
+   * with `via: "access"`: a route's groups by attribute (issue 35). Never from a header or a key.
+   */
+  claims?: Record<string, string[]>;
   /** A delegation in force (issue 35): the vote is `id`'s, whose scopes were these when they delegated. */
   onBehalfOf?: { id: string; scopes: string[] };
 };

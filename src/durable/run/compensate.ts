@@ -32,6 +32,8 @@ import {
   policyRequestFor,
 } from "../../policies/evaluate.ts";
 import * as catalog from "../../tools/catalog.ts";
+import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
+import type { LimitClaim } from "../../domain/limit/window.ts";
 import { decodeLimitClaims, decodeToolSource } from "../store/run-rows.ts";
 import type { CompensationSource } from "../operation/compensation.ts";
 import type { OperationReply } from "../operation/contracts.ts";
@@ -98,35 +100,16 @@ export async function compensate(
   const existing = compensationRow(parts, original.operation_id);
   if (existing && !(await endedWithoutEffect(parts, tenantId, existing)))
     return submitRow(parts, run, existing, false, asked.waitMs);
-  const allowed = compensable(original.facts);
-  if (!allowed.ok) return allowed;
-  const declared = original.compensate!;
+  const prepared = await prepareCompensation(parts, tenantId, original, run);
+  if (!prepared.ok) return prepared;
+  const { source, spec, input, claims } = prepared.value;
   const keySecret = await keySecretOf(parts.env);
   if (!keySecret.ok) return keySecret;
-  // The compensating tool as registered now (it may have changed since the original's PUT).
-  const found = await tenantStub(parts.env, tenantId).sources([declared.tool]);
-  if (!found.ok) return invalid(`the compensating tool ${declared.tool} is no longer registered`);
-  const source = found.value[declared.tool]!;
-  const spec = catalog.compileTool(source, hostPolicy(parts.env));
-  if (!spec.ok) return invalid(`the compensating tool ${declared.tool} no longer compiles`);
-  const admitted = admitCompensation(
-    spec.value,
-    declared,
-    {
-      operationId: original.operation_id,
-      facts: original.facts,
-      input: original.input,
-      result: original.result,
-    },
-    run,
-  );
-  if (!admitted.ok) return admitted;
-  const { input, claims } = admitted.value;
   // The tenant's Cedar set as it stands now, before anything is recorded: a refusal here leaves
   // the original compensable, so it can be asked again once the policy allows it.
   const policies = await tenantStub(parts.env, tenantId).policySet();
   if (policies) {
-    const request = policyRequestFor(spec.value, input, run.user, run.runId, run.context);
+    const request = policyRequestFor(spec, input, run.user, run.runId, run.context);
     const decided = evaluatePolicies(policies, request);
     if (decided.decision !== "allow")
       return err({ code: "policy_denied", detail: compensationPolicyRefusal(decided) });
@@ -137,13 +120,13 @@ export async function compensate(
   const row: CompensationRow = {
     original_id: original.operation_id,
     compensation_id: compensationId,
-    tool: spec.value.name,
+    tool: spec.name,
     source: canonicalJson(source),
     input: canonical,
     input_hash: await sha256Hex(canonical),
     idempotency_key: await idempotencyKeyFor(compensationId, keySecret.value),
     claims: claims.length > 0 ? JSON.stringify(claims) : null,
-    approval: declared.approval,
+    approval: original.compensate!.approval,
     reason: asked.reason,
     asked_by: asked.by,
     asked_at_ms: Date.now(),
@@ -186,6 +169,49 @@ export async function compensate(
   });
   const stored = created ? row : compensationRow(parts, original.operation_id)!;
   return submitRow(parts, run, stored, created, asked.waitMs);
+}
+
+/** What a compensation would be asked with now: the compensating tool as registered and its gated input. */
+export type PreparedCompensation = {
+  source: ToolSource;
+  spec: ToolSpec;
+  input: Record<string, unknown>;
+  claims: LimitClaim[];
+};
+
+/**
+ * The compensation of `original` as it would be asked now, recording nothing: compensable, the
+ * compensating tool as registered now (it may have changed since the original's PUT), the declared
+ * arguments rendered and gated (`admitCompensation`). Shared by `compensate` and the rollback's
+ * plan (rollback-plan.ts), so the plan a person approves names the hash a submit would freeze.
+ */
+export async function prepareCompensation(
+  parts: RunParts,
+  tenantId: string,
+  original: CompensationSource,
+  run: RunState,
+): Promise<Result<PreparedCompensation, RunError>> {
+  const allowed = compensable(original.facts);
+  if (!allowed.ok) return allowed;
+  const declared = original.compensate!;
+  const found = await tenantStub(parts.env, tenantId).sources([declared.tool]);
+  if (!found.ok) return invalid(`the compensating tool ${declared.tool} is no longer registered`);
+  const source = found.value[declared.tool]!;
+  const spec = catalog.compileTool(source, hostPolicy(parts.env));
+  if (!spec.ok) return invalid(`the compensating tool ${declared.tool} no longer compiles`);
+  const admitted = admitCompensation(
+    spec.value,
+    declared,
+    {
+      operationId: original.operation_id,
+      facts: original.facts,
+      input: original.input,
+      result: original.result,
+    },
+    run,
+  );
+  if (!admitted.ok) return admitted;
+  return ok({ source, spec: spec.value, ...admitted.value });
 }
 
 /**

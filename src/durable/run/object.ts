@@ -53,6 +53,7 @@ import { runOtlp, runTrace } from "./trace.ts";
 import { runIndexEntry } from "./index-entry.ts";
 import * as Undo from "./compensate.ts";
 import { rollbackAlarm, rollbackOf, startRollback } from "./rollback.ts";
+import * as Plan from "./rollback-plan.ts";
 import type { CompensationSource } from "../operation/compensation.ts";
 
 export class RunObject extends DurableObject<Env> {
@@ -259,6 +260,37 @@ export class RunObject extends DurableObject<Env> {
   /** Undo (issue 22, compensate.ts): the original's declared compensation, one operation however often asked. */
   async compensate(tenantId: string, original: CompensationSource, asked: Undo.Asked) {
     return Undo.compensate(this.parts, tenantId, original, asked);
+  }
+
+  /** A running rollback's plan (rollback-plan.ts): each compensation still to come with its hash. */
+  async rollbackPlan(tenantId: string): Promise<Result<Plan.RollbackPlan, RunError>> {
+    const run = this.rows.loadFor(tenantId);
+    return run ? Plan.planOf(this.parts, run, rollbackOf(this.parts)) : this.rows.missing(tenantId);
+  }
+
+  /**
+   * A person approves the rollback's plan (issue 35 item 4): stored bound to its hashes, then the
+   * rollback is driven on, casting it on the compensation that waits now.
+   */
+  async approveRollbackPlan(
+    tenantId: string,
+    by: Plan.PlanDecider,
+    hashes: string[],
+    reason: string | null,
+  ): Promise<Result<Plan.RollbackPlan, RunError>> {
+    const run = this.rows.loadFor(tenantId);
+    if (!run) return this.rows.missing(tenantId);
+    const approved = await Plan.approvePlan(
+      this.parts,
+      run,
+      rollbackOf(this.parts),
+      by,
+      hashes,
+      reason,
+    );
+    if (!approved.ok) return approved;
+    await rollbackAlarm(this.parts, this.ctx.storage);
+    return Plan.planOf(this.parts, run, rollbackOf(this.parts));
   }
 
   /** Retention for the run itself (retention.ts); once pruned, the derived caches go too. */

@@ -21,6 +21,7 @@ import { err, ok, type Result } from "../../domain/result.ts";
 import { operationIds, type RunState } from "../../domain/turn/turn.ts";
 import { operationStub } from "../stubs.ts";
 import { compensate, compensationRow } from "./compensate.ts";
+import { castPlanApprovals, clearPlanApprovals, planApprovals } from "./rollback-plan.ts";
 import type { RunError, RunParts } from "./contracts.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 
@@ -85,6 +86,7 @@ export async function startRollback(
         planned[stuck.index]!.seq,
       );
       parts.store.run("UPDATE rollback SET state = 'running' WHERE k = 1");
+      clearPlanApprovals(parts);
     });
   if (!head) {
     const ids = [...new Set(parts.rows.turns().flatMap(operationIds))];
@@ -136,7 +138,7 @@ export async function startRollback(
   return ok(true);
 }
 
-/** The run's alarm: drives a running rollback on (a no-op without one). */
+/** The run's alarm, and a plan just approved: drives a running rollback on (a no-op without one). */
 export async function rollbackAlarm(parts: RunParts, storage: DurableObjectStorage) {
   const run = parts.rows.load();
   if (run && rollbackOf(parts)?.state === "running") await advance(parts, run.tenantId, storage);
@@ -196,14 +198,20 @@ async function advance(
         return finish(parts, stepRows(parts));
       }
       update(parts, step.seq, "submitted", done.value.compensation_id, null);
-      // Recorded already (a replay after a crash): go on; else look again soon (a fast one is done by then).
-      if (done.value.reply?.terminal) continue;
+      // Recorded already (a replay after a crash): go on; so does one a plan approval may cover
+      // (looked at now, rollback-plan.ts); else look again soon (a fast one is done by then).
+      if (done.value.reply?.terminal || planApprovals(parts).length > 0) continue;
       return arm(parts, storage, ROLLBACK_FIRST_LOOK_MS);
     }
     const view = await operationStub(parts.env, step.compensation_id!)
       .get(tenantId, 0)
       .catch(() => null);
     if (!view?.ok) return arm(parts, storage, ROLLBACK_RETRY_MS);
+    // Awaiting a person, and a person approved the plan listing its hash: their decision is cast.
+    const cast = await castPlanApprovals(parts, tenantId, step.compensation_id!, view.value);
+    if (cast.decided) return arm(parts, storage, ROLLBACK_FIRST_LOOK_MS);
+    if (cast.refused && cast.refused !== step.detail)
+      update(parts, step.seq, step.state, step.compensation_id, cast.refused);
     const result = view.value.result;
     const next = stepAfter({
       phase: view.value.phase,

@@ -56,10 +56,12 @@ CREATE TABLE IF NOT EXISTS freeze_tells (run_id TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tripwires (id TEXT PRIMARY KEY, data TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, data TEXT NOT NULL, live_until INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS grant_uses (grant_id TEXT NOT NULL, operation_id TEXT NOT NULL, chain_seq INTEGER NOT NULL, PRIMARY KEY (grant_id, operation_id)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS grant_uses (grant_id TEXT NOT NULL, operation_id TEXT NOT NULL, chain_seq INTEGER NOT NULL, amount REAL, PRIMARY KEY (grant_id, operation_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_chain (seq INTEGER PRIMARY KEY, event TEXT NOT NULL);`;
 
 /** Added to `tenant_outbox` at its first failed send (the one outbox schedule counts its tries). */
+/** A grant use's amount (issue 35: `grant.exhausted`); rows chained before it count 0 toward the sum. */
+export const GRANT_USE_AMOUNT_COLUMN = "amount REAL";
 export const TENANT_OUTBOX_ATTEMPTS = "attempts INTEGER NOT NULL DEFAULT 0";
 
 /** Columns of `unknowns` added after its first version (older tenants get them on first use). */

@@ -8,6 +8,10 @@
 import {
   confirmGrant as confirmed,
   grantCounters,
+  grantBounds,
+  grantEventData,
+  usedUp,
+  type GrantUsed,
   grantView,
   GRANT_SUBJECT,
   isProposed,
@@ -22,7 +26,9 @@ import { appendChain, tenantChain } from "./chain.ts";
 import type { Env } from "../env.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import { limitStub } from "../stubs.ts";
-import { queueTells, tellRuns } from "./freezes.ts";
+import { queueTells, storeTenantEvent, tellRuns } from "./freezes.ts";
+import { eventId, makeEvent, type EventOf } from "../../domain/journal/events.ts";
+import { GRANT_USE_AMOUNT_COLUMN } from "../store/tenant-rows.ts";
 
 /** Grants are few; a tenant keeps at most this many (live or not) listed. */
 export const MAX_LISTED = 200;
@@ -80,7 +86,8 @@ export async function createGrant(store: SqlStore, env: Env, tenantId: string, m
       JSON.stringify(grant),
       isProposed(grant) ? 0 : grant.expiresAtMs,
     );
-    appendChain(store, createdEntry(grant));
+    const seq = appendChain(store, createdEntry(grant));
+    announce(store, tenantId, "grant.created", seq, grant, grant.createdBy, grant.createdAtMs);
     if (!isProposed(grant)) queueTells(store, grant.createdAtMs);
     return grant;
   });
@@ -112,7 +119,8 @@ export async function confirmGrant(
       next.value.expiresAtMs,
       id,
     );
-    appendChain(store, { type: "grant_confirmed", at_ms: nowMs, grant_id: id, by });
+    const seq = appendChain(store, { type: "grant_confirmed", at_ms: nowMs, grant_id: id, by });
+    announce(store, tenantId, "grant.confirmed", seq, next.value, by, nowMs);
     queueTells(store, nowMs);
     return next;
   });
@@ -142,7 +150,8 @@ export async function revokeGrant(
     if (!grant || grant.revokedAtMs !== null) return grant;
     const next: Grant = { ...grant, revokedAtMs: nowMs, revokedBy: by };
     store.run("UPDATE grants SET data = ?, live_until = 0 WHERE id = ?", JSON.stringify(next), id);
-    appendChain(store, { type: "grant_revoked", at_ms: nowMs, grant_id: id, by });
+    const seq = appendChain(store, { type: "grant_revoked", at_ms: nowMs, grant_id: id, by });
+    announce(store, tenantId, "grant.revoked", seq, next, by, nowMs);
     queueTells(store, nowMs);
     return next;
   });
@@ -153,17 +162,11 @@ export async function revokeGrant(
 
 /** The chain entry of a grant made: every bound it was made with, and by whom. */
 function createdEntry(grant: Grant): TraceEvent {
-  const view = grantView(grant, grant.createdAtMs);
   return {
     type: "grant_created",
     at_ms: grant.createdAtMs,
     grant_id: grant.id,
-    tools: view.tools,
-    subject: view.subject,
-    field: view.field,
-    per_call_max: view.per_call_max,
-    total_max: view.total_max,
-    count: view.count,
+    ...grantBounds(grantView(grant, grant.createdAtMs)),
     expires_at_ms: grant.expiresAtMs,
     reason: grant.reason,
     by: grant.createdBy,
@@ -175,24 +178,75 @@ function createdEntry(grant: Grant): TraceEvent {
  * A call the grant let through, delivered by its operation's outbox (at least once): chained the
  * first time, a redelivery changes nothing. A use of a grant this tenant never made is not chained.
  */
-export function recordGrantUse(store: SqlStore, item: GrantUseItem, nowMs: number): void {
+export function recordGrantUse(
+  store: SqlStore,
+  tenantId: string,
+  item: GrantUseItem,
+  nowMs: number,
+): void {
   store.transaction(() => {
-    if (!grantById(store, item.grant_id)) return;
+    const grant = grantById(store, item.grant_id);
+    if (!grant) return;
     store.ensureTable("grant_uses");
+    store.ensureColumn("grant_uses", GRANT_USE_AMOUNT_COLUMN);
     const known = store.one(
       "SELECT chain_seq FROM grant_uses WHERE grant_id = ? AND operation_id = ?",
       item.grant_id,
       item.operation_id,
     );
     if (known) return;
+    const before = usedOf(store, grant.id);
     const seq = appendChain(store, { type: "grant_use", at_ms: nowMs, ...item });
     store.run(
-      "INSERT INTO grant_uses (grant_id, operation_id, chain_seq) VALUES (?, ?, ?)",
+      "INSERT INTO grant_uses (grant_id, operation_id, chain_seq, amount) VALUES (?, ?, ?, ?)",
       item.grant_id,
       item.operation_id,
       seq,
+      item.amount,
     );
+    // Once per (grant, operation), like its chain entry; `grant.exhausted` once, on the use that fills it.
+    const used = usedOf(store, grant.id);
+    const use = { operation_id: item.operation_id, amount: item.amount };
+    announce(store, tenantId, "grant.used", seq, grant, null, nowMs, { use, used });
+    if (usedUp(grant, used) && !usedUp(grant, before))
+      announce(store, tenantId, "grant.exhausted", seq, grant, null, nowMs, { use, used });
   });
+}
+
+/** The uses chained so far (an older row without its amount counts 0 toward the sum). */
+function usedOf(store: SqlStore, grantId: string): GrantUsed {
+  const row = store.one<{ calls: number; sum: number | null }>(
+    "SELECT COUNT(*) AS calls, SUM(amount) AS sum FROM grant_uses WHERE grant_id = ?",
+    grantId,
+  );
+  return { calls: row?.calls ?? 0, sum: row?.sum ?? 0 };
+}
+
+/**
+ * A grant's event (issue 35), stored and queued in `tenant_outbox` in the change's transaction, its
+ * id from the chain entry it rides with (so a redelivery is the same event); the tenant object sends
+ * it after the change (`sendOwnEvents`), its alarm if that fails.
+ */
+function announce(
+  store: SqlStore,
+  tenantId: string,
+  type: "grant.created" | "grant.confirmed" | "grant.revoked" | "grant.used" | "grant.exhausted",
+  seq: number,
+  grant: Grant,
+  by: string | null,
+  nowMs: number,
+  extra: Parameters<typeof grantEventData>[3] = {},
+): void {
+  const event = makeEvent(type, {
+    id: eventId(`${tenantId}:chain`, seq, type),
+    at_ms: nowMs,
+    tenant_id: tenantId,
+    run_id: null,
+    operation_id: extra.use?.operation_id ?? null,
+    tool: null,
+    data: grantEventData(grant, nowMs, by, extra),
+  } as Omit<EventOf<typeof type>, "type">);
+  storeTenantEvent(store, event);
 }
 
 /** The tenant's chain checked whole, and this grant's entries in it (made, revoked, each use). */

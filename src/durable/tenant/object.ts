@@ -246,10 +246,10 @@ export class TenantObject extends DurableObject<Env> {
   // ── Standing grants (grants.ts, issue 35) ────────────────────────────────────────────────────
 
   async createGrant(tenantId: string, grant: Grant) {
-    return grants.createGrant(this.store, this.env, tenantId, grant);
+    return this.announcing(grants.createGrant(this.store, this.env, tenantId, grant));
   }
   async confirmGrant(tenantId: string, id: string, by: string) {
-    return grants.confirmGrant(this.store, this.env, tenantId, id, by);
+    return this.announcing(grants.confirmGrant(this.store, this.env, tenantId, id, by));
   }
   async grantSettings(): Promise<Result<grants.GrantSettings, TenantError>> {
     if (!tenantRecord(this.store)) return err({ code: "not_found", detail: "no such tenant" });
@@ -262,7 +262,7 @@ export class TenantObject extends DurableObject<Env> {
     return ok(grants.putGrantSettings(this.store, settings));
   }
   async revokeGrant(tenantId: string, id: string, by: string) {
-    return grants.revokeGrant(this.store, this.env, tenantId, id, by);
+    return this.announcing(grants.revokeGrant(this.store, this.env, tenantId, id, by));
   }
   async listGrants() {
     return grants.listGrants(this.store);
@@ -272,7 +272,23 @@ export class TenantObject extends DurableObject<Env> {
   }
   /** Delivered by operations from their outbox: a call a grant let through, chained once. */
   async recordGrantUse(item: GrantUseItem): Promise<void> {
-    grants.recordGrantUse(this.store, item, Date.now());
+    const tenant = tenantRecord(this.store);
+    if (!tenant) return;
+    await this.announcing(
+      Promise.resolve(grants.recordGrantUse(this.store, tenant.id, item, Date.now())),
+    );
+  }
+  /**
+   * After a change that wrote the tenant's own events (grants.ts): sent to the queue off the
+   * request, with the alarm armed as the outbox's backstop (record.ts sends what is left).
+   */
+  private async announcing<T>(change: Promise<T>): Promise<T> {
+    const done = await change;
+    const armed = await this.ctx.storage.getAlarm();
+    const due = Date.now() + OUTBOX_RETRY_MS;
+    if (armed === null || due < armed) await this.ctx.storage.setAlarm(due);
+    this.ctx.waitUntil(this.sendOwnEvents());
+    return done;
   }
   // ── Tripwires (tripwires.ts, issue 34) ───────────────────────────────────────────────────────
 

@@ -21,7 +21,8 @@ const Comparison = z
   .partial();
 /**
  * An approver group (issue 35): whoever decides with a key holding one of `scopes`, or whose verified
- * id (Access email, key name) is one of `members`. A route's steps: the group asked, when to remind
+ * id (Access email, key name) is one of `members`, or — verified by Access — whose token's claim holds
+ * one of `claims[name]` or whose email's domain is one of `email_domains`. A route's steps: the group asked, when to remind
  * it and when to escalate past it to the next step's group (never on the last step: nothing to
  * escalate to, and a timer never approves).
  */
@@ -31,8 +32,26 @@ const ApproverGroup = z
     // Only a scope a key can hold: any other would be a group nobody could ever be in.
     scopes: z.array(ApiScope).max(16).default([]),
     members: z.array(z.string().min(1).max(256)).max(100).default([]),
+    // By attribute (a person Cloudflare Access verified): a claim of the token holding one of the
+    // values (`groups`, or a custom claim as `custom.<name>`), or the email's domain.
+    claims: z
+      .record(
+        z.string().regex(/^[A-Za-z0-9_-]{1,64}(\.[A-Za-z0-9_-]{1,64})?$/),
+        z.array(z.string().min(1).max(256)).min(1).max(50),
+      )
+      .refine((c) => Object.keys(c).length <= 8, "at most 8 claims")
+      .optional(),
+    email_domains: z
+      .array(z.string().regex(/^(?=.{1,253}$)([a-z0-9-]{1,63}\.)+[a-z]{2,63}$/i))
+      .max(16)
+      .optional(),
   })
-  .refine((g) => g.scopes.length + g.members.length > 0, "a group needs scopes or members");
+  .refine(
+    (g) =>
+      g.scopes.length + g.members.length + Object.keys(g.claims ?? {}).length > 0 ||
+      (g.email_domains?.length ?? 0) > 0,
+    "a group needs scopes, members, claims or email_domains",
+  );
 const RouteDelay = z
   .number()
   .int()

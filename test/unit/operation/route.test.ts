@@ -8,6 +8,7 @@ import {
   type OperationPlan,
   type OperationState,
 } from "../../../src/domain/operation/index.ts";
+import { hasAttribute } from "../../../src/domain/operation/route.ts";
 import { plan as basePlan } from "./fixtures.ts";
 
 const T = 100_000;
@@ -243,5 +244,45 @@ describe("routed approval: the alarm reminds, escalates, never approves", () => 
     const withBob = after(escalated.value.state, decision("bob"));
     const step = decide(withBob, decision("dave", { scopes: [] }), T + 26_000);
     expect(step.ok && step.value.state.phase).toBe("executing");
+  });
+});
+
+describe("a group by attribute (hasAttribute): only a person Access verified, their own vote", () => {
+  const group = {
+    name: "finance",
+    scopes: [],
+    members: [],
+    claims: { groups: ["finance"], "custom.dept": ["treasury"] },
+    email_domains: ["Fin.Example.com"],
+  };
+  const access = (claims: Record<string, string[]>, over: Partial<Decision> = {}) =>
+    decision("someone", { via: "access", claims, ...over });
+  const rows: Array<[string, Decision, boolean]> = [
+    ["groups claim holds the value", access({ groups: ["staff", "finance"] }), true],
+    ["custom claim holds the value", access({ "custom.dept": ["treasury"] }), true],
+    ["the value under another claim name", access({ dept: ["treasury"] }), false],
+    ["another group", access({ groups: ["sales"] }), false],
+    ["email domain, any case", access({ email: ["Bo@fin.example.COM"] }), true],
+    ["a subdomain is another domain", access({ email: ["bo@x.fin.example.com"] }), false],
+    [
+      "claims without Access (a key)",
+      decision("k", { via: "api_key", claims: { groups: ["finance"] } }),
+      false,
+    ],
+    [
+      "a delegated vote: the delegate's attributes are not the delegator's",
+      access({ groups: ["finance"] }, { onBehalfOf: { id: "dana", scopes: [] } }),
+      false,
+    ],
+    ["no claims", decision("someone", { via: "access" }), false],
+  ];
+  it.each(rows)("%s", (_name, d, expected) => {
+    expect(hasAttribute(group, d)).toBe(expected);
+  });
+  it("a plan frozen before attribute groups (no claims, no domains) matches no attribute", () => {
+    const old = { name: "old", scopes: [], members: ["carol"] };
+    expect(hasAttribute(old, access({ groups: ["finance"], email: ["a@fin.example.com"] }))).toBe(
+      false,
+    );
   });
 });

@@ -1,0 +1,67 @@
+// A rollback approved as one plan (issue 35 item 4), pure: the plan approval's checks (exactly the
+// plan's hashes in order, never the run's user under four eyes) and which approvals cover a
+// compensation frozen with a given (input hash, tool version).
+import { describe, expect, it } from "vitest";
+import {
+  approvalsCovering,
+  checkPlanApproval,
+  type PlanApproval,
+  type PlanItem,
+} from "../../src/domain/rollback.ts";
+
+const item = (hash: string, fourEyes = true): PlanItem => ({
+  operation_id: `op_${hash}`,
+  tool: "charge",
+  compensation_tool: "refund",
+  compensation_id: null,
+  input_hash: hash,
+  policy_version: "v1",
+  arguments: {},
+  four_eyes: fourEyes,
+  step_up: false,
+});
+const items = [item("a"), item("b")];
+
+describe("checkPlanApproval", () => {
+  const rows: Array<[string, PlanItem[], string[], string, string | null]> = [
+    ["the plan's hashes, in order", items, ["a", "b"], "bob", null],
+    ["reordered", items, ["b", "a"], "bob", "approval_mismatch"],
+    ["one missing", items, ["a"], "bob", "approval_mismatch"],
+    ["one extra", items, ["a", "b", "c"], "bob", "approval_mismatch"],
+    [
+      "the run's user, four eyes on one",
+      [item("a", false), item("b")],
+      ["a", "b"],
+      "u1",
+      "self_approval",
+    ],
+    ["the run's user, no four eyes anywhere", [item("a", false)], ["a"], "u1", null],
+    ["nothing left to approve", [], [], "bob", "rollback_not_running"],
+  ];
+  it.each(rows)("%s", (_name, plan, hashes, by, code) => {
+    const checked = checkPlanApproval(plan, hashes, by, "u1");
+    expect(checked.ok ? null : checked.error.code).toBe(code);
+  });
+});
+
+describe("approvalsCovering", () => {
+  const approval = (by: string, hashes: string[], versions: string[]): PlanApproval => ({
+    by,
+    via: "api_key",
+    scopes: [],
+    input_hashes: hashes,
+    policy_versions: versions,
+    reason: null,
+    at_ms: 0,
+  });
+  const stored = [approval("bob", ["a", "b"], ["v1", "v1"]), approval("carol", ["a"], ["v2"])];
+  it.each([
+    ["a", "v1", ["bob"]],
+    ["b", "v1", ["bob"]],
+    ["a", "v2", ["carol"]],
+    ["b", "v2", []],
+    ["c", "v1", []],
+  ])("hash %s under %s → %j", (hash, version, expected) => {
+    expect(approvalsCovering(stored, hash, version).map((a) => a.by)).toEqual(expected);
+  });
+});
