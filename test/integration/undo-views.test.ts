@@ -86,7 +86,7 @@ const refundsOf = async (up: ReturnType<typeof upstream>) =>
     .filter((e) => e.path.endsWith("/refunds"))
     .map((e) => [e.body.charge_id, e.body.amount]);
 
-describe("toolgate/client: undo", () => {
+describe("toolgate/client: undo", { timeout: 30_000 }, () => {
   it("compensate asked three times at once: one compensation (created once), approved by a person, one refund of that charge; the original links to it", async () => {
     const { up, client, charges } = await chargedTwice();
     const [first] = charges;
