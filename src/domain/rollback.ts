@@ -169,21 +169,26 @@ export type PlanApproval = {
 
 export type PlanRefusal =
   | { code: "rollback_not_running"; detail: string }
-  | { code: "approval_mismatch"; field: "input_hash"; detail: string }
+  | { code: "approval_mismatch"; field: "input_hash" | "policy_version"; detail: string }
   | { code: "self_approval"; detail: string };
+
+/** What the approver saw of one compensation (GET …/rollback's item): its hash and its tool's version. */
+export type PlanEntry = { input_hash: string; policy_version: string };
 
 /** The steps a plan lists: those whose compensation is still to come or still under way. */
 export const planned = (steps: readonly RollbackStep[]): RollbackStep[] =>
   steps.filter((s) => s.state === "pending" || s.state === "submitted");
 
 /**
- * Whether `approverId` may approve the plan `items` by naming `hashes`: exactly the plan's hashes, in
- * its order (a plan that changed since the person looked is another plan), and never the run's own
- * user when any compensation in it has four eyes — one refusal for the whole plan, nothing stored.
+ * Whether `approverId` may approve the plan `items` by naming `shown`: exactly the plan's (hash,
+ * version) pairs, in its order — a plan that changed since the person looked (other arguments, or
+ * a compensating tool PUT again with the same arguments) is another plan, and the approval binds to
+ * what was shown, never to what is there when the POST arrives — and never the run's own user when
+ * any compensation in it has four eyes. One refusal for the whole plan, nothing stored.
  */
 export function checkPlanApproval(
   items: readonly PlanItem[],
-  hashes: readonly string[],
+  shown: readonly PlanEntry[],
   approverId: string,
   runUser: string,
 ): Result<true, PlanRefusal> {
@@ -192,12 +197,19 @@ export function checkPlanApproval(
       code: "rollback_not_running",
       detail: "the rollback has no compensation left to approve",
     });
-  const current = items.map((i) => i.input_hash);
-  if (hashes.length !== current.length || hashes.some((h, i) => h !== current[i]))
+  const again = "(read GET …/rollback again); nothing was approved";
+  if (shown.length !== items.length || shown.some((e, i) => e.input_hash !== items[i]!.input_hash))
     return err({
       code: "approval_mismatch",
       field: "input_hash",
-      detail: `the plan is now ${current.length} compensation(s) with other hashes than those named (read GET …/rollback again); nothing was approved`,
+      detail: `the plan is now ${items.length} compensation(s) with other hashes than those named ${again}`,
+    });
+  const changed = items.findIndex((item, i) => item.policy_version !== shown[i]!.policy_version);
+  if (changed >= 0)
+    return err({
+      code: "approval_mismatch",
+      field: "policy_version",
+      detail: `compensation ${changed + 1} (${items[changed]!.compensation_tool}) is now another version of its tool than the one named ${again}`,
     });
   if (approverId === runUser && items.some((i) => i.four_eyes))
     return err({

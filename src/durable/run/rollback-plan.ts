@@ -17,6 +17,7 @@ import {
   checkPlanApproval,
   planned,
   type PlanApproval,
+  type PlanEntry,
   type PlanItem,
   type RollbackView,
 } from "../../domain/rollback.ts";
@@ -105,28 +106,31 @@ async function itemOf(
 }
 
 /**
- * Stores `by`'s approval of the plan naming `hashes` (checkPlanApproval: exactly the plan, not the
- * run's own user under four eyes). The caller then drives the rollback (rollback.ts), which casts it.
+ * Stores `by`'s approval of the plan as `shown` to them (checkPlanApproval: exactly the plan's
+ * (hash, version) pairs now, not the run's own user under four eyes), bound to those pairs. The
+ * caller then drives the rollback (rollback.ts), which casts it.
  */
 export async function approvePlan(
   parts: RunParts,
   run: RunState,
   view: RollbackView | null,
   by: PlanDecider,
-  hashes: readonly string[],
+  shown: readonly PlanEntry[],
   reason: string | null,
 ): Promise<Result<RollbackPlan, RunError>> {
   const plan = await planOf(parts, run, view);
   if (!plan.ok) return plan;
-  const checked = checkPlanApproval(plan.value.items, hashes, by.id, run.user.id);
+  const checked = checkPlanApproval(plan.value.items, shown, by.id, run.user.id);
   if (!checked.ok) return checked;
   const approval: PlanApproval = {
     by: by.id,
     via: by.via,
     scopes: by.scopes,
     ...(by.claims ? { claims: by.claims } : {}),
-    input_hashes: plan.value.items.map((i) => i.input_hash),
-    policy_versions: plan.value.items.map((i) => i.policy_version),
+    // What the person was shown (equal to the plan now, checked above): a tool PUT again after
+    // this check freezes its next compensation under another version, which this does not cover.
+    input_hashes: shown.map((e) => e.input_hash),
+    policy_versions: shown.map((e) => e.policy_version),
     reason,
     at_ms: Date.now(),
   };
