@@ -220,11 +220,34 @@ export function checkPlanApproval(
 }
 
 /** The plan approvals that cover a compensation frozen with `inputHash` under `toolVersion`. */
-export const approvalsCovering = (
-  approvals: readonly PlanApproval[],
+export const approvalsCovering = <A extends PlanApproval>(
+  approvals: readonly A[],
   inputHash: string,
   toolVersion: string,
-): PlanApproval[] =>
+): A[] =>
   approvals.filter((a) =>
     a.input_hashes.some((h, i) => h === inputHash && a.policy_versions[i] === toolVersion),
   );
+
+/**
+ * A compensation's refusal of a plan approval that stands (it is remembered, not cast again on each
+ * look): one judged on the approver and the compensation — four eyes, a route's groups, a passkey
+ * step-up, another hash or version. Anything else (the run did not answer, the state moved on) is
+ * the moment's: the next look casts again.
+ */
+export const standingRefusal = (code: string): boolean =>
+  ["self_approval", "not_an_approver", "step_up_required", "approval_mismatch"].includes(code);
+
+/**
+ * What such a refusal was judged on besides the plan approval itself (a stored row, never changed):
+ * the compensation's frozen (input hash, tool version) — a person's edit makes another, and may
+ * make another editor — and the route's step reached, since an escalation adds a group the
+ * approver may be in. The requester and the tool's step-up are the frozen version's. Another
+ * basis: the approval is cast again.
+ */
+export const refusalBasis = (approval: {
+  input_hash: string;
+  policy_version: string;
+  route: { step: number } | null;
+}): string =>
+  JSON.stringify([approval.input_hash, approval.policy_version, approval.route?.step ?? null]);

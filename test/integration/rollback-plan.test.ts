@@ -6,6 +6,7 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { api, manifest, newTenant, operation, testTenant, upstream } from "../support/api.ts";
+import { countRpcs, rpcCounts } from "../../src/durable/rpc-model.ts";
 import { consoleAs, hidden } from "../support/console-page.ts";
 import {
   cancelRollback,
@@ -228,6 +229,37 @@ describe("POST /v1/runs/{id}/rollback/approve", () => {
     expect(now.state).toBe("completed");
     expect((await refundsOf(up)).map((r) => r.body.amount)).toEqual([200, 100]);
     expect((await operation(now.steps[1].compensation_id)).body.approval.decided_by).toBe("carol");
+  });
+
+  it("a refused plan approval is not cast again on each look: one decide across the POST and two alarm firings; another person's approval is still cast", async () => {
+    const route = [{ group: { name: "finance", members: ["carol"] } }];
+    const { up, runId, report } = await rolledBack({ approval: { mode: "always", route } });
+    const items = shownOf((await plan(runId)).body);
+    const stop = countRpcs("OperationObject");
+    try {
+      const decides = () => rpcCounts("OperationObject").decide ?? 0;
+      const before = decides();
+      // "test" is in none of the refund's groups: refused once, when the POST drives the rollback.
+      expect((await approvePlan(runId, { items })).status).toBe(200);
+      expect(decides() - before).toBe(1);
+      for (let look = 0; look < 2; look++)
+        expect(await runDurableObjectAlarm(runObject(runId))).toBe(true);
+      expect(decides() - before).toBe(1);
+      // The step still names the refusal; nothing was sent.
+      const step = (await api("GET", `/v1/runs/${runId}`)).body.rollback.steps[0];
+      expect(step).toMatchObject({ state: "submitted" });
+      expect(step.detail).toContain("test: not_an_approver");
+      expect(await refundsOf(up)).toHaveLength(0);
+      // carol's approval is another one: cast (one decide), and both refunds run, once each.
+      const carol = await approvePlan(runId, { items, approver: { id: "carol" } });
+      expect(carol.status).toBe(200);
+      expect(decides() - before).toBe(2);
+      const now = await nextStep(runId, report.steps[0].compensation_id);
+      expect((await nextStep(runId, now.steps[1].compensation_id)).state).toBe("completed");
+      expect((await refundsOf(up)).map((r) => r.body.amount)).toEqual([200, 100]);
+    } finally {
+      stop();
+    }
   });
 
   it("no rollback running: 409 rollback_not_running", async () => {

@@ -5,6 +5,8 @@ import { describe, expect, it } from "vitest";
 import {
   approvalsCovering,
   checkPlanApproval,
+  refusalBasis,
+  standingRefusal,
   type PlanApproval,
   type PlanItem,
 } from "../../src/domain/rollback.ts";
@@ -74,5 +76,27 @@ describe("approvalsCovering", () => {
     ["c", "v1", []],
   ])("hash %s under %s → %j", (hash, version, expected) => {
     expect(approvalsCovering(stored, hash, version).map((a) => a.by)).toEqual(expected);
+  });
+});
+
+describe("a plan approval's refusal, remembered", () => {
+  it.each([
+    ["not_an_approver", true],
+    ["self_approval", true],
+    ["step_up_required", true],
+    ["approval_mismatch", true],
+    ["unavailable", false],
+    ["not_awaiting_approval", false],
+  ])("%s stands: %s", (code, stands) => {
+    expect(standingRefusal(code)).toBe(stands);
+  });
+  const basis = { input_hash: "a", policy_version: "v1", route: { step: 0 } };
+  it.each([
+    ["the same compensation, looked at again", basis, true],
+    ["an edit (another hash)", { ...basis, input_hash: "b" }, false],
+    ["another version of the tool", { ...basis, policy_version: "v2" }, false],
+    ["an escalation (the route's next step)", { ...basis, route: { step: 1 } }, false],
+  ])("%s: the same basis %s", (_name, now, same) => {
+    expect(refusalBasis(now) === refusalBasis(basis)).toBe(same);
   });
 });
