@@ -13,6 +13,7 @@ import {
   charged,
   put,
   REFUND_SCHEMA,
+  refundRequestsOf,
   refundTool,
   refundsOf,
   runObject,
@@ -260,6 +261,31 @@ describe("POST /v1/runs/{id}/rollback/approve", () => {
     } finally {
       stop();
     }
+  });
+
+  it("a rollback stopped and asked again is a new plan: the earlier plan approval is cleared, and the step asked anew (same hash and version) waits for a person", async () => {
+    const { up, runId, report } = await rolledBack();
+    const items = shownOf((await plan(runId)).body);
+    // The shop refuses the refund the plan's approval sends: the rollback stops at that step.
+    await up.script({ kind: "status", status: 403 });
+    expect((await approvePlan(runId, { items })).status).toBe(200);
+    const stopped = await nextStep(runId, report.steps[0].compensation_id);
+    expect(stopped.state).toBe("stopped");
+    expect(stopped.steps.map((s: any) => s.state)).toEqual(["failed", "pending"]);
+    expect(await refundRequestsOf(up)).toHaveLength(1);
+    const again = (await cancelRollback(runId)).body.rollback;
+    expect(again.state).toBe("running");
+    const asked = again.steps[0];
+    expect(asked.compensation_id).not.toBe(report.steps[0].compensation_id);
+    // The pair the old approval names: only its clearing keeps it from riding on the new one.
+    expect(asked.compensation_input_hash).toBe(items[0]!.input_hash);
+    const shown = (await plan(runId)).body;
+    expect(shown.items[0].policy_version).toBe(items[0]!.policy_version);
+    expect(shown.approvals).toEqual([]);
+    expect(await runDurableObjectAlarm(runObject(runId))).toBe(true);
+    expect((await operation(asked.compensation_id)).body.phase).toBe("awaiting_approval");
+    expect(await refundRequestsOf(up)).toHaveLength(1);
+    expect(await refundsOf(up)).toHaveLength(0);
   });
 
   it("no rollback running: 409 rollback_not_running", async () => {
