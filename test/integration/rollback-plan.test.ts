@@ -3,9 +3,17 @@
 // every compensation without a second approval; a step whose compensation changed since asks a
 // person; a plan changed since it was read, another tenant, a wrong list and the run's own user
 // (four eyes) approve nothing.
-import { runDurableObjectAlarm } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
-import { api, manifest, newTenant, operation, testTenant, upstream } from "../support/api.ts";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { describe, expect, it, vi } from "vitest";
+import {
+  api,
+  fireAlarm,
+  manifest,
+  newTenant,
+  operation,
+  testTenant,
+  upstream,
+} from "../support/api.ts";
 import { countRpcs, rpcCounts } from "../../src/durable/rpc-model.ts";
 import { consoleAs, hidden } from "../support/console-page.ts";
 import {
@@ -48,6 +56,17 @@ const approvePlan = (runId: string, body: unknown, as: Record<string, string> = 
 /** What GET …/rollback showed, as the approval names it: each item's hash and tool version. */
 const shownOf = (body: { items: Array<{ input_hash: string; policy_version: string }> }) =>
   body.items.map(({ input_hash, policy_version }) => ({ input_hash, policy_version }));
+
+/** Every row of every table in the run's own SQLite, as text. */
+const storedText = (runId: string) =>
+  runInDurableObject(runObject(runId), (_i: unknown, state: DurableObjectState) => {
+    const sql = state.storage.sql;
+    const tables = sql
+      .exec("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE '_cf_%'")
+      .toArray()
+      .map((row) => String(row.name));
+    return JSON.stringify(tables.map((t) => sql.exec(`SELECT * FROM ${t}`).toArray()));
+  });
 
 /** Drives the run's alarm once the current compensation is recorded; the rollback's report after. */
 async function nextStep(runId: string, compensationId: string) {
@@ -286,6 +305,38 @@ describe("POST /v1/runs/{id}/rollback/approve", () => {
     expect((await operation(asked.compensation_id)).body.phase).toBe("awaiting_approval");
     expect(await refundRequestsOf(up)).toHaveLength(1);
     expect(await refundsOf(up)).toHaveLength(0);
+  });
+
+  it("a pruned run keeps no plan approval (the approver, their reason) nor a remembered refusal", async () => {
+    const route = [{ group: { name: "finance", members: ["carol"] } }];
+    const { runId, first, second, report } = await rolledBack({
+      approval: { mode: "always", route },
+    });
+    const items = shownOf((await plan(runId)).body);
+    // A refusal remembered (not in the group), then carol's approval with a reason.
+    expect((await approvePlan(runId, { items, reason: "refused-marker-31" })).status).toBe(200);
+    const approved = { items, reason: "plan-marker-42", approver: { id: "carol" } };
+    expect((await approvePlan(runId, approved)).status).toBe(200);
+    const now = await nextStep(runId, report.steps[0].compensation_id);
+    const done = await nextStep(runId, now.steps[1].compensation_id);
+    expect(done.state).toBe("completed");
+    expect(await storedText(runId)).toContain("plan-marker-42");
+    expect(await storedText(runId)).toContain("not_an_approver");
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      // Token lifetime (24 h) + retention (2 days) + a minute: every operation goes, then the run.
+      vi.setSystemTime(Date.now() + 3 * 24 * 60 * 60_000 + 60_000);
+      const ids = [first, second].map((c) => c.operation_id);
+      for (const id of [...ids, ...done.steps.map((s: any) => s.compensation_id)])
+        expect(await fireAlarm(id)).toBe(true);
+      expect(await runDurableObjectAlarm(runObject(runId))).toBe(true);
+      expect((await api("GET", `/v1/runs/${runId}`)).status).toBe(410);
+      const text = await storedText(runId);
+      for (const gone of ["plan-marker-42", "refused-marker-31", "carol", "not_an_approver"])
+        expect(text).not.toContain(gone);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it("no rollback running: 409 rollback_not_running", async () => {
