@@ -3,7 +3,7 @@
 // every compensation without a second approval; a step whose compensation changed since asks a
 // person; a plan changed since it was read, another tenant, a wrong list and the run's own user
 // (four eyes) approve nothing.
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { describe, expect, it, vi } from "vitest";
 import {
   api,
@@ -11,6 +11,7 @@ import {
   manifest,
   newTenant,
   operation,
+  storedText,
   testTenant,
   upstream,
 } from "../support/api.ts";
@@ -56,17 +57,6 @@ const approvePlan = (runId: string, body: unknown, as: Record<string, string> = 
 /** What GET …/rollback showed, as the approval names it: each item's hash and tool version. */
 const shownOf = (body: { items: Array<{ input_hash: string; policy_version: string }> }) =>
   body.items.map(({ input_hash, policy_version }) => ({ input_hash, policy_version }));
-
-/** Every row of every table in the run's own SQLite, as text. */
-const storedText = (runId: string) =>
-  runInDurableObject(runObject(runId), (_i: unknown, state: DurableObjectState) => {
-    const sql = state.storage.sql;
-    const tables = sql
-      .exec("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE '_cf_%'")
-      .toArray()
-      .map((row) => String(row.name));
-    return JSON.stringify(tables.map((t) => sql.exec(`SELECT * FROM ${t}`).toArray()));
-  });
 
 /** Drives the run's alarm once the current compensation is recorded; the rollback's report after. */
 async function nextStep(runId: string, compensationId: string) {
@@ -320,8 +310,8 @@ describe("POST /v1/runs/{id}/rollback/approve", () => {
     const now = await nextStep(runId, report.steps[0].compensation_id);
     const done = await nextStep(runId, now.steps[1].compensation_id);
     expect(done.state).toBe("completed");
-    expect(await storedText(runId)).toContain("plan-marker-42");
-    expect(await storedText(runId)).toContain("not_an_approver");
+    expect(await storedText(runObject(runId))).toContain("plan-marker-42");
+    expect(await storedText(runObject(runId))).toContain("not_an_approver");
     vi.useFakeTimers({ toFake: ["Date"] });
     try {
       // Token lifetime (24 h) + retention (2 days) + a minute: every operation goes, then the run.
@@ -331,7 +321,7 @@ describe("POST /v1/runs/{id}/rollback/approve", () => {
         expect(await fireAlarm(id)).toBe(true);
       expect(await runDurableObjectAlarm(runObject(runId))).toBe(true);
       expect((await api("GET", `/v1/runs/${runId}`)).status).toBe(410);
-      const text = await storedText(runId);
+      const text = await storedText(runObject(runId));
       for (const gone of ["plan-marker-42", "refused-marker-31", "carol", "not_an_approver"])
         expect(text).not.toContain(gone);
     } finally {
