@@ -105,6 +105,11 @@ export const RollbackPlanForm: FC<{ runId: string; plan: RollbackPlan; csrf: str
           name="input_hashes"
           value={plan.items.map((i) => i.input_hash).join(",")}
         />
+        <input
+          type="hidden"
+          name="policy_versions"
+          value={plan.items.map((i) => i.policy_version).join(",")}
+        />
         <label>
           Reason <input name="reason" maxlength={2000} />
         </label>{" "}

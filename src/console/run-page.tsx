@@ -298,8 +298,14 @@ async function approvePlan(c: Context<ConsoleEnv>) {
   if (!RUN_ID.test(runId))
     return problemPage(c, 404, "No such run", "There is no run with that id in this tenant.");
   const form = await c.req.parseBody();
+  // The form carries what the page showed, each item's hash and tool version (rollback-list.tsx).
+  const listed = (name: string) => (typeof form[name] === "string" ? form[name].split(",") : []);
+  const versions = listed("policy_versions");
   const body = ApproveRollbackPlan.safeParse({
-    input_hashes: typeof form.input_hashes === "string" ? form.input_hashes.split(",") : [],
+    items: listed("input_hashes").map((hash, i) => ({
+      input_hash: hash,
+      policy_version: versions[i],
+    })),
     ...(typeof form.reason === "string" && form.reason.trim() ? { reason: form.reason } : {}),
   });
   const back = `/console/runs/${runId}`;
@@ -312,7 +318,7 @@ async function approvePlan(c: Context<ConsoleEnv>) {
   const approved = await runStub(c.env, runId).approveRollbackPlan(
     session.tenantId,
     by,
-    body.data.input_hashes,
+    body.data.items,
     body.data.reason ?? null,
   );
   await setFlash(

@@ -169,21 +169,26 @@ export type PlanApproval = {
 
 export type PlanRefusal =
   | { code: "rollback_not_running"; detail: string }
-  | { code: "approval_mismatch"; field: "input_hash"; detail: string }
+  | { code: "approval_mismatch"; field: "input_hash" | "policy_version"; detail: string }
   | { code: "self_approval"; detail: string };
+
+/** What the approver saw of one compensation (GET …/rollback's item): its hash and its tool's version. */
+export type PlanEntry = { input_hash: string; policy_version: string };
 
 /** The steps a plan lists: those whose compensation is still to come or still under way. */
 export const planned = (steps: readonly RollbackStep[]): RollbackStep[] =>
   steps.filter((s) => s.state === "pending" || s.state === "submitted");
 
 /**
- * Whether `approverId` may approve the plan `items` by naming `hashes`: exactly the plan's hashes, in
- * its order (a plan that changed since the person looked is another plan), and never the run's own
- * user when any compensation in it has four eyes — one refusal for the whole plan, nothing stored.
+ * Whether `approverId` may approve the plan `items` by naming `shown`: exactly the plan's (hash,
+ * version) pairs, in its order — a plan that changed since the person looked (other arguments, or
+ * a compensating tool PUT again with the same arguments) is another plan, and the approval binds to
+ * what was shown, never to what is there when the POST arrives — and never the run's own user when
+ * any compensation in it has four eyes. One refusal for the whole plan, nothing stored.
  */
 export function checkPlanApproval(
   items: readonly PlanItem[],
-  hashes: readonly string[],
+  shown: readonly PlanEntry[],
   approverId: string,
   runUser: string,
 ): Result<true, PlanRefusal> {
@@ -192,12 +197,19 @@ export function checkPlanApproval(
       code: "rollback_not_running",
       detail: "the rollback has no compensation left to approve",
     });
-  const current = items.map((i) => i.input_hash);
-  if (hashes.length !== current.length || hashes.some((h, i) => h !== current[i]))
+  const again = "(read GET …/rollback again); nothing was approved";
+  if (shown.length !== items.length || shown.some((e, i) => e.input_hash !== items[i]!.input_hash))
     return err({
       code: "approval_mismatch",
       field: "input_hash",
-      detail: `the plan is now ${current.length} compensation(s) with other hashes than those named (read GET …/rollback again); nothing was approved`,
+      detail: `the plan is now ${items.length} compensation(s) with other hashes than those named ${again}`,
+    });
+  const changed = items.findIndex((item, i) => item.policy_version !== shown[i]!.policy_version);
+  if (changed >= 0)
+    return err({
+      code: "approval_mismatch",
+      field: "policy_version",
+      detail: `compensation ${changed + 1} (${items[changed]!.compensation_tool}) is now another version of its tool than the one named ${again}`,
     });
   if (approverId === runUser && items.some((i) => i.four_eyes))
     return err({
@@ -208,11 +220,34 @@ export function checkPlanApproval(
 }
 
 /** The plan approvals that cover a compensation frozen with `inputHash` under `toolVersion`. */
-export const approvalsCovering = (
-  approvals: readonly PlanApproval[],
+export const approvalsCovering = <A extends PlanApproval>(
+  approvals: readonly A[],
   inputHash: string,
   toolVersion: string,
-): PlanApproval[] =>
+): A[] =>
   approvals.filter((a) =>
     a.input_hashes.some((h, i) => h === inputHash && a.policy_versions[i] === toolVersion),
   );
+
+/**
+ * A compensation's refusal of a plan approval that stands (it is remembered, not cast again on each
+ * look): one judged on the approver and the compensation — four eyes, a route's groups, a passkey
+ * step-up, another hash or version. Anything else (the run did not answer, the state moved on) is
+ * the moment's: the next look casts again.
+ */
+export const standingRefusal = (code: string): boolean =>
+  ["self_approval", "not_an_approver", "step_up_required", "approval_mismatch"].includes(code);
+
+/**
+ * What such a refusal was judged on besides the plan approval itself (a stored row, never changed):
+ * the compensation's frozen (input hash, tool version) — a person's edit makes another, and may
+ * make another editor — and the route's step reached, since an escalation adds a group the
+ * approver may be in. The requester and the tool's step-up are the frozen version's. Another
+ * basis: the approval is cast again.
+ */
+export const refusalBasis = (approval: {
+  input_hash: string;
+  policy_version: string;
+  route: { step: number } | null;
+}): string =>
+  JSON.stringify([approval.input_hash, approval.policy_version, approval.route?.step ?? null]);

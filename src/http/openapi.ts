@@ -233,7 +233,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/runs/{run_id}/rollback/approve",
     summary:
-      "Approve the rollback's plan at once: { input_hashes } exactly as the plan lists them (409 approval_mismatch otherwise); each compensation frozen with a listed hash and tool version is then approved as if this person approved it alone (four eyes, routes, quorum); another hash asks a person",
+      "Approve the rollback's plan at once: { items: [{ input_hash, policy_version }] } exactly as the plan lists them now (409 approval_mismatch otherwise, e.g. a compensating tool PUT again since it was read); each compensation frozen with a listed hash and tool version is then approved as if this person approved it alone (four eyes, routes, quorum); another hash asks a person",
     auth: "approvals:decide",
     body: ApproveRollbackPlan,
   },

@@ -170,12 +170,7 @@ export const runRoutes = new Hono<AppEnv>()
     const body = await readJson(c, ApproveRollbackPlan);
     const by = await decider(c, body.approver);
     const stub = runStub(c, runId);
-    const plan = await stub.approveRollbackPlan(
-      tenantId,
-      by,
-      body.input_hashes,
-      body.reason ?? null,
-    );
+    const plan = await stub.approveRollbackPlan(tenantId, by, body.items, body.reason ?? null);
     return c.json({ decided_by: by.id, decided_via: by.via, ...unwrap(plan) });
   })
   .post("/:run_id/turns", async (c) => {

@@ -311,13 +311,23 @@ export const Resolve = z.object({
 export const Compensate = z.strictObject({ reason: z.string().min(1).max(500) });
 /** POST /v1/runs/{id}/cancel: no body, `{}`, or `{ "rollback": true }` (undo the run's applied writes). */
 export const CancelRun = z.strictObject({ rollback: z.boolean().optional() });
-/** POST /v1/runs/{id}/rollback/approve (issue 35 item 4): the plan's hashes, exactly, in its order. */
+/**
+ * POST /v1/runs/{id}/rollback/approve (issue 35 item 4): the plan as the person was shown it, each
+ * compensation's (input_hash, policy_version), exactly, in its order.
+ */
 export const ApproveRollbackPlan = z.strictObject({
-  input_hashes: z
-    .array(z.string().min(1).max(128))
+  items: z
+    .array(
+      z.strictObject({
+        input_hash: z.string().min(1).max(128),
+        policy_version: z.string().min(1).max(128),
+      }),
+    )
     .min(1)
     .max(1000)
-    .describe("Every compensation's input_hash as GET /v1/runs/{id}/rollback lists them, in order"),
+    .describe(
+      "Every compensation's input_hash and policy_version as GET /v1/runs/{id}/rollback lists them, in order",
+    ),
   reason: z.string().min(1).max(2000).optional(),
   approver: Approver.optional(),
 });

@@ -229,6 +229,17 @@ export const opOutboxCount = (sql: SqlStorage, where = "1") =>
     : sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM op_outbox WHERE ${where}`).one().n;
 export const fireAlarm = (operationId: string) => runDurableObjectAlarm(opStub(operationId));
 
+/** Every row of every table in an object's own SQLite, as text (what retention must have deleted). */
+export const storedText = (object: DurableObjectStub) =>
+  runInDurableObject(object, (_i: unknown, state: DurableObjectState) => {
+    const sql = state.storage.sql;
+    const tables = sql
+      .exec("SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE '_cf_%'")
+      .toArray()
+      .map((row) => String(row.name));
+    return JSON.stringify(tables.map((t) => sql.exec(`SELECT * FROM ${t}`).toArray()));
+  });
+
 /**
  * Whether the operation will still act by itself: an alarm is set for a retry, a watchdog, a
  * lookup or an approval expiry. A recorded operation's only alarm is its retention pruning (due at

@@ -13,7 +13,8 @@ async function send(request: Request) {
   return { status: response.status, text: await response.text(), headers: response.headers };
 }
 const cookiePair = (setCookie: string) => setCookie.split(";")[0]!;
-const hidden = (html: string, name: string) =>
+/** A hidden form field's value on a console page ("" when the page has none). */
+export const hidden = (html: string, name: string) =>
   new RegExp(`name="${name}" value="([^"]*)"`).exec(html)?.[1] ?? "";
 
 /** A signed-in console session: GET a page (with the flash of the last POST), POST a form. */

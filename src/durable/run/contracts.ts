@@ -88,8 +88,8 @@ export type RunError =
   | { code: "unavailable"; detail: string }
   /** A rollback's plan (issue 35 item 4): none running, or nothing left in it to approve. */
   | { code: "rollback_not_running"; detail: string }
-  /** A plan approval named other hashes than the plan holds now (nothing approved). */
-  | { code: "approval_mismatch"; field: "input_hash"; detail: string }
+  /** A plan approval named other hashes or tool versions than the plan holds now (nothing approved). */
+  | { code: "approval_mismatch"; field: "input_hash" | "policy_version"; detail: string }
   /** A plan approval by the run's own user under four eyes (nothing approved). */
   | { code: "self_approval"; detail: string }
   /** Expired, every operation pruned, then its own rows (retention): it answers 410 from then on. */

@@ -11,6 +11,7 @@ import type { TraceEvent } from "../../domain/operation/index.ts";
 import type { OtlpTrace } from "../../domain/otlp.ts";
 import type { ModelUsage } from "../../domain/pricing.ts";
 import { err, ok, type Result } from "../../domain/result.ts";
+import type { PlanEntry } from "../../domain/rollback.ts";
 import type { TenantFacts } from "../../domain/tenant-facts.ts";
 import { mayExecute, type ProposedCall } from "../../domain/turn/gate.ts";
 import { admitEdit, type EditRefusal } from "../../domain/turn/edit.ts";
@@ -269,13 +270,13 @@ export class RunObject extends DurableObject<Env> {
   }
 
   /**
-   * A person approves the rollback's plan (issue 35 item 4): stored bound to its hashes, then the
-   * rollback is driven on, casting it on the compensation that waits now.
+   * A person approves the rollback's plan as shown (issue 35 item 4): stored bound to its (hash,
+   * version) pairs, then the rollback is driven on, casting it on the compensation that waits now.
    */
   async approveRollbackPlan(
     tenantId: string,
     by: Plan.PlanDecider,
-    hashes: string[],
+    shown: PlanEntry[],
     reason: string | null,
   ): Promise<Result<Plan.RollbackPlan, RunError>> {
     const run = this.rows.loadFor(tenantId);
@@ -285,7 +286,7 @@ export class RunObject extends DurableObject<Env> {
       run,
       rollbackOf(this.parts),
       by,
-      hashes,
+      shown,
       reason,
     );
     if (!approved.ok) return approved;

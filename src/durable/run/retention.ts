@@ -81,6 +81,8 @@ export async function pruneRun(
       "compensations",
       "rollback",
       "rollback_steps",
+      "rollback_approvals",
+      "rollback_refusals",
     ])
       if (store.exists(table)) store.run(`DELETE FROM ${table}`);
     return true;

@@ -6,7 +6,8 @@
 // asked again); when the rollback reaches a step whose compensation awaits approval with a listed
 // pair, the run casts that person's decision through the compensation's own `decide` — four eyes,
 // routes and quorum, step-up, expiry and a changed tool judged there, as for a single approval.
-// Another pair (the input changed since) gets nothing: that step asks a person as before.
+// Another pair (the input changed since) gets nothing: that step asks a person as before. A
+// standing refusal is remembered (`rollback_refusals`), so the step's looks do not ask again.
 import { canonicalJson, sha256Hex } from "../../domain/canonical-json.ts";
 import { z } from "zod";
 import { DECIDER_VIA } from "../../domain/journal/trace-event.ts";
@@ -16,7 +17,10 @@ import {
   approvalsCovering,
   checkPlanApproval,
   planned,
+  refusalBasis,
+  standingRefusal,
   type PlanApproval,
+  type PlanEntry,
   type PlanItem,
   type RollbackView,
 } from "../../domain/rollback.ts";
@@ -105,28 +109,31 @@ async function itemOf(
 }
 
 /**
- * Stores `by`'s approval of the plan naming `hashes` (checkPlanApproval: exactly the plan, not the
- * run's own user under four eyes). The caller then drives the rollback (rollback.ts), which casts it.
+ * Stores `by`'s approval of the plan as `shown` to them (checkPlanApproval: exactly the plan's
+ * (hash, version) pairs now, not the run's own user under four eyes), bound to those pairs. The
+ * caller then drives the rollback (rollback.ts), which casts it.
  */
 export async function approvePlan(
   parts: RunParts,
   run: RunState,
   view: RollbackView | null,
   by: PlanDecider,
-  hashes: readonly string[],
+  shown: readonly PlanEntry[],
   reason: string | null,
 ): Promise<Result<RollbackPlan, RunError>> {
   const plan = await planOf(parts, run, view);
   if (!plan.ok) return plan;
-  const checked = checkPlanApproval(plan.value.items, hashes, by.id, run.user.id);
+  const checked = checkPlanApproval(plan.value.items, shown, by.id, run.user.id);
   if (!checked.ok) return checked;
   const approval: PlanApproval = {
     by: by.id,
     via: by.via,
     scopes: by.scopes,
     ...(by.claims ? { claims: by.claims } : {}),
-    input_hashes: plan.value.items.map((i) => i.input_hash),
-    policy_versions: plan.value.items.map((i) => i.policy_version),
+    // What the person was shown (equal to the plan now, checked above): a tool PUT again after
+    // this check freezes its next compensation under another version, which this does not cover.
+    input_hashes: shown.map((e) => e.input_hash),
+    policy_versions: shown.map((e) => e.policy_version),
     reason,
     at_ms: Date.now(),
   };
@@ -149,23 +156,36 @@ const PlanApprovalCodec: z.ZodType<PlanApproval> = z.strictObject({
   at_ms: z.number(),
 });
 
-export function planApprovals(parts: RunParts): PlanApproval[] {
+/** A stored plan approval: its row's `seq` and text name it (a refusal remembered for it). */
+type Stored = PlanApproval & { seq: number; data: string };
+
+function storedApprovals(parts: RunParts): Stored[] {
   if (!parts.store.exists("rollback_approvals")) return [];
   return parts.store
-    .all<{ data: string }>("SELECT data FROM rollback_approvals ORDER BY seq")
-    .map((row) => decodeOrNull(PlanApprovalCodec, row.data))
-    .filter((a): a is PlanApproval => a !== null);
+    .all<{ seq: number; data: string }>("SELECT seq, data FROM rollback_approvals ORDER BY seq")
+    .flatMap((row) => {
+      const approval = decodeOrNull(PlanApprovalCodec, row.data);
+      return approval ? [{ ...approval, seq: row.seq, data: row.data }] : [];
+    });
+}
+
+export function planApprovals(parts: RunParts): PlanApproval[] {
+  return storedApprovals(parts).map(({ seq: _seq, data: _data, ...approval }) => approval);
 }
 
 /** A stopped rollback asked again is a new plan: approvals of the old one do not carry over. */
 export function clearPlanApprovals(parts: RunParts): void {
   if (parts.store.exists("rollback_approvals")) parts.store.run("DELETE FROM rollback_approvals");
+  if (parts.store.exists("rollback_refusals")) parts.store.run("DELETE FROM rollback_refusals");
 }
 
 /**
  * The step's compensation awaits approval: each plan approval listing its (hash, version) is cast
  * as that person's decision, through the operation's own checks. A refusal (four eyes, not in the
  * route, a step-up) leaves it to a person: `refused` says whose and why, for the step's detail.
+ * A standing refusal is remembered per (plan approval, compensation) with what it was judged on
+ * (domain/rollback.ts refusalBasis): the 15 s looks at the step do not ask again, until an edit
+ * or an escalation changes that basis.
  */
 export async function castPlanApprovals(
   parts: RunParts,
@@ -177,12 +197,18 @@ export async function castPlanApprovals(
   const none = { decided: false, refused: null };
   if (view.phase !== "awaiting_approval" || approval?.state !== "pending") return none;
   const covering = approvalsCovering(
-    planApprovals(parts),
+    storedApprovals(parts),
     approval.input_hash,
     approval.policy_version,
   );
+  const basis = refusalBasis(approval);
   const refused: string[] = [];
   for (const plan of covering) {
+    const known = refusalOf(parts, plan.seq, compensationId, basis);
+    if (known) {
+      refused.push(`${plan.by}: ${known}`);
+      continue;
+    }
     const decided = await operationStub(parts.env, compensationId)
       .decide(tenantId, {
         verdict: "approve",
@@ -196,7 +222,11 @@ export async function castPlanApprovals(
       })
       .catch(() => null);
     if (decided?.ok && decided.value.decided) return { decided: true, refused: null };
-    if (decided && !decided.ok) refused.push(`${plan.by}: ${decided.error.code}`);
+    if (decided && !decided.ok) {
+      refused.push(`${plan.by}: ${decided.error.code}`);
+      if (standingRefusal(decided.error.code))
+        remember(parts, plan, compensationId, basis, decided.error.code);
+    }
   }
   return refused.length === 0
     ? none
@@ -204,4 +234,40 @@ export async function castPlanApprovals(
         decided: false,
         refused: `the plan's approval could not approve this compensation (${refused.join(", ")}); a person decides it`,
       };
+}
+
+function refusalOf(parts: RunParts, seq: number, compensationId: string, basis: string) {
+  if (!parts.store.exists("rollback_refusals")) return null;
+  return (
+    parts.store.one<{ code: string }>(
+      "SELECT code FROM rollback_refusals WHERE approval_seq = ? AND compensation_id = ? AND basis = ?",
+      seq,
+      compensationId,
+      basis,
+    )?.code ?? null
+  );
+}
+
+/**
+ * Only while the approval is still the one cast: the decide was awaited, and a rollback asked again
+ * meanwhile clears the approvals (a new one may take the same seq).
+ */
+function remember(
+  parts: RunParts,
+  plan: Stored,
+  compensationId: string,
+  basis: string,
+  code: string,
+): void {
+  parts.store.ensureTable("rollback_refusals");
+  parts.store.run(
+    `INSERT OR REPLACE INTO rollback_refusals (approval_seq, compensation_id, basis, code)
+     SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM rollback_approvals WHERE seq = ? AND data = ?)`,
+    plan.seq,
+    compensationId,
+    basis,
+    code,
+    plan.seq,
+    plan.data,
+  );
 }

@@ -44,6 +44,7 @@ export const RUN_LAZY_TABLES = [
   "rollback",
   "rollback_steps",
   "rollback_approvals",
+  "rollback_refusals",
 ];
 
 export const RUN_SCHEMA = `
@@ -62,7 +63,8 @@ CREATE TABLE IF NOT EXISTS tenant_facts (k INTEGER PRIMARY KEY CHECK (k = 1), to
 CREATE TABLE IF NOT EXISTS compensations (original_id TEXT PRIMARY KEY, compensation_id TEXT NOT NULL, tool TEXT NOT NULL, source TEXT NOT NULL, input TEXT NOT NULL, input_hash TEXT NOT NULL, idempotency_key TEXT NOT NULL, claims TEXT, approval TEXT NOT NULL, reason TEXT NOT NULL, asked_by TEXT NOT NULL, asked_at_ms INTEGER NOT NULL, state TEXT NOT NULL, generation INTEGER NOT NULL DEFAULT 1) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS rollback (k INTEGER PRIMARY KEY CHECK (k = 1), state TEXT NOT NULL, by TEXT NOT NULL, started_at_ms INTEGER NOT NULL, next_at_ms INTEGER);
 CREATE TABLE IF NOT EXISTS rollback_steps (seq INTEGER PRIMARY KEY, operation_id TEXT NOT NULL, tool TEXT NOT NULL, compensation_id TEXT, state TEXT NOT NULL, detail TEXT);
-CREATE TABLE IF NOT EXISTS rollback_approvals (seq INTEGER PRIMARY KEY, data TEXT NOT NULL);`;
+CREATE TABLE IF NOT EXISTS rollback_approvals (seq INTEGER PRIMARY KEY, data TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rollback_refusals (approval_seq INTEGER NOT NULL, compensation_id TEXT NOT NULL, basis TEXT NOT NULL, code TEXT NOT NULL, PRIMARY KEY (approval_seq, compensation_id)) WITHOUT ROWID;`;
 
 export const ToolSourceCodec: z.ZodType<ToolSource> = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("manifest"), manifest: z.unknown() }),
