@@ -65,6 +65,30 @@ async function paidTool(
   return { up, run, secret, seen };
 }
 
+/** POST /_control/<what> of the tool's upstream namespace (the merchant's config, the signer's hold). */
+const control = (up: { url: string }, what: string, body: unknown) =>
+  fetch(up.url.replace(/\/ns\/([^/]+)$/, `/_control/${what}?ns=$1`), {
+    method: "POST",
+    body: JSON.stringify(body),
+  });
+
+/**
+ * A call whose signer holds its answer while `meanwhile` runs (the 402 and the signer's ask have
+ * arrived by then): the turn's response once the signer answered.
+ */
+async function whileSigning(
+  paid: Awaited<ReturnType<typeof paidTool>>,
+  meanwhile: () => Promise<unknown>,
+) {
+  await control(paid.up, "x402-signer", { hold: true });
+  const pending = turn(paid.run.runId, [{ id: "c1", name: paid.run.name, arguments: args }]);
+  await paid.up.waitForRequests(2);
+  expect((await paid.seen()).signatures).toHaveLength(1);
+  await meanwhile();
+  await control(paid.up, "x402-signer", { hold: false });
+  return (await pending).body.results[0];
+}
+
 describe("x402 pay-once", { timeout: 30_000 }, () => {
   it("a 402 then success: one signature, one settlement, one effect; the settlement is recorded", async () => {
     const { run, seen } = await paidTool();
@@ -159,10 +183,7 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
   ] as const)
     it(`a requirement ${what}: refused, nothing signed, nothing paid, the model told so`, async () => {
       const { up, run, seen } = await paidTool();
-      await fetch(`${up.url.replace(/\/ns\/([^/]+)$/, "/_control/x402?ns=$1")}`, {
-        method: "POST",
-        body: JSON.stringify(config),
-      });
+      await control(up, "x402", config);
       const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
       expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "payment_refused" });
       expect(res.body.results[0].message).toMatch(
@@ -373,5 +394,55 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
       ],
     });
     expect((await api("PUT", `/v1/tools/${plain.name}`, plain)).body.code).toBe("invalid_manifest");
+  });
+  it("a refuse freeze PUT while the signer holds its answer: the payment is stored, never sent; nothing paid, the model told so", async () => {
+    const paid = await paidTool();
+    const id = unique("fz");
+    const result = await whileSigning(paid, async () => {
+      const put = await api("PUT", `/v1/freezes/${id}`, {
+        scope: { tool: paid.run.name },
+        mode: "refuse",
+        reason: "spend spike",
+      });
+      expect(put.status).toBe(201);
+    });
+    expect(result).toMatchObject({ status: "rejected", code: "frozen" });
+    expect(result.message).toMatch(/A payment was signed for it but never sent: nothing was paid/);
+    const s = await paid.seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(0);
+    expect(s.paid).toHaveLength(0);
+    expect(s.effects).toBe(0);
+    expect((await operation(result.operation_id)).body.payment).toMatchObject({ signed: true });
+    const events = await trace(paid.run.runId);
+    expect(events.filter((e) => e.type === "payment").map((e) => e.what)).toEqual([
+      "required",
+      "signed",
+      "unsent",
+    ]);
+    await api("DELETE", `/v1/freezes/${id}`);
+  });
+
+  it("a hold freeze PUT while signing: held with the payment unsent; the lift sends that same payment once, never signed again", async () => {
+    const paid = await paidTool();
+    const id = unique("fz");
+    const result = await whileSigning(paid, () =>
+      api("PUT", `/v1/freezes/${id}`, {
+        scope: { tool: paid.run.name },
+        mode: "hold",
+        reason: "r",
+      }),
+    );
+    const op = result.operation_id as string;
+    expect((await operation(op)).body.phase).toBe("held");
+    expect(await paid.seen()).toMatchObject({ paid: [], settlements: [], effects: 0 });
+    expect((await api("DELETE", `/v1/freezes/${id}`)).status).toBe(200);
+    await fireAlarm(op);
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+    const s = await paid.seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.paid).toHaveLength(1);
+    expect(s.effects).toBe(1);
   });
 });

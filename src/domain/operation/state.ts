@@ -416,6 +416,23 @@ export type OperationEvent =
     }
   /** The tenant's signer signed the payment; the shell writes the plan holding it with this event. */
   | { type: "payment_signed"; attempt: number; paymentId: string | null }
+  /**
+   * x402: the checks asked after signing (the run, the Cedar set and the freezes of the moment)
+   * stop attempt `attempt`'s paid request before it is sent; the payload stays stored and unsent.
+   * A denial ends the call (nothing paid); a `hold` freeze holds it (the same payload goes after).
+   */
+  | {
+      type: "payment_stopped";
+      attempt: number;
+      stop:
+        | {
+            kind: "denied";
+            status: "rejected" | "budget_exhausted" | "cancelled";
+            code: string;
+            message: string;
+          }
+        | { kind: "hold"; hold: Extract<Hold, { kind: "freeze" }> };
+    }
   /** A person's decision; `denial`: what the run says about executing now (approval is not authorization). */
   | {
       type: "decide";

@@ -30,6 +30,7 @@ import { claimsFor } from "../../domain/limit/claims.ts";
 import { err } from "../../domain/result.ts";
 import type { FrozenRow, Head } from "./contracts.ts";
 import { reserveClaims, type Reserved } from "./limits.ts";
+import { gather, holdOf } from "./gather.ts";
 import { toolName, type OperationLog } from "./log.ts";
 
 /** @x402/core's HTTP client: the header names and encodings of the version in use (v2). */
@@ -47,8 +48,11 @@ export type ApplyWith = (event: OperationEvent, frozen?: FrozenRow) => unknown;
  * Before attempt `attempt` of a paid tool: the stored payload's headers, or the one signature
  * asked for now and stored before this returns. A signer that does not answer sends nothing (a
  * `not_sent`, retried); one that refuses, or signs something else, is a configuration failure.
+ * The signer may take seconds: once signed and stored, the send asks what a retry asks (the run's
+ * verdict, the Cedar set and the freezes of the moment, `gather`) before any paid byte goes out.
  */
 export async function payBeforeSend(
+  env: Env,
   log: OperationLog,
   declared: PaymentDeclaration,
   attempt: number,
@@ -72,7 +76,38 @@ export async function payBeforeSend(
   const kept = log.head()!.frozen.plan.payment?.payload;
   if (!kept)
     return { observation: { kind: "not_sent", detail: "the attempt ended before it was paid" } };
+  const stopped = await checkAfterSigning(env, log, attempt, apply);
+  if (stopped) return { observation: { kind: "not_sent", detail: stopped } };
   return { headers: x402.encodePaymentSignatureHeader(kept) };
+}
+
+/**
+ * A send point (ARCHITECTURE "a new send point"): the checks a retry makes, after the signature.
+ * Unanswered: this attempt sent nothing and is retried (whose alarm asks again). A denial or a
+ * `refuse` freeze ends the call, a `hold` freeze holds it (`payment_stopped`): the payload stays
+ * stored and unsent. Returns why nothing is sent, or null: send.
+ */
+async function checkAfterSigning(
+  env: Env,
+  log: OperationLog,
+  attempt: number,
+  apply: ApplyWith,
+): Promise<string | null> {
+  const { frozen } = log.head()!;
+  const want = { authorize: { tool: toolName(frozen) }, secretsOf: null, budget: null };
+  const gathered = await gather(env, frozen, want, Date.now());
+  const { verdict } = gathered;
+  if (!verdict.answered)
+    return `toolgate could not ask whether the paid request may still be sent (${verdict.detail})`;
+  const hold = holdOf(gathered.freeze);
+  const stop = hold
+    ? ({ kind: "hold", hold } as const)
+    : verdict.value.ok
+      ? null
+      : ({ kind: "denied", ...verdict.value.error } as const);
+  if (!stop) return null;
+  apply({ type: "payment_stopped", attempt, stop });
+  return "the paid request was stopped before it was sent";
 }
 
 /**

@@ -103,7 +103,7 @@ export class Sender {
       const payment = loaded.ok ? loaded.value.spec.payment : null;
       const paying: Paying =
         payment && secrets?.ok
-          ? await payBeforeSend(this.log, payment, attempt, secrets.value, this.apply)
+          ? await payBeforeSend(this.env, this.log, payment, attempt, secrets.value, this.apply)
           : { headers: null };
       observation = !loaded.ok
         ? { kind: "config_error", detail: loaded.error }
