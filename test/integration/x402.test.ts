@@ -15,12 +15,32 @@ import {
   trace,
   turn,
   unique,
+  until,
   upstream,
 } from "../support/api.ts";
-import { MERCHANT_PAY_TO, TEST_ASSET } from "../../demo/x402-merchant.ts";
+import { consolePage } from "../support/console-page.ts";
+import { MERCHANT_PAY_TO, TEST_ASSET, TEST_NETWORK } from "../../demo/x402-merchant.ts";
 
 const SIGNER = "/webhooks/x402-signer";
 const args = { amount: 1, currency: "usd" };
+/** What the merchant asks by default, as a payment's approval shows it. */
+const ASKED = {
+  amount: "10000",
+  asset: TEST_ASSET,
+  network: TEST_NETWORK,
+  pay_to: MERCHANT_PAY_TO,
+};
+/** The pending inbox item of operation `op` (GET /v1/approvals). */
+const inboxItem = async (op: string) =>
+  (await api("GET", "/v1/approvals?state=pending&limit=100")).body.items.find(
+    (i: { operation_id: string }) => i.operation_id === op,
+  );
+/** The console inbox's card of operation `op` (its <article>), or "" when absent. */
+async function cardOf(op: string) {
+  const html = await consolePage("/console/approvals");
+  const start = html.indexOf(`<article class="item" id="${op}"`);
+  return start < 0 ? "" : html.slice(start, html.indexOf("</article>", start));
+}
 
 /** A paid tool on a fresh namespace, its signer secret stored at the tenant first (runs carry it). */
 async function paidTool(
@@ -444,5 +464,69 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     expect(s.settlements).toHaveLength(1);
     expect(s.paid).toHaveLength(1);
     expect(s.effects).toBe(1);
+  });
+  it("a payment's approval shows what it pays (the inbox, the approval, the console card) and covers only that: another amount asked after it is refused, never re-signed", async () => {
+    const { up, run, seen } = await paidTool({ approval_over: "5000" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
+    expect((await inboxItem(op))?.payment).toEqual(ASKED);
+    expect((await api("GET", `/v1/approvals/${op}`)).body.payment).toEqual(ASKED);
+    expect((await operation(op)).body.approval.payment).toEqual(ASKED);
+    const card = await cardOf(op);
+    expect(card).toContain('data-role="payment"');
+    expect(card).toContain("10000 (atomic units)");
+    expect(card).toContain(MERCHANT_PAY_TO);
+    // The merchant asks for twice as much once the person approved 10000: that is not approved.
+    await control(up, "x402", { amount: "20000" });
+    expect((await api("POST", `/v1/operations/${op}/approve`, {})).status).toBe(200);
+    expect((await operation(op, 5)).body.result).toMatchObject({
+      status: "failed",
+      code: "payment_failed",
+    });
+    const s = await seen();
+    expect(s.signatures.map((r) => r.body.accepted.amount)).toEqual(["10000"]);
+    expect(s.settlements).toHaveLength(0);
+    expect(s.effects).toBe(0);
+  });
+
+  it("a tool that asks a person anyway: approved, then its 402 asks again for the payment — a second decision, the first not reused, nothing signed before it", async () => {
+    const { run, seen } = await paidTool(
+      { approval_over: "5000" },
+      { approval: { mode: "always" } },
+    );
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
+    expect((await api("GET", `/v1/approvals/${op}`)).body.payment).toBeUndefined();
+    expect((await api("POST", `/v1/operations/${op}/approve`, { reason: "the call" })).status).toBe(
+      200,
+    );
+    const reopened = await until(
+      async () => (await operation(op)).body,
+      (v) => v.phase === "awaiting_approval" && v.approval?.payment !== undefined,
+    );
+    expect(reopened.approval).toMatchObject({
+      state: "pending",
+      decided_by: null,
+      reason: null,
+      payment: ASKED,
+    });
+    expect(await inboxItem(op)).toMatchObject({
+      state: "pending",
+      decided_by: null,
+      payment: ASKED,
+    });
+    expect(await seen()).toMatchObject({ signatures: [], paid: [], unpaid: 1 });
+
+    const second = await api("POST", `/v1/operations/${op}/approve`, { reason: "the payment" });
+    expect(second.status).toBe(200);
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+    const decided = (await trace(run.runId)).filter((e) => e.type === "approval_decided");
+    expect(decided.map((e) => e.reason)).toEqual(["the call", "the payment"]);
   });
 });

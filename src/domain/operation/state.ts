@@ -35,7 +35,14 @@ export type ApprovalRequest = {
    * four eyes they cannot approve it: an edit by A needs B's approval of the edited hash.
    */
   editedBy?: string;
+  /**
+   * x402 (issue 37): the payment this approval is asked for — the requirement a 402 asked and the
+   * declaration allows, and the only one signed once approved (a 402 asking another is refused).
+   */
+  payment?: ApprovalPayment;
 };
+/** The requirement a payment approval covers, as the approver sees it (amounts in atomic units). */
+export type ApprovalPayment = { amount: string; asset: string; network: string; payTo: string };
 /**
  * A person's edit of an awaiting call's arguments (issue 35 item 2): `fromHash` is the version they
  * looked at (a stale one is refused), `inputHash` the new frozen version the approval now binds to.

@@ -245,6 +245,7 @@ export async function after402(
       ),
     };
   const rule = spec.approval;
+  const { accepted } = choice;
   const approval = asks
     ? {
         inputHash: head.frozen.input_hash,
@@ -255,9 +256,14 @@ export async function after402(
         ...(rule.route ? { route: rule.route } : {}),
         expiresAtMs: Date.now() + rule.expiresInMs,
         preview: false,
+        payment: {
+          amount: accepted.amount,
+          asset: accepted.asset,
+          network: accepted.network,
+          payTo: accepted.payTo,
+        },
       }
     : null;
-  const { accepted } = choice;
   const frozen: FrozenRow = {
     ...head.frozen,
     plan: {
