@@ -529,4 +529,36 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     const decided = (await trace(run.runId)).filter((e) => e.type === "approval_decided");
     expect(decided.map((e) => e.reason)).toEqual(["the call", "the payment"]);
   });
+  it("the model's result of a paid call carries what it paid and the merchant's settlement, never the payload; a resent payment's too", async () => {
+    const { run, seen } = await paidTool();
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const result = res.body.results[0];
+    expect(result).toMatchObject({ status: "succeeded" });
+    const paidFor = {
+      ...ASKED,
+      payment_id: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      settlement: { success: true, transaction: "0xtx00000001", network: TEST_NETWORK },
+    };
+    expect(result.payment).toEqual(paidFor);
+    const s = await seen();
+    expect(JSON.stringify(result)).not.toContain(s.paid[0]);
+    expect(JSON.stringify(result)).not.toContain("signed-by-the-test-signer");
+    expect(JSON.stringify(result)).not.toContain("payer");
+    // A re-post reads the same, from the stored operation.
+    const again = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    expect(again.body.results[0].payment).toEqual(result.payment);
+
+    // Lost after the merchant settled, then resent: the replayed answer's settlement is the result's.
+    const lost = await paidTool();
+    await lost.up.script({ kind: "ok" }, { kind: "commit_then_hang" });
+    const unknown = await turn(lost.run.runId, [
+      { id: "c1", name: lost.run.name, arguments: args },
+    ]);
+    const op = unknown.body.results[0].operation_id as string;
+    expect(unknown.body.results[0].payment).toBeUndefined();
+    await fireAlarm(op);
+    expect((await operation(op, 5)).body.result.payment).toMatchObject({
+      settlement: { success: true, transaction: "0xtx00000001" },
+    });
+  });
 });

@@ -21,6 +21,7 @@ import {
   payloadMismatch,
   refusedMessage,
   type PaymentDeclaration,
+  type Settlement,
 } from "../../domain/payment.ts";
 import { isTimeout, readCapped } from "../../tools/http-tool.ts";
 import { toolVersion } from "../../tools/catalog.ts";
@@ -347,6 +348,40 @@ function readRequirement(exchange: Exchange | undefined): PaymentRequired | null
 }
 
 /**
+ * The plan holding the merchant's settlement, when this answer to the signed payment carried one
+ * (PAYMENT-RESPONSE, decoded by @x402/core): written with the attempt's row, so the model's
+ * envelope says what was paid and how it settled. Undefined: nothing to record.
+ */
+export function settledRow(
+  log: OperationLog,
+  exchange: Exchange | undefined,
+): FrozenRow | undefined {
+  const { frozen } = log.head()!;
+  const stored = frozen.plan.payment;
+  const settlement = settlementOf(exchange?.response?.headers);
+  if (!stored?.payload || !settlement) return undefined;
+  return { ...frozen, plan: { ...frozen.plan, payment: { ...stored, settlement } } };
+}
+
+/** An answer's PAYMENT-RESPONSE, decoded by @x402/core; null: none readable. */
+function settleResponseOf(headers: Record<string, string> | undefined): SettleResponse | null {
+  if (headers?.["payment-response"] === undefined) return null;
+  try {
+    return x402.getPaymentSettleResponse((name) => headers[name.toLowerCase()]);
+  } catch {
+    return null;
+  }
+}
+
+/** The settlement as the model reads it: no payer, no extensions. */
+function settlementOf(headers: Record<string, string> | undefined): Settlement | null {
+  const settled = settleResponseOf(headers);
+  if (!settled) return null;
+  const { success, transaction, network } = settled;
+  return { success, transaction, network };
+}
+
+/**
  * An x402 operation's payment (issue 37), for GET /v1/operations/{id}: what was accepted, the
  * payment's id once signed, and the merchant's settlement (its PAYMENT-RESPONSE, decoded by
  * @x402/core) from the newest answer that carried one. Absent: no 402 was accepted.
@@ -371,12 +406,7 @@ export function paymentViewOf(log: OperationLog, head: Head): PaymentView {
     .flatMap((e) => (e.type === "attempt_finished" && e.response ? [e.response.headers] : []))
     .filter((headers) => headers["payment-response"] !== undefined)
     .at(-1);
-  let settlement: SettleResponse | null = null;
-  try {
-    settlement = answered
-      ? x402.getPaymentSettleResponse((name) => answered[name.toLowerCase()])
-      : null;
-  } catch {}
+  const settlement = settleResponseOf(answered);
   const { amount, asset, payTo, network } = stored.accepted;
   return {
     payment: {

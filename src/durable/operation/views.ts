@@ -6,7 +6,8 @@ import { paymentViewOf } from "./payment.ts";
 import { routeData, routingOfTrace } from "../../domain/operation/route.ts";
 import { stepUpChallenge } from "../../domain/step-up.ts";
 import type { Envelope } from "../../domain/envelope.ts";
-import { envelopeFor, withEdit } from "../../domain/envelope.ts";
+import { envelopeFor, withEdit, withPayment } from "../../domain/envelope.ts";
+import { paidCallOf } from "../../domain/payment.ts";
 import { firstOf } from "../../domain/journal/trace-event.ts";
 import {
   controlsOf,
@@ -47,10 +48,8 @@ function shadowViewOf(log: OperationLog, { frozen }: Head): ShadowView {
 
 export function envelopeOf(head: Head): Envelope {
   const { frozen } = head;
-  return withEdit(
-    envelopeFor(frozen.id, head.state, frozen.plan.safety, Date.now()),
-    frozen.edit?.model,
-  );
+  const envelope = envelopeFor(frozen.id, head.state, frozen.plan.safety, Date.now());
+  return withEdit(withPayment(envelope, paidCallOf(frozen.plan.payment)), frozen.edit?.model);
 }
 
 export function peekOf(head: Head): OperationPeek {
