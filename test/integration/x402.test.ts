@@ -561,4 +561,24 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
       settlement: { success: true, transaction: "0xtx00000001" },
     });
   });
+  it("two payment limits, the second refuses: the first's reservation is released, nothing signed", async () => {
+    const [roomy, tight] = [unique("spend"), unique("per_user")];
+    const { run, seen } = await paidTool(
+      {},
+      {
+        limits_across_runs: [
+          { name: roomy, subject: "tenant", window: "24h", payment: true, max: 1_000_000 },
+          { name: tight, subject: "user", window: "24h", payment: true, max: 5000 },
+        ],
+      },
+    );
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "payment_refused" });
+    expect(res.body.results[0].message).toMatch(new RegExp(`over the limit ${tight}`));
+    const first = await api("GET", `/v1/limits/${roomy}/tenant`);
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ used: 0, remaining: 1_000_000 });
+    expect((await api("GET", `/v1/limits/${tight}/user:u1`)).body).toMatchObject({ used: 0 });
+    expect(await seen()).toMatchObject({ signatures: [], paid: [], settlements: [] });
+  });
 });
