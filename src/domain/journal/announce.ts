@@ -173,6 +173,7 @@ export function announce(
     reason: call.approvalReason,
     edited: call.edited ?? null,
     ...(item.route ? { route: item.route } : {}),
+    ...(item.payment ? { payment: item.payment } : {}),
   });
   const emit = <T extends EventType>(type: T, data: EventOf<T>["data"]) =>
     out.events.push(
