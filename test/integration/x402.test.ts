@@ -443,6 +443,21 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     await api("DELETE", `/v1/freezes/${id}`);
   });
 
+  it("the run's scopes revoked while signing: rejected forbidden, the payment never sent", async () => {
+    const paid = await paidTool({}, { requires_scopes: ["payments:charge"] });
+    const scoped = await api("POST", "/v1/runs", {
+      user: { id: "u1", scopes: ["payments:charge"] },
+      tools: [paid.run.name],
+    });
+    const runId = scoped.body.run_id as string;
+    const result = await whileSigning({ ...paid, run: { ...paid.run, runId } }, async () => {
+      expect((await api("PATCH", `/v1/runs/${runId}`, { user: { scopes: [] } })).status).toBe(200);
+    });
+    expect(result).toMatchObject({ status: "rejected", code: "forbidden" });
+    expect(result.message).toMatch(/never sent: nothing was paid/);
+    expect(await paid.seen()).toMatchObject({ paid: [], settlements: [], effects: 0 });
+  });
+
   it("a hold freeze PUT while signing: held with the payment unsent; the lift sends that same payment once, never signed again", async () => {
     const paid = await paidTool();
     const id = unique("fz");
