@@ -458,6 +458,16 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     expect(await paid.seen()).toMatchObject({ paid: [], settlements: [], effects: 0 });
   });
 
+  it("the run cancelled while signing: cancelled, the payment never sent", async () => {
+    const paid = await paidTool();
+    const result = await whileSigning(paid, async () => {
+      expect((await api("POST", `/v1/runs/${paid.run.runId}/cancel`, {})).status).toBe(200);
+    });
+    const op = result.operation_id as string;
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "cancelled" });
+    expect(await paid.seen()).toMatchObject({ paid: [], settlements: [], effects: 0 });
+  });
+
   it("a hold freeze PUT while signing: held with the payment unsent; the lift sends that same payment once, never signed again", async () => {
     const paid = await paidTool();
     const id = unique("fz");

@@ -97,6 +97,10 @@ async function checkAfterSigning(
   const { frozen } = log.head()!;
   const want = { authorize: { tool: toolName(frozen) }, secretsOf: null, budget: null };
   const gathered = await gather(env, frozen, want, Date.now());
+  // Cancelled (or ended) while it asked: the paid request is not sent; the cancel records it.
+  const now = log.head()!.state;
+  if (now.phase !== "executing" || now.attempt !== attempt || now.cancelRequested)
+    return "cancelled before the paid request was sent";
   const { verdict } = gathered;
   if (!verdict.answered)
     return `toolgate could not ask whether the paid request may still be sent (${verdict.detail})`;
