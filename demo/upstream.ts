@@ -11,6 +11,7 @@ import { createServer, type IncomingMessage, type ServerResponse, type Server } 
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
 import {
+  holdSigner,
   lookupPayment,
   newMerchant,
   serveMerchant,
@@ -184,6 +185,10 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
         // What the merchant asks for from now on (amount, payTo, asset, network, scheme).
         Object.assign(space.x402.config, JSON.parse(raw || "{}"));
         return json(res, 200, space.x402.config);
+      case "/_control/x402-signer":
+        // `{ "hold": true }`: the signer's answers wait; `{ "hold": false }` sends those held.
+        holdSigner(space.x402, (JSON.parse(raw || "{}") as { hold?: boolean }).hold === true);
+        return json(res, 200, { held: space.x402.signerHeld?.length ?? null });
       case "/_control/state":
         return json(res, 200, {
           x402: { settlements: space.x402.settlements },
@@ -256,7 +261,7 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       });
     }
     const isWrite = method !== "GET" && method !== "HEAD";
-    if (signer) return serveSigner(body, (status, out) => json(res, status, out));
+    if (signer) return serveSigner(space.x402, body, (status, out) => json(res, status, out));
 
     if (method === "GET" && path.startsWith("/x402/payments/"))
       return lookupPayment(

@@ -32,6 +32,11 @@ export type MerchantState = {
   settlements: string[];
   /** Payment id → the answer given when it was settled (replayed for the same payment). */
   answers: Map<string, { body: unknown; settle: SettleResponse }>;
+  /**
+   * The signer's answers held back (POST /_control/x402-signer `{ "hold": true }`) until released
+   * (`{ "hold": false }`): a signer that takes its time, for what happens meanwhile. Null: not held.
+   */
+  signerHeld: Array<() => void> | null;
 };
 
 export const newMerchant = (): MerchantState => ({
@@ -44,7 +49,15 @@ export const newMerchant = (): MerchantState => ({
   },
   settlements: [],
   answers: new Map(),
+  signerHeld: null,
 });
+
+/** Holds the signer's answers from now on, or releases every one held (POST /_control/x402-signer). */
+export function holdSigner(merchant: MerchantState, hold: boolean): void {
+  const held = merchant.signerHeld ?? [];
+  merchant.signerHeld = hold ? held : null;
+  if (!hold) for (const answer of held) answer();
+}
 
 const requirementOf = (config: MerchantConfig): PaymentRequirements => ({
   ...config,
@@ -126,7 +139,9 @@ export function lookupPayment(merchant: MerchantState, id: string, send: Send): 
 }
 
 /** The tenant's signer: one fresh payment (a new nonce) for the requirement it was sent. */
-export function serveSigner(body: unknown, send: Send): void {
+export function serveSigner(merchant: MerchantState, body: unknown, send: Send): void {
+  if (merchant.signerHeld)
+    return void merchant.signerHeld.push(() => serveSigner(merchant, body, send));
   const accepted = (body as { accepted?: PaymentRequirements } | null)?.accepted;
   if (!accepted) return send(400, { error: "no accepted requirement" });
   const payload: PaymentPayload = {

@@ -46,6 +46,15 @@ export const PendingCard = ({
           <Fact label="Target">
             {target.method && <code class="method">{target.method}</code>} <code>{target.url}</code>
           </Fact>
+          {item.payment && (
+            <Fact label="Payment">
+              <span data-role="payment">
+                {item.payment.amount} (atomic units) of <code>{item.payment.asset}</code> on{" "}
+                <code>{item.payment.network}</code> to <code>{item.payment.pay_to}</code>: approving
+                signs exactly this payment
+              </span>
+            </Fact>
+          )}
           {notified && <Fact label="Notification">{notificationText(notified)}</Fact>}
           <Fact label="Asked by">
             <span class="mono">{item.requested_by}</span> <span class="hint">(the run's user)</span>

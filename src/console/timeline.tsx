@@ -102,9 +102,11 @@ function readingOf(event: TraceEvent): Reading {
             ? "Payment refused: nothing signed, nothing paid"
             : event.what === "signed"
               ? "Payment signed by the tenant's signer (stored before sending)"
-              : event.approval
-                ? "Payment required: a person approves first"
-                : "Payment required",
+              : event.what === "unsent"
+                ? "Payment stopped before sending: signed, stored, never sent"
+                : event.approval
+                  ? "Payment required: a person approves first"
+                  : "Payment required",
         hide: ["what"],
       };
     case "held":

@@ -4,10 +4,10 @@
 import type { RepeatSafety } from "./classify.ts";
 import type { OperationState } from "./operation/index.ts";
 import { settlingUntilMs } from "./operation/view.ts";
-import type { EditedCall, Envelope, ModelStatus } from "./public-shapes.ts";
+import type { EditedCall, Envelope, ModelStatus, PaidCall } from "./public-shapes.ts";
 
 // The shapes themselves have no imports, so the client package ships them (public-shapes.ts).
-export type { EditedCall, Envelope, ModelStatus } from "./public-shapes.ts";
+export type { EditedCall, Envelope, ModelStatus, PaidCall } from "./public-shapes.ts";
 
 const NEXT_ACTIONS: Record<Exclude<ModelStatus, "succeeded">, string[]> = {
   rejected: ["fix_arguments", "tell_user"],
@@ -39,6 +39,10 @@ export function refusal(
 /** A person's words travel as written: the model reads them in `reason`, not only inside `message`. */
 const withReason = (envelope: Envelope, reason: string | undefined): Envelope =>
   reason === undefined || envelope.status === "succeeded" ? envelope : { ...envelope, reason };
+
+/** A paid call's success says what it paid and how the merchant settled it (x402, issue 37). */
+export const withPayment = (envelope: Envelope, paid: PaidCall | null): Envelope =>
+  paid === null || envelope.status !== "succeeded" ? envelope : { ...envelope, payment: paid };
 
 /** A person's edit travels with every envelope after it (issue 35 item 2): what ran, and how it differs. */
 export const withEdit = (envelope: Envelope, edited: EditedCall | undefined): Envelope =>

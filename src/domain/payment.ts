@@ -4,6 +4,7 @@
 // `approval_over` a person decides first. The wire shapes are @x402/core's (v2); this file only
 // reads them. One signed payload per operation: the shell stores it and resends it, never re-signs.
 import type { PaymentPayload, PaymentRequired, PaymentRequirements } from "@x402/core/types";
+import type { PaidCall } from "./public-shapes.ts";
 
 /** The manifest's `payment`, compiled. `signer`: the tenant's signer webhook and the secret it is signed with. */
 export type PaymentDeclaration = {
@@ -16,13 +17,33 @@ export type PaymentDeclaration = {
   signer: { url: string; secret: string };
 };
 
-/** What the operation keeps of its payment (in its plan): the requirement chosen, then the one payload. */
+/**
+ * What the operation keeps of its payment (in its plan): the requirement chosen, then the one
+ * payload, then the merchant's settlement as the paid answer carried it (absent: none yet).
+ */
 export type StoredPayment = {
   required: PaymentRequired;
   accepted: PaymentRequirements;
   payload: PaymentPayload | null;
   paymentId: string | null;
+  settlement?: Settlement;
 };
+/** The merchant's PAYMENT-RESPONSE as the model reads it: no payer, no extensions. */
+export type Settlement = NonNullable<PaidCall["settlement"]>;
+
+/** A paid call's envelope carries what it paid (public-shapes.ts PaidCall); never the payload. */
+export function paidCallOf(stored: StoredPayment | undefined): PaidCall | null {
+  if (!stored?.payload) return null;
+  const { amount, asset, network, payTo } = stored.accepted;
+  return {
+    amount,
+    asset,
+    network,
+    pay_to: payTo,
+    payment_id: stored.paymentId,
+    settlement: stored.settlement ?? null,
+  };
+}
 
 /** Why a requirement is refused (the trace names it; the model reads `payment_refused`). */
 export type PaymentRefusal =

@@ -25,8 +25,28 @@ export type EditedCall = {
   note: string;
 };
 
+/**
+ * x402 (issue 37): what a paid call paid, with the merchant's settlement (its PAYMENT-RESPONSE:
+ * null when no answer carried one, e.g. settled by a lookup or a person). Amount in the asset's
+ * atomic units. Never the signed payload.
+ */
+export type PaidCall = {
+  amount: string;
+  asset: string;
+  network: string;
+  pay_to: string;
+  payment_id: string | null;
+  settlement: { success: boolean; transaction: string; network: string } | null;
+};
+
 export type Envelope =
-  | { status: "succeeded"; operation_id: string; result: unknown; edited?: EditedCall }
+  | {
+      status: "succeeded";
+      operation_id: string;
+      result: unknown;
+      edited?: EditedCall;
+      payment?: PaidCall;
+    }
   | {
       status: Exclude<ModelStatus, "succeeded">;
       operation_id: string;

@@ -15,12 +15,32 @@ import {
   trace,
   turn,
   unique,
+  until,
   upstream,
 } from "../support/api.ts";
-import { MERCHANT_PAY_TO, TEST_ASSET } from "../../demo/x402-merchant.ts";
+import { consolePage } from "../support/console-page.ts";
+import { MERCHANT_PAY_TO, TEST_ASSET, TEST_NETWORK } from "../../demo/x402-merchant.ts";
 
 const SIGNER = "/webhooks/x402-signer";
 const args = { amount: 1, currency: "usd" };
+/** What the merchant asks by default, as a payment's approval shows it. */
+const ASKED = {
+  amount: "10000",
+  asset: TEST_ASSET,
+  network: TEST_NETWORK,
+  pay_to: MERCHANT_PAY_TO,
+};
+/** The pending inbox item of operation `op` (GET /v1/approvals). */
+const inboxItem = async (op: string) =>
+  (await api("GET", "/v1/approvals?state=pending&limit=100")).body.items.find(
+    (i: { operation_id: string }) => i.operation_id === op,
+  );
+/** The console inbox's card of operation `op` (its <article>), or "" when absent. */
+async function cardOf(op: string) {
+  const html = await consolePage("/console/approvals");
+  const start = html.indexOf(`<article class="item" id="${op}"`);
+  return start < 0 ? "" : html.slice(start, html.indexOf("</article>", start));
+}
 
 /** A paid tool on a fresh namespace, its signer secret stored at the tenant first (runs carry it). */
 async function paidTool(
@@ -63,6 +83,30 @@ async function paidTool(
     };
   };
   return { up, run, secret, seen };
+}
+
+/** POST /_control/<what> of the tool's upstream namespace (the merchant's config, the signer's hold). */
+const control = (up: { url: string }, what: string, body: unknown) =>
+  fetch(up.url.replace(/\/ns\/([^/]+)$/, `/_control/${what}?ns=$1`), {
+    method: "POST",
+    body: JSON.stringify(body),
+  });
+
+/**
+ * A call whose signer holds its answer while `meanwhile` runs (the 402 and the signer's ask have
+ * arrived by then): the turn's response once the signer answered.
+ */
+async function whileSigning(
+  paid: Awaited<ReturnType<typeof paidTool>>,
+  meanwhile: () => Promise<unknown>,
+) {
+  await control(paid.up, "x402-signer", { hold: true });
+  const pending = turn(paid.run.runId, [{ id: "c1", name: paid.run.name, arguments: args }]);
+  await paid.up.waitForRequests(2);
+  expect((await paid.seen()).signatures).toHaveLength(1);
+  await meanwhile();
+  await control(paid.up, "x402-signer", { hold: false });
+  return (await pending).body.results[0];
 }
 
 describe("x402 pay-once", { timeout: 30_000 }, () => {
@@ -159,10 +203,7 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
   ] as const)
     it(`a requirement ${what}: refused, nothing signed, nothing paid, the model told so`, async () => {
       const { up, run, seen } = await paidTool();
-      await fetch(`${up.url.replace(/\/ns\/([^/]+)$/, "/_control/x402?ns=$1")}`, {
-        method: "POST",
-        body: JSON.stringify(config),
-      });
+      await control(up, "x402", config);
       const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
       expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "payment_refused" });
       expect(res.body.results[0].message).toMatch(
@@ -373,5 +414,196 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
       ],
     });
     expect((await api("PUT", `/v1/tools/${plain.name}`, plain)).body.code).toBe("invalid_manifest");
+  });
+  it("a refuse freeze PUT while the signer holds its answer: the payment is stored, never sent; nothing paid, the model told so", async () => {
+    const paid = await paidTool();
+    const id = unique("fz");
+    const result = await whileSigning(paid, async () => {
+      const put = await api("PUT", `/v1/freezes/${id}`, {
+        scope: { tool: paid.run.name },
+        mode: "refuse",
+        reason: "spend spike",
+      });
+      expect(put.status).toBe(201);
+    });
+    expect(result).toMatchObject({ status: "rejected", code: "frozen" });
+    expect(result.message).toMatch(/A payment was signed for it but never sent: nothing was paid/);
+    const s = await paid.seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(0);
+    expect(s.paid).toHaveLength(0);
+    expect(s.effects).toBe(0);
+    expect((await operation(result.operation_id)).body.payment).toMatchObject({ signed: true });
+    const events = await trace(paid.run.runId);
+    expect(events.filter((e) => e.type === "payment").map((e) => e.what)).toEqual([
+      "required",
+      "signed",
+      "unsent",
+    ]);
+    await api("DELETE", `/v1/freezes/${id}`);
+  });
+
+  it("the run's scopes revoked while signing: rejected forbidden, the payment never sent", async () => {
+    const paid = await paidTool({}, { requires_scopes: ["payments:charge"] });
+    const scoped = await api("POST", "/v1/runs", {
+      user: { id: "u1", scopes: ["payments:charge"] },
+      tools: [paid.run.name],
+    });
+    const runId = scoped.body.run_id as string;
+    const result = await whileSigning({ ...paid, run: { ...paid.run, runId } }, async () => {
+      expect((await api("PATCH", `/v1/runs/${runId}`, { user: { scopes: [] } })).status).toBe(200);
+    });
+    expect(result).toMatchObject({ status: "rejected", code: "forbidden" });
+    expect(result.message).toMatch(/never sent: nothing was paid/);
+    expect(await paid.seen()).toMatchObject({ paid: [], settlements: [], effects: 0 });
+  });
+
+  it("the run cancelled while signing: cancelled, the payment never sent", async () => {
+    const paid = await paidTool();
+    const result = await whileSigning(paid, async () => {
+      expect((await api("POST", `/v1/runs/${paid.run.runId}/cancel`, {})).status).toBe(200);
+    });
+    const op = result.operation_id as string;
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "cancelled" });
+    expect(await paid.seen()).toMatchObject({ paid: [], settlements: [], effects: 0 });
+  });
+
+  it("a hold freeze PUT while signing: held with the payment unsent; the lift sends that same payment once, never signed again", async () => {
+    const paid = await paidTool();
+    const id = unique("fz");
+    const result = await whileSigning(paid, () =>
+      api("PUT", `/v1/freezes/${id}`, {
+        scope: { tool: paid.run.name },
+        mode: "hold",
+        reason: "r",
+      }),
+    );
+    const op = result.operation_id as string;
+    expect((await operation(op)).body.phase).toBe("held");
+    expect(await paid.seen()).toMatchObject({ paid: [], settlements: [], effects: 0 });
+    expect((await api("DELETE", `/v1/freezes/${id}`)).status).toBe(200);
+    await fireAlarm(op);
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+    const s = await paid.seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.paid).toHaveLength(1);
+    expect(s.effects).toBe(1);
+  });
+  it("a payment's approval shows what it pays (the inbox, the approval, the console card) and covers only that: another amount asked after it is refused, never re-signed", async () => {
+    const { up, run, seen } = await paidTool({ approval_over: "5000" });
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
+    expect((await inboxItem(op))?.payment).toEqual(ASKED);
+    expect((await api("GET", `/v1/approvals/${op}`)).body.payment).toEqual(ASKED);
+    expect((await operation(op)).body.approval.payment).toEqual(ASKED);
+    const card = await cardOf(op);
+    expect(card).toContain('data-role="payment"');
+    expect(card).toContain("10000 (atomic units)");
+    expect(card).toContain(MERCHANT_PAY_TO);
+    // The merchant asks for twice as much once the person approved 10000: that is not approved.
+    await control(up, "x402", { amount: "20000" });
+    expect((await api("POST", `/v1/operations/${op}/approve`, {})).status).toBe(200);
+    expect((await operation(op, 5)).body.result).toMatchObject({
+      status: "failed",
+      code: "payment_failed",
+    });
+    const s = await seen();
+    expect(s.signatures.map((r) => r.body.accepted.amount)).toEqual(["10000"]);
+    expect(s.settlements).toHaveLength(0);
+    expect(s.effects).toBe(0);
+  });
+
+  it("a tool that asks a person anyway: approved, then its 402 asks again for the payment — a second decision, the first not reused, nothing signed before it", async () => {
+    const { run, seen } = await paidTool(
+      { approval_over: "5000" },
+      { approval: { mode: "always" } },
+    );
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
+    expect((await api("GET", `/v1/approvals/${op}`)).body.payment).toBeUndefined();
+    expect((await api("POST", `/v1/operations/${op}/approve`, { reason: "the call" })).status).toBe(
+      200,
+    );
+    const reopened = await until(
+      async () => (await operation(op)).body,
+      (v) => v.phase === "awaiting_approval" && v.approval?.payment !== undefined,
+    );
+    expect(reopened.approval).toMatchObject({
+      state: "pending",
+      decided_by: null,
+      reason: null,
+      payment: ASKED,
+    });
+    expect(await inboxItem(op)).toMatchObject({
+      state: "pending",
+      decided_by: null,
+      payment: ASKED,
+    });
+    expect(await seen()).toMatchObject({ signatures: [], paid: [], unpaid: 1 });
+
+    const second = await api("POST", `/v1/operations/${op}/approve`, { reason: "the payment" });
+    expect(second.status).toBe(200);
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+    const decided = (await trace(run.runId)).filter((e) => e.type === "approval_decided");
+    expect(decided.map((e) => e.reason)).toEqual(["the call", "the payment"]);
+  });
+  it("the model's result of a paid call carries what it paid and the merchant's settlement, never the payload; a resent payment's too", async () => {
+    const { run, seen } = await paidTool();
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const result = res.body.results[0];
+    expect(result).toMatchObject({ status: "succeeded" });
+    const paidFor = {
+      ...ASKED,
+      payment_id: expect.stringMatching(/^0x[0-9a-f]{64}$/),
+      settlement: { success: true, transaction: "0xtx00000001", network: TEST_NETWORK },
+    };
+    expect(result.payment).toEqual(paidFor);
+    const s = await seen();
+    expect(JSON.stringify(result)).not.toContain(s.paid[0]);
+    expect(JSON.stringify(result)).not.toContain("signed-by-the-test-signer");
+    expect(JSON.stringify(result)).not.toContain("payer");
+    // A re-post reads the same, from the stored operation.
+    const again = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    expect(again.body.results[0].payment).toEqual(result.payment);
+
+    // Lost after the merchant settled, then resent: the replayed answer's settlement is the result's.
+    const lost = await paidTool();
+    await lost.up.script({ kind: "ok" }, { kind: "commit_then_hang" });
+    const unknown = await turn(lost.run.runId, [
+      { id: "c1", name: lost.run.name, arguments: args },
+    ]);
+    const op = unknown.body.results[0].operation_id as string;
+    expect(unknown.body.results[0].payment).toBeUndefined();
+    await fireAlarm(op);
+    expect((await operation(op, 5)).body.result.payment).toMatchObject({
+      settlement: { success: true, transaction: "0xtx00000001" },
+    });
+  });
+  it("two payment limits, the second refuses: the first's reservation is released, nothing signed", async () => {
+    const [roomy, tight] = [unique("spend"), unique("per_user")];
+    const { run, seen } = await paidTool(
+      {},
+      {
+        limits_across_runs: [
+          { name: roomy, subject: "tenant", window: "24h", payment: true, max: 1_000_000 },
+          { name: tight, subject: "user", window: "24h", payment: true, max: 5000 },
+        ],
+      },
+    );
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    expect(res.body.results[0]).toMatchObject({ status: "rejected", code: "payment_refused" });
+    expect(res.body.results[0].message).toMatch(new RegExp(`over the limit ${tight}`));
+    const first = await api("GET", `/v1/limits/${roomy}/tenant`);
+    expect(first.status).toBe(200);
+    expect(first.body).toMatchObject({ used: 0, remaining: 1_000_000 });
+    expect((await api("GET", `/v1/limits/${tight}/user:u1`)).body).toMatchObject({ used: 0 });
+    expect(await seen()).toMatchObject({ signatures: [], paid: [], settlements: [] });
   });
 });

@@ -54,6 +54,8 @@ export type ApprovalItem = {
   compensates?: string;
   /** A routed approval (issue 35): the votes so far and who may still vote. */
   route?: RouteData;
+  /** x402 (issue 37): the payment it is asked for (amount in atomic units): what approving pays. */
+  payment?: { amount: string; asset: string; network: string; pay_to: string };
 };
 /** An operation waiting for a person's verdict on an unknown outcome, as the tenant lists it. */
 export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };
@@ -171,6 +173,7 @@ export function announce(
     reason: call.approvalReason,
     edited: call.edited ?? null,
     ...(item.route ? { route: item.route } : {}),
+    ...(item.payment ? { payment: item.payment } : {}),
   });
   const emit = <T extends EventType>(type: T, data: EventOf<T>["data"]) =>
     out.events.push(

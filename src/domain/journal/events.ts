@@ -123,6 +123,10 @@ export const ApprovalEventData = z.object({
   reason: z.string().nullable(),
   /** A routed approval's votes and who may still vote (absent: one person decides). */
   route: RouteData.optional(),
+  /** x402 (issue 37): the payment it is asked for, amount in atomic units (absent: not a payment's). */
+  payment: z
+    .object({ amount: z.string(), asset: z.string(), network: z.string(), pay_to: z.string() })
+    .optional(),
   /**
    * A person edited the arguments while it awaited approval (issue 35 item 2): the model's hash,
    * the version that runs and who edited it. Null or absent: not edited.

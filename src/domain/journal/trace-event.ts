@@ -169,10 +169,11 @@ export type TraceFields = {
   attempt_started: { attempt: number; idempotency_key: string };
   /**
    * x402 (issue 37): a 402's requirement accepted (`required`, `approval`: a person decides first),
-   * refused (`refused`, with why), or the one payload signed (`signed`, with the payment's id).
+   * refused (`refused`, with why), the one payload signed (`signed`, with the payment's id), or
+   * that payload kept unsent because the checks after signing stopped the send (`unsent`, why).
    */
   payment: {
-    what: "required" | "refused" | "signed";
+    what: "required" | "refused" | "signed" | "unsent";
     amount?: string;
     asset?: string;
     pay_to?: string;

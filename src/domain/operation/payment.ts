@@ -7,12 +7,13 @@ import type { Decision } from "../classify.ts";
 import { traceEvent } from "../journal/trace-event.ts";
 import { attemptFinishedEvent } from "./attempt.ts";
 import { requestApproval } from "./approval.ts";
-import { CANCELLED, record, startAttempt, stayUnknown, unchanged } from "./steps.ts";
+import { CANCELLED, holdStep, record, startAttempt, stayUnknown, unchanged } from "./steps.ts";
 import type {
   OperationEvent,
   OperationPlan,
   OperationState,
   Outcome,
+  RetryScheduled,
   Step,
   TraceEvent,
 } from "./state.ts";
@@ -80,6 +81,55 @@ export function onPaymentSigned(
     trace: [traceEvent("payment", nowMs, { what: "signed", payment_id: event.paymentId })],
     changed: true,
   };
+}
+
+/** What the model reads after a denial stopped the signed payment before it went out. */
+export const UNSENT_PAYMENT = "A payment was signed for it but never sent: nothing was paid.";
+
+/**
+ * The checks after signing stopped the paid request (the shell sent nothing; the payload stays
+ * stored, never sent). This attempt ends as one that sent nothing: a denial ends the call as at a
+ * retry (recorded, or still unknown when an earlier attempt may have applied); a `hold` freeze
+ * holds it as a retry due now, so its lift sends the same stored payload, never a new signature.
+ */
+export function onPaymentStopped(
+  state: OperationState,
+  event: Extract<OperationEvent, { type: "payment_stopped" }>,
+  plan: OperationPlan,
+  nowMs: number,
+): Step {
+  if (state.phase !== "executing" || state.attempt !== event.attempt) return unchanged(state);
+  const { stop } = event;
+  const why = stop.kind === "hold" ? `freeze ${stop.hold.freezeId}` : stop.code;
+  const detail = `the paid request was stopped before it was sent (${why})`;
+  const finished = attemptFinishedEvent(
+    state.attempt,
+    { kind: "not_sent", detail },
+    undefined,
+    nowMs,
+  );
+  const trace = [finished, traceEvent("payment", nowMs, { what: "unsent", reason: why })];
+  const waiting: RetryScheduled = {
+    phase: "retry_scheduled",
+    attempt: state.attempt,
+    dueAtMs: nowMs,
+    firstAttemptAtMs: state.firstAttemptAtMs,
+    reason: detail,
+    mayHaveApplied: state.mayHaveApplied,
+  };
+  if (stop.kind === "hold") return holdStep(stop.hold, waiting, nowMs, trace);
+  const denial: Outcome = {
+    status: stop.status,
+    code: stop.code,
+    message: `${stop.message} ${UNSENT_PAYMENT}`,
+  };
+  const denied: TraceEvent = { type: "denied", at_ms: nowMs, code: stop.code };
+  return state.mayHaveApplied
+    ? stayUnknown(state, state.mayHaveApplied, denial, `denied: ${stop.message}`, plan, nowMs, [
+        ...trace,
+        denied,
+      ])
+    : record(state.attempt, denial, "attempt", nowMs, [...trace, denied], state.cancelRequested);
 }
 
 /**

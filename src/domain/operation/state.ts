@@ -35,7 +35,14 @@ export type ApprovalRequest = {
    * four eyes they cannot approve it: an edit by A needs B's approval of the edited hash.
    */
   editedBy?: string;
+  /**
+   * x402 (issue 37): the payment this approval is asked for — the requirement a 402 asked and the
+   * declaration allows, and the only one signed once approved (a 402 asking another is refused).
+   */
+  payment?: ApprovalPayment;
 };
+/** The requirement a payment approval covers, as the approver sees it (amounts in atomic units). */
+export type ApprovalPayment = { amount: string; asset: string; network: string; payTo: string };
 /**
  * A person's edit of an awaiting call's arguments (issue 35 item 2): `fromHash` is the version they
  * looked at (a stale one is refused), `inputHash` the new frozen version the approval now binds to.
@@ -441,6 +448,23 @@ export type OperationEvent =
     }
   /** The tenant's signer signed the payment; the shell writes the plan holding it with this event. */
   | { type: "payment_signed"; attempt: number; paymentId: string | null }
+  /**
+   * x402: the checks asked after signing (the run, the Cedar set and the freezes of the moment)
+   * stop attempt `attempt`'s paid request before it is sent; the payload stays stored and unsent.
+   * A denial ends the call (nothing paid); a `hold` freeze holds it (the same payload goes after).
+   */
+  | {
+      type: "payment_stopped";
+      attempt: number;
+      stop:
+        | {
+            kind: "denied";
+            status: "rejected" | "budget_exhausted" | "cancelled";
+            code: string;
+            message: string;
+          }
+        | { kind: "hold"; hold: Extract<Hold, { kind: "freeze" }> };
+    }
   /** A person's decision; `denial`: what the run says about executing now (approval is not authorization). */
   | {
       type: "decide";

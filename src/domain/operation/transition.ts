@@ -11,7 +11,7 @@ import { afterAttempt } from "./attempt.ts";
 import { onGrantLapsed } from "./grant.ts";
 import { heldAs, onHold, onPause, onRelease, onRetryNow, sendDue } from "./hold.ts";
 import { onLockAlarm, onLockGranted, onLockQueued } from "./lease.ts";
-import { onPaymentRequired, onPaymentSigned } from "./payment.ts";
+import { onPaymentRequired, onPaymentSigned, onPaymentStopped } from "./payment.ts";
 import { afterLookup, onResolve } from "./reconcile.ts";
 import { onQuotaAlarm, onQuotaAnswered } from "./quota.ts";
 import {
@@ -217,6 +217,8 @@ function decideStep(
       return ok(onPaymentRequired(state, event, plan, nowMs));
     case "payment_signed":
       return ok(onPaymentSigned(state, event, nowMs));
+    case "payment_stopped":
+      return ok(onPaymentStopped(state, event, plan, nowMs));
   }
 }
 

@@ -144,6 +144,15 @@ export type ApprovalView = {
   reason: string | null;
   /** A routed approval (issue 35): the votes so far and who may still vote; null: one person decides. */
   route: RouteData | null;
+  /** x402 (issue 37): the payment this approval is for, exactly what will be signed once approved. */
+  payment?: ApprovalPaymentView;
+};
+/** A payment approval's requirement on the wire: amount in the asset's atomic units. */
+export type ApprovalPaymentView = {
+  amount: string;
+  asset: string;
+  network: string;
+  pay_to: string;
 };
 /**
  * What a person deciding an approval sees: the frozen arguments and target as they will be sent,
@@ -169,6 +178,8 @@ export type ApprovalInput = {
   limits?: Array<{ name: string; subject: string; amount: number; usage: LimitUsage | null }>;
   /** The tenant's Cedar decision at the start: the version that decided and the determining policies. */
   cedar?: { version: string; decision: "allow" | "deny"; policies: string[] };
+  /** x402 (issue 37): the payment this approval is for, exactly what will be signed once approved. */
+  payment?: ApprovalPaymentView;
 };
 export type OperationError =
   | { code: "not_found" }

@@ -21,6 +21,7 @@ import {
   payloadMismatch,
   refusedMessage,
   type PaymentDeclaration,
+  type Settlement,
 } from "../../domain/payment.ts";
 import { isTimeout, readCapped } from "../../tools/http-tool.ts";
 import { toolVersion } from "../../tools/catalog.ts";
@@ -30,6 +31,7 @@ import { claimsFor } from "../../domain/limit/claims.ts";
 import { err } from "../../domain/result.ts";
 import type { FrozenRow, Head } from "./contracts.ts";
 import { reserveClaims, type Reserved } from "./limits.ts";
+import { gather, holdOf } from "./gather.ts";
 import { toolName, type OperationLog } from "./log.ts";
 
 /** @x402/core's HTTP client: the header names and encodings of the version in use (v2). */
@@ -47,8 +49,11 @@ export type ApplyWith = (event: OperationEvent, frozen?: FrozenRow) => unknown;
  * Before attempt `attempt` of a paid tool: the stored payload's headers, or the one signature
  * asked for now and stored before this returns. A signer that does not answer sends nothing (a
  * `not_sent`, retried); one that refuses, or signs something else, is a configuration failure.
+ * The signer may take seconds: once signed and stored, the send asks what a retry asks (the run's
+ * verdict, the Cedar set and the freezes of the moment, `gather`) before any paid byte goes out.
  */
 export async function payBeforeSend(
+  env: Env,
   log: OperationLog,
   declared: PaymentDeclaration,
   attempt: number,
@@ -72,7 +77,42 @@ export async function payBeforeSend(
   const kept = log.head()!.frozen.plan.payment?.payload;
   if (!kept)
     return { observation: { kind: "not_sent", detail: "the attempt ended before it was paid" } };
+  const stopped = await checkAfterSigning(env, log, attempt, apply);
+  if (stopped) return { observation: { kind: "not_sent", detail: stopped } };
   return { headers: x402.encodePaymentSignatureHeader(kept) };
+}
+
+/**
+ * A send point (ARCHITECTURE "a new send point"): the checks a retry makes, after the signature.
+ * Unanswered: this attempt sent nothing and is retried (whose alarm asks again). A denial or a
+ * `refuse` freeze ends the call, a `hold` freeze holds it (`payment_stopped`): the payload stays
+ * stored and unsent. Returns why nothing is sent, or null: send.
+ */
+async function checkAfterSigning(
+  env: Env,
+  log: OperationLog,
+  attempt: number,
+  apply: ApplyWith,
+): Promise<string | null> {
+  const { frozen } = log.head()!;
+  const want = { authorize: { tool: toolName(frozen) }, secretsOf: null, budget: null };
+  const gathered = await gather(env, frozen, want, Date.now());
+  // Cancelled (or ended) while it asked: the paid request is not sent; the cancel records it.
+  const now = log.head()!.state;
+  if (now.phase !== "executing" || now.attempt !== attempt || now.cancelRequested)
+    return "cancelled before the paid request was sent";
+  const { verdict } = gathered;
+  if (!verdict.answered)
+    return `toolgate could not ask whether the paid request may still be sent (${verdict.detail})`;
+  const hold = holdOf(gathered.freeze);
+  const stop = hold
+    ? ({ kind: "hold", hold } as const)
+    : verdict.value.ok
+      ? null
+      : ({ kind: "denied", ...verdict.value.error } as const);
+  if (!stop) return null;
+  apply({ type: "payment_stopped", attempt, stop });
+  return "the paid request was stopped before it was sent";
 }
 
 /**
@@ -210,6 +250,7 @@ export async function after402(
       ),
     };
   const rule = spec.approval;
+  const { accepted } = choice;
   const approval = asks
     ? {
         inputHash: head.frozen.input_hash,
@@ -220,9 +261,14 @@ export async function after402(
         ...(rule.route ? { route: rule.route } : {}),
         expiresAtMs: Date.now() + rule.expiresInMs,
         preview: false,
+        payment: {
+          amount: accepted.amount,
+          asset: accepted.asset,
+          network: accepted.network,
+          payTo: accepted.payTo,
+        },
       }
     : null;
-  const { accepted } = choice;
   const frozen: FrozenRow = {
     ...head.frozen,
     plan: {
@@ -306,6 +352,40 @@ function readRequirement(exchange: Exchange | undefined): PaymentRequired | null
 }
 
 /**
+ * The plan holding the merchant's settlement, when this answer to the signed payment carried one
+ * (PAYMENT-RESPONSE, decoded by @x402/core): written with the attempt's row, so the model's
+ * envelope says what was paid and how it settled. Undefined: nothing to record.
+ */
+export function settledRow(
+  log: OperationLog,
+  exchange: Exchange | undefined,
+): FrozenRow | undefined {
+  const { frozen } = log.head()!;
+  const stored = frozen.plan.payment;
+  const settlement = settlementOf(exchange?.response?.headers);
+  if (!stored?.payload || !settlement) return undefined;
+  return { ...frozen, plan: { ...frozen.plan, payment: { ...stored, settlement } } };
+}
+
+/** An answer's PAYMENT-RESPONSE, decoded by @x402/core; null: none readable. */
+function settleResponseOf(headers: Record<string, string> | undefined): SettleResponse | null {
+  if (headers?.["payment-response"] === undefined) return null;
+  try {
+    return x402.getPaymentSettleResponse((name) => headers[name.toLowerCase()]);
+  } catch {
+    return null;
+  }
+}
+
+/** The settlement as the model reads it: no payer, no extensions. */
+function settlementOf(headers: Record<string, string> | undefined): Settlement | null {
+  const settled = settleResponseOf(headers);
+  if (!settled) return null;
+  const { success, transaction, network } = settled;
+  return { success, transaction, network };
+}
+
+/**
  * An x402 operation's payment (issue 37), for GET /v1/operations/{id}: what was accepted, the
  * payment's id once signed, and the merchant's settlement (its PAYMENT-RESPONSE, decoded by
  * @x402/core) from the newest answer that carried one. Absent: no 402 was accepted.
@@ -330,12 +410,7 @@ export function paymentViewOf(log: OperationLog, head: Head): PaymentView {
     .flatMap((e) => (e.type === "attempt_finished" && e.response ? [e.response.headers] : []))
     .filter((headers) => headers["payment-response"] !== undefined)
     .at(-1);
-  let settlement: SettleResponse | null = null;
-  try {
-    settlement = answered
-      ? x402.getPaymentSettleResponse((name) => answered[name.toLowerCase()])
-      : null;
-  } catch {}
+  const settlement = settleResponseOf(answered);
   const { amount, asset, payTo, network } = stored.accepted;
   return {
     payment: {

@@ -15,7 +15,7 @@ import type { Loaded, Secrets } from "./contracts.ts";
 import { ask, secretsFor, type Asked } from "./gather.ts";
 import { fencingToken } from "./lease-client.ts";
 import type { OperationLog } from "./log.ts";
-import { after402, payBeforeSend, type ApplyWith, type Paying } from "./payment.ts";
+import { after402, payBeforeSend, settledRow, type ApplyWith, type Paying } from "./payment.ts";
 
 export class Sender {
   inFlight: Promise<void> | null = null;
@@ -103,7 +103,7 @@ export class Sender {
       const payment = loaded.ok ? loaded.value.spec.payment : null;
       const paying: Paying =
         payment && secrets?.ok
-          ? await payBeforeSend(this.log, payment, attempt, secrets.value, this.apply)
+          ? await payBeforeSend(this.env, this.log, payment, attempt, secrets.value, this.apply)
           : { headers: null };
       observation = !loaded.ok
         ? { kind: "config_error", detail: loaded.error }
@@ -163,7 +163,11 @@ export class Sender {
         )
       : null;
     if (paid) this.apply(paid.event, paid.frozen);
-    else this.apply({ type: "attempt_finished", attempt, observation, exchange });
+    else
+      this.apply(
+        { type: "attempt_finished", attempt, observation, exchange },
+        spec?.payment ? settledRow(this.log, exchange) : undefined,
+      );
   }
 
   private async runLookup(lookups: number): Promise<void> {

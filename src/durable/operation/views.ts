@@ -6,7 +6,8 @@ import { paymentViewOf } from "./payment.ts";
 import { routeData, routingOfTrace } from "../../domain/operation/route.ts";
 import { stepUpChallenge } from "../../domain/step-up.ts";
 import type { Envelope } from "../../domain/envelope.ts";
-import { envelopeFor, withEdit } from "../../domain/envelope.ts";
+import { envelopeFor, withEdit, withPayment } from "../../domain/envelope.ts";
+import { paidCallOf } from "../../domain/payment.ts";
 import { firstOf } from "../../domain/journal/trace-event.ts";
 import {
   controlsOf,
@@ -15,7 +16,7 @@ import {
   type OperationState,
 } from "../../domain/operation/index.ts";
 import { idempotencyConflict } from "../../domain/operation/plan.ts";
-import type { WouldSend } from "../../domain/operation/state.ts";
+import type { ApprovalPayment, TraceEvent, WouldSend } from "../../domain/operation/state.ts";
 import { presentPointers, scrub } from "../../domain/redact.ts";
 import type { Preview } from "../../tools/http-tool.ts";
 import type { ApprovalItem } from "../tenant/inbox.ts";
@@ -47,10 +48,8 @@ function shadowViewOf(log: OperationLog, { frozen }: Head): ShadowView {
 
 export function envelopeOf(head: Head): Envelope {
   const { frozen } = head;
-  return withEdit(
-    envelopeFor(frozen.id, head.state, frozen.plan.safety, Date.now()),
-    frozen.edit?.model,
-  );
+  const envelope = envelopeFor(frozen.id, head.state, frozen.plan.safety, Date.now());
+  return withEdit(withPayment(envelope, paidCallOf(frozen.plan.payment)), frozen.edit?.model);
 }
 
 export function peekOf(head: Head): OperationPeek {
@@ -163,13 +162,27 @@ function settlingOf({ state }: Head): OperationView["settling"] {
   };
 }
 
+/**
+ * The log from the latest time a person was asked: a payment's approval (x402, issue 37) asks again
+ * after an earlier approval was decided, and that decision, its preview and votes are not this
+ * one's. `reopenedAtMs`: when it was asked again (null: asked once).
+ */
+function sinceAsked(log: OperationLog): { events: TraceEvent[]; reopenedAtMs: number | null } {
+  const all = log.events();
+  const asked = all.flatMap((e, i) => (e.type === "awaiting_approval" ? [i] : []));
+  const last = asked.at(-1);
+  if (asked.length < 2 || last === undefined) return { events: all, reopenedAtMs: null };
+  return { events: all.slice(last), reopenedAtMs: all[last]!.at_ms };
+}
+
 /** The approval's story, from the log: requested, then decided, expired or cancelled. */
 function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalView | null {
   const approval = frozen.plan.approval;
   if (!approval) return null;
-  const events = log.events();
+  const { events, reopenedAtMs } = sinceAsked(log);
   // A standing grant approved it (issue 35): no person was asked, unless the grant lapsed first.
-  if (frozen.plan.grant && !firstOf(events, "grant_lapsed")) return null;
+  if (frozen.plan.grant && !firstOf(log.events(), "grant_lapsed")) return null;
+  const requestedAtMs = reopenedAtMs ?? frozen.created_at;
   const decided = firstOf(events, "approval_decided");
   const preview = firstOf(events, "preview");
   const verdictState = decided ? (decided.verdict === "approve" ? "approved" : "rejected") : null;
@@ -181,7 +194,7 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
   return {
     state: verdictState ?? closed,
     requested_by: approval.requestedBy,
-    requested_at: new Date(frozen.created_at).toISOString(),
+    requested_at: new Date(requestedAtMs).toISOString(),
     expires_at: new Date(approval.expiresAtMs).toISOString(),
     input_hash: approval.inputHash,
     policy_version: approval.toolVersion,
@@ -207,12 +220,26 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
           approval.route,
           state.phase === "awaiting_approval" && state.routing
             ? state.routing
-            : routingOfTrace(events, frozen.created_at),
+            : routingOfTrace(events, requestedAtMs),
           approval.requestedBy,
         )
       : null,
+    ...paymentAsked(approval),
   };
 }
+
+/** What a payment's approval (x402) pays, as the approver must see it; {}: not a payment's. */
+const paymentAsked = ({ payment }: { payment?: ApprovalPayment }) =>
+  payment
+    ? {
+        payment: {
+          amount: payment.amount,
+          asset: payment.asset,
+          network: payment.network,
+          pay_to: payment.payTo,
+        },
+      }
+    : {};
 
 /** The call as an approver must see it (null: it needs no approval). */
 export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | null {
@@ -234,6 +261,7 @@ export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | 
         )
       : Object.keys(input),
     ...(edit ? { edited: { by: edit.by, reason: edit.reason, changes: edit.model.changes } } : {}),
+    ...paymentAsked(approval),
     ...(approval.stepUp
       ? {
           step_up: {
@@ -266,7 +294,9 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     arguments: shown as Record<string, unknown>,
     state,
     requested_by: approval.requestedBy,
-    requested_at_ms: head.frozen.created_at,
+    requested_at_ms: view.approval
+      ? Date.parse(view.approval.requested_at)
+      : head.frozen.created_at,
     expires_at_ms: approval.expiresAtMs,
     input_hash: approval.inputHash,
     policy_version: approval.toolVersion,
@@ -278,6 +308,7 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     ...(view.shadow ? { shadow: true as const } : {}),
     ...(view.compensates ? { compensates: view.compensates } : {}),
     ...(view.approval?.route ? { route: view.approval.route } : {}),
+    ...(view.approval?.payment ? { payment: view.approval.payment } : {}),
   };
 }
 

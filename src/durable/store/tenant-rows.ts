@@ -240,6 +240,9 @@ const StoredApproval = z.object({
   shadow: z.literal(true).optional(),
   compensates: z.string().optional(),
   route: RouteData.optional(),
+  payment: z
+    .object({ amount: z.string(), asset: z.string(), network: z.string(), pay_to: z.string() })
+    .optional(),
   seq: z.number().optional(),
 });
 export type StoredApproval = z.infer<typeof StoredApproval>;

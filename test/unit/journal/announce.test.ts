@@ -121,6 +121,22 @@ const TABLE: Row[] = [
     data: { state: "pending", reason: "scrubbed reason", decided_by: "alice" },
   },
   {
+    name: "a payment's approval requested (x402): approval.requested says what it pays",
+    before: executing,
+    state: awaitingApproval,
+    effects: [inbox("pending")],
+    event: ev("payment_required"),
+    events: ["approval.requested"],
+    inbox: ["approval.requested"],
+    call: {
+      approval: {
+        ...call().approval!,
+        payment: { amount: "10000", asset: "0xa", network: "eip155:1", pay_to: "0xb" },
+      },
+    },
+    data: { payment: { amount: "10000", asset: "0xa", network: "eip155:1", pay_to: "0xb" } },
+  },
+  {
     name: "a preview arrives: the inbox row is refreshed, nothing is announced",
     before: awaitingApproval,
     state: awaitingApproval,

@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest";
 import type { OperationPlan, OperationState } from "../../../src/domain/operation/index.ts";
 import type { PaymentVerdict } from "../../../src/domain/operation/state.ts";
+import { UNSENT_PAYMENT } from "../../../src/domain/operation/payment.ts";
 import { executing, plan, status, step } from "./fixtures.ts";
 
 const observation = { kind: "http_error", status: 402, retryAfterMs: null, detail: "" } as const;
@@ -87,6 +88,31 @@ describe("payment_required", () => {
     expect(step(executing(1), signed).changed).toBe(true);
     expect(step(executing(1, true), signed).changed).toBe(false);
     expect(step(executing(2), signed).changed).toBe(false);
+  });
+  it("stopped after signing: a denial records it (nothing paid, said so), unknown after doubt; a hold holds a retry due now; stale: nothing", () => {
+    const denied = {
+      type: "payment_stopped",
+      attempt: 2,
+      stop: { kind: "denied", status: "rejected", code: "frozen", message: "Frozen." },
+    } as const;
+    const ended = step(executing(2), denied, paidPlan);
+    expect(ended.state).toMatchObject({
+      phase: "recorded",
+      outcome: { status: "rejected", code: "frozen", message: `Frozen. ${UNSENT_PAYMENT}` },
+    });
+    expect(ended.effects.some((e) => e.kind === "send_attempt")).toBe(false);
+    const doubt = {
+      ...executing(2),
+      mayHaveApplied: { atMs: 0, code: "timeout_unknown" },
+    } as OperationState;
+    expect(step(doubt, denied, paidPlan).state.phase).not.toBe("recorded");
+    const hold = { kind: "freeze", freezeId: "fz", reason: "r" } as const;
+    const held = step(executing(2), { ...denied, stop: { kind: "hold", hold } }, paidPlan);
+    expect(held.state).toMatchObject({
+      phase: "held",
+      resume: { phase: "retry_scheduled", attempt: 2 },
+    });
+    expect(step(executing(3), denied, paidPlan).changed).toBe(false);
   });
   it("a paid keyed attempt answered 503 is outcome_unknown (resend the same payment), an unpaid one a retry", () => {
     const event = { type: "attempt_finished", attempt: 1, observation: status(503) } as const;
