@@ -141,7 +141,8 @@ export function oauthServer() {
       )
         return json(res, 400, { error: "invalid_grant" });
       code.used = true;
-      return issue(ns, code.grant, ns.exchangeTtlS, res);
+      issue(ns, code.grant, ns.exchangeTtlS, res);
+      return;
     }
     if (grantType === "refresh_token") {
       const presented = body.get("refresh_token") ?? "";

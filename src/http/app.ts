@@ -24,6 +24,7 @@ import { mcpRoutes } from "./mcp-routes.ts";
 import { limitRoutes } from "./limits-routes.ts";
 import { quotaRoutes } from "./quotas-routes.ts";
 import { policyRoutes } from "./policies-routes.ts";
+import { connectionRoutes, oauthCallback, oauthProviderRoutes } from "./oauth-routes.ts";
 
 export const app = new Hono<AppEnv>();
 
@@ -45,6 +46,8 @@ app.get("/", (c) => {
 <li><a href="${links.docs}">API reference</a> (<a href="${links.openapi}">OpenAPI 3.1</a>)</li></ul></body></html>`);
 });
 app.route("/", docsRoutes);
+// The OAuth redirect target (issue 36): public, the state names whose connection it completes.
+app.get("/oauth/callback", oauthCallback);
 const limitBodies = bodyLimit({
   maxSize: MAX_BODY_BYTES,
   onError: () =>
@@ -75,6 +78,8 @@ app.route("/v1/freezes", freezeRoutes);
 app.route("/v1/delegations", delegationRoutes);
 app.route("/v1/tripwires", tripwireRoutes);
 app.route("/v1/grants", grantRoutes);
+app.route("/v1/oauth-providers", oauthProviderRoutes);
+app.route("/v1/connections", connectionRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
 app.route("/console", consoleApp);
 // Agents over MCP: Host/Origin checks and the run token in front (src/http/mcp-routes.ts).

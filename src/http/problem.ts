@@ -8,10 +8,18 @@ import type { TenantError } from "../durable/tenant/object.ts";
 import type { ConfigError } from "../config.ts";
 import type { ManifestError } from "../tools/manifest/schema.ts";
 import type { VerifyError } from "../tools/verify.ts";
+import type { CredentialError } from "../durable/credential/contracts.ts";
 
 /** Every error a Durable Object RPC (or the deployment's configuration) can return. */
 export type ObjectError =
-  RunError | TenantError | OperationError | ManifestError | ConfigError | VerifyError | LimitError;
+  | RunError
+  | TenantError
+  | OperationError
+  | ManifestError
+  | ConfigError
+  | VerifyError
+  | LimitError
+  | CredentialError;
 
 /** Which check refused a Cloudflare Access token (http/access.ts). */
 export type AccessRefusal =
@@ -117,7 +125,15 @@ export type ApiError =
   /** A person's edit changed a bound or operation-key field (issue 35 item 2); nothing was changed. */
   | { code: "field_not_editable"; detail: string; field: string }
   /** POST /v1/grants/{id}/confirm of a grant that is not proposed (live, revoked, expired). */
-  | { code: "grant_not_proposed"; detail: string };
+  | { code: "grant_not_proposed"; detail: string }
+  /** A tool's `auth`, a connection or a provider route names no OAuth provider of the tenant (issue 36). */
+  | { code: "unknown_oauth_provider"; detail: string }
+  /** PUT /v1/oauth-providers/{id}: discovery failed, or an endpoint fails the host rules; nothing stored. */
+  | { code: "oauth_provider_invalid"; detail: string }
+  /** The OAuth callback's state is not one toolgate issued, or was used already; nothing stored. */
+  | { code: "connection_state_invalid"; detail: string }
+  /** The provider refused the code exchange (the user denied, a code replayed); nothing stored. */
+  | { code: "connection_failed"; detail: string };
 
 export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
@@ -198,6 +214,10 @@ export function toApiError(error: ObjectError): ApiError {
       };
     case "quota_conflict":
       return { code: error.code, detail: error.detail, quota: error.quota };
+    case "unknown_oauth_provider":
+    case "connection_state_invalid":
+    case "connection_failed":
+      return { code: error.code, detail: error.detail };
     case "pruned":
       return prunedProblem(error.operation_id, error.pruned_at_ms, error.status);
     case "run_pruned": {
@@ -247,6 +267,7 @@ export function statusOf(error: ApiError): number {
       return 404;
     case "invalid_request":
     case "invalid_json":
+    case "connection_state_invalid":
       return 400;
     case "unsupported_media_type":
       return 415;
@@ -269,6 +290,9 @@ export function statusOf(error: ApiError): number {
     case "quota_conflict":
     case "freeze_expired":
     case "field_not_editable":
+    case "unknown_oauth_provider":
+    case "oauth_provider_invalid":
+    case "connection_failed":
       return 422;
     case "operation_pruned":
     case "run_pruned":
@@ -357,6 +381,10 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "retry_budget_exhausted":
     case "origin_paused":
     case "freeze_expired":
+    case "unknown_oauth_provider":
+    case "oauth_provider_invalid":
+    case "connection_state_invalid":
+    case "connection_failed":
       return -32603;
   }
 }

@@ -93,7 +93,9 @@ describe("the local authorization server", { timeout: 30_000 }, () => {
     await expect(c.refresh(again.refresh_token!)).rejects.toMatchObject({
       code: "OAUTH_RESPONSE_IS_NOT_CONFORM",
     });
-    const state = await fetch(`${up.url}/_control/oauth?ns=${ns}`).then((r) => r.json());
+    const state = await fetch(`${up.url}/_control/oauth?ns=${ns}`).then(
+      (r) => r.json() as Promise<{ refreshes: number; exchanges: number }>,
+    );
     expect(state.refreshes).toBe(6);
     expect(state.exchanges).toBe(3);
   });

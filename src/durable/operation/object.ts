@@ -37,6 +37,7 @@ import { perform, type EffectHost } from "./effects.ts";
 import { acquireQuota, withdrawQuota } from "./quota-client.ts";
 import { Decisions } from "./decisions.ts";
 import { Waiters } from "./wait.ts";
+import { wakeForCredential } from "./credential.ts";
 import * as Undo from "./compensation.ts";
 import { report, type Reported } from "./trace.ts";
 import { conflictReplyOf, peekOf, replyOf, viewOf } from "./views.ts";
@@ -258,6 +259,11 @@ export class OperationObject extends DurableObject<Env> {
     // Held before its first send (issue 34): it asks anew after the hold.
     else if (head?.state.phase === "held" && head.state.resume.phase === "unsent")
       withdrawQuota(this.env, head.frozen, true);
+  }
+
+  /** Told by its user's credential object that they connected (issue 36): ask for the token again. */
+  async credentialReady(): Promise<void> {
+    await wakeForCredential(this.shell);
   }
 
   // ── shell ────────────────────────────────────────────────────────────────────────────────────

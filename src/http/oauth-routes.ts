@@ -1,0 +1,153 @@
+// Acting as the user (issue 36): /v1/oauth-providers (the tenant's OAuth clients, discovered at PUT,
+// the client secret write-only; scope secrets:write), /v1/connections (an end user's connect link,
+// their connections' health, disconnect; scope runs:write, as the backend that makes their runs)
+// and the public callback /oauth/callback (the state names its credential object and carries a
+// nonce only that object holds: a tampered or replayed state is refused, nothing stored).
+import { Hono, type Context } from "hono";
+import { z } from "zod";
+import { base64url } from "../crypto.ts";
+import { consoleOrigin, hostPolicy } from "../config.ts";
+import {
+  decodeState,
+  encodeState,
+  OAuthProviderBody,
+  PROVIDER_ID,
+  type StateParts,
+} from "../domain/credential.ts";
+import { credentialStub } from "../durable/stubs.ts";
+import { newNonce, resolveEndpoints } from "../durable/credential/protocol.ts";
+import type { Env } from "../durable/env.ts";
+import { requireScope, type AppEnv } from "./auth.ts";
+import { ApiProblem } from "./problem.ts";
+import { readJson, readQuery, tenantStub, unwrap } from "./request.ts";
+
+export const PutOAuthProvider = OAuthProviderBody;
+export const PostConnection = z.strictObject({
+  provider: z.string().regex(PROVIDER_ID),
+  user: z.string().min(1).max(256),
+});
+const UserQuery = z.strictObject({ user: z.string().min(1).max(256) });
+
+const providerId = (id: string) => {
+  if (!PROVIDER_ID.test(id))
+    throw new ApiProblem({
+      code: "invalid_request",
+      detail:
+        "a provider id is 1-64 letters, digits, '_', '-' or '.', starting with a letter or digit",
+    });
+  return id;
+};
+
+export const oauthProviderRoutes = new Hono<AppEnv>()
+  .put("/:id", async (c) => {
+    const tenantId = requireScope(c, "secrets:write");
+    const id = providerId(c.req.param("id"));
+    const body = await readJson(c, PutOAuthProvider);
+    const endpoints = await resolveEndpoints(body, hostPolicy(c.env));
+    if (!endpoints.ok)
+      throw new ApiProblem({ code: "oauth_provider_invalid", detail: endpoints.error });
+    const { created, ...view } = unwrap(
+      await tenantStub(c, tenantId).putOauthProvider(tenantId, id, body, endpoints.value),
+    );
+    return c.json(view, created ? 201 : 200);
+  })
+  .get("/", async (c) => {
+    const tenantId = requireScope(c, "secrets:write");
+    return c.json({ providers: await tenantStub(c, tenantId).listOauthProviders() });
+  })
+  .get("/:id", async (c) => {
+    const tenantId = requireScope(c, "secrets:write");
+    return c.json(
+      unwrap(await tenantStub(c, tenantId).getOauthProvider(providerId(c.req.param("id")))),
+    );
+  })
+  .delete("/:id", async (c) => {
+    const tenantId = requireScope(c, "secrets:write");
+    unwrap(await tenantStub(c, tenantId).deleteOauthProvider(providerId(c.req.param("id"))));
+    return c.body(null, 204);
+  });
+
+/** The one redirect URI: register `<TOOLGATE_CONSOLE_URL>/oauth/callback` with each provider. */
+export const callbackUri = (env: Env, requestUrl: string) =>
+  `${consoleOrigin(env, requestUrl)}/oauth/callback`;
+
+const encode = (text: string) => base64url(new TextEncoder().encode(text));
+const decode = (text: string) =>
+  new TextDecoder().decode(
+    Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0)),
+  );
+
+/** A new connect link for (tenant, user, provider): a fresh single-use state held by its object. */
+export async function connectLink(
+  env: Env,
+  owner: Omit<StateParts, "nonce">,
+  redirectUri: string,
+  scopes: string[],
+) {
+  const nonce = newNonce();
+  const state = encodeState({ ...owner, nonce }, encode);
+  return credentialStub(env, owner.tenantId, owner.user, owner.provider).begin(
+    { tenantId: owner.tenantId, user: owner.user, provider: owner.provider },
+    nonce,
+    state,
+    redirectUri,
+    scopes,
+  );
+}
+
+export const connectionRoutes = new Hono<AppEnv>()
+  .post("/", async (c) => {
+    const tenantId = requireScope(c, "runs:write");
+    const { provider, user } = await readJson(c, PostConnection);
+    unwrap(await tenantStub(c, tenantId).getOauthProvider(provider));
+    const link = unwrap(
+      await connectLink(c.env, { tenantId, user, provider }, callbackUri(c.env, c.req.url), []),
+    );
+    return c.json({ provider, user, ...link }, 201);
+  })
+  .get("/", async (c) => {
+    const tenantId = requireScope(c, "runs:write");
+    const { user } = readQuery(c, UserQuery);
+    const providers = await tenantStub(c, tenantId).listOauthProviders();
+    const connections = await Promise.all(
+      providers.map((p) =>
+        credentialStub(c.env, tenantId, user, p.id).view({ tenantId, user, provider: p.id }, []),
+      ),
+    );
+    return c.json({ user, connections });
+  })
+  .delete("/:provider", async (c) => {
+    const tenantId = requireScope(c, "runs:write");
+    const provider = providerId(c.req.param("provider"));
+    const { user } = readQuery(c, UserQuery);
+    const owner = { tenantId, user, provider };
+    const dropped = await credentialStub(c.env, tenantId, user, provider).disconnect(owner);
+    if (!dropped)
+      throw new ApiProblem({
+        code: "not_found",
+        detail: `${user} has no connection to ${provider}`,
+      });
+    return c.body(null, 204);
+  });
+
+/** GET /oauth/callback: public; the state alone says whose connection this completes. */
+export async function oauthCallback(c: Context<AppEnv>) {
+  const state = c.req.query("state") ?? "";
+  const parts = decodeState(state, decode);
+  if (!parts.ok) throw new ApiProblem({ code: "connection_state_invalid", detail: parts.error });
+  const { tenantId, user, provider, nonce } = parts.value;
+  const done = unwrap(
+    await credentialStub(c.env, tenantId, user, provider).complete(
+      { tenantId, user, provider },
+      nonce,
+      c.req.url,
+    ),
+  );
+  if ((c.req.header("Accept") ?? "").includes("text/html"))
+    return c.html(
+      `<!doctype html><meta charset="utf-8"><title>Connected</title><p>Connected to ${escape(provider)}. You can close this page; the waiting calls continue.</p>`,
+    );
+  return c.json({ connected: true, ...done });
+}
+
+const escape = (text: string) => text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);

@@ -1,0 +1,76 @@
+// OAuth test helpers (issue 36): a provider registered against the local authorization server
+// (demo/oauth-server.ts, one namespace per test), and a user's consent driven end to end — the
+// authorization URL opened at the server (which consents at once as `sub`), its redirect followed
+// to toolgate's public callback. Everything goes through the public API.
+import { env, exports } from "cloudflare:workers";
+import { DEMO_CLIENT } from "../../demo/oauth-server.ts";
+import { api, unique } from "./api.ts";
+
+const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
+
+export function authServer() {
+  const ns = unique("as");
+  const control = (body?: unknown) =>
+    fetch(`${upstreamBase}/_control/oauth?ns=${ns}`, {
+      method: body === undefined ? "GET" : "POST",
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    }).then(
+      (r) =>
+        r.json() as Promise<{
+          refreshes: number;
+          exchanges: number;
+          access_tokens: Array<{ token: string; sub: string }>;
+          refresh_tokens: string[];
+        }>,
+    );
+  return {
+    issuer: `${upstreamBase}/as/${ns}`,
+    state: () => control(),
+    revoke: (sub: string) => control({ revoke: sub }),
+    ttl: (ttl: { exchange?: number; refresh?: number }) => control({ ttl }),
+    tokenFaults: (...statuses: number[]) => control({ token_faults: statuses }),
+  };
+}
+
+export async function registerProvider(
+  server: ReturnType<typeof authServer>,
+  extra: Record<string, unknown> = {},
+) {
+  const id = unique("prov").replace(/_/g, "-");
+  const put = await api("PUT", `/v1/oauth-providers/${id}`, {
+    issuer: server.issuer,
+    client_id: DEMO_CLIENT.id,
+    client_secret: DEMO_CLIENT.secret,
+    scopes: ["calendar.read"],
+    ...extra,
+  });
+  if (put.status !== 201) throw new Error(`provider PUT failed: ${JSON.stringify(put.body)}`);
+  return id;
+}
+
+export const publicFetch = (url: string) =>
+  (exports as unknown as { default: Fetcher }).default.fetch(new Request(url));
+
+/** The authorization URL opened as `sub`: the server's redirect back to toolgate (not yet followed). */
+export async function consentRedirect(authorizationUrl: string, sub: string): Promise<string> {
+  const url = new URL(authorizationUrl);
+  url.searchParams.set("sub", sub);
+  const answered = await fetch(url, { redirect: "manual" });
+  const location = answered.headers.get("location");
+  if (answered.status !== 302 || !location)
+    throw new Error(`the authorization server did not redirect: ${answered.status}`);
+  return location;
+}
+
+/** POST /v1/connections, then consent as `sub` and follow the redirect to the callback. */
+export async function connect(provider: string, user: string, sub = user) {
+  const started = await api("POST", "/v1/connections", { provider, user });
+  if (started.status !== 201) throw new Error(`connect failed: ${JSON.stringify(started.body)}`);
+  return completeConsent(started.body.authorization_url as string, sub);
+}
+
+export async function completeConsent(authorizationUrl: string, sub: string) {
+  const callback = await consentRedirect(authorizationUrl, sub);
+  const answered = await publicFetch(callback);
+  return { status: answered.status, body: (await answered.json()) as any, callback };
+}
