@@ -5,18 +5,11 @@
 // nonce only that object holds: a tampered or replayed state is refused, nothing stored).
 import { Hono, type Context } from "hono";
 import { z } from "zod";
-import { base64url } from "../crypto.ts";
-import { consoleOrigin, hostPolicy } from "../config.ts";
-import {
-  decodeState,
-  encodeState,
-  OAuthProviderBody,
-  PROVIDER_ID,
-  type StateParts,
-} from "../domain/credential.ts";
+import { hostPolicy } from "../config.ts";
+import { decodeState, OAuthProviderBody, PROVIDER_ID } from "../domain/credential.ts";
 import { credentialStub } from "../durable/stubs.ts";
-import { newNonce, resolveEndpoints } from "../durable/credential/protocol.ts";
-import type { Env } from "../durable/env.ts";
+import { resolveEndpoints } from "../durable/credential/protocol.ts";
+import { callbackUri, connectLink, decodeText } from "../durable/credential/connect.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
 import { ApiProblem } from "./problem.ts";
 import { readJson, readQuery, tenantStub, unwrap } from "./request.ts";
@@ -67,34 +60,6 @@ export const oauthProviderRoutes = new Hono<AppEnv>()
     return c.body(null, 204);
   });
 
-/** The one redirect URI: register `<TOOLGATE_CONSOLE_URL>/oauth/callback` with each provider. */
-export const callbackUri = (env: Env, requestUrl: string) =>
-  `${consoleOrigin(env, requestUrl)}/oauth/callback`;
-
-const encode = (text: string) => base64url(new TextEncoder().encode(text));
-const decode = (text: string) =>
-  new TextDecoder().decode(
-    Uint8Array.from(atob(text.replace(/-/g, "+").replace(/_/g, "/")), (ch) => ch.charCodeAt(0)),
-  );
-
-/** A new connect link for (tenant, user, provider): a fresh single-use state held by its object. */
-export async function connectLink(
-  env: Env,
-  owner: Omit<StateParts, "nonce">,
-  redirectUri: string,
-  scopes: string[],
-) {
-  const nonce = newNonce();
-  const state = encodeState({ ...owner, nonce }, encode);
-  return credentialStub(env, owner.tenantId, owner.user, owner.provider).begin(
-    { tenantId: owner.tenantId, user: owner.user, provider: owner.provider },
-    nonce,
-    state,
-    redirectUri,
-    scopes,
-  );
-}
-
 export const connectionRoutes = new Hono<AppEnv>()
   .post("/", async (c) => {
     const tenantId = requireScope(c, "runs:write");
@@ -133,7 +98,7 @@ export const connectionRoutes = new Hono<AppEnv>()
 /** GET /oauth/callback: public; the state alone says whose connection this completes. */
 export async function oauthCallback(c: Context<AppEnv>) {
   const state = c.req.query("state") ?? "";
-  const parts = decodeState(state, decode);
+  const parts = decodeState(state, decodeText);
   if (!parts.ok) throw new ApiProblem({ code: "connection_state_invalid", detail: parts.error });
   const { tenantId, user, provider, nonce } = parts.value;
   const done = unwrap(

@@ -13,6 +13,7 @@ import { heldAs, onHold, onPause, onRelease, onRetryNow, sendDue } from "./hold.
 import { onLockAlarm, onLockGranted, onLockQueued } from "./lease.ts";
 import { afterLookup, onResolve } from "./reconcile.ts";
 import { onQuotaAlarm, onQuotaAnswered } from "./quota.ts";
+import { onCredentialAlarm, onCredentialReady, onCredentialRequired } from "./credential.ts";
 import {
   beginExecution,
   CANCELLED,
@@ -212,6 +213,10 @@ function decideStep(
       return ok(onLockQueued(state, event, plan, nowMs));
     case "quota_answered":
       return ok(onQuotaAnswered(state, event, plan, nowMs));
+    case "credential_required":
+      return ok(onCredentialRequired(state, event, nowMs));
+    case "credential_ready":
+      return ok(onCredentialReady(state, plan, nowMs));
   }
 }
 
@@ -243,6 +248,8 @@ function onAlarm(
       return onLockAlarm(state, plan, nowMs);
     case "awaiting_quota":
       return onQuotaAlarm(state, nowMs);
+    case "awaiting_credential":
+      return onCredentialAlarm(state, nowMs);
     case "executing":
       if (inFlight)
         return {

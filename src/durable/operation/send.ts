@@ -14,6 +14,7 @@ import { afterAttempt as quotaAfterAttempt } from "./quota-client.ts";
 import type { Loaded, Secrets } from "./contracts.ts";
 import { ask, secretsFor, type Asked } from "./gather.ts";
 import { fencingToken } from "./lease-client.ts";
+import { askCredential, credentialRequired, NO_CREDENTIAL, withCredential } from "./credential.ts";
 import type { OperationLog } from "./log.ts";
 
 export class Sender {
@@ -98,6 +99,12 @@ export class Sender {
               secretsFor(this.env, this.log.head()!.frozen.tenant_id, loaded.value.spec),
             );
       const secrets = asked?.answered ? asked.value : null;
+      // The user's token (issue 36), asked immediately before the send; none: the tool has no auth.
+      const credential = secrets?.ok
+        ? await askCredential(this.env, this.log.head()!.frozen)
+        : NO_CREDENTIAL;
+      if (credential.kind === "needs_consent")
+        return void this.apply(await credentialRequired(this.env, this.log, attempt, credential));
       observation = !loaded.ok
         ? { kind: "config_error", detail: loaded.error }
         : !asked?.answered
@@ -107,8 +114,10 @@ export class Sender {
             }
           : !secrets!.ok
             ? { kind: "config_error", detail: secrets!.error }
+            : credential.kind === "transient"
+              ? { kind: "not_sent", detail: credential.detail }
             : await sendAttemptTraced(loaded.value.spec, loaded.value.input, {
-                ...this.carried(loaded.value, secrets!.value),
+                ...this.carried(loaded.value, withCredential(secrets!.value, credential)),
                 signal: abort.signal,
                 fencingToken: fencingToken(this.log),
               }).then((sent) => {
