@@ -18,48 +18,16 @@ import {
   upstream,
   until,
 } from "../support/api.ts";
-import { authServer, completeConsent, connect, registerProvider } from "../support/oauth.ts";
-
-async function userTool(provider: string, url: string, scopes: string[] = []) {
-  const tool = manifest({
-    url,
-    request: {
-      method: "POST",
-      url: `${url}/events`,
-      headers: { Authorization: "Bearer {credential}" },
-    },
-    auth: { oauth: provider, scopes },
-  });
-  const put = await api("PUT", `/v1/tools/${tool.name}`, tool);
-  if (put.status !== 201) throw new Error(`tool PUT failed: ${JSON.stringify(put.body)}`);
-  return tool.name as string;
-}
-
-async function runAs(user: string, tool: string) {
-  const run = await api("POST", "/v1/runs", { user: { id: user, scopes: [] }, tools: [tool] });
-  if (run.status !== 201) throw new Error(`run failed: ${JSON.stringify(run.body)}`);
-  return run.body.run_id as string;
-}
-
-const call = (runId: string, tool: string, amount = 1) =>
-  turn(runId, [{ id: `c${amount}`, name: tool, arguments: { amount, currency: "usd" } }]);
-
-const credentialObject = async (user: string, provider: string): Promise<any> =>
-  placedStub(
-    env as unknown as Env,
-    "CREDENTIALS",
-    `${(await testTenant()).tenantId}:credential:${JSON.stringify([user, provider])}`,
-  ) as any;
-
-/** Every body a person or program could read about these runs, as one string to search. */
-async function everything(runIds: string[], operationIds: string[]) {
-  const bodies: unknown[] = [];
-  for (const runId of runIds)
-    bodies.push(await trace(runId), (await api("GET", `/v1/runs/${runId}`)).body);
-  for (const id of operationIds) bodies.push((await operation(id)).body);
-  bodies.push((await api("GET", "/v1/events?limit=500")).body);
-  return JSON.stringify(bodies);
-}
+import {
+  authServer,
+  call,
+  connect,
+  credentialObject,
+  everything,
+  registerProvider,
+  runAs,
+  userTool,
+} from "../support/oauth.ts";
 
 describe("acting as the user", { timeout: 30_000 }, () => {
   it("connect → callback → the first call sends the user's own token; two users never share one", async () => {

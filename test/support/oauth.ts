@@ -4,7 +4,9 @@
 // to toolgate's public callback. Everything goes through the public API.
 import { env, exports } from "cloudflare:workers";
 import { DEMO_CLIENT } from "../../demo/oauth-server.ts";
-import { api, unique } from "./api.ts";
+import type { Env } from "../../src/durable/env.ts";
+import { placedStub } from "../../src/durable/placement.ts";
+import { api, manifest, operation, testTenant, trace, turn, unique } from "./api.ts";
 
 const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
 
@@ -73,4 +75,45 @@ export async function completeConsent(authorizationUrl: string, sub: string) {
   const callback = await consentRedirect(authorizationUrl, sub);
   const answered = await publicFetch(callback);
   return { status: answered.status, body: (await answered.json()) as any, callback };
+}
+
+export async function userTool(provider: string, url: string, scopes: string[] = []) {
+  const tool = manifest({
+    url,
+    request: {
+      method: "POST",
+      url: `${url}/events`,
+      headers: { Authorization: "Bearer {credential}" },
+    },
+    auth: { oauth: provider, scopes },
+  });
+  const put = await api("PUT", `/v1/tools/${tool.name}`, tool);
+  if (put.status !== 201) throw new Error(`tool PUT failed: ${JSON.stringify(put.body)}`);
+  return tool.name as string;
+}
+
+export async function runAs(user: string, tool: string) {
+  const run = await api("POST", "/v1/runs", { user: { id: user, scopes: [] }, tools: [tool] });
+  if (run.status !== 201) throw new Error(`run failed: ${JSON.stringify(run.body)}`);
+  return run.body.run_id as string;
+}
+
+export const call = (runId: string, tool: string, amount = 1) =>
+  turn(runId, [{ id: `c${amount}`, name: tool, arguments: { amount, currency: "usd" } }]);
+
+export const credentialObject = async (user: string, provider: string): Promise<any> =>
+  placedStub(
+    env as unknown as Env,
+    "CREDENTIALS",
+    `${(await testTenant()).tenantId}:credential:${JSON.stringify([user, provider])}`,
+  ) as any;
+
+/** Every body a person or program could read about these runs, as one string to search. */
+export async function everything(runIds: string[], operationIds: string[]) {
+  const bodies: unknown[] = [];
+  for (const runId of runIds)
+    bodies.push(await trace(runId), (await api("GET", `/v1/runs/${runId}`)).body);
+  for (const id of operationIds) bodies.push((await operation(id)).body);
+  bodies.push((await api("GET", "/v1/events?limit=500")).body);
+  return JSON.stringify(bodies);
 }
