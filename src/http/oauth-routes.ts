@@ -11,6 +11,7 @@ import { credentialStub } from "../durable/stubs.ts";
 import { resolveEndpoints } from "../durable/credential/protocol.ts";
 import { callbackUri, connectLink, decodeText } from "../durable/credential/connect.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
+import type { Env } from "../durable/env.ts";
 import { ApiProblem } from "./problem.ts";
 import { readJson, readQuery, tenantStub, unwrap } from "./request.ts";
 
@@ -116,3 +117,28 @@ export async function oauthCallback(c: Context<AppEnv>) {
 }
 
 const escape = (text: string) => text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+
+/**
+ * Each pending approval of a tool acting as the user, with that user's connection health now
+ * (issue 36): `must_reconnect` tells the approver that approving alone will not send it — the call
+ * then waits for the user (awaiting_credential), and the token is refreshed only after approval.
+ */
+export async function withCredentialHealth<
+  T extends { state: string; credential?: { provider: string; user: string; scopes: string[] } },
+>(env: Env, tenantId: string, items: T[]) {
+  return Promise.all(
+    items.map(async (item) => {
+      if (!item.credential || item.state !== "pending") return item;
+      const { provider, user, scopes } = item.credential;
+      const owner = { tenantId, user, provider };
+      const health = await credentialStub(env, tenantId, user, provider)
+        .view(owner, scopes)
+        .then((view) => view.health)
+        .catch(() => null);
+      return {
+        ...item,
+        credential: { ...item.credential, health, must_reconnect: health === "needs_consent" },
+      };
+    }),
+  );
+}

@@ -132,3 +132,47 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
     expect((await up.state()).effects).toHaveLength(1);
   });
 });
+
+describe("approvals of calls acting as the user", { timeout: 30_000 }, () => {
+  it("the inbox says the user must reconnect first; the refresh happens after the approval", async () => {
+    const server = authServer();
+    await server.ttl({ exchange: 1, refresh: 3600 });
+    const provider = await registerProvider(server);
+    const up = upstream();
+    const tool = await userTool(provider, up.url, [], {
+      approval: { mode: "always", four_eyes: false },
+    });
+    const runId = await runAs("hana", tool);
+    const first = await call(runId, tool);
+    const opId = first.body.results[0].operation_id;
+    expect(first.body.results[0].status).toBe("awaiting_approval");
+    const item = async () =>
+      (await api("GET", "/v1/approvals?state=pending&limit=100")).body.items.find(
+        (i: { operation_id: string }) => i.operation_id === opId,
+      );
+    expect((await item()).credential).toMatchObject({
+      provider,
+      user: "hana",
+      health: "needs_consent",
+      must_reconnect: true,
+    });
+    await connect(provider, "hana");
+    expect((await item()).credential).toMatchObject({ health: "connected", must_reconnect: false });
+    // Connected with a token about to expire: nothing refreshed while the approval waits.
+    expect((await server.state()).refreshes).toBe(0);
+    const approved = await api("POST", `/v1/operations/${opId}/approve`, {
+      input_hash: (await api("GET", `/v1/approvals/${opId}`)).body.input_hash,
+    });
+    expect(approved.status).toBe(200);
+    const done = await until(
+      () => operation(opId),
+      (r) => r.body.phase === "recorded",
+    );
+    expect(done.body.result.status).toBe("succeeded");
+    const state = await server.state();
+    expect(state.refreshes).toBe(1);
+    expect((await up.state()).requests.map((r) => r.authorization)).toEqual([
+      `Bearer ${state.access_tokens.at(-1)!.token}`,
+    ]);
+  });
+});

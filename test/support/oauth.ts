@@ -77,7 +77,12 @@ export async function completeConsent(authorizationUrl: string, sub: string) {
   return { status: answered.status, body: (await answered.json()) as any, callback };
 }
 
-export async function userTool(provider: string, url: string, scopes: string[] = []) {
+export async function userTool(
+  provider: string,
+  url: string,
+  scopes: string[] = [],
+  extra: Record<string, unknown> = {},
+) {
   const tool = manifest({
     url,
     request: {
@@ -86,6 +91,7 @@ export async function userTool(provider: string, url: string, scopes: string[] =
       headers: { Authorization: "Bearer {credential}" },
     },
     auth: { oauth: provider, scopes },
+    ...extra,
   });
   const put = await api("PUT", `/v1/tools/${tool.name}`, tool);
   if (put.status !== 201) throw new Error(`tool PUT failed: ${JSON.stringify(put.body)}`);

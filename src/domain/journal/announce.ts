@@ -54,6 +54,11 @@ export type ApprovalItem = {
   compensates?: string;
   /** A routed approval (issue 35): the votes so far and who may still vote. */
   route?: RouteData;
+  /**
+   * Acting as the user (issue 36): whose connection the call will send with. GET /v1/approvals adds
+   * its health of the moment, so an approver sees "the user must reconnect first".
+   */
+  credential?: { provider: string; user: string; scopes: string[] };
 };
 /** An operation waiting for a person's verdict on an unknown outcome, as the tenant lists it. */
 export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };

@@ -237,6 +237,9 @@ const StoredApproval = z.object({
   shadow: z.literal(true).optional(),
   compensates: z.string().optional(),
   route: RouteData.optional(),
+  credential: z
+    .object({ provider: z.string(), user: z.string(), scopes: z.array(z.string()) })
+    .optional(),
   seq: z.number().optional(),
 });
 export type StoredApproval = z.infer<typeof StoredApproval>;
