@@ -14,6 +14,8 @@ import {
   credentialObject,
   everything,
   registerProvider,
+  sentAndLatest,
+  settled,
   runAs,
   userTool,
 } from "../support/oauth.ts";
@@ -62,11 +64,7 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
     // The user opens the link from the envelope: the callback wakes the waiting operation.
     const consent = await completeConsent(result.connect_url, "erin");
     expect(consent.status).toBe(200);
-    const done = await until(
-      () => operation(result.operation_id),
-      (r) => r.body.phase === "recorded",
-    );
-    expect(done.body.result.status).toBe("succeeded");
+    expect((await settled(result.operation_id)).result.status).toBe("succeeded");
     const again = await call(runId, tool);
     expect(again.body.results[0]).toMatchObject({
       status: "succeeded",
@@ -101,11 +99,7 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
     await connect(provider, "frank");
     expect((await operation(opId)).body.phase).toBe("awaiting_credential");
     await fireAlarm(opId);
-    const done = await until(
-      () => operation(opId),
-      (r) => r.body.phase === "recorded",
-    );
-    expect(done.body.result.status).toBe("succeeded");
+    expect((await settled(opId)).result.status).toBe("succeeded");
     expect((await up.state()).effects).toHaveLength(1);
   });
 
@@ -123,11 +117,7 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
     expect(first.body.results[0]).toMatchObject({ status: "pending", code: "retry_scheduled" });
     expect((await up.state()).requests).toHaveLength(0);
     await fireAlarm(opId);
-    const done = await until(
-      () => operation(opId),
-      (r) => r.body.phase === "recorded",
-    );
-    expect(done.body.result.status).toBe("succeeded");
+    expect((await settled(opId)).result.status).toBe("succeeded");
     expect((await server.state()).refreshes).toBe(2);
     expect((await up.state()).effects).toHaveLength(1);
   });
@@ -164,15 +154,9 @@ describe("approvals of calls acting as the user", { timeout: 30_000 }, () => {
       input_hash: (await api("GET", `/v1/approvals/${opId}`)).body.input_hash,
     });
     expect(approved.status).toBe(200);
-    const done = await until(
-      () => operation(opId),
-      (r) => r.body.phase === "recorded",
-    );
-    expect(done.body.result.status).toBe("succeeded");
-    const state = await server.state();
+    expect((await settled(opId)).result.status).toBe("succeeded");
+    const { state, sent, latest } = await sentAndLatest(server, up);
     expect(state.refreshes).toBe(1);
-    expect((await up.state()).requests.map((r) => r.authorization)).toEqual([
-      `Bearer ${state.access_tokens.at(-1)!.token}`,
-    ]);
+    expect(sent).toEqual([latest]);
   });
 });

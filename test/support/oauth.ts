@@ -6,7 +6,7 @@ import { env, exports } from "cloudflare:workers";
 import { DEMO_CLIENT } from "../../demo/oauth-server.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
-import { api, manifest, operation, testTenant, trace, turn, unique } from "./api.ts";
+import { api, manifest, operation, testTenant, trace, turn, unique, until } from "./api.ts";
 
 const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
 
@@ -122,4 +122,26 @@ export async function everything(runIds: string[], operationIds: string[]) {
   for (const id of operationIds) bodies.push((await operation(id)).body);
   bodies.push((await api("GET", "/v1/events?limit=500")).body);
   return JSON.stringify(bodies);
+}
+
+/** The operation once recorded (read until then, bounded), as GET /v1/operations/{id} shows it. */
+export const settled = async (operationId: string) =>
+  (
+    await until(
+      () => operation(operationId),
+      (r) => r.body.phase === "recorded",
+    )
+  ).body;
+
+/** The Authorization headers the upstream received, and the newest token the server issued. */
+export async function sentAndLatest(
+  server: ReturnType<typeof authServer>,
+  up: { state(): Promise<{ requests: Array<{ authorization: string | null }> }> },
+) {
+  const state = await server.state();
+  return {
+    state,
+    sent: (await up.state()).requests.map((r) => r.authorization),
+    latest: `Bearer ${state.access_tokens.at(-1)!.token}`,
+  };
 }
