@@ -103,8 +103,11 @@ export class Sender {
       const credential = secrets?.ok
         ? await askCredential(this.env, this.log.head()!.frozen)
         : NO_CREDENTIAL;
-      if (credential.kind === "needs_consent")
+      if (credential.kind === "needs_consent") {
+        // Nothing sent: attempt 1 gives its quota places back, as an attempt that ended would.
+        quotaAfterAttempt(this.env, this.log.head()!.frozen, attempt, undefined);
         return void this.apply(await credentialRequired(this.env, this.log, attempt, credential));
+      }
       observation = !loaded.ok
         ? { kind: "config_error", detail: loaded.error }
         : !asked?.answered
@@ -116,14 +119,14 @@ export class Sender {
             ? { kind: "config_error", detail: secrets!.error }
             : credential.kind === "transient"
               ? { kind: "not_sent", detail: credential.detail }
-            : await sendAttemptTraced(loaded.value.spec, loaded.value.input, {
-                ...this.carried(loaded.value, withCredential(secrets!.value, credential)),
-                signal: abort.signal,
-                fencingToken: fencingToken(this.log),
-              }).then((sent) => {
-                exchange = sent.exchange;
-                return sent.observation;
-              });
+              : await sendAttemptTraced(loaded.value.spec, loaded.value.input, {
+                  ...this.carried(loaded.value, withCredential(secrets!.value, credential)),
+                  signal: abort.signal,
+                  fencingToken: fencingToken(this.log),
+                }).then((sent) => {
+                  exchange = sent.exchange;
+                  return sent.observation;
+                });
     } catch (error) {
       // sendAttempt never throws by contract; if it does, the request may already have gone out.
       observation = {
@@ -157,9 +160,19 @@ export class Sender {
     const loaded = this.log.loadFixed();
     let observation: LookupObservation;
     try {
-      const secrets = loaded.ok
+      const tenantSecrets = loaded.ok
         ? await secretsFor(this.env, this.log.head()!.frozen.tenant_id, loaded.value.spec)
         : null;
+      // A lookup of a tool acting as the user asks with the user's token too (issue 36).
+      const credential = tenantSecrets?.ok
+        ? await askCredential(this.env, this.log.head()!.frozen)
+        : NO_CREDENTIAL;
+      const secrets: Secrets | null =
+        tenantSecrets?.ok && credential.kind !== "none" && credential.kind !== "token"
+          ? err(`the user's credential is not available for the lookup (${credential.kind})`)
+          : tenantSecrets?.ok
+            ? { ok: true, value: withCredential(tenantSecrets.value, credential) }
+            : tenantSecrets;
       observation = !loaded.ok
         ? { kind: "inconclusive", detail: loaded.error }
         : !secrets!.ok
