@@ -123,6 +123,27 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
   });
 });
 
+describe("scopes", { timeout: 30_000 }, () => {
+  it("a connection lacking the tool's scope waits; the envelope's link asks for it", async () => {
+    const server = authServer();
+    const provider = await registerProvider(server);
+    const up = upstream();
+    const tool = await userTool(provider, up.url, ["calendar.write"]);
+    await connect(provider, "ivan");
+    const runId = await runAs("ivan", tool);
+    const first = (await call(runId, tool)).body.results[0];
+    expect(first).toMatchObject({ status: "pending", code: "credential_required" });
+    expect(first.message).toContain("lacks a scope");
+    expect(new URL(first.connect_url).searchParams.get("scope")).toBe(
+      "calendar.read calendar.write",
+    );
+    expect((await up.state()).requests).toHaveLength(0);
+    await completeConsent(first.connect_url, "ivan");
+    expect((await settled(first.operation_id)).result.status).toBe("succeeded");
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+});
+
 describe("approvals of calls acting as the user", { timeout: 30_000 }, () => {
   it("the inbox says the user must reconnect first; the refresh happens after the approval", async () => {
     const server = authServer();

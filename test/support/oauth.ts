@@ -6,6 +6,7 @@ import { env, exports } from "cloudflare:workers";
 import { DEMO_CLIENT } from "../../demo/oauth-server.ts";
 import type { Env } from "../../src/durable/env.ts";
 import { placedStub } from "../../src/durable/placement.ts";
+import { consolePage } from "./console-page.ts";
 import { api, manifest, operation, testTenant, trace, turn, unique, until } from "./api.ts";
 
 const upstreamBase = (env as unknown as { UPSTREAM_URL: string }).UPSTREAM_URL;
@@ -114,13 +115,15 @@ export const credentialObject = async (user: string, provider: string): Promise<
     `${(await testTenant()).tenantId}:credential:${JSON.stringify([user, provider])}`,
   ) as any;
 
-/** Every body a person or program could read about these runs, as one string to search. */
+/** Every body a person or program could read about these runs (console pages too), as one string to search. */
 export async function everything(runIds: string[], operationIds: string[]) {
   const bodies: unknown[] = [];
   for (const runId of runIds)
     bodies.push(await trace(runId), (await api("GET", `/v1/runs/${runId}`)).body);
   for (const id of operationIds) bodies.push((await operation(id)).body);
   bodies.push((await api("GET", "/v1/events?limit=500")).body);
+  for (const runId of runIds) bodies.push(await consolePage(`/console/runs/${runId}`));
+  for (const id of operationIds) bodies.push(await consolePage(`/console/operations/${id}`));
   return JSON.stringify(bodies);
 }
 
