@@ -343,7 +343,8 @@ export const ROUTES: Route[] = [
   {
     method: "get",
     path: "/v1/approvals",
-    summary: "The approvals inbox, newest first (state=pending|decided, cursor, limit)",
+    summary:
+      "The approvals inbox, newest first (state=pending|decided, cursor, limit); a pending call of a tool acting as the user names its connection with its health now (credential: { provider, user, health, must_reconnect })",
     auth: "approvals:decide",
     query: ["state", "cursor", "limit"],
   },
@@ -374,7 +375,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/events",
     summary:
-      "The tenant's events (approval.*, operation.outcome_unknown, operation.recorded, turn.settled, run.budget_exhausted, lock.waiting_long, endpoint.failing), redacted, oldest first after `since` (an event id, or an ISO time) → { events, next_cursor, has_more }",
+      "The tenant's events (approval.*, operation.outcome_unknown, operation.recorded, turn.settled, run.budget_exhausted, lock.waiting_long, credential.required, endpoint.failing), redacted, oldest first after `since` (an event id, or an ISO time) → { events, next_cursor, has_more }",
     auth: "events:read",
     query: ["since", "type", "limit"],
   },

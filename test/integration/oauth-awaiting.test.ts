@@ -5,6 +5,7 @@
 // its effect happens once. A transient refresh failure only retries, like a 503.
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
+import { consolePage } from "../support/console-page.ts";
 import { api, fireAlarm, operation, trace, upstream, until } from "../support/api.ts";
 import {
   authServer,
@@ -61,6 +62,10 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
       health: "needs_consent",
       reason: "invalid_grant",
     });
+    // The console's operation page says what the call waits for, with the link.
+    const page = await consolePage(`/console/operations/${result.operation_id}`);
+    expect(page).toContain('data-awaiting="credential"');
+    expect(page).toContain(result.connect_url.replaceAll("&", "&amp;"));
     // The user opens the link from the envelope: the callback wakes the waiting operation.
     const consent = await completeConsent(result.connect_url, "erin");
     expect(consent.status).toBe(200);
