@@ -159,7 +159,7 @@ describe("approvals of calls acting as the user", { timeout: 30_000 }, () => {
       approval: { mode: "always", four_eyes: false },
     });
     const runId = await runAs("hana", tool);
-    const first = await call(runId, tool);
+    const first = await call(runId, tool, 1, 0);
     const opId = first.body.results[0].operation_id;
     expect(first.body.results[0].status).toBe("awaiting_approval");
     const item = async () =>
@@ -184,5 +184,29 @@ describe("approvals of calls acting as the user", { timeout: 30_000 }, () => {
     const { state, sent, latest } = await sentAndLatest(server, up);
     expect(state.refreshes).toBe(1);
     expect(sent).toEqual([latest]);
+  });
+
+  it("approved while the user is not connected: dispatch checks again and waits, nothing sent", async () => {
+    const server = authServer();
+    const provider = await registerProvider(server);
+    const up = upstream();
+    const tool = await userTool(provider, up.url, [], {
+      approval: { mode: "always", four_eyes: false },
+    });
+    const runId = await runAs("jules", tool);
+    const opId = (await call(runId, tool, 1, 0)).body.results[0].operation_id;
+    const inputHash = (await api("GET", `/v1/approvals/${opId}`)).body.input_hash;
+    expect(
+      (await api("POST", `/v1/operations/${opId}/approve`, { input_hash: inputHash })).status,
+    ).toBe(200);
+    const waiting = await until(
+      () => operation(opId),
+      (r) => r.body.phase === "awaiting_credential",
+    );
+    expect(waiting.body.result).toMatchObject({ status: "pending", code: "credential_required" });
+    expect((await up.state()).requests).toHaveLength(0);
+    await completeConsent(waiting.body.result.connect_url, "jules");
+    expect((await settled(opId)).result.status).toBe("succeeded");
+    expect((await up.state()).effects).toHaveLength(1);
   });
 });

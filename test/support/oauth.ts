@@ -105,8 +105,13 @@ export async function runAs(user: string, tool: string) {
   return run.body.run_id as string;
 }
 
-export const call = (runId: string, tool: string, amount = 1) =>
-  turn(runId, [{ id: `c${amount}`, name: tool, arguments: { amount, currency: "usd" } }]);
+/** One call in a turn; `waitSeconds` 0 for a call that will wait for a person (an approval). */
+export const call = (runId: string, tool: string, amount = 1, waitSeconds = 5) =>
+  turn(
+    runId,
+    [{ id: `c${amount}`, name: tool, arguments: { amount, currency: "usd" } }],
+    waitSeconds,
+  );
 
 export const credentialObject = async (user: string, provider: string): Promise<any> =>
   placedStub(
