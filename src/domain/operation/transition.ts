@@ -214,6 +214,16 @@ function decideStep(
     case "quota_answered":
       return ok(onQuotaAnswered(state, event, plan, nowMs));
     case "credential_required":
+      // Cancelled while the token was asked for: it ends as that attempt would with nothing sent.
+      if (state.phase === "executing" && state.attempt === event.attempt && state.cancelRequested)
+        return ok(
+          afterAttempt(
+            state,
+            { kind: "not_sent", detail: `no usable token of the user (${event.reason})` },
+            plan,
+            nowMs,
+          ),
+        );
       return ok(onCredentialRequired(state, event, nowMs));
     case "credential_ready":
       return ok(onCredentialReady(state, plan, nowMs));

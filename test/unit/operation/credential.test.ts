@@ -35,6 +35,11 @@ describe("awaiting_credential", () => {
     expect(stateAlarmAtMs(s.state, plan("keyed"), T)).toBe(T + CREDENTIAL_RECHECK_MS);
   });
 
+  it("cancelled while the token was asked for: recorded cancelled, never left waiting", () => {
+    const s = step(executing(2, true), required);
+    expect(s.state).toMatchObject({ phase: "recorded", outcome: { status: "cancelled" } });
+  });
+
   it("a late answer for another attempt changes nothing", () => {
     expect(step(executing(3), required).changed).toBe(false);
   });
