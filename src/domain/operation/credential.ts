@@ -71,10 +71,13 @@ export function onCredentialAlarm(state: Awaiting, nowMs: number): Step {
   };
 }
 
-/** How a cancel or denial sees a waiting call: a retry not yet due (the honesty rule is stop.ts's). */
+/**
+ * How a cancel, denial, hold or pause sees a waiting call: a retry not yet due (the honesty rule is
+ * stop.ts's), after the attempts actually sent — the one it gave back is the retry's next.
+ */
 export const asScheduledRetry = (state: Awaiting): RetryScheduled => ({
   phase: "retry_scheduled",
-  attempt: state.attempt,
+  attempt: state.attempt - 1,
   dueAtMs: state.recheckAtMs,
   firstAttemptAtMs: state.firstAttemptAtMs,
   reason: `waiting for the user to connect ${state.provider}`,

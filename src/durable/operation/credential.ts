@@ -10,6 +10,7 @@ import type { FrozenRow, Shell } from "./contracts.ts";
 import type { OperationLog } from "./log.ts";
 import type { OperationEvent } from "../../domain/operation/index.ts";
 import { callbackUri, connectLink } from "../credential/connect.ts";
+import { gatherAlarmSend } from "./gather.ts";
 
 export type CredentialAsk = { kind: "none" } | TokenAnswer;
 
@@ -90,7 +91,13 @@ export async function wakeForCredential(shell: Shell): Promise<void> {
     .view(owner, scopes)
     .then((view) => view.health)
     .catch(() => "needs_consent" as const);
-  shell.apply(
-    health === "needs_consent" ? { type: "alarm", inFlight: false } : { type: "credential_ready" },
-  );
+  if (health === "needs_consent") return void shell.apply({ type: "alarm", inFlight: false });
+  // Connected: the send asks what every automatic send asks first (the run, Cedar, freezes, the
+  // retry budget), as the retry it gave back would.
+  const nowMs = Date.now();
+  const prepared = await gatherAlarmSend(shell.env, shell.log, head, nowMs);
+  const instead = prepared.instead;
+  if (instead?.type === "retry_deferred")
+    return void shell.apply({ type: "alarm", inFlight: false }); // the recheck asks again
+  shell.apply(instead ?? { type: "credential_ready" }, prepared.secrets);
 }

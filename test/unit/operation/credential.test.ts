@@ -69,6 +69,18 @@ describe("awaiting_credential", () => {
     expect(step(ambiguous, { type: "cancel", by: "u" }).state.phase).toBe("outcome_unknown");
   });
 
+  it("a freeze's hold or a pause while waiting: held as the retry it gave back; released, the same attempt is sent", () => {
+    const hold = { kind: "freeze", freezeId: "frz_1", reason: "incident" } as const;
+    const held = step(waiting, { type: "hold", hold });
+    expect(held.state).toMatchObject({
+      phase: "held",
+      resume: { phase: "retry_scheduled", attempt: 1 },
+    });
+    const released = step(held.state, { type: "release", of: "freeze", by: "ops" });
+    expect(released.effects).toContainEqual({ kind: "send_attempt", attempt: 2 });
+    expect(step(waiting, { type: "pause", by: "ops" }).state.phase).toBe("held");
+  });
+
   it("the model reads pending / credential_required with the link to pass on", () => {
     expect(envelopeFor("op_1", waiting, "keyed")).toMatchObject({
       status: "pending",
