@@ -117,6 +117,8 @@ export type DecisionRefusal =
 /** Frozen at validation and stored with the operation: everything a transition needs about the tool. */
 export type OperationPlan = {
   operationId: string;
+  /** Acting as the user (issue 36): whose token each send asks for, frozen at the start; absent: none. */
+  credential?: { provider: string; user: string; scopes: string[] };
   idempotencyKey: string;
   safety: RepeatSafety;
   retry: RetryPolicy;
@@ -294,6 +296,22 @@ export type OperationState =
       detail: string;
     }
   /**
+   * Nothing was sent: the send found no usable token of the run's end user (issue 36: never
+   * connected, `invalid_grant`, a scope missing). `attempt` was given back: it is sent as this
+   * number once they connect (the callback wakes it; `recheckAtMs`: it asks again by itself).
+   */
+  | {
+      phase: "awaiting_credential";
+      attempt: number;
+      firstAttemptAtMs: number;
+      mayHaveApplied: Ambiguity | null;
+      requestedAtMs: number;
+      provider: string;
+      reason: string;
+      connectUrl: string;
+      recheckAtMs: number;
+    }
+  /**
    * `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late).
    * `mayHaveApplied` (here and in `retry_scheduled`): set once any attempt was ambiguous, so that
    * exhaustion, denial and cancellation end `outcome_unknown` instead of claiming no effect.
@@ -349,6 +367,16 @@ export type OperationState =
     };
 
 export type OperationEvent =
+  /** The send found no usable token (issue 36): nothing sent; `connectUrl` is for the user to open. */
+  | {
+      type: "credential_required";
+      attempt: number;
+      provider: string;
+      reason: string;
+      connectUrl: string;
+    }
+  /** The user connected (the callback's wake, or a recheck found it): send the attempt it gave back. */
+  | { type: "credential_ready" }
   /** `cancelledBy`: the run cancelled this call before its operation existed (a cancel that overtook the dispatch). */
   /** `limitDenied`: a limit across runs refused it (nothing reserved of that limit, nothing sent). */
   | {

@@ -250,6 +250,7 @@ export async function prepareStart(
     ...(req.compensation ? { compensates: req.compensation.of } : {}),
     ...(quotas.length > 0 ? { quotas, deadlineAtMs: req.deadlineAtMs ?? null } : {}),
     ...(grant ? { grant: { id: grant.grantId, amount: grant.amount } } : {}),
+    ...(spec.auth ? { credential: { ...spec.auth, user: request.user.id } } : {}),
   };
   const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
   const frozen = frozenRowOf(req, spec, plan, nowMs);

@@ -278,6 +278,15 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     ...(view.shadow ? { shadow: true as const } : {}),
     ...(view.compensates ? { compensates: view.compensates } : {}),
     ...(view.approval?.route ? { route: view.approval.route } : {}),
+    ...(head.frozen.plan.credential
+      ? {
+          credential: {
+            provider: head.frozen.plan.credential.provider,
+            user: head.frozen.plan.credential.user,
+            scopes: head.frozen.plan.credential.scopes,
+          },
+        }
+      : {}),
   };
 }
 
