@@ -6,7 +6,8 @@
 import { runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { consolePage } from "../support/console-page.ts";
-import { api, fireAlarm, operation, trace, upstream, until } from "../support/api.ts";
+import { api, fireAlarm, operation, trace, unique, upstream, until } from "../support/api.ts";
+import { MERCHANT_PAY_TO, TEST_ASSET } from "../../demo/x402-merchant.ts";
 import {
   authServer,
   call,
@@ -207,6 +208,54 @@ describe("approvals of calls acting as the user", { timeout: 30_000 }, () => {
     expect((await up.state()).requests).toHaveLength(0);
     await completeConsent(waiting.body.result.connect_url, "jules");
     expect((await settled(opId)).result.status).toBe("succeeded");
+    expect((await up.state()).effects).toHaveLength(1);
+  });
+});
+
+describe("a paid tool acting as the user", { timeout: 30_000 }, () => {
+  it("no token at the paid send: nothing signed, nothing paid; once connected, signed once and paid once", async () => {
+    const server = authServer();
+    const provider = await registerProvider(server);
+    const up = upstream();
+    const secretName = unique("SIGNER").toUpperCase();
+    const secret = `whsec_${btoa("a signer secret of 32 bytes long")}`;
+    expect((await api("PUT", `/v1/secrets/${secretName}`, { value: secret })).status).toBe(201);
+    const tool = await userTool(provider, up.url, [], {
+      request: {
+        method: "POST",
+        url: `${up.url}/x402/reports`,
+        headers: { Authorization: "Bearer {credential}" },
+      },
+      payment: {
+        protocol: "x402",
+        max_amount: "50000",
+        asset: TEST_ASSET,
+        pay_to: MERCHANT_PAY_TO,
+        signer: { url: `${up.url}/webhooks/x402-signer`, secret: secretName },
+        approval_over: "5000",
+      },
+    });
+    await connect(provider, "kim");
+    const runId = await runAs("kim", tool);
+    const opId = (await call(runId, tool, 1, 0)).body.results[0].operation_id;
+    // The 402 asked a person; meanwhile the user disconnects.
+    await until(
+      () => operation(opId),
+      (r) => r.body.phase === "awaiting_approval",
+    );
+    expect((await api("DELETE", `/v1/connections/${provider}?user=kim`)).status).toBe(204);
+    expect((await api("POST", `/v1/operations/${opId}/approve`, {})).status).toBe(200);
+    const waiting = await until(
+      () => operation(opId),
+      (r) => r.body.phase === "awaiting_credential",
+    );
+    const signed = async () =>
+      (await up.state()).requests.filter((r) => r.path === "/webhooks/x402-signer").length;
+    expect(await signed()).toBe(0);
+    expect((await up.state()).effects).toHaveLength(0);
+    await completeConsent(waiting.body.result.connect_url, "kim");
+    expect((await settled(opId)).result.status).toBe("succeeded");
+    expect(await signed()).toBe(1);
     expect((await up.state()).effects).toHaveLength(1);
   });
 });
