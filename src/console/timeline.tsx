@@ -169,6 +169,8 @@ function readingOf(event: TraceEvent): Reading {
       };
     case "credential_ready":
       return { label: "The user connected" };
+    case "credential_expired":
+      return { label: "The user did not connect in time (nothing sent)" };
     case "quota_waiting":
       return {
         label: event.long

@@ -87,6 +87,7 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "lock_waiting_long":
     case "quota_granted":
     case "quota_deadline":
+    case "credential_expired":
     case "attempt_finished":
     case "retry_deferred":
     case "reconcile_finished":

@@ -253,6 +253,7 @@ const LOGGED: Readonly<Record<TraceEvent["type"], boolean>> = {
   awaiting_credential: false,
   credential_required: true,
   credential_ready: false,
+  credential_expired: true,
   quota_granted: false,
   quota_deadline: true,
   attempt_started: false,

@@ -4,7 +4,8 @@
 // then, once the user connects, the same operation continues under the same idempotency key and
 // its effect happens once. A transient refresh failure only retries, like a 503.
 import { runInDurableObject } from "cloudflare:test";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
+import { CREDENTIAL_WAIT_MS } from "../../src/domain/operation/credential.ts";
 import { consolePage } from "../support/console-page.ts";
 import { api, fireAlarm, operation, trace, unique, upstream, until } from "../support/api.ts";
 import { MERCHANT_PAY_TO, TEST_ASSET } from "../../demo/x402-merchant.ts";
@@ -107,6 +108,38 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
     await fireAlarm(opId);
     expect((await settled(opId)).result.status).toBe("succeeded");
     expect((await up.state()).effects).toHaveLength(1);
+  });
+
+  it("nobody connects in time: the wait ends not sent (rejected / credential_required); a late connect sends nothing", async () => {
+    const server = authServer();
+    const provider = await registerProvider(server);
+    const up = upstream();
+    const tool = await userTool(provider, up.url);
+    const runId = await runAs("lena", tool);
+    const opId = (await call(runId, tool)).body.results[0].operation_id;
+    expect((await operation(opId)).body.phase).toBe("awaiting_credential");
+    // An early recheck keeps waiting; one past the bound (an approval's default expiry) ends it.
+    await fireAlarm(opId);
+    expect((await operation(opId)).body.phase).toBe("awaiting_credential");
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(Date.now() + CREDENTIAL_WAIT_MS + 1_000);
+      await fireAlarm(opId);
+    } finally {
+      vi.useRealTimers();
+    }
+    expect((await settled(opId)).result).toMatchObject({
+      status: "rejected",
+      code: "credential_required",
+    });
+    await connect(provider, "lena");
+    expect((await call(runId, tool)).body.results[0]).toMatchObject({
+      operation_id: opId,
+      status: "rejected",
+      code: "credential_required",
+    });
+    expect((await up.state()).requests).toHaveLength(0);
+    expect((await trace(runId)).map((e) => e.type)).toContain("credential_expired");
   });
 
   it("a transient refresh failure retries like a 503, and is not awaiting_credential", async () => {

@@ -169,6 +169,7 @@ export type TraceFields = {
   // acting as the user (issue 36): no usable token before a send, then connected (never a token or link)
   credential_required: { attempt: number; provider: string; reason: string };
   credential_ready: { waited_ms: number };
+  credential_expired: { provider: string; waited_ms: number };
   // attempts
   attempt_started: { attempt: number; idempotency_key: string };
   /**

@@ -186,7 +186,10 @@ export type OperationPlan = {
    * Absent: none, and the first attempt asks nothing.
    */
   quotas?: QuotaClaim[];
-  /** The run's deadline when it started (null or absent: none): no quota slot is waited for past it. */
+  /**
+   * The run's deadline when it started (null or absent: none): no quota slot is waited for past
+   * it, nor a user's connection (issue 36).
+   */
   deadlineAtMs?: number | null;
   /**
    * A standing grant approved it (issue 35): `approval` is still planned (what a person is asked
@@ -310,6 +313,8 @@ export type OperationState =
       reason: string;
       connectUrl: string;
       recheckAtMs: number;
+      /** The wait ends here, recorded as not sent (CREDENTIAL_WAIT_MS, or the run's deadline). */
+      expiresAtMs: number;
     }
   /**
    * `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late).

@@ -229,7 +229,7 @@ function decideStep(
             nowMs,
           ),
         );
-      return ok(onCredentialRequired(state, event, nowMs));
+      return ok(onCredentialRequired(state, event, plan, nowMs));
     case "credential_ready":
       return ok(onCredentialReady(state, plan, nowMs));
   }
@@ -264,7 +264,7 @@ function onAlarm(
     case "awaiting_quota":
       return onQuotaAlarm(state, nowMs);
     case "awaiting_credential":
-      return onCredentialAlarm(state, nowMs);
+      return onCredentialAlarm(state, plan, nowMs);
     case "executing":
       if (inFlight)
         return {

@@ -279,6 +279,7 @@ const TABLE: Row[] = [
       reason: "invalid_grant",
       connectUrl: "https://as.example/authorize?state=s",
       recheckAtMs: NOW + 300_000,
+      expiresAtMs: NOW + 900_000,
     },
     effects: [],
     event: ev("credential_required", {

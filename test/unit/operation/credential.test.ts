@@ -3,7 +3,11 @@
 // the recheck re-arms; a cancel or denial is decided as the retry it gave back (an earlier ambiguous
 // attempt keeps its honesty). Given state S and event E at time T → state S', effects.
 import { describe, expect, it } from "vitest";
-import { CREDENTIAL_RECHECK_MS } from "../../../src/domain/operation/credential.ts";
+import {
+  CREDENTIAL_RECHECK_MS,
+  CREDENTIAL_WAIT_MS,
+} from "../../../src/domain/operation/credential.ts";
+import { transition } from "../../../src/domain/operation/transition.ts";
 import { stateAlarmAtMs, type OperationState } from "../../../src/domain/operation/index.ts";
 import { envelopeFor } from "../../../src/domain/envelope.ts";
 import { beforeSend, decodeState, encodeState, health } from "../../../src/domain/credential.ts";
@@ -17,6 +21,16 @@ const required = {
   connectUrl: "https://as.example/authorize?state=s",
 } as const;
 const waiting = step(executing(2), required).state;
+const at = (
+  nowMs: number,
+  state: OperationState,
+  event: Parameters<typeof transition>[1],
+  p = plan("keyed"),
+) => {
+  const result = transition(state, event, p, nowMs);
+  if (!result.ok) throw new Error(result.error.code);
+  return result.value;
+};
 
 describe("awaiting_credential", () => {
   it("the attempt in flight that asked: waits, nothing sent, a recheck armed", () => {
@@ -79,6 +93,40 @@ describe("awaiting_credential", () => {
     const released = step(held.state, { type: "release", of: "freeze", by: "ops" });
     expect(released.effects).toContainEqual({ kind: "send_attempt", attempt: 2 });
     expect(step(waiting, { type: "pause", by: "ops" }).state.phase).toBe("held");
+  });
+
+  it("the wait ends: at the approval's default bound, or sooner the run's deadline; an early alarm re-arms", () => {
+    expect(waiting).toMatchObject({ expiresAtMs: T + CREDENTIAL_WAIT_MS });
+    const deadline = { ...plan("keyed"), deadlineAtMs: T + 60_000 };
+    const short = step(executing(2), required, deadline);
+    expect(short.state).toMatchObject({ expiresAtMs: T + 60_000 });
+    expect(short.effects).toEqual([{ kind: "set_alarm", atMs: T + 60_000 }]);
+    const early = at(T + 59_000, short.state, { type: "alarm", inFlight: false }, deadline);
+    expect(early.state.phase).toBe("awaiting_credential");
+    expect(early.effects).toEqual([{ kind: "set_alarm", atMs: T + 60_000 }]);
+  });
+
+  it("nobody connected in time: recorded not sent (rejected / credential_required), with the attempts sent", () => {
+    const end = T + CREDENTIAL_WAIT_MS;
+    for (const event of [
+      { type: "alarm", inFlight: false },
+      { type: "credential_ready" },
+    ] as const) {
+      const s = at(end, waiting, event);
+      expect(s.state).toMatchObject({
+        phase: "recorded",
+        attempts: 1,
+        outcome: { status: "rejected", code: "credential_required" },
+      });
+      expect(s.trace[0]).toMatchObject({ type: "credential_expired", provider: "calendar" });
+    }
+    const ambiguous = {
+      ...waiting,
+      mayHaveApplied: { atMs: 0, code: "timeout_unknown" },
+    } as OperationState;
+    expect(at(end, ambiguous, { type: "alarm", inFlight: false }).state.phase).toBe(
+      "outcome_unknown",
+    );
   });
 
   it("the model reads pending / credential_required with the link to pass on", () => {
