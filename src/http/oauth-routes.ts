@@ -21,6 +21,8 @@ export const PostConnection = z.strictObject({
   user: z.string().min(1).max(256),
 });
 const UserQuery = z.strictObject({ user: z.string().min(1).max(256) });
+/** `?force=1`, or nothing: any other value is refused rather than read as either. */
+const ForceQuery = z.strictObject({ force: z.literal("1").optional() });
 
 const providerId = (id: string) => {
   if (!PROVIDER_ID.test(id))
@@ -57,8 +59,13 @@ export const oauthProviderRoutes = new Hono<AppEnv>()
   })
   .delete("/:id", async (c) => {
     const tenantId = requireScope(c, "secrets:write");
-    unwrap(await tenantStub(c, tenantId).deleteOauthProvider(providerId(c.req.param("id"))));
-    return c.body(null, 204);
+    const force = readQuery(c, ForceQuery).force === "1";
+    const id = providerId(c.req.param("id"));
+    const { tools } = unwrap(await tenantStub(c, tenantId).deleteOauthProvider(id, force));
+    // A forced delete names the tools left acting with no provider, as a forced tool change warns.
+    return tools.length > 0
+      ? c.json({ deleted: true, tools_without_provider: tools }, 200)
+      : c.body(null, 204);
   });
 
 export const connectionRoutes = new Hono<AppEnv>()

@@ -166,7 +166,8 @@ export const ROUTES: Route[] = [
   {
     method: "delete",
     path: "/v1/oauth-providers/{id}",
-    summary: "Remove an OAuth provider → 204",
+    summary:
+      "Remove an OAuth provider → 204 (409 oauth_provider_in_use naming the tools that act as the user with it; ?force=1 deletes anyway → 200 { deleted, tools_without_provider })",
     auth: "secrets:write",
   },
   {

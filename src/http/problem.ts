@@ -134,6 +134,8 @@ export type ApiError =
   | { code: "rollback_not_running"; detail: string }
   /** A tool's `auth`, a connection or a provider route names no OAuth provider of the tenant (issue 36). */
   | { code: "unknown_oauth_provider"; detail: string }
+  /** DELETE /v1/oauth-providers/{id} while tools act as the user with it (without ?force=1); nothing deleted. */
+  | { code: "oauth_provider_in_use"; detail: string; tools: string[] }
   /** PUT /v1/oauth-providers/{id}: discovery failed, or an endpoint fails the host rules; nothing stored. */
   | { code: "oauth_provider_invalid"; detail: string }
   /** The OAuth callback's state is not one toolgate issued, or was used already; nothing stored. */
@@ -221,6 +223,8 @@ export function toApiError(error: ObjectError): ApiError {
       };
     case "quota_conflict":
       return { code: error.code, detail: error.detail, quota: error.quota };
+    case "oauth_provider_in_use":
+      return { code: error.code, detail: error.detail, tools: error.tools };
     case "unknown_oauth_provider":
     case "connection_state_invalid":
     case "connection_failed":
@@ -320,6 +324,7 @@ export function statusOf(error: ApiError): number {
     case "retry_budget_exhausted":
     case "origin_paused":
     case "receipt_not_ready":
+    case "oauth_provider_in_use":
       return 409;
     case "misconfigured":
     case "internal":
@@ -396,6 +401,7 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "receipt_pending":
     case "unknown_oauth_provider":
     case "oauth_provider_invalid":
+    case "oauth_provider_in_use":
     case "connection_state_invalid":
     case "connection_failed":
       return -32603;

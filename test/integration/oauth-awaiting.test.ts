@@ -162,6 +162,37 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
   });
 });
 
+describe("deleting a provider tools still act with", { timeout: 30_000 }, () => {
+  it("refused with 409 naming the tools; forced, their calls wait for a connection, never retry as transient", async () => {
+    const server = authServer();
+    await server.ttl({ exchange: 1, refresh: 3600 });
+    const provider = await registerProvider(server);
+    const up = upstream();
+    const tool = await userTool(provider, up.url);
+    await connect(provider, "mona");
+    const refused = await api("DELETE", `/v1/oauth-providers/${provider}`);
+    expect([refused.status, refused.body.code, refused.body.tools]).toEqual([
+      409,
+      "oauth_provider_in_use",
+      [tool],
+    ]);
+    expect((await api("GET", `/v1/oauth-providers/${provider}`)).status).toBe(200);
+    expect((await api("DELETE", `/v1/oauth-providers/${provider}?force=yes`)).status).toBe(400);
+    const forced = await api("DELETE", `/v1/oauth-providers/${provider}?force=1`);
+    expect([forced.status, forced.body]).toEqual([
+      200,
+      { deleted: true, tools_without_provider: [tool] },
+    ]);
+    // The user's access token is due: its refresh finds no provider — a wait, not a retry.
+    const runId = await runAs("mona", tool);
+    const result = (await call(runId, tool)).body.results[0];
+    expect(result).toMatchObject({ status: "pending", code: "credential_required" });
+    expect(result.message).toContain("deleted");
+    expect((await up.state()).requests).toHaveLength(0);
+    expect((await server.state()).refreshes).toBe(0);
+  });
+});
+
 describe("scopes", { timeout: 30_000 }, () => {
   it("a connection lacking the tool's scope waits; the envelope's link asks for it", async () => {
     const server = authServer();

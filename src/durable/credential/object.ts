@@ -186,7 +186,12 @@ export class CredentialObject extends DurableObject<Env> {
       this.provider(owner),
       this.openValue(owner, { iv: row.refresh_iv, ciphertext: row.refresh_ct }, "refresh"),
     ]);
-    if (!provider.ok) return { kind: "transient", detail: provider.error.detail };
+    // A provider deleted (forced, while tools still used it) never comes back by retrying: the
+    // user must connect a provider of that id again. Anything else may pass: retried.
+    if (!provider.ok)
+      return provider.error.code === "unknown_oauth_provider"
+        ? { kind: "needs_consent", reason: "the OAuth provider was deleted" }
+        : { kind: "transient", detail: provider.error.detail };
     if (!current) return { kind: "needs_consent", reason: "the stored token could not be opened" };
     const answered = await protocol.refresh(provider.value, current);
     if (!answered.ok) {

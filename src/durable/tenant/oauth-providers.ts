@@ -90,10 +90,39 @@ export function getProvider(store: SqlStore, id: string): Result<ProviderView, T
   return row ? ok(viewOf(row)) : err(unknownProvider(id));
 }
 
-export function deleteProvider(store: SqlStore, id: string): Result<true, TenantError> {
+/**
+ * Refused while tools act as the user with it (their calls could never refresh again), unless
+ * `force`: then those calls, once their access token is due, wait for a connection as if never
+ * connected (needs consent, bounded like any credential wait), never retry as if transient.
+ */
+export function deleteProvider(
+  store: SqlStore,
+  id: string,
+  force: boolean,
+): Result<{ tools: string[] }, TenantError> {
   if (!rowOf(store, id)) return err(unknownProvider(id));
+  const tools = toolsActingWith(store, id);
+  if (tools.length > 0 && !force)
+    return err({
+      code: "oauth_provider_in_use",
+      tools,
+      detail: `tools act as the user with OAuth provider ${id}: ${tools.join(", ")}. Nothing was deleted. Change or delete those tools first, or send ?force=1 (their calls then wait for the user to connect a provider of that id).`,
+    });
   store.run("DELETE FROM oauth_providers WHERE id = ?", id);
-  return ok(true);
+  return ok({ tools });
+}
+
+/** The tenant's tools whose manifest's `auth` names this provider. */
+function toolsActingWith(store: SqlStore, id: string): string[] {
+  if (!store.exists("tools")) return [];
+  return store
+    .all<{ name: string; manifest: string }>("SELECT name, manifest FROM tools ORDER BY name")
+    .filter((row) => {
+      const auth = (parseJson(row.manifest, "tool manifest") as { auth?: { oauth?: unknown } })
+        .auth;
+      return auth?.oauth === id;
+    })
+    .map((row) => row.name);
 }
 
 /** The provider with its client secret opened, for one protocol step of this tenant's credentials. */

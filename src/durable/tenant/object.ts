@@ -211,8 +211,8 @@ export class TenantObject extends DurableObject<Env> {
   async getOauthProvider(id: string) {
     return oauthProviders.getProvider(this.store, id);
   }
-  async deleteOauthProvider(id: string) {
-    return oauthProviders.deleteProvider(this.store, id);
+  async deleteOauthProvider(id: string, force = false) {
+    return oauthProviders.deleteProvider(this.store, id, force);
   }
   /** For one protocol step of this tenant's credential objects only: the client secret opened. */
   async oauthProviderForUse(tenantId: string, id: string) {
