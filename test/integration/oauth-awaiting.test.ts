@@ -68,10 +68,19 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
     const page = await consolePage(`/console/operations/${result.operation_id}`);
     expect(page).toContain('data-awaiting="credential"');
     expect(page).toContain(result.connect_url.replaceAll("&", "&amp;"));
+    // The console's queue lists it below the approvals, with the link.
+    const queue = (html: string) =>
+      html.slice(html.indexOf('data-list="credential-waits"'), html.indexOf("</table>"));
+    const waitingRow = queue(await consolePage("/console/approvals"));
+    expect(waitingRow).toContain(`data-operation="${result.operation_id}"`);
+    expect(waitingRow).toContain(result.connect_url.replaceAll("&", "&amp;"));
+    expect(waitingRow).toContain("erin");
     // The user opens the link from the envelope: the callback wakes the waiting operation.
     const consent = await completeConsent(result.connect_url, "erin");
     expect(consent.status).toBe(200);
     expect((await settled(result.operation_id)).result.status).toBe("succeeded");
+    const after = await consolePage("/console/approvals");
+    expect(after).not.toContain(`data-operation="${result.operation_id}"`);
     const again = await call(runId, tool);
     expect(again.body.results[0]).toMatchObject({
       status: "succeeded",
@@ -83,7 +92,7 @@ describe("awaiting_credential", { timeout: 30_000 }, () => {
     expect(state.requests.map((r) => r.authorization)).toEqual([`Bearer ${token}`]);
     const events = (await trace(runId)).map((e) => e.type);
     expect(events).toEqual(expect.arrayContaining(["credential_required", "credential_ready"]));
-    const read = await everything([runId], [result.operation_id]);
+    const read = (await everything([runId], [result.operation_id])) + waitingRow + after;
     for (const t of (await server.state()).access_tokens) expect(read).not.toContain(t.token);
   });
 
