@@ -379,7 +379,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/approvals/{operation_id}",
     summary:
-      "One approval request as the approver must see it: the frozen arguments and target unredacted, `hidden` naming the fields traces redact",
+      "One approval request as the approver must see it: the frozen arguments and target unredacted, `hidden` naming the fields traces redact; a tool acting as the user names its connection with its health now (credential: { provider, user, scopes, health, must_reconnect })",
     auth: "approvals:decide",
   },
   {

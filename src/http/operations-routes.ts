@@ -132,7 +132,10 @@ export const approvalRoutes = new Hono<AppEnv>()
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
     const tenantId = requireScope(c, "approvals:decide");
     const input = unwrap(await operationStub(c, operationId).approvalInput(tenantId));
-    return c.json({ operation_id: operationId, ...input });
+    // Acting as the user (issue 36): the connection's health now, as the list says it.
+    const [item] = await withCredentialHealth(c.env, tenantId, [{ state: "pending", ...input }]);
+    const { state: _, ...answer } = item!;
+    return c.json({ operation_id: operationId, ...answer });
   });
 
 export const operationRoutes = new Hono<AppEnv>()

@@ -246,8 +246,12 @@ describe("approvals of calls acting as the user", { timeout: 30_000 }, () => {
       health: "needs_consent",
       must_reconnect: true,
     });
+    // The single request says it too.
+    const one = async () => (await api("GET", `/v1/approvals/${opId}`)).body.credential;
+    expect(await one()).toMatchObject({ provider, user: "hana", must_reconnect: true });
     await connect(provider, "hana");
     expect((await item()).credential).toMatchObject({ health: "connected", must_reconnect: false });
+    expect(await one()).toMatchObject({ health: "connected", must_reconnect: false });
     // Connected with a token about to expire: nothing refreshed while the approval waits.
     expect((await server.state()).refreshes).toBe(0);
     const approved = await api("POST", `/v1/operations/${opId}/approve`, {

@@ -234,6 +234,8 @@ export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | 
         )
       : Object.keys(input),
     ...(edit ? { edited: { by: edit.by, reason: edit.reason, changes: edit.model.changes } } : {}),
+    // Acting as the user (issue 36): whose connection it sends with (the route adds its health).
+    ...(head.frozen.plan.credential ? { credential: head.frozen.plan.credential } : {}),
     ...(approval.stepUp
       ? {
           step_up: {
