@@ -103,8 +103,11 @@ describe("acting as the user", { timeout: 30_000 }, () => {
     await connect(provider, "dora");
     const runId = await runAs("dora", tool);
     const object = await credentialObject("dora", provider);
-    await (runInDurableObject as any)(object, (instance: { dieAfterRefresh: boolean }) => {
-      instance.dieAfterRefresh = true;
+    // This instance dies between the provider's answer and the store (the eviction below drops it).
+    await (runInDurableObject as any)(object, (instance: { storeTokens: () => Promise<void> }) => {
+      instance.storeTokens = async () => {
+        throw new Error("test: died after the refresh, before storing it");
+      };
     });
     const first = await call(runId, tool);
     const opId = first.body.results[0].operation_id;

@@ -46,8 +46,6 @@ export class CredentialObject extends DurableObject<Env> {
   private readonly store = new SqlStore(this.ctx.storage, SCHEMA);
   /** The refresh in flight: every `token` call meanwhile waits for it (one refresh at a time). */
   private refreshing: Promise<TokenAnswer> | null = null;
-  /** TEST ONLY: throw after the provider answered a refresh, before it is stored (a crash there). */
-  dieAfterRefresh = false;
 
   /** POST /v1/connections and an operation's connect link: a new single-use state and its URL. */
   async begin(
@@ -206,7 +204,6 @@ export class CredentialObject extends DurableObject<Env> {
       });
       return { kind: "needs_consent", reason: "invalid_grant" };
     }
-    if (this.dieAfterRefresh) throw new Error("test: died after the refresh, before storing it");
     const scopes = this.facts(row)!.scopes;
     await this.storeTokens(owner, answered.value, current, row.connected_at_ms, scopes);
     return { kind: "token", accessToken: answered.value.accessToken };
