@@ -13,7 +13,7 @@ import { callbackUri, connectLink, decodeText } from "../durable/credential/conn
 import { requireScope, type AppEnv } from "./auth.ts";
 import type { Env } from "../durable/env.ts";
 import { ApiProblem } from "./problem.ts";
-import { readJson, readQuery, tenantStub, unwrap } from "./request.ts";
+import { forced, readJson, readQuery, tenantStub, unwrap } from "./request.ts";
 
 export const PutOAuthProvider = OAuthProviderBody;
 export const PostConnection = z.strictObject({
@@ -21,8 +21,6 @@ export const PostConnection = z.strictObject({
   user: z.string().min(1).max(256),
 });
 const UserQuery = z.strictObject({ user: z.string().min(1).max(256) });
-/** `?force=1`, or nothing: any other value is refused rather than read as either. */
-const ForceQuery = z.strictObject({ force: z.literal("1").optional() });
 
 const providerId = (id: string) => {
   if (!PROVIDER_ID.test(id))
@@ -59,7 +57,7 @@ export const oauthProviderRoutes = new Hono<AppEnv>()
   })
   .delete("/:id", async (c) => {
     const tenantId = requireScope(c, "secrets:write");
-    const force = readQuery(c, ForceQuery).force === "1";
+    const force = forced(c);
     const id = providerId(c.req.param("id"));
     const { tools } = unwrap(await tenantStub(c, tenantId).deleteOauthProvider(id, force));
     // A forced delete names the tools left acting with no provider, as a forced tool change warns.
