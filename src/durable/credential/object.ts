@@ -125,7 +125,9 @@ export class CredentialObject extends DurableObject<Env> {
     // A token answer without `scope` granted what was asked (RFC 6749 §5.1).
     const asked = JSON.parse(pending.scopes) as string[];
     await this.storeTokens(owner, tokens.value, null, Date.now(), asked);
-    this.ctx.waitUntil(this.wakeWaiters());
+    // Told before the user's page answers: a client that retries once the user is back (an MCP
+    // URL-mode elicitation) finds the call already sending, not still waiting.
+    await this.wakeWaiters();
     return ok({ user: owner.user, provider: owner.provider });
   }
 
@@ -250,15 +252,17 @@ export class CredentialObject extends DurableObject<Env> {
     const waiting = this.store.all<{ operation_id: string }>(
       "SELECT operation_id FROM cred_waiters",
     );
-    for (const { operation_id } of waiting) {
-      try {
-        await operationStub(this.env, operation_id).credentialReady();
-        this.store.run("DELETE FROM cred_waiters WHERE operation_id = ?", operation_id);
-      } catch (error) {
-        // Kept: the operation's own recheck alarm finds the connection anyway.
-        console.error("credential: waking an operation failed", operation_id, String(error));
-      }
-    }
+    await Promise.all(
+      waiting.map(async ({ operation_id }) => {
+        try {
+          await operationStub(this.env, operation_id).credentialReady();
+          this.store.run("DELETE FROM cred_waiters WHERE operation_id = ?", operation_id);
+        } catch (error) {
+          // Kept: the operation's own recheck alarm finds the connection anyway.
+          console.error("credential: waking an operation failed", operation_id, String(error));
+        }
+      }),
+    );
   }
 
   /** The provider with its client secret, asked of the tenant for each protocol step (rare: connects, refreshes). */
