@@ -80,6 +80,7 @@ const BUNDLED_DEPS = [
   "jose",
   "@simplewebauthn/server",
   "@simplewebauthn/server/helpers",
+  "oauth4webapi",
 ];
 
 export default defineConfig({

@@ -18,6 +18,7 @@ import {
   serveSigner,
   type MerchantState,
 } from "./x402-merchant.ts";
+import { oauthServer } from "./oauth-server.ts";
 
 export type Fault =
   | { kind: "ok" }
@@ -143,6 +144,8 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
     return found;
   };
   let effectSeq = 0;
+  // The local OAuth authorization server (demo/oauth-server.ts): /as/<ns>/… and its metadata.
+  const oauth = oauthServer();
   const hanging = new Set<ServerResponse>();
 
   const server: Server = createServer(async (req, res) => {
@@ -150,6 +153,9 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
       const url = new URL(req.url ?? "/", "http://upstream.local");
       const raw = await readBody(req);
       if (url.pathname.startsWith("/_control/")) return control(url, raw, res);
+      // The issuer's own origin, as its clients reach it (metadata names absolute endpoints).
+      const asUrl = new URL(req.url ?? "/", `http://${req.headers.host ?? "127.0.0.1"}`);
+      if (oauth.serve(asUrl, req.method ?? "GET", raw, header(req, "authorization"), res)) return;
       const match = /^\/ns\/([^/]+)(\/.*)?$/.exec(url.pathname);
       const space = ns(match?.[1] ?? "default");
       const path = match ? (match[2] ?? "/") : url.pathname;
@@ -162,6 +168,10 @@ export async function startUpstream(port = 0, host = "127.0.0.1"): Promise<Upstr
   function control(url: URL, raw: string, res: ServerResponse): void {
     const space = ns(url.searchParams.get("ns") ?? "default");
     switch (url.pathname) {
+      case "/_control/oauth":
+        return raw
+          ? oauth.control(url.searchParams.get("ns") ?? "default", raw, res)
+          : oauth.state(url.searchParams.get("ns") ?? "default", res);
       case "/_control/script":
         space.faults.push(...(JSON.parse(raw || "[]") as Fault[]));
         return json(res, 200, { queued: space.faults.length });

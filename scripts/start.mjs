@@ -4,7 +4,14 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { startUpstream } from "../demo/upstream.ts";
-import { DEV_VARS, registerDemo, ROOT, startWrangler, verifyDemo } from "./lib/dev-server.mjs";
+import {
+  DEV_VARS,
+  registerDemo,
+  registerUserDemo,
+  ROOT,
+  startWrangler,
+  verifyDemo,
+} from "./lib/dev-server.mjs";
 import { formatTable } from "./lib/verify-table.mjs";
 import { FAULTS, walkthrough } from "./lib/walkthrough.mjs";
 
@@ -59,6 +66,8 @@ async function keptTenant() {
   }).catch(() => null);
   return res?.ok ? tenant : null;
 }
+// Acting as the user (issue 36): a calendar tool that sends each user's own token.
+await registerUserDemo(toolgate.url, upstream.url, demo.key);
 // Is the shop safe to retry? Each keyed tool is verified against the sandbox before the walkthrough.
 const verdicts = (await verifyDemo(toolgate.url, demo.key, sandbox.url)).map((v) =>
   formatTable(v.name, v.verification, 96),
@@ -89,6 +98,15 @@ ${verdicts.join("\n\n").replace(/^(?=.)/gm, "   ")}
 
 ${walkthrough(values)}
  Faults you can script on the upstream: ${FAULTS.replaceAll("`", "")}.
+
+ Acting as the user (README "Acting as the user"): add_calendar_event sends alice's own token from
+ the local authorization server (${upstream.url}/as/demo). Her first call waits for her to connect:
+   RUN2=$(curl -s -X POST ${TG}/v1/runs -H "Authorization: Bearer $KEY" -H 'Content-Type: application/json' \\
+     -d '{"user":{"id":"alice","scopes":[]},"tools":["add_calendar_event"]}' | jq -r .run_id)
+   curl -s -X POST "${TG}/v1/runs/$RUN2/turns?format=native" -H "Authorization: Bearer $KEY" \\
+     -H 'Content-Type: application/json' -d '{"calls":[{"id":"c1","name":"add_calendar_event","arguments":{"title":"Standup","starts_at":"09:00"}}]}' | jq
+   # → pending / credential_required with connect_url: open it (the local server consents at once),
+   #   then ask again: the same call has run, with alice's token (${upstream.url}/_control/state?ns=calendar).
 
  What next:
    • npm run demo  — a scripted agent through a timed-out refund, a retried refund, an approval and

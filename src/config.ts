@@ -275,6 +275,7 @@ export const OBJECT_CLASSES = [
   "RetryBudgetObject",
   "LimitObject",
   "IndexObject",
+  "CredentialObject",
 ] as const;
 export type ObjectClass = (typeof OBJECT_CLASSES)[number];
 const parsedDelays = new Map<string, Partial<Record<ObjectClass, number>>>();

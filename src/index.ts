@@ -9,6 +9,7 @@ import { app } from "./http/app.ts";
 
 export { IndexObject } from "./durable/index/object.ts";
 export { LimitObject } from "./durable/limit/object.ts";
+export { CredentialObject } from "./durable/credential/object.ts";
 export { OperationObject } from "./durable/operation/object.ts";
 export { ResourceLockObject } from "./durable/resource-lock-object.ts";
 export { RetryBudgetObject } from "./durable/retry-budget-object.ts";

@@ -18,6 +18,7 @@ export function call(
   token: string,
   body?: unknown,
 ): Promise<{ status: number; body: any; headers: Headers }>;
+export function registerUserDemo(url: string, upstreamUrl: string, key: string): Promise<string>;
 export function demoTools(upstreamUrl: string): Array<Record<string, unknown> & { name: string }>;
 export const DEMO_SCOPES: string[];
 export function createDemoTenant(url: string): Promise<{ tenantId: string; key: string }>;

@@ -168,6 +168,42 @@ export async function registerDemo(
   return { tenantId, key, run };
 }
 
+/**
+ * Acting as the user (issue 36, `npm start`): the local authorization server the demo upstream
+ * serves (demo/oauth-server.ts, issuer `<upstream>/as/demo`) registered as the provider
+ * `demo-calendar`, and a tool that sends the run's user's own token (`add_calendar_event`).
+ */
+export async function registerUserDemo(url, upstreamUrl, key) {
+  const provider = await call(url, "PUT", "/v1/oauth-providers/demo-calendar", key, {
+    issuer: `${upstreamUrl}/as/demo`,
+    client_id: "demo-client",
+    client_secret: "demo-client-secret",
+    scopes: ["calendar.write"],
+  });
+  if (provider.status >= 300) throw new Error(`provider: ${JSON.stringify(provider.body)}`);
+  const tool = {
+    name: "add_calendar_event",
+    description: "Add an event to the user's own calendar (acts as the user).",
+    input_schema: {
+      type: "object",
+      additionalProperties: false,
+      properties: { title: { type: "string" }, starts_at: { type: "string" } },
+      required: ["title", "starts_at"],
+    },
+    risk: "write",
+    request: {
+      method: "POST",
+      url: `${upstreamUrl}/ns/calendar/events`,
+      headers: { Authorization: "Bearer {credential}" },
+    },
+    auth: { oauth: "demo-calendar", scopes: ["calendar.write"] },
+    idempotency: { mode: "header", header: "Idempotency-Key" },
+  };
+  const put = await call(url, "PUT", `/v1/tools/${tool.name}`, key, tool);
+  if (put.status >= 300) throw new Error(`tool: ${JSON.stringify(put.body)}`);
+  return tool.name;
+}
+
 /** Verifies the demo's keyed tools against the shop's sandbox (`npm start`, the walkthrough's step 6); the answers. */
 export async function verifyDemo(url, key, sandboxUrl) {
   const context = { customer_id: "cus_demo", charge_limit: 50_000, refund_limit: 1_000 };

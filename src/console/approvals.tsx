@@ -5,7 +5,8 @@
 // the input_hash and policy_version of what was shown, so a decision can never apply to other
 // arguments or another tool version (the operation refuses a mismatch). The approver is the person
 // Cloudflare Access verified, else the signed-in key's name; four eyes is the operation's check.
-// Cards can be ticked and decided together (approval-batch.tsx). Needs approvals:decide.
+// Cards can be ticked and decided together (approval-batch.tsx). Needs approvals:decide. Below
+// them, the calls waiting for a user to connect (credential-waits.tsx).
 import type { Context } from "hono";
 import type { ApprovalInput } from "../durable/operation/contracts.ts";
 import { operationStub, tenantStub } from "../durable/stubs.ts";
@@ -20,6 +21,7 @@ import { PendingCard } from "./approval-card.tsx";
 import { decisionFlash, HOME, MAX_REASON, type Item } from "./approval-decision.ts";
 import { BatchForm, decideBatchFromForm } from "./approval-batch.tsx";
 import { editFromForm, readCardForm, type EditDraft } from "./approval-edit.tsx";
+import { CredentialWaits, credentialWaits } from "./credential-waits.tsx";
 import { DecidedTable } from "./decided-table.tsx";
 import { setFlash, takeFlash } from "./flash.ts";
 import { FlashBox, problemPage, render } from "./layout.tsx";
@@ -59,13 +61,15 @@ async function showInbox(
     takeFlash(c),
   ]);
   const pending = state === "pending";
-  const [exact, notified] = await Promise.all([
+  const [exact, notified, waits] = await Promise.all([
     pending ? exactInputs(c, page.items) : new Map<string, ApprovalInput>(),
     pending
       ? tenantStub(c.env, session.tenantId)
           .notificationStates(page.items.map((item) => item.operation_id))
           .catch(() => null)
       : null,
+    // Calls waiting for their user to connect (issue 36): on the first pending page only.
+    pending && !cursor ? credentialWaits(c.env, session.tenantId) : [],
   ]);
   const nowMs = Date.now();
   return render(
@@ -112,6 +116,7 @@ async function showInbox(
         <DecidedTable items={page.items} cursor={cursor ?? null} />
       )}
       <Pager state={state} cursor={cursor ?? null} next={page.next_cursor} />
+      <CredentialWaits items={waits} />
       {/* A step-up card's approve button asks the browser for a passkey (approval-forms.tsx). */}
       {[...exact.values()].some((input) => input.step_up) && (
         <script src="/console/assets/passkey.js" defer></script>

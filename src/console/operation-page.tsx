@@ -73,6 +73,7 @@ async function showOperation(c: Context<ConsoleEnv>) {
       </Facts>
       <FlashBox flash={flash} />
       <Hold op={op} csrf={csrf} />
+      <AwaitingCredential op={op} />
       <h2>The call</h2>
       <CallDetail view={op} events={events} replays={replays} />
       <h2>Timeline</h2>
@@ -84,6 +85,27 @@ async function showOperation(c: Context<ConsoleEnv>) {
     </>,
   );
 }
+
+/**
+ * A call waiting for its end user to connect (issue 36): nothing was sent; the link is the one the
+ * model was given to pass on (single-use; POST /v1/connections makes another).
+ */
+const AwaitingCredential = ({ op }: { op: OperationView }) => {
+  const envelope = op.result;
+  if (envelope.status !== "pending" || envelope.code !== "credential_required") return null;
+  return (
+    <section class="card" aria-label="Waiting for the user to connect" data-awaiting="credential">
+      <p>
+        Waiting for the user to connect their account: nothing has been sent. {envelope.message}
+      </p>
+      {envelope.connect_url && (
+        <p>
+          Connect link for the user: <a href={envelope.connect_url}>open to connect</a>
+        </p>
+      )}
+    </section>
+  );
+};
 
 /** What holds the call (if anything) and the controls that apply now. */
 const Hold = ({ op, csrf }: { op: OperationView; csrf: string | null }) => {

@@ -160,6 +160,19 @@ function readingOf(event: TraceEvent): Reading {
           };
     case "awaiting_quota":
       return { label: "Waiting for its quota (nothing sent)" };
+    case "awaiting_credential":
+      return { label: "Waiting for the user to connect (nothing sent)" };
+    case "credential_required":
+      return {
+        label:
+          event.reason === "invalid_grant"
+            ? "The user's connection was revoked: they must reconnect (nothing sent)"
+            : "The user must connect their account first (nothing sent)",
+      };
+    case "credential_ready":
+      return { label: "The user connected" };
+    case "credential_expired":
+      return { label: "The user did not connect in time (nothing sent)" };
     case "quota_waiting":
       return {
         label: event.long

@@ -12,6 +12,7 @@ type SpanKind =
   | "approval"
   | "lock wait"
   | "quota wait"
+  | "credential wait"
   | "unknown"
   | "reconcile"
   | "held";
@@ -23,6 +24,7 @@ const KIND_FILL: Record<SpanKind, string> = {
   approval: "#b25e00",
   "lock wait": "#5b6573",
   "quota wait": "#7a5ba6",
+  "credential wait": "#a67c00",
   unknown: "#8a3ffc",
   held: "#0b4f8a",
   reconcile: "#2b59c3",
@@ -41,6 +43,11 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "awaiting_quota":
     case "quota_waiting":
       return "quota wait";
+    case "awaiting_credential":
+    case "credential_required":
+      return "credential wait";
+    case "credential_ready":
+      return "none";
     case "attempt_started":
       return "attempt";
     case "retry_scheduled":
@@ -80,6 +87,7 @@ function barOf(event: TraceEvent): SpanKind | "point" | "none" {
     case "lock_waiting_long":
     case "quota_granted":
     case "quota_deadline":
+    case "credential_expired":
     case "attempt_finished":
     case "retry_deferred":
     case "reconcile_finished":

@@ -137,6 +137,18 @@ export function envelopeFor(
       );
     case "held":
       return heldEnvelope(operationId, state);
+    case "awaiting_credential":
+      return {
+        status: "pending",
+        operation_id: operationId,
+        code: "credential_required",
+        message:
+          state.reason === "invalid_grant"
+            ? `The user's connection to ${state.provider} was revoked or expired; nothing was sent. Ask the user to reconnect by opening connect_url; this call then continues by itself (it waits until ${isoUtc(state.expiresAtMs)}). Do not call it again.`
+            : `This tool acts as the user, who has not connected ${state.provider} (${state.reason}); nothing was sent. Ask the user to open connect_url; this call then continues by itself (it waits until ${isoUtc(state.expiresAtMs)}). Do not call it again.`,
+        allowed_next_actions: ["ask_user_to_connect", "wait", "tell_user"],
+        connect_url: state.connectUrl,
+      };
   }
 }
 

@@ -89,6 +89,7 @@ function opFacts(event: ToolgateEvent): OpFacts | null {
     case "operation.outcome_unknown":
       return open("outcome_unknown", event.data.code, event.data.arguments);
     case "lock.waiting_long":
+    case "credential.required":
       return open("pending", null, undefined);
     case "operation.recorded": {
       const { status, code, attempts, latency_ms, arguments: args } = event.data;
@@ -126,6 +127,7 @@ export function runSummaryOf(event: ToolgateEvent): RunSummary | null {
     case "operation.outcome_unknown":
     case "operation.recorded":
     case "lock.waiting_long":
+    case "credential.required":
     case "endpoint.failing":
     case "webhook.test":
     case "freeze.created":

@@ -57,6 +57,8 @@ export type Envelope =
       reason?: string;
       /** The operator's freeze holding this call (issue 34): nothing is sent until it is lifted. */
       freeze?: { id: string; reason: string };
+      /** `credential_required` (issue 36): the link the user opens to connect; the call then continues. */
+      connect_url?: string;
       edited?: EditedCall;
     };
 

@@ -30,6 +30,7 @@ const ENTERS: Readonly<Record<string, Lifecycle>> = {
   reconcile_started: "reconciling",
   held: "held",
   paused: "held",
+  credential_required: "awaiting_credential",
   recorded: "recorded",
   reported: "reported",
 };
@@ -118,6 +119,7 @@ function attemptOutcome(next: OperationState): AttemptOutcome {
     case "awaiting_approval":
     case "awaiting_lock":
     case "awaiting_quota":
+    case "awaiting_credential":
       return "unknown";
   }
 }
@@ -248,6 +250,10 @@ const LOGGED: Readonly<Record<TraceEvent["type"], boolean>> = {
   lock_waiting_long: false,
   awaiting_quota: false,
   quota_waiting: true,
+  awaiting_credential: false,
+  credential_required: true,
+  credential_ready: false,
+  credential_expired: true,
   quota_granted: false,
   quota_deadline: true,
   attempt_started: false,

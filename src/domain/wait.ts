@@ -20,8 +20,15 @@ export function waitIsOver(
   deadlineMs: number,
   holdForPeople: boolean,
 ): boolean {
-  // Held by a freeze or a pause (issue 34): a person ends it, not a wait.
-  if (isSettled(state) || nowMs >= deadlineMs || state.phase === "held") return true;
+  // Held by a freeze or a pause (issue 34), or waiting for the user to connect (issue 36): a
+  // person ends it, not a wait.
+  if (
+    isSettled(state) ||
+    nowMs >= deadlineMs ||
+    state.phase === "held" ||
+    state.phase === "awaiting_credential"
+  )
+    return true;
   if (state.phase === "retry_scheduled" || state.phase === "outcome_unknown")
     return state.dueAtMs === null || state.dueAtMs > deadlineMs;
   if (state.phase === "awaiting_approval" && !holdForPeople) {

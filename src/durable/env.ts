@@ -3,6 +3,7 @@
 import type { DeploymentVars } from "../config.ts";
 import type { EventMessage } from "../domain/journal/events.ts";
 import type { LimitObject } from "./limit/object.ts";
+import type { CredentialObject } from "./credential/object.ts";
 import type { IndexObject } from "./index/object.ts";
 import type { OperationObject } from "./operation/object.ts";
 import type { ResourceLockObject } from "./resource-lock-object.ts";
@@ -20,6 +21,8 @@ export type Env = {
   LIMITS: DurableObjectNamespace<LimitObject>;
   /** The tenant index (issue 20): one per tenant, fed by the EVENTS consumer. */
   INDEX: DurableObjectNamespace<IndexObject>;
+  /** Per-user OAuth tokens (issue 36): one object per tenant + end user + provider. */
+  CREDENTIALS: DurableObjectNamespace<CredentialObject>;
   /** The tenant plane's events (issue 18): producers are the objects' outboxes, the consumer index.ts. */
   EVENTS: Queue<EventMessage>;
   /** EVENTS' dead letters, re-parked with long delays by their consumer (events/dead-letters.ts). */

@@ -4,6 +4,7 @@
 import type { Env } from "./env.ts";
 import type { IndexObject } from "./index/object.ts";
 import type { LimitObject } from "./limit/object.ts";
+import type { CredentialObject } from "./credential/object.ts";
 // Development only: the latency model and the RPC counter wrap each stub (rpc-model.ts).
 import { modelled } from "./rpc-model.ts";
 import type { OperationObject } from "./operation/object.ts";
@@ -62,3 +63,10 @@ export const indexStub = (env: Env, tenantId: string) =>
     "IndexObject",
     placedStub(env, "INDEX", tenantId),
   ) as unknown as Methods<IndexObject>;
+/** One credential object per tenant + end user + OAuth provider (issue 36); named after its tenant (placement). */
+export const credentialStub = (env: Env, tenantId: string, user: string, provider: string) =>
+  modelled(
+    env,
+    "CredentialObject",
+    placedStub(env, "CREDENTIALS", `${tenantId}:credential:${JSON.stringify([user, provider])}`),
+  ) as unknown as Methods<CredentialObject>;

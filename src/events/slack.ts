@@ -100,6 +100,12 @@ function shown(event: ToolgateEvent): Shown | null {
         decided_by: text(d.by),
       };
     }
+    // Who must connect what, and why; the link rides in the message for the person to pass on.
+    case "credential.required":
+      return {
+        target: text(`${event.data.user} · ${event.data.provider}`),
+        state: text(`${event.data.reason}: ${event.data.connect_url}`),
+      };
     case "run.budget_exhausted":
     case "turn.settled":
     case "lock.waiting_long":
@@ -142,6 +148,7 @@ const HEADLINES: Record<ToolgateEvent["type"], string> = {
   "run.budget_exhausted": "Run budget exhausted",
   "turn.settled": "Turn settled",
   "lock.waiting_long": "A write is waiting long for its lock",
+  "credential.required": "A call waits for its user to connect their account",
   "endpoint.failing": "A webhook endpoint is failing: a delivery to it was given up",
   "webhook.test": "Test message from toolgate: this channel is wired",
   "freeze.created": "Calls frozen by an operator",

@@ -25,6 +25,7 @@ import { limitRoutes } from "./limits-routes.ts";
 import { quotaRoutes } from "./quotas-routes.ts";
 import { policyRoutes } from "./policies-routes.ts";
 import { publicReceiptRoutes, receiptRoutes } from "./receipts-routes.ts";
+import { connectionRoutes, oauthCallback, oauthProviderRoutes } from "./oauth-routes.ts";
 
 export const app = new Hono<AppEnv>();
 
@@ -48,6 +49,8 @@ app.get("/", (c) => {
 app.route("/", docsRoutes);
 // Public, unauthenticated: a tenant's receipt verification keys (issue 37), nothing private.
 app.route("/public", publicReceiptRoutes);
+// The OAuth redirect target (issue 36): public, the state names whose connection it completes.
+app.get("/oauth/callback", oauthCallback);
 const limitBodies = bodyLimit({
   maxSize: MAX_BODY_BYTES,
   onError: () =>
@@ -79,6 +82,8 @@ app.route("/v1/delegations", delegationRoutes);
 app.route("/v1/tripwires", tripwireRoutes);
 app.route("/v1/grants", grantRoutes);
 app.route("/v1/receipts", receiptRoutes);
+app.route("/v1/oauth-providers", oauthProviderRoutes);
+app.route("/v1/connections", connectionRoutes);
 // People, not agents: its own session cookie, CSRF tokens and HTML error pages (src/console/app.tsx).
 app.route("/console", consoleApp);
 // Agents over MCP: Host/Origin checks and the run token in front (src/http/mcp-routes.ts).

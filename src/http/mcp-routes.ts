@@ -8,10 +8,13 @@
 // Waiting for a person is a readable, non-error result pointing at toolgate_check_status, never
 // a 2026 `input_required`: that asks the client's own user, while an approval must come from a
 // person holding approvals:decide (by default not the run's user), and nothing a client answers
-// may count as one. Tasks: SDK 2.x removed the 2025-11-25 experimental tasks (SEP-2663), so no
+// may count as one. The one input_required: a call waiting for its user to connect (issue 36), toward
+// a 2026-era client declaring URL-mode elicitation, asks that client to open the link. Tasks: SDK 2.x removed the 2025-11-25 experimental tasks (SEP-2663), so no
 // tasks capability is declared and every call is answered as a plain call.
 import {
+  CLIENT_CAPABILITIES_META_KEY,
   createMcpHandler,
+  inputRequired,
   ProtocolError,
   ProtocolErrorCode,
   Server,
@@ -122,7 +125,8 @@ function mcpServer(c: Context<AppEnv>, tenantId: string, runId: string): Server 
         DEFAULT_TURN_WAIT_MS,
       );
       const { envelope, checkStatus } = rpc(reply);
-      return callResult(envelope, checkStatus);
+      const connect = connectElicitation(envelope, ctx.mcpReq);
+      return connect ?? callResult(envelope, checkStatus);
     } finally {
       ctx.mcpReq.signal.removeEventListener("abort", onAbort);
     }
@@ -133,6 +137,31 @@ function mcpServer(c: Context<AppEnv>, tenantId: string, runId: string): Server 
     if (requestId !== undefined) cancel({ requestKey: mcpRequestKey(requestId), session });
   });
   return server;
+}
+
+/**
+ * Acting as the user (issue 36): a call waiting for its user to connect, toward a 2026-era client
+ * that declared URL-mode elicitation, asks that client to open the connect link (the user's own
+ * browser: no token or code passes through the client). Its retry is the same call, deduplicated,
+ * answered as it then stands; a retry carrying the client's answer is never asked again. A
+ * 2025-era client is served statelessly, so its capabilities are unknown at tools/call: it reads
+ * the link in the result, as every other client does.
+ */
+function connectElicitation(
+  envelope: Parameters<typeof callResult>[0],
+  req: { envelope?: object; inputResponses?: Record<string, unknown> },
+) {
+  if (envelope.status !== "pending" || envelope.code !== "credential_required") return null;
+  if (!envelope.connect_url || req.inputResponses?.connect !== undefined) return null;
+  const capabilities = (req.envelope as Record<string, unknown> | undefined)?.[
+    CLIENT_CAPABILITIES_META_KEY
+  ] as { elicitation?: { url?: unknown } } | undefined;
+  if (typeof capabilities?.elicitation?.url !== "object") return null;
+  return inputRequired({
+    inputRequests: {
+      connect: inputRequired.elicitUrl({ message: envelope.message, url: envelope.connect_url }),
+    },
+  });
 }
 
 /** A RunObject error as a JSON-RPC error, through the one error map. */

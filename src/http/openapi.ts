@@ -9,6 +9,7 @@ import { VerifyTool } from "../tools/verify.ts";
 import type { AppEnv } from "./auth.ts";
 import { PutPolicies } from "./policies-routes.ts";
 import { PutQuota } from "./quotas-routes.ts";
+import { PostConnection, PutOAuthProvider } from "./oauth-routes.ts";
 import { FreezeBody } from "../domain/freeze.ts";
 import { TripwireBody } from "../domain/tripwire.ts";
 import { GrantBody } from "../domain/grant.ts";
@@ -141,6 +142,64 @@ export const ROUTES: Route[] = [
     path: "/v1/secrets/{name}",
     summary: "Delete a tenant secret",
     auth: "secrets:write",
+  },
+  {
+    method: "put",
+    path: "/v1/oauth-providers/{id}",
+    summary:
+      "Register or change an OAuth provider tools act for users through (issue 36): { issuer (RFC 8414 discovery) | authorization_endpoint + token_endpoint, client_id, client_secret (sealed, write-only), scopes?, pkce? (default true), token_endpoint_auth? } → the provider with its discovered endpoints and the secret's fingerprint (422 oauth_provider_invalid: discovery failed or an endpoint is not allowed; nothing stored)",
+    auth: "secrets:write",
+    body: PutOAuthProvider,
+  },
+  {
+    method: "get",
+    path: "/v1/oauth-providers",
+    summary: "The tenant's OAuth providers → { providers } (client secrets by fingerprint only)",
+    auth: "secrets:write",
+  },
+  {
+    method: "get",
+    path: "/v1/oauth-providers/{id}",
+    summary: "One OAuth provider (404 unknown_oauth_provider)",
+    auth: "secrets:write",
+  },
+  {
+    method: "delete",
+    path: "/v1/oauth-providers/{id}",
+    summary:
+      "Remove an OAuth provider → 204 (409 oauth_provider_in_use naming the tools that act as the user with it; ?force=1 deletes anyway → 200 { deleted, tools_without_provider })",
+    auth: "secrets:write",
+  },
+  {
+    method: "post",
+    path: "/v1/connections",
+    summary:
+      "Start connecting an end user to a provider: { provider, user } → { authorization_url } for that user to open (state bound to tenant, user and provider, single-use; PKCE); the provider redirects to /oauth/callback",
+    auth: "runs:write",
+    body: PostConnection,
+  },
+  {
+    method: "get",
+    path: "/v1/connections",
+    summary:
+      "An end user's connections (?user=) → { connections: [{ provider, health: connected | expiring | needs_consent, scopes, expires_at, connected_at, reason }] } (never a token)",
+    auth: "runs:write",
+    query: ["user"],
+  },
+  {
+    method: "delete",
+    path: "/v1/connections/{provider}",
+    summary: "Disconnect an end user (?user=) from a provider: the tokens are dropped → 204",
+    auth: "runs:write",
+    query: ["user"],
+  },
+  {
+    method: "get",
+    path: "/oauth/callback",
+    summary:
+      "The OAuth redirect target (register <TOOLGATE_CONSOLE_URL>/oauth/callback with the provider): completes a connection and wakes the calls waiting for it; a tampered or replayed state is 400 connection_state_invalid",
+    auth: "none",
+    query: ["code", "state"],
   },
   {
     method: "put",
@@ -303,7 +362,8 @@ export const ROUTES: Route[] = [
   {
     method: "get",
     path: "/v1/approvals",
-    summary: "The approvals inbox, newest first (state=pending|decided, cursor, limit)",
+    summary:
+      "The approvals inbox, newest first (state=pending|decided, cursor, limit); a pending call of a tool acting as the user names its connection with its health now (credential: { provider, user, health, must_reconnect })",
     auth: "approvals:decide",
     query: ["state", "cursor", "limit"],
   },
@@ -319,7 +379,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/approvals/{operation_id}",
     summary:
-      "One approval request as the approver must see it: the frozen arguments and target unredacted, `hidden` naming the fields traces redact",
+      "One approval request as the approver must see it: the frozen arguments and target unredacted, `hidden` naming the fields traces redact; a tool acting as the user names its connection with its health now (credential: { provider, user, scopes, health, must_reconnect })",
     auth: "approvals:decide",
   },
   {
@@ -334,7 +394,7 @@ export const ROUTES: Route[] = [
     method: "get",
     path: "/v1/events",
     summary:
-      "The tenant's events (approval.*, operation.outcome_unknown, operation.recorded, turn.settled, run.budget_exhausted, lock.waiting_long, endpoint.failing), redacted, oldest first after `since` (an event id, or an ISO time) → { events, next_cursor, has_more }",
+      "The tenant's events (approval.*, operation.outcome_unknown, operation.recorded, turn.settled, run.budget_exhausted, lock.waiting_long, credential.required, endpoint.failing), redacted, oldest first after `since` (an event id, or an ISO time) → { events, next_cursor, has_more }",
     auth: "events:read",
     query: ["since", "type", "limit"],
   },

@@ -2,6 +2,7 @@
 // outcome_unknown (succeeded, failed, or resend with the same idempotency key: keyed tools only)
 // and cancel. /v1/approvals: the tenant's inbox of approval requests (redacted, like the trace),
 // and /v1/approvals/{operation_id}: one request's real arguments, for the approver.
+import { withCredentialHealth } from "./oauth-routes.ts";
 import { Hono, type Context } from "hono";
 import type { z } from "zod";
 import {
@@ -105,9 +106,13 @@ export const approvalRoutes = new Hono<AppEnv>()
   .get("/", async (c) => {
     const tenantId = requireScope(c, "approvals:decide");
     const query = readQuery(c, ApprovalsQuery);
-    return c.json(
-      await tenantStub(c, tenantId).listApprovals(query.state, query.cursor ?? null, query.limit),
+    const page = await tenantStub(c, tenantId).listApprovals(
+      query.state,
+      query.cursor ?? null,
+      query.limit,
     );
+    // Acting as the user (issue 36): a pending call's connection health, asked now.
+    return c.json({ ...page, items: await withCredentialHealth(c.env, tenantId, page.items) });
   })
   // Each item decided as if alone (approvals-batch.ts); one answer per item, in order. The body is
   // read and the decider verified before any item is decided: a bad token decides nothing.
@@ -127,7 +132,10 @@ export const approvalRoutes = new Hono<AppEnv>()
     const operationId = checkId(c.req.param("operation_id"), OPERATION_ID, "operation");
     const tenantId = requireScope(c, "approvals:decide");
     const input = unwrap(await operationStub(c, operationId).approvalInput(tenantId));
-    return c.json({ operation_id: operationId, ...input });
+    // Acting as the user (issue 36): the connection's health now, as the list says it.
+    const [item] = await withCredentialHealth(c.env, tenantId, [{ state: "pending", ...input }]);
+    const { state: _, ...answer } = item!;
+    return c.json({ operation_id: operationId, ...answer });
   });
 
 export const operationRoutes = new Hono<AppEnv>()

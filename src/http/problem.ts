@@ -8,10 +8,18 @@ import type { TenantError } from "../durable/tenant/object.ts";
 import type { ConfigError } from "../config.ts";
 import type { ManifestError } from "../tools/manifest/schema.ts";
 import type { VerifyError } from "../tools/verify.ts";
+import type { CredentialError } from "../durable/credential/contracts.ts";
 
 /** Every error a Durable Object RPC (or the deployment's configuration) can return. */
 export type ObjectError =
-  RunError | TenantError | OperationError | ManifestError | ConfigError | VerifyError | LimitError;
+  | RunError
+  | TenantError
+  | OperationError
+  | ManifestError
+  | ConfigError
+  | VerifyError
+  | LimitError
+  | CredentialError;
 
 /** Which check refused a Cloudflare Access token (http/access.ts). */
 export type AccessRefusal =
@@ -123,7 +131,17 @@ export type ApiError =
   /** Settled, but its receipt could not be signed just now (the tenant's key out of reach); try again. */
   | { code: "receipt_pending"; detail: string }
   /** A rollback's plan approval when no rollback runs or nothing is left in its plan (issue 35). */
-  | { code: "rollback_not_running"; detail: string };
+  | { code: "rollback_not_running"; detail: string }
+  /** A tool's `auth`, a connection or a provider route names no OAuth provider of the tenant (issue 36). */
+  | { code: "unknown_oauth_provider"; detail: string }
+  /** DELETE /v1/oauth-providers/{id} while tools act as the user with it (without ?force=1); nothing deleted. */
+  | { code: "oauth_provider_in_use"; detail: string; tools: string[] }
+  /** PUT /v1/oauth-providers/{id}: discovery failed, or an endpoint fails the host rules; nothing stored. */
+  | { code: "oauth_provider_invalid"; detail: string }
+  /** The OAuth callback's state is not one toolgate issued, or was used already; nothing stored. */
+  | { code: "connection_state_invalid"; detail: string }
+  /** The provider refused the code exchange (the user denied, a code replayed); nothing stored. */
+  | { code: "connection_failed"; detail: string };
 
 export function toApiError(error: ObjectError): ApiError {
   switch (error.code) {
@@ -205,6 +223,12 @@ export function toApiError(error: ObjectError): ApiError {
       };
     case "quota_conflict":
       return { code: error.code, detail: error.detail, quota: error.quota };
+    case "oauth_provider_in_use":
+      return { code: error.code, detail: error.detail, tools: error.tools };
+    case "unknown_oauth_provider":
+    case "connection_state_invalid":
+    case "connection_failed":
+      return { code: error.code, detail: error.detail };
     case "pruned":
       return prunedProblem(error.operation_id, error.pruned_at_ms, error.status);
     case "run_pruned": {
@@ -254,6 +278,7 @@ export function statusOf(error: ApiError): number {
       return 404;
     case "invalid_request":
     case "invalid_json":
+    case "connection_state_invalid":
       return 400;
     case "unsupported_media_type":
       return 415;
@@ -276,6 +301,9 @@ export function statusOf(error: ApiError): number {
     case "quota_conflict":
     case "freeze_expired":
     case "field_not_editable":
+    case "unknown_oauth_provider":
+    case "oauth_provider_invalid":
+    case "connection_failed":
       return 422;
     case "operation_pruned":
     case "run_pruned":
@@ -296,6 +324,7 @@ export function statusOf(error: ApiError): number {
     case "retry_budget_exhausted":
     case "origin_paused":
     case "receipt_not_ready":
+    case "oauth_provider_in_use":
       return 409;
     case "misconfigured":
     case "internal":
@@ -370,6 +399,11 @@ export function jsonRpcCodeOf(error: ApiError): -32602 | -32603 {
     case "freeze_expired":
     case "receipt_not_ready":
     case "receipt_pending":
+    case "unknown_oauth_provider":
+    case "oauth_provider_invalid":
+    case "oauth_provider_in_use":
+    case "connection_state_invalid":
+    case "connection_failed":
       return -32603;
   }
 }

@@ -45,6 +45,10 @@ export function readQuery<S extends z.ZodType>(c: Context<AppEnv>, schema: S): z
   return parsedOrRefused(schema, c.req.query());
 }
 
+/** `?force=1`, or nothing: any other value is refused rather than read as either (a tool's or a provider's change). */
+export const forced = (c: Context<AppEnv>): boolean =>
+  readQuery(c, z.object({ force: z.literal("1").optional() })).force === "1";
+
 function parsedOrRefused<S extends z.ZodType>(schema: S, value: unknown): z.infer<S> {
   const parsed = schema.safeParse(value, { reportInput: true });
   if (!parsed.success)

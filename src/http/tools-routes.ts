@@ -3,17 +3,13 @@
 // from this Worker; the tenant stores the verdict only if the tool still has the checked settings.)
 // A PUT or DELETE that would break the tenant's Cedar policy set is refused (422
 // tool_breaks_policy_set) unless `?force=1`, which stores it and marks the set invalid.
-import { Hono, type Context } from "hono";
+import { Hono } from "hono";
 import { ulid } from "ulid";
 import { z } from "zod";
 import { hostPolicy } from "../config.ts";
 import { prepareVerification, runVerification, VerifyTool } from "../tools/verify.ts";
 import { requireScope, type AppEnv } from "./auth.ts";
-import { readJson, readQuery, tenantStub, unwrap } from "./request.ts";
-
-/** `?force=1`, or nothing: any other value is refused rather than read as either. */
-const forced = (c: Context<AppEnv>): boolean =>
-  readQuery(c, z.object({ force: z.literal("1").optional() })).force === "1";
+import { forced, readJson, tenantStub, unwrap } from "./request.ts";
 
 export const toolRoutes = new Hono<AppEnv>()
   .put("/:name", async (c) => {

@@ -93,6 +93,8 @@ export function defineTool<I extends z.ZodObject>(def: ToolDefinition<I>): ToolS
     checkArguments: () => null,
     describeTarget: () => `code tool ${def.name}`,
     secretNames: def.secrets ?? [],
+    // Code tools act with the tenant's own secrets; acting as the user is a manifest's `auth`.
+    auth: null,
     configNames: def.config ?? [],
     idempotency: {
       mode,

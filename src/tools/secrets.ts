@@ -2,7 +2,7 @@
 // every injected secret value is scrubbed from whatever upstream text comes back before anyone
 // stores or shows it — as itself and JSON-escaped, and always before the text is cut.
 import { REDACTED } from "../domain/redact.ts";
-import { isLoopback } from "./manifest/url.ts";
+import { CREDENTIAL_KEY, isLoopback } from "./manifest/url.ts";
 import type { RequestContext } from "./spec.ts";
 
 /** Secrets travel only over https (plain http to loopback is development's upstream). */
@@ -46,7 +46,8 @@ export const scrubText = (text: string, secrets: readonly string[]): string =>
 
 /**
  * A request as the trace keeps it: every form of every secret's value replaced by its name
- * (`{secret:NAME}`, as a shadow run's would-be request shows it), longest value first so a secret
+ * (`{secret:NAME}`, as a shadow run's would-be request shows it; the user's token as
+ * `{credential}`), longest value first so a secret
  * that contains another is named whole.
  */
 export function maskSecrets<T>(value: T, secrets: Record<string, string>): T {
@@ -58,7 +59,8 @@ export function maskSecrets<T>(value: T, secrets: Record<string, string>): T {
     named.reduce(
       (out, [name, secret]) =>
         secretForms([secret]).reduce(
-          (masked, form) => masked.replaceAll(form, `{secret:${name}}`),
+          (masked, form) =>
+            masked.replaceAll(form, name === CREDENTIAL_KEY ? "{credential}" : `{secret:${name}}`),
           out,
         ),
       text,

@@ -86,6 +86,8 @@ export type ToolSpec = {
   describeTarget: (input: Record<string, unknown>) => string;
   /** Tenant secrets the request references as {secret:NAME}. */
   secretNames: string[];
+  /** Acting as the user (issue 36): the OAuth provider and scopes whose token `{credential}` is; null: none. */
+  auth: { provider: string; scopes: string[] } | null;
   /** Deployment variables a code tool reads (never TOOLGATE_*). */
   configNames: string[];
   idempotency: { mode: IdempotencyMode; header: string | null };

@@ -65,6 +65,14 @@ function sampleData(type: EventType, nowMs: number): ToolgateEvent["data"] {
       };
     case "lock.waiting_long":
       return { created_at_ms: nowMs, resource: "order:ord_1", blocked_by: null, waited_ms: 60_000 };
+    case "credential.required":
+      return {
+        created_at_ms: nowMs,
+        user: "u1",
+        provider: "calendar",
+        reason: "never connected",
+        connect_url: "https://as.example/authorize",
+      };
     case "turn.settled":
       return { turn_id: "turn_1", results: [], run };
     case "run.budget_exhausted":

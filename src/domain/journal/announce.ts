@@ -56,6 +56,11 @@ export type ApprovalItem = {
   route?: RouteData;
   /** x402 (issue 37): the payment it is asked for (amount in atomic units): what approving pays. */
   payment?: { amount: string; asset: string; network: string; pay_to: string };
+  /**
+   * Acting as the user (issue 36): whose connection the call will send with. GET /v1/approvals adds
+   * its health of the moment, so an approver sees "the user must reconnect first".
+   */
+  credential?: { provider: string; user: string; scopes: string[] };
 };
 /** An operation waiting for a person's verdict on an unknown outcome, as the tenant lists it. */
 export type UnknownItem = { operation_id: string; run_id: string; tool: string; since_ms: number };
@@ -129,6 +134,8 @@ export type CallData = {
   approvalReason: string | null;
   /** A person's edit of its arguments (issue 35 item 2): hashes and who, never values. Null: none. */
   edited: ApprovalEventData["edited"];
+  /** The run's end user a tool with `auth` acts for (issue 36); absent: none. */
+  user?: string;
 };
 
 /**
@@ -268,6 +275,15 @@ export function announce(
       resource: call.resource,
       blocked_by: state.blockedBy,
       waited_ms: call.nowMs - state.requestedAtMs,
+    });
+  // A call that starts waiting for its user to connect (issue 36): once per wait, the step that entered it.
+  if (state.phase === "awaiting_credential" && before?.phase !== "awaiting_credential")
+    emit("credential.required", {
+      ...tagged,
+      user: call.user ?? "",
+      provider: state.provider,
+      reason: state.reason,
+      connect_url: state.connectUrl,
     });
   // Every operation that reaches `recorded` reports it once: the step that entered it.
   // The tenant keeps which operations a freeze holds, to wake them after the lift (issue 34).

@@ -21,6 +21,8 @@ export const EVENT_TYPES = [
   "run.budget_exhausted",
   "turn.settled",
   "lock.waiting_long",
+  /** A call waits for its end user to connect an OAuth provider (issue 36): nothing was sent. */
+  "credential.required",
   /**
    * A webhook endpoint became failing: a delivery to it was given up after its whole schedule (or
    * its age limit). Written by the tenant, once until the endpoint heals; never sent to that endpoint.
@@ -175,6 +177,22 @@ export const LockWaitingLongData = z.object({
 });
 export type LockWaitingLongData = z.infer<typeof LockWaitingLongData>;
 
+/**
+ * A call that waits for its end user to connect (issue 36): whose connection, why (`invalid_grant`:
+ * revoked or expired at the provider; told apart from a transient failure, which only retries), and
+ * the link for the user to open. Never a token.
+ */
+export const CredentialRequiredData = z.object({
+  created_at_ms: z.number().int(),
+  shadow: z.literal(true).optional(),
+  compensates: z.string().optional(),
+  user: z.string(),
+  provider: z.string(),
+  reason: z.string(),
+  connect_url: z.string(),
+});
+export type CredentialRequiredData = z.infer<typeof CredentialRequiredData>;
+
 /** The run summary turn.settled and run.budget_exhausted carry in `data.run` (the tenant index reads it). */
 export const RunSummary = z.object({
   user: z.string(),
@@ -290,6 +308,7 @@ export const EVENT_DATA = {
   "run.budget_exhausted": BudgetExhaustedData,
   "turn.settled": TurnSettledData,
   "lock.waiting_long": LockWaitingLongData,
+  "credential.required": CredentialRequiredData,
   "endpoint.failing": EndpointFailingData,
   "webhook.test": WebhookTestData,
   "freeze.created": FreezeEventData,
@@ -325,6 +344,7 @@ export const ToolgateEvent = z.discriminatedUnion("type", [
   eventOf("run.budget_exhausted"),
   eventOf("turn.settled"),
   eventOf("lock.waiting_long"),
+  eventOf("credential.required"),
   eventOf("endpoint.failing"),
   eventOf("webhook.test"),
   eventOf("freeze.created"),

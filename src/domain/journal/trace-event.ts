@@ -11,6 +11,7 @@ export const LIFECYCLE = [
   "awaiting_approval",
   "awaiting_lock",
   "awaiting_quota",
+  "awaiting_credential",
   "executing",
   "retry_scheduled",
   "outcome_unknown",
@@ -165,6 +166,10 @@ export type TraceFields = {
   };
   quota_granted: { waited_ms: number };
   quota_deadline: { slot_at_ms: number | null };
+  // acting as the user (issue 36): no usable token before a send, then connected (never a token or link)
+  credential_required: { attempt: number; provider: string; reason: string };
+  credential_ready: { waited_ms: number };
+  credential_expired: { provider: string; waited_ms: number };
   // attempts
   attempt_started: { attempt: number; idempotency_key: string };
   /**
@@ -279,6 +284,7 @@ export type PhaseEntered = {
     | "awaiting_approval"
     | "awaiting_lock"
     | "awaiting_quota"
+    | "awaiting_credential"
     | "retry_scheduled"
     | "held"
     | "recorded";

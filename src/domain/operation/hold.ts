@@ -15,6 +15,7 @@ import {
   startLookup,
   unchanged,
 } from "./steps.ts";
+import { asScheduledRetry } from "./credential.ts";
 import type {
   OperationEvent,
   OperationPlan,
@@ -32,6 +33,8 @@ function resumableOf(state: OperationState): Resumable | null {
     return { phase: "unsent" };
   if (state.phase === "retry_scheduled") return state;
   if (state.phase === "outcome_unknown" && state.reconcile === "resend") return state;
+  // Waiting for the user to connect (issue 36): held as the retry it gave back.
+  if (state.phase === "awaiting_credential") return asScheduledRetry(state);
   return null;
 }
 

@@ -124,6 +124,8 @@ export type DecisionRefusal =
 /** Frozen at validation and stored with the operation: everything a transition needs about the tool. */
 export type OperationPlan = {
   operationId: string;
+  /** Acting as the user (issue 36): whose token each send asks for, frozen at the start; absent: none. */
+  credential?: { provider: string; user: string; scopes: string[] };
   idempotencyKey: string;
   safety: RepeatSafety;
   retry: RetryPolicy;
@@ -191,7 +193,10 @@ export type OperationPlan = {
    * Absent: none, and the first attempt asks nothing.
    */
   quotas?: QuotaClaim[];
-  /** The run's deadline when it started (null or absent: none): no quota slot is waited for past it. */
+  /**
+   * The run's deadline when it started (null or absent: none): no quota slot is waited for past
+   * it, nor a user's connection (issue 36).
+   */
   deadlineAtMs?: number | null;
   /**
    * A standing grant approved it (issue 35): `approval` is still planned (what a person is asked
@@ -301,6 +306,24 @@ export type OperationState =
       detail: string;
     }
   /**
+   * Nothing was sent: the send found no usable token of the run's end user (issue 36: never
+   * connected, `invalid_grant`, a scope missing). `attempt` was given back: it is sent as this
+   * number once they connect (the callback wakes it; `recheckAtMs`: it asks again by itself).
+   */
+  | {
+      phase: "awaiting_credential";
+      attempt: number;
+      firstAttemptAtMs: number;
+      mayHaveApplied: Ambiguity | null;
+      requestedAtMs: number;
+      provider: string;
+      reason: string;
+      connectUrl: string;
+      recheckAtMs: number;
+      /** The wait ends here, recorded as not sent (CREDENTIAL_WAIT_MS, or the run's deadline). */
+      expiresAtMs: number;
+    }
+  /**
    * `cancelRequested`: a cancel arrived mid-attempt; the attempt's result is still recorded (flagged late).
    * `mayHaveApplied` (here and in `retry_scheduled`): set once any attempt was ambiguous, so that
    * exhaustion, denial and cancellation end `outcome_unknown` instead of claiming no effect.
@@ -356,6 +379,16 @@ export type OperationState =
     };
 
 export type OperationEvent =
+  /** The send found no usable token (issue 36): nothing sent; `connectUrl` is for the user to open. */
+  | {
+      type: "credential_required";
+      attempt: number;
+      provider: string;
+      reason: string;
+      connectUrl: string;
+    }
+  /** The user connected (the callback's wake, or a recheck found it): send the attempt it gave back. */
+  | { type: "credential_ready" }
   /** `cancelledBy`: the run cancelled this call before its operation existed (a cancel that overtook the dispatch). */
   /** `limitDenied`: a limit across runs refused it (nothing reserved of that limit, nothing sent). */
   | {

@@ -14,6 +14,7 @@ import {
   unchanged,
 } from "./steps.ts";
 import { settleLate, settleWindowEnded } from "./settle-late.ts";
+import { asScheduledRetry } from "./credential.ts";
 import type {
   OperationEvent,
   OperationPlan,
@@ -39,6 +40,9 @@ export function onDenied(
     return closeApproval(record(0, denial, "attempt", nowMs, [trace]), "cancelled");
   if (state.phase === "awaiting_lock" || state.phase === "awaiting_quota")
     return record(0, denial, "attempt", nowMs, [trace]);
+  // Waiting for the user to connect (issue 36): decided as the retry it gave back.
+  if (state.phase === "awaiting_credential")
+    return relabel(onDenied(asScheduledRetry(state), event, plan, nowMs), state.phase);
   if (state.phase === "retry_scheduled") {
     if (!state.mayHaveApplied) return record(state.attempt, denial, "attempt", nowMs, [trace]);
     return stayUnknown(
@@ -71,6 +75,8 @@ export function onCancel(
     case "awaiting_lock":
     case "awaiting_quota":
       return record(0, CANCELLED, "attempt", nowMs, [trace]);
+    case "awaiting_credential":
+      return relabel(onCancel(asScheduledRetry(state), by, plan, nowMs), state.phase);
     case "retry_scheduled":
       if (!state.mayHaveApplied) return record(state.attempt, CANCELLED, "attempt", nowMs, [trace]);
       return stayUnknown(
@@ -188,3 +194,11 @@ export function onRetryDeferred(
     ? settleLate(state, ambiguity, outcome, state.reason, plan, nowMs, [deferred])
     : record(state.attempt, outcome, "attempt", nowMs, [deferred]);
 }
+
+/** A step decided as another phase, its cancel event naming the phase it was really in. */
+const relabel = (step: Step, phase: OperationState["phase"]): Step => ({
+  ...step,
+  trace: step.trace.map((event) =>
+    event.type === "cancel_requested" ? { ...event, phase } : event,
+  ),
+});

@@ -14,6 +14,7 @@ import { onLockAlarm, onLockGranted, onLockQueued } from "./lease.ts";
 import { onPaymentRequired, onPaymentSigned, onPaymentStopped } from "./payment.ts";
 import { afterLookup, onResolve } from "./reconcile.ts";
 import { onQuotaAlarm, onQuotaAnswered } from "./quota.ts";
+import { onCredentialAlarm, onCredentialReady, onCredentialRequired } from "./credential.ts";
 import {
   beginExecution,
   CANCELLED,
@@ -219,6 +220,20 @@ function decideStep(
       return ok(onPaymentSigned(state, event, nowMs));
     case "payment_stopped":
       return ok(onPaymentStopped(state, event, plan, nowMs));
+    case "credential_required":
+      // Cancelled while the token was asked for: it ends as that attempt would with nothing sent.
+      if (state.phase === "executing" && state.attempt === event.attempt && state.cancelRequested)
+        return ok(
+          afterAttempt(
+            state,
+            { kind: "not_sent", detail: `no usable token of the user (${event.reason})` },
+            plan,
+            nowMs,
+          ),
+        );
+      return ok(onCredentialRequired(state, event, plan, nowMs));
+    case "credential_ready":
+      return ok(onCredentialReady(state, plan, nowMs));
   }
 }
 
@@ -250,6 +265,8 @@ function onAlarm(
       return onLockAlarm(state, plan, nowMs);
     case "awaiting_quota":
       return onQuotaAlarm(state, nowMs);
+    case "awaiting_credential":
+      return onCredentialAlarm(state, plan, nowMs);
     case "executing":
       if (inFlight)
         return {

@@ -27,7 +27,7 @@ export function nextDueAtMs(state: OperationState): number | null {
   if (state.phase === "retry_scheduled") return state.dueAtMs;
   if (state.phase === "awaiting_quota") return state.dueAtMs;
   if (state.phase === "outcome_unknown") return state.dueAtMs;
-  if (state.phase === "held") return state.recheckAtMs;
+  if (state.phase === "held" || state.phase === "awaiting_credential") return state.recheckAtMs;
   return null;
 }
 
@@ -55,6 +55,7 @@ export function stateAlarmAtMs(
     case "outcome_unknown":
       return state.dueAtMs;
     case "held":
+    case "awaiting_credential":
       return state.recheckAtMs;
     case "recorded":
       return null;

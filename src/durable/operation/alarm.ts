@@ -5,6 +5,7 @@
 import { nextDueAtMs, stateAlarmAtMs } from "../../domain/operation/index.ts";
 import { backoffSinceMs } from "../../domain/retry-deferral.ts";
 import { retentionMs } from "../../config.ts";
+import { wakeForCredential } from "./credential.ts";
 import type { Env } from "../env.ts";
 import type { Secrets, Shell } from "./contracts.ts";
 import { gather, gatherAlarmSend } from "./gather.ts";
@@ -89,6 +90,11 @@ export async function runAlarm(host: AlarmHost): Promise<void> {
     return retire(shell, head.frozen, head.state);
   }
   if (head.state.phase === "held") return wakeHeld(host);
+  // Waiting for the user to connect (issue 36): the recheck asks the connection first.
+  if (head.state.phase === "awaiting_credential") {
+    alarms.armAt(Date.now() + alarms.fallbackDelayMs());
+    return wakeForCredential(host);
+  }
   if (head.state.phase === "awaiting_lock") {
     // A waiter asks the run on each recheck: it stops at the run's deadline or cancel instead of
     // queueing for ever. Unanswered: it keeps waiting (the recheck below is armed either way).

@@ -172,6 +172,8 @@ export type ApprovalInput = {
   fixed: string[];
   /** A person edited it (issue 35 item 2): who, why, and each changed field, proposed and edited. */
   edited?: { by: string; reason: string | null; changes: EditedCall["changes"] };
+  /** Acting as the user (issue 36): whose connection it sends with; the route adds its health now. */
+  credential?: { provider: string; user: string; scopes: string[] };
   /** The passkey step-up approving it needs (the same as the view's `approval.step_up`). */
   step_up?: { kind: "passkey"; challenge: string };
   /** Its limits across runs as they stand (this call's reservation included; null: could not be read). */

@@ -68,6 +68,7 @@ function callData(
     limits: frozen.plan.limits ?? [],
     shadow: Boolean(frozen.plan.shadow),
     compensates: frozen.plan.compensates ?? null,
+    ...(frozen.plan.credential ? { user: frozen.plan.credential.user } : {}),
     approval: item ? (approval as CallData["approval"]) : null,
     approvalReason: item?.reason == null ? null : scrub(item.reason, redaction),
     edited: frozen.edit

@@ -38,6 +38,7 @@ import { perform, type EffectHost } from "./effects.ts";
 import { acquireQuota, withdrawQuota } from "./quota-client.ts";
 import { Decisions } from "./decisions.ts";
 import { Waiters } from "./wait.ts";
+import { wakeForCredential } from "./credential.ts";
 import * as Undo from "./compensation.ts";
 import { report, type Reported } from "./trace.ts";
 import { Receipts } from "./receipts.ts";
@@ -301,6 +302,11 @@ export class OperationObject extends DurableObject<Env> {
         this.alarms.armAt(Date.now() + this.alarms.fallbackDelayMs());
       }),
     );
+  }
+
+  /** Told by its user's credential object that they connected (issue 36): ask for the token again. */
+  async credentialReady(): Promise<void> {
+    await wakeForCredential(this.shell);
   }
 
   // ── shell ────────────────────────────────────────────────────────────────────────────────────

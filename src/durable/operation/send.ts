@@ -14,6 +14,7 @@ import { afterAttempt as quotaAfterAttempt } from "./quota-client.ts";
 import type { Loaded, Secrets } from "./contracts.ts";
 import { ask, secretsFor, type Asked } from "./gather.ts";
 import { fencingToken } from "./lease-client.ts";
+import { askCredential, credentialRequired, NO_CREDENTIAL, withCredential } from "./credential.ts";
 import type { OperationLog } from "./log.ts";
 import { after402, payBeforeSend, settledRow, type ApplyWith, type Paying } from "./payment.ts";
 
@@ -99,10 +100,20 @@ export class Sender {
               secretsFor(this.env, this.log.head()!.frozen.tenant_id, loaded.value.spec),
             );
       const secrets = asked?.answered ? asked.value : null;
-      // x402 (payment.ts): a paid tool's stored payload, or the one signature, stored before sending.
+      // The user's token (issue 36), asked immediately before the send; none: the tool has no auth.
+      const credential = secrets?.ok
+        ? await askCredential(this.env, this.log.head()!.frozen)
+        : NO_CREDENTIAL;
+      if (credential.kind === "needs_consent") {
+        // Nothing sent: attempt 1 gives its quota places back, as an attempt that ended would.
+        quotaAfterAttempt(this.env, this.log.head()!.frozen, attempt, undefined);
+        return void this.apply(await credentialRequired(this.env, this.log, attempt, credential));
+      }
+      // x402 (payment.ts): a paid tool's stored payload, or the one signature, stored before sending
+      // (never signed for an attempt that cannot be sent for want of the user's token).
       const payment = loaded.ok ? loaded.value.spec.payment : null;
       const paying: Paying =
-        payment && secrets?.ok
+        payment && secrets?.ok && credential.kind !== "transient"
           ? await payBeforeSend(this.env, this.log, payment, attempt, secrets.value, this.apply)
           : { headers: null };
       observation = !loaded.ok
@@ -114,17 +125,19 @@ export class Sender {
             }
           : !secrets!.ok
             ? { kind: "config_error", detail: secrets!.error }
-            : "observation" in paying
-              ? paying.observation
-              : await sendAttemptTraced(loaded.value.spec, loaded.value.input, {
-                  ...this.carried(loaded.value, secrets!.value),
-                  signal: abort.signal,
-                  fencingToken: fencingToken(this.log),
-                  payment: paying.headers,
-                }).then((sent) => {
-                  exchange = sent.exchange;
-                  return sent.observation;
-                });
+            : credential.kind === "transient"
+              ? { kind: "not_sent", detail: credential.detail }
+              : "observation" in paying
+                ? paying.observation
+                : await sendAttemptTraced(loaded.value.spec, loaded.value.input, {
+                    ...this.carried(loaded.value, withCredential(secrets!.value, credential)),
+                    signal: abort.signal,
+                    fencingToken: fencingToken(this.log),
+                    payment: paying.headers,
+                  }).then((sent) => {
+                    exchange = sent.exchange;
+                    return sent.observation;
+                  });
     } catch (error) {
       // sendAttempt never throws by contract; if it does, the request may already have gone out.
       observation = {
@@ -174,9 +187,19 @@ export class Sender {
     const loaded = this.log.loadFixed();
     let observation: LookupObservation;
     try {
-      const secrets = loaded.ok
+      const tenantSecrets = loaded.ok
         ? await secretsFor(this.env, this.log.head()!.frozen.tenant_id, loaded.value.spec)
         : null;
+      // A lookup of a tool acting as the user asks with the user's token too (issue 36).
+      const credential = tenantSecrets?.ok
+        ? await askCredential(this.env, this.log.head()!.frozen)
+        : NO_CREDENTIAL;
+      const secrets: Secrets | null =
+        tenantSecrets?.ok && credential.kind !== "none" && credential.kind !== "token"
+          ? err(`the user's credential is not available for the lookup (${credential.kind})`)
+          : tenantSecrets?.ok
+            ? { ok: true, value: withCredential(tenantSecrets.value, credential) }
+            : tenantSecrets;
       observation = !loaded.ok
         ? { kind: "inconclusive", detail: loaded.error }
         : !secrets!.ok

@@ -248,8 +248,11 @@ export async function prepareStart(
       ? { shadow: { would_send: wouldSend(spec, req.input, planned.idempotencyKey) } }
       : {}),
     ...(req.compensation ? { compensates: req.compensation.of } : {}),
-    ...(quotas.length > 0 ? { quotas, deadlineAtMs: req.deadlineAtMs ?? null } : {}),
+    ...(quotas.length > 0 ? { quotas } : {}),
+    // No quota slot, nor a user's connection (issue 36), is waited for past the run's deadline.
+    ...(quotas.length > 0 || spec.auth ? { deadlineAtMs: req.deadlineAtMs ?? null } : {}),
     ...(grant ? { grant: { id: grant.grantId, amount: grant.amount } } : {}),
+    ...(spec.auth ? { credential: { ...spec.auth, user: request.user.id } } : {}),
   };
   const policyDenied = cedar?.decision === "deny" ? { message: policyRefusal(cedar) } : null;
   const frozen = frozenRowOf(req, spec, plan, nowMs);

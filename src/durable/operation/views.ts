@@ -262,6 +262,8 @@ export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | 
       : Object.keys(input),
     ...(edit ? { edited: { by: edit.by, reason: edit.reason, changes: edit.model.changes } } : {}),
     ...paymentAsked(approval),
+    // Acting as the user (issue 36): whose connection it sends with (the route adds its health).
+    ...(head.frozen.plan.credential ? { credential: head.frozen.plan.credential } : {}),
     ...(approval.stepUp
       ? {
           step_up: {
@@ -309,6 +311,15 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     ...(view.compensates ? { compensates: view.compensates } : {}),
     ...(view.approval?.route ? { route: view.approval.route } : {}),
     ...(view.approval?.payment ? { payment: view.approval.payment } : {}),
+    ...(head.frozen.plan.credential
+      ? {
+          credential: {
+            provider: head.frozen.plan.credential.provider,
+            user: head.frozen.plan.credential.user,
+            scopes: head.frozen.plan.credential.scopes,
+          },
+        }
+      : {}),
   };
 }
 

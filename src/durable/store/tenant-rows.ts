@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS tripwires (id TEXT PRIMARY KEY, data TEXT NOT NULL) W
 CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, data TEXT NOT NULL, live_until INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS tenant_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS grant_uses (grant_id TEXT NOT NULL, operation_id TEXT NOT NULL, chain_seq INTEGER NOT NULL, amount REAL, PRIMARY KEY (grant_id, operation_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS tenant_chain (seq INTEGER PRIMARY KEY, event TEXT NOT NULL);`;
+CREATE TABLE IF NOT EXISTS tenant_chain (seq INTEGER PRIMARY KEY, event TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS oauth_providers (id TEXT PRIMARY KEY, data TEXT NOT NULL, iv TEXT NOT NULL, ciphertext TEXT NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL) WITHOUT ROWID;`;
 
 /** Added to `tenant_outbox` at its first failed send (the one outbox schedule counts its tries). */
 /** A grant use's amount (issue 35: `grant.exhausted`); rows chained before it count 0 toward the sum. */
@@ -242,6 +243,9 @@ const StoredApproval = z.object({
   route: RouteData.optional(),
   payment: z
     .object({ amount: z.string(), asset: z.string(), network: z.string(), pay_to: z.string() })
+    .optional(),
+  credential: z
+    .object({ provider: z.string(), user: z.string(), scopes: z.array(z.string()) })
     .optional(),
   seq: z.number().optional(),
 });

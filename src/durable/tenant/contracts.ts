@@ -24,4 +24,8 @@ export type TenantError =
   /** PUT /v1/freezes/{id} with an expires_at not in the future (domain/freeze.ts). */
   | { code: "freeze_expired"; detail: string }
   /** POST /v1/grants/{id}/confirm by the person who proposed it, or of a grant not proposed. */
-  | GrantConfirmError;
+  | GrantConfirmError
+  /** A connection or a tool's `auth` names no OAuth provider of the tenant (issue 36). */
+  | { code: "unknown_oauth_provider"; detail: string }
+  /** DELETE /v1/oauth-providers/{id} while tools act as the user with it (without ?force=1). */
+  | { code: "oauth_provider_in_use"; detail: string; tools: string[] };

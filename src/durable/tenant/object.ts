@@ -44,6 +44,8 @@ import { OUTBOX_RETRY_MS } from "../outbox/outbox.ts";
 import * as freezes from "./freezes.ts";
 import * as tripwires from "./tripwires.ts";
 import * as grants from "./grants.ts";
+import * as oauthProviders from "./oauth-providers.ts";
+import type { OAuthProviderBody, ProviderEndpoints } from "../../domain/credential.ts";
 import type { Tripwire } from "../../domain/tripwire.ts";
 import type { Grant } from "../../domain/grant.ts";
 import type { Freeze } from "../../domain/freeze.ts";
@@ -192,6 +194,29 @@ export class TenantObject extends DurableObject<Env> {
   }
   async policySet(): Promise<PolicySet | null> {
     return policies.policySetOf(this.store);
+  }
+
+  /** OAuth providers (issue 36, oauth-providers.ts): the client secret sealed, write-only. */
+  async putOauthProvider(
+    tenantId: string,
+    id: string,
+    body: OAuthProviderBody,
+    endpoints: ProviderEndpoints,
+  ) {
+    return oauthProviders.putProvider(this.store, this.env, tenantId, id, body, endpoints);
+  }
+  async listOauthProviders() {
+    return oauthProviders.listProviders(this.store);
+  }
+  async getOauthProvider(id: string) {
+    return oauthProviders.getProvider(this.store, id);
+  }
+  async deleteOauthProvider(id: string, force = false) {
+    return oauthProviders.deleteProvider(this.store, id, force);
+  }
+  /** For one protocol step of this tenant's credential objects only: the client secret opened. */
+  async oauthProviderForUse(tenantId: string, id: string) {
+    return oauthProviders.providerForUse(this.store, this.env, tenantId, id);
   }
 
   /** Quotas (issue 34 item 4, quotas.ts): definitions by id, and the origins upstreams paused. */

@@ -25,6 +25,7 @@ import { compileAcrossRuns } from "../../tools/manifest/limits.ts";
 import type { ToolSource, ToolSpec } from "../../tools/spec.ts";
 import { verificationSettingsHash } from "../../tools/verify.ts";
 import type { Env } from "../env.ts";
+import { getProvider, unknownProvider } from "./oauth-providers.ts";
 import type { SqlStore } from "../store/sql-store.ts";
 import {
   decodeManifest,
@@ -73,6 +74,9 @@ export async function putTool(
       code: "unknown_secret",
       detail: `no secret named ${unknown.join(", ")} in this tenant; register it first with PUT /v1/secrets/{name}`,
     });
+  // Acting as the user (issue 36): the provider must be this tenant's.
+  const auth = compiled.value.auth;
+  if (auth && !getProvider(store, auth.provider).ok) return err(unknownProvider(auth.provider));
   const compensation = compensationTarget(store, env, compiled.value.compensate);
   if (!compensation.ok) return compensation;
   const settingsHash = (await verificationSettingsHash(manifest))!;

@@ -19,6 +19,7 @@ import { compileSandbox } from "./sandbox.ts";
 import { compileCompensate } from "./compensate.ts";
 import { compilePayment } from "./payment.ts";
 import { buildUrl, checkTemplate, requestBuilder, resourceKeyFor } from "./url.ts";
+import { checkAuth } from "./auth.ts";
 
 export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpec, ManifestError> {
   const parsed = Manifest.safeParse(raw, { reportInput: true });
@@ -65,6 +66,8 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
     if (!checked.ok) return checked;
     checked.value.forEach((name) => secretNames.add(name));
   }
+  const auth = checkAuth(m.auth, templates);
+  if (!auth.ok) return auth;
   const request = requestBuilder(m.request.method, m.request.url, m.request.headers, true);
   if (m.resource !== undefined && m.risk === "read")
     return err({
@@ -135,6 +138,7 @@ export function compileManifest(raw: unknown, hosts: HostPolicy): Result<ToolSpe
         : `${m.request.method} ${m.request.url}`;
     },
     secretNames: [...secretNames],
+    auth: auth.value,
     configNames: [],
     idempotency:
       m.idempotency.mode === "header"

@@ -240,6 +240,18 @@ export const Manifest = z.strictObject({
    * may not contradict (quota_conflict).
    */
   quota: QuotaNumbers.optional(),
+  /**
+   * Acting as the user (issue 36): the run's end user's token from this tenant OAuth provider,
+   * sent where a header template says `{credential}` (auth.ts checks both go together).
+   */
+  auth: z
+    .strictObject({
+      oauth: z
+        .string()
+        .regex(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/, "auth.oauth names an OAuth provider"),
+      scopes: z.array(z.string().min(1).max(256)).max(64).default([]),
+    })
+    .optional(),
   timeout_ms: z.number().int().min(1).max(120_000).default(10_000),
   max_attempts: z.number().int().min(1).max(20).default(DEFAULT_RETRY.maxAttempts),
   retry: z

@@ -8,6 +8,13 @@ import type { RequestBuilder } from "../spec.ts";
 import type { HostPolicy, ManifestError } from "./schema.ts";
 
 const SECRET_REF = /\{secret:([A-Za-z0-9_]+)\}/g;
+/** The run's end user's access token (issue 36): headers only, like a secret. */
+export const CREDENTIAL_REF = /\{credential\}/g;
+/**
+ * Where the access token rides in a request's secrets (fetched just before the send): a key no
+ * tenant secret can have, so every scrub and mask of secrets covers it too.
+ */
+export const CREDENTIAL_KEY = "oauth:credential";
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]", "::1"]);
 export const isLoopback = (hostname: string) => LOOPBACK.has(hostname);
@@ -29,7 +36,7 @@ export function checkTemplate(
       code: "invalid_manifest",
       detail: "placeholders are not allowed in the scheme, host or port",
     });
-  if (template.url.includes("{secret:"))
+  if (template.url.includes("{secret:") || template.url.includes("{credential}"))
     return err({
       code: "invalid_manifest",
       detail: "secrets may be referenced in headers only, never in a url",
@@ -63,7 +70,8 @@ export function checkTemplate(
       });
     names.push(...refs);
   }
-  if (names.length > 0 && origin.protocol !== "https:" && !loopback) {
+  const credential = Object.values(template.headers).some((v) => v.includes("{credential}"));
+  if ((names.length > 0 || credential) && origin.protocol !== "https:" && !loopback) {
     return err({
       code: "invalid_manifest",
       detail: `secrets are sent only over https; ${template.url} is plain http`,
@@ -135,11 +143,18 @@ export function requestBuilder(
       let missing: string | null = null;
       headers[name] = template
         .replace(/\{idempotency_key\}/g, ctx.idempotencyKey)
+        .replace(CREDENTIAL_REF, () => {
+          const value = ctx.secrets[CREDENTIAL_KEY];
+          if (value === undefined) missing = "{credential}";
+          return value ?? "";
+        })
         .replace(SECRET_REF, (_, secret: string) => {
           const value = ctx.secrets[secret];
           if (value === undefined) missing = secret;
           return value ?? "";
         });
+      if (missing === "{credential}")
+        return { error: "the user's credential was not fetched for this request" };
       if (missing)
         return { error: `the tenant secret ${missing} is not defined (was it deleted?)` };
     }
