@@ -524,9 +524,10 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     const op = res.body.results[0].operation_id as string;
     expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
     expect((await api("GET", `/v1/approvals/${op}`)).body.payment).toBeUndefined();
-    expect((await api("POST", `/v1/operations/${op}/approve`, { reason: "the call" })).status).toBe(
-      200,
-    );
+    const first = await api("POST", `/v1/operations/${op}/approve`, { reason: "the call" });
+    // The answer is this decision's, even when the 402 asks again before it is written.
+    expect(first.status).toBe(200);
+    expect(first.body.approval).toMatchObject({ state: "approved", reason: "the call" });
     const reopened = await until(
       async () => (await operation(op)).body,
       (v) => v.phase === "awaiting_approval" && v.approval?.payment !== undefined,
