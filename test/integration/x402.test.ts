@@ -12,13 +12,14 @@ import {
   manifest,
   operation,
   setup,
+  testTenant,
   trace,
   turn,
   unique,
   until,
   upstream,
 } from "../support/api.ts";
-import { consolePage } from "../support/console-page.ts";
+import { consoleAs, consolePage, hidden } from "../support/console-page.ts";
 import { MERCHANT_PAY_TO, TEST_ASSET, TEST_NETWORK } from "../../demo/x402-merchant.ts";
 
 const SIGNER = "/webhooks/x402-signer";
@@ -35,12 +36,32 @@ const inboxItem = async (op: string) =>
   (await api("GET", "/v1/approvals?state=pending&limit=100")).body.items.find(
     (i: { operation_id: string }) => i.operation_id === op,
   );
-/** The console inbox's card of operation `op` (its <article>), or "" when absent. */
-async function cardOf(op: string) {
-  const html = await consolePage("/console/approvals");
+/** The card of operation `op` (its <article>) on a console inbox page, or "" when absent. */
+function cardIn(html: string, op: string) {
   const start = html.indexOf(`<article class="item" id="${op}"`);
   return start < 0 ? "" : html.slice(start, html.indexOf("</article>", start));
 }
+const cardOf = async (op: string) => cardIn(await consolePage("/console/approvals"), op);
+/** A card's approve form as the browser posts it (its first form's hidden fields). */
+const approveForm = (card: string) => ({
+  input_hash: hidden(card, "input_hash"),
+  policy_version: hidden(card, "policy_version"),
+  approval_hash: hidden(card, "approval_hash"),
+  reason: "",
+});
+/** A tool that asks a person anyway, paying over approval_over: its call, awaiting its own approval. */
+async function askedTwice() {
+  const paid = await paidTool({ approval_over: "5000" }, { approval: { mode: "always" } });
+  const res = await turn(paid.run.runId, [{ id: "c1", name: paid.run.name, arguments: args }]);
+  expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
+  return { ...paid, op: res.body.results[0].operation_id as string };
+}
+/** The call's own approval decided: its 402 has asked again, for the payment. */
+const paymentAsked = (op: string) =>
+  until(
+    async () => (await operation(op)).body,
+    (v) => v.phase === "awaiting_approval" && v.approval?.payment !== undefined,
+  );
 
 /** A paid tool on a fresh namespace, its signer secret stored at the tenant first (runs carry it). */
 async function paidTool(
@@ -555,6 +576,92 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     const decided = (await trace(run.runId)).filter((e) => e.type === "approval_decided");
     expect(decided.map((e) => e.reason)).toEqual(["the call", "the payment"]);
   });
+  it("a batch item for the call's own approval, sent again once its payment's is pending: skipped, nothing signed; the payment's item as listed approves it, paid once", async () => {
+    const { op, seen } = await askedTwice();
+    const first = await inboxItem(op);
+    expect(first.approval_hash).toBe(first.input_hash);
+    const item = {
+      operation_id: op,
+      input_hash: first.input_hash,
+      approval_hash: first.approval_hash,
+      decision: "approve",
+      reason: "the call",
+    };
+    const once = await api("POST", "/v1/approvals/batch", [item]);
+    // Decided as the call's approval, even when its 402 asks again before the answer is written.
+    expect(once.body.items[0]).toMatchObject({ result: "decided", state: "approved" });
+    await paymentAsked(op);
+
+    // The same batch again (a client's retry): it was for the call, not for what it now pays.
+    const again = await api("POST", "/v1/approvals/batch", [item]);
+    expect(again.body.items[0]).toMatchObject({
+      result: "skipped",
+      reason: "approval_hash_changed",
+    });
+    // Nor does an item or a decision naming only the arguments (no approval_hash): a payment's is not theirs.
+    const { approval_hash: _named, ...argumentsOnly } = item;
+    const bare = await api("POST", "/v1/approvals/batch", [argumentsOnly]);
+    expect(bare.body.items[0]).toMatchObject({
+      result: "skipped",
+      reason: "approval_hash_changed",
+    });
+    const single = await api("POST", `/v1/operations/${op}/approve`, {
+      input_hash: first.input_hash,
+    });
+    expect([single.status, single.body.code]).toEqual([409, "approval_mismatch"]);
+    expect(await seen()).toMatchObject({ signatures: [], settlements: [], paid: [], unpaid: 1 });
+    expect((await operation(op)).body.approval).toMatchObject({ state: "pending", payment: ASKED });
+
+    // The payment's own request, as GET /v1/approvals lists it: the same arguments, its own hash.
+    const listed = await until(
+      () => inboxItem(op),
+      (i) => i?.payment !== undefined,
+    );
+    expect(listed).toMatchObject({ state: "pending", input_hash: first.input_hash });
+    expect(listed.approval_hash).not.toBe(first.approval_hash);
+    expect((await api("GET", `/v1/approvals/${op}`)).body.approval_hash).toBe(listed.approval_hash);
+    expect((await operation(op)).body.approval.approval_hash).toBe(listed.approval_hash);
+    const payment = { ...item, approval_hash: listed.approval_hash, reason: "the payment" };
+    const decided = await api("POST", "/v1/approvals/batch", [payment]);
+    expect(decided.body.items[0]).toMatchObject({ result: "decided", state: "approved" });
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+  });
+
+  it("the console: the call's approve form posted twice does not approve its payment; the payment's card does, paid once", async () => {
+    const { op, seen } = await askedTwice();
+    const people = await consoleAs((await testTenant()).key);
+    const form = approveForm(cardIn((await people.get("/console/approvals")).text, op));
+    expect(form.approval_hash).toBe(form.input_hash);
+    expect((await people.post(`/console/approvals/${op}/approve`, form)).status).toBe(303);
+    // Told it was approved (the payment's request that follows is not what was decided here).
+    expect((await people.get("/console/approvals")).text).toContain("It runs once now");
+    await paymentAsked(op);
+
+    // The same form again (a double submit, a browser resending it): refused, nothing decided.
+    expect((await people.post(`/console/approvals/${op}/approve`, form)).status).toBe(303);
+    const page = (await people.get("/console/approvals")).text;
+    expect(page).toContain("another approval than the one pending");
+    expect(await seen()).toMatchObject({ signatures: [], settlements: [], paid: [] });
+    expect((await operation(op)).body.approval).toMatchObject({ state: "pending", payment: ASKED });
+
+    // The payment's card, as shown now, carries its own hash and approves it.
+    const card = cardIn(page, op);
+    expect(card).toContain('data-role="payment"');
+    const second = approveForm(card);
+    expect(second.input_hash).toBe(form.input_hash);
+    expect(second.approval_hash).not.toBe(form.approval_hash);
+    expect((await people.post(`/console/approvals/${op}/approve`, second)).status).toBe(303);
+    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+    const s = await seen();
+    expect(s.signatures).toHaveLength(1);
+    expect(s.settlements).toHaveLength(1);
+    expect(s.effects).toBe(1);
+  });
+
   it("the model's result of a paid call carries what it paid and the merchant's settlement, never the payload; a resent payment's too", async () => {
     const { run, seen } = await paidTool();
     const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);

@@ -96,8 +96,12 @@ export class Decisions {
     const head = log.headFor(tenantId)!;
     if (done.value === "closed" || (done.value === "edited" && head.frozen.plan.approval?.fourEyes))
       return ok({ view: viewOf(log), decided: false, voted: false });
-    const { stepUp, ...rest } = decision;
-    const kept = done.value === "same" && stepUp ? { stepUp } : {};
+    // An edited version is a new approval: the named approval hash was the old one's, like the step-up.
+    const { stepUp, approvalHash, ...rest } = decision;
+    const kept =
+      done.value === "same"
+        ? { ...(stepUp ? { stepUp } : {}), ...(approvalHash ? { approvalHash } : {}) }
+        : {};
     return this.decide(tenantId, { ...rest, ...kept, inputHash: head.frozen.input_hash });
   }
 
