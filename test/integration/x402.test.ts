@@ -56,6 +56,15 @@ async function askedTwice() {
   expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
   return { ...paid, op: res.body.results[0].operation_id as string };
 }
+/** Once approved, the call ran and paid once: one signature, one settlement, one effect. */
+async function paidOnce(op: string, seen: Awaited<ReturnType<typeof paidTool>>["seen"]) {
+  expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+  expect(await seen()).toMatchObject({
+    signatures: [{}],
+    settlements: [expect.anything()],
+    effects: 1,
+  });
+}
 /** The call's own approval decided: its 402 has asked again, for the payment. */
 const paymentAsked = (op: string) =>
   until(
@@ -624,11 +633,7 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     const payment = { ...item, approval_hash: listed.approval_hash, reason: "the payment" };
     const decided = await api("POST", "/v1/approvals/batch", [payment]);
     expect(decided.body.items[0]).toMatchObject({ result: "decided", state: "approved" });
-    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
-    const s = await seen();
-    expect(s.signatures).toHaveLength(1);
-    expect(s.settlements).toHaveLength(1);
-    expect(s.effects).toBe(1);
+    await paidOnce(op, seen);
   });
 
   it("the console: the call's approve form posted twice does not approve its payment; the payment's card does, paid once", async () => {
@@ -655,11 +660,7 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     expect(second.input_hash).toBe(form.input_hash);
     expect(second.approval_hash).not.toBe(form.approval_hash);
     expect((await people.post(`/console/approvals/${op}/approve`, second)).status).toBe(303);
-    expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
-    const s = await seen();
-    expect(s.signatures).toHaveLength(1);
-    expect(s.settlements).toHaveLength(1);
-    expect(s.effects).toBe(1);
+    await paidOnce(op, seen);
   });
 
   it("the model's result of a paid call carries what it paid and the merchant's settlement, never the payload; a resent payment's too", async () => {
