@@ -19,7 +19,8 @@ import {
   until,
   upstream,
 } from "../support/api.ts";
-import { consoleAs, consolePage, hidden } from "../support/console-page.ts";
+import { consoleAs, consolePage, consoleSession, hidden } from "../support/console-page.ts";
+import { SoftAuthenticator } from "../support/soft-authenticator.ts";
 import { MERCHANT_PAY_TO, TEST_ASSET, TEST_NETWORK } from "../../demo/x402-merchant.ts";
 
 const SIGNER = "/webhooks/x402-signer";
@@ -660,6 +661,56 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     expect(second.input_hash).toBe(form.input_hash);
     expect(second.approval_hash).not.toBe(form.approval_hash);
     expect((await people.post(`/console/approvals/${op}/approve`, second)).status).toBe(303);
+    await paidOnce(op, seen);
+  });
+
+  it("a passkey step-up tool: the payment's approval has its own challenge; an assertion made for the call's own approval does not approve the payment", async () => {
+    // "test" (the shared key's name, the decider) registers a passkey in the console.
+    const [origin, rpId] = ["http://toolgate.test", "toolgate.test"];
+    const people = await consoleSession();
+    const passkey = await SoftAuthenticator.create();
+    const options = JSON.parse(await people.get("/console/passkeys/options"));
+    const made = await passkey.register(options, origin);
+    expect(
+      (await people.post("/console/passkeys", [["response", JSON.stringify(made)]])).status,
+    ).toBe(303);
+    const { run, seen } = await paidTool(
+      { approval_over: "5000" },
+      { risk: "irreversible_write", approval: { mode: "always", step_up: "passkey" } },
+    );
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    const call = (await operation(op)).body.approval;
+    const approve = (body: Record<string, unknown>) =>
+      api("POST", `/v1/operations/${op}/approve`, body);
+    const forCall = await passkey.assert(call.step_up.challenge, rpId, origin);
+    expect((await approve({ input_hash: call.input_hash, passkey: forCall })).status).toBe(200);
+    const asked = (await paymentAsked(op)).approval;
+    expect(asked.step_up.challenge).not.toBe(call.step_up.challenge);
+
+    // A fresh assertion over the call's challenge, aimed at the payment: the challenge is not its.
+    const again = await passkey.assert(call.step_up.challenge, rpId, origin);
+    const aimed = await approve({
+      input_hash: asked.input_hash,
+      approval_hash: asked.approval_hash,
+      passkey: again,
+    });
+    expect([aimed.status, aimed.body.code]).toEqual([401, "step_up_failed"]);
+    // Verified for the call's approval, it names that one: not the payment pending now.
+    const stale = await approve({
+      input_hash: call.input_hash,
+      passkey: await passkey.assert(call.step_up.challenge, rpId, origin),
+    });
+    expect([stale.status, stale.body.code]).toEqual([409, "approval_mismatch"]);
+    expect(await seen()).toMatchObject({ signatures: [], settlements: [], paid: [] });
+
+    const forPayment = await passkey.assert(asked.step_up.challenge, rpId, origin);
+    const paid = await approve({
+      input_hash: asked.input_hash,
+      approval_hash: asked.approval_hash,
+      passkey: forPayment,
+    });
+    expect(paid.status).toBe(200);
     await paidOnce(op, seen);
   });
 
