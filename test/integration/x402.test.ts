@@ -3,7 +3,9 @@
 // and resent on every retry; a lost answer is outcome_unknown and settled by the same payment; a
 // requirement the tool did not declare is refused with nothing signed; above approval_over a person
 // decides before anything is signed; the signer's request is signed with the tenant's secret.
+import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { Toolgate } from "../../src/client/index.ts";
 import { Webhook } from "standardwebhooks";
 import {
   api,
@@ -24,6 +26,7 @@ import { SoftAuthenticator } from "../support/soft-authenticator.ts";
 import { MERCHANT_PAY_TO, TEST_ASSET, TEST_NETWORK } from "../../demo/x402-merchant.ts";
 
 const SIGNER = "/webhooks/x402-signer";
+const worker = (exports as unknown as { default: Fetcher }).default;
 const args = { amount: 1, currency: "usd" };
 /** What the merchant asks by default, as a payment's approval shows it. */
 const ASKED = {
@@ -576,8 +579,16 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     });
     expect(await seen()).toMatchObject({ signatures: [], paid: [], unpaid: 1 });
 
-    const second = await api("POST", `/v1/operations/${op}/approve`, { reason: "the payment" });
-    expect(second.status).toBe(200);
+    // The typed client's approve binds to the approval pending now: the payment's own hash.
+    const client = new Toolgate({
+      baseUrl: "http://toolgate.test",
+      apiKey: (await testTenant()).key,
+      fetch: ((url: string | URL, init?: RequestInit) =>
+        worker.fetch(new Request(url, init))) as typeof fetch,
+      attempts: 1,
+    });
+    const second = await client.approve(op, { reason: "the payment" });
+    expect(second.approval).toMatchObject({ state: "approved", reason: "the payment" });
     expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
     const s = await seen();
     expect(s.signatures).toHaveLength(1);
