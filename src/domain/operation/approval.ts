@@ -1,8 +1,9 @@
 // Approval, pure: whether a frozen input needs a person's decision, whether a decision may be
 // taken, and the awaiting_approval arm (ask, preview, decide, expire). An approval binds to
-// operation id + input hash + policy version (the hash of the tool's source), expires, is decided
-// once and by default not by the run's own user (four eyes). Approval is not authorization: the
-// run's scopes, deadline and tool are checked again after it (`decide` carries that `denial`).
+// operation id + input hash + policy version (the hash of the tool's source) + its approval hash (a
+// payment's own, `approvalHashOf`), expires, is decided once and by default not by the run's own
+// user (four eyes). Approval is not authorization: the run's scopes, deadline and tool are checked
+// again after it (`decide` carries that `denial`).
 // A routed approval (issue 35, route.ts) counts approve votes until quorum; its alarm also reminds
 // and escalates, and never approves.
 import type { ApprovalRule, Comparison } from "../../tools/spec.ts";
