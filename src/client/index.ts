@@ -80,8 +80,9 @@ export class Toolgate {
 
   /**
    * Records a person's decision in toolgate, bound to the frozen input the person was shown
-   * (`input_hash`, `policy_version`: taken from the operation when not given). A call already
-   * decided returns the recorded decision; nothing runs twice.
+   * (`input_hash`, `policy_version`, `approval_hash`: taken from the operation's pending approval
+   * when not given — an x402 payment's approval has its own `approval_hash`, and a decision naming
+   * another is refused). A call already decided returns the recorded decision; nothing runs twice.
    */
   async decide(
     operationId: string,
@@ -92,6 +93,8 @@ export class Toolgate {
       approver?: { id: string };
       input_hash?: string;
       policy_version?: string;
+      /** The approval the person saw (the inbox's `approval_hash`); needed for a payment's. */
+      approval_hash?: string;
     } = {},
   ): Promise<OperationView> {
     let bound = decision;
@@ -100,7 +103,12 @@ export class Toolgate {
       bound = {
         ...decision,
         input_hash: current.approval?.input_hash ?? current.input_hash,
-        ...(current.approval ? { policy_version: current.approval.policy_version } : {}),
+        ...(current.approval
+          ? {
+              policy_version: current.approval.policy_version,
+              approval_hash: current.approval.approval_hash,
+            }
+          : {}),
       };
     }
     if (verdict === "reject" && !bound.reason) bound = { ...bound, reason: "rejected" };

@@ -85,6 +85,8 @@ export type OperationView = {
     state: "pending" | "approved" | "rejected" | "expired" | "cancelled";
     input_hash: string;
     policy_version: string;
+    /** What a decision binds to: `input_hash`, or an x402 payment's approval's own hash. */
+    approval_hash: string;
     expires_at: string;
     decided_by: string | null;
     /** How `decided_by` was verified: Cloudflare Access (a person), an API key, a console session, delegated. */

@@ -1,6 +1,6 @@
 // Batch selection on the approvals inbox (issue 35): each pending card the approver can see exactly
 // has a checkbox (owned by the one batch form through `form="batch"`, since forms cannot nest)
-// whose value binds the operation to the input hash and tool version the card showed; the form
+// whose value binds the operation to the input hash, tool version and approval hash the card showed; the form
 // carries the verdict, one reason and the session's CSRF token. The handler hands the ticked items
 // to http/approvals-batch.ts — the API's own path, each decided as if alone — and flashes each result.
 import type { Context } from "hono";
@@ -12,7 +12,7 @@ import { setFlash, type Flash } from "./flash.ts";
 import type { ConsoleEnv } from "./page.ts";
 
 const FORM_ID = "batch";
-/** A checkbox's value: operation, input hash and tool version, as the card showed them. */
+/** A checkbox's value: operation, input hash, tool version and approval hash, as the card showed them. */
 const SEPARATOR = "~";
 
 /** The checkbox on one card: only for a card showing the exact arguments, before it expires. */
@@ -22,7 +22,9 @@ export const BatchSelect = ({ item }: { item: Item }) => (
       type="checkbox"
       form={FORM_ID}
       name="item"
-      value={[item.operation_id, item.input_hash, item.policy_version].join(SEPARATOR)}
+      value={[item.operation_id, item.input_hash, item.policy_version, item.approval_hash].join(
+        SEPARATOR,
+      )}
     />{" "}
     Select for a batch decision
   </label>
@@ -87,11 +89,14 @@ export async function decideBatchFromForm(
     return refuse(`At most ${MAX_BATCH_DECISIONS} requests at once. Nothing was decided.`);
   const items = ApprovalBatch.safeParse(
     ticked.map((value) => {
-      const [operation_id, input_hash, policy_version] = String(value).split(SEPARATOR);
+      const [operation_id, input_hash, policy_version, approval_hash] =
+        String(value).split(SEPARATOR);
       return {
         operation_id,
         input_hash,
         policy_version,
+        // A page shown before approval hashes: bound to the arguments (a payment's is then refused).
+        ...(approval_hash ? { approval_hash } : {}),
         decision: form.decision,
         ...(reason ? { reason } : {}),
       };

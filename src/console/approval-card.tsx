@@ -104,7 +104,14 @@ export const PendingCard = ({
         )}
         <p class="hint fingerprint">
           Bound to input hash <span class="mono">{item.input_hash}</span> and tool version{" "}
-          <span class="mono">{item.policy_version}</span>.
+          <span class="mono">{item.policy_version}</span>
+          {item.approval_hash !== item.input_hash && (
+            <>
+              {" "}
+              and this payment (approval hash <span class="mono">{item.approval_hash}</span>)
+            </>
+          )}
+          .
         </p>
       </div>
     </article>

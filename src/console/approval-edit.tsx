@@ -75,6 +75,7 @@ export const EditForm = ({
         <input type="hidden" name="csrf" value={csrf} />
         <input type="hidden" name="input_hash" value={exact.input_hash} />
         <input type="hidden" name="policy_version" value={exact.policy_version} />
+        <input type="hidden" name="approval_hash" value={exact.approval_hash} />
         <input type="hidden" name="fixed" value={JSON.stringify(fixed)} />
         <div>
           <label for={`${id}-edit-arguments`}>Arguments (JSON)</label>
@@ -219,6 +220,7 @@ export async function readCardForm(c: Context<ConsoleEnv>) {
     reason: field("reason").trim(),
     inputHash: field("input_hash"),
     toolVersion: field("policy_version"),
+    approvalHash: field("approval_hash"),
     refuse: async (text: string) => {
       await setFlash(c, { tone: "error", text });
       return c.redirect(HOME, 303);
@@ -232,7 +234,8 @@ export async function editFromForm(
   decider: () => Promise<Decider | Response>,
   showDraft: (operationId: string, draft: EditDraft) => Promise<Response>,
 ) {
-  const { operationId, field, reason, inputHash, toolVersion, ...read } = await readCardForm(c);
+  const { operationId, field, reason, inputHash, toolVersion, approvalHash, ...read } =
+    await readCardForm(c);
   const refuse = (text: string) => read.refuse(`${text} Nothing was changed or sent.`);
   if (!OPERATION_ID.test(operationId))
     return refuse("There is no such approval request in this tenant.");
@@ -267,6 +270,7 @@ export async function editFromForm(
       reason,
       inputHash,
       toolVersion,
+      ...(approvalHash ? { approvalHash } : {}),
     },
     { ...fixed, ...edited },
   );

@@ -1,6 +1,7 @@
 // The approve and reject forms on a pending approval card. Both carry the session's CSRF token and
-// the input_hash and policy_version of what the card showed, so the operation refuses a decision
-// about other arguments or another tool version. Approving takes an optional reason; rejecting
+// the input_hash, policy_version and approval_hash of what the card showed, so the operation refuses
+// a decision about other arguments, another tool version or another approval of the call (a
+// payment's, asked after its own was decided: a form posted twice never approves it). Approving takes an optional reason; rejecting
 // needs one (the agent is told it).
 import { HOME, MAX_REASON, type Item } from "./approval-decision.ts";
 
@@ -66,6 +67,7 @@ const DecideForm = ({
       <input type="hidden" name="csrf" value={csrf} />
       <input type="hidden" name="input_hash" value={item.input_hash} />
       <input type="hidden" name="policy_version" value={item.policy_version} />
+      <input type="hidden" name="approval_hash" value={item.approval_hash} />
       <div>
         <label for={`${id}-${verdict}-reason`}>{words.label}</label>
         <p class="hint" id={`${id}-${verdict}-hint`}>

@@ -161,7 +161,11 @@ async function exactInputs(
   items.forEach((item, i) => {
     const answer = answers[i];
     // Only for the call the inbox row describes (a row out of step with its operation is not it).
-    if (answer?.ok && answer.value.input_hash === item.input_hash)
+    if (
+      answer?.ok &&
+      answer.value.input_hash === item.input_hash &&
+      answer.value.approval_hash === item.approval_hash
+    )
       exact.set(item.operation_id, answer.value);
   });
   return exact;
@@ -171,7 +175,8 @@ async function exactInputs(
 async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reject") {
   if (!allowed(c)) return notAllowed(c);
   const session = c.get("session");
-  const { operationId, field, reason, inputHash, toolVersion, refuse } = await readCardForm(c);
+  const { operationId, field, reason, inputHash, toolVersion, approvalHash, refuse } =
+    await readCardForm(c);
   if (!OPERATION_ID.test(operationId))
     return refuse("There is no such approval request in this tenant. Nothing was decided.");
   // The console always sends what it showed; a decision that does not say so is not taken.
@@ -185,7 +190,14 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
     return refuse(`A reason is at most ${MAX_REASON} characters. Nothing was decided.`);
   const by = await consoleDecider(c);
   if (by instanceof Response) return by;
-  const stepUp = await consoleStepUp(c, by.id, { operationId, inputHash }, field("passkey"));
+  // A page shown before approval hashes binds to the arguments (a payment's approval then refuses it).
+  const binding = approvalHash ? { approvalHash } : {};
+  const stepUp = await consoleStepUp(
+    c,
+    by.id,
+    { operationId, approvalHash: approvalHash || inputHash },
+    field("passkey"),
+  );
   if (stepUp instanceof Response) return stepUp;
   const decided = await operationStub(c.env, operationId).decide(session.tenantId, {
     verdict,
@@ -197,6 +209,7 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
     reason: reason || null,
     inputHash,
     toolVersion,
+    ...binding,
   });
   await setFlash(c, decisionFlash(decided));
   return c.redirect(HOME, 303);
@@ -204,13 +217,13 @@ async function decideFromForm(c: Context<ConsoleEnv>, verdict: "approve" | "reje
 
 /**
  * The card's passkey assertion (filled by /console/assets/passkey.js for a step-up tool), verified
- * for this person and this input hash; `{}` when the form carries none (the operation then refuses
+ * for this person and this approval hash; `{}` when the form carries none (the operation then refuses
  * an approval its tool steps up). One that does not verify decides nothing (401).
  */
 async function consoleStepUp(
   c: Context<ConsoleEnv>,
   person: string,
-  approval: { operationId: string; inputHash: string },
+  approval: { operationId: string; approvalHash: string },
   text: string,
 ): Promise<{ stepUp?: "passkey" } | Response> {
   if (!text) return {};

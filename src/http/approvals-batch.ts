@@ -13,7 +13,8 @@ import { OPERATION_ID } from "./request.ts";
 import type { ApprovalBatch } from "./schemas.ts";
 
 /**
- * Why an item was not decided: its arguments or tool version changed since the approver looked, it
+ * Why an item was not decided: its arguments or tool version changed since the approver looked,
+ * another approval of it is pending (an x402 payment's, after the call's own was decided), it
  * expired, someone decided it first, it was cancelled, the decider asked for it (four eyes), the
  * tool never asked for approval, no such operation in this tenant (another tenant's is the same),
  * or the operation did not answer (it may have been decided: read it).
@@ -21,6 +22,7 @@ import type { ApprovalBatch } from "./schemas.ts";
 export type SkipReason =
   | "input_hash_changed"
   | "policy_version_changed"
+  | "approval_hash_changed"
   | "expired"
   | "already_decided"
   | "cancelled"
@@ -67,6 +69,7 @@ export async function decideBatch(
           reason: item.reason ?? null,
           inputHash: item.input_hash,
           toolVersion: item.policy_version ?? null,
+          ...(item.approval_hash ? { approvalHash: item.approval_hash } : {}),
         });
       } catch {
         return skipped(id, "unavailable", UNANSWERED);
@@ -77,6 +80,12 @@ export async function decideBatch(
 }
 
 const NOT_FOUND = "no such operation in this tenant";
+/** What changed since the approver looked; `approval_hash`: another approval of it is pending now (a payment's). */
+const MISMATCH = {
+  input_hash: "input_hash_changed",
+  policy_version: "policy_version_changed",
+  approval_hash: "approval_hash_changed",
+} as const satisfies Record<string, SkipReason>;
 const UNANSWERED =
   "the operation did not answer; it may or may not have taken this decision: read GET /v1/operations/{id}";
 
@@ -98,7 +107,7 @@ export function itemResult(
       case "approval_mismatch":
         return skipped(
           operationId,
-          error.field === "input_hash" ? "input_hash_changed" : "policy_version_changed",
+          MISMATCH[error.field],
           `${error.detail}; nothing was decided: look at it again`,
         );
       case "self_approval":

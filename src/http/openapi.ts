@@ -371,7 +371,7 @@ export const ROUTES: Route[] = [
     method: "post",
     path: "/v1/approvals/batch",
     summary:
-      "Decide up to 100 calls at once, each [{ operation_id, input_hash, decision: approve|reject, reason }] exactly as if alone → { decided_by, decided_via, items: [{ operation_id, result: decided, state, phase } | { operation_id, result: voted, votes, needed } (a routed approval: the vote counted, more are needed) | { operation_id, result: skipped, reason: input_hash_changed|policy_version_changed|expired|already_decided|cancelled|self_approval|not_an_approver|step_up_required|not_awaiting_approval|not_found|unavailable, detail }] } in order",
+      "Decide up to 100 calls at once, each [{ operation_id, input_hash, approval_hash?, decision: approve|reject, reason }] exactly as if alone → { decided_by, decided_via, items: [{ operation_id, result: decided, state, phase } | { operation_id, result: voted, votes, needed } (a routed approval: the vote counted, more are needed) | { operation_id, result: skipped, reason: input_hash_changed|policy_version_changed|approval_hash_changed|expired|already_decided|cancelled|self_approval|not_an_approver|step_up_required|not_awaiting_approval|not_found|unavailable, detail }] } in order",
     auth: "approvals:decide",
     body: ApprovalBatch,
   },

@@ -47,14 +47,14 @@ async function decide(
   const operationId = checkId(c.req.param("operation_id") ?? "", OPERATION_ID, "operation");
   const tenantId = requireScope(c, "approvals:decide");
   const by = await decider(c, body.approver);
-  // The passkey step-up (issue 35): verified here, for this decider and this operation's input hash.
+  // The passkey step-up (issue 35): verified here, for this decider and the approval it names.
   if (body.passkey) {
     if (!body.input_hash)
       throw new ApiProblem({
         code: "invalid_request",
         detail: "a passkey step-up names the input_hash it was made for; nothing was decided",
       });
-    const approval = { operationId, inputHash: body.input_hash };
+    const approval = { operationId, approvalHash: body.approval_hash ?? body.input_hash };
     await verifyStepUp(c.env, c.req.url, tenantId, by.id, approval, body.passkey);
   }
   // Delegation while away (issue 35): only a delegation in force from that person to this decider.
@@ -79,6 +79,7 @@ async function decide(
     reason: body.reason ?? null,
     inputHash: body.input_hash ?? null,
     toolVersion: body.policy_version ?? null,
+    ...(body.approval_hash ? { approvalHash: body.approval_hash } : {}),
   };
   const stub = operationStub(c, operationId);
   const decided = body.arguments

@@ -27,13 +27,13 @@ const relyingParty = (env: Env, requestUrl: string) => {
 const refused = (detail: string) =>
   new ApiProblem({ code: "step_up_failed", detail: `${detail}; nothing was decided` });
 
-/** Throws `step_up_failed` unless `assertion` is `person`'s passkey, made for this operation's input hash. */
+/** Throws `step_up_failed` unless `assertion` is `person`'s passkey, made for this operation's approval hash. */
 export async function verifyStepUp(
   env: Env,
   requestUrl: string,
   tenantId: string,
   person: string,
-  approval: { operationId: string; inputHash: string },
+  approval: { operationId: string; approvalHash: string },
   assertion: z.infer<typeof PasskeyAssertion>,
 ): Promise<void> {
   const tenant = tenantStub(env, tenantId);
@@ -46,7 +46,7 @@ export async function verifyStepUp(
   try {
     verified = await verifyAuthenticationResponse({
       response: assertion,
-      expectedChallenge: stepUpChallenge(approval.operationId, approval.inputHash),
+      expectedChallenge: stepUpChallenge(approval.operationId, approval.approvalHash),
       expectedOrigin: origin,
       expectedRPID: rpID,
       credential: {

@@ -178,12 +178,24 @@ export const PasskeyRegistration = z.strictObject({
   authenticatorAttachment: ATTACHMENT,
 });
 
-/** `input_hash` / `policy_version`: optional, what the approver saw; a mismatch is refused (409). */
+/** The approval a decision is for (its `approval_hash`, as listed): a payment's differs from its arguments'. */
+const APPROVAL_HASH = z
+  .string()
+  .min(1)
+  .max(128)
+  .describe(
+    "The approval you saw (the inbox's approval_hash): input_hash for a plain approval, its own for an x402 payment's; a decision naming another, or only an input_hash for a payment's approval, is refused",
+  );
+/**
+ * `input_hash` / `policy_version` / `approval_hash`: optional, what the approver saw; a mismatch
+ * is refused (409). Naming none approves what is pending now.
+ */
 const Decide = z.strictObject({
   reason: z.string().min(1).max(2000).optional(),
   approver: Approver.optional(),
   input_hash: z.string().optional(),
   policy_version: z.string().optional(),
+  approval_hash: APPROVAL_HASH.optional(),
   passkey: PasskeyAssertion.optional(),
   on_behalf_of: z
     .string()
@@ -215,6 +227,7 @@ const batchItem = {
     .max(128)
     .describe("The arguments the approver saw (the inbox's input_hash): required"),
   policy_version: z.string().min(1).max(128).optional(),
+  approval_hash: APPROVAL_HASH.optional(),
 };
 /**
  * Each item is one single decision (approve's reason optional, reject's required), bound to the

@@ -3,7 +3,9 @@
 // and resent on every retry; a lost answer is outcome_unknown and settled by the same payment; a
 // requirement the tool did not declare is refused with nothing signed; above approval_over a person
 // decides before anything is signed; the signer's request is signed with the tenant's secret.
+import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { Toolgate } from "../../src/client/index.ts";
 import { Webhook } from "standardwebhooks";
 import {
   api,
@@ -12,16 +14,19 @@ import {
   manifest,
   operation,
   setup,
+  testTenant,
   trace,
   turn,
   unique,
   until,
   upstream,
 } from "../support/api.ts";
-import { consolePage } from "../support/console-page.ts";
+import { consoleAs, consolePage, consoleSession, hidden } from "../support/console-page.ts";
+import { SoftAuthenticator } from "../support/soft-authenticator.ts";
 import { MERCHANT_PAY_TO, TEST_ASSET, TEST_NETWORK } from "../../demo/x402-merchant.ts";
 
 const SIGNER = "/webhooks/x402-signer";
+const worker = (exports as unknown as { default: Fetcher }).default;
 const args = { amount: 1, currency: "usd" };
 /** What the merchant asks by default, as a payment's approval shows it. */
 const ASKED = {
@@ -35,12 +40,41 @@ const inboxItem = async (op: string) =>
   (await api("GET", "/v1/approvals?state=pending&limit=100")).body.items.find(
     (i: { operation_id: string }) => i.operation_id === op,
   );
-/** The console inbox's card of operation `op` (its <article>), or "" when absent. */
-async function cardOf(op: string) {
-  const html = await consolePage("/console/approvals");
+/** The card of operation `op` (its <article>) on a console inbox page, or "" when absent. */
+function cardIn(html: string, op: string) {
   const start = html.indexOf(`<article class="item" id="${op}"`);
   return start < 0 ? "" : html.slice(start, html.indexOf("</article>", start));
 }
+const cardOf = async (op: string) => cardIn(await consolePage("/console/approvals"), op);
+/** A card's approve form as the browser posts it (its first form's hidden fields). */
+const approveForm = (card: string) => ({
+  input_hash: hidden(card, "input_hash"),
+  policy_version: hidden(card, "policy_version"),
+  approval_hash: hidden(card, "approval_hash"),
+  reason: "",
+});
+/** A tool that asks a person anyway, paying over approval_over: its call, awaiting its own approval. */
+async function askedTwice() {
+  const paid = await paidTool({ approval_over: "5000" }, { approval: { mode: "always" } });
+  const res = await turn(paid.run.runId, [{ id: "c1", name: paid.run.name, arguments: args }]);
+  expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
+  return { ...paid, op: res.body.results[0].operation_id as string };
+}
+/** Once approved, the call ran and paid once: one signature, one settlement, one effect. */
+async function paidOnce(op: string, seen: Awaited<ReturnType<typeof paidTool>>["seen"]) {
+  expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
+  expect(await seen()).toMatchObject({
+    signatures: [{}],
+    settlements: [expect.anything()],
+    effects: 1,
+  });
+}
+/** The call's own approval decided: its 402 has asked again, for the payment. */
+const paymentAsked = (op: string) =>
+  until(
+    async () => (await operation(op)).body,
+    (v) => v.phase === "awaiting_approval" && v.approval?.payment !== undefined,
+  );
 
 /** A paid tool on a fresh namespace, its signer secret stored at the tenant first (runs carry it). */
 async function paidTool(
@@ -524,9 +558,10 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     const op = res.body.results[0].operation_id as string;
     expect(res.body.results[0]).toMatchObject({ status: "awaiting_approval" });
     expect((await api("GET", `/v1/approvals/${op}`)).body.payment).toBeUndefined();
-    expect((await api("POST", `/v1/operations/${op}/approve`, { reason: "the call" })).status).toBe(
-      200,
-    );
+    const first = await api("POST", `/v1/operations/${op}/approve`, { reason: "the call" });
+    // The answer is this decision's, even when the 402 asks again before it is written.
+    expect(first.status).toBe(200);
+    expect(first.body.approval).toMatchObject({ state: "approved", reason: "the call" });
     const reopened = await until(
       async () => (await operation(op)).body,
       (v) => v.phase === "awaiting_approval" && v.approval?.payment !== undefined,
@@ -544,8 +579,16 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     });
     expect(await seen()).toMatchObject({ signatures: [], paid: [], unpaid: 1 });
 
-    const second = await api("POST", `/v1/operations/${op}/approve`, { reason: "the payment" });
-    expect(second.status).toBe(200);
+    // The typed client's approve binds to the approval pending now: the payment's own hash.
+    const client = new Toolgate({
+      baseUrl: "http://toolgate.test",
+      apiKey: (await testTenant()).key,
+      fetch: ((url: string | URL, init?: RequestInit) =>
+        worker.fetch(new Request(url, init))) as typeof fetch,
+      attempts: 1,
+    });
+    const second = await client.approve(op, { reason: "the payment" });
+    expect(second.approval).toMatchObject({ state: "approved", reason: "the payment" });
     expect((await operation(op, 5)).body.result).toMatchObject({ status: "succeeded" });
     const s = await seen();
     expect(s.signatures).toHaveLength(1);
@@ -554,6 +597,134 @@ describe("x402 pay-once", { timeout: 30_000 }, () => {
     const decided = (await trace(run.runId)).filter((e) => e.type === "approval_decided");
     expect(decided.map((e) => e.reason)).toEqual(["the call", "the payment"]);
   });
+  it("a batch item for the call's own approval, sent again once its payment's is pending: skipped, nothing signed; the payment's item as listed approves it, paid once", async () => {
+    const { op, seen } = await askedTwice();
+    const first = await inboxItem(op);
+    expect(first.approval_hash).toBe(first.input_hash);
+    const item = {
+      operation_id: op,
+      input_hash: first.input_hash,
+      approval_hash: first.approval_hash,
+      decision: "approve",
+      reason: "the call",
+    };
+    const once = await api("POST", "/v1/approvals/batch", [item]);
+    // Decided as the call's approval, even when its 402 asks again before the answer is written.
+    expect(once.body.items[0]).toMatchObject({ result: "decided", state: "approved" });
+    await paymentAsked(op);
+
+    // The same batch again (a client's retry): it was for the call, not for what it now pays.
+    const again = await api("POST", "/v1/approvals/batch", [item]);
+    expect(again.body.items[0]).toMatchObject({
+      result: "skipped",
+      reason: "approval_hash_changed",
+    });
+    // Nor does an item or a decision naming only the arguments (no approval_hash): a payment's is not theirs.
+    const { approval_hash: _named, ...argumentsOnly } = item;
+    const bare = await api("POST", "/v1/approvals/batch", [argumentsOnly]);
+    expect(bare.body.items[0]).toMatchObject({
+      result: "skipped",
+      reason: "approval_hash_changed",
+    });
+    const single = await api("POST", `/v1/operations/${op}/approve`, {
+      input_hash: first.input_hash,
+    });
+    expect([single.status, single.body.code]).toEqual([409, "approval_mismatch"]);
+    expect(await seen()).toMatchObject({ signatures: [], settlements: [], paid: [], unpaid: 1 });
+    expect((await operation(op)).body.approval).toMatchObject({ state: "pending", payment: ASKED });
+
+    // The payment's own request, as GET /v1/approvals lists it: the same arguments, its own hash.
+    const listed = await until(
+      () => inboxItem(op),
+      (i) => i?.payment !== undefined,
+    );
+    expect(listed).toMatchObject({ state: "pending", input_hash: first.input_hash });
+    expect(listed.approval_hash).not.toBe(first.approval_hash);
+    expect((await api("GET", `/v1/approvals/${op}`)).body.approval_hash).toBe(listed.approval_hash);
+    expect((await operation(op)).body.approval.approval_hash).toBe(listed.approval_hash);
+    const payment = { ...item, approval_hash: listed.approval_hash, reason: "the payment" };
+    const decided = await api("POST", "/v1/approvals/batch", [payment]);
+    expect(decided.body.items[0]).toMatchObject({ result: "decided", state: "approved" });
+    await paidOnce(op, seen);
+  });
+
+  it("the console: the call's approve form posted twice does not approve its payment; the payment's card does, paid once", async () => {
+    const { op, seen } = await askedTwice();
+    const people = await consoleAs((await testTenant()).key);
+    const form = approveForm(cardIn((await people.get("/console/approvals")).text, op));
+    expect(form.approval_hash).toBe(form.input_hash);
+    expect((await people.post(`/console/approvals/${op}/approve`, form)).status).toBe(303);
+    // Told it was approved (the payment's request that follows is not what was decided here).
+    expect((await people.get("/console/approvals")).text).toContain("It runs once now");
+    await paymentAsked(op);
+
+    // The same form again (a double submit, a browser resending it): refused, nothing decided.
+    expect((await people.post(`/console/approvals/${op}/approve`, form)).status).toBe(303);
+    const page = (await people.get("/console/approvals")).text;
+    expect(page).toContain("another approval than the one pending");
+    expect(await seen()).toMatchObject({ signatures: [], settlements: [], paid: [] });
+    expect((await operation(op)).body.approval).toMatchObject({ state: "pending", payment: ASKED });
+
+    // The payment's card, as shown now, carries its own hash and approves it.
+    const card = cardIn(page, op);
+    expect(card).toContain('data-role="payment"');
+    const second = approveForm(card);
+    expect(second.input_hash).toBe(form.input_hash);
+    expect(second.approval_hash).not.toBe(form.approval_hash);
+    expect((await people.post(`/console/approvals/${op}/approve`, second)).status).toBe(303);
+    await paidOnce(op, seen);
+  });
+
+  it("a passkey step-up tool: the payment's approval has its own challenge; an assertion made for the call's own approval does not approve the payment", async () => {
+    // "test" (the shared key's name, the decider) registers a passkey in the console.
+    const [origin, rpId] = ["http://toolgate.test", "toolgate.test"];
+    const people = await consoleSession();
+    const passkey = await SoftAuthenticator.create();
+    const options = JSON.parse(await people.get("/console/passkeys/options"));
+    const made = await passkey.register(options, origin);
+    expect(
+      (await people.post("/console/passkeys", [["response", JSON.stringify(made)]])).status,
+    ).toBe(303);
+    const { run, seen } = await paidTool(
+      { approval_over: "5000" },
+      { risk: "irreversible_write", approval: { mode: "always", step_up: "passkey" } },
+    );
+    const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);
+    const op = res.body.results[0].operation_id as string;
+    const call = (await operation(op)).body.approval;
+    const approve = (body: Record<string, unknown>) =>
+      api("POST", `/v1/operations/${op}/approve`, body);
+    const forCall = await passkey.assert(call.step_up.challenge, rpId, origin);
+    expect((await approve({ input_hash: call.input_hash, passkey: forCall })).status).toBe(200);
+    const asked = (await paymentAsked(op)).approval;
+    expect(asked.step_up.challenge).not.toBe(call.step_up.challenge);
+
+    // A fresh assertion over the call's challenge, aimed at the payment: the challenge is not its.
+    const again = await passkey.assert(call.step_up.challenge, rpId, origin);
+    const aimed = await approve({
+      input_hash: asked.input_hash,
+      approval_hash: asked.approval_hash,
+      passkey: again,
+    });
+    expect([aimed.status, aimed.body.code]).toEqual([401, "step_up_failed"]);
+    // Verified for the call's approval, it names that one: not the payment pending now.
+    const stale = await approve({
+      input_hash: call.input_hash,
+      passkey: await passkey.assert(call.step_up.challenge, rpId, origin),
+    });
+    expect([stale.status, stale.body.code]).toEqual([409, "approval_mismatch"]);
+    expect(await seen()).toMatchObject({ signatures: [], settlements: [], paid: [] });
+
+    const forPayment = await passkey.assert(asked.step_up.challenge, rpId, origin);
+    const paid = await approve({
+      input_hash: asked.input_hash,
+      approval_hash: asked.approval_hash,
+      passkey: forPayment,
+    });
+    expect(paid.status).toBe(200);
+    await paidOnce(op, seen);
+  });
+
   it("the model's result of a paid call carries what it paid and the merchant's settlement, never the payload; a resent payment's too", async () => {
     const { run, seen } = await paidTool();
     const res = await turn(run.runId, [{ id: "c1", name: run.name, arguments: args }]);

@@ -36,6 +36,11 @@ export type ApprovalItem = {
   expires_at_ms: number;
   input_hash: string;
   policy_version: string;
+  /**
+   * What a decision binds to (operation/approval.ts `approvalHashOf`): `input_hash` for a plain
+   * approval, its own for a payment's. Absent in rows stored before it (read as `input_hash`).
+   */
+  approval_hash?: string;
   /** `truncated`: the body is the first 16 KiB of its JSON text; the operation has all of it. */
   preview: {
     status: number | null;

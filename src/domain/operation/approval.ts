@@ -1,12 +1,15 @@
 // Approval, pure: whether a frozen input needs a person's decision, whether a decision may be
 // taken, and the awaiting_approval arm (ask, preview, decide, expire). An approval binds to
-// operation id + input hash + policy version (the hash of the tool's source), expires, is decided
-// once and by default not by the run's own user (four eyes). Approval is not authorization: the
-// run's scopes, deadline and tool are checked again after it (`decide` carries that `denial`).
+// operation id + input hash + policy version (the hash of the tool's source) + its approval hash (a
+// payment's own, `approvalHashOf`), expires, is decided once and by default not by the run's own
+// user (four eyes). Approval is not authorization: the run's scopes, deadline and tool are checked
+// again after it (`decide` carries that `denial`).
 // A routed approval (issue 35, route.ts) counts approve votes until quorum; its alarm also reminds
 // and escalates, and never approves.
 import type { ApprovalRule, Comparison } from "../../tools/spec.ts";
+import { canonicalJson } from "../canonical-json.ts";
 import { traceEvent } from "../journal/trace-event.ts";
+import { sha256HexSync } from "../trace-chain.ts";
 import { err, ok, type Result } from "../result.ts";
 import { countVote, mayVote, nextRouteAtMs, routeAlarm, startRouting, voterOf } from "./route.ts";
 import { beginExecution, closeApproval, holdStep, record, unchanged } from "./steps.ts";
@@ -61,6 +64,25 @@ function matches(c: Comparison, value: unknown): boolean {
   return false;
 }
 
+const PAYMENT_BINDING = "toolgate/payment-approval/v1:";
+
+/**
+ * What a decision binds to (`approval_hash`): a plain approval's is its input hash; a payment's
+ * (x402, issue 37) hashes the input hash with the requirement, so an operation asked twice — its
+ * own approval, then its payment's — has two, and a decision made for the first (a batch retried,
+ * a form posted twice) can never approve the payment its approver did not see.
+ */
+export function approvalHashOf({
+  inputHash,
+  payment,
+}: Pick<ApprovalRequest, "inputHash" | "payment">): string {
+  if (!payment) return inputHash;
+  const { amount, asset, network, payTo } = payment;
+  return sha256HexSync(
+    `${PAYMENT_BINDING}${canonicalJson({ input_hash: inputHash, amount, asset, network, pay_to: payTo })}`,
+  );
+}
+
 /** Checks a decision against the request it answers (expiry is the state machine's: it records it). */
 export function checkDecision(
   request: ApprovalRequest,
@@ -104,6 +126,17 @@ export function checkDecision(
       code: "approval_mismatch",
       field: "policy_version",
       detail: "the decision names another version of the tool than this operation holds",
+    });
+  // A decision naming only the arguments binds to a plain approval of them, never to a payment's.
+  const bound = approvalHashOf(request);
+  const named = decision.approvalHash ?? decision.inputHash;
+  if (named !== null && named !== bound)
+    return err({
+      code: "approval_mismatch",
+      field: "approval_hash",
+      detail: request.payment
+        ? "the decision was made for another approval than the one pending: this one is for a payment (approval.payment); decide it by its approval_hash"
+        : "the decision was made for another approval than the one pending (its approval_hash)",
     });
   return ok(true);
 }

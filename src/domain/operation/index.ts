@@ -1,7 +1,7 @@
 // The operation state machine's public surface: `transition` is the one entry, the types it speaks,
 // the approval policy the shell asks before freezing a plan, and the read-only views of a state.
 // Everything else in this folder is internal to the machine (state ← steps ← arms ← transition).
-export { DEFAULT_APPROVAL_TTL_MS, needsApproval } from "./approval.ts";
+export { approvalHashOf, DEFAULT_APPROVAL_TTL_MS, needsApproval } from "./approval.ts";
 export type {
   ApprovalEdit,
   Decision,

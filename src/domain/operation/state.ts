@@ -102,6 +102,11 @@ export type Decision = {
   reason: string | null;
   inputHash: string | null;
   toolVersion: string | null;
+  /**
+   * The approval the decider saw (approval.ts `approvalHashOf`); absent: the one `inputHash` names
+   * if any, which only a plain approval of those arguments is (a payment's approval is not).
+   */
+  approvalHash?: string;
   /** The scopes of the key that carried the decision: a route's groups by scope (issue 35). */
   scopes?: string[];
   /**
@@ -119,7 +124,11 @@ export type DecisionRefusal =
   /** The tool asks for a passkey step-up to approve and the decision came without one verified. */
   | { code: "step_up_required"; detail: string }
   /** `field`: what changed since the approver looked — the arguments or the tool's version. */
-  | { code: "approval_mismatch"; detail: string; field: "input_hash" | "policy_version" };
+  | {
+      code: "approval_mismatch";
+      detail: string;
+      field: "input_hash" | "policy_version" | "approval_hash";
+    };
 
 /** Frozen at validation and stored with the operation: everything a transition needs about the tool. */
 export type OperationPlan = {

@@ -128,6 +128,8 @@ export type ApprovalView = {
   expires_at: string;
   input_hash: string;
   policy_version: string;
+  /** What a decision binds to (approval.ts `approvalHashOf`): `input_hash`, or a payment's own. */
+  approval_hash: string;
   four_eyes: boolean;
   /** Approving needs a passkey assertion over `challenge` (bound to this operation's input hash). */
   step_up: { kind: "passkey"; challenge: string } | null;
@@ -165,6 +167,8 @@ export type ApprovalInput = {
   hidden: string[];
   input_hash: string;
   policy_version: string;
+  /** What a decision binds to (approval.ts `approvalHashOf`): `input_hash`, or a payment's own. */
+  approval_hash: string;
   /**
    * Fields an approver cannot edit (issue 35 item 2): bound from the run's context or naming the
    * operation (its operation key); an edit that sends one with another value is refused.

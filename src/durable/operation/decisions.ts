@@ -58,9 +58,11 @@ export class Decisions {
       ({ denial, secrets, hold } = gathered.value);
     }
     const step = this.apply({ type: "decide", decision, denial, hold }, hold ? null : secrets);
+    // The operation as this decision left it, read before any await: a paid call's first attempt may
+    // meet its 402 meanwhile and ask a person again (x402) — that request is not the one decided here.
+    const view = viewOf(log);
     await this.shell.outbox.settled();
     if (!step.ok && step.error.code !== "not_awaiting_approval") return step;
-    const view = viewOf(log);
     // A step that went through from awaiting_approval either took this decision or expired it.
     const state = view.approval?.state;
     const decided = step.ok && (state === "approved" || state === "rejected");
@@ -94,8 +96,12 @@ export class Decisions {
     const head = log.headFor(tenantId)!;
     if (done.value === "closed" || (done.value === "edited" && head.frozen.plan.approval?.fourEyes))
       return ok({ view: viewOf(log), decided: false, voted: false });
-    const { stepUp, ...rest } = decision;
-    const kept = done.value === "same" && stepUp ? { stepUp } : {};
+    // An edited version is a new approval: the named approval hash was the old one's, like the step-up.
+    const { stepUp, approvalHash, ...rest } = decision;
+    const kept =
+      done.value === "same"
+        ? { ...(stepUp ? { stepUp } : {}), ...(approvalHash ? { approvalHash } : {}) }
+        : {};
     return this.decide(tenantId, { ...rest, ...kept, inputHash: head.frozen.input_hash });
   }
 

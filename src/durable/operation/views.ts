@@ -10,6 +10,7 @@ import { envelopeFor, withEdit, withPayment } from "../../domain/envelope.ts";
 import { paidCallOf } from "../../domain/payment.ts";
 import { firstOf } from "../../domain/journal/trace-event.ts";
 import {
+  approvalHashOf,
   controlsOf,
   isSettled,
   settlingUntilMs,
@@ -198,9 +199,10 @@ function approvalViewOf(log: OperationLog, { state, frozen }: Head): ApprovalVie
     expires_at: new Date(approval.expiresAtMs).toISOString(),
     input_hash: approval.inputHash,
     policy_version: approval.toolVersion,
+    approval_hash: approvalHashOf(approval),
     four_eyes: approval.fourEyes,
     step_up: approval.stepUp
-      ? { kind: approval.stepUp, challenge: stepUpChallenge(frozen.id, approval.inputHash) }
+      ? { kind: approval.stepUp, challenge: stepUpChallenge(frozen.id, approvalHashOf(approval)) }
       : null,
     shadow: frozen.plan.shadow !== undefined,
     compensates: frozen.plan.compensates ?? null,
@@ -255,6 +257,7 @@ export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | 
     hidden: presentPointers(head.frozen.redact ?? [], input),
     input_hash: approval.inputHash,
     policy_version: approval.toolVersion,
+    approval_hash: approvalHashOf(approval),
     fixed: spec
       ? [...new Set([...Object.keys(spec.bind), ...spec.operationKey])].filter((f) =>
           Object.hasOwn(input, f),
@@ -268,7 +271,7 @@ export function approvalInputOf(log: OperationLog, head: Head): ApprovalInput | 
       ? {
           step_up: {
             kind: approval.stepUp,
-            challenge: stepUpChallenge(head.frozen.id, approval.inputHash),
+            challenge: stepUpChallenge(head.frozen.id, approvalHashOf(approval)),
           },
         }
       : {}),
@@ -302,6 +305,7 @@ export function approvalItem(log: OperationLog, state: ApprovalView["state"]): A
     expires_at_ms: approval.expiresAtMs,
     input_hash: approval.inputHash,
     policy_version: approval.toolVersion,
+    approval_hash: approvalHashOf(approval),
     preview: inboxPreview(view.approval?.preview ?? null),
     decided_by: view.approval?.decided_by ?? null,
     decided_via: view.approval?.decided_via ?? null,

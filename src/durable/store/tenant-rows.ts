@@ -226,6 +226,7 @@ const StoredApproval = z.object({
   expires_at_ms: z.number(),
   input_hash: z.string(),
   policy_version: z.string(),
+  approval_hash: z.string().optional(),
   preview: z
     .object({
       status: z.number().nullable(),

@@ -14,7 +14,8 @@ import type { ApprovalItem, UnknownItem } from "../../domain/journal/announce.ts
 export type { ApprovalItem, UnknownItem };
 export type ApprovalPage = {
   items: Array<
-    Omit<ApprovalItem, "requested_at_ms" | "expires_at_ms" | "decided_at_ms"> & {
+    Omit<ApprovalItem, "requested_at_ms" | "expires_at_ms" | "decided_at_ms" | "approval_hash"> & {
+      approval_hash: string;
       requested_at: string;
       expires_at: string;
       decided_at: string | null;
@@ -125,6 +126,8 @@ export class Inbox {
       const iso = (ms: number) => new Date(ms).toISOString();
       return {
         ...rest,
+        // Rows stored before approval hashes bind as the arguments do: a payment's is then refused.
+        approval_hash: rest.approval_hash ?? rest.input_hash,
         // Rows written before the inbox capped previews had no flag: they were never cut.
         preview: rest.preview
           ? { ...rest.preview, truncated: rest.preview.truncated ?? false }

@@ -1,6 +1,10 @@
 // Approval policy and the awaiting_approval arm of the state machine, as tables.
 import { describe, expect, it } from "vitest";
-import { needsApproval, type Decision } from "../../../src/domain/operation/index.ts";
+import {
+  approvalHashOf,
+  needsApproval,
+  type Decision,
+} from "../../../src/domain/operation/index.ts";
 import {
   transition,
   type OperationPlan,
@@ -186,6 +190,55 @@ describe("awaiting_approval", () => {
   ] as const)("%s → refused, nothing changes", (_what, d, code) => {
     const step = at(waiting, { type: "decide", decision: d, denial: null });
     expect(!step.ok && step.error.code).toBe(code);
+  });
+
+  describe("a payment's approval (x402, issue 37) binds to its own approval_hash", () => {
+    const payment = { amount: "10000", asset: "0xa5", network: "eip155:84532", payTo: "0xb0" };
+    const paid = { ...plan, approval: { ...plan.approval!, payment } };
+    const hash = approvalHashOf(paid.approval);
+
+    it("a plain approval's is its input hash; a payment's differs, and with any part of the requirement", () => {
+      expect(approvalHashOf(plan.approval!)).toBe("h1");
+      expect(hash).not.toBe("h1");
+      for (const part of ["amount", "asset", "network", "payTo"] as const)
+        expect(
+          approvalHashOf({ inputHash: "h1", payment: { ...payment, [part]: "0x0" } }),
+        ).not.toBe(hash);
+      expect(approvalHashOf({ inputHash: "h2", payment })).not.toBe(hash);
+    });
+
+    it.each([
+      [
+        "the call's own approval (its approval_hash, the input hash) → refused",
+        { approvalHash: "h1" },
+        false,
+      ],
+      ["only the arguments (input_hash, no approval_hash) → refused", { inputHash: "h1" }, false],
+      [
+        "another payment's approval_hash → refused",
+        { approvalHash: approvalHashOf({ inputHash: "h1", payment: { ...payment, amount: "1" } }) },
+        false,
+      ],
+      [
+        "its approval_hash with its input_hash → approved",
+        { inputHash: "h1", approvalHash: hash },
+        true,
+      ],
+      ["nothing → approved (a bare approve decides what is pending)", {}, true],
+    ] as const)("a decision naming %s", (_what, over, approved) => {
+      const step = transition(
+        waiting,
+        { type: "decide", decision: decision(over), denial: null },
+        paid,
+        T + 1_000,
+      );
+      if (approved) expect(step.ok && step.value.state.phase).toBe("executing");
+      else
+        expect(!step.ok && step.error).toMatchObject({
+          code: "approval_mismatch",
+          field: "approval_hash",
+        });
+    });
   });
 
   describe("edit-on-approve (issue 35 item 2)", () => {
