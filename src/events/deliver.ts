@@ -66,6 +66,25 @@ export async function deliverWebhook(
     .result;
 }
 
+/**
+ * A JSON body's Standard Webhooks headers (`webhook-id`, `-timestamp`, `-signature` with `secret`,
+ * a `whsec_` value): every signed POST toolgate makes — event deliveries and the x402 signer's ask.
+ * Throws when the secret is not a Standard Webhooks secret.
+ */
+export function standardWebhookHeaders(
+  secret: string,
+  id: string,
+  nowMs: number,
+  body: string,
+): Record<string, string> {
+  return {
+    "Content-Type": "application/json",
+    "webhook-id": id,
+    "webhook-timestamp": String(Math.floor(nowMs / 1000)),
+    "webhook-signature": new Webhook(secret).sign(id, new Date(nowMs), body),
+  };
+}
+
 /** One attempt; `timedOut`: no answer within the timeout, which starts here, as the request does. */
 async function attemptWebhook(
   target: WebhookTarget,
@@ -75,11 +94,8 @@ async function attemptWebhook(
 ): Promise<{ result: DeliveryResult; timedOut: boolean }> {
   const body = webhookBody(target, event);
   const headers = {
-    "Content-Type": "application/json",
     "User-Agent": "toolgate-webhooks/1",
-    "webhook-id": event.id,
-    "webhook-timestamp": String(Math.floor(nowMs / 1000)),
-    "webhook-signature": new Webhook(target.secret).sign(event.id, new Date(nowMs), body),
+    ...standardWebhookHeaders(target.secret, event.id, nowMs, body),
   };
   const started = Date.now();
   const signal = AbortSignal.timeout(timeoutMs);

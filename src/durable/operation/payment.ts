@@ -5,7 +5,6 @@
 // as @x402/core's headers. After a 402: the verdict (domain/payment.ts) as the `payment_required`
 // event and, when accepted, the plan holding the requirement (and the approval a person is asked).
 // toolgate never holds a wallet key and never signs twice for an operation that stored a payload.
-import { Webhook } from "standardwebhooks";
 import { x402Client } from "@x402/core/client";
 import { x402HTTPClient } from "@x402/core/http";
 import { PaymentPayloadV2Schema, PaymentRequiredV2Schema } from "@x402/core/schemas";
@@ -23,6 +22,7 @@ import {
   type PaymentDeclaration,
   type Settlement,
 } from "../../domain/payment.ts";
+import { standardWebhookHeaders } from "../../events/deliver.ts";
 import { isTimeout, readCapped } from "../../tools/http-tool.ts";
 import { toolVersion } from "../../tools/catalog.ts";
 import type { ToolSpec } from "../../tools/spec.ts";
@@ -140,10 +140,9 @@ async function askSigner(
     payment_required: required,
     accepted: stored.accepted,
   });
-  let signature: string;
-  const nowMs = Date.now();
+  let headers: Record<string, string>;
   try {
-    signature = new Webhook(secret).sign(id, new Date(nowMs), body);
+    headers = standardWebhookHeaders(secret, id, Date.now(), body);
   } catch (error) {
     return fail("config_error", `the signer secret is not a whsec_ secret (${String(error)})`);
   }
@@ -151,12 +150,7 @@ async function askSigner(
   try {
     response = await fetch(declared.signer.url, {
       method: "POST",
-      headers: {
-        "Content-Type": "application/json",
-        "webhook-id": id,
-        "webhook-timestamp": String(Math.floor(nowMs / 1000)),
-        "webhook-signature": signature,
-      },
+      headers,
       body,
       redirect: "manual",
       signal: AbortSignal.timeout(SIGNER_TIMEOUT_MS),
